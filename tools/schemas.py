@@ -1,0 +1,574 @@
+"""Pydantic contracts shared by every tool.
+
+Every model is strict about its shape: unknown fields are rejected, ids are
+safe slugs, numbers that must be finite are finite.  The runner (which is
+shipped to NPU hosts) never imports this module: it speaks plain JSON whose
+shape these models define, and the server validates what comes back.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+SCHEMA_VERSION = 1
+
+# A slug starts with a letter or digit, so ".", ".." and "-x" are impossible;
+# "/" and "\" are not in the alphabet, so a slug is always one path component.
+SLUG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$"
+_SLUG_RE = re.compile(SLUG_PATTERN)
+_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_DOTTED_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+_MODULE_FILE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\.py$")
+
+DTYPES = (
+    "float16", "bfloat16", "float32", "float64",
+    "int8", "uint8", "int16", "int32", "int64", "bool",
+)
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+# Ascend storage formats (torch_npu.npu_format_cast ids live in the runner).
+LAYOUTS = ("ND", "NCHW", "NHWC", "NC1HWC0", "FRACTAL_Z", "FRACTAL_NZ")
+MODES = ("eager", "compile", "graph")
+STATUSES = ("passed", "numerical_mismatch", "crash", "unsupported")
+
+Dtype = Literal["float16", "bfloat16", "float32", "float64",
+                "int8", "uint8", "int16", "int32", "int64", "bool"]
+Layout = Literal["ND", "NCHW", "NHWC", "NC1HWC0", "FRACTAL_Z", "FRACTAL_NZ"]
+Mode = Literal["eager", "compile", "graph"]
+Status = Literal["passed", "numerical_mismatch", "crash", "unsupported"]
+
+
+def _slug(value: str) -> str:
+    if not isinstance(value, str) or not _SLUG_RE.match(value):
+        raise ValueError(
+            "must be a safe slug: 1-96 characters of letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit (no '/', no '..', no spaces)"
+        )
+    if ".." in value:
+        raise ValueError("must not contain '..'")
+    return value
+
+
+def _ident(value: str) -> str:
+    if not _IDENT_RE.match(value):
+        raise ValueError("must be a Python identifier of at most 64 characters")
+    return value
+
+
+def _dotted(value: str) -> str:
+    if not _DOTTED_RE.match(value):
+        raise ValueError("must be a dotted callable path such as 'torch_npu.npu_rms_norm' (module.attr)")
+    return value
+
+
+def _finite(value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return value
+
+
+def _module_file(value: str) -> str:
+    if not _MODULE_FILE_RE.match(value):
+        raise ValueError("module file must be NAME.py with NAME a Python identifier (no directories)")
+    return value
+
+
+Slug = Annotated[str, AfterValidator(_slug)]
+ModuleFile = Annotated[str, AfterValidator(_module_file)]
+Ident = Annotated[str, AfterValidator(_ident)]
+Dotted = Annotated[str, AfterValidator(_dotted)]
+FiniteFloat = Annotated[float, AfterValidator(_finite)]
+NonNegFinite = Annotated[float, Field(ge=0), AfterValidator(_finite)]
+# A tensor element as JSON: finite numbers as numbers, the rest spelled out.
+ElementValue = Union[float, int, bool, Literal["nan", "inf", "-inf"]]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=False)
+
+
+# --------------------------------------------------------------------------
+# Inputs
+# --------------------------------------------------------------------------
+
+SpecialKind = Literal["nan", "inf", "-inf", "denormal", "+0", "-0", "large", "-large"]
+
+
+class SpecialValues(Strict):
+    """Special values injected into a generated tensor (after generation)."""
+
+    value: SpecialKind
+    # Explicit multi-indices into the logical tensor, or `count` random
+    # positions chosen from the case seed.
+    positions: list[list[Annotated[int, Field(ge=0)]]] | None = None
+    count: Annotated[int, Field(ge=1)] | None = None
+
+    @model_validator(mode="after")
+    def _one_way(self) -> "SpecialValues":
+        if (self.positions is None) == (self.count is None):
+            raise ValueError("give exactly one of 'positions' or 'count'")
+        return self
+
+
+class ValueSpec(Strict):
+    """How the values of an input are made, on CPU, from the case seed."""
+
+    kind: Literal["normal", "uniform", "randint", "zeros", "ones", "full", "arange", "captured"] = "normal"
+    mean: FiniteFloat = 0.0
+    std: NonNegFinite = 1.0
+    low: FiniteFloat | None = None
+    high: FiniteFloat | None = None
+    fill: FiniteFloat | None = None
+    # kind == "captured": a file name under the run's artifacts/captured/ (a
+    # tensor saved with torch.save), shipped with the run.
+    captured: Annotated[str, AfterValidator(_slug)] | None = None
+    specials: list[SpecialValues] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check(self) -> "ValueSpec":
+        if self.kind in ("uniform", "randint"):
+            if self.low is None or self.high is None:
+                raise ValueError(f"kind '{self.kind}' needs 'low' and 'high'")
+            if not self.low < self.high:
+                raise ValueError("'low' must be below 'high'")
+        if self.kind == "full" and self.fill is None:
+            raise ValueError("kind 'full' needs 'fill'")
+        if self.kind == "captured" and not self.captured:
+            raise ValueError("kind 'captured' needs 'captured' (a file in artifacts/captured/)")
+        return self
+
+
+class InputSpec(Strict):
+    name: Ident
+    shape: list[Annotated[int, Field(ge=0)]]
+    # None means contiguous.  Strides are in elements, like torch.
+    strides: list[Annotated[int, Field(ge=0)]] | None = None
+    storage_offset: Annotated[int, Field(ge=0)] = 0
+    dtype: Dtype = "float32"
+    layout: Layout = "ND"
+    values: ValueSpec = Field(default_factory=ValueSpec)
+
+    @model_validator(mode="after")
+    def _rank(self) -> "InputSpec":
+        if self.strides is not None and len(self.strides) != len(self.shape):
+            raise ValueError(
+                f"'strides' has rank {len(self.strides)} but 'shape' has rank {len(self.shape)}"
+            )
+        if self.dtype not in FLOAT_DTYPES:
+            for special in self.values.specials:
+                if special.value not in ("+0",):
+                    raise ValueError(f"special value '{special.value}' needs a floating dtype, not {self.dtype}")
+        return self
+
+    def is_contiguous(self) -> bool:
+        return self.strides is None or self.strides == contiguous_strides(self.shape)
+
+
+def contiguous_strides(shape: list[int]) -> list[int]:
+    strides, acc = [], 1
+    for size in reversed(shape):
+        strides.append(acc)
+        acc *= max(size, 1)
+    return list(reversed(strides))
+
+
+AttributeValue = Union[None, bool, int, float, str, list[Union[None, bool, int, float, str]]]
+
+
+class Case(Strict):
+    id: Slug
+    mode: Mode = "eager"
+    inputs: list[InputSpec] = Field(min_length=1)
+    attributes: dict[Ident, AttributeValue] = Field(default_factory=dict)
+    seed: Annotated[int, Field(ge=0, lt=2**63)] | None = None
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] | None = None
+    description: Annotated[str, Field(max_length=2000)] | None = None
+
+    @field_validator("attributes")
+    @classmethod
+    def _finite_attrs(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key, item in value.items():
+            items = item if isinstance(item, list) else [item]
+            for x in items:
+                if isinstance(x, float) and not math.isfinite(x):
+                    raise ValueError(f"attribute '{key}' must be finite")
+        return value
+
+    @model_validator(mode="after")
+    def _unique_inputs(self) -> "Case":
+        names = [i.name for i in self.inputs]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"input names must be unique; repeated: {dupes}")
+        return self
+
+
+# --------------------------------------------------------------------------
+# Operator config
+# --------------------------------------------------------------------------
+
+
+class Tolerance(Strict):
+    atol: NonNegFinite = 1e-5
+    rtol: NonNegFinite = 1e-5
+
+
+class ToleranceSpec(Tolerance):
+    per_dtype: dict[Dtype, Tolerance] = Field(default_factory=dict)
+
+    def for_dtype(self, dtype: str) -> Tolerance:
+        return self.per_dtype.get(dtype, Tolerance(atol=self.atol, rtol=self.rtol))  # type: ignore[arg-type]
+
+
+class CallSpec(Strict):
+    """How inputs map onto the callable's arguments."""
+
+    style: Literal["keywords", "positional"] = "keywords"
+    # positional: input (or attribute) names in argument order; the rest go as keywords.
+    order: list[Ident] | None = None
+
+    @model_validator(mode="after")
+    def _order(self) -> "CallSpec":
+        if self.style == "positional" and not self.order:
+            raise ValueError("style 'positional' needs 'order'")
+        return self
+
+
+class OperatorSpec(Strict):
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+    candidate: Dotted
+    reference: Dotted
+    # User module files shipped with the run (file names, stored under the
+    # run's artifacts/modules/); their module names are importable by both
+    # candidate and reference.
+    modules: list[ModuleFile] = Field(default_factory=list)
+    call: CallSpec = Field(default_factory=CallSpec)
+    # Names for a tuple/list output, in order (dict outputs are named already).
+    outputs: list[Ident] | None = None
+    reference_dtype: Literal["float32", "float64"] = "float32"
+    # None: inductor off-NPU, torchair's NPU backend on NPU.
+    compile_backend: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")] | None = None
+    # Extra regexes (Python re, case-insensitive) whose match on a candidate
+    # exception makes the case `unsupported`, added to the built-in rules.
+    unsupported_rules: list[Annotated[str, Field(min_length=1, max_length=500)]] = Field(default_factory=list)
+
+    @field_validator("unsupported_rules")
+    @classmethod
+    def _compile_rules(cls, rules: list[str]) -> list[str]:
+        for rule in rules:
+            try:
+                re.compile(rule)
+            except re.error as exc:
+                raise ValueError(f"rule {rule!r} is not a valid regular expression: {exc}") from None
+        return rules
+
+
+class OperatorConfig(Strict):
+    schema_version: Literal[1] = 1
+    run_id: Slug
+    operator: OperatorSpec
+    tolerance: ToleranceSpec = Field(default_factory=ToleranceSpec)
+    source_model_failure: Annotated[str, Field(max_length=20000)] | None = None
+    environment: dict[str, Any] = Field(default_factory=dict)
+    model: Annotated[str, Field(max_length=2000)] | None = None
+    command: Annotated[str, Field(max_length=20000)] | None = None
+    default_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
+
+
+# --------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------
+
+
+def _element(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("non-finite element values are written as 'nan', 'inf' or '-inf'")
+    return value
+
+
+Element = Annotated[ElementValue, AfterValidator(_element)]
+
+
+class Comparison(Strict):
+    output: Annotated[str, Field(min_length=1, max_length=200)]
+    passed: bool
+    # Contract: shape/dtype the reference says vs what the candidate gave.
+    expected_shape: list[int] | None = None
+    actual_shape: list[int] | None = None
+    expected_dtype: str | None = None
+    actual_dtype: str | None = None
+    contract_mismatch: Annotated[str, Field(max_length=2000)] | None = None
+    atol: NonNegFinite | None = None
+    rtol: NonNegFinite | None = None
+    numel: Annotated[int, Field(ge=0)] = 0
+    max_abs: NonNegFinite | None = None
+    max_rel: NonNegFinite | None = None
+    mean_abs: NonNegFinite | None = None
+    rmse: NonNegFinite | None = None
+    cosine: FiniteFloat | None = None
+    error_balance: FiniteFloat | None = None
+    max_ulp: NonNegFinite | None = None
+    mismatch_count: Annotated[int, Field(ge=0)] = 0
+    mismatch_ratio: Annotated[float, Field(ge=0, le=1)] = 0.0
+    nan_mismatch: Annotated[int, Field(ge=0)] = 0
+    inf_mismatch: Annotated[int, Field(ge=0)] = 0
+    worst_index: list[int] | None = None
+    worst_candidate: Element | None = None
+    worst_reference: Element | None = None
+    first_mismatch_index: list[int] | None = None
+    first_candidate: Element | None = None
+    first_reference: Element | None = None
+
+
+class ErrorInfo(Strict):
+    type: Annotated[str, Field(min_length=1, max_length=200)]
+    message: Annotated[str, Field(max_length=20000)]
+    # Short and stable, so identical crashes group: "RuntimeError: not implemented for <N>" or "SIGSEGV".
+    signature: Annotated[str, Field(min_length=1, max_length=300)]
+    signal: Annotated[str, Field(max_length=32)] | None = None
+    exit_code: int | None = None
+    traceback_tail: Annotated[str, Field(max_length=20000)] | None = None
+    # For unsupported: the rule (regex) that matched.
+    matched_rule: Annotated[str, Field(max_length=500)] | None = None
+
+
+class ResultSource(Strict):
+    kind: Literal["run_case_remote", "record_result"] = "record_result"
+    tool: Annotated[str, Field(max_length=200)] | None = None
+    host: Annotated[str, Field(max_length=200)] | None = None
+    device: Annotated[str, Field(max_length=64)] | None = None
+    # Where the raw evidence lives, relative to the run directory.
+    raw_path: Annotated[str, Field(max_length=500)] | None = None
+    note: Annotated[str, Field(max_length=5000)] | None = None
+
+
+class Timing(Strict):
+    candidate_us: NonNegFinite | None = None
+    reference_us: NonNegFinite | None = None
+    compare_us: NonNegFinite | None = None
+    total_us: NonNegFinite | None = None
+
+
+class CaseResult(Strict):
+    schema_version: Literal[1] = 1
+    case_id: Slug
+    status: Status
+    comparisons: list[Comparison] = Field(default_factory=list)
+    error: ErrorInfo | None = None
+    timing_us: Timing | None = None
+    source: ResultSource = Field(default_factory=ResultSource)
+    environment: dict[str, Any] = Field(default_factory=dict)
+    recorded_at: datetime | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "CaseResult":
+        if self.status in ("crash", "unsupported") and self.error is None:
+            raise ValueError(f"status '{self.status}' needs 'error' (type, message, signature)")
+        if self.status == "passed":
+            if self.error is not None:
+                raise ValueError("status 'passed' cannot carry an 'error'")
+            failed = [c.output for c in self.comparisons if not c.passed]
+            if failed:
+                raise ValueError(f"status 'passed' but comparisons failed for outputs {failed}")
+        if self.status == "numerical_mismatch":
+            if not self.comparisons:
+                raise ValueError("status 'numerical_mismatch' needs the 'comparisons' that show it")
+            if all(c.passed for c in self.comparisons):
+                raise ValueError("status 'numerical_mismatch' but every comparison passed")
+        return self
+
+
+def now_utc() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+# --------------------------------------------------------------------------
+# Analysis
+# --------------------------------------------------------------------------
+
+
+class CaseFailure(Strict):
+    case_id: str
+    status: Status
+    signature: str | None = None
+    reason: str | None = None
+    axes: dict[str, str]
+
+
+class FailureAxis(Strict):
+    axis: str
+    value: str
+    failing: int
+    total_with_value: int
+    # Every failing case has this value and no passing case has it.
+    explains_all: bool
+
+
+class NextCase(Strict):
+    reason: str
+    base_case: str
+    change: dict[str, Any]
+
+
+class Analysis(Strict):
+    schema_version: Literal[1] = 1
+    run_id: str
+    verdict: Literal["diagnosed", "inconclusive", "passed"]
+    summary: str
+    status_counts: dict[str, int]
+    planned: int
+    recorded: int
+    missing: list[str]
+    failures: list[CaseFailure]
+    unsupported: list[CaseFailure]
+    crash_groups: dict[str, list[str]]
+    failure_axes: list[FailureAxis]
+    integration_hint: str | None = None
+    next_cases: list[NextCase] = Field(default_factory=list)
+    analyzed_at: datetime
+
+
+# --------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------
+
+
+def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
+    """All errors at once, each with its field path and what was wrong."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "(root)"
+        if prefix:
+            loc = f"{prefix}.{loc}" if loc != "(root)" else prefix
+        msg = err.get("msg", "invalid")
+        if err.get("type") == "extra_forbidden":
+            msg = "unknown field (not part of the contract)"
+        lines.append(f"{loc}: {msg}")
+    return f"{len(lines)} validation error(s):\n" + "\n".join(f"  - {line}" for line in lines)
+
+
+# --------------------------------------------------------------------------
+# Tool requests and responses
+# --------------------------------------------------------------------------
+
+StarAxis = Literal["dtype", "shape", "strides", "storage_offset", "layout", "mode", "attribute", "values"]
+
+
+class StarVariation(Strict):
+    """One axis varied around the base case; one new case per value."""
+
+    axis: StarAxis
+    # For input axes: which input (None = every input for dtype/layout, the
+    # first input for shape/strides/storage_offset/values).
+    input: Ident | None = None
+    # For axis == "attribute": the attribute name.
+    name: Ident | None = None
+    values: list[Any] = Field(min_length=1, max_length=64)
+
+    @model_validator(mode="after")
+    def _needs_name(self) -> "StarVariation":
+        if self.axis == "attribute" and not self.name:
+            raise ValueError("axis 'attribute' needs 'name'")
+        if self.axis != "attribute" and self.name is not None:
+            raise ValueError("'name' is only for axis 'attribute'")
+        return self
+
+
+class StarSpec(Strict):
+    """A base case plus one-axis variations (a star, not a Cartesian product)."""
+
+    base: Case
+    vary: list[StarVariation] = Field(min_length=1)
+    include_base: bool = True
+
+
+class PlanRequest(Strict):
+    # A new run needs the config; appending to an existing run names it by run_id.
+    config: OperatorConfig | None = None
+    run_id: Slug | None = None
+    append: bool = False
+    cases: list[Case] = Field(default_factory=list)
+    stars: list[StarSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _shape(self) -> "PlanRequest":
+        if self.append:
+            if self.run_id is None and self.config is None:
+                raise ValueError("append needs 'run_id' (or 'config' whose run_id names the run)")
+        elif self.config is None:
+            raise ValueError("a new run needs 'config' (set append=true to add cases to an existing run)")
+        if self.config is not None and self.run_id is not None and self.run_id != self.config.run_id:
+            raise ValueError(f"'run_id' {self.run_id!r} differs from config.run_id {self.config.run_id!r}")
+        if not self.cases and not self.stars:
+            raise ValueError("give at least one case in 'cases' or one star in 'stars'")
+        return self
+
+    @property
+    def target_run_id(self) -> str:
+        return self.run_id or self.config.run_id  # type: ignore[union-attr]
+
+
+class PlannedCase(Strict):
+    id: str
+    mode: Mode
+    axes: dict[str, str]
+    state: Literal["pending", "passed", "numerical_mismatch", "crash", "unsupported"] = "pending"
+
+
+class PlanResponse(Strict):
+    run_id: str
+    run_dir: str
+    created: bool
+    added: list[str]
+    cases: list[PlannedCase]
+    warnings: list[str] = Field(default_factory=list)
+
+
+class RecordResponse(Strict):
+    run_id: str
+    case_id: str
+    status: Status
+    recorded_at: datetime
+    raw_path: str
+    pending: list[str]
+
+
+class CaseOutcome(Strict):
+    """One normalized outcome of run_case_remote, small enough for an agent."""
+
+    case_id: str
+    state: Literal["passed", "numerical_mismatch", "crash", "unsupported", "pending"]
+    recorded: bool
+    host: str | None = None
+    device: str | None = None
+    summary: str
+    failed_outputs: list[str] = Field(default_factory=list)
+    max_abs: float | None = None
+    mismatch_ratio: float | None = None
+    signature: str | None = None
+    matched_rule: str | None = None
+    # Why a case stayed pending: harness/reference/connection failure.
+    error: str | None = None
+    raw_path: str | None = None
+
+
+class RunResponse(Strict):
+    run_id: str
+    hosts: list[str]
+    outcomes: list[CaseOutcome]
+    recorded: list[str]
+    pending: list[str]
+    refused: list[str] = Field(default_factory=list)
+    rerun_hint: str | None = None
