@@ -501,6 +501,10 @@ class PlanRequest(Strict):
     append: bool = False
     cases: list[Case] = Field(default_factory=list)
     stars: list[StarSpec] = Field(default_factory=list)
+    # Source text of the user modules named in config.operator.modules
+    # (file name -> Python source); stored under artifacts/modules/ and
+    # shipped with the run to every host.
+    module_sources: dict[ModuleFile, Annotated[str, Field(max_length=2_000_000)]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _shape(self) -> "PlanRequest":
@@ -513,6 +517,10 @@ class PlanRequest(Strict):
             raise ValueError(f"'run_id' {self.run_id!r} differs from config.run_id {self.config.run_id!r}")
         if not self.cases and not self.stars:
             raise ValueError("give at least one case in 'cases' or one star in 'stars'")
+        if self.config is not None and not self.append:
+            missing = [m for m in self.config.operator.modules if m not in self.module_sources]
+            if missing:
+                raise ValueError(f"config.operator.modules names {missing} but 'module_sources' lacks them")
         return self
 
     @property
