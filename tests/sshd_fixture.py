@@ -1,0 +1,201 @@
+"""Real OpenSSH sshd instances on 127.0.0.1 for the SSH transport tests.
+
+Each `Sshd` is Debian's /usr/sbin/sshd started in the foreground (`-D -e`)
+with a throw-away config, a throw-away ed25519 host key and one client key in
+its authorized_keys.  Nothing is mocked: asyncssh talks to a real server that
+runs the runner as a real remote command.
+
+`kill()` simulates a host going away: the listener and every process under it
+(the per-connection sshd processes and the remote commands they started) are
+SIGKILLed.  `start()` again brings it back on the same port with the same host
+key, so known_hosts stays valid.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SSHD = "/usr/sbin/sshd"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def keygen(path: Path, comment: str = "opdebug-test") -> str:
+    """A fresh ed25519 key pair at `path`; returns the public key line."""
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
+                   check=True, stdin=subprocess.DEVNULL)
+    return Path(str(path) + ".pub").read_text().strip()
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        # pid (comm) state ppid ...; comm may contain spaces: split after the last ')'
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        tree.setdefault(ppid, []).append(int(entry))
+    return tree
+
+
+def descendants(pid: int) -> list[int]:
+    tree, out, todo = _children(), [], [pid]
+    while todo:
+        p = todo.pop()
+        for c in tree.get(p, []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def processes_with_marker(marker: str) -> list[int]:
+    """Live processes whose command line or environment mentions `marker`
+    (the remote runner's PYTHONPATH points into the test's work_dir)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue  # a zombie is dead, whatever its parent does
+            blob = b""
+            for part in ("cmdline", "environ"):
+                with open(f"/proc/{entry}/{part}", "rb") as fh:
+                    blob += fh.read()
+        except OSError:
+            continue
+        if marker.encode() in blob and b"opdebug_runner" in blob:
+            found.append(int(entry))
+    return found
+
+
+@dataclass
+class Sshd:
+    base: Path
+    client_key: Path
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen | None = None
+
+    def __post_init__(self) -> None:
+        self.base.mkdir(parents=True, exist_ok=True)
+        self.host_key = self.base / "ssh_host_ed25519_key"
+        if not self.host_key.exists():
+            keygen(self.host_key, "opdebug-test-host")
+        pub = Path(str(self.client_key) + ".pub").read_text()
+        (self.base / "authorized_keys").write_text(pub)
+        self.config = self.base / "sshd_config"
+        self.config.write_text(textwrap.dedent(f"""\
+            Port {self.port}
+            ListenAddress 127.0.0.1
+            HostKey {self.host_key}
+            PidFile {self.base}/sshd.pid
+            AuthorizedKeysFile {self.base}/authorized_keys
+            UsePAM no
+            StrictModes no
+            PermitRootLogin yes
+            PubkeyAuthentication yes
+            PasswordAuthentication no
+            KbdInteractiveAuthentication no
+            Subsystem sftp internal-sftp
+            MaxSessions 64
+            MaxStartups 64
+            LogLevel ERROR
+            """))
+        Path("/run/sshd").mkdir(parents=True, exist_ok=True)
+
+    @property
+    def host_key_line(self) -> str:
+        """The known_hosts line that trusts this server."""
+        kind, blob = Path(str(self.host_key) + ".pub").read_text().split()[:2]
+        return f"[127.0.0.1]:{self.port} {kind} {blob}"
+
+    def start(self, timeout: float = 10.0) -> "Sshd":
+        log = open(self.base / "sshd.log", "ab")
+        self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(self.config)], stdin=subprocess.DEVNULL,
+                                     stdout=log, stderr=log, start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"sshd exited with {self.proc.returncode}: "
+                                   f"{(self.base / 'sshd.log').read_text()[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                    if s.recv(64).startswith(b"SSH-"):
+                        return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"sshd on port {self.port} did not come up")
+
+    def kill(self) -> None:
+        """The host goes away: SIGKILL the listener and everything under it."""
+        if self.proc is None:
+            return
+        victims = [self.proc.pid] + descendants(self.proc.pid)
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait(timeout=10)
+        self.proc = None
+
+    def stop(self) -> None:
+        self.kill()
+
+
+def make_client_key(base: Path) -> Path:
+    key = base / "client_ed25519"
+    if not key.exists():
+        base.mkdir(parents=True, exist_ok=True)
+        keygen(key, "opdebug-test-client")
+    return key
+
+
+def write_inventory(path: Path, hosts: dict[str, dict]) -> Path:
+    """A TOML inventory ([hosts.NAME] tables) from plain dicts."""
+    def val(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, list):
+            return "[" + ", ".join(val(x) for x in v) + "]"
+        return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    lines = []
+    for name, h in hosts.items():
+        lines.append(f"[hosts.{name}]")
+        for k, v in h.items():
+            lines.append(f"{k} = {val(v)}")
+        lines.append("")
+    path.write_text("\n".join(lines))
+    return path
+
+
+def remote_python() -> str:
+    """The Python the 'remote' host runs: this venv's (it has torch)."""
+    return sys.executable
+
+
+def cleanup_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,228 @@
+"""The host inventory: which machines the tools may run cases on.
+
+A TOML file (path by argument or $OPDEBUG_INVENTORY) with one table per host::
+
+    [hosts.npu-a]
+    hostname = "10.0.0.12"          # or: ssh_config_alias = "npu-a" (+ ssh_config)
+    user = "debug"
+    identity_files = ["/home/me/.ssh/id_ed25519"]   # none: ssh-agent / default keys
+    known_hosts = "/home/me/.ssh/known_hosts"
+    python = "/usr/local/python3.10/bin/python3"
+    env_scripts = ["/usr/local/Ascend/ascend-toolkit/set_env.sh"]
+    container = "cann-dev"          # optional: docker exec -i NAME ...
+    device = "npu"
+    devices = [0, 1, 2, 3, 4, 5, 6, 7]
+    work_dir = "/tmp/opdebug"
+    concurrency = 8
+
+The host ``local`` (the same runner as a local subprocess, device cpu) is
+always there.  Tools take host *names* only; every field that ends up in a
+remote command line is checked against a strict pattern here and quoted again
+with shlex.quote where the command is built.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, ValidationError, model_validator
+
+from ..errors import ToolError
+from ..schemas import Slug, Strict, format_validation_error
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+INVENTORY_ENV = "OPDEBUG_INVENTORY"
+LOCAL = "local"
+DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
+
+_HOSTNAME_RE = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9-]{1,63})*|[0-9A-Fa-f:.]{2,45})$")
+_USER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$")
+_ALIAS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_ABS_PATH_RE = re.compile(r"^/[A-Za-z0-9._/+@=-]{0,1023}$")
+_COMMAND_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
+_CONTAINER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+def _matching(regex: re.Pattern, what: str):
+    def check(value: str) -> str:
+        if not regex.match(value):
+            raise ValueError(f"{value!r} is not a valid {what}")
+        return value
+    return check
+
+
+def _abs_path(value: str) -> str:
+    if not _ABS_PATH_RE.match(value):
+        raise ValueError(f"{value!r} must be an absolute path of letters, digits and . _ / + @ = - "
+                         "(no spaces, quotes, '~' or shell characters)")
+    if any(part in (".", "..") for part in value.split("/")):
+        raise ValueError(f"{value!r} must not contain '.' or '..' components")
+    return value.rstrip("/") or "/"
+
+
+def _python(value: str) -> str:
+    if value.startswith("/"):
+        return _abs_path(value)
+    if not _COMMAND_RE.match(value):
+        raise ValueError(f"{value!r} must be an absolute path or a plain command name such as 'python3'")
+    return value
+
+
+Hostname = Annotated[str, AfterValidator(_matching(_HOSTNAME_RE, "host name or IP address"))]
+User = Annotated[str, AfterValidator(_matching(_USER_RE, "user name"))]
+Alias = Annotated[str, AfterValidator(_matching(_ALIAS_RE, "OpenSSH config alias"))]
+Container = Annotated[str, AfterValidator(_matching(_CONTAINER_RE, "container name"))]
+AbsPath = Annotated[str, AfterValidator(_abs_path)]
+Python = Annotated[str, AfterValidator(_python)]
+DeviceKind = Literal["npu", "cuda", "cpu"]
+
+# The variable that makes device ID the only visible one, per device kind.
+VISIBILITY_VARIABLE = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE_DEVICES", "cpu": None}
+
+
+class HostConfig(Strict):
+    name: Slug
+    transport: Literal["ssh", "local"] = "ssh"
+    # Address: hostname (+ port, user), or an alias of an OpenSSH config file.
+    hostname: Hostname | None = None
+    port: Annotated[int, Field(ge=1, le=65535)] = 22
+    user: User | None = None
+    ssh_config_alias: Alias | None = None
+    ssh_config: AbsPath | None = None
+    # Keys: explicit files, else the agent ($SSH_AUTH_SOCK) and ~/.ssh defaults.
+    identity_files: list[AbsPath] = Field(default_factory=list)
+    # Never disabled; defaults to ~/.ssh/known_hosts when that file exists.
+    known_hosts: AbsPath | None = None
+    python: Python = "python3"
+    env_scripts: list[AbsPath] = Field(default_factory=list)
+    container: Container | None = None
+    device: DeviceKind = "npu"
+    devices: list[Annotated[int, Field(ge=0, le=1023)]] = Field(default_factory=lambda: [0], min_length=1)
+    work_dir: AbsPath = "/tmp/opdebug"
+    concurrency: Annotated[int, Field(ge=1, le=1024)] | None = None
+    connect_timeout: Annotated[float, Field(gt=0, le=600)] = 15.0
+    # How long a slot waits for a device leased by someone else before giving up.
+    lease_wait_s: Annotated[float, Field(ge=0, le=3600)] = 30.0
+    # A warm worker nobody used for this long is shut down (its lease released).
+    idle_timeout_s: Annotated[float, Field(gt=0, le=86400)] = 600.0
+
+    @model_validator(mode="after")
+    def _shape(self) -> "HostConfig":
+        if len(set(self.devices)) != len(self.devices):
+            raise ValueError(f"'devices' repeats an id: {self.devices}")
+        if self.transport == "local":
+            if self.hostname or self.ssh_config_alias or self.container or self.env_scripts:
+                raise ValueError("transport 'local' takes no hostname, ssh_config_alias, container or env_scripts")
+            return self
+        if (self.hostname is None) == (self.ssh_config_alias is None):
+            raise ValueError("give exactly one of 'hostname' or 'ssh_config_alias'")
+        if self.ssh_config and not self.ssh_config_alias:
+            raise ValueError("'ssh_config' is only used with 'ssh_config_alias'")
+        if self.known_hosts is None:
+            default = DEFAULT_KNOWN_HOSTS.expanduser()
+            if not default.is_file():
+                raise ValueError(f"'known_hosts' is required: {default} does not exist "
+                                 "(host keys are always verified)")
+            self.known_hosts = str(default)
+        return self
+
+    @property
+    def slot_devices(self) -> list[int]:
+        """The devices this host lends to a run: the first `concurrency` ids."""
+        return self.devices[: self.concurrency or len(self.devices)]
+
+    @property
+    def address(self) -> str:
+        """How the host is named in messages (never used to build a shell command)."""
+        if self.ssh_config_alias:
+            return f"{self.ssh_config_alias} (alias in {self.ssh_config or '~/.ssh/config'})"
+        return f"{self.user + '@' if self.user else ''}{self.hostname}:{self.port}"
+
+
+LOCAL_HOST = HostConfig(name=LOCAL, transport="local", device="cpu", devices=[0])
+
+
+class Inventory:
+    """The validated hosts, by name; `local` always present."""
+
+    def __init__(self, hosts: dict[str, HostConfig], path: Path | None = None):
+        self.path = path
+        self.hosts = {LOCAL: LOCAL_HOST, **hosts}
+
+    def names(self) -> list[str]:
+        return list(self.hosts)
+
+    def get(self, name: str) -> HostConfig:
+        host = self.hosts.get(name) if isinstance(name, str) else None
+        if host is None:
+            where = f" (inventory {self.path})" if self.path else f" (no inventory file; set ${INVENTORY_ENV})"
+            raise ToolError(f"unknown host {name!r}{where}; known hosts: {self.names()}", code="unknown_host",
+                            details={"known_hosts": self.names()})
+        return host
+
+    def resolve(self, names: list[str] | None) -> list[HostConfig]:
+        names = names or [LOCAL]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ToolError(f"hosts named more than once: {dupes}", code="invalid_request")
+        return [self.get(n) for n in names]
+
+
+def parse_inventory(data: dict, path: Path | None = None) -> Inventory:
+    where = str(path) if path else "inventory"
+    unknown = sorted(set(data) - {"hosts"})
+    errors = [f"{k}: unknown top-level key (only [hosts.NAME] tables)" for k in unknown]
+    tables = data.get("hosts", {})
+    if not isinstance(tables, dict):
+        raise ToolError(f"{where}: 'hosts' must be tables [hosts.NAME]", code="invalid_inventory")
+    hosts: dict[str, HostConfig] = {}
+    for name, table in tables.items():
+        if not isinstance(table, dict):
+            errors.append(f"hosts.{name}: must be a table")
+            continue
+        if "name" in table and table["name"] != name:
+            errors.append(f"hosts.{name}.name: differs from the table name")
+            continue
+        try:
+            host = HostConfig.model_validate({**table, "name": name})
+        except ValidationError as exc:
+            errors.append(format_validation_error(exc, prefix=f"hosts.{name}"))
+            continue
+        if name == LOCAL and host.transport != "local":
+            errors.append(f"hosts.{LOCAL}.transport: the name 'local' is reserved for the local transport")
+            continue
+        hosts[name] = host
+    if errors:
+        raise ToolError(f"invalid inventory {where}:\n" + "\n".join(errors), code="invalid_inventory")
+    return Inventory(hosts, path)
+
+
+def load_inventory(path: str | os.PathLike | None = None) -> Inventory:
+    """The inventory at `path`, else $OPDEBUG_INVENTORY, else just `local`."""
+    if path is None:
+        path = os.environ.get(INVENTORY_ENV) or None
+    if path is None:
+        return Inventory({})
+    p = Path(path).expanduser()
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ToolError(f"inventory file {p} does not exist", code="invalid_inventory") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ToolError(f"inventory file {p} is not valid TOML: {exc}", code="invalid_inventory") from None
+    return parse_inventory(data, p)
+
+
+def as_inventory(inventory: "Inventory | str | os.PathLike | None") -> Inventory:
+    """Accept an Inventory, a path to one, or None (path from the environment)."""
+    if isinstance(inventory, Inventory):
+        return inventory
+    return load_inventory(inventory)

@@ -1,0 +1,110 @@
+"""Device leases on the host: one lock file per device, held by the supervisor.
+
+This file is shipped to the host next to the runner (as ``opdebug_lease.py``)
+and depends on the standard library only.  The SSH transport starts every
+device worker through it::
+
+    python opdebug_lease.py --lease-file WORK/leases/npu-3.lock --wait 30 \\
+        --owner HOST:PID --run-id RUN --device npu:3 -- python -m opdebug_runner supervise ...
+
+It takes an exclusive ``flock`` on the lease file (waiting at most ``--wait``
+seconds), writes who holds it into the file (pid, owner, run_id, device,
+since), tells the transport on stdout, then ``exec``s the supervisor with the
+locked descriptor inherited.  The supervisor therefore holds the lease for as
+long as it lives, and the kernel releases it the moment that process dies,
+whatever the way (exit, kill, lost connection).  Two agents, or two servers,
+can never run on one device at once; the second is told who holds it.
+
+Events on stdout (one JSON line each, before the supervisor speaks):
+``{"event": "lease_waiting", "holder": {...}}`` (once, when someone holds it),
+then ``{"event": "lease_acquired", "lease_file": ..., "holder": {...}}`` or
+``{"event": "lease_busy", "lease_file": ..., "holder": {...}}`` and exit 75.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import fcntl
+import json
+import os
+import sys
+import time
+
+EXIT_BUSY = 75  # EX_TEMPFAIL
+POLL_S = 0.05
+
+
+def _emit(event: dict) -> None:
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def read_holder(fd: int) -> dict:
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        data = os.read(fd, 65536).decode("utf-8", "replace").strip()
+        return json.loads(data) if data else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+
+
+def acquire(path: str, wait_s: float, holder: dict) -> tuple[int | None, dict]:
+    """(fd holding the lock, holder written) or (None, current holder) after wait_s."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + wait_s
+    told = False
+    while not try_lock(fd):
+        current = read_holder(fd)
+        if not told:
+            _emit({"event": "lease_waiting", "lease_file": path, "holder": current})
+            told = True
+        if time.monotonic() >= deadline:
+            os.close(fd)
+            return None, current
+        time.sleep(POLL_S)
+    holder = {**holder, "pid": os.getpid(), "since": time.time()}
+    os.ftruncate(fd, 0)
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.write(fd, (json.dumps(holder) + "\n").encode("utf-8"))
+    os.fsync(fd)
+    return fd, holder
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="opdebug_lease")
+    parser.add_argument("--lease-file", required=True)
+    parser.add_argument("--wait", type=float, default=30.0)
+    parser.add_argument("--owner", default="")
+    parser.add_argument("--run-id", default="")
+    parser.add_argument("--device", default="")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("a command to run under the lease is required after --")
+    holder = {"owner": args.owner, "run_id": args.run_id, "device": args.device,
+              "host": os.uname().nodename}
+    fd, holder = acquire(args.lease_file, args.wait, holder)
+    if fd is None:
+        _emit({"event": "lease_busy", "lease_file": args.lease_file, "holder": holder})
+        return EXIT_BUSY
+    _emit({"event": "lease_acquired", "lease_file": args.lease_file, "holder": holder})
+    os.set_inheritable(fd, True)
+    os.execvp(command[0], command)  # the supervisor keeps fd, hence the lock, for its lifetime
+    return 127  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())
