@@ -1,0 +1,175 @@
+"""check_host: can this inventory host run cases, and if not, exactly what is missing.
+
+Connects (host key verified), runs the shipped stdlib probe
+(tools/remote/host_probe.py, sent on stdin) under the host's environment
+scripts and container, and reports python, torch, torch_npu and CANN
+versions, the visible devices and their count, free disk in the work
+directory, whether each environment script sourced, and `missing`.
+For host ``local`` the same probe runs as a local subprocess.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field
+
+from .errors import ToolError
+from .evidence import resolve_root
+from .remote.inventory import HostConfig, Inventory, as_inventory
+from .schemas import Strict
+
+PROBE_SRC = Path(__file__).resolve().parent / "remote" / "host_probe.py"
+PROBE_TIMEOUT_S = 180.0
+MIN_FREE_BYTES = 1 << 30
+
+
+class EnvScriptCheck(Strict):
+    path: str
+    exit_status: int | None
+    sourced: bool
+
+
+class HostCheck(Strict):
+    host: str
+    transport: str
+    address: str | None = None
+    ok: bool
+    python: str | None = None
+    python_executable: str | None = None
+    torch: str | None = None
+    torch_npu: str | None = None
+    cann: str | None = None
+    cann_home: str | None = None
+    device_kind: str
+    devices: list[int]
+    device_count: int | None = None
+    visibility: dict[str, str] = Field(default_factory=dict)
+    work_dir: str
+    work_dir_writable: bool | None = None
+    free_disk_bytes: Annotated[int, Field(ge=0)] | None = None
+    env_scripts: list[EnvScriptCheck] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+    elapsed_s: float
+
+
+def probe_command(host: HostConfig) -> str:
+    """`[docker exec -i C] bash -c 'source S0; s0=$?; ...; exec env OPDEBUG_ENV_STATUS="$s0 ..." PY - WORK KIND'`.
+    Built from validated inventory fields and constants only, each quoted."""
+    q = shlex.quote
+    steps = [f"source {q(s)}; s{i}=$?" for i, s in enumerate(host.env_scripts)]
+    status = " ".join(f"${{s{i}}}" for i in range(len(host.env_scripts)))
+    steps.append(f'exec env OPDEBUG_ENV_STATUS="{status}" {q(host.python)} - {q(host.work_dir)} {q(host.device)}')
+    argv = ["bash", "-c", "; ".join(steps)]
+    if host.container:
+        argv = ["docker", "exec", "-i", host.container, *argv]
+    return " ".join(q(a) for a in argv)
+
+
+async def _run_probe_ssh(host: HostConfig) -> tuple[int | None, str, str]:
+    from .remote.ssh import open_connection  # asyncssh only when a remote host is checked
+
+    conn = await open_connection(host)
+    try:
+        result = await asyncio.wait_for(
+            conn.run(probe_command(host), input=PROBE_SRC.read_text(), check=False), PROBE_TIMEOUT_S)
+        return result.exit_status, str(result.stdout or ""), str(result.stderr or "")
+    finally:
+        conn.close()
+
+
+async def _run_probe_local(work_dir: str, kind: str) -> tuple[int | None, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-", work_dir, kind, stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "OPDEBUG_ENV_STATUS": ""})
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(PROBE_SRC.read_bytes()), PROBE_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise ToolError(f"the local probe did not finish within {PROBE_TIMEOUT_S:.0f} s", code="probe_timeout")
+    return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+def _missing(host: HostConfig, probe: dict, env: list[EnvScriptCheck]) -> list[str]:
+    missing = [f"environment script {e.path} did not source cleanly (exit status {e.exit_status})"
+               for e in env if not e.sourced]
+    if probe.get("torch") is None:
+        missing.append(f"torch (not importable by {probe.get('python_executable') or host.python})")
+    if host.device == "npu":
+        if probe.get("torch_npu") is None:
+            missing.append("torch_npu (not importable)")
+        if probe.get("cann") is None:
+            missing.append("CANN (no version file under $ASCEND_TOOLKIT_HOME / $ASCEND_HOME_PATH; "
+                           "list CANN's set_env.sh in env_scripts)")
+    count = probe.get("device_count")
+    if host.device in ("npu", "cuda") and count is not None:
+        if count == 0:
+            missing.append(f"{host.device} devices (none visible)")
+        else:
+            absent = [d for d in host.devices if d >= count]
+            if absent:
+                missing.append(f"{host.device} devices {absent} (only {count} visible: ids 0..{count - 1})")
+    if probe.get("work_dir_writable") is False:
+        missing.append(f"a writable work_dir ({host.work_dir})")
+    free = probe.get("free_disk_bytes")
+    if free is not None and free < MIN_FREE_BYTES:
+        missing.append(f"free disk in {host.work_dir} ({free // (1 << 20)} MiB, want at least 1 GiB)")
+    return missing
+
+
+async def check_host(host: str, *, inventory: Inventory | str | os.PathLike | None = None) -> HostCheck:
+    """Report what `host` (an inventory name) has and what it lacks."""
+    inv = as_inventory(inventory)
+    cfg = inv.get(host)
+    started = time.monotonic()
+    if cfg.transport == "local":
+        work_dir = str(resolve_root(None))
+        code, out, err = await _run_probe_local(work_dir, cfg.device)
+        address = None
+    else:
+        work_dir = cfg.work_dir
+        code, out, err = await _run_probe_ssh(cfg)
+        address = cfg.address
+    statuses: list[int] = []
+    probe: dict = {}
+    errors: list[str] = []
+    line = out.strip().splitlines()[-1] if out.strip() else ""
+    try:
+        probe = json.loads(line) if line else {}
+        statuses = probe.get("env_script_status", [])
+    except json.JSONDecodeError:
+        errors.append(f"unreadable probe output: {line[-500:]!r}")
+    env = [EnvScriptCheck(path=p, exit_status=statuses[i] if i < len(statuses) else None,
+                          sourced=i < len(statuses) and statuses[i] == 0)
+           for i, p in enumerate(cfg.env_scripts)]
+    if probe:
+        missing = _missing(cfg, probe, env)
+        errors += probe.get("errors", [])
+    else:
+        tail = err.strip()[-1500:]
+        if code == 127:
+            why = f"python {cfg.python!r} was not found on the host"
+        elif cfg.env_scripts and len(statuses) < len(cfg.env_scripts):
+            why = "the probe did not run: an environment script exited the shell or python failed to start"
+        else:
+            why = "the probe did not run"
+        missing = [f"{why} (exit status {code}; stderr: {tail or '-'})"]
+    return HostCheck(
+        host=cfg.name, transport=cfg.transport, address=address, ok=not missing,
+        python=probe.get("python"), python_executable=probe.get("python_executable"),
+        torch=probe.get("torch"), torch_npu=probe.get("torch_npu"), cann=probe.get("cann"),
+        cann_home=probe.get("cann_home"), device_kind=cfg.device, devices=list(cfg.devices),
+        device_count=probe.get("device_count"), visibility=probe.get("visibility", {}),
+        work_dir=work_dir, work_dir_writable=probe.get("work_dir_writable"),
+        free_disk_bytes=probe.get("free_disk_bytes"), env_scripts=env, missing=missing, errors=errors,
+        elapsed_s=round(time.monotonic() - started, 3))
