@@ -1,0 +1,171 @@
+"""The contracts refuse what they must, and say which field was wrong."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from tools.errors import ToolError
+from tools.evidence import RunStore
+from tools.plan_cases import plan_cases
+from tools.record_result import record_result
+from tools.schemas import (
+    Case,
+    CaseResult,
+    Comparison,
+    InputSpec,
+    OperatorConfig,
+    PlanRequest,
+    Tolerance,
+    format_validation_error,
+)
+
+
+def _case(**over):
+    doc = {"id": "c1", "inputs": [{"name": "x", "shape": [2, 3]}]}
+    doc.update(over)
+    return doc
+
+
+def _messages(exc: ValidationError) -> str:
+    return format_validation_error(exc)
+
+
+@pytest.mark.parametrize("bad_id", ["../x", "a/b", ".", "..", "a" * 200, "a\\b", "-x", "a b", "", "x/../y"])
+def test_case_id_must_be_a_safe_slug(bad_id):
+    with pytest.raises(ValidationError) as info:
+        Case.model_validate(_case(id=bad_id))
+    text = _messages(info.value)
+    assert "id:" in text
+    assert "slug" in text or "'..'" in text
+
+
+@pytest.mark.parametrize("good_id", ["c1", "rms.dtype-bfloat16", "A_b-1.x", "a" * 96])
+def test_safe_ids_are_accepted(good_id):
+    assert Case.model_validate(_case(id=good_id)).id == good_id
+
+
+def test_unknown_fields_are_refused_with_their_path():
+    with pytest.raises(ValidationError) as info:
+        Case.model_validate(_case(inputs=[{"name": "x", "shape": [2], "colour": "red"}], speed=3))
+    text = _messages(info.value)
+    assert "inputs.0.colour: unknown field" in text
+    assert "speed: unknown field" in text
+
+
+def test_several_errors_are_reported_at_once():
+    bad = {
+        "run_id": "../escape",
+        "operator": {"name": "op", "candidate": "notdotted", "reference": "m.ref", "extra": 1},
+        "tolerance": {"atol": -1.0, "rtol": float("nan")},
+    }
+    with pytest.raises(ValidationError) as info:
+        OperatorConfig.model_validate(bad)
+    text = _messages(info.value)
+    for path in ("run_id", "operator.candidate", "operator.extra", "tolerance.atol", "tolerance.rtol"):
+        assert f"{path}:" in text, (path, text)
+    assert text.startswith("5 validation error(s)")
+
+
+def test_shape_strides_rank_mismatch_is_refused():
+    with pytest.raises(ValidationError) as info:
+        InputSpec.model_validate({"name": "x", "shape": [2, 3], "strides": [1]})
+    assert "rank 1" in str(info.value) and "rank 2" in str(info.value)
+
+
+@pytest.mark.parametrize("field,value", [("shape", [2, -1]), ("strides", [-3, 1]), ("storage_offset", -1)])
+def test_negative_sizes_are_refused(field, value):
+    doc = {"name": "x", "shape": [2, 3], field: value}
+    with pytest.raises(ValidationError) as info:
+        InputSpec.model_validate(doc)
+    assert field in _messages(info.value)
+
+
+@pytest.mark.parametrize("field,value", [("dtype", "float8"), ("layout", "NZ"), ("dtype", "torch.float32")])
+def test_unknown_dtype_and_layout_are_refused(field, value):
+    with pytest.raises(ValidationError) as info:
+        InputSpec.model_validate({"name": "x", "shape": [2], field: value})
+    assert f"{field}:" in _messages(info.value)
+
+
+@pytest.mark.parametrize("atol,rtol", [(float("inf"), 0.0), (0.0, float("nan")), (-1e-3, 0.0), (0.0, -1.0)])
+def test_non_finite_or_negative_tolerance_is_refused(atol, rtol):
+    with pytest.raises(ValidationError):
+        Tolerance.model_validate({"atol": atol, "rtol": rtol})
+
+
+@pytest.mark.parametrize("metric", ["max_abs", "mean_abs", "rmse", "cosine", "max_ulp"])
+def test_non_finite_metric_is_refused(metric):
+    with pytest.raises(ValidationError) as info:
+        Comparison.model_validate({"output": "out", "passed": False, metric: float("nan")})
+    assert metric in _messages(info.value)
+
+
+def test_crash_and_unsupported_need_an_error():
+    for status in ("crash", "unsupported"):
+        with pytest.raises(ValidationError) as info:
+            CaseResult.model_validate({"case_id": "c1", "status": status})
+        assert "needs 'error'" in str(info.value)
+    ok = CaseResult.model_validate({"case_id": "c1", "status": "crash",
+                                    "error": {"type": "SIGSEGV", "message": "", "signature": "SIGSEGV"}})
+    assert ok.error.signature == "SIGSEGV"
+
+
+def test_passed_with_a_failed_comparison_is_refused():
+    with pytest.raises(ValidationError) as info:
+        CaseResult.model_validate({"case_id": "c1", "status": "passed",
+                                   "comparisons": [{"output": "y", "passed": False}]})
+    assert "comparisons failed for outputs ['y']" in str(info.value)
+
+
+def test_mismatch_needs_a_failed_comparison():
+    with pytest.raises(ValidationError):
+        CaseResult.model_validate({"case_id": "c1", "status": "numerical_mismatch",
+                                   "comparisons": [{"output": "y", "passed": True}]})
+
+
+def test_negative_timing_is_refused():
+    with pytest.raises(ValidationError) as info:
+        CaseResult.model_validate({"case_id": "c1", "status": "passed", "timing_us": {"candidate_us": -1.0}})
+    assert "timing_us.candidate_us" in _messages(info.value)
+
+
+def test_run_store_refuses_path_escapes(evidence_root):
+    for bad in ("../x", "a/b", "..", "."):
+        with pytest.raises(ToolError) as info:
+            RunStore(evidence_root, bad)
+        assert info.value.code == "invalid_id"
+    store = RunStore(evidence_root, "run-1")
+    with pytest.raises(ToolError):
+        store.path("..", "other-run", "results.json")
+    with pytest.raises(ToolError):
+        store.raw_dir("../../etc")
+    with pytest.raises(ToolError):
+        store.write_artifact("modules/../../x.py", "print(1)")
+    assert not (evidence_root.parent / "x.py").exists()
+
+
+def test_tool_errors_name_the_field_path(evidence_root, plan_request_dict):
+    req = plan_request_dict("run-1")
+    req["cases"][0]["inputs"][0]["shape"] = [4, -8]
+    req["cases"][1]["id"] = "../graph"
+    with pytest.raises(ToolError) as info:
+        plan_cases(req, root=evidence_root)
+    msg = info.value.message
+    assert info.value.code == "validation_error"
+    assert "cases.0.inputs.0.shape.1" in msg and "cases.1.id" in msg
+    assert not (evidence_root / "run-1").exists()
+
+    plan_cases(plan_request_dict("run-1"), root=evidence_root)
+    with pytest.raises(ToolError) as info:
+        record_result("run-1", {"case_id": "eager-f32", "status": "passed", "bogus": 1,
+                                "comparisons": [{"output": "out", "passed": True, "max_abs": -1}]},
+                      root=evidence_root)
+    assert "bogus: unknown field" in info.value.message
+    assert "comparisons.0.max_abs" in info.value.message
+
+
+def test_plan_request_shape_rules():
+    with pytest.raises(ValidationError) as info:
+        PlanRequest.model_validate({"cases": []})
+    assert "needs 'config'" in str(info.value)

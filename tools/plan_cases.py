@@ -1,0 +1,421 @@
+"""plan_cases: validate an operator config and its explicit cases, and create
+(or grow) the run's evidence directory.
+
+Cases come either explicitly (``cases``) or from stars: a base case plus
+one-axis variations, expanded by :func:`expand_star` into explicit cases with
+ids derived from the change.  Every case of the run is returned with its axes
+(:func:`case_axes`), the values analysis groups failures by.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from typing import Any
+
+from pydantic import ValidationError
+
+from .errors import ToolError
+from .evidence import RunStore
+from .schemas import (
+    FLOAT_DTYPES,
+    Case,
+    CaseResult,
+    InputSpec,
+    OperatorConfig,
+    PlannedCase,
+    PlanRequest,
+    PlanResponse,
+    StarSpec,
+    StarVariation,
+    ValueSpec,
+    format_validation_error,
+)
+
+MAX_ID_LEN = 96
+_SLUG_BAD = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+# --------------------------------------------------------------------------
+# Axes
+# --------------------------------------------------------------------------
+
+
+def shape_text(shape: list[int]) -> str:
+    return "x".join(str(s) for s in shape) if shape else "scalar"
+
+
+def strides_text(spec: InputSpec) -> str:
+    return "contiguous" if spec.is_contiguous() else ",".join(str(s) for s in spec.strides or [])
+
+
+def values_text(values: ValueSpec) -> str:
+    """The value kind, its non-default parameters, and the special values:
+    e.g. ``normal``, ``normal+nan``, ``uniform(high=1.0,low=-1.0)+inf``."""
+    defaults = ValueSpec()
+    params = []
+    for field in ("mean", "std", "low", "high", "fill", "captured"):
+        value = getattr(values, field)
+        if value != getattr(defaults, field):
+            params.append(f"{field}={value}")
+    text = values.kind + (f"({','.join(sorted(params))})" if params else "")
+    specials = sorted({s.value for s in values.specials})
+    return text + "".join(f"+{s}" for s in specials)
+
+
+def case_axes(case: Case) -> dict[str, str]:
+    """The axis values of a case, as stable strings, in a fixed order: ``mode``,
+    ``dtype`` (shared by every input, else ``mixed``), then per input
+    ``<name>.dtype/.shape/.strides/.offset/.layout/.values``, then
+    ``attr.<name>`` (the attribute's JSON text)."""
+    dtypes = {i.dtype for i in case.inputs}
+    axes = {"mode": case.mode, "dtype": dtypes.pop() if len(dtypes) == 1 else "mixed"}
+    for spec in case.inputs:
+        axes[f"{spec.name}.dtype"] = spec.dtype
+        axes[f"{spec.name}.shape"] = shape_text(spec.shape)
+        axes[f"{spec.name}.strides"] = strides_text(spec)
+        axes[f"{spec.name}.offset"] = str(spec.storage_offset)
+        axes[f"{spec.name}.layout"] = spec.layout
+        axes[f"{spec.name}.values"] = values_text(spec.values)
+    for name in sorted(case.attributes):
+        axes[f"attr.{name}"] = json.dumps(case.attributes[name], sort_keys=True)
+    return axes
+
+
+def distance_axes(case: Case) -> dict[str, str]:
+    """Axes as one variation changes them: the dtypes of all inputs form one
+    axis (a dtype variation may change several inputs at once), so do the
+    layouts; the summary ``dtype`` axis is left out (it is derived)."""
+    axes = case_axes(case)
+    out = {"mode": axes["mode"],
+           "dtype": ",".join(i.dtype for i in case.inputs),
+           "layout": ",".join(i.layout for i in case.inputs)}
+    for key, value in axes.items():
+        if key.startswith("attr.") or key.endswith((".shape", ".strides", ".offset", ".values")):
+            out[key] = value
+    return out
+
+
+def differing_axes(a: Case, b: Case) -> list[str]:
+    """The variation axes in which two cases differ.  A strides difference
+    does not count when the shapes differ too (strides of different shapes
+    are not comparable; a shape variation drops explicit strides)."""
+    da, db = distance_axes(a), distance_axes(b)
+    diff = [k for k in dict.fromkeys([*da, *db]) if da.get(k) != db.get(k)]
+    return [k for k in diff
+            if not (k.endswith(".strides") and k[: -len(".strides")] + ".shape" in diff)]
+
+
+def multi_axis_warnings(cases: list[Case]) -> list[str]:
+    """One warning per case that differs from every other case in more than
+    one axis, naming its closest neighbour and the differing axes."""
+    warnings = []
+    if len(cases) < 2:
+        return warnings
+    for case in cases:
+        best: tuple[int, str, list[str]] | None = None
+        for other in cases:
+            if other is case:
+                continue
+            diff = differing_axes(case, other)
+            if best is None or len(diff) < best[0]:
+                best = (len(diff), other.id, diff)
+        assert best is not None
+        if best[0] > 1:
+            warnings.append(
+                f"case {case.id!r} differs from every other case in more than one axis; closest is "
+                f"{best[1]!r}, differing in {best[0]} axes: {', '.join(best[2])}. A failure there cannot be "
+                "pinned to one axis - add a case between them that changes one axis at a time."
+            )
+    return warnings
+
+
+# --------------------------------------------------------------------------
+# Stars
+# --------------------------------------------------------------------------
+
+
+def slugify(text: str) -> str:
+    """Text squeezed into the slug alphabet ('.', '_', '-', letters, digits)."""
+    slug = _SLUG_BAD.sub("-", text)
+    slug = re.sub(r"\.{2,}", ".", slug)
+    slug = re.sub(r"-{2,}", "-", slug)
+    return slug.strip("-.") or "x"
+
+
+def fit_id(candidate: str) -> str:
+    """A derived id as a valid slug: sanitized, and if longer than 96
+    characters truncated with a short hash of the full text so it stays unique."""
+    slug = slugify(candidate)
+    if len(slug) > MAX_ID_LEN:
+        digest = hashlib.sha1(candidate.encode("utf-8")).hexdigest()[:8]
+        slug = slug[: MAX_ID_LEN - 9].rstrip("-.") + "-" + digest
+    return slug
+
+
+def value_slug(axis: str, value: Any) -> str:
+    if axis == "shape" and isinstance(value, list):
+        return shape_text(value)
+    if axis == "values" and isinstance(value, dict):
+        try:
+            return values_text(ValueSpec.model_validate(value)).replace("+", "-")
+        except ValidationError:
+            pass
+    if value is None:
+        return "contiguous" if axis == "strides" else "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "-".join(value_slug(axis, v) for v in value) or "empty"
+    if isinstance(value, (dict,)):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def _input_targets(base: dict, var: StarVariation) -> list[dict]:
+    inputs = base["inputs"]
+    if var.input is not None:
+        named = [i for i in inputs if i["name"] == var.input]
+        if not named:
+            raise ValueError(f"input {var.input!r} is not an input of the base case "
+                             f"(inputs: {[i['name'] for i in inputs]})")
+        return named
+    if var.axis == "dtype":
+        floating = [i for i in inputs if i["dtype"] in FLOAT_DTYPES]
+        return floating or inputs
+    if var.axis == "layout":
+        return inputs
+    return inputs[:1]
+
+
+def apply_variation(base: Case, var: StarVariation, value: Any) -> dict:
+    """The base case (as a JSON dict, id unchanged) with one axis set to
+    ``value``.  Raises ValueError for a variation that does not fit."""
+    doc = copy.deepcopy(base.model_dump(mode="json"))
+    if var.axis == "mode":
+        doc["mode"] = value
+    elif var.axis == "attribute":
+        doc["attributes"][var.name] = value
+    else:
+        for spec in _input_targets(doc, var):
+            if var.axis == "dtype":
+                spec["dtype"] = value
+            elif var.axis == "layout":
+                spec["layout"] = value
+            elif var.axis == "shape":
+                spec["shape"] = value
+                spec["strides"] = None
+            elif var.axis == "strides":
+                if value is not None and (not isinstance(value, list) or len(value) != len(spec["shape"])):
+                    raise ValueError(
+                        f"strides {value!r} must be a list of {len(spec['shape'])} ints "
+                        f"(the rank of input {spec['name']!r}, shape {spec['shape']})")
+                spec["strides"] = value
+            elif var.axis == "storage_offset":
+                spec["storage_offset"] = value
+            elif var.axis == "values":
+                spec["values"] = value
+    return doc
+
+
+def _derived_id(base: Case, var: StarVariation, value: Any) -> str:
+    vslug = value_slug(var.axis, value)
+    if var.axis == "mode":
+        part = f"mode-{vslug}"
+    elif var.axis == "attribute":
+        part = f"attr-{var.name}-{vslug}"
+    elif var.axis in ("dtype", "layout") and var.input is None:
+        part = f"{var.axis}-{vslug}"
+    else:
+        name = var.input or base.inputs[0].name
+        axis = "offset" if var.axis == "storage_offset" else var.axis
+        part = f"{name}.{axis}-{vslug}"
+    return fit_id(f"{base.id}.{part}")
+
+
+def case_content(doc: dict) -> str:
+    """A case's content as canonical JSON, without its id and description."""
+    body = {k: v for k, v in doc.items() if k not in ("id", "description")}
+    return json.dumps(body, sort_keys=True)
+
+
+def expand_star(star: StarSpec) -> list[Case]:
+    """A base case plus one case per value per variation, each with exactly one
+    axis changed from the base:
+
+    - ``dtype`` / ``layout`` with ``input`` None change every input - except
+      that a dtype variation changes only the floating inputs when the base
+      has any (an index or mask input keeps its integer dtype), so "run it in
+      bfloat16" means what it says.  With ``input`` named, only that input.
+    - ``shape`` sets the shape of the input (``input``, default the first)
+      and drops its explicit strides, which would not fit the new shape:
+      the new case is contiguous.
+    - ``strides`` sets the strides (a list of ints of the input's rank, or
+      None for contiguous); ``storage_offset`` the offset; ``values`` the
+      value spec (a ValueSpec dict).
+    - ``mode`` sets the mode; ``attribute`` sets ``attributes[name]``.
+
+    Ids are ``<base>.<axis>-<value>`` (``rms.dtype-bfloat16``,
+    ``rms.x.strides-1-4``, ``rms.attr-keepdim-true``), sanitized to the slug
+    alphabet, shortened with a hash when over 96 characters, and unique.  A
+    value that gives back the base case (or a case already produced) is
+    skipped.  Raises ToolError naming the variation and value that did not fit.
+    """
+    base = star.base
+    produced: list[Case] = [base] if star.include_base else []
+    seen_content = {case_content(base.model_dump(mode="json"))}
+    ids = {c.id for c in produced}
+    for j, var in enumerate(star.vary):
+        for value in var.values:
+            where = f"vary[{j}] (axis {var.axis!r}" + (f", input {var.input!r}" if var.input else "") + \
+                (f", attribute {var.name!r}" if var.name else "") + f", value {json.dumps(value)})"
+            try:
+                doc = apply_variation(base, var, value)
+            except ValueError as exc:
+                raise ToolError(f"star {where}: {exc}", code="validation_error") from None
+            content = case_content(doc)
+            if content in seen_content:
+                continue
+            case_id = _derived_id(base, var, value)
+            if case_id in ids:
+                digest = hashlib.sha1(content.encode("utf-8")).hexdigest()[:6]
+                case_id = fit_id(f"{case_id[: MAX_ID_LEN - 7]}-{digest}")
+            doc["id"] = case_id
+            try:
+                case = Case.model_validate(doc)
+            except ValidationError as exc:
+                raise ToolError(f"star {where} gives an invalid case: " + format_validation_error(exc),
+                                code="validation_error") from None
+            seen_content.add(content)
+            ids.add(case_id)
+            produced.append(case)
+    return produced
+
+
+# --------------------------------------------------------------------------
+# plan_cases
+# --------------------------------------------------------------------------
+
+
+def _check_call_order(config: OperatorConfig, cases: list[Case]) -> None:
+    order = config.operator.call.order or []
+    problems = []
+    for case in cases:
+        names = {i.name for i in case.inputs} | set(case.attributes)
+        missing = [n for n in order if n not in names]
+        if missing:
+            problems.append(f"case {case.id!r}: {missing} (it has inputs {[i.name for i in case.inputs]} "
+                            f"and attributes {sorted(case.attributes)})")
+    if problems:
+        raise ToolError("config.operator.call.order names arguments that some cases do not provide:\n  - "
+                        + "\n  - ".join(problems), code="validation_error")
+
+
+def _duplicates(ids: list[str]) -> list[str]:
+    seen, dupes = set(), []
+    for i in ids:
+        if i in seen and i not in dupes:
+            dupes.append(i)
+        seen.add(i)
+    return dupes
+
+
+def _modules_to_store(store: RunStore, config: OperatorConfig, sources: dict[str, str]) -> dict[str, str]:
+    """The user module sources still to store under artifacts/modules/, after
+    checking them all: each must be listed in config.operator.modules; the
+    same content as a stored module is a no-op; other content is refused
+    (evidence is never overwritten)."""
+    unlisted = sorted(set(sources) - set(config.operator.modules))
+    if unlisted:
+        raise ToolError(f"module_sources has {unlisted}, which config.operator.modules does not list "
+                        f"(modules: {config.operator.modules})", code="validation_error")
+    todo = {}
+    for name, source in sorted(sources.items()):
+        existing = store.path("artifacts", "modules", name)
+        if existing.is_file():
+            if existing.read_text(encoding="utf-8") != source:
+                raise ToolError(f"module {name!r} is already stored in run {store.run_id!r} with other "
+                                "content; evidence is never overwritten - plan a new run to change it",
+                                code="module_changed")
+            continue
+        todo[name] = source
+    return todo
+
+
+def planned_cases(store: RunStore) -> list[PlannedCase]:
+    """Every case of the run with its axes and state, read from disk."""
+    results: dict[str, CaseResult] = store.read_results()
+    out = []
+    for case in store.read_cases():
+        result = results.get(case.id)
+        out.append(PlannedCase(id=case.id, mode=case.mode, axes=case_axes(case),
+                               state=result.status if result else "pending"))
+    return out
+
+
+def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
+    """Validate the request and create the run (or append to it).
+
+    A new run is refused when the run id exists.  ``append=true`` adds new
+    cases to an existing run and never touches what is recorded; re-used case
+    ids are refused.  Returns every case of the run with its axes and state.
+    """
+    if isinstance(request, PlanRequest):
+        req = request
+    else:
+        try:
+            req = PlanRequest.model_validate(request)
+        except ValidationError as exc:
+            raise ToolError.from_validation(exc, "plan request") from None
+
+    new_cases = list(req.cases)
+    for i, star in enumerate(req.stars):
+        try:
+            new_cases.extend(expand_star(star))
+        except ToolError as exc:
+            raise ToolError(f"stars[{i}]: {exc.message}", code=exc.code) from None
+    dupes = _duplicates([c.id for c in new_cases])
+    if dupes:
+        raise ToolError(f"duplicate case ids in the request: {dupes}; every case id must be unique "
+                        "(a star's base case counts too unless include_base is false)", code="duplicate_case")
+
+    store = RunStore(root, req.target_run_id)
+    if req.append:
+        store.require()
+        config = store.read_config()
+        if req.config is not None and req.config.model_dump(mode="json") != config.model_dump(mode="json"):
+            raise ToolError(f"config differs from the one run {store.run_id!r} was planned with; the operator, "
+                            "reference and tolerances are fixed before any result - omit 'config' when "
+                            "appending, or plan a new run", code="config_changed")
+        clash = sorted({c.id for c in store.read_cases()} & {c.id for c in new_cases})
+        if clash:
+            raise ToolError(f"case ids already planned in run {store.run_id!r}: {clash}; planned cases are "
+                            "never replaced - give the new cases new ids", code="duplicate_case")
+        _check_call_order(config, new_cases)
+        modules = _modules_to_store(store, config, req.module_sources)
+        store.append_cases(new_cases)
+        created = False
+    else:
+        config = req.config  # type: ignore[assignment]
+        assert config is not None
+        _check_call_order(config, new_cases)
+        if store.exists() or (store.dir.exists() and any(store.dir.iterdir())):
+            raise ToolError(f"run {store.run_id!r} already exists at {store.dir}; a run is never overwritten - "
+                            "choose another run_id or append cases to it (append=true)", code="run_exists")
+        modules = _modules_to_store(store, config, req.module_sources)
+        store.create(config, new_cases)
+        created = True
+    for name, source in modules.items():
+        store.write_artifact(f"modules/{name}", source)
+
+    all_cases = store.read_cases()
+    return PlanResponse(
+        run_id=store.run_id,
+        run_dir=str(store.dir),
+        created=created,
+        added=[c.id for c in new_cases],
+        cases=planned_cases(store),
+        warnings=multi_axis_warnings(all_cases),
+    )

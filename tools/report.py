@@ -1,0 +1,163 @@
+"""Rendering of report.md (the verdict for a person) and reproduction.md (how
+to re-run each failing case) from an analysis and the run's evidence."""
+
+from __future__ import annotations
+
+import json
+
+from .plan_cases import case_axes
+from .schemas import Analysis, Case, CaseFailure, CaseResult, OperatorConfig
+
+
+def cell(text: object) -> str:
+    """Text safe inside a markdown table cell."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def table(header: list[str], rows: list[list[object]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _axes_text(axes: dict[str, str], keep: set[str] | None = None) -> str:
+    items = [(k, v) for k, v in axes.items() if keep is None or k in keep]
+    return ", ".join(f"{k}={v}" for k, v in items)
+
+
+def _varying_axes(cases: list[Case]) -> set[str]:
+    all_axes = [case_axes(c) for c in cases]
+    keys = {k for a in all_axes for k in a}
+    return {k for k in keys if len({a.get(k) for a in all_axes}) > 1}
+
+
+def _failure_rows(items: list[CaseFailure], varying: set[str]) -> list[list[object]]:
+    return [[f"`{f.case_id}`", f.status, _axes_text(f.axes, varying) or "-", f.reason or ""] for f in items]
+
+
+def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
+                  results: dict[str, CaseResult], *, run_dir: str) -> str:
+    varying = _varying_axes(cases)
+    out = [
+        f"# Operator debug report: {config.operator.name} (run `{analysis.run_id}`)",
+        "",
+        f"**Verdict: {analysis.verdict}** - {analysis.summary}",
+        "",
+        f"- candidate: `{config.operator.candidate}`",
+        f"- reference: `{config.operator.reference}` (CPU, {config.operator.reference_dtype})",
+        f"- tolerance: atol {config.tolerance.atol:g}, rtol {config.tolerance.rtol:g}"
+        + "".join(f"; {d}: atol {t.atol:g}, rtol {t.rtol:g}" for d, t in config.tolerance.per_dtype.items()),
+        f"- evidence: `{run_dir}`",
+        f"- analyzed at: {analysis.analyzed_at.isoformat()}",
+        "",
+        "## Counts",
+        "",
+        table(["status", "cases"], [[k, v] for k, v in analysis.status_counts.items()]
+              + [["planned", analysis.planned], ["recorded", analysis.recorded]]),
+        "",
+    ]
+    if config.source_model_failure:
+        out += ["## Source model failure", "", "```", config.source_model_failure.strip(), "```", ""]
+    out += ["## Failures", ""]
+    if analysis.failures:
+        out += [table(["case", "status", "axes (varying)", "reason"], _failure_rows(analysis.failures, varying)), ""]
+    else:
+        out += ["No case crashed or mismatched.", ""]
+    if analysis.crash_groups:
+        out += ["### Crash groups (by error signature)", "",
+                table(["signature", "cases"], [[s, ", ".join(ids)] for s, ids in analysis.crash_groups.items()]),
+                ""]
+    out += ["## Failure axes", ""]
+    if analysis.failure_axes:
+        out += ["Axis values every failing case shares (and not every case has); most explanatory first.", "",
+                table(["axis", "value", "failing", "cases with value", "explains all"],
+                      [[a.axis, a.value, a.failing, a.total_with_value, "yes" if a.explains_all else "no"]
+                       for a in analysis.failure_axes]), ""]
+    else:
+        out += ["None." if not analysis.failures else
+                "No axis value is shared by all failing cases and absent from some other case.", ""]
+    out += ["## Unsupported combinations", "",
+            "Unsupported is not a product failure: the operator refuses this combination.", ""]
+    if analysis.unsupported:
+        rows = []
+        for f in analysis.unsupported:
+            rule = results[f.case_id].error.matched_rule if results[f.case_id].error else None
+            rows.append([f"`{f.case_id}`", _axes_text(f.axes, varying) or "-", f.reason or "", rule or "-"])
+        out += [table(["case", "axes (varying)", "error", "matched rule"], rows), ""]
+    else:
+        out += ["None.", ""]
+    out += ["## Missing evidence", ""]
+    out += ([f"- `{cid}` is planned but has no result" for cid in analysis.missing] or ["None."]) + [""]
+    out += ["## Next cases", ""]
+    if analysis.next_cases:
+        for n in analysis.next_cases:
+            change = f" - change: `{json.dumps(n.change)}`" if n.change else ""
+            out.append(f"- base `{n.base_case}`{change}: {n.reason}")
+        out.append("")
+    else:
+        out += ["None suggested.", ""]
+    if analysis.integration_hint:
+        out += ["## Integration boundary", "", analysis.integration_hint, ""]
+    out += ["## Every case", ""]
+    by_failure = {f.case_id: f for f in [*analysis.failures, *analysis.unsupported]}
+    for case in cases:
+        result = results.get(case.id)
+        state = result.status if result else "missing"
+        line = f"- `{case.id}`: **{state}** ({_axes_text(case_axes(case), varying) or 'base'})"
+        if case.id in by_failure and by_failure[case.id].reason:
+            line += f" - {by_failure[case.id].reason}"
+        out.append(line)
+    out.append("")
+    return "\n".join(out)
+
+
+def render_reproduction(analysis: Analysis, config: OperatorConfig, cases: list[Case],
+                        results: dict[str, CaseResult], *, run_dir: str) -> str:
+    op = config.operator
+    run_id = analysis.run_id
+    out = [
+        f"# Reproduction: {op.name} (run `{run_id}`)",
+        "",
+        "## The operator call",
+        "",
+        f"- candidate (on the device): `{op.candidate}`",
+        f"- reference (on CPU, floating inputs upcast to {op.reference_dtype}): `{op.reference}`",
+        f"- arguments: {op.call.style}" + (f", order {op.call.order}" if op.call.order else ""),
+        f"- outputs: {op.outputs}" if op.outputs else "- outputs: as the callable returns them",
+        f"- user modules (in `{run_dir}/artifacts/modules/`): {op.modules}" if op.modules else "- user modules: none",
+        f"- compile backend: {op.compile_backend or 'default (torchair on NPU, inductor elsewhere)'}",
+        f"- tolerance: atol {config.tolerance.atol:g}, rtol {config.tolerance.rtol:g}"
+        + "".join(f"; {d}: atol {t.atol:g}, rtol {t.rtol:g}" for d, t in config.tolerance.per_dtype.items()),
+        "",
+        "The operator config is `operator-config.json` and every case is in `case-matrix.json` "
+        f"under `{run_dir}`.",
+        "",
+    ]
+    failing = [*analysis.failures]
+    if not failing:
+        out += ["No failing case to reproduce.", ""]
+    by_id = {c.id: c for c in cases}
+    for f in failing:
+        case = by_id[f.case_id]
+        out += [
+            f"## `{f.case_id}` - {f.status}",
+            "",
+            f.reason or "",
+            "",
+            "```json",
+            json.dumps(case.model_dump(mode="json", exclude_none=True), indent=2),
+            "```",
+            "",
+            "Re-run it (as a new case id if it is already recorded) and re-analyze:",
+            "",
+            "```sh",
+            f"opdebug run --run-id {run_id} --case {f.case_id}",
+            f"opdebug analyze --run-id {run_id}",
+            "```",
+            "",
+        ]
+        raw = results[f.case_id].source.raw_path
+        if raw:
+            out += [f"Raw evidence: `{run_dir}/{raw}`", ""]
+    out += ["## Re-analyze", "", "```sh", f"opdebug analyze --run-id {run_id}", "```", ""]
+    return "\n".join(out)
