@@ -1,0 +1,129 @@
+"""Shared fixtures.  Others may append fixtures at the end; do not change the
+existing ones (tests across the suite rely on them)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# The project importable from the tests without an install.
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+# A tiny user module: the data for plan/record/analyze tests.  It is valid
+# Python the runner could execute (candidate and reference of a scaled add),
+# but the pure-Python tests only store it.
+DEMO_MODULE = '''\
+def cand(x, y, alpha=1.0):
+    return x + alpha * y
+
+
+def ref(x, y, alpha=1.0):
+    return x + alpha * y
+'''
+
+
+def minimal_plan_request(
+    run_id: str = "run-1",
+    case_ids: tuple[str, ...] = ("eager-f32", "graph-f32"),
+    *,
+    modes: tuple[str, ...] | None = None,
+    source_model_failure: str | None = None,
+) -> dict[str, Any]:
+    """A valid PlanRequest dict: a scaled add from a user module, one case per
+    id (modes default to eager for the first id and graph for the rest)."""
+    if modes is None:
+        modes = tuple("eager" if i == 0 else "graph" for i in range(len(case_ids)))
+    cases = [
+        {
+            "id": cid,
+            "mode": mode,
+            "inputs": [
+                {"name": "x", "shape": [4, 8], "dtype": "float32"},
+                {"name": "y", "shape": [4, 8], "dtype": "float32"},
+            ],
+            "attributes": {"alpha": 0.5},
+            "seed": 7,
+        }
+        for cid, mode in zip(case_ids, modes)
+    ]
+    config: dict[str, Any] = {
+        "run_id": run_id,
+        "operator": {
+            "name": "scaled_add",
+            "candidate": "scaled_add_mod.cand",
+            "reference": "scaled_add_mod.ref",
+            "modules": ["scaled_add_mod.py"],
+        },
+        "tolerance": {"atol": 1e-5, "rtol": 1e-5},
+    }
+    if source_model_failure is not None:
+        config["source_model_failure"] = source_model_failure
+    return {"config": config, "cases": cases, "module_sources": {"scaled_add_mod.py": DEMO_MODULE}}
+
+
+def passed_result(case_id: str) -> dict[str, Any]:
+    return {
+        "case_id": case_id,
+        "status": "passed",
+        "comparisons": [{"output": "out", "passed": True, "numel": 32, "max_abs": 0.0, "atol": 1e-5, "rtol": 1e-5}],
+    }
+
+
+def mismatch_result(case_id: str) -> dict[str, Any]:
+    return {
+        "case_id": case_id,
+        "status": "numerical_mismatch",
+        "comparisons": [{
+            "output": "out", "passed": False, "numel": 32, "atol": 1e-5, "rtol": 1e-5,
+            "max_abs": 0.25, "mismatch_count": 8, "mismatch_ratio": 0.25,
+        }],
+    }
+
+
+@pytest.fixture
+def evidence_root(tmp_path: Path) -> Path:
+    """A fresh evidence root for one test."""
+    root = tmp_path / "evidence"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def plan_request_dict() -> Callable[..., dict[str, Any]]:
+    """Factory: ``plan_request_dict(run_id, case_ids, modes=..., source_model_failure=...)``."""
+    return minimal_plan_request
+
+
+@pytest.fixture
+def result_dicts() -> dict[str, Callable[[str], dict[str, Any]]]:
+    """Factories of valid CaseResult dicts: ``result_dicts['passed'](case_id)``,
+    ``result_dicts['numerical_mismatch'](case_id)``."""
+    return {"passed": passed_result, "numerical_mismatch": mismatch_result}
+
+
+@pytest.fixture(scope="session")
+def venv_python() -> str:
+    """The Python running the tests (the project's venv)."""
+    return sys.executable
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+@pytest.fixture
+def subprocess_env(evidence_root: Path) -> dict[str, str]:
+    """Environment for a subprocess of the project: the repo importable, the
+    evidence root set, no inherited inventory."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["OPDEBUG_EVIDENCE_ROOT"] = str(evidence_root)
+    env.pop("OPDEBUG_INVENTORY", None)
+    return env

@@ -1,0 +1,174 @@
+"""The ``opdebug`` CLI in subprocesses: the seed's plan -> record -> analyze
+recipes, list/show, JSON output, and user errors (exit 2, no traceback)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import DEMO_MODULE, REPO_ROOT, minimal_plan_request, mismatch_result, passed_result
+
+
+def opdebug(*args: str, env: dict[str, str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tools.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def ok(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return proc.stdout
+
+
+def user_error(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 2, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    assert "error" in proc.stderr
+    return proc.stderr
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, subprocess_env: dict[str, str]) -> dict:
+    """A config file with its module beside it (module_sources omitted, as a
+    person writes it) and two result files."""
+    files = tmp_path / "inputs"
+    files.mkdir()
+    request = minimal_plan_request("cli-run", ("eager-f32", "graph-f32"))
+    del request["module_sources"]
+    (files / "plan.json").write_text(json.dumps(request, indent=2))
+    (files / "scaled_add_mod.py").write_text(DEMO_MODULE)
+    (files / "pass.json").write_text(json.dumps(passed_result("eager-f32")))
+    (files / "mismatch.json").write_text(json.dumps(mismatch_result("graph-f32")))
+    root = Path(subprocess_env["OPDEBUG_EVIDENCE_ROOT"])
+    return {"dir": files, "root": root, "run_dir": root / "cli-run", "env": subprocess_env, "cwd": tmp_path}
+
+
+def test_seed_recipes_plan_record_analyze(workspace: dict) -> None:
+    f, run_dir, env, cwd = workspace["dir"], workspace["run_dir"], workspace["env"], workspace["cwd"]
+
+    out = ok(opdebug("plan", "--config", str(f / "plan.json"), "--output-dir", str(run_dir), env=env, cwd=cwd))
+    assert "created run cli-run" in out and "eager-f32" in out and "graph-f32" in out
+    # the module named in the config was read from beside it and stored with the run
+    assert (run_dir / "artifacts" / "modules" / "scaled_add_mod.py").read_text() == DEMO_MODULE
+
+    out = ok(opdebug("record", "--output-dir", str(run_dir), "--result", str(f / "pass.json"), env=env, cwd=cwd))
+    assert "recorded eager-f32 as passed" in out and "pending: 1 (graph-f32)" in out
+    ok(opdebug("record", "--output-dir", str(run_dir), "--result", str(f / "mismatch.json"), env=env, cwd=cwd))
+
+    out = ok(opdebug("analyze", "--output-dir", str(run_dir), env=env, cwd=cwd))
+    assert "verdict: diagnosed" in out
+    assert "mode" in out and "graph" in out
+    assert f"report: {run_dir / 'report.md'}" in out
+    for name in ("manifest.json", "case-matrix.json", "results.json", "analysis.json", "report.md"):
+        assert (run_dir / name).is_file(), name
+    assert json.loads((run_dir / "analysis.json").read_text())["verdict"] == "diagnosed"
+
+
+def test_json_output_list_and_show(workspace: dict) -> None:
+    f, root, run_dir, env, cwd = (workspace[k] for k in ("dir", "root", "run_dir", "env", "cwd"))
+
+    plan = json.loads(ok(opdebug("plan", "--config", str(f / "plan.json"), "--root", str(root), "--json",
+                                 env=env, cwd=cwd)))
+    assert plan["run_id"] == "cli-run" and plan["run_dir"] == str(run_dir)
+    assert [c["id"] for c in plan["cases"]] == ["eager-f32", "graph-f32"]
+    rec = json.loads(ok(opdebug("record", "--root", str(root), "--run-id", "cli-run",
+                                "--result", str(f / "pass.json"), "--json", env=env, cwd=cwd)))
+    assert rec["case_id"] == "eager-f32" and rec["pending"] == ["graph-f32"]
+
+    listed = json.loads(ok(opdebug("list", "--json", env=env, cwd=cwd)))  # root from the environment
+    assert [(r["run_id"], r["operator"], r["case_count"], r["recorded_count"]) for r in listed] == \
+        [("cli-run", "scaled_add", 2, 1)]
+    out = ok(opdebug("list", env=env, cwd=cwd))
+    assert "cli-run" in out and "scaled_add" in out and "running" in out
+
+    out = ok(opdebug("show", "--output-dir", str(run_dir), env=env, cwd=cwd))
+    assert "eager-f32" in out and "passed" in out and "pending" in out and "not analyzed yet" in out
+
+    ok(opdebug("record", "--output-dir", str(run_dir), "--result", str(f / "mismatch.json"), env=env, cwd=cwd))
+    analysis = json.loads(ok(opdebug("analyze", "--output-dir", str(run_dir), "--json", env=env, cwd=cwd)))
+    assert analysis["verdict"] == "diagnosed"
+    shown = json.loads(ok(opdebug("show", "--output-dir", str(run_dir), "--json", env=env, cwd=cwd)))
+    assert {c["id"]: c["state"] for c in shown["cases"]} == {"eager-f32": "passed", "graph-f32": "numerical_mismatch"}
+    assert shown["cases"][1]["axes"]["mode"] == "graph"
+    assert shown["analysis"]["verdict"] == "diagnosed"
+    out = ok(opdebug("show", "--output-dir", str(run_dir), env=env, cwd=cwd))
+    assert "verdict: diagnosed" in out and "numerical_mismatch" in out
+
+
+def test_append_adds_cases_and_keeps_results(workspace: dict) -> None:
+    f, run_dir, env, cwd = workspace["dir"], workspace["run_dir"], workspace["env"], workspace["cwd"]
+    ok(opdebug("plan", "--config", str(f / "plan.json"), "--output-dir", str(run_dir), env=env, cwd=cwd))
+    ok(opdebug("record", "--output-dir", str(run_dir), "--result", str(f / "pass.json"), env=env, cwd=cwd))
+    extra = minimal_plan_request("cli-run", ("compile-f32",), modes=("compile",))["cases"]
+    (f / "more.json").write_text(json.dumps(extra))
+
+    plan = json.loads(ok(opdebug("plan", "--append", "--cases", str(f / "more.json"), "--output-dir", str(run_dir),
+                                 "--json", env=env, cwd=cwd)))
+    assert plan["created"] is False and plan["added"] == ["compile-f32"]
+    states = {c["id"]: c["state"] for c in plan["cases"]}
+    assert states == {"eager-f32": "passed", "graph-f32": "pending", "compile-f32": "pending"}
+    # appending the same case again is refused
+    err = user_error(opdebug("plan", "--append", "--cases", str(f / "more.json"), "--output-dir", str(run_dir),
+                             env=env, cwd=cwd))
+    assert "compile-f32" in err
+
+
+def test_user_errors_exit_2_with_a_clear_message(workspace: dict) -> None:
+    f, root, run_dir, env, cwd = (workspace[k] for k in ("dir", "root", "run_dir", "env", "cwd"))
+
+    err = user_error(opdebug("plan", "--config", str(f / "plan.json"), "--output-dir", str(root / "other-name"),
+                             env=env, cwd=cwd))
+    assert "other-name" in err and "cli-run" in err
+    assert not (root / "other-name").exists() and not run_dir.exists()
+
+    err = user_error(opdebug("plan", "--config", str(f / "missing.json"), "--output-dir", str(run_dir),
+                             env=env, cwd=cwd))
+    assert "missing.json" in err
+    (f / "broken.json").write_text("{not json")
+    err = user_error(opdebug("plan", "--config", str(f / "broken.json"), "--output-dir", str(run_dir),
+                             env=env, cwd=cwd))
+    assert "not valid JSON" in err
+
+    bad = minimal_plan_request("cli-run", ("../x",))
+    bad["config"]["tolerance"]["rtol"] = -1
+    (f / "bad.json").write_text(json.dumps(bad))
+    err = user_error(opdebug("plan", "--config", str(f / "bad.json"), "--output-dir", str(run_dir), env=env, cwd=cwd))
+    assert "cases.0.id" in err and "config.tolerance.rtol" in err
+
+    no_module = minimal_plan_request("cli-run")
+    del no_module["module_sources"]
+    (f / "elsewhere").mkdir()
+    (f / "elsewhere" / "plan.json").write_text(json.dumps(no_module))
+    err = user_error(opdebug("plan", "--config", str(f / "elsewhere" / "plan.json"), "--output-dir", str(run_dir),
+                             env=env, cwd=cwd))
+    assert "scaled_add_mod.py" in err
+
+    ok(opdebug("plan", "--config", str(f / "plan.json"), "--output-dir", str(run_dir), env=env, cwd=cwd))
+    err = user_error(opdebug("plan", "--config", str(f / "plan.json"), "--output-dir", str(run_dir), env=env, cwd=cwd))
+    assert "already exists" in err
+    ok(opdebug("record", "--output-dir", str(run_dir), "--result", str(f / "pass.json"), env=env, cwd=cwd))
+    err = user_error(opdebug("record", "--output-dir", str(run_dir), "--result", str(f / "pass.json"),
+                             env=env, cwd=cwd))
+    assert "already has a result" in err
+    err = user_error(opdebug("analyze", "--output-dir", str(root / "never-planned"), env=env, cwd=cwd))
+    assert "never-planned" in err and "does not exist" in err
+    err = user_error(opdebug("show", "--root", str(root), "--run-id", "../etc", env=env, cwd=cwd))
+    assert "safe slug" in err
+
+
+def test_demo_runs_the_builtin_example(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
+    pytest.importorskip("tools.examples")
+    pytest.importorskip("tools.run_case_remote")
+    root = tmp_path / "demo-root"
+    out = json.loads(ok(opdebug("demo", "--root", str(root), "--json", env=subprocess_env, cwd=tmp_path,
+                                timeout=240)))
+    assert out["run_id"].startswith("demo-")
+    assert Path(out["report"]).is_file()
+    analysis = out["analysis"]
+    assert analysis["verdict"] == "diagnosed"
+    assert any(a["explains_all"] and a["value"] == "bfloat16" for a in analysis["failure_axes"]), \
+        analysis["failure_axes"]
+    assert not out["run"]["pending"]

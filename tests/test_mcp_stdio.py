@@ -1,0 +1,244 @@
+"""The MCP server driven through the real MCP client over stdio.
+
+Each test starts ``python -m mcp_server`` as a subprocess and talks to it
+with the SDK's Client; nothing is mocked.  A few start-ups in all, so the
+module stays fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import pytest
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from conftest import REPO_ROOT, minimal_plan_request, mismatch_result, passed_result
+
+TOOLS = {"plan_cases", "record_result", "analyze_failures", "run_case_remote", "check_host"}
+
+
+def with_server(root: Path, scenario: Callable[[Client], Awaitable[Any]]) -> Any:
+    """Start the server on ``root``, run ``scenario(client)``, stop it."""
+
+    async def main() -> Any:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "mcp_server", "--evidence-root", str(root)],
+            cwd=str(REPO_ROOT),
+            env={"PYTHONPATH": str(REPO_ROOT)},
+        )
+        async with Client(params, cache=None, read_timeout_seconds=120) as client:
+            return await scenario(client)
+
+    return asyncio.run(main())
+
+
+def error_text(result: Any) -> str:
+    assert result.is_error, f"expected a tool error, got {result.structured_content}"
+    return "\n".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+def test_tools_have_strict_schemas_output_schemas_and_truthful_annotations(evidence_root: Path) -> None:
+    async def scenario(client: Client) -> Any:
+        tools = (await client.list_tools()).tools
+        templates = (await client.list_resource_templates()).resource_templates
+        resources = (await client.list_resources()).resources
+        return tools, templates, resources
+
+    tools, templates, resources = with_server(evidence_root, scenario)
+    by_name = {t.name: t for t in tools}
+    assert set(by_name) == TOOLS
+
+    for tool in tools:
+        assert tool.input_schema.get("type") == "object"
+        assert tool.input_schema.get("additionalProperties") is False, tool.name
+        assert tool.output_schema is not None and tool.output_schema.get("type") == "object", tool.name
+        assert tool.description and tool.annotations is not None
+
+    plan_props = by_name["plan_cases"].input_schema["properties"]
+    assert {"config", "cases", "stars", "append", "run_id", "module_sources"} <= set(plan_props)
+    assert set(by_name["record_result"].input_schema["required"]) == {"run_id", "result"}
+    assert set(by_name["plan_cases"].output_schema["properties"]) >= {"run_id", "run_dir", "cases", "warnings"}
+    assert "verdict" in by_name["analyze_failures"].output_schema["properties"]
+    assert "outcomes" in by_name["run_case_remote"].output_schema["properties"]
+    # nested contracts are strict too: an unknown field inside a case is refused by the schema
+    case_def = by_name["plan_cases"].input_schema["$defs"]["Case"]
+    assert case_def["additionalProperties"] is False
+
+    hints = {name: by_name[name].annotations for name in TOOLS}
+    expected = {
+        # name: (readOnly, destructive, idempotent, openWorld)
+        "plan_cases": (False, False, False, False),
+        "record_result": (False, False, False, False),
+        "analyze_failures": (False, False, True, False),
+        "run_case_remote": (False, False, False, True),
+        "check_host": (True, False, True, True),
+    }
+    for name, (ro, destructive, idem, open_world) in expected.items():
+        a = hints[name]
+        assert (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint) == \
+            (ro, destructive, idem, open_world), name
+
+    assert {t.uri_template for t in templates} >= {
+        f"opdebug://runs/{{run_id}}/{kind}" for kind in ("report", "analysis", "case-matrix", "manifest", "results")
+    }
+    report = next(t for t in templates if t.uri_template.endswith("/report"))
+    assert report.mime_type == "text/markdown"
+    assert "opdebug://runs" in {str(r.uri) for r in resources}
+
+
+def test_plan_record_analyze_and_read_evidence_over_stdio(evidence_root: Path) -> None:
+    run_id = "mcp-loop"
+
+    async def scenario(client: Client) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        out["plan"] = await client.call_tool("plan_cases", minimal_plan_request(run_id, ("eager-f32", "graph-f32")))
+        out["rec1"] = await client.call_tool("record_result", {"run_id": run_id, "result": passed_result("eager-f32")})
+        out["rec2"] = await client.call_tool("record_result",
+                                             {"run_id": run_id, "result": mismatch_result("graph-f32")})
+        out["analysis"] = await client.call_tool("analyze_failures", {"run_id": run_id})
+        out["report"] = await client.read_resource(f"opdebug://runs/{run_id}/report")
+        out["analysis_res"] = await client.read_resource(f"opdebug://runs/{run_id}/analysis")
+        out["matrix"] = await client.read_resource(f"opdebug://runs/{run_id}/case-matrix")
+        out["results"] = await client.read_resource(f"opdebug://runs/{run_id}/results")
+        out["runs"] = await client.read_resource("opdebug://runs")
+        return out
+
+    out = with_server(evidence_root, scenario)
+
+    plan = out["plan"]
+    assert not plan.is_error, error_text(plan)
+    assert plan.structured_content["created"] is True
+    assert [c["id"] for c in plan.structured_content["cases"]] == ["eager-f32", "graph-f32"]
+    assert plan.structured_content["cases"][1]["axes"]["mode"] == "graph"
+    assert (evidence_root / run_id / "manifest.json").is_file()
+
+    assert out["rec1"].structured_content["pending"] == ["graph-f32"]
+    assert out["rec2"].structured_content["status"] == "numerical_mismatch"
+    assert out["rec2"].structured_content["pending"] == []
+
+    analysis = out["analysis"].structured_content
+    assert analysis["verdict"] == "diagnosed"
+    assert {"axis": "mode", "value": "graph"}.items() <= next(
+        a for a in analysis["failure_axes"] if a["axis"] == "mode").items()
+
+    report = out["report"].contents[0]
+    assert report.mime_type == "text/markdown"
+    assert run_id in report.text and "graph-f32" in report.text
+    assert report.text == (evidence_root / run_id / "report.md").read_text()
+    assert json.loads(out["analysis_res"].contents[0].text)["verdict"] == "diagnosed"
+    assert [c["id"] for c in json.loads(out["matrix"].contents[0].text)["cases"]] == ["eager-f32", "graph-f32"]
+    assert set(json.loads(out["results"].contents[0].text)["results"]) == {"eager-f32", "graph-f32"}
+    assert [r["run_id"] for r in json.loads(out["runs"].contents[0].text)] == [run_id]
+
+
+def test_bad_inputs_are_tool_errors_and_the_server_keeps_serving(evidence_root: Path) -> None:
+    run_id = "mcp-errors"
+
+    async def scenario(client: Client) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        bad = minimal_plan_request("bad-config")
+        bad["config"]["operator"]["candidate"] = "not a callable"
+        bad["config"]["tolerance"]["atol"] = -1
+        out["bad_config"] = await client.call_tool("plan_cases", bad)
+        pathlike = minimal_plan_request("pathlike", ("../x",))
+        out["pathlike"] = await client.call_tool("plan_cases", pathlike)
+        unknown_arg = minimal_plan_request(run_id)
+        unknown_arg["bogus_option"] = True
+        out["unknown_arg"] = await client.call_tool("plan_cases", unknown_arg)
+        out["plan"] = await client.call_tool("plan_cases", minimal_plan_request(run_id, ("eager-f32", "graph-f32")))
+        out["replan"] = await client.call_tool("plan_cases", minimal_plan_request(run_id, ("eager-f32",)))
+        out["unknown_case"] = await client.call_tool("record_result",
+                                                     {"run_id": run_id, "result": passed_result("no-such-case")})
+        out["first"] = await client.call_tool("record_result", {"run_id": run_id, "result": passed_result("eager-f32")})
+        out["duplicate"] = await client.call_tool("record_result",
+                                                  {"run_id": run_id, "result": mismatch_result("eager-f32")})
+        out["bad_result"] = await client.call_tool(
+            "record_result", {"run_id": run_id, "result": {"case_id": "graph-f32", "status": "crash"}})
+        out["unknown_run"] = await client.call_tool("analyze_failures", {"run_id": "never-planned"})
+        out["pathlike_run"] = await client.call_tool("analyze_failures", {"run_id": "../../etc"})
+        for uri in (f"opdebug://runs/{run_id}/report", "opdebug://runs/never-planned/manifest",
+                    "opdebug://runs/..%2F..%2Fetc/manifest"):
+            try:
+                await client.read_resource(uri)
+                out[uri] = None
+            except MCPError as exc:
+                out[uri] = str(exc)
+        # still alive and answering after every refusal
+        out["after"] = await client.call_tool("analyze_failures", {"run_id": run_id})
+        return out
+
+    out = with_server(evidence_root, scenario)
+
+    text = error_text(out["bad_config"])
+    assert "config.operator.candidate" in text and "config.tolerance.atol" in text
+    text = error_text(out["pathlike"])
+    assert "cases.0.id" in text and "safe slug" in text
+    assert not (evidence_root.parent / "x").exists() and not (evidence_root / "pathlike").exists()
+    text = error_text(out["unknown_arg"])
+    assert "bogus_option" in text and "unknown field" in text
+    assert not out["plan"].is_error
+    assert "[run_exists]" in error_text(out["replan"])
+    assert "[unknown_case]" in error_text(out["unknown_case"]) and "no-such-case" in error_text(out["unknown_case"])
+    assert not out["first"].is_error
+    text = error_text(out["duplicate"])
+    assert "[already_recorded]" in text and "eager-f32" in text
+    text = error_text(out["bad_result"])
+    assert "error" in text and "crash" in text
+    assert "[unknown_run]" in error_text(out["unknown_run"])
+    assert "safe slug" in error_text(out["pathlike_run"])
+
+    assert "analyze_failures" in out[f"opdebug://runs/{run_id}/report"]  # no report before analysis
+    assert "does not exist" in out["opdebug://runs/never-planned/manifest"]
+    assert out["opdebug://runs/..%2F..%2Fetc/manifest"] is not None
+
+    after = out["after"]
+    assert not after.is_error, error_text(after)
+    # the refused duplicate did not overwrite the first result
+    results = json.loads((evidence_root / run_id / "results.json").read_text())["results"]
+    assert results["eager-f32"]["status"] == "passed" and "graph-f32" not in results
+    assert after.structured_content["verdict"] == "inconclusive"
+    assert after.structured_content["missing"] == ["graph-f32"]
+
+
+def torch_add_request(run_id: str) -> dict[str, Any]:
+    case = {"inputs": [{"name": "input", "shape": [8, 8]}, {"name": "other", "shape": [8, 8]}], "seed": 1}
+    return {
+        "config": {"run_id": run_id, "operator": {"name": "add", "candidate": "torch.add", "reference": "torch.add"}},
+        "cases": [dict(case, id="add-a"), dict(case, id="add-b", seed=2)],
+    }
+
+
+def test_run_case_remote_reports_progress_per_case(evidence_root: Path) -> None:
+    pytest.importorskip("tools.run_case_remote")
+    run_id = "mcp-run"
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total, message))
+
+    async def scenario(client: Client) -> Any:
+        plan = await client.call_tool("plan_cases", torch_add_request(run_id))
+        assert not plan.is_error, error_text(plan)
+        run = await client.call_tool("run_case_remote", {"run_id": run_id}, progress_callback=on_progress)
+        again = await client.call_tool("run_case_remote", {"run_id": run_id, "case_ids": ["add-a"]})
+        unknown_host = await client.call_tool("run_case_remote", {"run_id": run_id, "hosts": ["no-such-host"]})
+        return run, again, unknown_host
+
+    run, again, unknown_host = with_server(evidence_root, scenario)
+    assert not run.is_error, error_text(run)
+    outcomes = {o["case_id"]: o for o in run.structured_content["outcomes"]}
+    assert set(outcomes) == {"add-a", "add-b"}
+    assert all(o["state"] == "passed" and o["recorded"] for o in outcomes.values())
+    assert sorted(done for done, _, _ in progress) == [1, 2]
+    assert {total for _, total, _ in progress} == {2}
+    assert {m.split(":")[0] for _, _, m in progress} == {"add-a", "add-b"}
+    # a recorded case is refused, not re-run
+    assert again.is_error or again.structured_content["refused"] == ["add-a"]
+    assert unknown_host.is_error and "no-such-host" in error_text(unknown_host)
