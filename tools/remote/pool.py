@@ -1,0 +1,465 @@
+"""The slot pool: warm device workers over every chosen host, shared by tool calls.
+
+A *slot* is one device on one host with one warm supervisor (hence one warm
+worker).  The module-level `REGISTRY` keeps slots and SSH connections alive
+between tool calls while the server lives:
+
+- `checkout` gives a tool call exclusive use of a slot (an asyncio lock per
+  slot: two tool calls of this server never share a device) and starts the
+  slot's supervisor on first use; the host-side lease (lease.py) keeps other
+  servers/agents off the device for as long as that supervisor lives.
+- a slot nobody used for `idle_timeout_s` is shut down, releasing its lease;
+  a host's connection is closed when its last slot goes.
+- a slot whose connection broke, or whose tool call was cancelled, is
+  discarded: its channel is closed, so the supervisor's stdin closes and it
+  exits, taking its worker with it.
+
+`run_queue` spreads cases over slots: one task per slot consuming a shared
+queue.  A case whose slot is lost mid-case is reported as lost (it stays
+pending: nothing is recorded for it); the cases nobody started stay pending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Protocol
+
+import asyncssh
+
+from ..errors import ToolError
+from .inventory import HostConfig
+from . import ssh as ssh_transport
+
+SLOT_START_TIMEOUT_S = 180.0  # lease wait + python/torch import on a slow host
+SHUTDOWN_GRACE_S = 5.0
+REAP_INTERVAL_S = 5.0
+
+
+class SlotLost(Exception):
+    """The slot's connection or process went away; the case in flight stays pending."""
+
+
+@dataclass
+class RunFiles:
+    """What a slot needs to know about the run, besides the case."""
+
+    run_id: str
+    config: dict
+    modules_dir: Path | None = None
+    captured_dir: Path | None = None
+
+
+class DeviceSlot(Protocol):
+    host: str
+    device: str
+    alive: bool
+
+    async def start(self, run: RunFiles) -> None: ...
+    async def run_case(self, run: RunFiles, case: dict, timeout_s: float) -> dict: ...
+    async def close(self) -> None: ...
+
+
+def _lost_errors() -> tuple[type[BaseException], ...]:
+    errors: list[type[BaseException]] = [SlotLost, ConnectionError, EOFError, BrokenPipeError,
+                                         asyncssh.Error, asyncssh.ChannelOpenError]
+    try:
+        from .supervisor_client import ConnectionLost
+        errors.append(ConnectionLost)
+    except ImportError:  # pragma: no cover - the runner's client not there yet
+        pass
+    return tuple(errors)
+
+
+# --------------------------------------------------------------------------
+# The SSH device slot
+# --------------------------------------------------------------------------
+
+
+class SSHDeviceSlot:
+    """One warm supervisor on one device of an SSH host, under the device lease."""
+
+    def __init__(self, registry: "SlotRegistry", host: HostConfig, device: int):
+        self.registry = registry
+        self.cfg = host
+        self.host = host.name
+        self.device_id = int(device)
+        self.device = f"{host.device}:{self.device_id}"
+        self.process: asyncssh.SSHClientProcess | None = None
+        self.client: Any = None
+        self.hello: dict = {}
+        self.lease: dict = {}
+        self.alive = False
+
+    async def start(self, run: RunFiles) -> None:
+        from .supervisor_client import SupervisorClient
+
+        conn = await self.registry.connection(self.cfg)
+        root = await self.registry.runner_root(self.cfg, conn)
+        cmd = ssh_transport.worker_command(self.cfg, self.device_id, root, run_id=run.run_id,
+                                           owner=ssh_transport.server_owner())
+        try:
+            self.process = await conn.create_process(cmd, encoding=None)
+        except (asyncssh.Error, OSError) as exc:
+            self.registry.forget_connection(self.cfg.name, conn)
+            raise SlotLost(f"cannot start a worker on {self.host} {self.device}: {exc}") from None
+        try:
+            self.lease = await asyncio.wait_for(self._await_lease(), self.cfg.lease_wait_s + 60)
+            self.client = SupervisorClient(self.process.stdout, self.process.stdin)
+            self.hello = await asyncio.wait_for(self.client.hello(), SLOT_START_TIMEOUT_S)
+        except BaseException:
+            await self._kill()
+            raise
+        self.alive = True
+
+    async def _await_lease(self) -> dict:
+        assert self.process is not None
+        waiting_on: dict = {}
+        while True:
+            line = await self.process.stdout.readline()
+            if not line:
+                await self._kill()
+                err = await self._stderr_tail()
+                raise ssh_transport.SlotUnavailable(
+                    f"{self.host} {self.device}: the worker exited before taking the device lease "
+                    f"(exit status {self.process.exit_status}); stderr: {err or '-'}", code="slot_start_failed")
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # noise from an environment script on stdout
+            kind = event.get("event") if isinstance(event, dict) else None
+            if kind == "lease_acquired":
+                return event
+            if kind == "lease_waiting":
+                waiting_on = event.get("holder") or {}
+            if kind == "lease_busy":
+                holder = event.get("holder") or waiting_on
+                raise ssh_transport.SlotUnavailable(
+                    f"{self.host} {self.device} is leased by {_holder_text(holder)} "
+                    f"(lease file {event.get('lease_file')}); waited {self.cfg.lease_wait_s:g} s",
+                    code="device_busy", details={"holder": holder})
+
+    async def _stderr_tail(self) -> str:
+        if self.process is None:
+            return ""
+        try:
+            data = await asyncio.wait_for(self.process.stderr.read(), 2)
+        except (asyncio.TimeoutError, asyncssh.Error, OSError):
+            return ""
+        return data.decode("utf-8", "replace").strip()[-1500:] if isinstance(data, bytes) else str(data)[-1500:]
+
+    async def run_case(self, run: RunFiles, case: dict, timeout_s: float) -> dict:
+        if not self.alive or self.client is None:
+            raise SlotLost(f"{self.host} {self.device} is not running")
+        modules, captured = await self.registry.run_files(self.cfg, run)
+        try:
+            return await self.client.run_case(run.config, case, timeout_s, modules, captured)
+        except _lost_errors() as exc:
+            self.alive = False
+            raise SlotLost(f"{self.host} {self.device}: connection lost mid-case ({type(exc).__name__}: {exc})") \
+                from None
+
+    async def _kill(self) -> None:
+        self.alive = False
+        if self.process is not None:
+            try:
+                self.process.close()  # closes the channel: the supervisor's stdin hits EOF
+                await asyncio.wait_for(self.process.wait_closed(), SHUTDOWN_GRACE_S)
+            except (asyncio.TimeoutError, asyncssh.Error, OSError):
+                pass
+
+    async def close(self) -> None:
+        """Polite shutdown (the supervisor kills its worker and exits), then close the channel."""
+        if self.alive and self.client is not None:
+            try:
+                await asyncio.wait_for(self.client.close(), SHUTDOWN_GRACE_S)
+            except (asyncio.TimeoutError, Exception):
+                pass
+        await self._kill()
+
+
+def _holder_text(holder: dict) -> str:
+    if not holder:
+        return "another process (holder unknown)"
+    since = holder.get("since")
+    age = f", for {time.time() - since:.0f} s" if isinstance(since, (int, float)) else ""
+    return (f"pid {holder.get('pid')} on {holder.get('host')} (owner {holder.get('owner') or '?'}, "
+            f"run {holder.get('run_id') or '?'}{age})")
+
+
+# --------------------------------------------------------------------------
+# The registry of warm slots and connections
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class _Entry:
+    slot: Any
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    last_used: float = field(default_factory=time.monotonic)
+    idle_timeout_s: float = 600.0
+    started: bool = False
+
+
+class SlotRegistry:
+    """Warm slots keyed by (host, device) and one connection per SSH host.
+
+    Bound to the event loop that first uses it (the server's); a new loop
+    (a new asyncio.run in tests or the CLI) starts from a clean registry."""
+
+    def __init__(self, slot_factory: Callable[["SlotRegistry", HostConfig, int], Any] | None = None):
+        self._slot_factory = slot_factory
+        self._reset(None)
+
+    def _reset(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        self._loop = loop
+        self._entries: dict[tuple[str, int], _Entry] = {}
+        self._conns: dict[str, asyncssh.SSHClientConnection] = {}
+        self._conn_locks: dict[str, asyncio.Lock] = {}
+        self._runner_roots: dict[str, str] = {}
+        self._uploaded: dict[tuple[str, str, str], tuple[str | None, str | None]] = {}
+        self._reaper: asyncio.Task | None = None
+
+    def _bind(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._reset(loop)
+
+    # -- connections ------------------------------------------------------
+
+    async def connection(self, host: HostConfig) -> asyncssh.SSHClientConnection:
+        self._bind()
+        lock = self._conn_locks.setdefault(host.name, asyncio.Lock())
+        async with lock:
+            conn = self._conns.get(host.name)
+            if conn is not None and not conn.is_closed():
+                return conn
+            self._runner_roots.pop(host.name, None)
+            conn = await ssh_transport.open_connection(host)
+            self._conns[host.name] = conn
+            return conn
+
+    def forget_connection(self, name: str, conn: asyncssh.SSHClientConnection | None = None) -> None:
+        current = self._conns.get(name)
+        if current is not None and (conn is None or current is conn):
+            del self._conns[name]
+            current.close()
+            self._runner_roots.pop(name, None)
+            for key in [k for k in self._uploaded if k[0] == name]:
+                del self._uploaded[key]
+
+    async def runner_root(self, host: HostConfig, conn: asyncssh.SSHClientConnection) -> str:
+        root = self._runner_roots.get(host.name)
+        if root is None:
+            root = await ssh_transport.ensure_runner(conn, host)
+            self._runner_roots[host.name] = root
+        return root
+
+    async def run_files(self, host: HostConfig, run: RunFiles) -> tuple[str | None, str | None]:
+        """Remote (modules_dir, captured_dir) of the run on `host`, uploaded once per connection."""
+        stamp = json.dumps([_stamp(run.modules_dir), _stamp(run.captured_dir)])
+        key = (host.name, run.run_id, stamp)
+        if key not in self._uploaded:
+            conn = await self.connection(host)
+            self._uploaded[key] = await ssh_transport.upload_run_files(
+                conn, host, run.run_id, run.modules_dir, run.captured_dir)
+        return self._uploaded[key]
+
+    # -- slots --------------------------------------------------------------
+
+    def _new_slot(self, host: HostConfig, device: int) -> Any:
+        if self._slot_factory is not None:
+            return self._slot_factory(self, host, device)
+        if host.transport == "ssh":
+            return SSHDeviceSlot(self, host, device)
+        from .local import make_local_slot  # RUNNER's local transport
+        return make_local_slot(host, device)
+
+    async def checkout(self, host: HostConfig, device: int, run: RunFiles, *, wait: bool = True) -> Any:
+        """Exclusive use of (host, device), its supervisor started. None when
+        `wait` is false and another tool call holds it."""
+        self._bind()
+        key = (host.name, int(device))
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entries[key] = _Entry(self._new_slot(host, device), idle_timeout_s=host.idle_timeout_s)
+        if not wait and entry.lock.locked():
+            return None
+        await entry.lock.acquire()
+        try:
+            if not entry.slot.alive:
+                if entry.started:
+                    entry.slot = self._new_slot(host, device)  # a used-up slot is never restarted in place
+                entry.started = True
+                await entry.slot.start(run)
+        except BaseException:
+            entry.lock.release()
+            raise
+        entry.last_used = time.monotonic()
+        self._ensure_reaper()
+        return entry.slot
+
+    def release(self, slot: Any) -> None:
+        entry = self._find(slot)
+        if entry is not None:
+            entry.last_used = time.monotonic()
+            if entry.lock.locked():
+                entry.lock.release()
+
+    async def discard(self, slot: Any) -> None:
+        """Close a slot that broke or was cancelled, and release it."""
+        entry = self._find(slot)
+        try:
+            await asyncio.shield(slot.close())
+        except (Exception, asyncio.CancelledError):
+            pass
+        if isinstance(slot, SSHDeviceSlot) and slot.process is not None:
+            conn = self._conns.get(slot.host)
+            if conn is not None and conn.is_closed():
+                self.forget_connection(slot.host, conn)
+        if entry is not None and entry.lock.locked():
+            entry.lock.release()
+
+    def _find(self, slot: Any) -> _Entry | None:
+        for entry in self._entries.values():
+            if entry.slot is slot:
+                return entry
+        return None
+
+    def warm_slots(self) -> list[tuple[str, int]]:
+        return [k for k, e in self._entries.items() if getattr(e.slot, "alive", False)]
+
+    # -- idle shutdown ------------------------------------------------------
+
+    def _ensure_reaper(self) -> None:
+        if self._reaper is None or self._reaper.done():
+            self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
+
+    async def _reap_forever(self) -> None:
+        while self._entries:
+            await asyncio.sleep(REAP_INTERVAL_S)
+            await self.reap_idle()
+
+    async def reap_idle(self, now: float | None = None) -> list[tuple[str, int]]:
+        """Shut down slots idle for longer than their host's idle_timeout_s; close unused connections."""
+        now = time.monotonic() if now is None else now
+        closed = []
+        for key, entry in list(self._entries.items()):
+            if entry.lock.locked() or now - entry.last_used < entry.idle_timeout_s:
+                continue
+            del self._entries[key]
+            await entry.slot.close()
+            closed.append(key)
+        used_hosts = {k[0] for k in self._entries}
+        for name in [n for n in self._conns if n not in used_hosts]:
+            self.forget_connection(name)
+        return closed
+
+    async def close_all(self) -> None:
+        """Shut every warm worker down and close every connection (server shutdown)."""
+        if self._loop is not None and self._loop is not asyncio.get_running_loop():
+            self._reset(None)
+            return
+        if self._reaper is not None:
+            self._reaper.cancel()
+        entries, self._entries = list(self._entries.values()), {}
+        await asyncio.gather(*(e.slot.close() for e in entries), return_exceptions=True)
+        for name in list(self._conns):
+            self.forget_connection(name)
+
+
+def _stamp(path: Path | None) -> list:
+    if path is None or not path.is_dir():
+        return []
+    return sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in path.iterdir() if p.is_file())
+
+
+REGISTRY = SlotRegistry()
+
+
+# --------------------------------------------------------------------------
+# Spreading cases over slots
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class SlotSpec:
+    host: HostConfig
+    device: int
+
+
+def slot_specs(hosts: list[HostConfig]) -> list[SlotSpec]:
+    """Every slot the chosen hosts lend: their first `concurrency` devices each."""
+    return [SlotSpec(h, d) for h in hosts for d in h.slot_devices]
+
+
+@dataclass
+class QueueReport:
+    done: list[str] = field(default_factory=list)  # run_one returned for these
+    lost: dict[str, str] = field(default_factory=dict)  # case -> why (slot lost mid-case)
+    not_started: list[str] = field(default_factory=list)
+    slot_errors: dict[str, str] = field(default_factory=dict)  # "host device" -> why it never started
+    slots_used: list[str] = field(default_factory=list)
+
+
+async def run_queue(specs: list[SlotSpec], case_ids: list[str], run: RunFiles,
+                    run_one: Callable[[Any, str], Awaitable[None]], *,
+                    registry: SlotRegistry | None = None) -> QueueReport:
+    """One task per slot consuming a shared queue of case ids.
+
+    `run_one(slot, case_id)` runs and records one case; a SlotLost (or a
+    connection error) it raises marks that case lost and retires the slot.
+    Cancellation closes every checked-out slot (no orphaned workers) and
+    propagates."""
+    registry = registry or REGISTRY
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    for cid in case_ids:
+        queue.put_nowait(cid)
+    report = QueueReport()
+    lost_types = _lost_errors()
+
+    async def consume(spec: SlotSpec) -> None:
+        label = f"{spec.host.name} {spec.host.device}:{spec.device}"
+        try:
+            slot = await registry.checkout(spec.host, spec.device, run)
+        except (ToolError, *lost_types, asyncio.TimeoutError) as exc:
+            report.slot_errors[label] = str(exc)
+            return
+        report.slots_used.append(label)
+        try:
+            while True:
+                try:
+                    cid = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    break
+                try:
+                    await run_one(slot, cid)
+                    report.done.append(cid)
+                except lost_types as exc:
+                    report.lost[cid] = str(exc) or type(exc).__name__
+                    await registry.discard(slot)
+                    slot = None
+                    return
+        except BaseException:
+            if slot is not None:
+                await registry.discard(slot)
+                slot = None
+            raise
+        finally:
+            if slot is not None:
+                registry.release(slot)
+
+    tasks = [asyncio.ensure_future(consume(s)) for s in specs]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    while not queue.empty():
+        report.not_started.append(queue.get_nowait())
+    return report
