@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from .errors import ToolError
 from .evidence import ANALYSIS, REPORT, REPRODUCTION, RunStore
-from .plan_cases import apply_variation, case_axes, case_content, differing_axes
+from .plan_cases import apply_variation, axes_difference, case_axes, case_content, distance_axes
 from .report import render_report, render_reproduction
 from .schemas import (
     FLOAT_DTYPES,
@@ -231,10 +231,13 @@ def next_cases(cases: list[Case], results: dict[str, CaseResult], missing: list[
 
     passing = [c for c in cases if c.id in results and results[c.id].status == "passed"]
 
+    passing_axes = [distance_axes(p) for p in passing]
+
     def closeness(case: Case) -> int:
         # How near the case is to a passing one: a failing case one axis away
         # from a passing case is the best base to vary.
-        return min((len(differing_axes(case, p)) for p in passing), default=0)
+        own = distance_axes(case)
+        return min((len(axes_difference(own, p)) for p in passing_axes), default=0)
 
     leading = [a for a in axes if a.explains_all] or axes
     for fa in leading[:3]:
@@ -307,6 +310,8 @@ def _summary(verdict: str, cases: list[Case], counts: dict[str, int], missing: l
             text += f"; the failing cases share {axes[0].axis}={axes[0].value} but so do passing ones"
         else:
             text += "; no single axis value separates failing from passing cases"
+        if missing:
+            text += f" ({len(missing)} planned case(s) still have no result)"
         return text + "."
     if verdict == "inconclusive":
         parts = []

@@ -98,30 +98,37 @@ def distance_axes(case: Case) -> dict[str, str]:
     return out
 
 
-def differing_axes(a: Case, b: Case) -> list[str]:
-    """The variation axes in which two cases differ.  A strides difference
-    does not count when the shapes differ too (strides of different shapes
-    are not comparable; a shape variation drops explicit strides)."""
-    da, db = distance_axes(a), distance_axes(b)
+def axes_difference(da: dict[str, str], db: dict[str, str]) -> list[str]:
+    """The variation axes in which two cases differ, given their
+    :func:`distance_axes`.  A strides difference does not count when the
+    shapes differ too (strides of different shapes are not comparable; a
+    shape variation drops explicit strides)."""
     diff = [k for k in dict.fromkeys([*da, *db]) if da.get(k) != db.get(k)]
     return [k for k in diff
             if not (k.endswith(".strides") and k[: -len(".strides")] + ".shape" in diff)]
 
 
+def differing_axes(a: Case, b: Case) -> list[str]:
+    return axes_difference(distance_axes(a), distance_axes(b))
+
+
 def multi_axis_warnings(cases: list[Case]) -> list[str]:
     """One warning per case that differs from every other case in more than
     one axis, naming its closest neighbour and the differing axes."""
-    warnings = []
+    warnings: list[str] = []
     if len(cases) < 2:
         return warnings
-    for case in cases:
+    axes = [distance_axes(c) for c in cases]
+    for i, case in enumerate(cases):
         best: tuple[int, str, list[str]] | None = None
-        for other in cases:
-            if other is case:
+        for j, other in enumerate(cases):
+            if i == j:
                 continue
-            diff = differing_axes(case, other)
+            diff = axes_difference(axes[i], axes[j])
             if best is None or len(diff) < best[0]:
                 best = (len(diff), other.id, diff)
+                if len(diff) <= 1:
+                    break
         assert best is not None
         if best[0] > 1:
             warnings.append(
@@ -194,6 +201,8 @@ def apply_variation(base: Case, var: StarVariation, value: Any) -> dict:
     """The base case (as a JSON dict, id unchanged) with one axis set to
     ``value``.  Raises ValueError for a variation that does not fit."""
     doc = copy.deepcopy(base.model_dump(mode="json"))
+    if var.axis in ("mode", "attribute") and var.input is not None:
+        raise ValueError(f"'input' does not apply to axis {var.axis!r}")
     if var.axis == "mode":
         doc["mode"] = value
     elif var.axis == "attribute":
