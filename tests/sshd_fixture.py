@@ -199,3 +199,48 @@ def remote_python() -> str:
 
 def cleanup_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------
+# pytest fixtures (import them into a test module to use them)
+# --------------------------------------------------------------------------
+
+import pytest  # noqa: E402
+
+
+@dataclass
+class SshEnv:
+    """Two sshd 'hosts' on 127.0.0.1 trusted by one known_hosts file."""
+
+    base: Path
+    client_key: Path
+    servers: dict[str, Sshd]
+    known_hosts: Path
+
+    def host(self, name: str, **over) -> dict:
+        s = self.servers[name]
+        return {"hostname": "127.0.0.1", "port": s.port, "user": "root",
+                "identity_files": [str(self.client_key)], "known_hosts": str(self.known_hosts),
+                "python": remote_python(), "device": "cpu", "devices": [0, 1],
+                "work_dir": str(self.base / "work" / name), "connect_timeout": 10.0, **over}
+
+    def inventory(self, **hosts: dict):
+        from tools.remote.inventory import parse_inventory
+        return parse_inventory({"hosts": {name: self.host(name, **over) for name, over in hosts.items()}})
+
+    def trust_all(self) -> None:
+        self.known_hosts.write_text("".join(s.host_key_line + "\n" for s in self.servers.values()))
+
+
+@pytest.fixture(scope="module")
+def ssh_env(tmp_path_factory):
+    base = tmp_path_factory.mktemp("sshd")
+    key = make_client_key(base / "client")
+    servers = {name: Sshd(base / name, key).start() for name in ("hosta", "hostb")}
+    env = SshEnv(base, key, servers, base / "known_hosts")
+    env.trust_all()
+    try:
+        yield env
+    finally:
+        for s in servers.values():
+            s.stop()

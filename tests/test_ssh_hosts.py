@@ -1,0 +1,117 @@
+"""Host keys, runner upload and check_host against real OpenSSH sshd on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sshd_fixture import ssh_env  # noqa: F401  (fixture)
+from tools.check_host import check_host
+from tools.errors import ToolError
+from tools.remote import ssh
+
+
+def _fingerprint(pub: Path) -> str:
+    return subprocess.run(["ssh-keygen", "-lf", str(pub)], capture_output=True, text=True,
+                          check=True).stdout.split()[1]
+
+
+def test_unknown_host_key_is_refused_with_fingerprint_and_trust_command(ssh_env, tmp_path):
+    kh = tmp_path / "known_hosts"
+    kh.write_text("")
+    inv = ssh_env.inventory(hosta={"known_hosts": str(kh)})
+    server = ssh_env.servers["hosta"]
+    with pytest.raises(ToolError) as err:
+        asyncio.run(ssh.open_connection(inv.get("hosta")))
+    msg = err.value.message
+    fp = _fingerprint(Path(str(server.host_key) + ".pub"))
+    assert err.value.code == "host_key_unknown"
+    assert f"verify the fingerprint {fp} out of band".lower() in msg.lower()
+    trust = f"ssh-keyscan -p {server.port} 127.0.0.1 >> {kh}"
+    assert trust in msg
+    # The command it names really is the one that trusts the host.
+    subprocess.run(["bash", "-c", trust], check=True, capture_output=True, timeout=30)
+
+    async def connect_and_echo():
+        conn = await ssh.open_connection(inv.get("hosta"))
+        try:
+            return (await conn.run("echo trusted", check=True)).stdout
+        finally:
+            conn.close()
+
+    assert asyncio.run(connect_and_echo()).strip() == "trusted"
+
+
+def test_changed_host_key_is_refused_naming_the_file_with_the_old_key(ssh_env, tmp_path):
+    other = tmp_path / "other_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    server = ssh_env.servers["hosta"]
+    kh = tmp_path / "known_hosts"
+    kind, blob = Path(str(other) + ".pub").read_text().split()[:2]
+    kh.write_text(f"[127.0.0.1]:{server.port} {kind} {blob}\n")
+    inv = ssh_env.inventory(hosta={"known_hosts": str(kh)})
+    with pytest.raises(ToolError) as err:
+        asyncio.run(ssh.open_connection(inv.get("hosta")))
+    msg = err.value.message
+    assert err.value.code == "host_key_changed"
+    assert "HOST KEY CHANGED" in msg and str(kh) in msg
+    assert _fingerprint(Path(str(other) + ".pub")) in msg          # the old key
+    assert _fingerprint(Path(str(server.host_key) + ".pub")) in msg  # what the server offers
+    assert kh.read_text().split()[2] == blob  # nothing was rewritten
+
+
+def test_runner_is_uploaded_once_per_content_hash(ssh_env):
+    inv = ssh_env.inventory(hostb={})
+    h = inv.get("hostb")
+
+    async def twice():
+        conn = await ssh.open_connection(h)
+        try:
+            first = await ssh.ensure_runner(conn, h)
+            marker = Path(first) / ".complete"
+            stamp = marker.stat().st_mtime_ns
+            second = await ssh.ensure_runner(conn, h)
+            return first, second, stamp, marker.stat().st_mtime_ns
+        finally:
+            conn.close()
+
+    first, second, before, after = asyncio.run(twice())
+    assert first == second == ssh.runner_dir(h)
+    assert before == after  # not uploaded again
+    root = Path(first)
+    shipped = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py"))
+    assert shipped == sorted(ssh.runner_files())
+    assert not [p for p in Path(h.work_dir).iterdir() if ".tmp-" in p.name]  # no half-uploads left
+
+
+def test_check_host_reports_versions_env_scripts_and_exactly_what_is_missing(ssh_env, tmp_path):
+    cann = tmp_path / "cann"
+    cann.mkdir()
+    (cann / "version.cfg").write_text("toolkit_version=8.0.RC3\n")
+    good = tmp_path / "set_env.sh"
+    good.write_text(f"export ASCEND_TOOLKIT_HOME={cann}\n")
+    bad = tmp_path / "broken_env.sh"
+    bad.write_text("return 3\n")
+    inv = ssh_env.inventory(hosta={"device": "npu", "env_scripts": [str(good), str(bad)]},
+                            hostb={"python": "/nonexistent/bin/python3"})
+
+    async def checks():
+        return await asyncio.gather(check_host("hosta", inventory=inv), check_host("hostb", inventory=inv),
+                                    check_host("local", inventory=inv))
+
+    npu, nopython, local = asyncio.run(checks())
+    assert npu.torch and npu.python and npu.cann == "8.0.RC3" and npu.cann_home == str(cann)
+    assert [(e.path, e.exit_status, e.sourced) for e in npu.env_scripts] == [(str(good), 0, True),
+                                                                             (str(bad), 3, False)]
+    assert not npu.ok
+    assert npu.missing == [f"environment script {bad} did not source cleanly (exit status 3)",
+                           "torch_npu (not importable)"]
+    assert npu.free_disk_bytes and npu.work_dir_writable
+    assert not nopython.ok and len(nopython.missing) == 1
+    assert "'/nonexistent/bin/python3' was not found" in nopython.missing[0]
+    assert local.ok and local.missing == [] and local.transport == "local" and local.torch
+    with pytest.raises(ToolError, match="unknown host 'nowhere'"):
+        asyncio.run(check_host("nowhere", inventory=inv))
