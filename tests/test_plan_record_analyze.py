@@ -336,8 +336,10 @@ def test_eager_pass_graph_mismatch_is_diagnosed_on_mode_graph(evidence_root, pla
     assert "**Verdict: diagnosed**" in report
     assert "| mode | graph | 1 | 1 | yes |" in report
     repro = (run / "reproduction.md").read_text()
-    assert "opdebug run --run-id run-1 --case graph-f32" in repro and "scaled_add_mod.cand" in repro
-    assert "opdebug analyze --run-id run-1" in repro
+    assert f"opdebug plan --output-dir {run} --append --cases graph-f32.rerun.json" in repro
+    assert f"opdebug run --root {evidence_root} --run-id run-1 --case graph-f32.rerun" in repro
+    assert f"opdebug analyze --root {evidence_root} --run-id run-1" in repro
+    assert "scaled_add_mod.cand" in repro and '"mode": "graph"' in repro
     assert RunStore(evidence_root, "run-1").read_manifest()["status"] == "failed"
 
 
@@ -439,3 +441,20 @@ def test_analyze_unknown_run_is_refused(evidence_root):
     with pytest.raises(ToolError) as info:
         analyze_failures("nope", root=evidence_root)
     assert info.value.code == "unknown_run"
+
+
+def test_a_lone_failing_case_gets_isolating_suggestions(evidence_root):
+    base = {"id": "lone", "mode": "graph",
+            "inputs": [{"name": "x", "shape": [4, 4], "strides": [1, 4], "dtype": "bfloat16"}]}
+    req = star_request("run-1", [{"axis": "mode", "values": ["graph"]}], base=base)  # same as base: no new case
+    assert [c.id for c in plan_cases(req, root=evidence_root).cases] == ["lone"]
+    record_result("run-1", {"case_id": "lone", "status": "numerical_mismatch",
+                            "comparisons": [{"output": "y", "passed": False}]}, root=evidence_root)
+    analysis = analyze_failures("run-1", root=evidence_root)
+    assert analysis.verdict == "diagnosed" and analysis.failure_axes == []
+    assert analysis.failures[0].reason == "output 'y': comparison failed"
+    changes = {n.change["axis"]: n.change["values"] for n in analysis.next_cases}
+    assert changes["mode"] == ["eager", "compile"]
+    assert changes["dtype"] == ["float16", "float32", "float64"]
+    assert changes["strides"] == [None]  # contiguous
+    assert all("no case passes yet" in n.reason for n in analysis.next_cases)

@@ -70,9 +70,13 @@ def mismatch_reason(result: CaseResult) -> str:
     if worst.contract_mismatch:
         text = f"{head}: contract mismatch: {worst.contract_mismatch}"
     else:
-        text = (f"{head}: max_abs={_num(worst.max_abs)} max_rel={_num(worst.max_rel)} "
-                f"(atol {_num(worst.atol)}, rtol {_num(worst.rtol)}), "
-                f"{worst.mismatch_ratio:.2%} outside tolerance ({worst.mismatch_count}/{worst.numel})")
+        metrics = [f"{name}={_num(getattr(worst, name))}" for name in ("max_abs", "max_rel", "max_ulp")
+                   if getattr(worst, name) is not None]
+        if worst.atol is not None or worst.rtol is not None:
+            metrics.append(f"(atol {_num(worst.atol)}, rtol {_num(worst.rtol)})")
+        text = f"{head}: " + (" ".join(metrics) or "comparison failed")
+        if worst.numel:
+            text += f", {worst.mismatch_ratio:.2%} outside tolerance ({worst.mismatch_count}/{worst.numel})"
         if worst.worst_index is not None:
             text += (f", worst at {worst.worst_index}: candidate {worst.worst_candidate} "
                      f"vs reference {worst.worst_reference}")
@@ -263,9 +267,10 @@ def next_cases(cases: list[Case], results: dict[str, CaseResult], missing: list[
             if found is None:
                 continue
             var_doc, values = found
+            why = ("no axis value separates the failing cases from the passing ones yet" if passing
+                   else "no case passes yet, so nothing shows which axis the failure follows")
             out.append(NextCase(
-                reason=(f"no axis value separates the failing cases from the passing ones yet; vary {key} of "
-                        f"{base.id!r} one value at a time to find the axis the failure follows"),
+                reason=f"{why}; vary {key} of {base.id!r} one value at a time to find where it passes",
                 base_case=base.id,
                 change=var_doc | {"values": values},
             ))

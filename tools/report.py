@@ -4,8 +4,10 @@ to re-run each failing case) from an analysis and the run's evidence."""
 from __future__ import annotations
 
 import json
+import shlex
+from pathlib import Path
 
-from .plan_cases import case_axes
+from .plan_cases import case_axes, fit_id
 from .schemas import Analysis, Case, CaseFailure, CaseResult, OperatorConfig
 
 
@@ -111,10 +113,15 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
     return "\n".join(out)
 
 
+def rerun_id(case_id: str) -> str:
+    return fit_id(f"{case_id}.rerun")
+
+
 def render_reproduction(analysis: Analysis, config: OperatorConfig, cases: list[Case],
                         results: dict[str, CaseResult], *, run_dir: str) -> str:
     op = config.operator
     run_id = analysis.run_id
+    where = f"--root {shlex.quote(str(Path(run_dir).parent))} --run-id {run_id}"
     out = [
         f"# Reproduction: {op.name} (run `{run_id}`)",
         "",
@@ -148,16 +155,18 @@ def render_reproduction(analysis: Analysis, config: OperatorConfig, cases: list[
             json.dumps(case.model_dump(mode="json", exclude_none=True), indent=2),
             "```",
             "",
-            "Re-run it (as a new case id if it is already recorded) and re-analyze:",
+            "Run it again under a new id (a recorded case is never overwritten): save the JSON above as a "
+            f"one-element list with `\"id\": \"{rerun_id(f.case_id)}\"` in `{rerun_id(f.case_id)}.json`, then:",
             "",
             "```sh",
-            f"opdebug run --run-id {run_id} --case {f.case_id}",
-            f"opdebug analyze --run-id {run_id}",
+            f"opdebug plan --output-dir {shlex.quote(run_dir)} --append --cases {rerun_id(f.case_id)}.json",
+            f"opdebug run {where} --case {rerun_id(f.case_id)}",
+            f"opdebug analyze {where}",
             "```",
             "",
         ]
         raw = results[f.case_id].source.raw_path
         if raw:
             out += [f"Raw evidence: `{run_dir}/{raw}`", ""]
-    out += ["## Re-analyze", "", "```sh", f"opdebug analyze --run-id {run_id}", "```", ""]
+    out += ["## Re-analyze", "", "```sh", f"opdebug analyze {where}", "```", ""]
     return "\n".join(out)
