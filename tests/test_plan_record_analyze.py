@@ -458,3 +458,23 @@ def test_a_lone_failing_case_gets_isolating_suggestions(evidence_root):
     assert changes["dtype"] == ["float16", "float32", "float64"]
     assert changes["strides"] == [None]  # contiguous
     assert all("no case passes yet" in n.reason for n in analysis.next_cases)
+
+
+def test_case_axes_are_stable_strings():
+    case = Case.model_validate({
+        "id": "c", "mode": "compile", "attributes": {"dims": [0, -1], "keepdim": True, "eps": 1e-6},
+        "inputs": [
+            {"name": "s", "shape": [], "dtype": "float16"},
+            {"name": "x", "shape": [2, 3], "strides": [1, 2], "storage_offset": 5, "layout": "NCHW",
+             "values": {"kind": "uniform", "low": -1, "high": 1,
+                        "specials": [{"value": "inf", "count": 1}, {"value": "nan", "count": 2}]}},
+            {"name": "y", "shape": [2, 3], "strides": [3, 1]}]})
+    axes = case_axes(case)
+    assert list(axes)[:2] == ["mode", "dtype"]
+    assert axes["mode"] == "compile" and axes["dtype"] == "mixed"
+    assert axes["s.shape"] == "scalar" and axes["s.strides"] == "contiguous" and axes["s.offset"] == "0"
+    assert axes["x.shape"] == "2x3" and axes["x.strides"] == "1,2" and axes["x.offset"] == "5"
+    assert axes["x.layout"] == "NCHW" and axes["x.values"] == "uniform(high=1.0,low=-1.0)+inf+nan"
+    assert axes["y.strides"] == "contiguous"  # explicit but contiguous strides
+    assert axes["attr.dims"] == "[0, -1]" and axes["attr.keepdim"] == "true" and axes["attr.eps"] == "1e-06"
+    assert case_axes(Case.model_validate(case.model_dump())) == axes
