@@ -242,3 +242,45 @@ def test_run_case_remote_reports_progress_per_case(evidence_root: Path) -> None:
     # a recorded case is refused, not re-run
     assert again.is_error or again.structured_content["refused"] == ["add-a"]
     assert unknown_host.is_error and "no-such-host" in error_text(unknown_host)
+
+
+def test_streamable_http_transport_serves_the_same_tools(evidence_root: Path, tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = open(tmp_path / "server.log", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mcp_server", "--transport", "streamable-http", "--host", "127.0.0.1",
+         "--port", str(port), "--evidence-root", str(evidence_root)],
+        cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
+    )
+
+    async def scenario() -> Any:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "server.log").read_text()
+                await asyncio.sleep(0.1)
+        async with Client(f"http://127.0.0.1:{port}/mcp", cache=None) as client:
+            tools = (await client.list_tools()).tools
+            plan = await client.call_tool("plan_cases", minimal_plan_request("over-http", ("eager-f32",)))
+            refused = await client.call_tool("plan_cases", minimal_plan_request("over-http", ("eager-f32",)))
+            return tools, plan, refused
+
+    try:
+        tools, plan, refused = asyncio.run(scenario())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        log.close()
+    assert {t.name for t in tools} == TOOLS
+    assert not plan.is_error and plan.structured_content["run_id"] == "over-http"
+    assert (evidence_root / "over-http" / "manifest.json").is_file()
+    assert "[run_exists]" in error_text(refused)
