@@ -1,0 +1,98 @@
+"""Resolve the candidate and reference callables and call them.
+
+A callable is a dotted path ``module.attr[.attr...]`` resolved with
+importlib (the longest importable module prefix, then attributes).  User
+modules shipped with the run live in ``modules_dir``: that directory goes
+first on sys.path, and each named module file is (re)loaded from it whenever
+its content differs from what this warm worker loaded before - two runs can
+ship different files under the same module name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+
+_loaded: dict[str, str] = {}  # module name -> sha256 of the file it was loaded from
+
+
+class ResolveError(Exception):
+    """A callable or user module cannot be loaded (a harness error)."""
+
+
+def load_user_modules(modules_dir: str | None, module_files: list[str]) -> None:
+    if not module_files:
+        return
+    if not modules_dir or not os.path.isdir(modules_dir):
+        raise ResolveError(f"the run ships modules {module_files} but the modules directory {modules_dir!r} "
+                           "does not exist")
+    if modules_dir not in sys.path:
+        sys.path.insert(0, modules_dir)
+    for file_name in module_files:
+        path = os.path.join(modules_dir, file_name)
+        name = file_name[:-3]
+        try:
+            with open(path, "rb") as fh:
+                digest = hashlib.sha256(fh.read()).hexdigest()
+        except OSError as exc:
+            raise ResolveError(f"user module {file_name!r} cannot be read: {exc}") from exc
+        if _loaded.get(name) == digest and name in sys.modules:
+            continue
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException as exc:
+            sys.modules.pop(name, None)
+            raise ResolveError(f"user module {file_name!r} failed to import: {type(exc).__name__}: {exc}") from exc
+        _loaded[name] = digest
+
+
+def resolve(dotted: str):
+    parts = dotted.split(".")
+    errors = []
+    for cut in range(len(parts) - 1, 0, -1):
+        module_name = ".".join(parts[:cut])
+        try:
+            obj = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and module_name.startswith(exc.name):
+                errors.append(str(exc))
+                continue
+            raise ResolveError(f"importing {module_name!r} for {dotted!r} failed: {exc}") from exc
+        except BaseException as exc:
+            raise ResolveError(f"importing {module_name!r} for {dotted!r} failed: {type(exc).__name__}: {exc}") \
+                from exc
+        try:
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr)
+        except AttributeError as exc:
+            raise ResolveError(f"{dotted!r}: module {module_name!r} has no attribute path "
+                               f"{'.'.join(parts[cut:])!r} ({exc})") from exc
+        if not callable(obj):
+            raise ResolveError(f"{dotted!r} resolves to a {type(obj).__name__}, which is not callable")
+        return obj
+    raise ResolveError(f"cannot import any module prefix of {dotted!r}: {errors[-1] if errors else 'not found'}")
+
+
+def call_arguments(call: dict | None, inputs: dict, attributes: dict) -> tuple[list, dict]:
+    """Inputs (and attributes) as positional args in the configured order,
+    the rest as keywords; attributes are keyword options by default."""
+    call = call or {}
+    named = dict(inputs)
+    for key, value in attributes.items():
+        if key in named:
+            raise ResolveError(f"attribute {key!r} has the same name as an input")
+        named[key] = value
+    args = []
+    if call.get("style") == "positional":
+        for name in call.get("order") or []:
+            if name not in named:
+                raise ResolveError(f"call order names {name!r}, which is neither an input nor an attribute "
+                                   f"of this case (have {sorted(named)})")
+            args.append(named.pop(name))
+    return args, named

@@ -1,0 +1,331 @@
+"""The comparison engine: candidate outputs against reference outputs.
+
+Per output, dtype-aware.  Floating outputs get max_abs, max_rel, mean_abs,
+rmse, cosine, the count/ratio of elements outside ``atol + rtol*|ref|``,
+the worst and the first mismatching index with both values, NaN/Inf pattern
+mismatches, error balance (signed mean error) and the ULP error; integer and
+bool outputs are compared exactly.  A shape or dtype contract violation is
+its own reason (``contract_mismatch``) and fails the output.
+
+Definitions (documented in references/runner-protocol.md):
+
+- ``d = cand - ref`` on elements where both are finite.
+- ``max_rel = max |d| / max(|ref|, guard)`` with ``guard = max(atol,
+  finfo(cand).tiny)``: relative error of values below atol is measured
+  against atol, so near-zero references do not blow it up.
+- ``max_ulp = max |d| / ulp(ref)`` where ``ulp`` is the spacing of the
+  candidate's dtype at the reference value (subnormal spacing near zero).
+- An element mismatches when it is finite on both sides and ``|d| > atol +
+  rtol*|ref|``, or when its NaN/Inf pattern differs (NaN on both sides and the
+  same infinity on both sides match).
+- ``nan_mismatch``: positions NaN on exactly one side.  ``inf_mismatch``:
+  positions with an infinity on one side not matched by the same infinity on
+  the other (NaN positions are counted under nan_mismatch only).
+- ``cosine`` over the finite pairs; 1.0 when both are all-zero.
+
+Cost: bounded passes over fixed-size chunks (the temporaries stay in cache),
+in float32 (float64 only when an operand is float64), with no whole-tensor
+float64 copy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+CHUNK = 1 << 16
+
+_FLOAT = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def json_element(value) -> object:
+    """A tensor element as JSON: finite numbers as numbers, the rest spelled out."""
+    if isinstance(value, torch.Tensor):
+        value = value.item()
+    if isinstance(value, bool) or isinstance(value, int):
+        return value
+    value = float(value)
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def unravel(flat: int, shape) -> list[int]:
+    index = []
+    for size in reversed(list(shape)):
+        index.append(flat % size if size else 0)
+        flat = flat // size if size else 0
+    return list(reversed(index))
+
+
+def name_outputs(out, names: list[str] | None) -> dict:
+    """Outputs by name: dicts keep their keys, tuples/lists take config names
+    (or out0, out1, ...), a single output takes the first name (or "out")."""
+    if isinstance(out, dict):
+        return {str(k): v for k, v in out.items()}
+    if isinstance(out, (tuple, list)):
+        names = list(names or [])
+        return {(names[i] if i < len(names) else f"out{i}"): v for i, v in enumerate(out)}
+    return {(names[0] if names else "out"): out}
+
+
+def as_tensor(value):
+    if value is None or isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (bool, int, float)):
+        return torch.tensor(value)
+    raise TypeError(f"output of type {type(value).__name__} is not a tensor, a number or None")
+
+
+def tolerance_for(tolerance: dict, dtype: torch.dtype) -> tuple[float, float]:
+    per = (tolerance.get("per_dtype") or {}).get(dtype_name(dtype))
+    if per:
+        return float(per["atol"]), float(per["rtol"])
+    return float(tolerance.get("atol", 1e-5)), float(tolerance.get("rtol", 1e-5))
+
+
+def compare_outputs(candidate, reference, *, names: list[str] | None, tolerance: dict,
+                    strict_dtype: bool) -> list[dict]:
+    """One comparison per named output.  ``strict_dtype``: the reference ran
+    at the candidate's own precision, so output dtypes must match exactly
+    (otherwise only the kind - floating/integer/bool - must match)."""
+    cand = name_outputs(candidate, names)
+    ref = name_outputs(reference, names)
+    comparisons = []
+    for name in list(ref) + [n for n in cand if n not in ref]:
+        if name not in cand:
+            comparisons.append(_missing(name, "the candidate did not return this output", ref[name], None))
+            continue
+        if name not in ref:
+            comparisons.append(_missing(name, "the reference did not return this output", None, cand[name]))
+            continue
+        c, r = cand[name], ref[name]
+        if c is None and r is None:
+            continue
+        if c is None or r is None:
+            comparisons.append(_missing(name, f"{'candidate' if c is None else 'reference'} returned None", r, c))
+            continue
+        try:
+            c, r = as_tensor(c), as_tensor(r)
+        except TypeError as exc:
+            comparisons.append(_missing(name, str(exc), r, c))
+            continue
+        atol, rtol = tolerance_for(tolerance, c.dtype)
+        comparisons.append(compare_tensor(name, c, r, atol=atol, rtol=rtol, strict_dtype=strict_dtype))
+    return comparisons
+
+
+def _missing(name, why, ref, cand) -> dict:
+    comp = {"output": name, "passed": False, "contract_mismatch": why}
+    if isinstance(ref, torch.Tensor):
+        comp.update(expected_shape=list(ref.shape), expected_dtype=dtype_name(ref.dtype))
+    if isinstance(cand, torch.Tensor):
+        comp.update(actual_shape=list(cand.shape), actual_dtype=dtype_name(cand.dtype))
+    return comp
+
+
+def _kind(dtype: torch.dtype) -> str:
+    if dtype == torch.bool:
+        return "bool"
+    return "floating" if dtype.is_floating_point else ("complex" if dtype.is_complex else "integer")
+
+
+def compare_tensor(name: str, cand: torch.Tensor, ref: torch.Tensor, *, atol: float, rtol: float,
+                   strict_dtype: bool = True) -> dict:
+    cand = cand.detach()
+    ref = ref.detach()
+    if cand.device.type != "cpu":
+        cand = cand.cpu()
+    if ref.device.type != "cpu":
+        ref = ref.cpu()
+    comp = {
+        "output": name, "passed": False,
+        "expected_shape": list(ref.shape), "actual_shape": list(cand.shape),
+        "expected_dtype": dtype_name(ref.dtype), "actual_dtype": dtype_name(cand.dtype),
+        "atol": atol, "rtol": rtol, "numel": cand.numel(),
+    }
+    if list(cand.shape) != list(ref.shape):
+        comp["contract_mismatch"] = f"shape {list(cand.shape)} but the reference gives {list(ref.shape)}"
+        return comp
+    ck, rk = _kind(cand.dtype), _kind(ref.dtype)
+    if ck != rk or "complex" in (ck, rk):
+        comp["contract_mismatch"] = (f"dtype {dtype_name(cand.dtype)} ({ck}) but the reference gives "
+                                     f"{dtype_name(ref.dtype)} ({rk})")
+        return comp
+    if strict_dtype and cand.dtype != ref.dtype:
+        comp["contract_mismatch"] = f"dtype {dtype_name(cand.dtype)} but the reference gives {dtype_name(ref.dtype)}"
+        return comp
+    if cand.numel() == 0:
+        comp["passed"] = True
+        return comp
+    if ck == "floating":
+        comp.update(_float_metrics(cand, ref, atol, rtol))
+    else:
+        comp.update(_exact_metrics(cand, ref))
+    comp["mismatch_ratio"] = comp["mismatch_count"] / cand.numel()
+    comp["passed"] = comp["mismatch_count"] == 0
+    return comp
+
+
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    return t.reshape(-1) if t.is_contiguous() else t.contiguous().reshape(-1)
+
+
+class _Acc:
+    """Running sums and extrema over chunks (Python floats: float64)."""
+
+    def __init__(self):
+        self.n_fin = 0
+        self.sum_d = 0.0
+        self.sum_ad = 0.0
+        self.sum_sq = 0.0
+        self.dot_cr = 0.0
+        self.dot_cc = 0.0
+        self.dot_rr = 0.0
+        self.max_abs = -1.0
+        self.worst = None
+        self.max_rel = 0.0
+        self.max_ulp = 0.0
+        self.mismatch = 0
+        self.first = None
+        self.nan_mismatch = 0
+        self.inf_mismatch = 0
+
+
+def _float_metrics(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> dict:
+    work = torch.float64 if torch.float64 in (cand.dtype, ref.dtype) else torch.float32
+    cinfo = torch.finfo(cand.dtype)
+    guard = max(atol, cinfo.tiny)
+    exp_mask, int_view = (0x7FF0000000000000, torch.int64) if work == torch.float64 else (0x7F800000, torch.int32)
+    cflat, rflat = _flat(cand), _flat(ref)
+    acc = _Acc()
+    n = cflat.numel()
+    for start in range(0, n, CHUNK):
+        c = cflat[start:start + CHUNK].to(work)
+        r = rflat[start:start + CHUNK].to(work)
+        d = c - r
+        sum_d = d.sum().item()
+        if math.isfinite(sum_d):  # no NaN/Inf in either chunk (an overflow also takes the careful path)
+            _chunk(acc, start, c, r, d, sum_d, c.numel(), atol, rtol, guard, exp_mask, int_view, cinfo.eps,
+                   cinfo.tiny)
+        else:
+            _chunk_nonfinite(acc, start, c, r, atol, rtol, guard, exp_mask, int_view, cinfo.eps, cinfo.tiny)
+    out = {"mismatch_count": acc.mismatch, "nan_mismatch": acc.nan_mismatch, "inf_mismatch": acc.inf_mismatch}
+    if acc.n_fin:
+        nf = acc.n_fin
+        out.update(
+            max_abs=_finite_or_none(acc.max_abs), max_rel=_finite_or_none(acc.max_rel),
+            mean_abs=_finite_or_none(acc.sum_ad / nf), rmse=_finite_or_none(math.sqrt(acc.sum_sq / nf)),
+            error_balance=_finite_or_none(acc.sum_d / nf), max_ulp=_finite_or_none(acc.max_ulp),
+            cosine=_cosine(acc),
+        )
+    if acc.worst is not None and acc.max_abs > 0:
+        out.update(worst_index=unravel(acc.worst, cand.shape), worst_candidate=json_element(cflat[acc.worst]),
+                   worst_reference=json_element(rflat[acc.worst]))
+    if acc.first is not None:
+        out.update(first_mismatch_index=unravel(acc.first, cand.shape),
+                   first_candidate=json_element(cflat[acc.first]), first_reference=json_element(rflat[acc.first]))
+    return out
+
+
+def _finite_or_none(x: float):
+    return x if math.isfinite(x) else None
+
+
+def _cosine(acc: _Acc):
+    if acc.dot_cc == 0 and acc.dot_rr == 0:
+        return 1.0
+    if acc.dot_cc == 0 or acc.dot_rr == 0:
+        return 0.0
+    value = acc.dot_cr / math.sqrt(acc.dot_cc * acc.dot_rr)
+    return _finite_or_none(max(-1.0, min(1.0, value)))
+
+
+def _chunk(acc, start, c, r, d, sum_d, nfin, atol, rtol, guard, exp_mask, int_view, eps, tiny,
+           extra_mismatch=None):
+    """Metrics of one chunk whose (masked) values are all finite."""
+    acc.n_fin += nfin
+    acc.sum_d += sum_d
+    acc.dot_cr += torch.dot(c, r).item()
+    acc.dot_cc += torch.dot(c, c).item()
+    acc.dot_rr += torch.dot(r, r).item()
+    ad = d.abs_()
+    acc.sum_ad += ad.sum().item()
+    acc.sum_sq += torch.dot(ad, ad).item()
+    mx = ad.max().item()
+    if mx > acc.max_abs:  # the index only when the running maximum moves (argmax is slow)
+        acc.max_abs, acc.worst = mx, start + ad.argmax().item()
+    ar = r.abs()
+    # mismatch: |d| - rtol*|r| > atol; counted only when the chunk has one
+    excess = torch.sub(ad, ar, alpha=rtol) if rtol else ad
+    mis = None
+    if excess.max().item() > atol:
+        mis = excess.gt(atol)
+    if extra_mismatch is not None:
+        mis = extra_mismatch if mis is None else mis | extra_mismatch
+    if mis is not None:
+        count = torch.count_nonzero(mis).item()
+        if count:
+            acc.mismatch += count
+            if acc.first is None:
+                acc.first = start + mis.view(torch.uint8).argmax().item()
+    if mx > 0:
+        # ulp of the candidate's dtype at |r| = 2**exponent(|r|) * eps, the
+        # subnormal spacing tiny*eps below tiny (computed before ar is clamped)
+        pow2 = (ar.view(int_view) & exp_mask).view(ar.dtype).clamp_min_(tiny)
+        acc.max_ulp = max(acc.max_ulp, ad.div(pow2).max().item() / eps)
+        acc.max_rel = max(acc.max_rel, ad.div_(ar.clamp_min_(guard)).max().item())
+
+
+def _chunk_nonfinite(acc, start, c, r, atol, rtol, guard, exp_mask, int_view, eps, tiny):
+    cn, rn = torch.isnan(c), torch.isnan(r)
+    ci, ri = torch.isinf(c), torch.isinf(r)
+    nan_mis = cn ^ rn
+    acc.nan_mismatch += nan_mis.sum().item()
+    acc.inf_mismatch += ((ci | ri) & (c != r) & ~(cn | rn)).sum().item()
+    fin = torch.isfinite(c) & torch.isfinite(r)
+    # a non-finite position matches when both are NaN or both the same infinity
+    matched_special = (cn & rn) | ((ci | ri) & (c == r))
+    special_mismatch = ~fin & ~matched_special
+    zero = torch.zeros((), dtype=c.dtype)
+    c = torch.where(fin, c, zero)
+    r = torch.where(fin, r, zero)
+    d = c - r
+    sum_d = d.sum().item()
+    _chunk(acc, start, c, r, d, sum_d, int(torch.count_nonzero(fin).item()), atol, rtol, guard, exp_mask,
+           int_view, eps, tiny, extra_mismatch=special_mismatch)
+
+
+def _exact_metrics(cand: torch.Tensor, ref: torch.Tensor) -> dict:
+    cflat, rflat = _flat(cand), _flat(ref)
+    mismatch, first, max_abs, worst, sum_ad = 0, None, 0, None, 0
+    for start in range(0, cflat.numel(), CHUNK):
+        c = cflat[start:start + CHUNK].to(torch.int64)
+        r = rflat[start:start + CHUNK].to(torch.int64)
+        ne = c != r
+        count = ne.sum().item()
+        if not count:
+            continue
+        mismatch += count
+        if first is None:
+            first = start + ne.view(torch.uint8).argmax().item()
+        ad = (c - r).abs_()
+        sum_ad += ad.sum().item()
+        mx, mi = ad.max(0)
+        if mx.item() > max_abs:
+            max_abs, worst = mx.item(), start + mi.item()
+    out = {"mismatch_count": mismatch, "max_abs": float(max_abs), "mean_abs": sum_ad / cflat.numel()}
+    if worst is not None:
+        out.update(worst_index=unravel(worst, cand.shape), worst_candidate=json_element(cflat[worst]),
+                   worst_reference=json_element(rflat[worst]))
+    if first is not None:
+        out.update(first_mismatch_index=unravel(first, cand.shape),
+                   first_candidate=json_element(cflat[first]), first_reference=json_element(rflat[first]))
+    return out

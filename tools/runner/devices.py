@@ -1,0 +1,154 @@
+"""Device adapters: cpu, cuda, npu.
+
+One adapter per device kind: its name, synchronize, moving an input to the
+device with its strides and offset preserved, storage-format casts (NPU only),
+the compile backend, graph capture + replay, and a health check.  torch_npu
+(and torchair) are imported only inside the NPU adapter.  A mode or layout
+the device cannot do raises ``Unsupported`` with a reason that says so.
+"""
+
+from __future__ import annotations
+
+import torch
+
+# torch_npu.npu_format_cast ids (Ascend storage formats).
+NPU_FORMATS = {"NCHW": 0, "NHWC": 1, "ND": 2, "NC1HWC0": 3, "FRACTAL_Z": 4, "FRACTAL_NZ": 29}
+
+
+class Unsupported(Exception):
+    """The device cannot do what the case asks (a mode, a layout)."""
+
+    def __init__(self, reason: str, rule: str):
+        super().__init__(reason)
+        self.reason = reason
+        self.rule = rule
+
+
+class Device:
+    kind = "cpu"
+
+    def __init__(self):
+        self.torch_device = torch.device(self.kind if self.kind == "cpu" else f"{self.kind}:0")
+
+    @property
+    def label(self) -> str:
+        return str(self.torch_device)
+
+    def info(self) -> dict:
+        return {"device": self.label, "device_kind": self.kind, "device_count": 1}
+
+    def synchronize(self) -> None:
+        pass
+
+    def to_device(self, storage: torch.Tensor, shape, strides, offset: int) -> torch.Tensor:
+        """The same storage on the device, viewed with the same strides and offset."""
+        base = storage if self.kind == "cpu" else storage.to(self.torch_device)
+        return base.as_strided(shape, strides, offset)
+
+    def format_cast(self, tensor: torch.Tensor, layout: str) -> torch.Tensor:
+        if layout == "ND":
+            return tensor
+        raise Unsupported(f"layout {layout} is an Ascend storage format (npu_format_cast); this host's device "
+                          f"is {self.kind}", "runner: storage formats need an npu device")
+
+    def compile(self, fn, backend: str | None):
+        import torch._dynamo
+
+        # A fresh dynamo state per case: past recompilation limits, dynamo
+        # would fall back to eager silently.
+        torch._dynamo.reset()
+        return torch.compile(fn, backend=backend or "inductor", dynamic=False, fullgraph=False)
+
+    def graph_call(self, fn, args, kwargs):
+        raise Unsupported(f"graph capture needs a cuda or npu device; this host's device is {self.kind}",
+                          "runner: graph mode needs a cuda or npu device")
+
+    def health_check(self) -> None:
+        x = torch.ones(4, device=self.torch_device)
+        value = float((x + 1).sum().item())
+        self.synchronize()
+        if value != 8.0:
+            raise RuntimeError(f"health check on {self.label}: 4 ones + 1 summed to {value}, not 8")
+
+
+class CudaDevice(Device):
+    kind = "cuda"
+
+    def info(self) -> dict:
+        return {"device": self.label, "device_kind": self.kind, "device_count": torch.cuda.device_count(),
+                "device_name": torch.cuda.get_device_name(0)}
+
+    def synchronize(self) -> None:
+        torch.cuda.synchronize()
+
+    def graph_call(self, fn, args, kwargs):
+        return _graph_capture_replay(torch.cuda, torch.cuda.CUDAGraph, fn, args, kwargs)
+
+
+class NpuDevice(Device):
+    kind = "npu"
+
+    def __init__(self):
+        import torch_npu  # noqa: F401 - registers the npu device with torch
+
+        self.torch_npu = torch_npu
+        super().__init__()
+
+    def info(self) -> dict:
+        info = {"device": self.label, "device_kind": self.kind, "device_count": torch.npu.device_count(),
+                "torch_npu": getattr(self.torch_npu, "__version__", None)}
+        try:
+            info["device_name"] = torch.npu.get_device_name(0)
+        except Exception:  # noqa: BLE001 - informational only
+            pass
+        return info
+
+    def synchronize(self) -> None:
+        torch.npu.synchronize()
+
+    def format_cast(self, tensor: torch.Tensor, layout: str) -> torch.Tensor:
+        if layout == "ND":
+            return tensor
+        return self.torch_npu.npu_format_cast(tensor, NPU_FORMATS[layout])
+
+    def compile(self, fn, backend: str | None):
+        import torch._dynamo
+
+        torch._dynamo.reset()
+        if backend in (None, "torchair"):
+            import torchair
+
+            config = torchair.CompilerConfig()
+            backend = torchair.get_npu_backend(compiler_config=config)
+        return torch.compile(fn, backend=backend, dynamic=False, fullgraph=False)
+
+    def graph_call(self, fn, args, kwargs):
+        return _graph_capture_replay(torch.npu, torch.npu.NPUGraph, fn, args, kwargs)
+
+
+def _graph_capture_replay(module, graph_cls, fn, args, kwargs):
+    """Warm up on a side stream, capture one call on the static inputs, replay it."""
+    stream = module.Stream()
+    stream.wait_stream(module.current_stream())
+    with module.stream(stream):
+        fn(*args, **kwargs)
+    module.current_stream().wait_stream(stream)
+    module.synchronize()
+    graph = graph_cls()
+    with module.graph(graph):
+        out = fn(*args, **kwargs)
+    graph.replay()
+    module.synchronize()
+    return out
+
+
+def make_device(kind: str) -> Device:
+    if kind == "cpu":
+        return Device()
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError("device 'cuda' requested but torch.cuda.is_available() is False")
+        return CudaDevice()
+    if kind == "npu":
+        return NpuDevice()
+    raise ValueError(f"unknown device kind {kind!r} (cpu, cuda or npu)")

@@ -1,0 +1,166 @@
+"""Run one case inside the worker: inputs, candidate, reference, comparison.
+
+Returns the worker's answer for the case: either ``outcome: "result"`` with a
+CaseResult-shaped ``result`` (no source/recorded_at: the server adds them),
+or ``outcome: "harness_error"`` when the callables cannot be resolved, the
+inputs cannot be built, or the reference fails - those say nothing about the
+operator, so the case stays pending.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+
+import torch
+
+from . import RUNNER_VERSION
+from .callables import ResolveError, call_arguments, load_user_modules, resolve
+from .classify import exception_signature, match_unsupported
+from .compare import compare_outputs
+from .devices import Device, Unsupported
+from .inputs import build_inputs, case_seed
+
+TAIL = 4000
+
+
+def tail(text: str, limit: int = TAIL) -> str:
+    return text if len(text) <= limit else "..." + text[-(limit - 3):]
+
+
+def environment(device: Device) -> dict:
+    env = {"runner_version": RUNNER_VERSION, "python": sys.version.split()[0], "torch": torch.__version__,
+           "num_threads": torch.get_num_threads()}
+    env.update(device.info())
+    return env
+
+
+def execute_case(request: dict, device: Device, env: dict) -> dict:
+    config, case = request["config"], request["case"]
+    op = config["operator"]
+    t_start = time.perf_counter()
+    try:
+        load_user_modules(request.get("modules_dir"), op.get("modules") or [])
+        candidate = resolve(op["candidate"])
+        reference = resolve(op["reference"])
+    except ResolveError as exc:
+        return _harness("resolve", exc)
+    try:
+        built = build_inputs(case, request.get("captured_dir"))
+    except Exception as exc:  # noqa: BLE001 - any input failure is the harness's
+        return _harness("inputs", exc)
+    mode = case.get("mode", "eager")
+    metadata = {"case_id": case["id"], "seed": case_seed(case), "mode": mode, "device": device.label,
+                "reference_dtype": op.get("reference_dtype", "float32"),
+                "inputs": [b.metadata for b in built]}
+    answer = {"input_metadata": metadata}
+
+    # Reference inputs first (the candidate may write into its inputs):
+    # the same storage upcast on CPU, viewed with the same strides and offset.
+    ref_float = torch.float64 if op.get("reference_dtype") == "float64" else torch.float32
+    ref_inputs, upcast = {}, False
+    for b in built:
+        storage = b.storage
+        if storage.dtype.is_floating_point and storage.dtype != torch.float64:
+            upcast = upcast or storage.dtype != ref_float
+            storage = storage.to(ref_float, copy=True)
+        else:  # float64 stays float64 (never downcast); integers and bool unchanged
+            storage = storage.clone()
+        ref_inputs[b.name] = b.view(storage)
+    attributes = case.get("attributes") or {}
+
+    def result(status, **fields):
+        timing["total_us"] = (time.perf_counter() - t_start) * 1e6
+        body = {"schema_version": 1, "case_id": case["id"], "status": status, "comparisons": [],
+                "timing_us": timing, "environment": env}
+        body.update(fields)
+        return dict(answer, outcome="result", result=body)
+
+    timing = {}
+    # Candidate on the device.
+    try:
+        cand_inputs = {b.name: device.to_device(b.storage, b.shape, b.strides, b.storage_offset) for b in built}
+    except Exception as exc:  # noqa: BLE001
+        return dict(answer, **_harness("inputs", exc))
+    t0 = time.perf_counter()
+    try:
+        cand_inputs = {b.name: device.format_cast(cand_inputs[b.name], b.layout) for b in built}
+        args, kwargs = call_arguments(op.get("call"), cand_inputs, attributes)
+        if mode == "eager":
+            out = candidate(*args, **kwargs)
+        elif mode == "compile":
+            out = device.compile(candidate, op.get("compile_backend"))(*args, **kwargs)
+        elif mode == "graph":
+            out = device.graph_call(candidate, args, kwargs)
+        else:
+            raise Unsupported(f"mode {mode!r} is not one of eager, compile, graph", "runner: unknown mode")
+        device.synchronize()
+        out = _to_cpu(out)
+    except Unsupported as exc:
+        timing["candidate_us"] = (time.perf_counter() - t0) * 1e6
+        return result("unsupported", error={"type": "Unsupported", "message": exc.reason,
+                                            "signature": f"unsupported: {exc.rule}"[:300],
+                                            "matched_rule": exc.rule})
+    except ResolveError as exc:
+        return dict(answer, **_harness("resolve", exc))
+    except BaseException as exc:  # noqa: BLE001 - the candidate's failure is the evidence
+        timing["candidate_us"] = (time.perf_counter() - t0) * 1e6
+        answer["needs_health_check"] = True
+        status, fields = _classify(exc, op.get("unsupported_rules") or [])
+        return result(status, **fields)
+    timing["candidate_us"] = (time.perf_counter() - t0) * 1e6
+
+    # Reference on CPU.
+    t0 = time.perf_counter()
+    try:
+        rargs, rkwargs = call_arguments(op.get("call"), ref_inputs, attributes)
+        ref_out = _to_cpu(reference(*rargs, **rkwargs))
+    except BaseException as exc:  # noqa: BLE001
+        return dict(answer, **_harness("reference", exc))
+    timing["reference_us"] = (time.perf_counter() - t0) * 1e6
+
+    t0 = time.perf_counter()
+    try:
+        comparisons = compare_outputs(out, ref_out, names=op.get("outputs"), tolerance=config.get("tolerance") or {},
+                                      strict_dtype=not upcast)
+    except Exception as exc:  # noqa: BLE001
+        return dict(answer, **_harness("compare", exc))
+    timing["compare_us"] = (time.perf_counter() - t0) * 1e6
+    if not comparisons:
+        return dict(answer, **_harness("compare", RuntimeError(
+            "neither the candidate nor the reference returned a tensor output to compare")))
+    status = "passed" if all(c["passed"] for c in comparisons) else "numerical_mismatch"
+    return result(status, comparisons=comparisons)
+
+
+def _classify(exc: BaseException, extra_rules: list) -> tuple:
+    exc_type = type(exc).__name__
+    message = str(exc) or repr(exc)
+    tb = tail("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    rule = match_unsupported(exc_type, message, extra_rules)
+    error = {"type": exc_type, "message": tail(message, 20000), "traceback_tail": tb}
+    if rule is not None:
+        error.update(signature=exception_signature(exc_type, message), matched_rule=rule)
+        return "unsupported", {"error": error}
+    error["signature"] = exception_signature(exc_type, message)
+    return "crash", {"error": error}
+
+
+def _harness(where: str, exc: BaseException) -> dict:
+    tb = tail("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    return {"outcome": "harness_error", "traceback": tb,
+            "harness_error": {"where": where, "type": type(exc).__name__, "message": tail(str(exc) or repr(exc)),
+                              "traceback": tb}}
+
+
+def _to_cpu(out):
+    if isinstance(out, torch.Tensor):
+        return out.detach().cpu()
+    if isinstance(out, tuple):
+        return tuple(_to_cpu(o) for o in out)
+    if isinstance(out, list):
+        return [_to_cpu(o) for o in out]
+    if isinstance(out, dict):
+        return {k: _to_cpu(v) for k, v in out.items()}
+    return out

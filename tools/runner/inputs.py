@@ -1,0 +1,264 @@
+"""Build a case's inputs exactly as the case says.
+
+Values are generated on CPU from the case seed (a ``torch.Generator``), in
+float32 (float64 for float64 inputs), over the whole storage the view needs,
+then cast to the input's dtype once; special values are written after the
+cast at the given or seeded-random logical positions.  The result is a 1-D
+storage tensor plus (shape, strides, storage_offset): the candidate gets that
+storage moved to its device and viewed with ``as_strided`` (strides and offset
+preserved), the reference gets the same storage upcast on CPU, viewed the
+same way - so both see bit-identical values, strides and offset.
+
+Conversions are never silent: integer inputs from a floating distribution are
+rounded half-to-even and clamped to the dtype range, and the metadata says so.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+from dataclasses import dataclass, field
+
+import torch
+
+DTYPES = {
+    "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64,
+    "int8": torch.int8, "uint8": torch.uint8, "int16": torch.int16, "int32": torch.int32,
+    "int64": torch.int64, "bool": torch.bool,
+}
+FLOATS = ("float16", "bfloat16", "float32", "float64")
+MAX_RECORDED_POSITIONS = 64
+
+
+class InputError(Exception):
+    """The case's inputs cannot be built as written (a harness error)."""
+
+
+@dataclass
+class BuiltInput:
+    name: str
+    dtype: str
+    shape: list
+    strides: list
+    storage_offset: int
+    layout: str
+    storage: torch.Tensor  # 1-D, CPU, in the input's dtype
+    metadata: dict = field(default_factory=dict)
+
+    def view(self, storage: torch.Tensor | None = None) -> torch.Tensor:
+        base = self.storage if storage is None else storage
+        return base.as_strided(self.shape, self.strides, self.storage_offset)
+
+
+def contiguous_strides(shape) -> list:
+    strides, acc = [], 1
+    for size in reversed(list(shape)):
+        strides.append(acc)
+        acc *= max(size, 1)
+    return list(reversed(strides))
+
+
+def storage_numel(shape, strides, offset: int) -> int:
+    if any(s == 0 for s in shape):
+        return offset
+    return offset + sum((size - 1) * stride for size, stride in zip(shape, strides)) + 1
+
+
+def case_seed(case: dict) -> int:
+    """The case's seed, or a stable one derived from its id."""
+    if case.get("seed") is not None:
+        return int(case["seed"])
+    return int.from_bytes(hashlib.sha256(case["id"].encode()).digest()[:7], "big")
+
+
+def input_seed(seed: int, index: int, name: str) -> int:
+    digest = hashlib.sha256(f"{seed}:{index}:{name}".encode()).digest()
+    return int.from_bytes(digest[:7], "big")
+
+
+def build_inputs(case: dict, captured_dir: str | None = None) -> list[BuiltInput]:
+    seed = case_seed(case)
+    return [build_input(spec, input_seed(seed, i, spec["name"]), captured_dir)
+            for i, spec in enumerate(case["inputs"])]
+
+
+def build_input(spec: dict, seed: int, captured_dir: str | None = None) -> BuiltInput:
+    name = spec["name"]
+    dtype_name = spec.get("dtype", "float32")
+    if dtype_name not in DTYPES:
+        raise InputError(f"input {name!r}: unknown dtype {dtype_name!r}")
+    dtype = DTYPES[dtype_name]
+    shape = [int(s) for s in spec["shape"]]
+    strides = [int(s) for s in spec["strides"]] if spec.get("strides") is not None else contiguous_strides(shape)
+    if len(strides) != len(shape):
+        raise InputError(f"input {name!r}: strides {strides} do not match the rank of shape {shape}")
+    offset = int(spec.get("storage_offset", 0))
+    values = spec.get("values") or {"kind": "normal"}
+    numel_storage = storage_numel(shape, strides, offset)
+    gen = torch.Generator().manual_seed(seed)
+    notes = []
+    storage = _generate(values, numel_storage, dtype_name, gen, notes, name)
+    built = BuiltInput(name, dtype_name, shape, strides, offset, spec.get("layout", "ND"), storage)
+    view = built.view()
+    if values.get("kind") == "captured":
+        _fill_captured(view, values, captured_dir, name)
+    positions = []
+    for special in values.get("specials") or []:
+        positions.append(_inject(view, special, gen, dtype_name, name))
+    numel = view.numel()
+    built.metadata = {
+        "name": name, "shape": shape, "strides": strides, "storage_offset": offset, "dtype": dtype_name,
+        "layout": built.layout, "storage_numel": numel_storage, "numel": numel,
+        "contiguous": view.is_contiguous(), "seed": seed, "values": values,
+        "specials_at": positions, "conversion": "; ".join(notes) or None,
+        "sha256": tensor_sha256(view),
+        "stats": _stats(view),
+    }
+    return built
+
+
+def _generate(values: dict, n: int, dtype_name: str, gen, notes: list, name: str) -> torch.Tensor:
+    kind = values.get("kind", "normal")
+    dtype = DTYPES[dtype_name]
+    work = torch.float64 if dtype_name == "float64" else torch.float32
+    if kind == "normal":
+        x = torch.randn(n, generator=gen, dtype=work) * float(values.get("std", 1.0)) + float(values.get("mean", 0.0))
+    elif kind == "uniform":
+        low, high = float(values["low"]), float(values["high"])
+        x = torch.rand(n, generator=gen, dtype=work) * (high - low) + low
+    elif kind == "randint":
+        low, high = int(values["low"]), int(values["high"])
+        if dtype == torch.bool:
+            low, high = max(low, 0), min(high, 2)
+        if high <= low:
+            raise InputError(f"input {name!r}: randint range [{values['low']}, {values['high']}) is empty for {dtype_name}")
+        ints = torch.randint(low, high, (n,), generator=gen, dtype=torch.int64)
+        _check_range(ints, low, high - 1, dtype_name, name)
+        return ints.to(dtype)
+    elif kind == "zeros":
+        return torch.zeros(n, dtype=dtype)
+    elif kind == "ones":
+        return torch.ones(n, dtype=dtype)
+    elif kind == "full":
+        fill = float(values["fill"])
+        if dtype_name not in FLOATS:
+            if fill != int(fill):
+                raise InputError(f"input {name!r}: fill {fill} is not an integer but the dtype is {dtype_name}")
+            _check_range(None, int(fill), int(fill), dtype_name, name)
+            return torch.full((n,), int(fill), dtype=dtype)
+        return torch.full((n,), fill, dtype=work).to(dtype)
+    elif kind == "arange":
+        x = torch.arange(n, dtype=torch.float64 if dtype_name not in FLOATS else work)
+        if dtype_name not in FLOATS:
+            _check_range(None, 0, max(n - 1, 0), dtype_name, name)
+            return x.to(torch.int64).to(dtype)
+    elif kind == "captured":
+        return torch.zeros(n, dtype=dtype)  # filled through the view afterwards
+    else:
+        raise InputError(f"input {name!r}: unknown values kind {kind!r}")
+    if dtype_name in FLOATS:
+        return x.to(dtype)
+    if dtype == torch.bool:
+        notes.append(f"{kind} values made bool as value != 0 after rounding")
+        return torch.round(x) != 0
+    info = torch.iinfo(dtype)
+    notes.append(f"{kind} values generated in {str(work).replace('torch.', '')}, rounded half-to-even and "
+                 f"clamped to [{info.min}, {info.max}] for {dtype_name}")
+    return torch.round(x).clamp_(info.min, info.max).to(dtype)
+
+
+def _check_range(ints, low: int, high: int, dtype_name: str, name: str) -> None:
+    dtype = DTYPES[dtype_name]
+    if dtype == torch.bool or dtype.is_floating_point:
+        return
+    info = torch.iinfo(dtype)
+    if low < info.min or high > info.max:
+        raise InputError(f"input {name!r}: values in [{low}, {high}] do not fit {dtype_name} "
+                         f"[{info.min}, {info.max}] (refusing to wrap them silently)")
+
+
+def _fill_captured(view: torch.Tensor, values: dict, captured_dir: str | None, name: str) -> None:
+    if not captured_dir:
+        raise InputError(f"input {name!r}: values kind 'captured' but the run has no captured directory")
+    path = os.path.join(captured_dir, values["captured"])
+    if os.path.dirname(os.path.realpath(path)) != os.path.realpath(captured_dir):
+        raise InputError(f"input {name!r}: captured file {values['captured']!r} is outside the captured directory")
+    try:
+        tensor = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - reported as a harness error
+        raise InputError(f"input {name!r}: cannot load captured tensor {values['captured']!r}: {exc}") from exc
+    if not isinstance(tensor, torch.Tensor):
+        raise InputError(f"input {name!r}: captured file {values['captured']!r} does not hold one tensor")
+    if list(tensor.shape) != list(view.shape):
+        raise InputError(f"input {name!r}: captured tensor has shape {list(tensor.shape)}, the case says "
+                         f"{list(view.shape)}")
+    if tensor.dtype != view.dtype:
+        raise InputError(f"input {name!r}: captured tensor is {str(tensor.dtype).replace('torch.', '')}, the case "
+                         f"says {str(view.dtype).replace('torch.', '')} (refusing to cast silently)")
+    view.copy_(tensor)
+
+
+def special_value(kind: str, dtype: torch.dtype) -> float:
+    if kind == "+0":
+        return 0.0 if dtype.is_floating_point else 0
+    info = torch.finfo(dtype)
+    return {
+        "nan": float("nan"), "inf": float("inf"), "-inf": float("-inf"),
+        "denormal": info.tiny * info.eps,  # the smallest subnormal of the dtype
+        "-0": -0.0, "large": info.max / 2, "-large": -info.max / 2,
+    }[kind]
+
+
+def _inject(view: torch.Tensor, special: dict, gen, dtype_name: str, name: str) -> dict:
+    kind = special["value"]
+    shape = list(view.shape)
+    numel = view.numel()
+    if special.get("positions") is not None:
+        positions = [list(p) for p in special["positions"]]
+        for p in positions:
+            if len(p) != len(shape) or any(i >= s for i, s in zip(p, shape)):
+                raise InputError(f"input {name!r}: special {kind!r} position {p} is outside shape {shape}")
+    else:
+        count = int(special["count"])
+        if count > numel:
+            raise InputError(f"input {name!r}: {count} special {kind!r} values but only {numel} elements")
+        flat = torch.randperm(numel, generator=gen)[:count] if numel <= 1 << 20 else \
+            torch.randint(numel, (count,), generator=gen)
+        positions = [_unravel(int(i), shape) for i in flat.tolist()]
+    value = special_value(kind, view.dtype)
+    for p in positions:
+        view[tuple(p)] = value
+    return {"value": kind, "count": len(positions), "positions": positions[:MAX_RECORDED_POSITIONS]}
+
+
+def _unravel(flat: int, shape: list) -> list:
+    index = []
+    for size in reversed(shape):
+        index.append(flat % size)
+        flat //= size
+    return list(reversed(index))
+
+
+def tensor_sha256(t: torch.Tensor) -> str:
+    """sha256 of the logical values' bytes (row-major), independent of strides."""
+    data = t.detach().cpu().contiguous()
+    if data.dtype == torch.bool:
+        data = data.to(torch.uint8)
+    nbytes = data.numel() * data.element_size()
+    return hashlib.sha256(ctypes.string_at(data.data_ptr(), nbytes) if nbytes else b"").hexdigest()
+
+
+def _stats(view: torch.Tensor) -> dict:
+    if view.numel() == 0:
+        return {}
+    if view.dtype.is_floating_point:
+        x = view if view.dtype == torch.float64 else view.float()
+        finite = torch.isfinite(x)
+        stats = {"nan": int(torch.isnan(x).sum()), "inf": int(torch.isinf(x).sum())}
+        if bool(finite.any()):
+            xf = x[finite]
+            stats.update(min=float(xf.min()), max=float(xf.max()), mean=float(xf.mean()))
+        return stats
+    x = view.to(torch.int64)
+    return {"min": int(x.min()), "max": int(x.max()), "sum": int(x.sum())}

@@ -1,0 +1,408 @@
+"""The supervisor: owns one warm worker, enforces timeouts, survives crashes.
+
+Standard library only (it never imports torch).  Speaks JSON lines with the
+server on its stdin/stdout (see references/runner-protocol.md).  The worker
+runs in its own process group; the supervisor
+
+- forwards one case at a time and answers ``started`` then ``case_done``;
+- kills the worker's process group when a case exceeds its timeout and
+  reports a ``crash`` with signature ``timeout``;
+- turns a worker that died (fatal signal, abort, exit) into a ``crash`` with
+  the signal name (or ``exit <code>``) and the tail of the worker's stderr;
+- starts a replacement worker right away, so the next case finds it warm;
+- after a candidate exception, health-checks the device before the next
+  case and replaces the worker when the check fails;
+- when its stdin closes (server gone, SSH channel dropped) or on
+  ``shutdown``/SIGTERM/SIGHUP, kills the worker's process group and exits:
+  no orphaned processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from . import PROTOCOL, RUNNER_VERSION
+from .classify import signal_name
+
+STDERR_TAIL = 4000
+HEALTH_TIMEOUT_S = 60.0
+REPORTED_ENV_PREFIXES = ("ASCEND_", "CUDA_", "OPDEBUG_", "NPU_", "HCCL_", "TORCH_DEVICE")
+
+
+class ServerGone(Exception):
+    """The server closed our stdin or asked us to shut down."""
+
+
+def _package_name() -> str:
+    return __name__.rsplit(".", 1)[0]
+
+
+def _package_parent() -> str:
+    # .../<parent>/<pkg...>/supervisor.py -> <parent>, so the worker imports
+    # the very same files whatever the package is called.
+    depth = _package_name().count(".") + 1
+    path = os.path.abspath(__file__)
+    for _ in range(depth + 1):
+        path = os.path.dirname(path)
+    return path
+
+
+def _tail(path: str, limit: int = STDERR_TAIL) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - limit))
+            text = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return ("..." + text) if size > limit else text
+
+
+class Worker:
+    """One worker process (its own process group) and the thread reading it."""
+
+    def __init__(self, generation: int, device: str, workdir: str, events: "queue.Queue"):
+        self.generation = generation
+        self.stderr_path = os.path.join(workdir, f"worker-{generation}.stderr")
+        self.capture_path = os.path.join(workdir, f"worker-{generation}.stdout")
+        self.stderr_file = open(self.stderr_path, "ab")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_parent(), env.get("PYTHONPATH")) if p)
+        # compile in-process: no compile-worker pool to outlive a killed worker
+        env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", _package_name(), "worker", "--device", device,
+             "--stderr-file", self.stderr_path, "--capture-file", self.capture_path,
+             "--parent-pid", str(os.getpid())],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr_file,
+            start_new_session=True, env=env,
+        )
+        self.ready = None  # the worker's ready message once it arrived
+        self.started_at = time.time()
+        threading.Thread(target=self._read, args=(events,), name=f"worker-{generation}", daemon=True).start()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _read(self, events: "queue.Queue") -> None:
+        for line in self.proc.stdout:
+            events.put(("worker", self.generation, line))
+        events.put(("worker_eof", self.generation, None))
+
+    def send(self, msg: dict) -> bool:
+        try:
+            self.proc.stdin.write(json.dumps(msg).encode("utf-8") + b"\n")
+            self.proc.stdin.flush()
+            return True
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+
+    def wait_exit(self, timeout: float = 5.0) -> int | None:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        self.stderr_file.close()
+
+    def stderr_tail(self) -> str:
+        return _tail(self.stderr_path)
+
+
+class Supervisor:
+    def __init__(self, device: str, worker_start_timeout_s: float = 600.0, out=None):
+        self.device = device
+        self.worker_start_timeout_s = worker_start_timeout_s
+        self.out = out or sys.stdout.buffer
+        self.events: queue.Queue = queue.Queue()
+        self.backlog: list[bytes] = []
+        self.workdir = tempfile.mkdtemp(prefix="opdebug-supervisor-")
+        self.generation = 0
+        self.worker: Worker | None = None
+        self.worker_error: str | None = None
+        self.needs_health_check = False
+        self.replaced = False  # the current worker replaces one that died or failed its health check
+        self.env: dict = {}
+
+    # -- plumbing ---------------------------------------------------------
+
+    def send(self, obj: dict) -> None:
+        try:
+            self.out.write(json.dumps(obj).encode("utf-8") + b"\n")
+            self.out.flush()
+        except (BrokenPipeError, OSError, ValueError) as exc:
+            raise ServerGone("stdout closed") from exc
+
+    def _read_stdin(self) -> None:
+        stream = sys.stdin.buffer
+        for line in stream:
+            self.events.put(("server", 0, line))
+        self.events.put(("server_eof", 0, None))
+
+    def _next_event(self, timeout: float | None):
+        """The next event; server lines that arrive while busy wait in the backlog."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                kind, gen, payload = self.events.get(timeout=remaining)
+            except queue.Empty:
+                return None
+            if kind == "server_eof":
+                raise ServerGone("stdin closed")
+            if kind == "server":  # handled in order once the current op is done
+                self.backlog.append(payload)
+                continue
+            if self.worker is None or gen != self.worker.generation:
+                continue  # a stale line from a worker already replaced
+            return kind, payload
+
+    # -- worker lifecycle -----------------------------------------------------
+
+    def _start_worker(self) -> None:
+        self.generation += 1
+        self.worker = Worker(self.generation, self.device, self.workdir, self.events)
+
+    def _drop_worker(self) -> None:
+        if self.worker is not None:
+            self.worker.kill()
+            self.worker = None
+
+    def _ensure_ready(self) -> str | None:
+        """Start the worker if needed and wait for it; None or why it cannot start."""
+        if self.worker is None:
+            self._start_worker()
+        if self.worker.ready is not None:
+            return None
+        deadline = time.monotonic() + self.worker_start_timeout_s
+        while True:
+            event = self._next_event(max(0.0, deadline - time.monotonic()))
+            if event is None:
+                why = f"worker did not become ready within {self.worker_start_timeout_s:g} s"
+                break
+            kind, payload = event
+            if kind == "worker_eof":
+                rc = self.worker.wait_exit()
+                why = f"worker exited during start-up ({_death(rc)}): {self.worker.stderr_tail()[-1500:]}"
+                break
+            msg = _parse(payload)
+            if msg.get("event") == "ready":
+                if msg.get("ok"):
+                    self.worker.ready = msg
+                    self.env = msg.get("env") or {}
+                    self.worker_error = None
+                    return None
+                why = f"worker failed to start: {msg.get('error')}"
+                break
+        self._drop_worker()
+        self.worker_error = why
+        return why
+
+    def _health_check(self) -> bool:
+        if not self.worker.send({"op": "health"}):
+            return False
+        while True:
+            event = self._next_event(HEALTH_TIMEOUT_S)
+            if event is None or event[0] == "worker_eof":
+                return False
+            msg = _parse(event[1])
+            if msg.get("event") == "health":
+                return bool(msg.get("ok"))
+
+    def _replace_worker(self) -> None:
+        self._drop_worker()
+        self._start_worker()
+        self.replaced = True
+
+    # -- ops ------------------------------------------------------------------
+
+    def hello(self, msg: dict) -> None:
+        why = self._ensure_ready()
+        ready = (self.worker.ready if self.worker else None) or {}
+        env = ready.get("env") or {}
+        self.send({
+            "event": "hello", "runner_version": RUNNER_VERSION, "protocol": PROTOCOL,
+            "python": sys.version.split()[0], "executable": sys.executable,
+            "torch": env.get("torch"), "torch_npu": env.get("torch_npu"),
+            "device": env.get("device", self.device), "device_kind": self.device,
+            "device_count": env.get("device_count"), "pid": os.getpid(),
+            "worker_pid": self.worker.pid if self.worker else None, "worker_error": why,
+            "env": {k: v for k, v in os.environ.items() if k.startswith(REPORTED_ENV_PREFIXES)},
+            "worker_env": env,
+        })
+
+    def run(self, msg: dict) -> None:
+        case = msg.get("case") or {}
+        case_id = case.get("id")
+        request_id = msg.get("request_id")
+        timeout_s = float(msg.get("timeout_s") or 60.0)
+        started_at = time.time()
+        if self.worker is not None and self.worker.ready is not None and self.needs_health_check:
+            if not self._health_check():
+                self._replace_worker()
+        self.needs_health_check = False
+        why = self._ensure_ready()
+        base = {"event": "case_done", "request_id": request_id, "case_id": case_id, "started_at": started_at}
+        if why is not None:
+            self.send(dict(base, outcome="harness_error", finished_at=time.time(), worker_pid=None,
+                           worker_restarted=False, worker_lost=False,
+                           harness_error={"where": "worker_start", "type": "WorkerStartError", "message": why,
+                                          "traceback": ""},
+                           stdout="", stderr="", traceback=""))
+            return
+        worker = self.worker
+        restarted, self.replaced = self.replaced, False
+        base.update(worker_pid=worker.pid, worker_restarted=restarted)
+        self.send({"event": "started", "request_id": request_id, "case_id": case_id, "at": time.time(),
+                   "worker_pid": worker.pid})
+        t0 = time.monotonic()
+        if not worker.send({"op": "run", "request_id": request_id, "config": msg.get("config"), "case": case,
+                            "modules_dir": msg.get("modules_dir"), "captured_dir": msg.get("captured_dir")}):
+            event = ("worker_eof", None)
+        else:
+            event = None
+        while event is None:
+            remaining = timeout_s - (time.monotonic() - t0)
+            event = self._next_event(max(0.0, remaining))
+            if event is None:
+                event = ("timeout", None)
+                break
+            if event[0] == "worker":
+                answer = _parse(event[1])
+                if answer.get("event") == "case_result" and answer.get("request_id") == request_id:
+                    break
+                event = None  # not ours: keep waiting
+        kind, payload = event
+        elapsed_us = (time.monotonic() - t0) * 1e6
+        if kind == "worker":
+            answer.pop("event", None)
+            self.needs_health_check = bool(answer.pop("needs_health_check", False))
+            self.send(dict(base, **answer, finished_at=time.time(), worker_lost=False))
+            return
+        # The worker died or ran out of time: this case's crash.
+        if kind == "timeout":
+            worker.kill()
+            rc = worker.proc.returncode
+            error = {"type": "Timeout", "signature": "timeout", "signal": "SIGKILL",
+                     "message": (f"the case did not finish within its timeout of {timeout_s:g} s; the supervisor "
+                                 "killed the worker's process group")}
+        else:
+            rc = worker.wait_exit()
+            if rc is None:
+                worker.kill()
+                rc = worker.proc.returncode
+            sig = signal_name(rc)
+            error = {"type": "WorkerDied", "signature": sig or f"exit {rc}", "signal": sig,
+                     "exit_code": None if sig else rc,
+                     "message": f"the worker died while running the case ({_death(rc)})"}
+        stderr = worker.stderr_tail()
+        stdout = _tail(worker.capture_path)
+        error["traceback_tail"] = stderr
+        self._replace_worker()  # start the next worker now, so it is warm for the next case
+        result = {"schema_version": 1, "case_id": case_id, "status": "crash", "comparisons": [], "error": error,
+                  "timing_us": {"total_us": elapsed_us}, "environment": self.env}
+        self.send(dict(base, outcome="result", result=result, input_metadata=None, stdout=stdout, stderr=stderr,
+                       traceback=stderr, finished_at=time.time(), worker_lost=True, worker_exit=rc))
+
+    def serve(self) -> int:
+        threading.Thread(target=self._read_stdin, name="stdin", daemon=True).start()
+        try:
+            self._start_worker()  # warm up while the server gets ready
+            while True:
+                if self.backlog:
+                    line = self.backlog.pop(0)
+                else:
+                    kind, gen, line = self.events.get()
+                    if kind == "server_eof":
+                        return 0
+                    if kind != "server":
+                        if kind == "worker_eof" and self.worker is not None and gen == self.worker.generation:
+                            if self.worker.ready is not None:
+                                # died between cases: replace it, the next case gets a fresh one
+                                self._replace_worker()
+                            else:  # died during start-up: the next case retries and reports why
+                                self._drop_worker()
+                        elif kind == "worker" and self.worker is not None and gen == self.worker.generation:
+                            msg = _parse(line)
+                            if msg.get("event") == "ready" and msg.get("ok"):
+                                self.worker.ready = msg
+                                self.env = msg.get("env") or {}
+                        continue
+                if not line.strip():
+                    continue
+                msg = _parse(line)
+                op = msg.get("op")
+                if op == "shutdown":
+                    self.send({"event": "bye"})
+                    return 0
+                if op == "hello":
+                    self.hello(msg)
+                elif op == "run":
+                    self.run(msg)
+                else:
+                    self.send({"event": "error", "message": f"unknown op {op!r}; expected hello, run or shutdown"})
+        except ServerGone:
+            return 0
+        finally:
+            self._drop_worker()
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _parse(line) -> dict:
+    try:
+        msg = json.loads(line)
+    except (ValueError, TypeError):
+        return {}
+    return msg if isinstance(msg, dict) else {}
+
+
+def _death(rc) -> str:
+    if rc is None:
+        return "still running, killed"
+    sig = signal_name(rc)
+    return f"killed by {sig}" if sig else f"exit code {rc}"
+
+
+def main(device: str, worker_start_timeout_s: float) -> int:
+    def on_signal(signum, frame):
+        raise ServerGone(signal.Signals(signum).name)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    sup = Supervisor(device, worker_start_timeout_s)
+    try:
+        code = sup.serve()
+    except ServerGone:
+        code = 0
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, OSError, ValueError):
+        pass
+    # The stdin reader thread may sit in a blocking read: leave without the
+    # interpreter's shutdown (which would wait on that thread's lock).
+    os._exit(code)

@@ -1,0 +1,133 @@
+"""The worker: imports torch once, then runs one case per request.
+
+Spoken to by the supervisor only, in JSON lines over the worker's original
+stdin/stdout.  Those two file descriptors are duplicated for the protocol at
+start-up; fd 0 then reads /dev/null and fd 1 writes a capture file, so
+whatever the candidate prints (Python or C level) can never corrupt the
+protocol stream - it is returned as the case's ``stdout`` tail instead.
+fd 2 is the supervisor's capture file for this worker (its tail explains a
+worker that died).
+
+Requests: ``{"op": "run", ...}`` -> ``{"event": "case_result", ...}``;
+``{"op": "health"}`` -> ``{"event": "health", "ok": ...}``;
+``{"op": "exit"}`` or end of input -> exit.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import faulthandler
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+
+OUTPUT_TAIL = 4000
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Never outlive the supervisor: PR_SET_PDEATHSIG on Linux, a watcher
+    thread everywhere (a candidate in an endless Python loop still yields the
+    GIL to it)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent_pid:
+        os._exit(70)
+
+    def watch():
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent_pid:
+                os._exit(70)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _read_tail(path: str) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - OUTPUT_TAIL))
+            data = fh.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", "replace")
+    return ("..." + text) if size > OUTPUT_TAIL else text
+
+
+def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str) -> int:
+    _die_with_parent(parent_pid)
+    proto_in = os.fdopen(os.dup(0), "rb")
+    proto_out = os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    capture = os.open(capture_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
+    os.dup2(capture, 1)
+    os.close(capture)
+    faulthandler.enable(file=sys.stderr, all_threads=False)
+
+    def send(obj: dict) -> None:
+        proto_out.write(json.dumps(obj, allow_nan=False).encode("utf-8") + b"\n")
+        proto_out.flush()
+
+    try:
+        import torch  # noqa: F401 - the one import this process exists to keep warm
+
+        from .devices import make_device
+        from .execute import environment, execute_case
+
+        device = make_device(device_kind)
+        env = environment(device)
+    except BaseException as exc:  # noqa: BLE001 - reported to the supervisor
+        send({"event": "ready", "ok": False, "error": f"{type(exc).__name__}: {exc}",
+              "traceback": traceback.format_exc()[-OUTPUT_TAIL:]})
+        return 3
+    send({"event": "ready", "ok": True, "pid": os.getpid(), "env": env})
+
+    while True:
+        line = proto_in.readline()
+        if not line:
+            return 0
+        msg = json.loads(line)
+        op = msg.get("op")
+        if op == "run":
+            for fd in (1, 2):  # this case's output only
+                sys.stdout.flush() if fd == 1 else sys.stderr.flush()
+                os.ftruncate(fd, 0)
+            try:
+                answer = execute_case(msg, device, env)
+            except BaseException as exc:  # noqa: BLE001 - a bug of the harness, not of the operator
+                tb = traceback.format_exc()[-OUTPUT_TAIL:]
+                answer = {"outcome": "harness_error", "traceback": tb,
+                          "harness_error": {"where": "harness", "type": type(exc).__name__,
+                                            "message": str(exc)[-OUTPUT_TAIL:], "traceback": tb}}
+            sys.stdout.flush()
+            sys.stderr.flush()
+            answer.update(event="case_result", request_id=msg.get("request_id"),
+                          stdout=_read_tail(capture_file), stderr=_read_tail(stderr_file))
+            answer.setdefault("traceback", ((answer.get("result") or {}).get("error") or {}).get("traceback_tail")
+                              or "")
+            try:
+                send(answer)
+            except ValueError as exc:  # a non-finite number slipped into the answer: a harness bug
+                send({"event": "case_result", "request_id": msg.get("request_id"), "outcome": "harness_error",
+                      "harness_error": {"where": "harness", "type": "ValueError",
+                                        "message": f"answer is not valid JSON: {exc}", "traceback": ""}})
+        elif op == "health":
+            try:
+                device.health_check()
+                send({"event": "health", "ok": True})
+            except BaseException as exc:  # noqa: BLE001
+                send({"event": "health", "ok": False, "error": f"{type(exc).__name__}: {exc}"})
+        elif op == "exit":
+            return 0
+        else:
+            send({"event": "error", "message": f"unknown op {op!r}"})
