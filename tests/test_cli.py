@@ -159,6 +159,30 @@ def test_user_errors_exit_2_with_a_clear_message(workspace: dict) -> None:
     assert "safe slug" in err
 
 
+def test_text_from_evidence_is_printed_literally(workspace: dict) -> None:
+    """Messages, signatures and ids are shown as they are, never read as markup."""
+    f, run_dir, env, cwd = workspace["dir"], workspace["run_dir"], workspace["env"], workspace["cwd"]
+    ok(opdebug("plan", "--config", str(f / "plan.json"), "--output-dir", str(run_dir), env=env, cwd=cwd))
+    signature = "RuntimeError: [bold]boom[/bold] at [red]x[/red"
+    crash = {"case_id": "graph-f32", "status": "crash",
+             "error": {"type": "RuntimeError", "message": "[bold]boom[/bold]", "signature": signature}}
+    (f / "crash.json").write_text(json.dumps(crash))
+    ok(opdebug("record", "--output-dir", str(run_dir), "--result", str(f / "crash.json"), env=env, cwd=cwd))
+    ok(opdebug("analyze", "--output-dir", str(run_dir), env=env, cwd=cwd))
+    out = ok(opdebug("show", "--output-dir", str(run_dir), env=env, cwd=cwd))
+    assert signature in out
+
+
+def test_hosts_check(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
+    report = json.loads(ok(opdebug("hosts", "check", "local", "--json", env=subprocess_env, cwd=tmp_path)))
+    assert report["host"] == "local" and report["ok"] is True
+    assert report["torch"] and report["missing"] == []
+    out = ok(opdebug("hosts", "check", "local", env=subprocess_env, cwd=tmp_path))
+    assert "torch" in out and "local" in out
+    err = user_error(opdebug("hosts", "check", "no-such-host", env=subprocess_env, cwd=tmp_path))
+    assert "no-such-host" in err and "local" in err
+
+
 def test_demo_runs_the_builtin_example(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
     pytest.importorskip("tools.examples")
     pytest.importorskip("tools.run_case_remote")

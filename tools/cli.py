@@ -212,11 +212,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return 0
     out = _console()
     verb = "created" if response.created else "appended to"
-    out.print(f"{verb} run [bold]{response.run_id}[/bold] at {response.run_dir} "
+    out.print(f"{verb} run [bold]{response.run_id}[/bold] at {_escape(response.run_dir)} "
               f"({len(response.added)} new case(s), {len(response.cases)} in all)")
     _print_cases(out, [(c.id, c.mode, c.axes, c.state, "") for c in response.cases])
     for warning in response.warnings:
-        out.print(f"[yellow]warning:[/yellow] {warning}")
+        out.print(f"[yellow]warning:[/yellow] {_escape(warning)}")
     return 0
 
 
@@ -224,7 +224,7 @@ def _print_cases(out: Any, rows: list[tuple[str, str, dict[str, str], str, str]]
     shown = _varying_axes([axes for _, _, axes, _, _ in rows])
     table = _table("case", "mode", "axes (varying)", "state", "detail")
     for case_id, mode, axes, state, detail in rows:
-        table.add_row(case_id, mode, _axes_text(axes, shown - {"mode"}), _styled(state), detail)
+        table.add_row(case_id, mode, _escape(_axes_text(axes, shown - {"mode"})), _styled(state), _escape(detail))
     out.print(table)
 
 
@@ -255,30 +255,30 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         return 0
     out = _console()
     _print_analysis(out, analysis)
-    out.print(f"report: {RunStore(root, run_id).path(REPORT)}")
+    out.print(f"report: {_escape(str(RunStore(root, run_id).path(REPORT)))}")
     return 0
 
 
 def _print_analysis(out: Any, analysis: Any) -> None:
-    out.print(f"verdict: {_styled(analysis.verdict)} - {analysis.summary}")
+    out.print(f"verdict: {_styled(analysis.verdict)} - {_escape(analysis.summary)}")
     counts = ", ".join(f"{k}={v}" for k, v in analysis.status_counts.items())
     out.print(f"recorded {analysis.recorded}/{analysis.planned}" + (f" ({counts})" if counts else ""))
     if analysis.failure_axes:
         table = _table("axis", "value", "failing", "cases with value", "explains all", title="failure axes")
         for ax in analysis.failure_axes:
-            table.add_row(ax.axis, ax.value, str(ax.failing), str(ax.total_with_value),
+            table.add_row(_escape(ax.axis), _escape(ax.value), str(ax.failing), str(ax.total_with_value),
                           "[bold]yes[/bold]" if ax.explains_all else "no")
         out.print(table)
     for signature, cases in analysis.crash_groups.items():
-        out.print(f"crash group {signature!r}: {', '.join(cases)}")
+        out.print(_escape(f"crash group {signature!r}: {', '.join(cases)}"))
     if analysis.unsupported:
         out.print("unsupported (not failures): " + ", ".join(u.case_id for u in analysis.unsupported))
     if analysis.missing:
         out.print("[yellow]missing evidence:[/yellow] " + ", ".join(analysis.missing))
     if analysis.integration_hint:
-        out.print(f"[yellow]integration hint:[/yellow] {analysis.integration_hint}")
+        out.print(f"[yellow]integration hint:[/yellow] {_escape(analysis.integration_hint)}")
     for nxt in analysis.next_cases:
-        out.print(f"next: {nxt.reason} (from {nxt.base_case}: {json.dumps(nxt.change)})")
+        out.print(_escape(f"next: {nxt.reason} (from {nxt.base_case}: {json.dumps(nxt.change)})"))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -289,7 +289,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     async def progress(done: int, total: int, outcome: Any) -> None:
         where = f" on {outcome.host}/{outcome.device}" if outcome.host else ""
-        progress_out.print(f"[{done}/{total}] {outcome.case_id}: {_styled(outcome.state)}{where} - {outcome.summary}")
+        progress_out.print(f"\\[{done}/{total}] {outcome.case_id}: {_styled(outcome.state)}{_escape(where)} - "
+                           f"{_escape(outcome.summary)}")
 
     response = asyncio.run(run_case_remote(run_id, case_ids=args.case or None, hosts=args.host or None,
                                            root=root, inventory=_inventory(args), progress=progress))
@@ -304,13 +305,13 @@ def _print_run(out: Any, response: Any) -> None:
     table = _table("case", "state", "recorded", "where", "summary")
     for o in response.outcomes:
         where = f"{o.host}/{o.device}" if o.host else ""
-        summary = o.summary + (f" [dim]({o.error})[/dim]" if o.error else "")
-        table.add_row(o.case_id, _styled(o.state), "yes" if o.recorded else "no", where, summary)
+        summary = _escape(o.summary) + (f" [dim]({_escape(o.error)})[/dim]" if o.error else "")
+        table.add_row(o.case_id, _styled(o.state), "yes" if o.recorded else "no", _escape(where), summary)
     out.print(table)
     out.print(f"recorded {len(response.recorded)}, pending {len(response.pending)}"
               + (f", refused {', '.join(response.refused)}" if response.refused else ""))
     if response.rerun_hint:
-        out.print(f"[yellow]{response.rerun_hint}[/yellow]")
+        out.print(f"[yellow]{_escape(response.rerun_hint)}[/yellow]")
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -323,11 +324,11 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 0
     out = _console()
     if not runs:
-        out.print(f"no runs under {root}")
+        out.print(f"no runs under {_escape(str(root))}")
         return 0
     table = _table("run_id", "operator", "status", "cases", "recorded", "updated", title=f"runs under {root}")
     for run in runs:
-        table.add_row(str(run.get("run_id", "")), str(run.get("operator", "")), _styled(str(run.get("status", ""))),
+        table.add_row(str(run.get("run_id", "")), _escape(str(run.get("operator", ""))), _styled(str(run.get("status", ""))),
                       str(run.get("case_count", "")), str(run.get("recorded_count", "")),
                       str(run.get("updated_at", ""))[:19].replace("T", " "))
     out.print(table)
@@ -377,7 +378,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         })
         return 0
     out = _console()
-    out.print(f"run [bold]{run_id}[/bold] ({manifest.get('operator')}) at {store.dir}: "
+    out.print(f"run [bold]{run_id}[/bold] ({_escape(str(manifest.get('operator')))}) at {_escape(str(store.dir))}: "
               f"{_styled(str(manifest.get('status')))}, {len(results)}/{len(cases)} recorded")
     _print_cases(out, rows)
     if analysis is not None:
@@ -396,12 +397,30 @@ def cmd_hosts_check(args: argparse.Namespace) -> int:
         return 0
     out = _console()
     data = _to_jsonable(report)
-    table = _table("field", "value", title=f"host {args.name}")
+    table = _table("field", "value", title=f"host {_escape(args.name)}")
     for key, value in (data.items() if isinstance(data, dict) else []):
-        text = value if isinstance(value, str) else json.dumps(value)
-        table.add_row(key, text)
+        table.add_row(key, _field_text(key, value))
     out.print(table)
     return 0
+
+
+def _field_text(key: str, value: Any) -> str:
+    if value is None or value == [] or value == {}:
+        return "[dim]-[/dim]"
+    if key == "ok":
+        return "[green]yes[/green]" if value else "[bold red]no[/bold red]"
+    if isinstance(value, list):
+        text = "; ".join(v if isinstance(v, str) else json.dumps(v) for v in value)
+        return f"[red]{_escape(text)}[/red]" if key in ("missing", "errors") else _escape(text)
+    if isinstance(value, dict):
+        return _escape(", ".join(f"{k}={v}" for k, v in value.items()))
+    return _escape(str(value))
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -415,10 +434,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     run_id = "demo-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     plan = plan_cases(demo_request(run_id), root=root)
     log = _console(stderr=args.json)
-    log.print(f"planned {len(plan.cases)} case(s) in {plan.run_dir}")
+    log.print(f"planned {len(plan.cases)} case(s) in {_escape(plan.run_dir)}")
 
     async def progress(done: int, total: int, outcome: Any) -> None:
-        log.print(f"[{done}/{total}] {outcome.case_id}: {_styled(outcome.state)} - {outcome.summary}")
+        log.print(f"\\[{done}/{total}] {outcome.case_id}: {_styled(outcome.state)} - {_escape(outcome.summary)}")
 
     run = asyncio.run(run_case_remote(run_id, root=root, progress=progress))
     analysis = analyze_failures(run_id, root=root)
@@ -429,7 +448,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return 0
     out = _console()
     _print_analysis(out, analysis)
-    out.print(f"report: {report}")
+    out.print(f"report: {_escape(str(report))}")
     return 0
 
 
