@@ -100,7 +100,11 @@ def _varying_axes(axes_list: list[dict[str, str]]) -> set[str]:
 
 
 def _axes_text(axes: dict[str, str], shown: set[str]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in axes.items() if k in shown)
+    """``k=v`` for the shown axes; an input's dtype is left out when the
+    case-wide ``dtype`` axis already says it."""
+    def redundant(key: str, value: str) -> bool:
+        return key.endswith(".dtype") and "dtype" in shown and axes.get("dtype") == value
+    return ", ".join(f"{k}={v}" for k, v in axes.items() if k in shown and not redundant(k, v))
 
 
 # ---------------------------------------------------------------------------
