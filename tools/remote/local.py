@@ -1,0 +1,180 @@
+"""The ``local`` transport: the runner as a local subprocess.
+
+It ships the runner the way SSH does: the files of ``tools/runner/`` are
+staged once per content hash into ``<stage>/runner-<hash12>/opdebug_runner/``
+(``$OPDEBUG_RUNNER_STAGE``, default ``<tmp>/opdebug-runner-<uid>``) and the
+supervisor runs as ``python -m opdebug_runner supervise --device KIND`` with
+only that directory on PYTHONPATH - so the local path proves the shipped
+copy works without this project.  One `LocalSlot` is one supervisor (hence
+one warm worker) and implements the pool's DeviceSlot protocol (host,
+device, alive, start, run_case, close).  Closing (or cancelling) kills the
+supervisor, and the supervisor's worker with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import secrets
+import signal
+import sys
+import tempfile
+from collections import deque
+from pathlib import Path
+
+from .supervisor_client import ConnectionLost, SupervisorClient
+
+RUNNER_SRC = Path(__file__).resolve().parent.parent / "runner"
+RUNNER_PACKAGE = "opdebug_runner"
+STAGE_ENV = "OPDEBUG_RUNNER_STAGE"
+VISIBILITY_VARIABLE = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE_DEVICES", "cpu": None}
+START_TIMEOUT_S = 600.0
+STREAM_LIMIT = 1 << 24  # longest protocol line accepted
+
+
+def runner_sources() -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(RUNNER_SRC.glob("*.py"))}
+
+
+def runner_hash(files: dict[str, bytes]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    return h.hexdigest()
+
+
+def stage_runner(base: str | os.PathLike | None = None) -> Path:
+    """The staged runner directory for PYTHONPATH (written once per content hash,
+    into a temporary directory renamed into place, so it is never half-written)."""
+    files = runner_sources()
+    base = Path(base or os.environ.get(STAGE_ENV) or Path(tempfile.gettempdir()) / f"opdebug-runner-{os.getuid()}")
+    final = base / f"runner-{runner_hash(files)[:12]}"
+    if (final / RUNNER_PACKAGE / "__main__.py").is_file():
+        return final
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = base / f".runner-{secrets.token_hex(6)}.tmp"
+    (tmp / RUNNER_PACKAGE).mkdir(parents=True)
+    for name, data in files.items():
+        (tmp / RUNNER_PACKAGE / name).write_bytes(data)
+    try:
+        os.rename(tmp, final)
+    except OSError:  # another process staged it first
+        for p in (tmp / RUNNER_PACKAGE).iterdir():
+            p.unlink()
+        (tmp / RUNNER_PACKAGE).rmdir()
+        tmp.rmdir()
+    return final
+
+
+class LocalSlot:
+    """One local supervisor on one device (for cpu the id is only a label)."""
+
+    def __init__(self, host: str = "local", device_kind: str = "cpu", device_id: int = 0):
+        self.host = host
+        self.device_kind = device_kind
+        self.device_id = int(device_id)
+        self.device = f"{device_kind}:{self.device_id}"
+        self.process: asyncio.subprocess.Process | None = None
+        self.client: SupervisorClient | None = None
+        self.hello: dict = {}
+        self.alive = False
+        self._stderr: deque[bytes] = deque(maxlen=200)
+        self._stderr_task: asyncio.Task | None = None
+
+    async def start(self, run=None) -> None:
+        stage = stage_runner()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(stage)
+        env["PYTHONUNBUFFERED"] = "1"
+        env["OPDEBUG_DEVICE_ID"] = str(self.device_id)
+        variable = VISIBILITY_VARIABLE.get(self.device_kind)
+        if variable:
+            env[variable] = str(self.device_id)
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", RUNNER_PACKAGE, "supervise", "--device", self.device_kind,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env=env, start_new_session=True, limit=STREAM_LIMIT,
+        )
+        self._stderr_task = asyncio.ensure_future(self._drain_stderr())
+        self.client = SupervisorClient(self.process.stdout, self.process.stdin, label=f"{self.host} {self.device}")
+        try:
+            self.hello = await self.client.hello(timeout=START_TIMEOUT_S)
+        except BaseException:
+            await self._kill()
+            raise
+        if self.hello.get("worker_error"):
+            why = self.hello["worker_error"]
+            await self.close()
+            raise ConnectionLost(f"{self.host} {self.device}: the worker cannot start: {why}")
+        self.alive = True
+
+    async def _drain_stderr(self) -> None:
+        assert self.process is not None and self.process.stderr is not None
+        while True:
+            line = await self.process.stderr.readline()
+            if not line:
+                return
+            self._stderr.append(line)
+
+    def stderr_tail(self) -> str:
+        return b"".join(self._stderr).decode("utf-8", "replace")[-2000:]
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    async def run_case(self, run, case: dict, timeout_s: float) -> dict:
+        """``run`` is the pool's RunFiles (run_id, config, modules_dir, captured_dir)."""
+        if not self.alive or self.client is None:
+            raise ConnectionLost(f"{self.host} {self.device} is not running")
+        try:
+            return await self.client.run_case(run.config, case, timeout_s,
+                                              _str_or_none(run.modules_dir), _str_or_none(run.captured_dir))
+        except ConnectionLost as exc:
+            self.alive = False
+            tail = self.stderr_tail()
+            raise ConnectionLost(f"{exc}" + (f"; supervisor stderr: {tail}" if tail else "")) from None
+
+    async def close(self) -> None:
+        """Polite shutdown (the supervisor kills its worker and exits), then kill what is left."""
+        if self.client is not None and self.alive:
+            try:
+                await asyncio.wait_for(self.client.close(), 5.0)
+            except (asyncio.TimeoutError, Exception):  # noqa: BLE001
+                pass
+        await self._kill()
+
+    async def _kill(self) -> None:
+        self.alive = False
+        proc = self.process
+        if proc is None:
+            return
+        if proc.returncode is None:
+            try:
+                if proc.stdin is not None:
+                    proc.stdin.close()  # EOF: the supervisor kills its worker group and exits
+            except Exception:  # noqa: BLE001
+                pass
+            try:
+                await asyncio.wait_for(proc.wait(), 5.0)
+            except asyncio.TimeoutError:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)  # its worker dies with it (PR_SET_PDEATHSIG)
+                except ProcessLookupError:
+                    pass
+                await proc.wait()
+        if self._stderr_task is not None:
+            try:
+                await asyncio.wait_for(self._stderr_task, 2.0)
+            except (asyncio.TimeoutError, Exception):  # noqa: BLE001
+                self._stderr_task.cancel()
+
+
+def _str_or_none(path) -> str | None:
+    return None if path is None else str(path)
+
+
+def make_local_slot(host, device: int) -> LocalSlot:
+    """The pool's factory for an inventory host with transport 'local'."""
+    return LocalSlot(host=host.name, device_kind=host.device, device_id=device)

@@ -1,0 +1,135 @@
+"""An async client for one runner supervisor, over any pair of byte streams.
+
+Transport-agnostic: ``reader`` has ``async readline()`` (bytes or str),
+``writer`` has ``write(bytes)`` and ``async drain()`` - asyncio subprocess
+pipes (the local transport) and asyncssh process streams opened with
+``encoding=None`` (the SSH transport) both fit.  One request at a time (an
+asyncio lock).  Lines on the stream that are not protocol events (noise from
+an environment script, a login banner) are skipped and kept for diagnostics.
+
+If the stream ends, breaks, or the supervisor stops answering, the call
+raises ``ConnectionLost``: the caller leaves the case pending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections import deque
+
+# How long a worker may take to (re)start - torch import, device open -
+# before a case starts, and how much longer than the case timeout the
+# supervisor may take to report a killed worker.
+START_TIMEOUT_S = 600.0
+ANSWER_GRACE_S = 60.0
+
+
+class ConnectionLost(Exception):
+    """The stream to the supervisor ended or broke; the in-flight case stays pending."""
+
+
+class SupervisorClient:
+    def __init__(self, reader, writer, *, label: str = "supervisor", start_timeout_s: float = START_TIMEOUT_S,
+                 answer_grace_s: float = ANSWER_GRACE_S):
+        self.reader = reader
+        self.writer = writer
+        self.label = label
+        self.start_timeout_s = start_timeout_s
+        self.answer_grace_s = answer_grace_s
+        self.noise: deque[str] = deque(maxlen=20)
+        self.closed = False
+        self._lock = asyncio.Lock()
+
+    async def _send(self, msg: dict) -> None:
+        if self.closed:
+            raise ConnectionLost(f"{self.label}: the client is closed")
+        data = json.dumps(msg, allow_nan=False).encode("utf-8") + b"\n"
+        try:
+            self.writer.write(data)
+            await self.writer.drain()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any transport failure (OSError, asyncssh errors)
+            self.closed = True
+            raise ConnectionLost(f"{self.label}: cannot write to the supervisor ({type(exc).__name__}: {exc})") \
+                from None
+
+    async def _event(self, timeout: float, waiting_for: str) -> dict:
+        """The next protocol event (a JSON object with "event")."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                self.closed = True
+                raise ConnectionLost(f"{self.label}: no {waiting_for} from the supervisor within {timeout:g} s")
+            try:
+                line = await asyncio.wait_for(self.reader.readline(), remaining)
+            except asyncio.TimeoutError:
+                continue
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - stream broke, line too long, channel error
+                self.closed = True
+                raise ConnectionLost(f"{self.label}: reading from the supervisor failed "
+                                     f"({type(exc).__name__}: {exc})") from None
+            if not line:
+                self.closed = True
+                raise ConnectionLost(f"{self.label}: the supervisor's output ended while waiting for {waiting_for}"
+                                     + (f" (last output: {list(self.noise)[-3:]})" if self.noise else ""))
+            text = line.decode("utf-8", "replace") if isinstance(line, (bytes, bytearray)) else str(line)
+            try:
+                msg = json.loads(text)
+            except ValueError:
+                msg = None
+            if isinstance(msg, dict) and isinstance(msg.get("event"), str):
+                return msg
+            if text.strip():
+                self.noise.append(text.strip()[:500])
+
+    async def hello(self, timeout: float | None = None) -> dict:
+        """The supervisor's description of itself (starts its worker: may take seconds)."""
+        async with self._lock:
+            await self._send({"op": "hello"})
+            while True:
+                msg = await self._event(timeout or self.start_timeout_s, "hello")
+                if msg["event"] == "hello":
+                    return msg
+
+    async def run_case(self, config: dict, case: dict, timeout_s: float, modules_dir: str | None = None,
+                       captured_dir: str | None = None) -> dict:
+        """Run one case; returns the ``case_done`` event (after ``started``)."""
+        request_id = uuid.uuid4().hex
+        async with self._lock:
+            await self._send({"op": "run", "request_id": request_id, "config": config, "case": case,
+                              "timeout_s": float(timeout_s),
+                              "modules_dir": None if modules_dir is None else str(modules_dir),
+                              "captured_dir": None if captured_dir is None else str(captured_dir)})
+            waiting, timeout = "the case start", self.start_timeout_s
+            while True:
+                msg = await self._event(timeout, waiting)
+                if msg.get("request_id") != request_id:
+                    continue
+                if msg["event"] == "started":
+                    waiting, timeout = "the case result", float(timeout_s) + self.answer_grace_s
+                elif msg["event"] == "case_done":
+                    return msg
+
+    async def close(self) -> None:
+        """Ask the supervisor to stop its worker and exit, then close our end."""
+        if not self.closed:
+            try:
+                async with self._lock:
+                    await self._send({"op": "shutdown"})
+                    while True:
+                        if (await self._event(10.0, "bye"))["event"] == "bye":
+                            break
+            except ConnectionLost:
+                pass
+        self.closed = True
+        try:
+            if hasattr(self.writer, "write_eof") and self.writer.can_write_eof():
+                self.writer.write_eof()
+        except (Exception, NotImplementedError):  # noqa: BLE001 - best effort, the stream may be gone
+            pass

@@ -1,0 +1,173 @@
+"""run_case_remote: execute planned cases on inventory hosts and record them.
+
+Loads the run's config and matrix, picks the named cases (or every pending
+one; a recorded case is refused, never re-run), spreads them over the slots
+of the chosen hosts (``local`` by default) through the pool, and for each
+finished case writes ``raw-results/<case>/`` (the worker's answer, stdout,
+stderr, traceback) and ``input-metadata/<case>.json`` and records the result
+through ``record_result``.  A harness/reference failure or a lost connection
+records nothing: the case stays pending and its outcome says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Awaitable, Callable
+
+from .errors import ToolError
+from .evidence import ARTIFACTS_DIR, RunStore
+from .record_result import record_result
+from .remote import pool
+from .remote.inventory import as_inventory
+from .schemas import CaseOutcome, RunResponse
+
+Progress = Callable[[int, int, CaseOutcome], Awaitable[None]]
+
+
+def acquire_slots(hosts: list[str] | None, inventory=None) -> list[pool.SlotSpec]:
+    """The slots the chosen hosts lend (inventory names only; default ``local``)."""
+    return pool.slot_specs(as_inventory(inventory).resolve(hosts))
+
+
+async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hosts: list[str] | None = None,
+                          root=None, inventory=None, progress: Progress | None = None) -> RunResponse:
+    store = RunStore(root, run_id)
+    store.require()
+    config = store.read_config()
+    cases = {c.id: c for c in store.read_cases()}
+    recorded = set(store.read_results())
+    if case_ids is not None:
+        unknown = [c for c in case_ids if c not in cases]
+        if unknown:
+            raise ToolError(f"case ids not planned in run {run_id!r}: {unknown}; planned: {sorted(cases)}",
+                            code="unknown_case")
+        wanted = list(dict.fromkeys(case_ids))
+        refused = [c for c in wanted if c in recorded]
+        todo = [c for c in wanted if c not in recorded]
+    else:
+        refused = []
+        todo = [c for c in cases if c not in recorded]
+    specs = acquire_slots(hosts, inventory)
+    host_names = list(dict.fromkeys(s.host.name for s in specs))
+    if not todo:
+        return RunResponse(run_id=store.run_id, hosts=host_names, outcomes=[], recorded=[],
+                           pending=store.pending_case_ids(), refused=refused,
+                           rerun_hint=_refused_hint(refused))
+
+    modules_dir = store.path(ARTIFACTS_DIR, "modules")
+    captured_dir = store.path(ARTIFACTS_DIR, "captured")
+    run = pool.RunFiles(run_id=store.run_id, config=config.model_dump(mode="json"),
+                        modules_dir=modules_dir if config.operator.modules and modules_dir.is_dir() else None,
+                        captured_dir=captured_dir if captured_dir.is_dir() else None)
+    outcomes: dict[str, CaseOutcome] = {}
+    total = len(todo)
+
+    async def report(outcome: CaseOutcome) -> None:
+        outcomes[outcome.case_id] = outcome
+        if progress is not None:
+            await progress(len(outcomes), total, outcome)
+
+    async def run_one(slot, case_id: str) -> None:
+        case = cases[case_id]
+        timeout_s = case.timeout_s or config.default_timeout_s
+        event = await slot.run_case(run, case.model_dump(mode="json"), timeout_s)
+        outcome = await asyncio.to_thread(_record_event, store, root, slot.host, slot.device, case_id, event)
+        await report(outcome)
+
+    queue_report = await pool.run_queue(specs, todo, run, run_one)
+    for case_id, why in queue_report.lost.items():
+        await report(_pending(case_id, f"connection lost mid-case, nothing recorded: {why}"))
+    if queue_report.not_started:
+        why = "no slot was left to run it"
+        if queue_report.slot_errors:
+            why += ": " + "; ".join(f"{k}: {v}" for k, v in queue_report.slot_errors.items())
+        if not queue_report.slots_used and not outcomes:
+            raise ToolError(f"no slot could start on {host_names}: {why}", code="no_slot",
+                            details={"slot_errors": queue_report.slot_errors})
+        for case_id in queue_report.not_started:
+            await report(_pending(case_id, why))
+    ordered = [outcomes[c] for c in todo if c in outcomes]
+    pending = store.pending_case_ids()
+    still = [o.case_id for o in ordered if not o.recorded]
+    hint = None
+    if still:
+        hint = (f"{len(still)} case(s) stayed pending (nothing recorded): {still}; fix the cause named in each "
+                f"outcome's error, then run run_case_remote again for run {run_id!r} (pending cases are picked up).")
+    elif refused:
+        hint = _refused_hint(refused)
+    return RunResponse(run_id=store.run_id, hosts=host_names, outcomes=ordered,
+                       recorded=[o.case_id for o in ordered if o.recorded], pending=pending, refused=refused,
+                       rerun_hint=hint)
+
+
+def _refused_hint(refused: list[str]) -> str | None:
+    if not refused:
+        return None
+    return (f"already recorded, not re-run: {refused}; a recorded case is never overwritten - plan a new case id "
+            "(plan_cases with append=true) to run it again")
+
+
+def _pending(case_id: str, error: str, *, host=None, device=None) -> CaseOutcome:
+    return CaseOutcome(case_id=case_id, state="pending", recorded=False, host=host, device=device,
+                       summary=f"pending: {error.splitlines()[0][:300]}", error=error[:4000])
+
+
+def _record_event(store: RunStore, root, host: str, device: str, case_id: str, event: dict) -> CaseOutcome:
+    """Record one supervisor answer (in a thread: file locks and fsyncs)."""
+    if event.get("outcome") != "result":
+        err = event.get("harness_error") or {}
+        where = err.get("where", "harness")
+        what = {"reference": "the reference failed", "inputs": "the inputs could not be built",
+                "resolve": "the candidate/reference could not be loaded",
+                "worker_start": "the worker could not start"}.get(where, "the harness failed")
+        return _pending(case_id, f"{what} ({err.get('type', 'Error')}: {err.get('message', '')}); "
+                                 "nothing recorded, the case stays pending", host=host, device=device)
+    result = dict(event["result"])
+    result["source"] = {"kind": "run_case_remote", "tool": "run_case_remote", "host": host, "device": device}
+    raw_files = {
+        "worker-result.json": json.dumps(event, indent=2) + "\n",
+        "stdout.txt": event.get("stdout") or "",
+        "stderr.txt": event.get("stderr") or "",
+        "traceback.txt": event.get("traceback") or "",
+    }
+    try:
+        response = record_result(store.run_id, result, root=root, raw_files=raw_files,
+                                 input_metadata=event.get("input_metadata"), source_kind="run_case_remote")
+    except ToolError as exc:
+        return _pending(case_id, f"not recorded: {exc.message}", host=host, device=device)
+    return _outcome(case_id, result, host, device, response.raw_path)
+
+
+def _outcome(case_id: str, result: dict, host: str, device: str, raw_path: str) -> CaseOutcome:
+    status = result["status"]
+    comparisons = result.get("comparisons") or []
+    error = result.get("error") or {}
+    failed = [c["output"] for c in comparisons if not c.get("passed")]
+    max_abs = max((c["max_abs"] for c in comparisons if c.get("max_abs") is not None), default=None)
+    ratio = max((c.get("mismatch_ratio") or 0.0 for c in comparisons), default=None)
+    if status == "passed":
+        summary = f"passed ({len(comparisons)} output(s); max_abs={_fmt(max_abs)})"
+    elif status == "numerical_mismatch":
+        contract = [f"{c['output']}: {c['contract_mismatch']}" for c in comparisons if c.get("contract_mismatch")]
+        summary = ("contract mismatch - " + "; ".join(contract)) if contract else \
+            (f"numerical mismatch on {failed}: max_abs={_fmt(max_abs)}, mismatch_ratio={_fmt(ratio)}"
+             + _nan_note(comparisons))
+    elif status == "crash":
+        summary = f"crash: {error.get('signature')}"
+    else:
+        summary = f"unsupported: {error.get('message', '')[:200]}" + \
+            (f" (rule {error.get('matched_rule')!r})" if error.get("matched_rule") else "")
+    return CaseOutcome(case_id=case_id, state=status, recorded=True, host=host, device=device, summary=summary[:1000],
+                       failed_outputs=failed, max_abs=max_abs, mismatch_ratio=ratio,
+                       signature=error.get("signature"), matched_rule=error.get("matched_rule"), raw_path=raw_path)
+
+
+def _nan_note(comparisons: list[dict]) -> str:
+    nan = sum(c.get("nan_mismatch") or 0 for c in comparisons)
+    inf = sum(c.get("inf_mismatch") or 0 for c in comparisons)
+    return (f", NaN pattern mismatches={nan}" if nan else "") + (f", Inf pattern mismatches={inf}" if inf else "")
+
+
+def _fmt(x) -> str:
+    return "-" if x is None else f"{x:.4g}"
