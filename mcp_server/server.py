@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 import typing
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, Awaitable, Callable
+from typing import Annotated, Any, AsyncIterator, Awaitable, Callable
 
+import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, UnexpectedToolError
@@ -323,10 +326,28 @@ def build_server(
         instructions=INSTRUCTIONS,
         tools=tools,
         log_level=log_level,  # type: ignore[arg-type]
+        lifespan=close_warm_workers_on_exit,
     )
     _add_resources(server, root)
     return server
 
+
+@asynccontextmanager
+async def close_warm_workers_on_exit(_server: MCPServer) -> AsyncIterator[dict[str, Any]]:
+    """Warm device workers and SSH connections live while the server does;
+    when it stops (the client went away), shut them down so nothing is left
+    running on the hosts.  The pool is only looked at if a run imported it."""
+    try:
+        yield {}
+    finally:
+        pool = sys.modules.get("tools.remote.pool")
+        registry = getattr(pool, "REGISTRY", None)
+        if registry is not None:
+            with anyio.move_on_after(WORKER_SHUTDOWN_S, shield=True):
+                await registry.close_all()
+
+
+WORKER_SHUTDOWN_S = 20.0
 
 # ---------------------------------------------------------------------------
 # Resources

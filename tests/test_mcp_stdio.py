@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -23,7 +24,7 @@ from conftest import REPO_ROOT, minimal_plan_request, mismatch_result, passed_re
 TOOLS = {"plan_cases", "record_result", "analyze_failures", "run_case_remote", "check_host"}
 
 
-def with_server(root: Path, scenario: Callable[[Client], Awaitable[Any]]) -> Any:
+def with_server(root: Path, scenario: Callable[[Client], Awaitable[Any]], env: dict[str, str] | None = None) -> Any:
     """Start the server on ``root``, run ``scenario(client)``, stop it."""
 
     async def main() -> Any:
@@ -31,7 +32,7 @@ def with_server(root: Path, scenario: Callable[[Client], Awaitable[Any]]) -> Any
             command=sys.executable,
             args=["-m", "mcp_server", "--evidence-root", str(root)],
             cwd=str(REPO_ROOT),
-            env={"PYTHONPATH": str(REPO_ROOT)},
+            env={"PYTHONPATH": str(REPO_ROOT), **(env or {})},
         )
         async with Client(params, cache=None, read_timeout_seconds=120) as client:
             return await scenario(client)
@@ -215,10 +216,28 @@ def torch_add_request(run_id: str) -> dict[str, Any]:
     }
 
 
-def test_run_case_remote_reports_progress_per_case(evidence_root: Path) -> None:
+def processes_with_env(needle: str) -> list[int]:
+    """Pids of live processes whose environment mentions ``needle``."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if needle.encode() in (proc / "environ").read_bytes():
+                status = (proc / "status").read_text()
+                if "\nState:\tZ" not in status:
+                    pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_run_case_remote_reports_progress_per_case(evidence_root: Path, tmp_path: Path) -> None:
     pytest.importorskip("tools.run_case_remote")
     run_id = "mcp-run"
     progress: list[tuple[float, float | None, str | None]] = []
+    stage = str(tmp_path / "runner-stage")  # the local runner's PYTHONPATH: marks its processes
+    warm: list[int] = []
 
     async def on_progress(done: float, total: float | None, message: str | None) -> None:
         progress.append((done, total, message))
@@ -227,11 +246,12 @@ def test_run_case_remote_reports_progress_per_case(evidence_root: Path) -> None:
         plan = await client.call_tool("plan_cases", torch_add_request(run_id))
         assert not plan.is_error, error_text(plan)
         run = await client.call_tool("run_case_remote", {"run_id": run_id}, progress_callback=on_progress)
+        warm.extend(processes_with_env(stage))
         again = await client.call_tool("run_case_remote", {"run_id": run_id, "case_ids": ["add-a"]})
         unknown_host = await client.call_tool("run_case_remote", {"run_id": run_id, "hosts": ["no-such-host"]})
         return run, again, unknown_host
 
-    run, again, unknown_host = with_server(evidence_root, scenario)
+    run, again, unknown_host = with_server(evidence_root, scenario, env={"OPDEBUG_RUNNER_STAGE": stage})
     assert not run.is_error, error_text(run)
     outcomes = {o["case_id"]: o for o in run.structured_content["outcomes"]}
     assert set(outcomes) == {"add-a", "add-b"}
@@ -242,6 +262,12 @@ def test_run_case_remote_reports_progress_per_case(evidence_root: Path) -> None:
     # a recorded case is refused, not re-run
     assert again.is_error or again.structured_content["refused"] == ["add-a"]
     assert unknown_host.is_error and "no-such-host" in error_text(unknown_host)
+    # the worker stayed warm during the session and is gone once the client went away
+    assert warm, "no warm runner process seen during the session"
+    deadline = time.monotonic() + 15
+    while processes_with_env(stage) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_with_env(stage) == []
 
 
 def test_streamable_http_transport_serves_the_same_tools(evidence_root: Path, tmp_path: Path) -> None:
