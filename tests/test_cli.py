@@ -183,6 +183,31 @@ def test_hosts_check(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
     assert "no-such-host" in err and "local" in err
 
 
+def test_run_executes_pending_cases_locally(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
+    pytest.importorskip("tools.run_case_remote")
+    root = Path(subprocess_env["OPDEBUG_EVIDENCE_ROOT"])
+    case = {"inputs": [{"name": "input", "shape": [8, 8]}, {"name": "other", "shape": [8, 8]}], "seed": 1}
+    request = {"config": {"run_id": "cli-exec", "operator": {"name": "add", "candidate": "torch.add",
+                                                             "reference": "torch.add"}},
+               "cases": [dict(case, id="add-a"), dict(case, id="add-b", seed=2)]}
+    (tmp_path / "plan.json").write_text(json.dumps(request))
+    run_dir = root / "cli-exec"
+    env, cwd = subprocess_env, tmp_path
+    ok(opdebug("plan", "--config", str(tmp_path / "plan.json"), "--output-dir", str(run_dir), env=env, cwd=cwd))
+
+    out = ok(opdebug("run", "--output-dir", str(run_dir), "--case", "add-a", env=env, cwd=cwd))
+    assert "[1/1] add-a: passed" in out and "recorded 1, pending 1" in out
+    response = json.loads(ok(opdebug("run", "--output-dir", str(run_dir), "--json", env=env, cwd=cwd)))
+    assert [(o["case_id"], o["state"], o["recorded"]) for o in response["outcomes"]] == [("add-b", "passed", True)]
+    assert response["pending"] == []
+    assert (run_dir / "raw-results" / "add-b").is_dir()
+    again = json.loads(ok(opdebug("run", "--output-dir", str(run_dir), "--case", "add-a", "--json",
+                                  env=env, cwd=cwd)))
+    assert again["refused"] == ["add-a"] and again["outcomes"] == []
+    err = user_error(opdebug("run", "--output-dir", str(run_dir), "--host", "nowhere", env=env, cwd=cwd))
+    assert "nowhere" in err
+
+
 def test_demo_runs_the_builtin_example(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
     pytest.importorskip("tools.examples")
     pytest.importorskip("tools.run_case_remote")
