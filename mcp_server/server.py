@@ -71,6 +71,24 @@ axes, next cases).  Read evidence through the opdebug://runs/{run_id}/... resour
 Rules: change one axis at a time; unsupported is not a failure; a case is recorded once;
 a harness, reference or connection error leaves the case pending."""
 
+PLAN_EXAMPLE = json.dumps({
+    "config": {
+        "run_id": "rmsnorm-bf16",
+        "operator": {"name": "rms_norm", "candidate": "torch_npu.npu_rms_norm", "reference": "my_ref.rms_norm",
+                     "modules": ["my_ref.py"]},
+        "tolerance": {"atol": 1e-5, "rtol": 1e-5, "per_dtype": {"bfloat16": {"atol": 0.02, "rtol": 0.02}}},
+    },
+    "module_sources": {"my_ref.py": "import torch\ndef rms_norm(x, gamma, epsilon=1e-6): ..."},
+    "stars": [{
+        "base": {"id": "base", "seed": 1, "attributes": {"epsilon": 1e-6},
+                 "inputs": [{"name": "x", "shape": [4, 256], "dtype": "float32"},
+                            {"name": "gamma", "shape": [256], "dtype": "float32"}]},
+        "vary": [{"axis": "dtype", "values": ["float16", "bfloat16"]},
+                 {"axis": "strides", "input": "x", "values": [[512, 1]]},
+                 {"axis": "mode", "values": ["compile", "graph"]}],
+    }],
+})
+
 # ---------------------------------------------------------------------------
 # Argument models (the published input schemas)
 # ---------------------------------------------------------------------------
@@ -251,7 +269,7 @@ def build_server(
                 "expands a base case plus one-axis variations (dtype, shape, strides, storage_offset, layout, "
                 "mode, attribute, values) into explicit cases. Returns every case with its axes and warnings "
                 "for cases that differ from all others in more than one axis. Refuses an existing run_id and "
-                "duplicate case ids."
+                "duplicate case ids. Example: " + PLAN_EXAMPLE
             ),
             arguments=PlanRequest,
             output=PlanResponse,

@@ -20,6 +20,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from conftest import REPO_ROOT, minimal_plan_request, mismatch_result, passed_result
+from tools.schemas import PlanRequest
 
 TOOLS = {"plan_cases", "record_result", "analyze_failures", "run_case_remote", "check_host"}
 
@@ -61,6 +62,10 @@ def test_tools_have_strict_schemas_output_schemas_and_truthful_annotations(evide
         assert tool.input_schema.get("additionalProperties") is False, tool.name
         assert tool.output_schema is not None and tool.output_schema.get("type") == "object", tool.name
         assert tool.description and tool.annotations is not None
+
+    # the example in plan_cases' description is a valid request
+    example = by_name["plan_cases"].description.split("Example: ", 1)[1]
+    PlanRequest.model_validate(json.loads(example))
 
     plan_props = by_name["plan_cases"].input_schema["properties"]
     assert {"config", "cases", "stars", "append", "run_id", "module_sources"} <= set(plan_props)
