@@ -150,7 +150,7 @@ class StrictTool(Tool):
             raise
 
 
-def _as_tool_errors(name: str, body: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+def _as_tool_errors(body: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     """Turn every failure of a tool body into a message the agent can act on."""
 
     @functools.wraps(body)
@@ -182,7 +182,7 @@ def _tool(
     arg_model = _arguments_model(name, arguments)
     metadata = FuncMetadata(arg_model=arg_model, output_model=output)
     return StrictTool(
-        fn=_as_tool_errors(name, body),
+        fn=_as_tool_errors(body),
         name=name,
         title=title,
         description=description,
