@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Protocol
@@ -92,7 +93,16 @@ class SSHDeviceSlot:
         self.client: Any = None
         self.hello: dict = {}
         self.lease: dict = {}
-        self.alive = False
+        self._alive = False
+        self._stderr: deque[bytes] = deque(maxlen=100)
+        self._stderr_task: asyncio.Task | None = None
+
+    @property
+    def alive(self) -> bool:
+        """Started, and neither the process nor its connection has gone away."""
+        p = self.process
+        return (self._alive and p is not None and p.exit_status is None and not p.is_closing()
+                and not p.channel.get_connection().is_closed())
 
     async def start(self, run: RunFiles) -> None:
         from .supervisor_client import SupervisorClient
@@ -106,14 +116,19 @@ class SSHDeviceSlot:
         except (asyncssh.Error, OSError) as exc:
             self.registry.forget_connection(self.cfg.name, conn)
             raise SlotLost(f"cannot start a worker on {self.host} {self.device}: {exc}") from None
+        self._stderr_task = asyncio.ensure_future(self._drain_stderr())
         try:
             self.lease = await asyncio.wait_for(self._await_lease(), self.cfg.lease_wait_s + 60)
-            self.client = SupervisorClient(self.process.stdout, self.process.stdin)
-            self.hello = await asyncio.wait_for(self.client.hello(), SLOT_START_TIMEOUT_S)
+            self.client = SupervisorClient(self.process.stdout, self.process.stdin, label=f"{self.host} {self.device}")
+            self.hello = await self.client.hello(timeout=SLOT_START_TIMEOUT_S)
+            if self.hello.get("worker_error"):
+                raise ssh_transport.SlotUnavailable(
+                    f"{self.host} {self.device}: the worker cannot start: {self.hello['worker_error']}",
+                    code="slot_start_failed")
         except BaseException:
             await self._kill()
             raise
-        self.alive = True
+        self._alive = True
 
     async def _await_lease(self) -> dict:
         assert self.process is not None
@@ -122,10 +137,10 @@ class SSHDeviceSlot:
             line = await self.process.stdout.readline()
             if not line:
                 await self._kill()
-                err = await self._stderr_tail()
                 raise ssh_transport.SlotUnavailable(
                     f"{self.host} {self.device}: the worker exited before taking the device lease "
-                    f"(exit status {self.process.exit_status}); stderr: {err or '-'}", code="slot_start_failed")
+                    f"(exit status {self.process.exit_status}); stderr: {self.stderr_tail() or '-'}",
+                    code="slot_start_failed")
             try:
                 event = json.loads(line)
             except ValueError:
@@ -142,14 +157,20 @@ class SSHDeviceSlot:
                     f"(lease file {event.get('lease_file')}); waited {self.cfg.lease_wait_s:g} s",
                     code="device_busy", details={"holder": holder})
 
-    async def _stderr_tail(self) -> str:
-        if self.process is None:
-            return ""
+    async def _drain_stderr(self) -> None:
+        """Keep the supervisor's diagnostics (and keep the channel window open)."""
+        assert self.process is not None
         try:
-            data = await asyncio.wait_for(self.process.stderr.read(), 2)
-        except (asyncio.TimeoutError, asyncssh.Error, OSError):
-            return ""
-        return data.decode("utf-8", "replace").strip()[-1500:] if isinstance(data, bytes) else str(data)[-1500:]
+            while True:
+                line = await self.process.stderr.readline()
+                if not line:
+                    return
+                self._stderr.append(line)
+        except (asyncssh.Error, OSError):
+            return
+
+    def stderr_tail(self) -> str:
+        return b"".join(self._stderr).decode("utf-8", "replace").strip()[-1500:]
 
     async def run_case(self, run: RunFiles, case: dict, timeout_s: float) -> dict:
         if not self.alive or self.client is None:
@@ -158,18 +179,25 @@ class SSHDeviceSlot:
         try:
             return await self.client.run_case(run.config, case, timeout_s, modules, captured)
         except _lost_errors() as exc:
-            self.alive = False
+            self._alive = False
             raise SlotLost(f"{self.host} {self.device}: connection lost mid-case ({type(exc).__name__}: {exc})") \
                 from None
 
+    async def abort(self) -> None:
+        """Close the channel now (cancelled or broken): the supervisor's stdin hits
+        EOF and it kills its worker and exits; no polite shutdown round trip."""
+        await self._kill()
+
     async def _kill(self) -> None:
-        self.alive = False
+        self._alive = False
         if self.process is not None:
             try:
                 self.process.close()  # closes the channel: the supervisor's stdin hits EOF
                 await asyncio.wait_for(self.process.wait_closed(), SHUTDOWN_GRACE_S)
             except (asyncio.TimeoutError, asyncssh.Error, OSError):
                 pass
+        if self._stderr_task is not None and not self._stderr_task.done():
+            self._stderr_task.cancel()
 
     async def close(self) -> None:
         """Polite shutdown (the supervisor kills its worker and exits), then close the channel."""
@@ -312,8 +340,9 @@ class SlotRegistry:
     async def discard(self, slot: Any) -> None:
         """Close a slot that broke or was cancelled, and release it."""
         entry = self._find(slot)
+        stop = getattr(slot, "abort", None) or slot.close
         try:
-            await asyncio.shield(slot.close())
+            await asyncio.shield(stop())
         except (Exception, asyncio.CancelledError):
             pass
         if isinstance(slot, SSHDeviceSlot) and slot.process is not None:

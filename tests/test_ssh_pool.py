@@ -1,0 +1,232 @@
+"""run_case_remote over real sshd hosts: the pool, env scripts, lost hosts, leases, cancellation.
+
+Two sshd instances on 127.0.0.1 play two hosts with two cpu "devices" each;
+the runner is uploaded to them by SFTP and runs as a real remote command.
+The operator sleeps inside the candidate so that timing is controllable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sshd_fixture import Sshd, processes_with_marker, ssh_env, write_inventory  # noqa: F401
+from tools.errors import ToolError
+from tools.evidence import RunStore
+from tools.plan_cases import plan_cases
+from tools.remote import pool
+from tools.run_case_remote import run_case_remote
+
+REPO = Path(__file__).resolve().parent.parent
+
+SLEEPY = '''\
+import os
+import time
+
+
+def cand(x, delay=0.0, scale_env=""):
+    time.sleep(delay)
+    if scale_env:
+        return x * float(os.environ[scale_env])
+    return x * 2
+
+
+def ref(x, delay=0.0, scale_env=""):
+    return x * 2
+'''
+
+
+def plan(root: Path, run_id: str, n: int, *, delay: float = 0.0, scale_env: str = "") -> list[str]:
+    ids = [f"c{i}" for i in range(n)]
+    cases = [{"id": cid, "inputs": [{"name": "x", "shape": [8, 8]}], "seed": i,
+              "attributes": {"delay": delay, "scale_env": scale_env}} for i, cid in enumerate(ids)]
+    config = {"run_id": run_id, "operator": {"name": "sleepy", "candidate": "sleepy_mod.cand",
+                                            "reference": "sleepy_mod.ref", "modules": ["sleepy_mod.py"]},
+              "default_timeout_s": 60}
+    plan_cases({"config": config, "cases": cases, "module_sources": {"sleepy_mod.py": SLEEPY}}, root=root)
+    return ids
+
+
+def run(coro):
+    """One tool call's event loop; the warm workers are shut down at its end (as at server shutdown)."""
+    async def main():
+        try:
+            return await coro
+        finally:
+            await pool.REGISTRY.close_all()
+    return asyncio.run(main())
+
+
+def raw_events(root: Path, run_id: str) -> dict[str, dict]:
+    base = root / run_id / "raw-results"
+    return {d.name: json.loads((d / "worker-result.json").read_text()) for d in base.iterdir()
+            if (d / "worker-result.json").is_file()}
+
+
+def recorded(root: Path, run_id: str) -> dict:
+    return json.loads((root / run_id / "results.json").read_text())["results"]
+
+
+def test_one_matrix_spreads_over_two_hosts_and_four_slots(ssh_env, tmp_path):
+    inv = ssh_env.inventory(hosta={}, hostb={})
+    ids = plan(tmp_path, "spread", 8, delay=0.4)
+    resp = run(run_case_remote("spread", hosts=["hosta", "hostb"], root=tmp_path, inventory=inv))
+    assert sorted(resp.recorded) == sorted(ids) and resp.pending == []
+    assert [o.state for o in resp.outcomes] == ["passed"] * 8
+    results = recorded(tmp_path, "spread")
+    assert sorted(results) == sorted(ids)  # every case recorded exactly once (results is keyed by case)
+    assert sorted(raw_events(tmp_path, "spread")) == sorted(ids)
+    used = {(r["source"]["host"], r["source"]["device"]) for r in results.values()}
+    assert {h for h, _ in used} == {"hosta", "hostb"}
+    assert len(used) >= 3  # the cases really spread over the slots
+    again = run(run_case_remote("spread", case_ids=ids[:2], hosts=["hosta"], root=tmp_path, inventory=inv))
+    assert again.refused == ids[:2] and again.recorded == []
+
+
+def test_environment_script_variables_reach_the_runner(ssh_env, tmp_path):
+    script = tmp_path / "set_env.sh"
+    script.write_text("export OPDEBUG_TEST_SCALE=2\n")
+    inv = ssh_env.inventory(hosta={"env_scripts": [str(script)], "devices": [0]}, hostb={"devices": [0]})
+    plan(tmp_path, "env-on", 1, scale_env="OPDEBUG_TEST_SCALE")
+    plan(tmp_path, "env-off", 1, scale_env="OPDEBUG_TEST_SCALE")
+    on = run(run_case_remote("env-on", hosts=["hosta"], root=tmp_path, inventory=inv))
+    off = run(run_case_remote("env-off", hosts=["hostb"], root=tmp_path, inventory=inv))
+    assert on.outcomes[0].state == "passed"  # x * float($OPDEBUG_TEST_SCALE) == x * 2
+    assert off.outcomes[0].state == "crash" and "KeyError" in (off.outcomes[0].signature or "")
+
+
+def test_a_host_lost_mid_run_leaves_unfinished_cases_pending_and_a_rerun_completes(ssh_env, tmp_path):
+    server = Sshd(tmp_path / "sshd-lost", ssh_env.client_key).start()
+    try:
+        with open(ssh_env.known_hosts, "a") as fh:
+            fh.write(server.host_key_line + "\n")
+        ssh_env.servers["lost"] = server
+        inv = ssh_env.inventory(lost={})
+        ids = plan(tmp_path, "lost", 8, delay=0.5)
+
+        async def kill_after_two_recorded():
+            task = asyncio.ensure_future(run_case_remote("lost", hosts=["lost"], root=tmp_path, inventory=inv))
+            deadline = time.monotonic() + 60
+            while len(recorded(tmp_path, "lost")) < 2:
+                assert time.monotonic() < deadline and not task.done()
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.2)  # both slots are mid-case now
+            server.kill()
+            return await asyncio.wait_for(task, 60)
+
+        resp = run(kill_after_two_recorded())
+        results = recorded(tmp_path, "lost")
+        assert 2 <= len(resp.recorded) < 8
+        assert sorted(resp.recorded) == sorted(results)
+        assert sorted(resp.pending) == sorted(set(ids) - set(results))
+        lost = [o for o in resp.outcomes if o.state == "pending" and "connection lost" in (o.error or "")]
+        assert lost, [o.error for o in resp.outcomes]
+        assert all(not o.recorded for o in resp.outcomes if o.state == "pending")
+        # never half-recorded: no raw evidence for a pending case
+        assert sorted(raw_events(tmp_path, "lost")) == sorted(results)
+        assert resp.rerun_hint and "run_case_remote again" in resp.rerun_hint
+
+        server.start()  # the host comes back: same port, same host key
+        again = run(run_case_remote("lost", hosts=["lost"], root=tmp_path, inventory=inv))
+        assert sorted(again.recorded) == sorted(resp.pending) and again.pending == []
+        assert sorted(recorded(tmp_path, "lost")) == sorted(ids)
+    finally:
+        server.stop()
+        ssh_env.servers.pop("lost", None)
+
+
+def _intervals(root: Path, run_id: str) -> list[tuple[float, float, str]]:
+    return [(e["started_at"], e["finished_at"], f"{run_id}/{cid}") for cid, e in raw_events(root, run_id).items()]
+
+
+def _assert_disjoint(intervals: list[tuple[float, float, str]]) -> None:
+    ordered = sorted(intervals)
+    for (s1, f1, a), (s2, f2, b) in zip(ordered, ordered[1:]):
+        assert s2 >= f1, f"{a} [{s1:.3f}, {f1:.3f}] overlaps {b} [{s2:.3f}, {f2:.3f}]"
+
+
+AGENT = ("import asyncio, sys\n"
+         "from tools.errors import ToolError\n"
+         "from tools.run_case_remote import run_case_remote\n"
+         "try:\n"
+         "    r = asyncio.run(run_case_remote(sys.argv[1], hosts=[sys.argv[2]], root=sys.argv[3], inventory=sys.argv[4]))\n"
+         "    print(r.model_dump_json())\n"
+         "except ToolError as e:\n"
+         "    print('TOOLERROR ' + e.message)\n")
+
+
+def _agent(run_id: str, host: str, root: Path, inventory: Path) -> subprocess.Popen:
+    """A second agent: another server process using the same host."""
+    return subprocess.Popen([sys.executable, "-c", AGENT, run_id, host, str(root), str(inventory)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_two_runs_on_one_device_never_overlap(ssh_env, tmp_path):
+    hosts = {"hostb": ssh_env.host("hostb", devices=[0], lease_wait_s=60.0)}
+    inv_file = write_inventory(tmp_path / "hosts.toml", hosts)
+    short_file = write_inventory(tmp_path / "short.toml", {"hostb": {**hosts["hostb"], "lease_wait_s": 0.5}})
+    for run_id in ("same-a", "same-b", "agent-a", "agent-b", "agent-c"):
+        plan(tmp_path, run_id, 3, delay=0.3)
+
+    # Two tool calls of one server: exclusive checkout of the warm slot.
+    async def two_calls():
+        return await asyncio.gather(
+            run_case_remote("same-a", hosts=["hostb"], root=tmp_path, inventory=str(inv_file)),
+            run_case_remote("same-b", hosts=["hostb"], root=tmp_path, inventory=str(inv_file)))
+
+    a, b = run(two_calls())
+    assert len(a.recorded) == len(b.recorded) == 3
+    _assert_disjoint(_intervals(tmp_path, "same-a") + _intervals(tmp_path, "same-b"))
+
+    # Two agents (two server processes): the lease on the host keeps them apart.
+    async def two_agents():
+        other = _agent("agent-b", "hostb", tmp_path, inv_file)
+        mine = await run_case_remote("agent-a", hosts=["hostb"], root=tmp_path, inventory=str(inv_file))
+        # While this server's warm worker holds the device, a third agent is told who holds it.
+        third = _agent("agent-c", "hostb", tmp_path, short_file)
+        out_c, _ = await asyncio.to_thread(third.communicate, timeout=60)
+        await pool.REGISTRY.close_all()  # idle shutdown: the lease is released
+        out_b, err_b = await asyncio.to_thread(other.communicate, timeout=120)
+        return mine, out_b, err_b, out_c
+
+    mine, out_b, err_b, out_c = run(two_agents())
+    theirs = json.loads(out_b.strip().splitlines()[-1]) if out_b.strip() else {"err": err_b}
+    assert len(mine.recorded) == 3 and len(theirs["recorded"]) == 3, theirs
+    _assert_disjoint(_intervals(tmp_path, "agent-a") + _intervals(tmp_path, "agent-b"))
+    # This server's warm worker held the device all along the third agent's wait: refused, holder named.
+    assert out_c.startswith("TOOLERROR"), out_c
+    assert "is leased by pid" in out_c and "run agent-a" in out_c and "lease file" in out_c
+    assert recorded(tmp_path, "agent-c") == {}
+
+
+def test_a_cancelled_run_leaves_no_runner_process_on_the_host(ssh_env, tmp_path):
+    marker = str(tmp_path / "cancel-work")
+    inv = ssh_env.inventory(hosta={"work_dir": marker})
+    plan(tmp_path, "cancel", 4, delay=30.0)
+
+    async def start_then_cancel():
+        task = asyncio.ensure_future(run_case_remote("cancel", hosts=["hosta"], root=tmp_path, inventory=inv))
+        deadline = time.monotonic() + 60
+        while len(processes_with_marker(marker)) < 4:  # two supervisors and their two workers
+            assert time.monotonic() < deadline and not task.done()
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)  # the cases are sleeping inside the candidate now
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # The server (this event loop, its SSH connection) lives on, as an MCP server does.
+        deadline = time.monotonic() + 10
+        while processes_with_marker(marker) and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        return processes_with_marker(marker)
+
+    left = run(start_then_cancel())
+    assert left == []
+    assert recorded(tmp_path, "cancel") == {}
