@@ -93,6 +93,7 @@ class Sshd:
     base: Path
     client_key: Path
     port: int = field(default_factory=free_port)
+    max_sessions: int = 64
     proc: subprocess.Popen | None = None
 
     def __post_init__(self) -> None:
@@ -116,7 +117,7 @@ class Sshd:
             PasswordAuthentication no
             KbdInteractiveAuthentication no
             Subsystem sftp internal-sftp
-            MaxSessions 64
+            MaxSessions {self.max_sessions}
             MaxStartups 64
             LogLevel ERROR
             """))

@@ -90,6 +90,27 @@ def test_one_matrix_spreads_over_two_hosts_and_four_slots(ssh_env, tmp_path):
     assert again.refused == ids[:2] and again.recorded == []
 
 
+def test_a_host_with_more_slots_than_sshd_max_sessions_gets_more_connections(ssh_env, tmp_path):
+    server = Sshd(tmp_path / "sshd-few", ssh_env.client_key, max_sessions=2).start()
+    try:
+        with open(ssh_env.known_hosts, "a") as fh:
+            fh.write(server.host_key_line + "\n")
+        ssh_env.servers["few"] = server
+        inv = ssh_env.inventory(few={"devices": [0, 1, 2], "max_sessions": 2})
+        ids = plan(tmp_path, "few", 3)
+
+        async def run_and_look():
+            resp = await run_case_remote("few", hosts=["few"], root=tmp_path, inventory=inv)
+            return resp, sorted(pool.REGISTRY.warm_slots())
+
+        resp, warm = run(run_and_look())
+        assert sorted(resp.recorded) == ids
+        assert warm == [("few", 0), ("few", 1), ("few", 2)]  # three sessions on a MaxSessions=2 server
+    finally:
+        server.stop()
+        ssh_env.servers.pop("few", None)
+
+
 def test_environment_script_variables_reach_the_runner(ssh_env, tmp_path):
     script = tmp_path / "set_env.sh"
     script.write_text("export OPDEBUG_TEST_SCALE=2\n")

@@ -109,6 +109,9 @@ class HostConfig(Strict):
     work_dir: AbsPath = "/tmp/opdebug"
     concurrency: Annotated[int, Field(ge=1, le=1024)] | None = None
     connect_timeout: Annotated[float, Field(gt=0, le=600)] = 15.0
+    # The host sshd's MaxSessions (OpenSSH default 10): a host with more slots
+    # than fit on one connection (one session kept for SFTP) gets another one.
+    max_sessions: Annotated[int, Field(ge=2, le=1024)] = 10
     # How long a slot waits for a device leased by someone else before giving up.
     lease_wait_s: Annotated[float, Field(ge=0, le=3600)] = 30.0
     # A warm worker nobody used for this long is shut down (its lease released).

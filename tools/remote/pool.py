@@ -89,6 +89,9 @@ class SSHDeviceSlot:
         self.host = host.name
         self.device_id = int(device)
         self.device = f"{host.device}:{self.device_id}"
+        # sshd allows MaxSessions channels per connection; one is kept for SFTP.
+        position = host.slot_devices.index(self.device_id) if self.device_id in host.slot_devices else 0
+        self.conn_index = position // max(1, host.max_sessions - 1)
         self.process: asyncssh.SSHClientProcess | None = None
         self.client: Any = None
         self.hello: dict = {}
@@ -107,8 +110,8 @@ class SSHDeviceSlot:
     async def start(self, run: RunFiles) -> None:
         from .supervisor_client import SupervisorClient
 
-        conn = await self.registry.connection(self.cfg)
-        root = await self.registry.runner_root(self.cfg, conn)
+        root = await self.registry.runner_root(self.cfg, await self.registry.connection(self.cfg))
+        conn = await self.registry.connection(self.cfg, self.conn_index)
         cmd = ssh_transport.worker_command(self.cfg, self.device_id, root, run_id=run.run_id,
                                            owner=ssh_transport.server_owner())
         try:
@@ -245,8 +248,8 @@ class SlotRegistry:
     def _reset(self, loop: asyncio.AbstractEventLoop | None) -> None:
         self._loop = loop
         self._entries: dict[tuple[str, int], _Entry] = {}
-        self._conns: dict[str, asyncssh.SSHClientConnection] = {}
-        self._conn_locks: dict[str, asyncio.Lock] = {}
+        self._conns: dict[tuple[str, int], asyncssh.SSHClientConnection] = {}
+        self._conn_locks: dict[tuple[str, int], asyncio.Lock] = {}
         self._runner_roots: dict[str, str] = {}
         self._uploaded: dict[tuple[str, str, str], tuple[str | None, str | None]] = {}
         self._reaper: asyncio.Task | None = None
@@ -258,43 +261,56 @@ class SlotRegistry:
 
     # -- connections ------------------------------------------------------
 
-    async def connection(self, host: HostConfig) -> asyncssh.SSHClientConnection:
+    async def connection(self, host: HostConfig, index: int = 0) -> asyncssh.SSHClientConnection:
+        """The host's connection number `index` (0 unless the host has more slots
+        than its sshd's MaxSessions allows on one connection)."""
         self._bind()
-        lock = self._conn_locks.setdefault(host.name, asyncio.Lock())
+        key = (host.name, index)
+        lock = self._conn_locks.setdefault(key, asyncio.Lock())
         async with lock:
-            conn = self._conns.get(host.name)
+            conn = self._conns.get(key)
             if conn is not None and not conn.is_closed():
                 return conn
-            self._runner_roots.pop(host.name, None)
+            if index == 0:
+                self._runner_roots.pop(host.name, None)
             conn = await ssh_transport.open_connection(host)
-            self._conns[host.name] = conn
+            self._conns[key] = conn
             return conn
 
     def forget_connection(self, name: str, conn: asyncssh.SSHClientConnection | None = None) -> None:
-        current = self._conns.get(name)
-        if current is not None and (conn is None or current is conn):
-            del self._conns[name]
-            current.close()
+        """Close and drop the host's connections (or only `conn`)."""
+        for key in [k for k in self._conns if k[0] == name]:
+            current = self._conns[key]
+            if conn is None or current is conn:
+                del self._conns[key]
+                current.close()
+        if (name, 0) not in self._conns:
             self._runner_roots.pop(name, None)
             for key in [k for k in self._uploaded if k[0] == name]:
                 del self._uploaded[key]
 
+    def _upload_lock(self, name: str) -> asyncio.Lock:
+        # One SFTP session per host at a time: it shares connection 0 with a slot.
+        return self._conn_locks.setdefault((name, -1), asyncio.Lock())
+
     async def runner_root(self, host: HostConfig, conn: asyncssh.SSHClientConnection) -> str:
-        root = self._runner_roots.get(host.name)
-        if root is None:
-            root = await ssh_transport.ensure_runner(conn, host)
-            self._runner_roots[host.name] = root
-        return root
+        async with self._upload_lock(host.name):
+            root = self._runner_roots.get(host.name)
+            if root is None:
+                root = await ssh_transport.ensure_runner(conn, host)
+                self._runner_roots[host.name] = root
+            return root
 
     async def run_files(self, host: HostConfig, run: RunFiles) -> tuple[str | None, str | None]:
         """Remote (modules_dir, captured_dir) of the run on `host`, uploaded once per connection."""
         stamp = json.dumps([_stamp(run.modules_dir), _stamp(run.captured_dir)])
         key = (host.name, run.run_id, stamp)
-        if key not in self._uploaded:
-            conn = await self.connection(host)
-            self._uploaded[key] = await ssh_transport.upload_run_files(
-                conn, host, run.run_id, run.modules_dir, run.captured_dir)
-        return self._uploaded[key]
+        async with self._upload_lock(host.name):
+            if key not in self._uploaded:
+                conn = await self.connection(host)
+                self._uploaded[key] = await ssh_transport.upload_run_files(
+                    conn, host, run.run_id, run.modules_dir, run.captured_dir)
+            return self._uploaded[key]
 
     # -- slots --------------------------------------------------------------
 
@@ -346,7 +362,7 @@ class SlotRegistry:
         except (Exception, asyncio.CancelledError):
             pass
         if isinstance(slot, SSHDeviceSlot) and slot.process is not None:
-            conn = self._conns.get(slot.host)
+            conn = self._conns.get((slot.host, slot.conn_index))
             if conn is not None and conn.is_closed():
                 self.forget_connection(slot.host, conn)
         if entry is not None and entry.lock.locked():
@@ -383,7 +399,7 @@ class SlotRegistry:
             await entry.slot.close()
             closed.append(key)
         used_hosts = {k[0] for k in self._entries}
-        for name in [n for n in self._conns if n not in used_hosts]:
+        for name in {k[0] for k in self._conns} - used_hosts:
             self.forget_connection(name)
         return closed
 
@@ -396,7 +412,7 @@ class SlotRegistry:
             self._reaper.cancel()
         entries, self._entries = list(self._entries.values()), {}
         await asyncio.gather(*(e.slot.close() for e in entries), return_exceptions=True)
-        for name in list(self._conns):
+        for name in {k[0] for k in self._conns}:
             self.forget_connection(name)
 
 
