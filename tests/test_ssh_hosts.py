@@ -115,3 +115,32 @@ def test_check_host_reports_versions_env_scripts_and_exactly_what_is_missing(ssh
     assert local.ok and local.missing == [] and local.transport == "local" and local.torch
     with pytest.raises(ToolError, match="unknown host 'nowhere'"):
         asyncio.run(check_host("nowhere", inventory=inv))
+
+
+def test_an_openssh_config_alias_is_resolved_and_still_verified(ssh_env, tmp_path):
+    server = ssh_env.servers["hostb"]
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host npu-alias\n  HostName 127.0.0.1\n  Port {server.port}\n  User root\n"
+                      f"  IdentityFile {ssh_env.client_key}\n")
+    from tools.remote.inventory import parse_inventory
+    inv = parse_inventory({"hosts": {"aliased": {"ssh_config_alias": "npu-alias", "ssh_config": str(config),
+                                                 "known_hosts": str(ssh_env.known_hosts)}}})
+    h = inv.get("aliased")
+    assert ssh.resolved_address(h) == ("127.0.0.1", server.port)
+
+    async def whoami():
+        conn = await ssh.open_connection(h)
+        try:
+            return (await conn.run("id -un", check=True)).stdout.strip()
+        finally:
+            conn.close()
+
+    assert asyncio.run(whoami()) == "root"
+    empty = tmp_path / "empty_known_hosts"
+    empty.write_text("")
+    inv = parse_inventory({"hosts": {"aliased": {"ssh_config_alias": "npu-alias", "ssh_config": str(config),
+                                                 "known_hosts": str(empty)}}})
+    with pytest.raises(ToolError) as err:
+        asyncio.run(ssh.open_connection(inv.get("aliased")))
+    assert err.value.code == "host_key_unknown"
+    assert f"ssh-keyscan -p {server.port} 127.0.0.1 >> {empty}" in err.value.message

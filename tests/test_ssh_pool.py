@@ -251,3 +251,28 @@ def test_a_cancelled_run_leaves_no_runner_process_on_the_host(ssh_env, tmp_path)
     left = run(start_then_cancel())
     assert left == []
     assert recorded(tmp_path, "cancel") == {}
+
+
+def test_warm_workers_are_reused_across_tool_calls_and_shut_down_when_idle(ssh_env, tmp_path):
+    marker = str(tmp_path / "warm-work")
+    inv = ssh_env.inventory(hostb={"work_dir": marker, "devices": [0], "idle_timeout_s": 30.0})
+    plan(tmp_path, "warm-1", 2)
+    plan(tmp_path, "warm-2", 2)
+
+    async def two_calls_then_idle():
+        first = await run_case_remote("warm-1", hosts=["hostb"], root=tmp_path, inventory=inv)
+        second = await run_case_remote("warm-2", hosts=["hostb"], root=tmp_path, inventory=inv)
+        alive_between = processes_with_marker(marker)
+        not_yet = await pool.REGISTRY.reap_idle()  # used just now: stays warm
+        reaped = await pool.REGISTRY.reap_idle(now=time.monotonic() + 31)  # idle past idle_timeout_s
+        deadline = time.monotonic() + 10
+        while processes_with_marker(marker) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        return first, second, alive_between, not_yet, reaped, processes_with_marker(marker)
+
+    first, second, alive_between, not_yet, reaped, left = run(two_calls_then_idle())
+    assert len(first.recorded) == len(second.recorded) == 2
+    pids = {e["worker_pid"] for run_id in ("warm-1", "warm-2") for e in raw_events(tmp_path, run_id).values()}
+    assert len(pids) == 1  # one warm worker served both tool calls
+    assert alive_between and not_yet == [] and reaped == [("hostb", 0)]
+    assert left == []  # idle shutdown stopped the supervisor and its worker (and so released the lease)
