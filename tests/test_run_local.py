@@ -1,0 +1,289 @@
+"""End to end through run_case_remote on the local transport (a real
+supervisor + warm worker subprocess, the runner staged as opdebug_runner),
+with deliberately buggy candidate operators from tests/operators/.
+
+All tests of this module share one event loop, hence one warm local slot
+(torch is imported once); the tests that kill the worker come last but one,
+the cancellation test last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from tools.errors import ToolError
+from tools.evidence import RunStore
+from tools.plan_cases import plan_cases
+from tools.remote.pool import REGISTRY
+from tools.run_case_remote import run_case_remote
+
+OPERATORS = Path(__file__).resolve().parent / "operators"
+
+
+@pytest.fixture(scope="module")
+def loop():
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.run_until_complete(REGISTRY.close_all())
+    loop.close()
+
+
+def plan(root: Path, run_id: str, module: str, cases: list[dict], *, tolerance: dict | None = None,
+         **operator) -> None:
+    stem = module[:-3]
+    config = {"run_id": run_id,
+              "operator": {"name": stem, "candidate": f"{stem}.cand", "reference": f"{stem}.ref",
+                           "modules": [module], **operator},
+              "tolerance": tolerance or {"atol": 1e-5, "rtol": 1e-5}}
+    plan_cases({"config": config, "cases": cases,
+                "module_sources": {module: (OPERATORS / module).read_text()}}, root=root)
+
+
+def inp(name="x", shape=(4, 8), dtype="float32", **kw) -> dict:
+    return {"name": name, "shape": list(shape), "dtype": dtype, **kw}
+
+
+def run(loop, root, run_id, **kw):
+    return loop.run_until_complete(run_case_remote(run_id, root=root, **kw))
+
+
+def states(response) -> dict[str, str]:
+    return {o.case_id: o.state for o in response.outcomes}
+
+
+def worker_answer(root: Path, run_id: str, case_id: str) -> dict:
+    return json.loads((root / run_id / "raw-results" / case_id / "worker-result.json").read_text())
+
+
+def alive(pid: int) -> bool:
+    """True when the process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_wrong_for_bfloat16_only(loop, tmp_path: Path) -> None:
+    cases = [{"id": f"x-{d}", "inputs": [inp(dtype=d)]} for d in ("float32", "float16", "bfloat16")]
+    plan(tmp_path, "bf16", "bf16_only.py", cases,
+         tolerance={"atol": 1e-5, "rtol": 1e-5, "per_dtype": {"float16": {"atol": 1e-3, "rtol": 1e-3},
+                                                               "bfloat16": {"atol": 8e-3, "rtol": 8e-3}}})
+    seen = []
+
+    async def progress(done, total, outcome):
+        seen.append((done, total, outcome.case_id))
+
+    resp = run(loop, tmp_path, "bf16", progress=progress)
+    assert states(resp) == {"x-float32": "passed", "x-float16": "passed", "x-bfloat16": "numerical_mismatch"}
+    assert [d for d, _, _ in seen] == [1, 2, 3] and {t for _, t, _ in seen} == {3}
+    bad = next(o for o in resp.outcomes if o.case_id == "x-bfloat16")
+    assert bad.recorded and bad.failed_outputs == ["out"] and bad.max_abs == pytest.approx(0.25, abs=0.01)
+    assert sorted(resp.recorded) == sorted(states(resp)) and resp.pending == []
+    # raw evidence and input metadata on disk, the result recorded through record_result
+    raw = tmp_path / "bf16" / "raw-results" / "x-bfloat16"
+    assert {"worker-result.json", "stdout.txt", "stderr.txt", "traceback.txt", "result.json"} <= \
+        {p.name for p in raw.iterdir()}
+    meta = json.loads((tmp_path / "bf16" / "input-metadata" / "x-bfloat16.json").read_text())
+    assert meta["inputs"][0]["dtype"] == "bfloat16" and meta["inputs"][0]["shape"] == [4, 8]
+    result = RunStore(tmp_path, "bf16").read_results()["x-bfloat16"]
+    assert result.source.kind == "run_case_remote" and result.source.host == "local"
+    comp = result.comparisons[0]
+    assert comp.actual_dtype == "bfloat16" and comp.expected_dtype == "float32" and comp.mismatch_ratio == 1.0
+
+
+def test_wrong_for_non_contiguous_strides_only(loop, tmp_path: Path) -> None:
+    cases = [{"id": "contiguous", "inputs": [inp()]},
+             {"id": "transposed", "inputs": [inp(strides=[1, 4])]},
+             {"id": "offset", "inputs": [inp(storage_offset=5)]}]
+    plan(tmp_path, "strided", "contiguous_only.py", cases)
+    resp = run(loop, tmp_path, "strided")
+    assert states(resp) == {"contiguous": "passed", "transposed": "numerical_mismatch", "offset": "passed"}
+
+
+def test_int8_rejection_is_unsupported_with_the_rule(loop, tmp_path: Path) -> None:
+    cases = [{"id": "i32", "inputs": [inp(dtype="int32", values={"kind": "randint", "low": -50, "high": 50})]},
+             {"id": "i8", "inputs": [inp(dtype="int8", values={"kind": "randint", "low": -50, "high": 50})]}]
+    plan(tmp_path, "int8", "int8_reject.py", cases)
+    resp = run(loop, tmp_path, "int8")
+    assert states(resp) == {"i32": "passed", "i8": "unsupported"}
+    out = next(o for o in resp.outcomes if o.case_id == "i8")
+    assert out.matched_rule == "not implemented for"
+    assert out.signature == "RuntimeError: \"abs_kernel_npu\" not implemented for 'Char'"
+    err = RunStore(tmp_path, "int8").read_results()["i8"].error
+    assert err.type == "RuntimeError" and "not implemented for 'Char'" in err.message and err.traceback_tail
+
+
+def test_nan_handled_wrongly_shows_nan_pattern_mismatch(loop, tmp_path: Path) -> None:
+    nan5 = {"kind": "normal", "specials": [{"value": "nan", "count": 5}]}
+    cases = [{"id": "clean", "inputs": [inp()]}, {"id": "with-nan", "inputs": [inp(values=nan5)]}]
+    plan(tmp_path, "nan", "nan_wrong.py", cases)
+    resp = run(loop, tmp_path, "nan")
+    assert states(resp) == {"clean": "passed", "with-nan": "numerical_mismatch"}
+    comp = RunStore(tmp_path, "nan").read_results()["with-nan"].comparisons[0]
+    assert comp.nan_mismatch == 5 and comp.mismatch_count == 5 and comp.inf_mismatch == 0
+    assert comp.max_abs == 0.0  # every finite element is right: only the NaN pattern differs
+    assert comp.first_candidate == 0.0 and comp.first_reference == "nan"
+    assert "NaN pattern mismatches=5" in next(o for o in resp.outcomes if o.case_id == "with-nan").summary
+
+
+def test_keepdim_attribute_handled_wrongly(loop, tmp_path: Path) -> None:
+    cases = [{"id": "keepdim-false", "inputs": [inp()], "attributes": {"keepdim": False}},
+             {"id": "keepdim-true", "inputs": [inp()], "attributes": {"keepdim": True}}]
+    plan(tmp_path, "keepdim", "keepdim_wrong.py", cases)
+    resp = run(loop, tmp_path, "keepdim")
+    assert states(resp) == {"keepdim-false": "passed", "keepdim-true": "numerical_mismatch"}
+    comp = RunStore(tmp_path, "keepdim").read_results()["keepdim-true"].comparisons[0]
+    assert comp.contract_mismatch and comp.expected_shape == [4, 1] and comp.actual_shape == [4]
+
+
+def test_reference_that_raises_leaves_the_case_pending(loop, tmp_path: Path) -> None:
+    plan(tmp_path, "refbad", "reference_raises.py", [{"id": "c1", "inputs": [inp()]}])
+    resp = run(loop, tmp_path, "refbad")
+    (out,) = resp.outcomes
+    assert out.state == "pending" and not out.recorded
+    assert "reference" in out.error and "reference exploded" in out.error
+    assert resp.pending == ["c1"] and resp.recorded == [] and resp.rerun_hint
+    store = RunStore(tmp_path, "refbad")
+    assert store.read_results() == {}
+    assert not (tmp_path / "refbad" / "raw-results" / "c1").exists()
+
+
+def test_candidate_and_reference_get_bit_identical_inputs(loop, tmp_path: Path) -> None:
+    out_dir = tmp_path / "seen"
+    out_dir.mkdir()
+    values = {"kind": "normal", "specials": [
+        {"value": "nan", "positions": [[0, 1]]}, {"value": "-0", "positions": [[1, 2]]},
+        {"value": "inf", "positions": [[2, 0]]}, {"value": "denormal", "positions": [[3, 3]]},
+        {"value": "-large", "count": 2}]}
+    spec = inp(shape=(4, 5), dtype="bfloat16", strides=[1, 6], storage_offset=3, values=values)
+    plan(tmp_path, "bits", "recorder.py", [{"id": "c1", "inputs": [spec], "attributes": {"out_dir": str(out_dir)}}],
+         tolerance={"atol": 1e-2, "rtol": 1e-2})
+    resp = run(loop, tmp_path, "bits")
+    assert states(resp) == {"c1": "passed"}, resp.outcomes
+    import torch
+
+    cand = torch.load(out_dir / "candidate.pt", weights_only=True)
+    ref = torch.load(out_dir / "reference.pt", weights_only=True)
+    for seen in (cand, ref):
+        assert seen["shape"] == [4, 5] and seen["stride"] == [1, 6] and seen["offset"] == 3
+    assert cand["dtype"] == "torch.bfloat16" and ref["dtype"] == "torch.float32"
+    # the reference saw the candidate's values upcast, bit for bit (NaN, -0, inf and the denormal included)
+    upcast = cand["x"].to(torch.float32)
+    assert torch.equal(upcast.contiguous().view(torch.int32), ref["x"].contiguous().view(torch.int32))
+    x = cand["x"].float()
+    assert torch.isnan(x[0, 1]) and torch.isinf(x[2, 0]) and torch.signbit(x[1, 2]) and x[1, 2] == 0
+    assert x[3, 3].item() == torch.finfo(torch.bfloat16).tiny * torch.finfo(torch.bfloat16).eps
+    meta = json.loads((tmp_path / "bits" / "input-metadata" / "c1.json").read_text())["inputs"][0]
+    assert meta["strides"] == [1, 6] and meta["storage_offset"] == 3 and meta["contiguous"] is False
+    assert meta["storage_numel"] == 3 + 3 * 1 + 4 * 6 + 1
+    assert meta["stats"]["nan"] == 1 and meta["stats"]["inf"] == 1
+
+
+def test_compile_runs_on_cpu_and_graph_is_unsupported(loop, tmp_path: Path) -> None:
+    case = {"inputs": [inp("input", (8, 8)), inp("other", (8, 8))]}
+    plan_cases({"config": {"run_id": "modes", "operator": {"name": "add", "candidate": "torch.add",
+                                                            "reference": "torch.add"}},
+                "cases": [dict(case, id="eager"), dict(case, id="compile", mode="compile"),
+                          dict(case, id="graph", mode="graph")]}, root=tmp_path)
+    t0 = time.monotonic()
+    resp = run(loop, tmp_path, "modes")
+    assert states(resp) == {"eager": "passed", "compile": "passed", "graph": "unsupported"}
+    assert time.monotonic() - t0 < 120
+    graph = RunStore(tmp_path, "modes").read_results()["graph"].error
+    assert "graph capture needs a cuda or npu device" in graph.message and "cpu" in graph.message
+    assert graph.matched_rule
+
+
+def test_candidate_prints_do_not_corrupt_the_protocol(loop, tmp_path: Path) -> None:
+    plan(tmp_path, "chatty", "chatty.py", [{"id": "c1", "inputs": [inp()]}, {"id": "c2", "inputs": [inp()]}])
+    resp = run(loop, tmp_path, "chatty")
+    assert states(resp) == {"c1": "passed", "c2": "passed"}
+    raw = tmp_path / "chatty" / "raw-results" / "c1"
+    stdout = (raw / "stdout.txt").read_text()
+    assert "raw fd-1 write" in stdout and "forged" in stdout
+    assert "candidate warning on stderr" in (raw / "stderr.txt").read_text()
+
+
+def test_recorded_cases_are_refused_and_unknown_ids_rejected(loop, tmp_path: Path) -> None:
+    plan(tmp_path, "again", "bf16_only.py", [{"id": "a", "inputs": [inp()]}, {"id": "b", "inputs": [inp()]}])
+    first = run(loop, tmp_path, "again", case_ids=["a"])
+    assert states(first) == {"a": "passed"} and first.pending == ["b"]
+    second = run(loop, tmp_path, "again", case_ids=["a", "b"])
+    assert second.refused == ["a"] and states(second) == {"b": "passed"}
+    third = run(loop, tmp_path, "again")
+    assert third.outcomes == [] and third.pending == []
+    with pytest.raises(ToolError, match="not planned"):
+        run(loop, tmp_path, "again", case_ids=["nope"])
+    with pytest.raises(ToolError, match="unknown host"):
+        run(loop, tmp_path, "again", hosts=["no-such-host"])
+
+
+def test_segfault_on_large_shapes_then_a_fresh_worker(loop, tmp_path: Path) -> None:
+    cases = [{"id": "small", "inputs": [inp(shape=(8, 8))]},
+             {"id": "large", "inputs": [inp(shape=(64, 64))]},
+             {"id": "small-after", "inputs": [inp(shape=(8, 8))]}]
+    plan(tmp_path, "segv", "segfault_large.py", cases)
+    resp = run(loop, tmp_path, "segv")
+    assert states(resp) == {"small": "passed", "large": "crash", "small-after": "passed"}
+    large = next(o for o in resp.outcomes if o.case_id == "large")
+    assert large.signature == "SIGSEGV" and large.recorded
+    err = RunStore(tmp_path, "segv").read_results()["large"].error
+    assert err.signal == "SIGSEGV" and "Segmentation fault" in err.traceback_tail  # faulthandler's report
+    before, crashed, after = (worker_answer(tmp_path, "segv", c) for c in ("small", "large", "small-after"))
+    assert before["worker_pid"] == crashed["worker_pid"] != after["worker_pid"]
+    assert crashed["worker_lost"] and after["worker_restarted"]
+    assert not alive(crashed["worker_pid"])
+
+
+def test_endless_loop_times_out_and_the_worker_is_replaced(loop, tmp_path: Path) -> None:
+    cases = [{"id": "spin", "inputs": [inp()], "attributes": {"spin": True}, "timeout_s": 2},
+             {"id": "after", "inputs": [inp()], "attributes": {"spin": False}}]
+    plan(tmp_path, "spin", "endless.py", cases)
+    t0 = time.monotonic()
+    resp = run(loop, tmp_path, "spin", case_ids=["spin"])
+    elapsed = time.monotonic() - t0
+    assert states(resp) == {"spin": "crash"}
+    assert elapsed < 2 + 5, elapsed
+    err = RunStore(tmp_path, "spin").read_results()["spin"].error
+    assert err.signature == "timeout" and "timeout of 2 s" in err.message
+    spun = worker_answer(tmp_path, "spin", "spin")
+    assert not alive(spun["worker_pid"])
+    resp = run(loop, tmp_path, "spin")
+    assert states(resp) == {"after": "passed"}
+    assert worker_answer(tmp_path, "spin", "after")["worker_pid"] != spun["worker_pid"]
+
+
+def test_cancelling_a_run_kills_supervisor_and_worker(loop, tmp_path: Path) -> None:
+    pid_file = tmp_path / "worker.pid"
+    plan(tmp_path, "cancel", "pid_then_spin.py",
+         [{"id": "c1", "inputs": [inp()], "attributes": {"pid_file": str(pid_file)}, "timeout_s": 120}])
+
+    async def scenario():
+        task = asyncio.ensure_future(run_case_remote("cancel", root=tmp_path))
+        for _ in range(600):
+            if pid_file.exists():
+                break
+            await asyncio.sleep(0.05)
+        worker_pid = int(pid_file.read_text())
+        slots = [e.slot for e in REGISTRY._entries.values()]
+        supervisor_pids = [s.pid for s in slots if getattr(s, "pid", None)]
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return worker_pid, supervisor_pids
+
+    worker_pid, supervisor_pids = loop.run_until_complete(scenario())
+    assert supervisor_pids
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (alive(worker_pid) or any(map(alive, supervisor_pids))):
+        time.sleep(0.1)
+    assert not alive(worker_pid) and not any(map(alive, supervisor_pids))
+    assert RunStore(tmp_path, "cancel").pending_case_ids() == ["c1"]
+    assert os.path.exists(pid_file)
