@@ -1,0 +1,181 @@
+"""The supervisor process and its client: the shipped copy stands alone, the
+protocol survives a dying peer, and no process outlives its owner."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tools.remote.local import LocalSlot, stage_runner
+from tools.remote.supervisor_client import ConnectionLost, SupervisorClient
+
+OPERATORS = Path(__file__).resolve().parent / "operators"
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_dead(*pids: int, within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not any(alive(p) for p in pids):
+            return True
+        time.sleep(0.05)
+    return not any(alive(p) for p in pids)
+
+
+def test_the_staged_runner_needs_only_stdlib_and_torch(tmp_path: Path) -> None:
+    stage = stage_runner(tmp_path / "stage")
+    assert stage_runner(tmp_path / "stage") == stage  # staged once per content hash
+    code = ("import sys, opdebug_runner.supervisor, opdebug_runner.classify\n"
+            "assert 'torch' not in sys.modules, 'the supervisor must not import torch'\n"
+            "import opdebug_runner.worker, opdebug_runner.execute, opdebug_runner.devices\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('tools', 'pydantic', 'mcp', 'asyncssh'))\n"
+            "assert not bad, bad\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(stage)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def _config(module: str) -> dict:
+    stem = module[:-3]
+    return {"run_id": "p", "operator": {"name": stem, "candidate": f"{stem}.cand", "reference": f"{stem}.ref",
+                                        "modules": [module]}, "tolerance": {"atol": 1e-5, "rtol": 1e-5}}
+
+
+def _case(case_id: str, **attributes) -> dict:
+    return {"id": case_id, "mode": "eager", "inputs": [{"name": "x", "shape": [4, 4]}], "attributes": attributes}
+
+
+def _modules(tmp_path: Path, *names: str) -> str:
+    d = tmp_path / "modules"
+    d.mkdir(exist_ok=True)
+    for n in names:
+        (d / n).write_text((OPERATORS / n).read_text())
+    return str(d)
+
+
+def _start_supervisor(tmp_path: Path) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(stage_runner(tmp_path / "stage")))
+    return subprocess.Popen([sys.executable, "-m", "opdebug_runner", "supervise", "--device", "cpu"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=tmp_path,
+                            start_new_session=True)
+
+
+def _ask(proc: subprocess.Popen, msg: dict) -> None:
+    proc.stdin.write(json.dumps(msg).encode() + b"\n")
+    proc.stdin.flush()
+
+
+def _event(proc: subprocess.Popen) -> dict:
+    line = proc.stdout.readline()
+    assert line, "the supervisor's output ended"
+    return json.loads(line)
+
+
+def test_closing_stdin_mid_case_kills_worker_and_supervisor(tmp_path: Path) -> None:
+    modules = _modules(tmp_path, "endless.py", "int8_reject.py")
+    proc = _start_supervisor(tmp_path)
+    try:
+        _ask(proc, {"op": "hello"})
+        hello = _event(proc)
+        assert hello["event"] == "hello" and hello["protocol"] == 1 and hello["torch"]
+        worker = hello["worker_pid"]
+        # a candidate exception; the health check before the next case keeps the same warm worker
+        int8 = {"id": "c0", "inputs": [{"name": "x", "shape": [4], "dtype": "int8",
+                                        "values": {"kind": "randint", "low": -5, "high": 5}}]}
+        _ask(proc, {"op": "run", "request_id": "r0", "config": _config("int8_reject.py"), "case": int8,
+                    "timeout_s": 30, "modules_dir": modules})
+        assert _event(proc)["event"] == "started"
+        done = _event(proc)
+        assert done["result"]["status"] == "unsupported" and done["worker_pid"] == worker
+        _ask(proc, {"op": "run", "request_id": "r1", "config": _config("endless.py"), "case": _case("c1", spin=True),
+                    "timeout_s": 60, "modules_dir": modules})
+        started = _event(proc)
+        assert started["event"] == "started" and started["worker_pid"] == worker
+        time.sleep(0.3)  # the candidate is spinning now
+        proc.stdin.close()  # the server went away
+        assert proc.wait(timeout=15) == 0
+        assert wait_dead(worker), "the worker outlived its supervisor"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_a_killed_supervisor_takes_its_worker_along(tmp_path: Path) -> None:
+    proc = _start_supervisor(tmp_path)
+    try:
+        _ask(proc, {"op": "hello"})
+        worker = _event(proc)["worker_pid"]
+        assert alive(worker)
+        proc.kill()  # SIGKILL: no chance to clean up; the worker's parent-death signal does it
+        proc.wait(timeout=10)
+        assert wait_dead(worker)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_client_raises_connection_lost_when_the_supervisor_dies_mid_case(tmp_path: Path) -> None:
+    modules = _modules(tmp_path, "endless.py")
+
+    async def scenario():
+        slot = LocalSlot()
+        await slot.start()
+        try:
+            run = type("Run", (), {"config": _config("endless.py"), "modules_dir": modules, "captured_dir": None})
+            task = asyncio.ensure_future(slot.run_case(run, _case("c1", spin=True), 60))
+            await asyncio.sleep(1.0)
+            os.kill(slot.pid, signal.SIGKILL)
+            with pytest.raises(ConnectionLost):
+                await asyncio.wait_for(task, 20)
+            assert not slot.alive
+        finally:
+            await slot.close()
+        return slot.hello["worker_pid"]
+
+    worker = asyncio.run(scenario())
+    assert wait_dead(worker)
+
+
+def test_client_skips_noise_and_reports_a_stream_that_ends() -> None:
+    class Reader:
+        def __init__(self, lines):
+            self.lines = list(lines)
+
+        async def readline(self):
+            return self.lines.pop(0) if self.lines else b""
+
+    class Writer:
+        def __init__(self):
+            self.data = b""
+
+        def write(self, data):
+            self.data += data
+
+        async def drain(self):
+            pass
+
+    async def scenario():
+        client = SupervisorClient(Reader([b"Welcome to the NPU box\n", b'{"event": "hello", "pid": 1}\n']), Writer())
+        hello = await client.hello()
+        assert hello["pid"] == 1 and list(client.noise) == ["Welcome to the NPU box"]
+        with pytest.raises(ConnectionLost, match="ended"):
+            await client.run_case({}, {"id": "c"}, 5)
+
+    asyncio.run(scenario())
