@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from sshd_fixture import Sshd, make_client_key  # noqa: E402
+from sshd_fixture import Sshd, login_user, make_client_key  # noqa: E402
 from tools.evidence import RunStore  # noqa: E402
 from tools.plan_cases import plan_cases  # noqa: E402
 from tools.remote import pool  # noqa: E402
@@ -79,7 +79,7 @@ def fresh_ssh_case(server: Sshd, key: Path, known_hosts: Path) -> float:
     out = subprocess.run(
         ["ssh", "-p", str(server.port), "-i", str(key), "-o", f"UserKnownHostsFile={known_hosts}",
          "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-         "root@127.0.0.1", f"{sys.executable} -c '{FRESH_SCRIPT}'"],
+         f"{login_user()}@127.0.0.1", f"{sys.executable} -c '{FRESH_SCRIPT}'"],
         capture_output=True, text=True, timeout=120)
     elapsed = time.perf_counter() - start
     if out.returncode != 0 or out.stdout.strip() != "True":
@@ -136,7 +136,7 @@ async def throughput(server_inv: dict, root: Path, n: int, delay: float) -> dict
 
 
 async def main_async(args, server: Sshd, key: Path, known_hosts: Path, base: Path) -> dict:
-    server_inv = {"hostname": "127.0.0.1", "port": server.port, "user": "root", "identity_files": [str(key)],
+    server_inv = {"hostname": "127.0.0.1", "port": server.port, "user": login_user(), "identity_files": [str(key)],
                   "known_hosts": str(known_hosts), "python": sys.executable, "device": "cpu",
                   "devices": [0, 1, 2, 3], "work_dir": str(base / "work")}
     inv = parse_inventory({"hosts": {"bench": {**server_inv, "concurrency": 1}}})

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sshd_fixture import ssh_env  # noqa: F401  (fixture)
+from sshd_fixture import login_user, ssh_env  # noqa: F401  (fixture)
 from tools.check_host import check_host
 from tools.errors import ToolError
 from tools.remote import ssh
@@ -120,7 +120,7 @@ def test_check_host_reports_versions_env_scripts_and_exactly_what_is_missing(ssh
 def test_an_openssh_config_alias_is_resolved_and_still_verified(ssh_env, tmp_path):
     server = ssh_env.servers["hostb"]
     config = tmp_path / "ssh_config"
-    config.write_text(f"Host npu-alias\n  HostName 127.0.0.1\n  Port {server.port}\n  User root\n"
+    config.write_text(f"Host npu-alias\n  HostName 127.0.0.1\n  Port {server.port}\n  User {login_user()}\n"
                       f"  IdentityFile {ssh_env.client_key}\n")
     from tools.remote.inventory import parse_inventory
     inv = parse_inventory({"hosts": {"aliased": {"ssh_config_alias": "npu-alias", "ssh_config": str(config),
@@ -135,7 +135,7 @@ def test_an_openssh_config_alias_is_resolved_and_still_verified(ssh_env, tmp_pat
         finally:
             conn.close()
 
-    assert asyncio.run(whoami()) == "root"
+    assert asyncio.run(whoami()) == login_user()
     empty = tmp_path / "empty_known_hosts"
     empty.write_text("")
     inv = parse_inventory({"hosts": {"aliased": {"ssh_config_alias": "npu-alias", "ssh_config": str(config),
