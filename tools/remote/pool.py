@@ -117,7 +117,8 @@ class SSHDeviceSlot:
         try:
             self.process = await conn.create_process(cmd, encoding=None)
         except (asyncssh.Error, OSError) as exc:
-            self.registry.forget_connection(self.cfg.name, conn)
+            if conn.is_closed():
+                self.registry.forget_connection(self.cfg.name, conn)
             raise SlotLost(f"cannot start a worker on {self.host} {self.device}: {exc}") from None
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
         try:
@@ -231,8 +232,12 @@ class _Entry:
     slot: Any
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last_used: float = field(default_factory=time.monotonic)
-    idle_timeout_s: float = 600.0
+    cfg: HostConfig | None = None
     started: bool = False
+
+    @property
+    def idle_timeout_s(self) -> float:
+        return self.cfg.idle_timeout_s if self.cfg is not None else 600.0
 
 
 class SlotRegistry:
@@ -250,6 +255,7 @@ class SlotRegistry:
         self._entries: dict[tuple[str, int], _Entry] = {}
         self._conns: dict[tuple[str, int], asyncssh.SSHClientConnection] = {}
         self._conn_locks: dict[tuple[str, int], asyncio.Lock] = {}
+        self._conn_cfg: dict[str, HostConfig] = {}
         self._runner_roots: dict[str, str] = {}
         self._uploaded: dict[tuple[str, str, str], tuple[str | None, str | None]] = {}
         self._reaper: asyncio.Task | None = None
@@ -265,6 +271,9 @@ class SlotRegistry:
         """The host's connection number `index` (0 unless the host has more slots
         than its sshd's MaxSessions allows on one connection)."""
         self._bind()
+        if self._conn_cfg.get(host.name, host) != host:  # the inventory changed: start afresh
+            self.forget_connection(host.name)
+        self._conn_cfg[host.name] = host
         key = (host.name, index)
         lock = self._conn_locks.setdefault(key, asyncio.Lock())
         async with lock:
@@ -329,11 +338,14 @@ class SlotRegistry:
         key = (host.name, int(device))
         entry = self._entries.get(key)
         if entry is None:
-            entry = self._entries[key] = _Entry(self._new_slot(host, device), idle_timeout_s=host.idle_timeout_s)
+            entry = self._entries[key] = _Entry(self._new_slot(host, device), cfg=host)
         if not wait and entry.lock.locked():
             return None
         await entry.lock.acquire()
         try:
+            if entry.cfg != host:  # the inventory entry changed: never reuse a worker started from the old one
+                await entry.slot.close()
+                entry.slot, entry.cfg, entry.started = self._new_slot(host, device), host, False
             if not entry.slot.alive:
                 if entry.started:
                     entry.slot = self._new_slot(host, device)  # a used-up slot is never restarted in place
