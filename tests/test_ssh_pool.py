@@ -284,3 +284,16 @@ def test_warm_workers_are_reused_across_tool_calls_and_shut_down_when_idle(ssh_e
     assert len(pids) == 1  # one warm worker served both tool calls
     assert alive_between and not_yet == [] and reaped == [("hostb", 0)]
     assert left == []  # idle shutdown stopped the supervisor and its worker (and so released the lease)
+
+
+def test_a_run_on_an_untrusted_host_is_refused_with_the_trust_command_and_records_nothing(ssh_env, tmp_path):
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    inv = ssh_env.inventory(hosta={"known_hosts": str(empty), "devices": [0, 1, 2]})
+    plan(tmp_path, "untrusted", 2)
+    with pytest.raises(ToolError) as err:
+        run(run_case_remote("untrusted", hosts=["hosta"], root=tmp_path, inventory=inv))
+    assert err.value.code == "no_slot"
+    port = ssh_env.servers["hosta"].port
+    assert f"ssh-keyscan -p {port} 127.0.0.1 >> {empty}" in err.value.message
+    assert recorded(tmp_path, "untrusted") == {}

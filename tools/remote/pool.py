@@ -38,6 +38,7 @@ from . import ssh as ssh_transport
 SLOT_START_TIMEOUT_S = 180.0  # lease wait + python/torch import on a slow host
 SHUTDOWN_GRACE_S = 5.0
 REAP_INTERVAL_S = 5.0
+CONNECT_FAILURE_MEMORY_S = 10.0  # a host that just refused or timed out is not retried per slot
 
 
 class SlotLost(Exception):
@@ -256,6 +257,7 @@ class SlotRegistry:
         self._conns: dict[tuple[str, int], asyncssh.SSHClientConnection] = {}
         self._conn_locks: dict[tuple[str, int], asyncio.Lock] = {}
         self._conn_cfg: dict[str, HostConfig] = {}
+        self._conn_failures: dict[str, tuple[float, ToolError]] = {}
         self._runner_roots: dict[str, str] = {}
         self._uploaded: dict[tuple[str, str, str], tuple[str | None, str | None]] = {}
         self._reaper: asyncio.Task | None = None
@@ -273,6 +275,7 @@ class SlotRegistry:
         self._bind()
         if self._conn_cfg.get(host.name, host) != host:  # the inventory changed: start afresh
             self.forget_connection(host.name)
+            self._conn_failures.pop(host.name, None)
         self._conn_cfg[host.name] = host
         key = (host.name, index)
         lock = self._conn_locks.setdefault(key, asyncio.Lock())
@@ -280,9 +283,17 @@ class SlotRegistry:
             conn = self._conns.get(key)
             if conn is not None and not conn.is_closed():
                 return conn
+            failed = self._conn_failures.get(host.name)
+            if failed is not None and time.monotonic() - failed[0] < CONNECT_FAILURE_MEMORY_S:
+                raise failed[1]  # the host's other slots do not each wait out connect_timeout again
             if index == 0:
                 self._runner_roots.pop(host.name, None)
-            conn = await ssh_transport.open_connection(host)
+            try:
+                conn = await ssh_transport.open_connection(host)
+            except ToolError as exc:
+                self._conn_failures[host.name] = (time.monotonic(), exc)
+                raise
+            self._conn_failures.pop(host.name, None)
             self._conns[key] = conn
             return conn
 
