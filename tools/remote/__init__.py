@@ -1,0 +1,9 @@
+"""Transports and hosts: where cases run.
+
+- ``supervisor_client``: the async client of one runner supervisor over any
+  byte streams (``ConnectionLost`` when the stream ends or breaks).
+- ``local``: the runner as a local subprocess (the embedded default host
+  ``local``), staged by content hash like the SSH upload.
+- ``inventory``, ``ssh``, ``pool``, ``lease``, ``host_probe``: the SSH hosts,
+  their warm device slots and device leases.
+"""
