@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import shlex
 import sys
 import time
@@ -61,13 +62,14 @@ class HostCheck(Strict):
     elapsed_s: float
 
 
-def probe_command(host: HostConfig) -> str:
+def probe_command(host: HostConfig, marker: str = "") -> str:
     """`[docker exec -i C] bash -c 'source S0; s0=$?; ...; exec env OPDEBUG_ENV_STATUS="$s0 ..." PY - WORK KIND'`.
     Built from validated inventory fields and constants only, each quoted."""
     q = shlex.quote
     steps = [f"source {q(s)}; s{i}=$?" for i, s in enumerate(host.env_scripts)]
     status = " ".join(f"${{s{i}}}" for i in range(len(host.env_scripts)))
-    steps.append(f'exec env OPDEBUG_ENV_STATUS="{status}" {q(host.python)} - {q(host.work_dir)} {q(host.device)}')
+    steps.append(f'exec env OPDEBUG_ENV_STATUS="{status}" {q(host.python)} - {q(host.work_dir)} {q(host.device)}'
+                 + (f" {q(marker)}" if marker else ""))
     argv = ["bash", "-c", "; ".join(steps)]
     if host.container:
         argv = ["docker", "exec", "-i", host.container, *argv]
@@ -78,9 +80,18 @@ async def _run_probe_ssh(host: HostConfig) -> tuple[int | None, str, str]:
     from .remote.ssh import open_connection  # asyncssh only when a remote host is checked
 
     conn = await open_connection(host)
+    marker = f".opdebug-visible-{secrets.token_hex(8)}"
     try:
-        result = await asyncio.wait_for(
-            conn.run(probe_command(host), input=PROBE_SRC.read_text(), check=False), PROBE_TIMEOUT_S)
+        async with conn.start_sftp_client() as sftp:
+            await sftp.makedirs(host.work_dir, exist_ok=True)
+            async with sftp.open(f"{host.work_dir}/{marker}", "wb") as fh:
+                await fh.write(b"written by check_host over SFTP\n")
+        try:
+            result = await asyncio.wait_for(
+                conn.run(probe_command(host, marker), input=PROBE_SRC.read_text(), check=False), PROBE_TIMEOUT_S)
+        finally:
+            async with conn.start_sftp_client() as sftp:
+                await sftp.remove(f"{host.work_dir}/{marker}")
         return result.exit_status, str(result.stdout or ""), str(result.stderr or "")
     finally:
         conn.close()
@@ -121,6 +132,10 @@ def _missing(host: HostConfig, probe: dict, env: list[EnvScriptCheck]) -> list[s
                 missing.append(f"{host.device} devices {absent} (only {count} visible: ids 0..{count - 1})")
     if probe.get("work_dir_writable") is False:
         missing.append(f"a writable work_dir ({host.work_dir})")
+    elif host.transport == "ssh" and not probe.get("marker_seen"):
+        where = f"inside container {host.container!r}" if host.container else "where the worker runs"
+        missing.append(f"work_dir {host.work_dir} as uploaded by SFTP is not visible {where}: mount it at the "
+                       "same path (docker run -v PATH:PATH)")
     free = probe.get("free_disk_bytes")
     if free is not None and free < MIN_FREE_BYTES:
         missing.append(f"free disk in {host.work_dir} ({free // (1 << 20)} MiB, want at least 1 GiB)")

@@ -1,4 +1,4 @@
-"""What a host has: a stdlib-only probe that check_host runs there as ``python - WORK_DIR KIND``.
+"""What a host has: a stdlib-only probe that check_host runs there as ``python - WORK_DIR KIND [MARKER]``.
 
 Its source is sent on stdin (it is shipped, never built from arguments); it
 prints one JSON object.  Imports torch (and torch_npu on NPU hosts) to report
@@ -43,6 +43,7 @@ def cann_version():
 
 def main():
     work_dir, kind = sys.argv[1], sys.argv[2]
+    marker = sys.argv[3] if len(sys.argv) > 3 else ""
     started = time.time()
     out = {"python": platform.python_version(), "python_executable": sys.executable,
            "hostname": platform.node(), "kind": kind, "errors": []}
@@ -88,6 +89,9 @@ def main():
     except OSError as exc:
         out["work_dir_writable"] = False
         out["errors"].append(f"work_dir: {exc}")
+    # The server put this file into work_dir by SFTP (on the host): seeing it here
+    # proves the runner it uploads is visible where the worker runs (container mounts).
+    out["marker_seen"] = bool(marker) and os.path.isfile(os.path.join(work_dir, marker))
     out["probe_s"] = round(time.time() - started, 3)
     sys.stdout.write(json.dumps(out) + "\n")
 

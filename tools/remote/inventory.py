@@ -15,6 +15,10 @@ A TOML file (path by argument or $OPDEBUG_INVENTORY) with one table per host::
     work_dir = "/tmp/opdebug"
     concurrency = 8
 
+With ``container``, the worker runs inside ``docker exec -i NAME``, while
+the runner is uploaded by SFTP to the host's filesystem: ``work_dir`` must be
+mounted into the container at the same path (check_host verifies it).
+
 The host ``local`` (the same runner as a local subprocess, device cpu) is
 always there.  Tools take host *names* only; every field that ends up in a
 remote command line is checked against a strict pattern here and quoted again
