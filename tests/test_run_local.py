@@ -225,13 +225,31 @@ def test_recorded_cases_are_refused_and_unknown_ids_rejected(loop, tmp_path: Pat
         run(loop, tmp_path, "again", hosts=["no-such-host"])
 
 
+def test_a_failed_health_check_replaces_the_worker(loop, tmp_path: Path) -> None:
+    cases = [{"id": "poison", "inputs": [inp()], "attributes": {"poison": True}},
+             {"id": "after", "inputs": [inp()], "attributes": {"poison": False}}]
+    plan(tmp_path, "health", "poisons_device.py", cases)
+    resp = run(loop, tmp_path, "health")
+    assert states(resp) == {"poison": "crash", "after": "passed"}
+    assert next(o for o in resp.outcomes if o.case_id == "poison").signature == \
+        "RuntimeError: aicore exception: kernel execution timed out"
+    poisoned, after = (worker_answer(tmp_path, "health", c) for c in ("poison", "after"))
+    assert not poisoned["worker_lost"]  # the worker survived the exception...
+    assert after["worker_restarted"] and after["worker_pid"] != poisoned["worker_pid"]  # ...but not its check
+
+
 def test_segfault_on_large_shapes_then_a_fresh_worker(loop, tmp_path: Path) -> None:
     cases = [{"id": "small", "inputs": [inp(shape=(8, 8))]},
              {"id": "large", "inputs": [inp(shape=(64, 64))]},
-             {"id": "small-after", "inputs": [inp(shape=(8, 8))]}]
+             {"id": "small-after", "inputs": [inp(shape=(8, 8))]},
+             {"id": "exits", "inputs": [inp(shape=(8, 8))], "attributes": {"exit_code": 7}},
+             {"id": "last", "inputs": [inp(shape=(8, 8))]}]
     plan(tmp_path, "segv", "segfault_large.py", cases)
     resp = run(loop, tmp_path, "segv")
-    assert states(resp) == {"small": "passed", "large": "crash", "small-after": "passed"}
+    assert states(resp) == {"small": "passed", "large": "crash", "small-after": "passed", "exits": "crash",
+                            "last": "passed"}
+    exits = RunStore(tmp_path, "segv").read_results()["exits"].error
+    assert exits.signature == "exit 7" and exits.exit_code == 7 and exits.signal is None
     large = next(o for o in resp.outcomes if o.case_id == "large")
     assert large.signature == "SIGSEGV" and large.recorded
     err = RunStore(tmp_path, "segv").read_results()["large"].error

@@ -175,8 +175,10 @@ class Supervisor:
                 return None
             if kind == "server_eof":
                 raise ServerGone("stdin closed")
-            if kind == "server":  # handled in order once the current op is done
-                self.backlog.append(payload)
+            if kind == "server":
+                if _parse(payload).get("op") == "shutdown":
+                    raise ServerGone("shutdown requested")  # acted on at once, even mid-case
+                self.backlog.append(payload)  # anything else waits for the current op
                 continue
             if self.worker is None or gen != self.worker.generation:
                 continue  # a stale line from a worker already replaced
