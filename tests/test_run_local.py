@@ -254,6 +254,10 @@ def test_segfault_on_large_shapes_then_a_fresh_worker(loop, tmp_path: Path) -> N
     assert large.signature == "SIGSEGV" and large.recorded
     err = RunStore(tmp_path, "segv").read_results()["large"].error
     assert err.signal == "SIGSEGV" and "Segmentation fault" in err.traceback_tail  # faulthandler's report
+    assert "segfault_large.py" in err.traceback_tail  # ...with the Python stack of the crash
+    # what the crashing case was given is on record, although the worker never answered
+    meta = json.loads((tmp_path / "segv" / "input-metadata" / "large.json").read_text())
+    assert meta["inputs"][0]["shape"] == [64, 64]
     before, crashed, after = (worker_answer(tmp_path, "segv", c) for c in ("small", "large", "small-after"))
     assert before["worker_pid"] == crashed["worker_pid"] != after["worker_pid"]
     assert crashed["worker_lost"] and after["worker_restarted"]

@@ -74,6 +74,10 @@ class Device:
 class CudaDevice(Device):
     kind = "cuda"
 
+    def __init__(self):
+        super().__init__()
+        torch.cuda.set_device(self.torch_device)
+
     def info(self) -> dict:
         return {"device": self.label, "device_kind": self.kind, "device_count": torch.cuda.device_count(),
                 "device_name": torch.cuda.get_device_name(0)}
@@ -93,6 +97,7 @@ class NpuDevice(Device):
 
         self.torch_npu = torch_npu
         super().__init__()
+        torch.npu.set_device(self.torch_device)
 
     def info(self) -> dict:
         info = {"device": self.label, "device_kind": self.kind, "device_count": torch.npu.device_count(),

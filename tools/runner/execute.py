@@ -36,7 +36,9 @@ def environment(device: Device) -> dict:
     return env
 
 
-def execute_case(request: dict, device: Device, env: dict) -> dict:
+def execute_case(request: dict, device: Device, env: dict, on_inputs=None) -> dict:
+    """``on_inputs(metadata)`` is called once the inputs are built, before the
+    candidate runs (the supervisor keeps it for a worker that dies)."""
     config, case = request["config"], request["case"]
     op = config["operator"]
     t_start = time.perf_counter()
@@ -55,6 +57,8 @@ def execute_case(request: dict, device: Device, env: dict) -> dict:
                 "reference_dtype": op.get("reference_dtype", "float32"),
                 "inputs": [b.metadata for b in built]}
     answer = {"input_metadata": metadata}
+    if on_inputs is not None:
+        on_inputs(metadata)
 
     # Reference inputs first (the candidate may write into its inputs):
     # the same storage upcast on CPU, viewed with the same strides and offset.

@@ -283,6 +283,7 @@ class Supervisor:
         self.send({"event": "started", "request_id": request_id, "case_id": case_id, "at": time.time(),
                    "worker_pid": worker.pid})
         t0 = time.monotonic()
+        input_metadata = None
         if not worker.send({"op": "run", "request_id": request_id, "config": msg.get("config"), "case": case,
                             "modules_dir": msg.get("modules_dir"), "captured_dir": msg.get("captured_dir")}):
             event = ("worker_eof", None)
@@ -296,9 +297,12 @@ class Supervisor:
                 break
             if event[0] == "worker":
                 answer = _parse(event[1])
-                if answer.get("event") == "case_result" and answer.get("request_id") == request_id:
-                    break
-                event = None  # not ours: keep waiting
+                if answer.get("request_id") == request_id:
+                    if answer.get("event") == "case_result":
+                        break
+                    if answer.get("event") == "inputs":  # kept in case the worker dies
+                        input_metadata = answer.get("input_metadata")
+                event = None  # keep waiting
         kind, payload = event
         elapsed_us = (time.monotonic() - t0) * 1e6
         if kind == "worker":
@@ -328,7 +332,8 @@ class Supervisor:
         self._replace_worker()  # start the next worker now, so it is warm for the next case
         result = {"schema_version": 1, "case_id": case_id, "status": "crash", "comparisons": [], "error": error,
                   "timing_us": {"total_us": elapsed_us}, "environment": self.env}
-        self.send(dict(base, outcome="result", result=result, input_metadata=None, stdout=stdout, stderr=stderr,
+        self.send(dict(base, outcome="result", result=result, input_metadata=input_metadata, stdout=stdout,
+                       stderr=stderr,
                        traceback=stderr, finished_at=time.time(), worker_lost=True, worker_exit=rc))
 
     def serve(self) -> int:
