@@ -297,3 +297,15 @@ def test_a_run_on_an_untrusted_host_is_refused_with_the_trust_command_and_record
     port = ssh_env.servers["hosta"].port
     assert f"ssh-keyscan -p {port} 127.0.0.1 >> {empty}" in err.value.message
     assert recorded(tmp_path, "untrusted") == {}
+
+
+def test_a_failing_environment_script_stops_the_slot_and_says_why(ssh_env, tmp_path):
+    missing = tmp_path / "no_such_set_env.sh"
+    inv = ssh_env.inventory(hostb={"env_scripts": [str(missing)], "devices": [0]})
+    plan(tmp_path, "badenv", 1)
+    with pytest.raises(ToolError) as err:
+        run(run_case_remote("badenv", hosts=["hostb"], root=tmp_path, inventory=inv))
+    assert err.value.code == "no_slot"
+    assert "exited before taking the device lease (exit status 1)" in err.value.message
+    assert str(missing) in err.value.message  # bash's own complaint, from the remote stderr
+    assert recorded(tmp_path, "badenv") == {}
