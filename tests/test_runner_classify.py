@@ -41,3 +41,4 @@ def test_signal_names() -> None:
     assert signal_name(-signal.SIGSEGV) == "SIGSEGV"
     assert signal_name(-signal.SIGABRT) == "SIGABRT"
     assert signal_name(3) is None and signal_name(0) is None
+

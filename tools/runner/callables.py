@@ -17,6 +17,7 @@ import os
 import sys
 
 _loaded: dict[str, str] = {}  # module name -> sha256 of the file it was loaded from
+_dirs: list[str] = []  # modules directories this process put on sys.path
 
 
 class ResolveError(Exception):
@@ -29,8 +30,14 @@ def load_user_modules(modules_dir: str | None, module_files: list[str]) -> None:
     if not modules_dir or not os.path.isdir(modules_dir):
         raise ResolveError(f"the run ships modules {module_files} but the modules directory {modules_dir!r} "
                            "does not exist")
+    # only this run's modules directory on sys.path (a warm worker serves many runs)
+    for old in [d for d in _dirs if d != modules_dir]:
+        _dirs.remove(old)
+        while old in sys.path:
+            sys.path.remove(old)
     if modules_dir not in sys.path:
         sys.path.insert(0, modules_dir)
+        _dirs.append(modules_dir)
     for file_name in module_files:
         path = os.path.join(modules_dir, file_name)
         name = file_name[:-3]
