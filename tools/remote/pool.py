@@ -141,6 +141,11 @@ class SSHDeviceSlot:
         while True:
             line = await self.process.stdout.readline()
             if not line:
+                if self._stderr_task is not None:  # let the last words of the failed command arrive
+                    try:
+                        await asyncio.wait_for(asyncio.shield(self._stderr_task), 2.0)
+                    except (asyncio.TimeoutError, asyncssh.Error, OSError):
+                        pass
                 await self._kill()
                 raise ssh_transport.SlotUnavailable(
                     f"{self.host} {self.device}: the worker exited before taking the device lease "
