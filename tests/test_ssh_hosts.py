@@ -144,3 +144,29 @@ def test_an_openssh_config_alias_is_resolved_and_still_verified(ssh_env, tmp_pat
         asyncio.run(ssh.open_connection(inv.get("aliased")))
     assert err.value.code == "host_key_unknown"
     assert f"ssh-keyscan -p {server.port} 127.0.0.1 >> {empty}" in err.value.message
+
+
+def test_run_files_are_shipped_per_content_hash(ssh_env, tmp_path):
+    h = ssh_env.inventory(hosta={}).get("hosta")
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "op_mod.py").write_text("VERSION = 1\n")
+
+    async def ship():
+        conn = await ssh.open_connection(h)
+        try:
+            first, _ = await ssh.upload_run_files(conn, h, "run-files", modules, None)
+            same, _ = await ssh.upload_run_files(conn, h, "run-files", modules, None)
+            (modules / "op_mod.py").write_text("VERSION = 2\n")
+            changed, captured = await ssh.upload_run_files(conn, h, "run-files", modules, None)
+            with pytest.raises(ToolError):
+                await ssh.upload_run_files(conn, h, "../escape", modules, None)
+            return first, same, changed, captured
+        finally:
+            conn.close()
+
+    first, same, changed, captured = asyncio.run(ship())
+    assert first == same and first != changed and captured is None
+    assert first.startswith(f"{h.work_dir}/runs/run-files/modules-")
+    assert Path(first, "op_mod.py").read_text() == "VERSION = 1\n"  # an old upload is never mixed with a new one
+    assert Path(changed, "op_mod.py").read_text() == "VERSION = 2\n"

@@ -164,7 +164,9 @@ class SSHDeviceSlot:
                 holder = event.get("holder") or waiting_on
                 raise ssh_transport.SlotUnavailable(
                     f"{self.host} {self.device} is leased by {_holder_text(holder)} "
-                    f"(lease file {event.get('lease_file')}); waited {self.cfg.lease_wait_s:g} s",
+                    f"(lease file {event.get('lease_file')}); waited {self.cfg.lease_wait_s:g} s. A warm worker "
+                    "holds its device until it has been idle for its server's idle_timeout_s or that server "
+                    "stops; use another device or host, or run again later",
                     code="device_busy", details={"holder": holder})
 
     async def _drain_stderr(self) -> None:
