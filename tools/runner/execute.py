@@ -9,6 +9,7 @@ operator, so the case stays pending.
 
 from __future__ import annotations
 
+import socket
 import sys
 import time
 import traceback
@@ -30,8 +31,8 @@ def tail(text: str, limit: int = TAIL) -> str:
 
 
 def environment(device: Device) -> dict:
-    env = {"runner_version": RUNNER_VERSION, "python": sys.version.split()[0], "torch": torch.__version__,
-           "num_threads": torch.get_num_threads()}
+    env = {"runner_version": RUNNER_VERSION, "hostname": socket.gethostname(), "python": sys.version.split()[0],
+           "torch": torch.__version__, "num_threads": torch.get_num_threads()}
     env.update(device.info())
     return env
 
