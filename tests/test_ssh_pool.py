@@ -264,12 +264,15 @@ def test_a_cancelled_run_leaves_no_runner_process_on_the_host(ssh_env, tmp_path)
 def test_warm_workers_are_reused_across_tool_calls_and_shut_down_when_idle(ssh_env, tmp_path):
     marker = str(tmp_path / "warm-work")
     inv = ssh_env.inventory(hostb={"work_dir": marker, "devices": [0], "idle_timeout_s": 30.0})
+    # Re-read inventory with other waits and concurrency: nothing the worker depends on changed.
+    reread = ssh_env.inventory(hostb={"work_dir": marker, "devices": [0, 1], "concurrency": 1,
+                                      "idle_timeout_s": 30.0, "lease_wait_s": 5.0})
     plan(tmp_path, "warm-1", 2)
     plan(tmp_path, "warm-2", 2)
 
     async def two_calls_then_idle():
         first = await run_case_remote("warm-1", hosts=["hostb"], root=tmp_path, inventory=inv)
-        second = await run_case_remote("warm-2", hosts=["hostb"], root=tmp_path, inventory=inv)
+        second = await run_case_remote("warm-2", hosts=["hostb"], root=tmp_path, inventory=reread)
         alive_between = processes_with_marker(marker)
         not_yet = await pool.REGISTRY.reap_idle()  # used just now: stays warm
         reaped = await pool.REGISTRY.reap_idle(now=time.monotonic() + 31)  # idle past idle_timeout_s

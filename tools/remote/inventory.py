@@ -141,6 +141,13 @@ class HostConfig(Strict):
             self.known_hosts = str(default)
         return self
 
+    def worker_identity(self) -> tuple:
+        """What a connection and a started worker depend on: when any of it changes,
+        they are not reused (concurrency, timeouts and lease waits may change freely)."""
+        return (self.transport, self.hostname, self.port, self.user, self.ssh_config_alias, self.ssh_config,
+                tuple(self.identity_files), self.known_hosts, self.python, tuple(self.env_scripts),
+                self.container, self.device, self.work_dir, self.max_sessions)
+
     @property
     def slot_devices(self) -> list[int]:
         """The devices this host lends to a run: the first `concurrency` ids."""

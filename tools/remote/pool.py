@@ -238,14 +238,14 @@ def _holder_text(holder: dict) -> str:
 @dataclass
 class _Entry:
     slot: Any
+    cfg: HostConfig
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last_used: float = field(default_factory=time.monotonic)
-    cfg: HostConfig | None = None
     started: bool = False
 
     @property
     def idle_timeout_s(self) -> float:
-        return self.cfg.idle_timeout_s if self.cfg is not None else 600.0
+        return self.cfg.idle_timeout_s
 
 
 class SlotRegistry:
@@ -280,8 +280,9 @@ class SlotRegistry:
         """The host's connection number `index` (0 unless the host has more slots
         than its sshd's MaxSessions allows on one connection)."""
         self._bind()
-        if self._conn_cfg.get(host.name, host) != host:  # the inventory changed: start afresh
-            self.forget_connection(host.name)
+        previous = self._conn_cfg.get(host.name)
+        if previous is not None and previous.worker_identity() != host.worker_identity():
+            self.forget_connection(host.name)  # the inventory entry changed: start afresh
             self._conn_failures.pop(host.name, None)
         self._conn_cfg[host.name] = host
         key = (host.name, index)
@@ -361,9 +362,11 @@ class SlotRegistry:
             return None
         await entry.lock.acquire()
         try:
-            if entry.cfg != host:  # the inventory entry changed: never reuse a worker started from the old one
+            if entry.cfg.worker_identity() != host.worker_identity():
+                # the inventory entry changed: never reuse a worker started from the old one
                 await entry.slot.close()
-                entry.slot, entry.cfg, entry.started = self._new_slot(host, device), host, False
+                entry.slot, entry.started = self._new_slot(host, device), False
+            entry.cfg = host  # idle_timeout_s and the like follow the latest inventory
             if not entry.slot.alive:
                 if entry.started:
                     entry.slot = self._new_slot(host, device)  # a used-up slot is never restarted in place
