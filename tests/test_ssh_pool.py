@@ -312,3 +312,30 @@ def test_a_failing_environment_script_stops_the_slot_and_says_why(ssh_env, tmp_p
     assert "exited before taking the device lease (exit status 1)" in err.value.message
     assert str(missing) in err.value.message  # bash's own complaint, from the remote stderr
     assert recorded(tmp_path, "badenv") == {}
+
+
+def test_a_device_leased_elsewhere_does_not_hold_up_a_run_the_free_devices_finish(ssh_env, tmp_path):
+    work = tmp_path / "leased-work"
+    inv = ssh_env.inventory(hosta={"work_dir": str(work), "devices": [0, 1], "lease_wait_s": 60.0})
+    # Someone else (another agent's worker) holds device 1 for a minute.
+    holder = subprocess.Popen([sys.executable, str(REPO / "tools" / "remote" / "lease.py"), "--lease-file",
+                               str(work / "leases" / "cpu-1.lock"), "--wait", "0", "--run-id", "someone-else",
+                               "--", "sleep", "60"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert json.loads(holder.stdout.readline())["event"] == "lease_acquired"
+        ids = plan(tmp_path, "leased", 3)
+        started = time.monotonic()
+        resp = run(run_case_remote("leased", hosts=["hosta"], root=tmp_path, inventory=inv))
+        elapsed = time.monotonic() - started
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+    assert sorted(resp.recorded) == ids
+    assert {o.device for o in resp.outcomes} == {"cpu:0"}
+    assert elapsed < 30, elapsed  # not the 60 s lease wait of the busy device
+    # The remote helper that was queueing for device 1 left when its channel closed.
+    deadline = time.monotonic() + 5
+    while processes_with_marker(str(work)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_with_marker(str(work)) == []

@@ -16,8 +16,8 @@ whatever the way (exit, kill, lost connection).  Two agents, or two servers,
 can never run on one device at once; the second is told who holds it.
 
 Events on stdout (one JSON line each, before the supervisor speaks):
-``{"event": "lease_waiting", "holder": {...}}`` (once, when someone holds it),
-then ``{"event": "lease_acquired", "lease_file": ..., "holder": {...}}`` or
+``{"event": "lease_waiting", "holder": {...}}`` (when someone holds it;
+repeated every second while waiting), then ``{"event": "lease_acquired", "lease_file": ..., "holder": {...}}`` or
 ``{"event": "lease_busy", "lease_file": ..., "holder": {...}}`` and exit 75.
 """
 
@@ -33,6 +33,7 @@ import time
 
 EXIT_BUSY = 75  # EX_TEMPFAIL
 POLL_S = 0.05
+NEWS_EVERY_S = 1.0
 
 
 def _emit(event: dict) -> None:
@@ -64,13 +65,16 @@ def acquire(path: str, wait_s: float, holder: dict) -> tuple[int | None, dict]:
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     deadline = time.monotonic() + wait_s
-    told = False
+    next_news = 0.0
     while not try_lock(fd):
         current = read_holder(fd)
-        if not told:
+        now = time.monotonic()
+        if now >= next_news:
+            # Repeated while waiting: a server that went away (channel closed) makes this
+            # write fail, and the helper leaves instead of queueing for a device nobody wants.
             _emit({"event": "lease_waiting", "lease_file": path, "holder": current})
-            told = True
-        if time.monotonic() >= deadline:
+            next_news = now + NEWS_EVERY_S
+        if now >= deadline:
             os.close(fd)
             return None, current
         time.sleep(POLL_S)
@@ -96,7 +100,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("a command to run under the lease is required after --")
     holder = {"owner": args.owner, "run_id": args.run_id, "device": args.device,
               "host": os.uname().nodename}
-    fd, holder = acquire(args.lease_file, args.wait, holder)
+    try:
+        fd, holder = acquire(args.lease_file, args.wait, holder)
+    except (BrokenPipeError, OSError) as exc:
+        if isinstance(exc, BrokenPipeError) or getattr(exc, "errno", None) == errno.EPIPE:
+            return 0  # nobody is listening any more
+        raise
     if fd is None:
         _emit({"event": "lease_busy", "lease_file": args.lease_file, "holder": holder})
         return EXIT_BUSY

@@ -498,13 +498,36 @@ async def run_queue(specs: list[SlotSpec], case_ids: list[str], run: RunFiles,
         queue.put_nowait(cid)
     report = QueueReport()
     lost_types = _lost_errors()
+    in_flight = 0
+    settled = asyncio.Event()  # every case taken and finished (or lost): slots still starting are not needed
+
+    def check_settled() -> None:
+        if queue.empty() and in_flight == 0:
+            settled.set()
+
+    async def checkout_unless_settled(spec: SlotSpec) -> Any:
+        """The slot, or None when the other slots finished every case while this
+        one was still starting (or waiting for a device leased elsewhere)."""
+        getting = asyncio.ensure_future(registry.checkout(spec.host, spec.device, run))
+        waiting = asyncio.ensure_future(settled.wait())
+        try:
+            await asyncio.wait({getting, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiting.cancel()
+            if not getting.done():
+                getting.cancel()
+                await asyncio.gather(getting, return_exceptions=True)
+        return None if getting.cancelled() else getting.result()
 
     async def consume(spec: SlotSpec) -> None:
+        nonlocal in_flight
         label = f"{spec.host.name} {spec.host.device}:{spec.device}"
         try:
-            slot = await registry.checkout(spec.host, spec.device, run)
+            slot = await checkout_unless_settled(spec)
         except (ToolError, *lost_types, asyncio.TimeoutError) as exc:
             report.slot_errors[label] = str(exc)
+            return
+        if slot is None:
             return
         report.slots_used.append(label)
         try:
@@ -513,6 +536,7 @@ async def run_queue(specs: list[SlotSpec], case_ids: list[str], run: RunFiles,
                     cid = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     break
+                in_flight += 1
                 try:
                     await run_one(slot, cid)
                     report.done.append(cid)
@@ -521,6 +545,9 @@ async def run_queue(specs: list[SlotSpec], case_ids: list[str], run: RunFiles,
                     await registry.discard(slot)
                     slot = None
                     return
+                finally:
+                    in_flight -= 1
+                    check_settled()
         except BaseException:
             if slot is not None:
                 await registry.discard(slot)
@@ -530,6 +557,7 @@ async def run_queue(specs: list[SlotSpec], case_ids: list[str], run: RunFiles,
             if slot is not None:
                 registry.release(slot)
 
+    check_settled()
     tasks = [asyncio.ensure_future(consume(s)) for s in specs]
     try:
         await asyncio.gather(*tasks)
