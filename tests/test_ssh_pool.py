@@ -98,14 +98,23 @@ def test_a_host_with_more_slots_than_sshd_max_sessions_gets_more_connections(ssh
         ssh_env.servers["few"] = server
         inv = ssh_env.inventory(few={"devices": [0, 1, 2], "max_sessions": 2})
         ids = plan(tmp_path, "few", 3)
+        store = RunStore(tmp_path, "few")
+        files = pool.RunFiles("few", store.read_config().model_dump(mode="json"),
+                              store.path("artifacts", "modules"))
+        cases = [c.model_dump(mode="json") for c in store.read_cases()]
 
-        async def run_and_look():
-            resp = await run_case_remote("few", hosts=["few"], root=tmp_path, inventory=inv)
-            return resp, sorted(pool.REGISTRY.warm_slots())
+        async def three_slots_at_once():
+            host = inv.get("few")
+            slots = await asyncio.gather(*(pool.REGISTRY.checkout(host, d, files) for d in (0, 1, 2)))
+            events = await asyncio.gather(*(s.run_case(files, c, 30) for s, c in zip(slots, cases)))
+            for s in slots:
+                pool.REGISTRY.release(s)
+            return [s.conn_index for s in slots], events
 
-        resp, warm = run(run_and_look())
-        assert sorted(resp.recorded) == ids
-        assert warm == [("few", 0), ("few", 1), ("few", 2)]  # three sessions on a MaxSessions=2 server
+        conn_indexes, events = run(three_slots_at_once())
+        assert conn_indexes == [0, 1, 2]  # three sessions on a MaxSessions=2 server: three connections
+        assert [e["result"]["status"] for e in events] == ["passed"] * 3
+        assert [e["case_id"] for e in events] == ids
     finally:
         server.stop()
         ssh_env.servers.pop("few", None)
