@@ -120,8 +120,13 @@ async def warm_overhead(inv, root: Path, n: int) -> dict:
 async def throughput(server_inv: dict, root: Path, n: int, delay: float) -> dict:
     out = {}
     warm_inv = parse_inventory({"hosts": {"bench": {**server_inv, "concurrency": 4}}})
-    ids = plan(root, "tp-warmup", 8)
-    await run_case_remote("tp-warmup", case_ids=ids, hosts=["bench"], root=root, inventory=warm_inv)
+    plan(root, "tp-warmup", 1)
+    store = RunStore(root, "tp-warmup")
+    files = pool.RunFiles("tp-warmup", store.read_config().model_dump(mode="json"), store.path("artifacts", "modules"))
+    host = warm_inv.get("bench")
+    slots = await asyncio.gather(*(pool.REGISTRY.checkout(host, d, files) for d in range(4)))  # all four warm
+    for slot in slots:
+        pool.REGISTRY.release(slot)
     for k in (1, 2, 4):
         inv = parse_inventory({"hosts": {"bench": {**server_inv, "concurrency": k}}})
         run_id = f"tp-{k}"

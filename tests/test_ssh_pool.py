@@ -76,7 +76,7 @@ def recorded(root: Path, run_id: str) -> dict:
 
 def test_one_matrix_spreads_over_two_hosts_and_four_slots(ssh_env, tmp_path):
     inv = ssh_env.inventory(hosta={}, hostb={})
-    ids = plan(tmp_path, "spread", 8, delay=0.4)
+    ids = plan(tmp_path, "spread", 8, delay=0.5)
     resp = run(run_case_remote("spread", hosts=["hosta", "hostb"], root=tmp_path, inventory=inv))
     assert sorted(resp.recorded) == sorted(ids) and resp.pending == []
     assert [o.state for o in resp.outcomes] == ["passed"] * 8
