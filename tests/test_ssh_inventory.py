@@ -89,7 +89,7 @@ def test_worker_command_is_quoted_and_has_the_visibility_variable():
         "npu-a": host(device="npu", python="/usr/local/python3.10/bin/python3", work_dir="/data/opdebug", env_scripts=["/usr/local/Ascend/ascend-toolkit/set_env.sh"],
                       container="cann-dev")}})
     h = inv.get("npu-a")
-    cmd = ssh.worker_command(h, 3, "/data/opdebug/runner-abc", run_id="run-1", owner="me:1")
+    cmd = ssh.worker_command(h, 3, "/data/opdebug/runner-abc", owner="me:1")
     outer = shlex.split(cmd)
     assert outer[:6] == ["docker", "exec", "-i", "cann-dev", "bash", "-c"]
     inner = outer[6]
@@ -104,14 +104,14 @@ def test_worker_command_is_quoted_and_has_the_visibility_variable():
     cpu_argv = shlex.split(shlex.split(ssh.worker_command(cpu, 1, "/r"))[2].split(" && ")[-1])
     assert "OPDEBUG_DEVICE_ID=1" in cpu_argv
     assert not any(a.startswith(("ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")) for a in cpu_argv)
-    # Whatever a run id or owner says, it stays one quoted word and never shell syntax.
-    evil = ssh.worker_command(cpu, 0, "/r", run_id="x'; touch /tmp/pwned #", owner="$(id)")
+    # Whatever the owner text says, it stays one quoted word and never shell syntax.
+    evil = ssh.worker_command(cpu, 0, "/r", owner="$(id); touch /tmp/pwned #")
     assert "$(id)" not in evil and "touch /tmp/pwned" not in evil
 
 
 def _lease(path: Path, wait: float, *cmd: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, str(LEASE), "--lease-file", str(path), "--wait", str(wait),
-                             "--owner", "test:1", "--run-id", "run-x", "--device", "cpu:0", "--", *cmd],
+                             "--owner", "test:1", "--device", "cpu:0", "--", *cmd],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -130,7 +130,7 @@ def test_lease_is_exclusive_names_its_holder_and_dies_with_its_process(tmp_path)
     events = [json.loads(line) for line in out.splitlines()]
     assert second.returncode == 75
     assert [e["event"] for e in events] == ["lease_waiting", "lease_busy"]
-    assert events[-1]["holder"]["pid"] == first.pid and events[-1]["holder"]["run_id"] == "run-x"
+    assert events[-1]["holder"]["pid"] == first.pid and events[-1]["holder"]["owner"] == "test:1"
     assert time.monotonic() - started >= 0.5
     first.kill()
     first.wait()

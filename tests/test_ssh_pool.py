@@ -240,7 +240,7 @@ def test_two_runs_on_one_device_never_overlap(ssh_env, tmp_path):
     _assert_disjoint(_intervals(tmp_path, "agent-a") + _intervals(tmp_path, "agent-b"))
     # This server's warm worker held the device all along the third agent's wait: refused, holder named.
     assert out_c.startswith("TOOLERROR"), out_c
-    assert "is leased by pid" in out_c and "run agent-a" in out_c and "lease file" in out_c
+    assert "is leased by pid" in out_c and "owner " in out_c and "lease file" in out_c
     assert recorded(tmp_path, "agent-c") == {}
 
 
@@ -328,7 +328,7 @@ def test_a_device_leased_elsewhere_does_not_hold_up_a_run_the_free_devices_finis
     inv = ssh_env.inventory(hosta={"work_dir": str(work), "devices": [0, 1], "lease_wait_s": 60.0})
     # Someone else (another agent's worker) holds device 1 for a minute.
     holder = subprocess.Popen([sys.executable, str(REPO / "tools" / "remote" / "lease.py"), "--lease-file",
-                               str(work / "leases" / "cpu-1.lock"), "--wait", "0", "--run-id", "someone-else",
+                               str(work / "leases" / "cpu-1.lock"), "--wait", "0", "--owner", "someone-else",
                                "--", "sleep", "60"], stdout=subprocess.PIPE, text=True)
     try:
         assert json.loads(holder.stdout.readline())["event"] == "lease_acquired"

@@ -5,10 +5,10 @@ and depends on the standard library only.  The SSH transport starts every
 device worker through it::
 
     python opdebug_lease.py --lease-file WORK/leases/npu-3.lock --wait 30 \\
-        --owner HOST:PID --run-id RUN --device npu:3 -- python -m opdebug_runner supervise ...
+        --owner HOST:PID --device npu:3 -- python -m opdebug_runner supervise ...
 
 It takes an exclusive ``flock`` on the lease file (waiting at most ``--wait``
-seconds), writes who holds it into the file (pid, owner, run_id, device,
+seconds), writes who holds it into the file (pid, owner, device,
 since), tells the transport on stdout, then ``exec``s the supervisor with the
 locked descriptor inherited.  The supervisor therefore holds the lease for as
 long as it lives, and the kernel releases it the moment that process dies,
@@ -91,14 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lease-file", required=True)
     parser.add_argument("--wait", type=float, default=30.0)
     parser.add_argument("--owner", default="")
-    parser.add_argument("--run-id", default="")
     parser.add_argument("--device", default="")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("a command to run under the lease is required after --")
-    holder = {"owner": args.owner, "run_id": args.run_id, "device": args.device,
+    holder = {"owner": args.owner, "device": args.device,
               "host": os.uname().nodename}
     try:
         fd, holder = acquire(args.lease_file, args.wait, holder)

@@ -113,7 +113,7 @@ class SSHDeviceSlot:
 
         root = await self.registry.runner_root(self.cfg, await self.registry.connection(self.cfg))
         conn = await self.registry.connection(self.cfg, self.conn_index)
-        cmd = ssh_transport.worker_command(self.cfg, self.device_id, root, run_id=run.run_id,
+        cmd = ssh_transport.worker_command(self.cfg, self.device_id, root,
                                            owner=ssh_transport.server_owner())
         try:
             self.process = await conn.create_process(cmd, encoding=None)
@@ -227,7 +227,7 @@ def _holder_text(holder: dict) -> str:
     since = holder.get("since")
     age = f", for {time.time() - since:.0f} s" if isinstance(since, (int, float)) else ""
     return (f"pid {holder.get('pid')} on {holder.get('host')} (owner {holder.get('owner') or '?'}, "
-            f"run {holder.get('run_id') or '?'}{age})")
+            f"device {holder.get('device') or '?'}{age})")
 
 
 # --------------------------------------------------------------------------

@@ -9,7 +9,7 @@
   used); a run's user modules go to ``<work_dir>/runs/<run_id>/modules/``.
 - Remote command lines are built from validated inventory fields and
   constants only, every piece shlex-quoted.  Nothing from a tool argument
-  reaches a shell (the run id is a validated slug, and is quoted anyway).
+  reaches a shell: not even the run id (the lease names the server that holds it).
 - One `SSHDeviceSlot` is one warm supervisor (hence one warm worker) on one
   device, started under the device lease (see lease.py).
 """
@@ -75,7 +75,8 @@ def resolved_address(host: HostConfig) -> tuple[str, int]:
     target, kwargs = _target(host)
     if not host.ssh_config_alias:
         return target, host.port
-    opts = asyncssh.SSHClientConnectionOptions(host=target, config=kwargs["config"], known_hosts=None)
+    # Options are only parsed here (no connection); the real trust store is passed anyway.
+    opts = asyncssh.SSHClientConnectionOptions(host=target, config=kwargs["config"], known_hosts=_known_hosts(host))
     return opts.host, opts.port
 
 
@@ -253,7 +254,7 @@ def lease_file(host: HostConfig, device: int) -> str:
     return f"{host.work_dir}/leases/{host.device}-{int(device)}.lock"
 
 
-def worker_command(host: HostConfig, device: int, runner_root: str, *, run_id: str = "", owner: str = "") -> str:
+def worker_command(host: HostConfig, device: int, runner_root: str, *, owner: str = "") -> str:
     """The remote command line of one device's supervisor, from inventory fields
     and constants only, each piece shlex-quoted:
 
@@ -267,7 +268,7 @@ def worker_command(host: HostConfig, device: int, runner_root: str, *, run_id: s
         env.append(f"{variable}={device}")
     lease = [host.python, f"{runner_root}/{LEASE_SCRIPT}", "--lease-file", lease_file(host, device),
              "--wait", repr(float(host.lease_wait_s)), "--owner", _OWNER_SAFE.sub("_", owner)[:128],
-             "--run-id", _OWNER_SAFE.sub("_", run_id)[:96], "--device", f"{host.device}:{device}", "--"]
+             "--device", f"{host.device}:{device}", "--"]
     supervise = [host.python, "-m", RUNNER_PACKAGE, "supervise", "--device", host.device]
     steps = [f"source {q(script)}" for script in host.env_scripts]
     steps.append(" ".join(["exec", "env", *map(q, env), *map(q, lease), *map(q, supervise)]))
