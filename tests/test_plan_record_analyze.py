@@ -424,6 +424,16 @@ def test_analysis_follows_one_failing_dtype(evidence_root):
     nxt = analysis.next_cases[0]
     assert nxt.base_case == "rms.dtype-bfloat16" and nxt.change["axis"] == "dtype"
     assert "float64" in nxt.change["values"] and "float16" not in nxt.change["values"]
+    # The failure is then crossed with the other axis that passed: bfloat16 strided.
+    crossing = [n for n in analysis.next_cases if n.change.get("axis") == "strides"]
+    assert len(crossing) == 1 and crossing[0].base_case == "rms.dtype-bfloat16"
+    assert crossing[0].change == {"axis": "strides", "input": "x", "values": [[1, 2]]}
+    # Once planned, the crossing is no longer suggested.
+    plan_cases({"run_id": "run-1", "append": True, "stars": [{
+        "base": json.loads((evidence_root / "run-1" / "case-matrix.json").read_text())["cases"][1],
+        "include_base": False, "vary": [crossing[0].change]}]}, root=evidence_root)
+    again = analyze_failures("run-1", root=evidence_root)
+    assert not [n for n in again.next_cases if n.change.get("axis") == "strides" and n.base_case == "rms.dtype-bfloat16"]
 
 
 def test_analysis_reads_what_another_writer_recorded(evidence_root, plan_request_dict, result_dicts):

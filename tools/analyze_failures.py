@@ -41,6 +41,7 @@ from .schemas import (
 
 MANIFEST_STATUS = {"diagnosed": "failed", "inconclusive": "inconclusive", "passed": "passed"}
 FAILING = ("numerical_mismatch", "crash")
+MAX_CROSSINGS = 4
 MAX_MISSING_SUGGESTIONS = 20
 SOURCE_QUOTE_CHARS = 600
 
@@ -224,6 +225,63 @@ def _unplanned_values(case: Case, axis_key: str, planned: set[str]) -> tuple[dic
     return (var_doc, values) if values else None
 
 
+def _raw_value(case: Case, axis_key: str) -> Any:
+    """The case's own value on one variation axis (what apply_variation takes)."""
+    if axis_key == "mode":
+        return case.mode
+    if axis_key.startswith("attr."):
+        return case.attributes.get(axis_key[len("attr."):])
+    name, _, field = axis_key.partition(".")
+    spec = next((i for i in case.inputs if i.name == name), None)
+    if spec is None:
+        return None
+    if field == "values":
+        return spec.values.model_dump(mode="json")
+    return {"offset": spec.storage_offset}.get(field, getattr(spec, field, None))
+
+
+def _crossings(fa: FailureAxis, failing: list[Case], passing: list[Case], planned: set[str],
+               closeness) -> list[NextCase]:
+    """The failure is cornered on one axis value: does it hold across the
+    other axes the run varied?  Apply each other axis value that passed
+    elsewhere to the failing case (e.g. bfloat16 in compile mode, bfloat16
+    strided).  A failure that survives every crossing follows that axis alone."""
+    with_value = [c for c in failing if case_axes(c).get(fa.axis) == fa.value]
+    if not with_value or not passing:
+        return []
+    base = min(with_value, key=closeness)
+    base_axes = case_axes(base)
+    out: list[NextCase] = []
+    seen: set[str] = set()
+    for other in passing:
+        for key, value in case_axes(other).items():
+            if key in (fa.axis, "dtype") or key.endswith(".dtype") or base_axes.get(key) in (None, value):
+                continue
+            var_doc = _variation_for(key)
+            raw = _raw_value(other, key)
+            if var_doc is None:
+                continue
+            try:
+                var = StarVariation.model_validate(var_doc | {"values": [raw]})
+                doc = apply_variation(base, var, raw)
+                Case.model_validate(doc)
+            except (ValueError, ValidationError):
+                continue
+            content = case_content(doc)
+            if content in planned or content in seen:
+                continue
+            seen.add(content)
+            out.append(NextCase(
+                reason=(f"check that the {fa.axis}={fa.value} failure holds with {key}={value} (which passes "
+                        f"elsewhere): if it still fails, the failure follows {fa.axis} alone"),
+                base_case=base.id,
+                change=var_doc | {"values": [raw]},
+            ))
+            if len(out) >= MAX_CROSSINGS:
+                return out
+    return out
+
+
 def next_cases(cases: list[Case], results: dict[str, CaseResult], missing: list[str],
                axes: list[FailureAxis]) -> list[NextCase]:
     """Cases that would settle the question.  Each ``change`` is a star
@@ -260,6 +318,8 @@ def next_cases(cases: list[Case], results: dict[str, CaseResult], missing: list[
             base_case=base.id,
             change=var_doc | {"values": values},
         ))
+    if leading and leading[0].explains_all:
+        out.extend(_crossings(leading[0], failing, passing, planned, closeness))
     if failing and not axes:
         base = failing[0]
         for key in ["mode", "dtype"] + [f"{i.name}.strides" for i in base.inputs]:
