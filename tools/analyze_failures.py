@@ -214,15 +214,22 @@ def _unplanned_values(case: Case, axis_key: str, planned: set[str]) -> tuple[dic
         return None
     values = []
     for value in _neighbour_values(case, axis_key):
-        try:
-            var = StarVariation.model_validate(var_doc | {"values": [value]})
-            doc = apply_variation(case, var, value)
-            Case.model_validate(doc)
-        except (ValueError, ValidationError):
-            continue
-        if case_content(doc) not in planned:
+        doc = _varied(case, var_doc, value)
+        if doc is not None and case_content(doc) not in planned:
             values.append(value)
     return (var_doc, values) if values else None
+
+
+def _varied(case: Case, var_doc: dict, value: Any) -> dict | None:
+    """The case with one axis set to ``value`` (a case JSON dict), or None when
+    that variation does not make a valid case."""
+    try:
+        var = StarVariation.model_validate(var_doc | {"values": [value]})
+        doc = apply_variation(case, var, value)
+        Case.model_validate(doc)
+    except (ValueError, ValidationError):
+        return None
+    return doc
 
 
 def _raw_value(case: Case, axis_key: str) -> Any:
@@ -259,13 +266,8 @@ def _crossings(fa: FailureAxis, failing: list[Case], passing: list[Case], planne
                 continue
             var_doc = _variation_for(key)
             raw = _raw_value(other, key)
-            if var_doc is None:
-                continue
-            try:
-                var = StarVariation.model_validate(var_doc | {"values": [raw]})
-                doc = apply_variation(base, var, raw)
-                Case.model_validate(doc)
-            except (ValueError, ValidationError):
+            doc = _varied(base, var_doc, raw) if var_doc is not None else None
+            if doc is None:
                 continue
             content = case_content(doc)
             if content in planned or content in seen:
