@@ -133,6 +133,41 @@ def test_nan_handled_wrongly_shows_nan_pattern_mismatch(loop, tmp_path: Path) ->
     assert "NaN pattern mismatches=5" in next(o for o in resp.outcomes if o.case_id == "with-nan").summary
 
 
+def test_a_captured_model_input_replays_exactly(loop, tmp_path: Path) -> None:
+    import torch
+
+    # What the model really fed the operator: mostly ordinary values, one NaN, saved with torch.save.
+    activation = torch.linspace(-3, 3, 32, dtype=torch.float16).reshape(4, 8)
+    activation[2, 5] = float("nan")
+    capture = tmp_path / "captures" / "layer7_input.pt"
+    capture.parent.mkdir()
+    torch.save(activation, capture)
+    cases = [{"id": "generated", "inputs": [inp(dtype="float16")]},
+             {"id": "captured", "inputs": [inp(dtype="float16", values={"kind": "captured",
+                                                                        "captured": "layer7_input"})]}]
+    config = {"run_id": "capt", "operator": {"name": "nan_wrong", "candidate": "nan_wrong.cand",
+                                             "reference": "nan_wrong.ref", "modules": ["nan_wrong.py"]},
+              "tolerance": {"atol": 1e-3, "rtol": 1e-3}}
+    plan_cases({"config": config, "cases": cases, "captured_files": {"layer7_input": str(capture)},
+                "module_sources": {"nan_wrong.py": (OPERATORS / "nan_wrong.py").read_text()}}, root=tmp_path)
+    stored = tmp_path / "capt" / "artifacts" / "captured" / "layer7_input"
+    assert stored.read_bytes() == capture.read_bytes()
+    resp = run(loop, tmp_path, "capt")
+    assert states(resp) == {"generated": "passed", "captured": "numerical_mismatch"}
+    comp = RunStore(tmp_path, "capt").read_results()["captured"].comparisons[0]
+    assert comp.nan_mismatch == 1 and comp.first_mismatch_index == [2, 5]
+    # A changed capture under the same name is refused; a case naming an unknown capture too.
+    capture.write_bytes(b"other bytes")
+    with pytest.raises(ToolError) as info:
+        plan_cases({"run_id": "capt", "append": True, "captured_files": {"layer7_input": str(capture)},
+                    "cases": [dict(cases[1], id="again")]}, root=tmp_path)
+    assert info.value.code == "captured_changed"
+    with pytest.raises(ToolError) as info:
+        plan_cases({"run_id": "capt", "append": True, "cases": [
+            {"id": "ghost", "inputs": [inp(values={"kind": "captured", "captured": "nowhere"})]}]}, root=tmp_path)
+    assert "'nowhere'" in info.value.message and RunStore(tmp_path, "capt").pending_case_ids() == []
+
+
 def test_keepdim_attribute_handled_wrongly(loop, tmp_path: Path) -> None:
     cases = [{"id": "keepdim-false", "inputs": [inp()], "attributes": {"keepdim": False}},
              {"id": "keepdim-true", "inputs": [inp()], "attributes": {"keepdim": True}}]

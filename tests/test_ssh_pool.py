@@ -348,3 +348,23 @@ def test_a_device_leased_elsewhere_does_not_hold_up_a_run_the_free_devices_finis
     while processes_with_marker(str(work)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert processes_with_marker(str(work)) == []
+
+
+def test_a_captured_input_is_shipped_to_the_host_and_replayed(ssh_env, tmp_path):
+    import torch
+
+    capture = tmp_path / "act.pt"
+    saved = torch.full((8, 8), 1.5)
+    saved[0, :3] = float("nan")
+    torch.save(saved, capture)
+    config = {"run_id": "capt", "operator": {"name": "sleepy", "candidate": "sleepy_mod.cand",
+                                            "reference": "sleepy_mod.ref", "modules": ["sleepy_mod.py"]}}
+    plan_cases({"config": config, "module_sources": {"sleepy_mod.py": SLEEPY}, "captured_files": {"act": str(capture)},
+                "cases": [{"id": "c0", "inputs": [{"name": "x", "shape": [8, 8],
+                                                   "values": {"kind": "captured", "captured": "act"}}]}]},
+               root=tmp_path)
+    inv = ssh_env.inventory(hosta={})
+    resp = run(run_case_remote("capt", hosts=["hosta"], root=tmp_path, inventory=inv))
+    assert resp.recorded == ["c0"] and resp.outcomes[0].host == "hosta"
+    meta = json.loads((tmp_path / "capt" / "input-metadata" / "c0.json").read_text())["inputs"][0]
+    assert meta["stats"]["nan"] == 3  # the host built the input from the captured bytes, not from a seed

@@ -164,6 +164,11 @@ def _load_plan_request(args: argparse.Namespace) -> dict[str, Any]:
         request["stars"] = extra.get("stars", [])
     if args.append:
         request["append"] = True
+    if args.config and isinstance(request.get("captured_files"), dict):
+        # Relative capture paths are relative to the config file, like its modules.
+        base = Path(args.config).expanduser().parent
+        request["captured_files"] = {k: str(base / v) if isinstance(v, str) else v
+                                     for k, v in request["captured_files"].items()}
     if args.config and "module_sources" not in request and not request.get("append"):
         request["module_sources"] = _module_sources_beside(request, Path(args.config).expanduser().parent)
     return request

@@ -13,6 +13,7 @@ import copy
 import hashlib
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -353,6 +354,54 @@ def _modules_to_store(store: RunStore, config: OperatorConfig, sources: dict[str
     return todo
 
 
+MAX_CAPTURED_BYTES = 1 << 30
+
+
+def _captured_to_store(store: RunStore, files: dict[str, str], cases: list[Case]) -> dict[str, Path]:
+    """The captured tensor files still to copy into artifacts/captured/, after
+    checking them all: each file is readable and at most 1 GiB; the same bytes
+    as a stored capture are a no-op, other bytes are refused (evidence is
+    never overwritten); every captured input of the new cases names a capture
+    given here or already stored.  The server never loads them (no torch
+    here): the runner does, and refuses a shape or dtype that differs from
+    the case."""
+    todo: dict[str, Path] = {}
+    for name, given in sorted(files.items()):
+        path = Path(given).expanduser()
+        try:
+            size = path.stat().st_size
+            if not path.is_file():
+                raise IsADirectoryError(f"{given!r} is not a regular file")
+        except OSError as exc:
+            raise ToolError(f"captured_files.{name}: cannot read {given!r} ({exc.strerror or exc})",
+                            code="bad_file") from None
+        if size > MAX_CAPTURED_BYTES:
+            raise ToolError(f"captured_files.{name}: {given!r} is {size} bytes, over the 1 GiB limit for one "
+                            "captured tensor; capture a slice that still fails", code="bad_file")
+        existing = store.path("artifacts", "captured", name)
+        if existing.is_file():
+            if _file_digest(existing) != _file_digest(path):
+                raise ToolError(f"captured tensor {name!r} is already stored in run {store.run_id!r} with other "
+                                "content; evidence is never overwritten - give it another name", code="captured_changed")
+            continue
+        todo[name] = path
+    for case in cases:
+        for spec in case.inputs:
+            ref = spec.values.captured if spec.values.kind == "captured" else None
+            if ref and ref not in files and not store.path("artifacts", "captured", ref).is_file():
+                raise ToolError(f"case {case.id!r} input {spec.name!r} replays captured tensor {ref!r}, which is "
+                                "neither in 'captured_files' nor stored in the run", code="validation_error")
+    return todo
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def planned_cases(store: RunStore) -> list[PlannedCase]:
     """Every case of the run with its axes and state, read from disk."""
     results: dict[str, CaseResult] = store.read_results()
@@ -404,6 +453,7 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
                             "never replaced - give the new cases new ids", code="duplicate_case")
         _check_call_order(config, new_cases)
         modules = _modules_to_store(store, config, req.module_sources)
+        captured = _captured_to_store(store, req.captured_files, new_cases)
         store.append_cases(new_cases)
         created = False
     else:
@@ -414,10 +464,13 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
             raise ToolError(f"run {store.run_id!r} already exists at {store.dir}; a run is never overwritten - "
                             "choose another run_id or append cases to it (append=true)", code="run_exists")
         modules = _modules_to_store(store, config, req.module_sources)
+        captured = _captured_to_store(store, req.captured_files, new_cases)
         store.create(config, new_cases)
         created = True
     for name, source in modules.items():
         store.write_artifact(f"modules/{name}", source)
+    for name, path in captured.items():
+        store.write_artifact(f"captured/{name}", path.read_bytes())
 
     all_cases = store.read_cases()
     return PlanResponse(

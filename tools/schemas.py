@@ -505,6 +505,12 @@ class PlanRequest(Strict):
     # (file name -> Python source); stored under artifacts/modules/ and
     # shipped with the run to every host.
     module_sources: dict[ModuleFile, Annotated[str, Field(max_length=2_000_000)]] = Field(default_factory=dict)
+    # Captured input tensors (the model's real inputs, saved with torch.save):
+    # name -> path of the file on the machine running this server (relative
+    # paths against its working directory).  Copied byte for byte into
+    # artifacts/captured/NAME and shipped with the run; an input whose
+    # values are {"kind": "captured", "captured": NAME} replays it exactly.
+    captured_files: dict[Slug, Annotated[str, Field(min_length=1, max_length=4096)]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _shape(self) -> "PlanRequest":
