@@ -132,3 +132,27 @@ def test_non_contiguous_outputs_compare_by_logical_index() -> None:
     cand[2, 1] += 1
     c = compare_tensor("y", cand, ref, atol=1e-5, rtol=0.0)
     assert c["worst_index"] == [2, 1] and c["mismatch_count"] == 1
+
+
+def test_float32_overflow_of_differences_and_squares_stays_measured() -> None:
+    big = torch.finfo(torch.float32).max
+    # Finite values whose difference (and squares) overflow float32.
+    cand = torch.tensor([big, -big, 1.0, 0.0])
+    ref = torch.tensor([-big, big, 1.0, 0.0])
+    comp = compare_tensor("o", cand, ref, atol=1e-5, rtol=1e-5)
+    assert comp["mismatch_count"] == 2 and not comp["passed"]
+    assert comp["cosine"] == pytest.approx(-1.0)  # opposite directions, not a silent 1.0
+    assert comp["max_abs"] == pytest.approx(2.0 * big) and comp["worst_index"] == [0]
+    assert comp["rmse"] == pytest.approx(2.0 * big / math.sqrt(2.0))
+    # Large but matching values: everything finite, cosine 1, passes.
+    same = torch.tensor([3e38, 2e20, 1.0])
+    ok = compare_tensor("o", same, same.clone(), atol=1e-5, rtol=1e-5)
+    assert ok["passed"] and ok["cosine"] == pytest.approx(1.0) and ok["max_abs"] == 0.0
+
+
+def test_int64_differences_do_not_wrap() -> None:
+    cand = torch.tensor([2**62, -2**62, 5], dtype=torch.int64)
+    ref = torch.tensor([-2**62, 2**62, 5], dtype=torch.int64)
+    comp = compare_tensor("o", cand, ref, atol=0.0, rtol=0.0)
+    assert comp["mismatch_count"] == 2 and comp["max_abs"] == pytest.approx(2.0**63)
+    assert comp["worst_index"] == [0] and comp["worst_candidate"] == 2**62

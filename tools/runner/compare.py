@@ -251,14 +251,23 @@ def _cosine(acc: _Acc):
 def _chunk(acc, start, c, r, d, sum_d, nfin, atol, rtol, guard, exp_mask, int_view, eps, tiny,
            extra_mismatch=None):
     """Metrics of one chunk whose (masked) values are all finite."""
+    dot_cr, dot_cc, dot_rr = torch.dot(c, r).item(), torch.dot(c, c).item(), torch.dot(r, r).item()
+    ad = d.abs_()
+    sum_sq = torch.dot(ad, ad).item()
+    if c.dtype == torch.float32 and not all(map(math.isfinite, (sum_d, dot_cr, dot_cc, dot_rr, sum_sq))):
+        # Finite values whose difference or square overflows float32 (|x| above
+        # ~1e19): this chunk again in float64 - a chunk-sized copy, never the tensor.
+        c, r = c.to(torch.float64), r.to(torch.float64)
+        d = c - r
+        return _chunk(acc, start, c, r, d, d.sum().item(), nfin, atol, rtol, guard, 0x7FF0000000000000,
+                      torch.int64, eps, tiny, extra_mismatch)
     acc.n_fin += nfin
     acc.sum_d += sum_d
-    acc.dot_cr += torch.dot(c, r).item()
-    acc.dot_cc += torch.dot(c, c).item()
-    acc.dot_rr += torch.dot(r, r).item()
-    ad = d.abs_()
+    acc.dot_cr += dot_cr
+    acc.dot_cc += dot_cc
+    acc.dot_rr += dot_rr
     acc.sum_ad += ad.sum().item()
-    acc.sum_sq += torch.dot(ad, ad).item()
+    acc.sum_sq += sum_sq
     mx = ad.max().item()
     if mx > acc.max_abs:  # the index only when the running maximum moves (argmax is slow)
         acc.max_abs, acc.worst = mx, start + ad.argmax().item()
@@ -316,7 +325,7 @@ def _exact_metrics(cand: torch.Tensor, ref: torch.Tensor) -> dict:
         mismatch += count
         if first is None:
             first = start + ne.view(torch.uint8).argmax().item()
-        ad = (c - r).abs_()
+        ad = (c.to(torch.float64) - r.to(torch.float64)).abs_()  # int64 differences can overflow
         sum_ad += ad.sum().item()
         mx, mi = ad.max(0)
         if mx.item() > max_abs:
