@@ -169,3 +169,29 @@ def test_plan_request_shape_rules():
     with pytest.raises(ValidationError) as info:
         PlanRequest.model_validate({"cases": []})
     assert "needs 'config'" in str(info.value)
+
+
+@pytest.mark.parametrize("spec, needed", [
+    ({"shape": [2**40]}, 2**40),
+    ({"shape": [2**20, 2**20]}, 2**40),
+    ({"shape": [10**30]}, 10**30),
+    # small numel, but strides/offset that need an absurd storage
+    ({"shape": [4, 8], "strides": [2**40, 1]}, 3 * 2**40 + 8),
+    ({"shape": [4, 8], "storage_offset": 2**50}, 2**50 + 32),
+])
+def test_absurdly_large_input_storage_is_refused_at_plan_time(evidence_root, spec, needed):
+    request = {
+        "config": {"run_id": "huge", "operator": {"name": "add", "candidate": "torch.add", "reference": "torch.add"}},
+        "cases": [{"id": "c1", "inputs": [{"name": "x", **spec}]}],
+    }
+    with pytest.raises(ToolError) as info:
+        plan_cases(request, root=evidence_root)
+    text = str(info.value)
+    assert "cases.0.inputs.0" in text and str(needed) in text and "elements" in text
+    assert not (evidence_root / "huge").exists()
+
+
+def test_large_but_sane_and_zero_size_storage_is_accepted():
+    # 2**32 elements (16 GiB of float32) is a real large-model tensor; zero-size and scalars are fine too
+    for spec in ({"shape": [2**16, 2**16]}, {"shape": [0, 2**40]}, {"shape": []}):
+        InputSpec.model_validate({"name": "x", **spec})

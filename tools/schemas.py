@@ -41,6 +41,10 @@ FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 # Ascend storage formats (torch_npu.npu_format_cast ids live in the runner).
 LAYOUTS = ("ND", "NCHW", "NHWC", "NC1HWC0", "FRACTAL_Z", "FRACTAL_NZ")
 MODES = ("eager", "compile", "graph")
+# The most storage elements one input may need (16 Gi elements: 64 GiB of
+# float32).  Above it the host (CPU generation, then the device copy) would
+# only run out of memory or overflow; refuse it when the case is planned.
+MAX_STORAGE_ELEMENTS = 2**34
 STATUSES = ("passed", "numerical_mismatch", "crash", "unsupported")
 
 Dtype = Literal["float16", "bfloat16", "float32", "float64",
@@ -166,6 +170,14 @@ class InputSpec(Strict):
             raise ValueError(
                 f"'strides' has rank {len(self.strides)} but 'shape' has rank {len(self.shape)}"
             )
+        strides = self.strides if self.strides is not None else contiguous_strides(self.shape)
+        needed = storage_elements(self.shape, strides, self.storage_offset)
+        if needed > MAX_STORAGE_ELEMENTS:
+            raise ValueError(
+                f"shape {self.shape}, strides {strides} and storage_offset {self.storage_offset} need a storage "
+                f"of {needed} elements, over the limit of {MAX_STORAGE_ELEMENTS} (2**34) per input: building it "
+                "would exhaust the host's memory - plan a smaller shape that still shows the failure"
+            )
         if self.dtype not in FLOAT_DTYPES:
             for special in self.values.specials:
                 if special.value not in ("+0",):
@@ -174,6 +186,13 @@ class InputSpec(Strict):
 
     def is_contiguous(self) -> bool:
         return self.strides is None or self.strides == contiguous_strides(self.shape)
+
+
+def storage_elements(shape: list[int], strides: list[int], offset: int) -> int:
+    """Elements of the storage an as_strided view needs (as the runner builds it)."""
+    if any(size == 0 for size in shape):
+        return offset
+    return offset + sum((size - 1) * stride for size, stride in zip(shape, strides)) + 1
 
 
 def contiguous_strides(shape: list[int]) -> list[int]:
