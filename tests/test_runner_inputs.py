@@ -106,3 +106,17 @@ def test_special_value_table() -> None:
     assert special_value("denormal", torch.bfloat16) == 2 ** -133
     assert special_value("denormal", torch.float32) == 2 ** -149
     assert special_value("-large", torch.float32) == -torch.finfo(torch.float32).max / 2
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
+def test_stats_of_many_large_values_stay_finite_json(dtype) -> None:
+    """Three 'large' specials (max/2 each) overflow a float32 (or float64) running sum:
+    the metadata must still be valid JSON, else the worker cannot send the case at all."""
+    import json
+
+    spec = {"name": "x", "shape": [4, 8], "dtype": dtype,
+            "values": {"kind": "normal", "specials": [{"value": "large", "count": 3}]}}
+    stats = build_input(spec, 3).metadata["stats"]
+    json.dumps(stats, allow_nan=False)
+    assert stats["max"] == special_value("large", getattr(torch, dtype))
+    assert math.isfinite(stats["mean"]) and stats["mean"] > 0

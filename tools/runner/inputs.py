@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -258,7 +259,12 @@ def _stats(view: torch.Tensor) -> dict:
         stats = {"nan": int(torch.isnan(x).sum()), "inf": int(torch.isinf(x).sum())}
         if bool(finite.any()):
             xf = x[finite]
-            stats.update(min=float(xf.min()), max=float(xf.max()), mean=float(xf.mean()))
+            # accumulate in float64: a few 'large' specials overflow a float32 sum (an inf
+            # mean is not valid JSON, and the case could not be sent); scaled first if even that overflows
+            mean = float(xf.mean(dtype=torch.float64))
+            if not math.isfinite(mean):
+                mean = float((xf.to(torch.float64) / xf.numel()).sum())
+            stats.update(min=float(xf.min()), max=float(xf.max()), mean=mean)
         return stats
     x = view.to(torch.int64)
     return {"min": int(x.min()), "max": int(x.max()), "sum": int(x.sum())}
