@@ -223,6 +223,24 @@ def test_star_errors_name_the_star_variation_and_value(evidence_root):
     assert not (evidence_root / "run-1").exists()
 
 
+def test_stars_that_expand_to_no_case_are_refused_not_planned_as_an_empty_run(evidence_root):
+    # every value gives back the base (float32 is the base dtype) and the base is left out
+    req = star_request("empty", [{"axis": "dtype", "values": ["float32"]}], include_base=False)
+    req["config"]["source_model_failure"] = "loss is NaN at step 3"
+    with pytest.raises(ToolError) as info:
+        plan_cases(req, root=evidence_root)
+    assert info.value.code == "validation_error"
+    assert "no case" in info.value.message and "include_base" in info.value.message
+    assert not (evidence_root / "empty").exists()
+    # appending such a star adds nothing: refused the same way, the run unchanged
+    plan_cases(star_request("grow", [{"axis": "mode", "values": ["graph"]}]), root=evidence_root)
+    again = star_request("grow", [{"axis": "mode", "values": ["eager"]}], include_base=False)
+    with pytest.raises(ToolError) as info:
+        plan_cases(dict(again, append=True, config=None, run_id="grow"), root=evidence_root)
+    assert "no case" in info.value.message
+    assert [c.id for c in RunStore(evidence_root, "grow").read_cases()] == ["rms", "rms.mode-graph"]
+
+
 def test_multi_axis_warning(evidence_root, plan_request_dict):
     req = plan_request_dict("run-1", ("a", "b"), modes=("eager", "graph"))
     req["cases"][1]["inputs"][0]["dtype"] = "bfloat16"

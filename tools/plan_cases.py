@@ -434,6 +434,10 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
             new_cases.extend(expand_star(star))
         except ToolError as exc:
             raise ToolError(f"stars[{i}]: {exc.message}", code=exc.code) from None
+    if not new_cases:
+        raise ToolError("the request plans no case: every star variation value gives back its base case and "
+                        "include_base is false; give values that differ from the base (or include the base)",
+                        code="validation_error")
     dupes = _duplicates([c.id for c in new_cases])
     if dupes:
         raise ToolError(f"duplicate case ids in the request: {dupes}; every case id must be unique "
