@@ -1,0 +1,59 @@
+"""One case executed in-process (the worker's execute_case on the cpu
+device), for what the candidate and reference return."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tools.runner.devices import make_device
+from tools.runner.execute import environment, execute_case
+
+MODULE = "opdebug_exec_ops"
+
+
+@pytest.fixture()
+def ops(tmp_path: Path):
+    """Writes the module source and returns a runner for one case of it."""
+    device = make_device("cpu")
+    env = environment(device)
+
+    def run(source: str, case: dict, **operator) -> dict:
+        (tmp_path / f"{MODULE}.py").write_text(source)
+        config = {"run_id": "r", "tolerance": {"atol": 1e-5, "rtol": 1e-5},
+                  "operator": {"name": "op", "candidate": f"{MODULE}.cand", "reference": f"{MODULE}.ref",
+                               "modules": [f"{MODULE}.py"], **operator}}
+        return execute_case({"config": config, "case": case, "modules_dir": str(tmp_path)}, device, env)
+
+    yield run
+    sys.modules.pop(MODULE, None)
+    while str(tmp_path) in sys.path:
+        sys.path.remove(str(tmp_path))
+
+
+def case(dtype: str = "float32", **kw) -> dict:
+    return {"id": "c", "inputs": [{"name": "x", "shape": [4, 8], "dtype": dtype}], **kw}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_a_reference_that_computes_in_float64_does_not_fail_a_right_candidate(ops, dtype) -> None:
+    # A reference written with float64 math (numpy-style) returns float64 for float32 inputs:
+    # its dtype is not the candidate's contract, so a right candidate passes (as it does for float16).
+    source = "def cand(x):\n    return x * 2\n\ndef ref(x):\n    return x.double() * 2\n"
+    answer = ops(source, case(dtype))
+    assert answer["outcome"] == "result"
+    result = answer["result"]
+    assert result["status"] == "passed", result["comparisons"]
+
+
+def test_a_candidate_that_returns_the_wrong_float_dtype_still_fails(ops) -> None:
+    source = "def cand(x):\n    return (x * 2).half()\n\ndef ref(x):\n    return x * 2\n"
+    result = ops(source, case("float32"))["result"]
+    assert result["status"] == "numerical_mismatch"
+    assert "float16" in result["comparisons"][0]["contract_mismatch"]
+    # float64 inputs: the reference's float64 output is the contract, a float32 candidate output is not
+    source = "def cand(x):\n    return (x * 2).float()\n\ndef ref(x):\n    return x * 2\n"
+    result = ops(source, case("float64"))["result"]
+    assert result["status"] == "numerical_mismatch" and result["comparisons"][0]["contract_mismatch"]
