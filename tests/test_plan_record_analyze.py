@@ -276,6 +276,20 @@ def test_record_keeps_the_submitted_result_and_its_source(evidence_root, plan_re
     assert stored["recorded_at"]
 
 
+def test_recorded_raw_path_names_where_the_raw_evidence_was_stored(evidence_root, plan_request_dict, result_dicts):
+    # a submitted source.raw_path (here one outside the run) must not replace where the tool kept the evidence
+    plan_cases(plan_request_dict("run-1"), root=evidence_root)
+    submitted = result_dicts["numerical_mismatch"]("graph-f32")
+    submitted["source"] = {"raw_path": "../../etc/passwd"}
+    resp = record_result("run-1", submitted, root=evidence_root)
+    assert resp.raw_path == "raw-results/graph-f32"
+    stored = read_results_file(evidence_root, "run-1")["results"]["graph-f32"]
+    assert stored["source"]["raw_path"] == "raw-results/graph-f32"
+    assert json.loads((evidence_root / "run-1" / resp.raw_path / "submitted.json").read_text()) == submitted
+    analyze_failures("run-1", root=evidence_root)
+    assert "etc/passwd" not in (evidence_root / "run-1" / "reproduction.md").read_text()
+
+
 def test_second_record_of_a_case_is_refused(evidence_root, plan_request_dict, result_dicts):
     plan_cases(plan_request_dict("run-1"), root=evidence_root)
     record_result("run-1", result_dicts["passed"]("eager-f32"), root=evidence_root)

@@ -244,9 +244,10 @@ class RunStore:
             raw_dir = self.raw_dir(result.case_id)
             if result.recorded_at is None:
                 result = result.model_copy(update={"recorded_at": now_utc()})
+            # raw_path says where this store kept the raw evidence; a submitted
+            # one is the caller's claim and stays in its submitted copy.
             rel_raw = f"{RAW_DIR}/{result.case_id}"
-            if result.source.raw_path is None:
-                result = result.model_copy(update={"source": result.source.model_copy(update={"raw_path": rel_raw})})
+            result = result.model_copy(update={"source": result.source.model_copy(update={"raw_path": rel_raw})})
             files = dict(raw_files or {})
             files.setdefault("result.json", json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
             for name, content in files.items():
