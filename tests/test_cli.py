@@ -159,6 +159,24 @@ def test_user_errors_exit_2_with_a_clear_message(workspace: dict) -> None:
     assert "safe slug" in err
 
 
+def test_show_says_when_the_stored_analysis_is_out_of_date(workspace: dict) -> None:
+    f, run_dir, env, cwd = workspace["dir"], workspace["run_dir"], workspace["env"], workspace["cwd"]
+    ok(opdebug("plan", "--config", str(f / "plan.json"), "--output-dir", str(run_dir), env=env, cwd=cwd))
+    ok(opdebug("record", "--output-dir", str(run_dir), "--result", str(f / "pass.json"), env=env, cwd=cwd))
+    ok(opdebug("analyze", "--output-dir", str(run_dir), env=env, cwd=cwd))  # inconclusive: graph-f32 missing
+    out = ok(opdebug("show", "--output-dir", str(run_dir), env=env, cwd=cwd))
+    assert "out of date" not in out
+    ok(opdebug("record", "--output-dir", str(run_dir), "--result", str(f / "mismatch.json"), env=env, cwd=cwd))
+    out = ok(opdebug("show", "--output-dir", str(run_dir), env=env, cwd=cwd))
+    # the old verdict ("graph-f32 missing") is not shown as if it were current
+    assert "out of date" in out and "opdebug analyze" in out
+    shown = json.loads(ok(opdebug("show", "--output-dir", str(run_dir), "--json", env=env, cwd=cwd)))
+    assert shown["analysis_stale"] is True
+    ok(opdebug("analyze", "--output-dir", str(run_dir), env=env, cwd=cwd))
+    shown = json.loads(ok(opdebug("show", "--output-dir", str(run_dir), "--json", env=env, cwd=cwd)))
+    assert shown["analysis_stale"] is False and shown["analysis"]["verdict"] == "diagnosed"
+
+
 def test_text_from_evidence_is_printed_literally(workspace: dict) -> None:
     """Messages, signatures and ids are shown as they are, never read as markup."""
     f, run_dir, env, cwd = workspace["dir"], workspace["run_dir"], workspace["env"], workspace["cwd"]

@@ -378,12 +378,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     analysis = Analysis.model_validate(read_json(analysis_path)) if analysis_path.is_file() else None
     rows = [(c.id, c.mode, case_axes(c), results[c.id].status if c.id in results else "pending",
              _result_detail(results.get(c.id))) for c in cases]
+    # Cases and results only grow: other counts than the analysis saw mean it is out of date.
+    stale = analysis is not None and (analysis.planned, analysis.recorded) != (len(cases), len(results))
     if args.json:
         _print_json({
             "run": manifest,
             "run_dir": str(store.dir),
             "cases": [{"id": r[0], "mode": r[1], "axes": r[2], "state": r[3], "detail": r[4]} for r in rows],
             "analysis": analysis,
+            "analysis_stale": stale,
         })
         return 0
     out = _console()
@@ -391,6 +394,9 @@ def cmd_show(args: argparse.Namespace) -> int:
               f"{_styled(str(manifest.get('status')))}, {len(results)}/{len(cases)} recorded")
     _print_cases(out, rows)
     if analysis is not None:
+        if stale:
+            out.print(f"[yellow]the analysis below is out of date: it saw {analysis.recorded}/{analysis.planned} "
+                      f"recorded, the run now has {len(results)}/{len(cases)} - run opdebug analyze[/yellow]")
         _print_analysis(out, analysis)
     else:
         out.print("not analyzed yet (opdebug analyze)")
