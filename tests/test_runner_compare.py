@@ -156,3 +156,18 @@ def test_int64_differences_do_not_wrap() -> None:
     comp = compare_tensor("o", cand, ref, atol=0.0, rtol=0.0)
     assert comp["mismatch_count"] == 2 and comp["max_abs"] == pytest.approx(2.0**63)
     assert comp["worst_index"] == [0] and comp["worst_candidate"] == 2**62
+
+
+def test_nested_outputs_are_compared_element_by_element() -> None:
+    # an LSTM-style (out, (h, c)): the same structure on both sides is compared, not called a contract mismatch
+    out, h, c = torch.ones(2, 3), torch.zeros(3), torch.full((3,), 2.0)
+    comps = compare_outputs((out, (h, c)), (out, (h, c + 1)), names=["y", "state"], tolerance={},
+                            strict_dtype=True)
+    assert {x["output"]: x["passed"] for x in comps} == {"y": True, "state.0": True, "state.1": False}
+    assert not any(x.get("contract_mismatch") for x in comps)
+    comps = compare_outputs({"a": [h, {"b": c}]}, {"a": [h, {"b": c}]}, names=None, tolerance={}, strict_dtype=True)
+    assert {x["output"]: x["passed"] for x in comps} == {"a.0": True, "a.1.b": True}
+    # a structure that differs is still a contract mismatch
+    comps = compare_outputs((out, h), (out, (h, c)), names=None, tolerance={}, strict_dtype=True)
+    assert {x["output"]: x["passed"] for x in comps} == {"out0": True, "out1.0": False, "out1.1": False, "out1": False}
+

@@ -4,8 +4,10 @@ Per output, dtype-aware.  Floating outputs get max_abs, max_rel, mean_abs,
 rmse, cosine, the count/ratio of elements outside ``atol + rtol*|ref|``,
 the worst and the first mismatching index with both values, NaN/Inf pattern
 mismatches, error balance (signed mean error) and the ULP error; integer and
-bool outputs are compared exactly.  A shape or dtype contract violation is
-its own reason (``contract_mismatch``) and fails the output.
+bool outputs are compared exactly.  Nested tuples, lists
+and dicts of outputs are compared leaf by leaf (``state.0``, ``state.1``).  A
+shape or dtype contract violation is its own reason (``contract_mismatch``)
+and fails the output.
 
 Definitions (documented in references/runner-protocol.md):
 
@@ -69,11 +71,20 @@ def name_outputs(out, names: list[str] | None) -> dict:
     """Outputs by name: dicts keep their keys, tuples/lists take config names
     (or out0, out1, ...), a single output takes the first name (or "out")."""
     if isinstance(out, dict):
-        return {str(k): v for k, v in out.items()}
-    if isinstance(out, (tuple, list)):
+        top = {str(k): v for k, v in out.items()}
+    elif isinstance(out, (tuple, list)):
         names = list(names or [])
-        return {(names[i] if i < len(names) else f"out{i}"): v for i, v in enumerate(out)}
-    return {(names[0] if names else "out"): out}
+        top = {(names[i] if i < len(names) else f"out{i}"): v for i, v in enumerate(out)}
+    else:
+        return {(names[0] if names else "out"): out}
+    flat = {}
+    for name, value in top.items():  # nested outputs, e.g. (out, (h, c)): "state.0", "state.1"
+        if isinstance(value, (tuple, list, dict)):
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            flat.update(name_outputs({f"{name}.{k}": v for k, v in items}, None))
+        else:
+            flat[name] = value
+    return flat
 
 
 def as_tensor(value):
