@@ -116,6 +116,17 @@ def test_append_adds_cases_without_touching_results(evidence_root, plan_request_
     assert len(RunStore(evidence_root, "run-1").read_cases()) == 3
 
 
+def test_append_after_an_analysis_reopens_the_run_even_without_results(evidence_root, plan_request_dict):
+    plan_cases(plan_request_dict("run-1", ("eager-f32",)), root=evidence_root)
+    assert analyze_failures("run-1", root=evidence_root).verdict == "inconclusive"
+    more = plan_request_dict("run-1", ("graph-f32",))["cases"]
+    plan_cases({"run_id": "run-1", "append": True, "cases": more}, root=evidence_root)
+    manifest = RunStore(evidence_root, "run-1").read_manifest()
+    # the old verdict no longer holds for the grown matrix
+    assert manifest["status"] == "running"
+    assert [h["status"] for h in manifest["history"]] == ["planned", "inconclusive", "running"]
+
+
 def test_append_refuses_a_changed_config_or_module(evidence_root, plan_request_dict):
     plan_cases(plan_request_dict("run-1"), root=evidence_root)
     req = plan_request_dict("run-1", ("more",))

@@ -180,8 +180,10 @@ class RunStore:
                 )
             matrix = existing + cases
             atomic_write_json(self.dir / MATRIX, self._matrix_doc(matrix))
-            self._update_manifest(case_count=len(matrix), status="running" if self._has_results() else None,
-                                  reopen=True)
+            # Results, or an analysis of the smaller matrix: the run is under way again.
+            analyzed = read_json(self.dir / MANIFEST)["status"] in ("passed", "failed", "inconclusive")
+            self._update_manifest(case_count=len(matrix),
+                                  status="running" if analyzed or self._has_results() else None, reopen=True)
             return matrix
 
     def _matrix_doc(self, cases: list[Case]) -> dict:
