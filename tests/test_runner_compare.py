@@ -171,3 +171,15 @@ def test_nested_outputs_are_compared_element_by_element() -> None:
     comps = compare_outputs((out, h), (out, (h, c)), names=None, tolerance={}, strict_dtype=True)
     assert {x["output"]: x["passed"] for x in comps} == {"out0": True, "out1.0": False, "out1.1": False, "out1": False}
 
+
+def test_complex_outputs_compare_their_real_and_imaginary_parts() -> None:
+    ref = torch.fft.rfft(torch.arange(8.0))
+    comp = compare_tensor("y", ref.clone(), ref, atol=1e-5, rtol=1e-5)
+    assert comp["passed"] and not comp.get("contract_mismatch") and comp["actual_dtype"] == "complex64"
+    assert comp["expected_shape"] == [5]
+    bad = ref.clone()
+    bad[2] += 1j
+    comp = compare_tensor("y", bad, ref, atol=1e-5, rtol=1e-5)
+    assert not comp["passed"] and comp["mismatch_count"] == 1 and comp["first_mismatch_index"] == [2, 1]
+    comp = compare_tensor("y", ref.real.contiguous(), ref, atol=1e-5, rtol=1e-5)
+    assert "complex" in comp["contract_mismatch"]

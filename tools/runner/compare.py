@@ -4,7 +4,8 @@ Per output, dtype-aware.  Floating outputs get max_abs, max_rel, mean_abs,
 rmse, cosine, the count/ratio of elements outside ``atol + rtol*|ref|``,
 the worst and the first mismatching index with both values, NaN/Inf pattern
 mismatches, error balance (signed mean error) and the ULP error; integer and
-bool outputs are compared exactly.  Nested tuples, lists
+bool outputs are compared exactly; complex outputs as floating ones over their
+real and imaginary parts (a trailing dimension of 2).  Nested tuples, lists
 and dicts of outputs are compared leaf by leaf (``state.0``, ``state.1``).  A
 shape or dtype contract violation is its own reason (``contract_mismatch``)
 and fails the output.
@@ -166,13 +167,17 @@ def compare_tensor(name: str, cand: torch.Tensor, ref: torch.Tensor, *, atol: fl
         comp["contract_mismatch"] = f"shape {list(cand.shape)} but the reference gives {list(ref.shape)}"
         return comp
     ck, rk = _kind(cand.dtype), _kind(ref.dtype)
-    if ck != rk or "complex" in (ck, rk):
+    if ck != rk:
         comp["contract_mismatch"] = (f"dtype {dtype_name(cand.dtype)} ({ck}) but the reference gives "
                                      f"{dtype_name(ref.dtype)} ({rk})")
         return comp
     if strict_dtype and cand.dtype != ref.dtype:
         comp["contract_mismatch"] = f"dtype {dtype_name(cand.dtype)} but the reference gives {dtype_name(ref.dtype)}"
         return comp
+    if ck == "complex":  # real and imaginary parts as a trailing dimension of 2
+        cand, ref = torch.view_as_real(cand.resolve_conj()), torch.view_as_real(ref.resolve_conj())
+        ck = "floating"
+        comp["numel"] = cand.numel()  # each part counts as an element
     if cand.numel() == 0:
         comp["passed"] = True
         return comp
