@@ -195,3 +195,27 @@ def test_large_but_sane_and_zero_size_storage_is_accepted():
     # 2**32 elements (16 GiB of float32) is a real large-model tensor; zero-size and scalars are fine too
     for spec in ({"shape": [2**16, 2**16]}, {"shape": [0, 2**40]}, {"shape": []}):
         InputSpec.model_validate({"name": "x", **spec})
+
+
+def test_special_positions_and_counts_must_fit_the_shape_at_plan_time(evidence_root):
+    def spec(shape, special):
+        return {"name": "x", "shape": shape, "values": {"kind": "normal", "specials": [special]}}
+
+    InputSpec.model_validate(spec([4, 8], {"value": "nan", "positions": [[3, 7], [0, 0]]}))
+    InputSpec.model_validate(spec([4, 8], {"value": "nan", "count": 32}))
+    for bad, words in (({"value": "nan", "positions": [[4, 0]]}, ["[4, 0]", "outside shape [4, 8]"]),
+                       ({"value": "inf", "positions": [[1]]}, ["[1]", "outside shape [4, 8]"]),
+                       ({"value": "nan", "count": 33}, ["33", "32 elements"])):
+        with pytest.raises(ValidationError) as info:
+            Case.model_validate(_case(inputs=[spec([4, 8], bad)]))
+        text = _messages(info.value)
+        assert "inputs.0" in text and all(w in text for w in words), text
+    # a star that shrinks the shape under a placed special value is refused when planned, not at run time
+    request = {
+        "config": {"run_id": "sp", "operator": {"name": "op", "candidate": "m.f", "reference": "m.g"}},
+        "stars": [{"base": {"id": "b", "inputs": [spec([4, 8], {"value": "nan", "positions": [[3, 7]]})]},
+                   "vary": [{"axis": "shape", "values": [[2, 4]]}]}],
+    }
+    with pytest.raises(ToolError) as err:
+        plan_cases(request, root=evidence_root)
+    assert "vary[0]" in err.value.message and "outside shape [2, 4]" in err.value.message

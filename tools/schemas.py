@@ -178,6 +178,14 @@ class InputSpec(Strict):
                 f"of {needed} elements, over the limit of {MAX_STORAGE_ELEMENTS} (2**34) per input: building it "
                 "would exhaust the host's memory - plan a smaller shape that still shows the failure"
             )
+        numel = math.prod(self.shape)
+        for special in self.values.specials:
+            for pos in special.positions or []:
+                if len(pos) != len(self.shape) or any(i >= size for i, size in zip(pos, self.shape)):
+                    raise ValueError(f"special '{special.value}' position {pos} is outside shape {self.shape}")
+            if special.count is not None and special.count > numel:
+                raise ValueError(f"special '{special.value}' count {special.count} is over the {numel} elements "
+                                 f"of shape {self.shape}")
         if self.dtype not in FLOAT_DTYPES:
             for special in self.values.specials:
                 if special.value not in ("+0",):
