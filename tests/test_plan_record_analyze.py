@@ -127,6 +127,20 @@ def test_append_after_an_analysis_reopens_the_run_even_without_results(evidence_
     assert [h["status"] for h in manifest["history"]] == ["planned", "inconclusive", "running"]
 
 
+def test_appending_a_star_around_a_planned_case_says_to_leave_its_base_out(evidence_root):
+    # the natural follow-up to a next case {base_case, change}: a star around that planned case
+    plan_cases(star_request("grow", [{"axis": "mode", "values": ["graph"]}]), root=evidence_root)
+    base = RunStore(evidence_root, "grow").read_cases()[0].model_dump(mode="json")
+    star = {"base": base, "vary": [{"axis": "dtype", "values": ["bfloat16"]}]}
+    with pytest.raises(ToolError) as info:
+        plan_cases({"run_id": "grow", "append": True, "stars": [star]}, root=evidence_root)
+    assert info.value.code == "duplicate_case"
+    assert "include_base" in info.value.message and "'rms'" in info.value.message
+    added = plan_cases({"run_id": "grow", "append": True, "stars": [star | {"include_base": False}]},
+                       root=evidence_root).added
+    assert added == ["rms.dtype-bfloat16"]
+
+
 def test_append_refuses_a_changed_config_or_module(evidence_root, plan_request_dict):
     plan_cases(plan_request_dict("run-1"), root=evidence_root)
     req = plan_request_dict("run-1", ("more",))

@@ -453,8 +453,11 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
                             "appending, or plan a new run", code="config_changed")
         clash = sorted({c.id for c in store.read_cases()} & {c.id for c in new_cases})
         if clash:
+            bases = sorted({s.base.id for s in req.stars if s.include_base} & set(clash))
+            hint = (f"; {bases} are star bases: to add only the variations around a planned case, set "
+                    "include_base false in its star") if bases else ""
             raise ToolError(f"case ids already planned in run {store.run_id!r}: {clash}; planned cases are "
-                            "never replaced - give the new cases new ids", code="duplicate_case")
+                            f"never replaced - give the new cases new ids{hint}", code="duplicate_case")
         _check_call_order(config, new_cases)
         modules = _modules_to_store(store, config, req.module_sources)
         captured = _captured_to_store(store, req.captured_files, new_cases)
