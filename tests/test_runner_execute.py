@@ -57,3 +57,26 @@ def test_a_candidate_that_returns_the_wrong_float_dtype_still_fails(ops) -> None
     source = "def cand(x):\n    return (x * 2).float()\n\ndef ref(x):\n    return x * 2\n"
     result = ops(source, case("float64"))["result"]
     assert result["status"] == "numerical_mismatch" and result["comparisons"][0]["contract_mismatch"]
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="graph capture needs a cuda device")
+def test_graph_mode_applies_an_in_place_candidate_once(tmp_path: Path) -> None:
+    # Graph mode runs the candidate for warm-up, captures it and replays it: an in-place
+    # operator (a cache update, x.mul_) must see its original inputs at the replay.
+    device = make_device("cuda")
+    (tmp_path / f"{MODULE}.py").write_text("def cand(x):\n    return x.mul_(2).add_(1)\n\n"
+                                           "def ref(x):\n    return x * 2 + 1\n")
+    config = {"run_id": "r", "tolerance": {"atol": 1e-5, "rtol": 1e-5},
+              "operator": {"name": "op", "candidate": f"{MODULE}.cand", "reference": f"{MODULE}.ref",
+                           "modules": [f"{MODULE}.py"]}}
+    try:
+        for mode in ("eager", "graph"):
+            for strides in (None, [1, 4]):
+                spec = {"name": "x", "shape": [4, 8], "dtype": "float32", "strides": strides}
+                answer = execute_case({"config": config, "case": {"id": "c", "mode": mode, "inputs": [spec]},
+                                       "modules_dir": str(tmp_path)}, device, environment(device))
+                assert answer["result"]["status"] == "passed", (mode, strides, answer["result"])
+    finally:
+        sys.modules.pop(MODULE, None)
+        while str(tmp_path) in sys.path:
+            sys.path.remove(str(tmp_path))

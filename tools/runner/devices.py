@@ -132,7 +132,12 @@ class NpuDevice(Device):
 
 
 def _graph_capture_replay(module, graph_cls, fn, args, kwargs):
-    """Warm up on a side stream, capture one call on the static inputs, replay it."""
+    """Warm up on a side stream, capture one call on the static inputs, replay it.
+
+    The warm-up runs the candidate too: the inputs' storages are put back to
+    their values before the replay, so an in-place operator applies once."""
+    inputs = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
+    saved = [t.untyped_storage().clone() for t in inputs]
     stream = module.Stream()
     stream.wait_stream(module.current_stream())
     with module.stream(stream):
@@ -142,6 +147,8 @@ def _graph_capture_replay(module, graph_cls, fn, args, kwargs):
     graph = graph_cls()
     with module.graph(graph):
         out = fn(*args, **kwargs)
+    for t, original in zip(inputs, saved):
+        t.untyped_storage().copy_(original)
     graph.replay()
     module.synchronize()
     return out
