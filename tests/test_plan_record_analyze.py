@@ -431,6 +431,30 @@ def test_all_pass_with_source_failure_gives_the_integration_hint(evidence_root, 
     assert analyze_failures("run-2", root=evidence_root).integration_hint is None
 
 
+def test_pasted_markdown_in_the_config_cannot_break_the_report(evidence_root, plan_request_dict, result_dicts):
+    # an agent pastes the model's failure as it saw it: fenced, with a heading-like line
+    pasted = "loss became NaN:\n```\nRuntimeError: aclnnRmsNorm failed\n```\n# step 3"
+    req = plan_request_dict("run-1", source_model_failure=pasted)
+    req["config"]["operator"]["name"] = "rms_norm\n# fused"
+    plan_cases(req, root=evidence_root)
+    record_result("run-1", result_dicts["passed"]("eager-f32"), root=evidence_root)
+    record_result("run-1", result_dicts["passed"]("graph-f32"), root=evidence_root)
+    analyze_failures("run-1", root=evidence_root)
+    report = (evidence_root / "run-1" / "report.md").read_text()
+    lines = report.splitlines()
+    # the pasted text sits in one fenced block whose fence its own ``` cannot close
+    start = lines.index("## Source model failure") + 2
+    fence = lines[start]
+    assert fence.startswith("````") and set(fence) == {"`"}
+    end = lines.index(fence, start + 1)
+    assert "\n".join(lines[start + 1:end]) == pasted
+    # outside that block, only the report's own headings start with '#'
+    headings = [ln for i, ln in enumerate(lines) if ln.startswith("#") and not start < i < end]
+    assert headings[0].startswith("# Operator debug report: rms_norm # fused")
+    assert "# step 3" not in headings and "# fused" not in headings
+    assert "## Integration boundary" in headings
+
+
 def test_unsupported_only_is_inconclusive_and_kept_apart(evidence_root, plan_request_dict, result_dicts):
     plan_cases(plan_request_dict("run-1"), root=evidence_root)
     record_result("run-1", result_dicts["passed"]("eager-f32"), root=evidence_root)

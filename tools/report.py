@@ -4,6 +4,7 @@ to re-run each failing case) from an analysis and the run's evidence."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -14,6 +15,18 @@ from .schemas import Analysis, Case, CaseFailure, CaseResult, OperatorConfig
 def cell(text: object) -> str:
     """Text safe inside a markdown table cell."""
     return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def one_line(text: object) -> str:
+    """Text folded onto one line (a heading or paragraph it cannot break)."""
+    return " ".join(str(text).split())
+
+
+def fenced(text: str) -> list[str]:
+    """Text in a fenced block whose fence is longer than any backtick run in it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence, text, fence]
 
 
 def table(header: list[str], rows: list[list[object]]) -> str:
@@ -41,7 +54,7 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
                   results: dict[str, CaseResult], *, run_dir: str) -> str:
     varying = _varying_axes(cases)
     out = [
-        f"# Operator debug report: {config.operator.name} (run `{analysis.run_id}`)",
+        f"# Operator debug report: {one_line(config.operator.name)} (run `{analysis.run_id}`)",
         "",
         f"**Verdict: {analysis.verdict}** - {analysis.summary}",
         "",
@@ -59,7 +72,7 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
         "",
     ]
     if config.source_model_failure:
-        out += ["## Source model failure", "", "```", config.source_model_failure.strip(), "```", ""]
+        out += ["## Source model failure", "", *fenced(config.source_model_failure.strip()), ""]
     out += ["## Failures", ""]
     if analysis.failures:
         out += [table(["case", "status", "axes (varying)", "reason"], _failure_rows(analysis.failures, varying)), ""]
@@ -99,7 +112,7 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
     else:
         out += ["None suggested.", ""]
     if analysis.integration_hint:
-        out += ["## Integration boundary", "", analysis.integration_hint, ""]
+        out += ["## Integration boundary", "", one_line(analysis.integration_hint), ""]
     out += ["## Every case", ""]
     by_failure = {f.case_id: f for f in [*analysis.failures, *analysis.unsupported]}
     for case in cases:
@@ -123,7 +136,7 @@ def render_reproduction(analysis: Analysis, config: OperatorConfig, cases: list[
     run_id = analysis.run_id
     where = f"--root {shlex.quote(str(Path(run_dir).parent))} --run-id {run_id}"
     out = [
-        f"# Reproduction: {op.name} (run `{run_id}`)",
+        f"# Reproduction: {one_line(op.name)} (run `{run_id}`)",
         "",
         "## The operator call",
         "",
