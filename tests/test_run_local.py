@@ -260,6 +260,22 @@ def test_recorded_cases_are_refused_and_unknown_ids_rejected(loop, tmp_path: Pat
         run(loop, tmp_path, "again", hosts=["no-such-host"])
 
 
+def test_two_calls_on_one_run_at_once_run_each_case_once(loop, tmp_path: Path) -> None:
+    # An agent retries run_case_remote while its first call still runs: each case runs once;
+    # the call that finds a case recorded by the other reports it refused, not pending.
+    plan(tmp_path, "twice", "bf16_only.py", [{"id": f"c{i}", "inputs": [inp()]} for i in range(3)])
+
+    async def both():
+        return await asyncio.gather(run_case_remote("twice", root=tmp_path), run_case_remote("twice", root=tmp_path))
+
+    one, two = loop.run_until_complete(both())
+    assert sorted(one.recorded + two.recorded) == ["c0", "c1", "c2"]
+    assert sorted(one.refused + two.refused) == ["c0", "c1", "c2"]
+    for resp in (one, two):
+        assert resp.pending == [] and all(o.recorded for o in resp.outcomes), resp
+        assert "stayed pending" not in (resp.rerun_hint or "")
+
+
 def test_a_failed_health_check_replaces_the_worker(loop, tmp_path: Path) -> None:
     cases = [{"id": "poison", "inputs": [inp()], "attributes": {"poison": True}},
              {"id": "after", "inputs": [inp()], "attributes": {"poison": False}}]

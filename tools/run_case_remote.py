@@ -16,7 +16,7 @@ import json
 from typing import Awaitable, Callable
 
 from .errors import ToolError
-from .evidence import ARTIFACTS_DIR, RunStore
+from .evidence import ARTIFACTS_DIR, RESULTS, RunStore, read_json
 from .record_result import record_result
 from .remote import pool
 from .remote.inventory import as_inventory
@@ -69,10 +69,16 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
             await progress(len(outcomes), total, outcome)
 
     async def run_one(slot, case_id: str) -> None:
+        if case_id in await asyncio.to_thread(_recorded_ids, store):
+            refused.append(case_id)  # another call on this run recorded it meanwhile: not run twice
+            return
         case = cases[case_id]
         timeout_s = case.timeout_s or config.default_timeout_s
         event = await slot.run_case(run, case.model_dump(mode="json"), timeout_s)
         outcome = await asyncio.to_thread(_record_event, store, root, slot.host, slot.device, case_id, event)
+        if outcome is None:  # recorded by another call while this one ran it
+            refused.append(case_id)
+            return
         await report(outcome)
 
     queue_report = await pool.run_queue(specs, todo, run, run_one)
@@ -87,6 +93,7 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
                             details={"slot_errors": queue_report.slot_errors})
         for case_id in queue_report.not_started:
             await report(_pending(case_id, why))
+    refused = [c for c in (wanted if case_ids is not None else todo) if c in refused]
     ordered = [outcomes[c] for c in todo if c in outcomes]
     pending = store.pending_case_ids()
     still = [o.case_id for o in ordered if not o.recorded]
@@ -113,8 +120,13 @@ def _pending(case_id: str, error: str, *, host=None, device=None) -> CaseOutcome
                        summary=f"pending: {error.splitlines()[0][:300]}", error=error[:4000])
 
 
-def _record_event(store: RunStore, root, host: str, device: str, case_id: str, event: dict) -> CaseOutcome:
-    """Record one supervisor answer (in a thread: file locks and fsyncs)."""
+def _recorded_ids(store: RunStore) -> set[str]:
+    return set(read_json(store.path(RESULTS))["results"])
+
+
+def _record_event(store: RunStore, root, host: str, device: str, case_id: str, event: dict) -> CaseOutcome | None:
+    """Record one supervisor answer (in a thread: file locks and fsyncs); None when
+    another call recorded the case first."""
     if event.get("outcome") != "result":
         err = event.get("harness_error") or {}
         where = err.get("where", "harness")
@@ -135,6 +147,8 @@ def _record_event(store: RunStore, root, host: str, device: str, case_id: str, e
         response = record_result(store.run_id, result, root=root, raw_files=raw_files,
                                  input_metadata=event.get("input_metadata"), source_kind="run_case_remote")
     except ToolError as exc:
+        if exc.code == "already_recorded":
+            return None
         return _pending(case_id, f"not recorded: {exc.message}", host=host, device=device)
     return _outcome(case_id, result, host, device, response.raw_path)
 
