@@ -517,6 +517,23 @@ def test_analysis_follows_one_failing_dtype(evidence_root):
     assert not [n for n in again.next_cases if n.change.get("axis") == "strides" and n.base_case == "rms.dtype-bfloat16"]
 
 
+def test_a_failure_that_follows_an_unset_attribute_is_found(evidence_root):
+    # the base leaves keepdim to the operator's default; the star sets it: only the default path is wrong
+    req = star_request("run-1", [{"axis": "attribute", "name": "keepdim", "values": [True]},
+                                 {"axis": "dtype", "values": ["float16"]}])
+    ids = [c.id for c in plan_cases(req, root=evidence_root).cases]
+    assert ids == ["rms", "rms.attr-keepdim-true", "rms.dtype-float16"]
+    mismatch = {"status": "numerical_mismatch", "comparisons": [{"output": "y", "passed": False, "max_abs": 1.0}]}
+    record_result("run-1", {"case_id": "rms", **mismatch}, root=evidence_root)
+    record_result("run-1", {"case_id": "rms.dtype-float16", **mismatch}, root=evidence_root)
+    record_result("run-1", {"case_id": "rms.attr-keepdim-true", "status": "passed"}, root=evidence_root)
+    analysis = analyze_failures("run-1", root=evidence_root)
+    top = analysis.failure_axes[0]
+    assert (top.axis, top.value, top.failing, top.total_with_value, top.explains_all) == \
+        ("attr.keepdim", "unset", 2, 2, True)
+    assert "attr.keepdim=unset" in analysis.summary
+
+
 def test_analysis_reads_what_another_writer_recorded(evidence_root, plan_request_dict, result_dicts):
     plan_cases(plan_request_dict("run-1"), root=evidence_root)
     record_result("run-1", result_dicts["passed"]("eager-f32"), root=evidence_root)

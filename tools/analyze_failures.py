@@ -42,6 +42,7 @@ from .schemas import (
 MANIFEST_STATUS = {"diagnosed": "failed", "inconclusive": "inconclusive", "passed": "passed"}
 FAILING = ("numerical_mismatch", "crash")
 MAX_CROSSINGS = 4
+UNSET = "unset"  # the axis value of an attribute or input a case does not have
 MAX_MISSING_SUGGESTIONS = 20
 SOURCE_QUOTE_CHARS = 600
 
@@ -127,6 +128,10 @@ def failure_axes(cases: list[Case], results: dict[str, CaseResult]) -> list[Fail
     passing case has it).  Most explanatory first; of two axis values that
     pick out exactly the same cases only the first (most general) is kept."""
     axes = {c.id: case_axes(c) for c in cases}
+    # An attribute (or optional input) that some cases leave out is "unset" there:
+    # the failure may follow the operator's default.
+    keys = list(dict.fromkeys(k for a in axes.values() for k in a))
+    axes = {cid: {k: a.get(k, UNSET) for k in keys} for cid, a in axes.items()}
     failing = [c.id for c in cases if c.id in results and results[c.id].status in FAILING]
     passing = [c.id for c in cases if c.id in results and results[c.id].status == "passed"]
     if not failing:
