@@ -80,3 +80,12 @@ def test_graph_mode_applies_an_in_place_candidate_once(tmp_path: Path) -> None:
         sys.modules.pop(MODULE, None)
         while str(tmp_path) in sys.path:
             sys.path.remove(str(tmp_path))
+
+
+def test_a_candidate_exception_whose_str_fails_is_still_its_crash(ops) -> None:
+    source = ("class Odd(Exception):\n    def __str__(self):\n        raise ValueError('no text')\n\n"
+              "def cand(x):\n    raise Odd()\n\ndef ref(x):\n    return x\n")
+    answer = ops(source, case())
+    assert answer["outcome"] == "result", answer
+    error = answer["result"]["error"]
+    assert answer["result"]["status"] == "crash" and error["type"] == "Odd" and error["signature"].startswith("Odd")

@@ -145,7 +145,7 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None) -> di
 
 def _classify(exc: BaseException, extra_rules: list) -> tuple:
     exc_type = type(exc).__name__
-    message = str(exc) or repr(exc)
+    message = _text(exc)
     tb = tail("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
     rule = match_unsupported(exc_type, message, extra_rules)
     error = {"type": exc_type, "message": tail(message, 20000), "traceback_tail": tb}
@@ -156,10 +156,17 @@ def _classify(exc: BaseException, extra_rules: list) -> tuple:
     return "crash", {"error": error}
 
 
+def _text(exc: BaseException) -> str:
+    try:
+        return str(exc) or repr(exc)
+    except Exception as inner:  # noqa: BLE001 - the candidate's exception cannot say what it is
+        return f"<{type(exc).__name__}: str() failed with {type(inner).__name__}>"
+
+
 def _harness(where: str, exc: BaseException) -> dict:
     tb = tail("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
     return {"outcome": "harness_error", "traceback": tb,
-            "harness_error": {"where": where, "type": type(exc).__name__, "message": tail(str(exc) or repr(exc)),
+            "harness_error": {"where": where, "type": type(exc).__name__, "message": tail(_text(exc)),
                               "traceback": tb}}
 
 
