@@ -568,6 +568,26 @@ def test_a_lone_failing_case_gets_isolating_suggestions(evidence_root):
     assert all("no case passes yet" in n.reason for n in analysis.next_cases)
 
 
+def test_with_no_passing_case_no_axis_is_said_to_explain_the_failures(evidence_root):
+    # eager crashes, graph is unsupported: nothing passed, so nothing contrasts mode=eager
+    plan_cases(star_request("run-1", [{"axis": "mode", "values": ["graph"]}]), root=evidence_root)
+    record_result("run-1", crash_result("rms"), root=evidence_root)
+    record_result("run-1", unsupported_result("rms.mode-graph"), root=evidence_root)
+    analysis = analyze_failures("run-1", root=evidence_root)
+    assert analysis.verdict == "diagnosed"
+    assert not any(a.explains_all for a in analysis.failure_axes)
+    assert "follow mode" not in analysis.summary and "no case passes" in analysis.summary
+    # once a case passes, the contrast holds
+    plan_cases({"run_id": "run-1", "append": True, "stars": [{
+        "base": RunStore(evidence_root, "run-1").read_cases()[0].model_dump(mode="json"), "include_base": False,
+        "vary": [{"axis": "mode", "values": ["compile"]}]}]}, root=evidence_root)
+    record_result("run-1", {"case_id": "rms.mode-compile", "status": "passed"}, root=evidence_root)
+    analysis = analyze_failures("run-1", root=evidence_root)
+    top = analysis.failure_axes[0]
+    assert (top.axis, top.value, top.explains_all) == ("mode", "eager", True)
+    assert "the failures follow mode=eager" in analysis.summary
+
+
 def test_case_axes_are_stable_strings():
     case = Case.model_validate({
         "id": "c", "mode": "compile", "attributes": {"dims": [0, -1], "keepdim": True, "eps": 1e-6},

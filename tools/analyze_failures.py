@@ -148,7 +148,8 @@ def failure_axes(cases: list[Case], results: dict[str, CaseResult]) -> list[Fail
         seen_sets.add(with_value)
         found.append(FailureAxis(
             axis=key, value=value, failing=len(failing), total_with_value=len(with_value),
-            explains_all=not any(p in with_value for p in passing),
+            # with no passing case there is no contrast: nothing is explained yet
+            explains_all=bool(passing) and not any(p in with_value for p in passing),
         ))
     order = {f.axis: i for i, f in enumerate(found)}
     return sorted(found, key=lambda f: (not f.explains_all, f.total_with_value, order[f.axis]))
@@ -378,6 +379,8 @@ def _summary(verdict: str, cases: list[Case], counts: dict[str, int], missing: l
             text += f"; the failures follow {explaining[0]}"
             if len(explaining) > 1:
                 text += f" (equally: {', '.join(explaining[1:4])})"
+        elif not counts["passed"]:
+            text += "; no case passes yet, so nothing shows which axis value the failures follow"
         elif axes:
             text += f"; the failing cases share {axes[0].axis}={axes[0].value} but so do passing ones"
         else:

@@ -439,7 +439,7 @@ class FailureAxis(Strict):
     value: str
     failing: int
     total_with_value: int
-    # Every failing case has this value and no passing case has it.
+    # Every failing case has this value, some case passes, and no passing case has it.
     explains_all: bool
 
 
