@@ -42,3 +42,13 @@ def test_signal_names() -> None:
     assert signal_name(-signal.SIGABRT) == "SIGABRT"
     assert signal_name(3) is None and signal_name(0) is None
 
+
+
+def test_a_huge_first_line_is_signed_quickly() -> None:
+    # a 100k-character first line (a dumped blob, a long token) took 40 s of the case's timeout
+    import time
+
+    t0 = time.monotonic()
+    sig = exception_signature("RuntimeError", "E" * 100_000 + "\nsecond line")
+    assert time.monotonic() - t0 < 1.0
+    assert sig.startswith("RuntimeError: EEE") and len(sig) <= 160

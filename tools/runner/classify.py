@@ -23,6 +23,7 @@ BUILTIN_RULES = (
 )
 
 SIGNATURE_MAX = 160
+SIGNATURE_LINE_MAX = 1000
 
 _ADDR = re.compile(r"0x[0-9a-fA-F]+")
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\w.+-]*[/\\])+([\w.+-]+)")
@@ -55,7 +56,9 @@ def normalize(line: str) -> str:
 
 
 def exception_signature(exc_type: str, message: str) -> str:
-    first = next((ln for ln in message.splitlines() if ln.strip()), "")
+    # only the line's head: the signature keeps SIGNATURE_MAX characters, and the
+    # path pattern is quadratic on a long unbroken token
+    first = next((ln for ln in message.splitlines() if ln.strip()), "")[:SIGNATURE_LINE_MAX]
     sig = f"{exc_type}: {normalize(first)}" if first else exc_type
     return sig if len(sig) <= SIGNATURE_MAX else sig[: SIGNATURE_MAX - 3] + "..."
 
