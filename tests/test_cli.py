@@ -177,6 +177,16 @@ def test_show_says_when_the_stored_analysis_is_out_of_date(workspace: dict) -> N
     assert shown["analysis_stale"] is False and shown["analysis"]["verdict"] == "diagnosed"
 
 
+def test_plan_append_without_a_named_run_says_how_to_name_it(workspace: dict) -> None:
+    f, root, run_dir, env, cwd = (workspace[k] for k in ("dir", "root", "run_dir", "env", "cwd"))
+    ok(opdebug("plan", "--config", str(f / "plan.json"), "--output-dir", str(run_dir), env=env, cwd=cwd))
+    (f / "more.json").write_text(json.dumps(minimal_plan_request("cli-run", ("compile-f32",))["cases"]))
+    err = user_error(opdebug("plan", "--root", str(root), "--append", "--cases", str(f / "more.json"),
+                             env=env, cwd=cwd))
+    # the CLI user is told a flag to use, not a JSON field of the request
+    assert "--output-dir" in err and "(root)" not in err
+
+
 def test_text_from_evidence_is_printed_literally(workspace: dict) -> None:
     """Messages, signatures and ids are shown as they are, never read as markup."""
     f, run_dir, env, cwd = workspace["dir"], workspace["run_dir"], workspace["env"], workspace["cwd"]

@@ -215,6 +215,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
             )
     else:
         root = Path(args.root).expanduser() if args.root else None
+        config = request.get("config") if isinstance(request.get("config"), dict) else {}
+        if request.get("append") and not (request.get("run_id") or config.get("run_id")):
+            raise ToolError("--append needs to know which run to grow: use --output-dir RUN_DIR "
+                            "(<root>/<run_id>), or a --config whose run_id names the run", code="missing_run")
     response = plan_cases(request, root=root)
     if args.json:
         _print_json(response)
