@@ -20,7 +20,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from conftest import REPO_ROOT, minimal_plan_request, mismatch_result, passed_result
-from tools.schemas import PlanRequest
+from tools.schemas import SLUG_PATTERN, PlanRequest
 
 TOOLS = {"plan_cases", "record_result", "analyze_failures", "run_case_remote", "check_host"}
 
@@ -76,6 +76,12 @@ def test_tools_have_strict_schemas_output_schemas_and_truthful_annotations(evide
     # nested contracts are strict too: an unknown field inside a case is refused by the schema
     case_def = by_name["plan_cases"].input_schema["$defs"]["Case"]
     assert case_def["additionalProperties"] is False
+    # ids are safe slugs, and the published schemas say so (an agent fills them in from the schema)
+    assert case_def["properties"]["id"].get("pattern") == SLUG_PATTERN
+    config_def = by_name["plan_cases"].input_schema["$defs"]["OperatorConfig"]
+    assert config_def["properties"]["run_id"].get("pattern") == SLUG_PATTERN
+    result_def = by_name["record_result"].input_schema["$defs"]["CaseResult"]
+    assert result_def["properties"]["case_id"].get("pattern") == SLUG_PATTERN
 
     hints = {name: by_name[name].annotations for name in TOOLS}
     expected = {

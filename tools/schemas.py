@@ -89,7 +89,9 @@ def _module_file(value: str) -> str:
     return value
 
 
-Slug = Annotated[str, AfterValidator(_slug)]
+# The pattern is published in the JSON schema (what an agent fills ids in from);
+# _slug validates, with a message that says what a slug is.
+Slug = Annotated[str, AfterValidator(_slug), Field(json_schema_extra={"pattern": SLUG_PATTERN})]
 ModuleFile = Annotated[str, AfterValidator(_module_file)]
 Ident = Annotated[str, AfterValidator(_ident)]
 Dotted = Annotated[str, AfterValidator(_dotted)]
