@@ -276,6 +276,13 @@ def test_two_calls_on_one_run_at_once_run_each_case_once(loop, tmp_path: Path) -
         assert "stayed pending" not in (resp.rerun_hint or "")
 
 
+def test_a_slow_user_module_import_is_not_counted_in_the_case_timeout(loop, tmp_path: Path) -> None:
+    plan(tmp_path, "slowimp", "slow_import.py",
+         [{"id": f"c{i}", "inputs": [inp()], "timeout_s": 2} for i in range(2)])
+    resp = run(loop, tmp_path, "slowimp")
+    assert states(resp) == {"c0": "passed", "c1": "passed"}, [o.summary for o in resp.outcomes]
+
+
 def test_a_failed_health_check_replaces_the_worker(loop, tmp_path: Path) -> None:
     cases = [{"id": "poison", "inputs": [inp()], "attributes": {"poison": True}},
              {"id": "after", "inputs": [inp()], "attributes": {"poison": False}}]

@@ -18,9 +18,10 @@ import json
 import uuid
 from collections import deque
 
-# How long a worker may take to (re)start - torch import, device open -
-# before a case starts, and how much longer than the case timeout the
-# supervisor may take to report a killed worker.
+# How long a worker may take to (re)start - torch import, device open - and
+# load the run's user modules and build the inputs before a case starts, and
+# how much longer than the case timeout the supervisor may take to report a
+# killed worker.
 START_TIMEOUT_S = 600.0
 ANSWER_GRACE_S = 60.0
 

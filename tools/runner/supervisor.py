@@ -280,18 +280,19 @@ class Supervisor:
         worker = self.worker
         restarted, self.replaced = self.replaced, False
         base.update(worker_pid=worker.pid, worker_restarted=restarted)
-        self.send({"event": "started", "request_id": request_id, "case_id": case_id, "at": time.time(),
-                   "worker_pid": worker.pid})
         t0 = time.monotonic()
         input_metadata = None
+        # Loading the user modules and building the inputs is the harness's work (a module
+        # may JIT-build a custom op): bounded like a worker start; the case timeout starts
+        # when the worker reports the inputs built, just before the candidate runs.
+        phase, deadline = "harness", t0 + self.worker_start_timeout_s
         if not worker.send({"op": "run", "request_id": request_id, "config": msg.get("config"), "case": case,
                             "modules_dir": msg.get("modules_dir"), "captured_dir": msg.get("captured_dir")}):
             event = ("worker_eof", None)
         else:
             event = None
         while event is None:
-            remaining = timeout_s - (time.monotonic() - t0)
-            event = self._next_event(max(0.0, remaining))
+            event = self._next_event(max(0.0, deadline - time.monotonic()))
             if event is None:
                 event = ("timeout", None)
                 break
@@ -302,6 +303,10 @@ class Supervisor:
                         break
                     if answer.get("event") == "inputs":  # kept in case the worker dies
                         input_metadata = answer.get("input_metadata")
+                        t0 = time.monotonic()
+                        phase, deadline = "candidate", t0 + timeout_s
+                        self.send({"event": "started", "request_id": request_id, "case_id": case_id,
+                                   "at": time.time(), "worker_pid": worker.pid})
                 event = None  # keep waiting
         kind, payload = event
         elapsed_us = (time.monotonic() - t0) * 1e6
@@ -309,6 +314,17 @@ class Supervisor:
             answer.pop("event", None)
             self.needs_health_check = bool(answer.pop("needs_health_check", False))
             self.send(dict(base, **answer, finished_at=time.time(), worker_lost=False))
+            return
+        if kind == "timeout" and phase == "harness":  # nothing about the operator: the case stays pending
+            worker.kill()
+            stderr = worker.stderr_tail()
+            self._replace_worker()
+            why = (f"loading the user modules and building the inputs did not finish within "
+                   f"{self.worker_start_timeout_s:g} s (the worker start timeout); the supervisor killed the worker")
+            self.send(dict(base, outcome="harness_error", finished_at=time.time(), worker_lost=True,
+                           harness_error={"where": "harness", "type": "Timeout", "message": why,
+                                          "traceback": stderr},
+                           stdout=_tail(worker.capture_path), stderr=stderr, traceback=stderr))
             return
         # The worker died or ran out of time: this case's crash.
         if kind == "timeout":
