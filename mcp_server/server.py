@@ -109,7 +109,8 @@ class AnalyzeFailuresArgs(Strict):
 class RunCaseRemoteArgs(Strict):
     run_id: RunIdArg
     case_ids: list[NameArg] | None = Field(
-        default=None, description="Cases to run; omitted means every pending case. A recorded case is refused."
+        default=None, min_length=1,
+        description="Cases to run; omitted means every pending case. A recorded case is refused."
     )
     hosts: list[NameArg] | None = Field(
         default=None, description="Inventory host names to spread the cases over; omitted means ['local']."

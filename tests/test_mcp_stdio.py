@@ -175,6 +175,8 @@ def test_bad_inputs_are_tool_errors_and_the_server_keeps_serving(evidence_root: 
             "record_result", {"run_id": run_id, "result": {"case_id": "graph-f32", "status": "crash"}})
         out["unknown_run"] = await client.call_tool("analyze_failures", {"run_id": "never-planned"})
         out["pathlike_run"] = await client.call_tool("analyze_failures", {"run_id": "../../etc"})
+        # an empty list is not "every pending case" (that is an omitted case_ids): refused, nothing run
+        out["no_case_ids"] = await client.call_tool("run_case_remote", {"run_id": run_id, "case_ids": []})
         for uri in (f"opdebug://runs/{run_id}/report", "opdebug://runs/never-planned/manifest",
                     "opdebug://runs/..%2F..%2Fetc/manifest"):
             try:
@@ -205,6 +207,7 @@ def test_bad_inputs_are_tool_errors_and_the_server_keeps_serving(evidence_root: 
     assert "error" in text and "crash" in text
     assert "[unknown_run]" in error_text(out["unknown_run"])
     assert "safe slug" in error_text(out["pathlike_run"])
+    assert "case_ids" in error_text(out["no_case_ids"])
 
     assert "analyze_failures" in out[f"opdebug://runs/{run_id}/report"]  # no report before analysis
     assert "does not exist" in out["opdebug://runs/never-planned/manifest"]
