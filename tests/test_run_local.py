@@ -283,6 +283,19 @@ def test_a_slow_user_module_import_is_not_counted_in_the_case_timeout(loop, tmp_
     assert states(resp) == {"c0": "passed", "c1": "passed"}, [o.summary for o in resp.outcomes]
 
 
+def test_a_reference_past_the_timeout_leaves_the_case_pending_not_crashed(loop, tmp_path: Path) -> None:
+    plan(tmp_path, "slowref", "slow_reference.py",
+         [{"id": "slow", "inputs": [inp()], "attributes": {"ref_s": 30}, "timeout_s": 2},
+          {"id": "quick", "inputs": [inp()], "attributes": {"ref_s": 0}, "timeout_s": 2}])
+    t0 = time.monotonic()
+    resp = run(loop, tmp_path, "slowref")
+    assert time.monotonic() - t0 < 20
+    assert states(resp) == {"slow": "pending", "quick": "passed"}, [o.summary for o in resp.outcomes]
+    slow = next(o for o in resp.outcomes if o.case_id == "slow")
+    assert "reference" in slow.error and "timeout" in slow.error and not slow.recorded
+    assert RunStore(tmp_path, "slowref").pending_case_ids() == ["slow"]
+
+
 def test_a_failed_health_check_replaces_the_worker(loop, tmp_path: Path) -> None:
     cases = [{"id": "poison", "inputs": [inp()], "attributes": {"poison": True}},
              {"id": "after", "inputs": [inp()], "attributes": {"poison": False}}]

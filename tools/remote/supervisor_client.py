@@ -112,7 +112,7 @@ class SupervisorClient:
                 msg = await self._event(timeout, waiting)
                 if msg.get("request_id") != request_id:
                     continue
-                if msg["event"] == "started":
+                if msg["event"] in ("started", "reference_started"):  # each phase has the case timeout
                     waiting, timeout = "the case result", float(timeout_s) + self.answer_grace_s
                 elif msg["event"] == "case_done":
                     return msg

@@ -37,9 +37,11 @@ def environment(device: Device) -> dict:
     return env
 
 
-def execute_case(request: dict, device: Device, env: dict, on_inputs=None) -> dict:
+def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_candidate_done=None) -> dict:
     """``on_inputs(metadata)`` is called once the inputs are built, before the
-    candidate runs (the supervisor keeps it for a worker that dies)."""
+    candidate runs (the supervisor keeps it for a worker that dies);
+    ``on_candidate_done()`` once the candidate returned, before the reference
+    runs (the supervisor's case timeout covers the candidate only)."""
     config, case = request["config"], request["case"]
     op = config["operator"]
     t_start = time.perf_counter()
@@ -115,6 +117,8 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None) -> di
         status, fields = _classify(exc, op.get("unsupported_rules") or [])
         return result(status, **fields)
     timing["candidate_us"] = (time.perf_counter() - t0) * 1e6
+    if on_candidate_done is not None:
+        on_candidate_done()
 
     # Reference on CPU.
     t0 = time.perf_counter()

@@ -307,6 +307,12 @@ class Supervisor:
                         phase, deadline = "candidate", t0 + timeout_s
                         self.send({"event": "started", "request_id": request_id, "case_id": case_id,
                                    "at": time.time(), "worker_pid": worker.pid})
+                    elif answer.get("event") == "candidate_done":
+                        # the CPU reference and the comparison get a timeout of their own:
+                        # running out of it says nothing about the operator
+                        phase, deadline = "reference", time.monotonic() + timeout_s
+                        self.send({"event": "reference_started", "request_id": request_id, "case_id": case_id,
+                                   "at": time.time()})
                 event = None  # keep waiting
         kind, payload = event
         elapsed_us = (time.monotonic() - t0) * 1e6
@@ -315,14 +321,20 @@ class Supervisor:
             self.needs_health_check = bool(answer.pop("needs_health_check", False))
             self.send(dict(base, **answer, finished_at=time.time(), worker_lost=False))
             return
-        if kind == "timeout" and phase == "harness":  # nothing about the operator: the case stays pending
+        if kind == "timeout" and phase != "candidate":  # nothing about the operator: the case stays pending
             worker.kill()
             stderr = worker.stderr_tail()
             self._replace_worker()
-            why = (f"loading the user modules and building the inputs did not finish within "
-                   f"{self.worker_start_timeout_s:g} s (the worker start timeout); the supervisor killed the worker")
+            if phase == "harness":
+                where, why = "harness", (f"loading the user modules and building the inputs did not finish within "
+                                         f"{self.worker_start_timeout_s:g} s (the worker start timeout)")
+            else:
+                where, why = "reference", (f"the candidate finished, but the reference and the comparison (on CPU) "
+                                           f"did not finish within the case timeout of {timeout_s:g} s; raise the "
+                                           "case's timeout_s")
             self.send(dict(base, outcome="harness_error", finished_at=time.time(), worker_lost=True,
-                           harness_error={"where": "harness", "type": "Timeout", "message": why,
+                           harness_error={"where": where, "type": "Timeout",
+                                          "message": why + "; the supervisor killed the worker",
                                           "traceback": stderr},
                            stdout=_tail(worker.capture_path), stderr=stderr, traceback=stderr))
             return
