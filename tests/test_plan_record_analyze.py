@@ -534,6 +534,25 @@ def test_a_failure_that_follows_an_unset_attribute_is_found(evidence_root):
     assert "attr.keepdim=unset" in analysis.summary
 
 
+def test_a_failure_on_one_input_dtype_is_named_by_that_input_not_as_dtype_mixed(evidence_root):
+    # mixed precision: x goes bfloat16 while the weight stays float32
+    req = star_request("run-1", [{"axis": "dtype", "input": "x", "values": ["bfloat16"]},
+                                 {"axis": "mode", "values": ["compile"]}])
+    ids = [c.id for c in plan_cases(req, root=evidence_root).cases]
+    assert ids == ["rms", "rms.x.dtype-bfloat16", "rms.mode-compile"]
+    record_result("run-1", {"case_id": "rms", "status": "passed"}, root=evidence_root)
+    record_result("run-1", {"case_id": "rms.mode-compile", "status": "passed"}, root=evidence_root)
+    record_result("run-1", {"case_id": "rms.x.dtype-bfloat16", "status": "numerical_mismatch",
+                            "comparisons": [{"output": "y", "passed": False}]}, root=evidence_root)
+    analysis = analyze_failures("run-1", root=evidence_root)
+    top = analysis.failure_axes[0]
+    assert (top.axis, top.value, top.explains_all) == ("x.dtype", "bfloat16", True)
+    assert not any(a.value == "mixed" for a in analysis.failure_axes)
+    assert "the failures follow x.dtype=bfloat16" in analysis.summary
+    # float32 for x gives back the planned base case: not suggested again
+    assert analysis.next_cases[0].change == {"axis": "dtype", "input": "x", "values": ["float16", "float64"]}
+
+
 def test_analysis_reads_what_another_writer_recorded(evidence_root, plan_request_dict, result_dicts):
     plan_cases(plan_request_dict("run-1"), root=evidence_root)
     record_result("run-1", result_dicts["passed"]("eager-f32"), root=evidence_root)

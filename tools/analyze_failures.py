@@ -140,6 +140,8 @@ def failure_axes(cases: list[Case], results: dict[str, CaseResult]) -> list[Fail
     found: list[FailureAxis] = []
     seen_sets: set[frozenset[str]] = set()
     for key, value in first.items():
+        if key == "dtype" and value == "mixed":
+            continue  # not a dtype: the per-input NAME.dtype axes say which input differs
         if any(axes[f].get(key) != value for f in failing):
             continue
         with_value = frozenset(cid for cid, a in axes.items() if a.get(key) == value)
