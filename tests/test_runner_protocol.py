@@ -179,3 +179,28 @@ def test_client_skips_noise_and_reports_a_stream_that_ends() -> None:
             await client.run_case({}, {"id": "c"}, 5)
 
     asyncio.run(scenario())
+
+
+def test_the_local_worker_keeps_the_callers_pythonpath(tmp_path: Path, monkeypatch) -> None:
+    # CANN's set_env.sh puts its te/tbe packages on PYTHONPATH, and an operator package under
+    # development often lives there too: the staged runner goes first, the rest stays.
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "opdebug_extlib.py").write_text("def cand(input):\n    return input * 1\n")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.setenv("OPDEBUG_RUNNER_STAGE", str(tmp_path / "stage"))
+    config = {"run_id": "p", "operator": {"name": "ext", "candidate": "opdebug_extlib.cand",
+                                          "reference": "torch.clone"}, "tolerance": {"atol": 0, "rtol": 0}}
+    run = type("Run", (), {"config": config, "modules_dir": None, "captured_dir": None})()
+
+    async def scenario():
+        slot = LocalSlot()
+        await slot.start()
+        try:
+            return await slot.run_case(run, {"id": "c", "inputs": [{"name": "input", "shape": [4]}]}, 30)
+        finally:
+            await slot.close()
+
+    answer = asyncio.run(scenario())
+    assert answer["outcome"] == "result", answer.get("harness_error")
+    assert answer["result"]["status"] == "passed"

@@ -4,8 +4,8 @@ It ships the runner the way SSH does: the files of ``tools/runner/`` are
 staged once per content hash into ``<stage>/runner-<hash12>/opdebug_runner/``
 (``$OPDEBUG_RUNNER_STAGE``, default ``<tmp>/opdebug-runner-<uid>``) and the
 supervisor runs as ``python -m opdebug_runner supervise --device KIND`` with
-only that directory on PYTHONPATH - so the local path proves the shipped
-copy works without this project.  One `LocalSlot` is one supervisor (hence
+that directory first on PYTHONPATH (the caller's entries stay, e.g. CANN's) -
+so the local path runs the shipped copy, as SSH hosts do.  One `LocalSlot` is one supervisor (hence
 one warm worker) and implements the pool's DeviceSlot protocol (host,
 device, alive, start, run_case, close).  Closing (or cancelling) kills the
 supervisor, and the supervisor's worker with it.
@@ -85,7 +85,9 @@ class LocalSlot:
     async def start(self, run=None) -> None:
         stage = stage_runner()
         env = dict(os.environ)
-        env["PYTHONPATH"] = str(stage)
+        # the staged runner first; the caller's own entries (CANN's te/tbe, an operator
+        # package under development) stay
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(stage), env.get("PYTHONPATH")) if p)
         env["PYTHONUNBUFFERED"] = "1"
         env["OPDEBUG_DEVICE_ID"] = str(self.device_id)
         variable = VISIBILITY_VARIABLE.get(self.device_kind)
