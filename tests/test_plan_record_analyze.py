@@ -146,9 +146,12 @@ def test_append_refuses_a_changed_config_or_module(evidence_root, plan_request_d
     req = plan_request_dict("run-1", ("more",))
     req["append"] = True
     req["config"]["tolerance"]["atol"] = 1.0
+    req["config"]["operator"]["reference"] = "scaled_add_mod.cand"
     with pytest.raises(ToolError) as info:
         plan_cases(req, root=evidence_root)
     assert info.value.code == "config_changed"
+    # the refusal names what changed
+    assert "config.tolerance.atol" in info.value.message and "config.operator.reference" in info.value.message
 
     req = plan_request_dict("run-1", ("more",))
     req["append"] = True

@@ -323,6 +323,14 @@ def _check_call_order(config: OperatorConfig, cases: list[Case]) -> None:
                         + "\n  - ".join(problems), code="validation_error")
 
 
+def _changed_paths(old: Any, new: Any, path: str) -> list[str]:
+    """Dotted paths at which two JSON documents differ."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [p for k in dict.fromkeys([*old, *new])
+                for p in _changed_paths(old.get(k), new.get(k), f"{path}.{k}")]
+    return [] if old == new else [path]
+
+
 def _duplicates(ids: list[str]) -> list[str]:
     seen, dupes = set(), []
     for i in ids:
@@ -448,9 +456,10 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
         store.require()
         config = store.read_config()
         if req.config is not None and req.config.model_dump(mode="json") != config.model_dump(mode="json"):
-            raise ToolError(f"config differs from the one run {store.run_id!r} was planned with; the operator, "
-                            "reference and tolerances are fixed before any result - omit 'config' when "
-                            "appending, or plan a new run", code="config_changed")
+            changed = _changed_paths(config.model_dump(mode="json"), req.config.model_dump(mode="json"), "config")
+            raise ToolError(f"config differs from the one run {store.run_id!r} was planned with (changed: "
+                            f"{', '.join(changed)}); the operator, reference and tolerances are fixed before any "
+                            "result - omit 'config' when appending, or plan a new run", code="config_changed")
         clash = sorted({c.id for c in store.read_cases()} & {c.id for c in new_cases})
         if clash:
             bases = sorted({s.base.id for s in req.stars if s.include_base} & set(clash))
