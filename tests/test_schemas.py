@@ -178,6 +178,8 @@ def test_plan_request_shape_rules():
     # small numel, but strides/offset that need an absurd storage
     ({"shape": [4, 8], "strides": [2**40, 1]}, 3 * 2**40 + 8),
     ({"shape": [4, 8], "storage_offset": 2**50}, 2**50 + 32),
+    # a tiny storage broadcast (stride 0) to 2**40 elements: every output of the call would be that large
+    ({"shape": [2**40], "strides": [0]}, 2**40),
 ])
 def test_absurdly_large_input_storage_is_refused_at_plan_time(evidence_root, spec, needed):
     request = {

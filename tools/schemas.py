@@ -172,6 +172,13 @@ class InputSpec(Strict):
             raise ValueError(
                 f"'strides' has rank {len(self.strides)} but 'shape' has rank {len(self.shape)}"
             )
+        numel = math.prod(self.shape)
+        if numel > MAX_STORAGE_ELEMENTS:
+            raise ValueError(
+                f"shape {self.shape} has {numel} elements, over the limit of {MAX_STORAGE_ELEMENTS} (2**34) per "
+                "input: the call's inputs and outputs would exhaust the host's memory - plan a smaller shape "
+                "that still shows the failure"
+            )
         strides = self.strides if self.strides is not None else contiguous_strides(self.shape)
         needed = storage_elements(self.shape, strides, self.storage_offset)
         if needed > MAX_STORAGE_ELEMENTS:
@@ -180,7 +187,6 @@ class InputSpec(Strict):
                 f"of {needed} elements, over the limit of {MAX_STORAGE_ELEMENTS} (2**34) per input: building it "
                 "would exhaust the host's memory - plan a smaller shape that still shows the failure"
             )
-        numel = math.prod(self.shape)
         for special in self.values.specials:
             for pos in special.positions or []:
                 if len(pos) != len(self.shape) or any(i >= size for i, size in zip(pos, self.shape)):
