@@ -95,9 +95,11 @@ def test_worker_command_is_quoted_and_has_the_visibility_variable():
     inner = outer[6]
     steps = inner.split(" && ")
     assert steps[0] == "source /usr/local/Ascend/ascend-toolkit/set_env.sh"
-    argv = shlex.split(steps[1])
+    # the runner goes in front of the PYTHONPATH set_env.sh exported (its te/tbe), not instead of it
+    assert steps[1] == "export PYTHONPATH=/data/opdebug/runner-abc${PYTHONPATH:+:$PYTHONPATH}"
+    argv = shlex.split(steps[2])
     assert argv[:2] == ["exec", "env"]
-    assert "ASCEND_RT_VISIBLE_DEVICES=3" in argv and "PYTHONPATH=/data/opdebug/runner-abc" in argv
+    assert "ASCEND_RT_VISIBLE_DEVICES=3" in argv and not any(a.startswith("PYTHONPATH=") for a in argv)
     assert argv[argv.index("--lease-file") + 1] == "/data/opdebug/leases/npu-3.lock"
     assert argv[-6:] == ["/usr/local/python3.10/bin/python3", "-m", "opdebug_runner", "supervise", "--device", "npu"]
     cpu = parse_inventory({"hosts": {"c": host(device="cpu")}}).get("c")

@@ -140,6 +140,23 @@ def test_environment_script_variables_reach_the_runner(ssh_env, tmp_path):
     assert on.outcomes[0].state == "passed", on.outcomes[0]
 
 
+def test_an_environment_scripts_pythonpath_reaches_the_worker(ssh_env, tmp_path):
+    # CANN's set_env.sh prepends its te/tbe packages to PYTHONPATH; the runner's own
+    # directory must go in front of it, not replace it.
+    site = tmp_path / "cann-site"
+    site.mkdir()
+    (site / "opdebug_cann_lib.py").write_text("def cand(x):\n    return x * 2\n")
+    script = tmp_path / "set_env_pythonpath.sh"
+    script.write_text(f"export PYTHONPATH={site}:$PYTHONPATH\n")
+    inv = ssh_env.inventory(hosta={"env_scripts": [str(script)], "devices": [0]})
+    config = {"run_id": "env-pp", "operator": {"name": "lib", "candidate": "opdebug_cann_lib.cand",
+                                               "reference": "sleepy_mod.ref", "modules": ["sleepy_mod.py"]}}
+    plan_cases({"config": config, "cases": [{"id": "c0", "inputs": [{"name": "x", "shape": [8, 8]}]}],
+                "module_sources": {"sleepy_mod.py": SLEEPY}}, root=tmp_path)
+    resp = run(run_case_remote("env-pp", hosts=["hosta"], root=tmp_path, inventory=inv))
+    assert resp.outcomes[0].state == "passed", resp.outcomes[0]
+
+
 def test_a_host_lost_mid_run_leaves_unfinished_cases_pending_and_a_rerun_completes(ssh_env, tmp_path):
     server = Sshd(tmp_path / "sshd-lost", ssh_env.client_key).start()
     try:

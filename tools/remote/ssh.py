@@ -258,11 +258,15 @@ def worker_command(host: HostConfig, device: int, runner_root: str, *, owner: st
     """The remote command line of one device's supervisor, from inventory fields
     and constants only, each piece shlex-quoted:
 
-    ``[docker exec -i C] bash -c 'source S && exec env VAR=ID PYTHONPATH=R PY R/opdebug_lease.py ... -- PY -m opdebug_runner supervise --device K'``
+    ``[docker exec -i C] bash -c 'source S && export PYTHONPATH=R${PYTHONPATH:+:$PYTHONPATH} && exec env VAR=ID PY R/opdebug_lease.py ... -- PY -m opdebug_runner supervise --device K'``
+
+    The runner's directory goes in front of the PYTHONPATH the environment
+    scripts set (CANN's set_env.sh puts its te/tbe packages there), never
+    replacing it.
     """
     q = shlex.quote
     device = int(device)
-    env = [f"PYTHONPATH={runner_root}", f"OPDEBUG_DEVICE_ID={device}", "PYTHONUNBUFFERED=1"]
+    env = [f"OPDEBUG_DEVICE_ID={device}", "PYTHONUNBUFFERED=1"]
     variable = VISIBILITY_VARIABLE[host.device]
     if variable:
         env.append(f"{variable}={device}")
@@ -271,6 +275,7 @@ def worker_command(host: HostConfig, device: int, runner_root: str, *, owner: st
              "--device", f"{host.device}:{device}", "--"]
     supervise = [host.python, "-m", RUNNER_PACKAGE, "supervise", "--device", host.device]
     steps = [f"source {q(script)}" for script in host.env_scripts]
+    steps.append(f"export PYTHONPATH={q(runner_root)}" + "${PYTHONPATH:+:$PYTHONPATH}")
     steps.append(" ".join(["exec", "env", *map(q, env), *map(q, lease), *map(q, supervise)]))
     script = " && ".join(steps)
     argv = ["bash", "-c", script]
