@@ -221,3 +221,19 @@ def test_special_positions_and_counts_must_fit_the_shape_at_plan_time(evidence_r
     with pytest.raises(ToolError) as err:
         plan_cases(request, root=evidence_root)
     assert "vary[0]" in err.value.message and "outside shape [2, 4]" in err.value.message
+
+
+def test_non_finite_numbers_in_free_form_environments_are_refused(evidence_root):
+    # results.json and operator-config.json stay standard JSON (no Infinity/NaN tokens)
+    plan_cases({"config": {"run_id": "env", "operator": {"name": "add", "candidate": "torch.add",
+                                                         "reference": "torch.add"}},
+                "cases": [{"id": "c1", "inputs": [{"name": "input", "shape": [2]}]}]}, root=evidence_root)
+    with pytest.raises(ToolError) as info:
+        record_result("env", {"case_id": "c1", "status": "passed",
+                              "environment": {"npu": {"free_gb": float("inf")}}}, root=evidence_root)
+    assert "environment" in str(info.value) and "finite" in str(info.value)
+    with pytest.raises(ValidationError) as exc:
+        OperatorConfig.model_validate({"run_id": "r", "environment": {"tags": [1.0, float("nan")]},
+                                       "operator": {"name": "op", "candidate": "m.f", "reference": "m.g"}})
+    assert "environment" in _messages(exc.value)
+    assert RunStore(evidence_root, "env").read_results() == {}

@@ -83,6 +83,20 @@ def _finite(value: float | None) -> float | None:
     return value
 
 
+def _finite_json(value: Any) -> Any:
+    """Free-form JSON whose numbers are all finite (it is written as standard JSON)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError("numbers must be finite (write non-finite values as strings)")
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return value
+
+
 def _module_file(value: str) -> str:
     if not _MODULE_FILE_RE.match(value):
         raise ValueError("module file must be NAME.py with NAME a Python identifier (no directories)")
@@ -92,6 +106,7 @@ def _module_file(value: str) -> str:
 # The pattern is published in the JSON schema (what an agent fills ids in from);
 # _slug validates, with a message that says what a slug is.
 Slug = Annotated[str, AfterValidator(_slug), Field(json_schema_extra={"pattern": SLUG_PATTERN})]
+FreeJson = Annotated[dict[str, Any], AfterValidator(_finite_json)]
 ModuleFile = Annotated[str, AfterValidator(_module_file)]
 Ident = Annotated[str, AfterValidator(_ident)]
 Dotted = Annotated[str, AfterValidator(_dotted)]
@@ -316,7 +331,7 @@ class OperatorConfig(Strict):
     operator: OperatorSpec
     tolerance: ToleranceSpec = Field(default_factory=ToleranceSpec)
     source_model_failure: Annotated[str, Field(max_length=20000)] | None = None
-    environment: dict[str, Any] = Field(default_factory=dict)
+    environment: FreeJson = Field(default_factory=dict)
     model: Annotated[str, Field(max_length=2000)] | None = None
     command: Annotated[str, Field(max_length=20000)] | None = None
     default_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
@@ -404,7 +419,7 @@ class CaseResult(Strict):
     error: ErrorInfo | None = None
     timing_us: Timing | None = None
     source: ResultSource = Field(default_factory=ResultSource)
-    environment: dict[str, Any] = Field(default_factory=dict)
+    environment: FreeJson = Field(default_factory=dict)
     recorded_at: datetime | None = None
 
     @model_validator(mode="after")
