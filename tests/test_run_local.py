@@ -335,6 +335,14 @@ def test_segfault_on_large_shapes_then_a_fresh_worker(loop, tmp_path: Path) -> N
     assert not alive(crashed["worker_pid"])
 
 
+def test_a_worker_that_forked_then_died_is_its_signal_not_a_timeout(loop, tmp_path: Path) -> None:
+    plan(tmp_path, "forked", "fork_then_segv.py", [{"id": "c1", "inputs": [inp()], "timeout_s": 30}])
+    t0 = time.monotonic()
+    resp = run(loop, tmp_path, "forked")
+    assert states(resp) == {"c1": "crash"}
+    assert resp.outcomes[0].signature == "SIGSEGV" and time.monotonic() - t0 < 15
+
+
 def test_endless_loop_times_out_and_the_worker_is_replaced(loop, tmp_path: Path) -> None:
     cases = [{"id": "spin", "inputs": [inp()], "attributes": {"spin": True}, "timeout_s": 2},
              {"id": "after", "inputs": [inp()], "attributes": {"spin": False}}]

@@ -35,6 +35,7 @@ from .classify import signal_name
 
 STDERR_TAIL = 4000
 HEALTH_TIMEOUT_S = 60.0
+DEATH_POLL_S = 0.5
 REPORTED_ENV_PREFIXES = ("ASCEND_", "CUDA_", "OPDEBUG_", "NPU_", "HCCL_", "TORCH_DEVICE")
 
 
@@ -291,11 +292,22 @@ class Supervisor:
             event = ("worker_eof", None)
         else:
             event = None
+        died_at = None
         while event is None:
-            event = self._next_event(max(0.0, deadline - time.monotonic()))
-            if event is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
                 event = ("timeout", None)
                 break
+            event = self._next_event(min(remaining, DEATH_POLL_S))
+            if event is None:
+                # a dead worker whose stdout a process it forked still holds open never
+                # reaches end-of-file: found by polling (one more slice for its last lines)
+                if worker.proc.poll() is not None:
+                    if died_at is not None:
+                        event = ("worker_eof", None)
+                        break
+                    died_at = time.monotonic()
+                continue
             if event[0] == "worker":
                 answer = _parse(event[1])
                 if answer.get("request_id") == request_id:
