@@ -89,3 +89,16 @@ def test_a_candidate_exception_whose_str_fails_is_still_its_crash(ops) -> None:
     assert answer["outcome"] == "result", answer
     error = answer["result"]["error"]
     assert answer["result"]["status"] == "crash" and error["type"] == "Odd" and error["signature"].startswith("Odd")
+
+
+def test_a_reference_output_that_is_not_a_tensor_leaves_the_case_pending(ops) -> None:
+    # e.g. a numpy reference returning an ndarray: the reference's failure, not the operator's mismatch
+    source = ("class Array:\n    pass\n\n"
+              "def cand(x):\n    return x * 1\n\ndef ref(x):\n    return Array()\n")
+    answer = ops(source, case())
+    assert answer["outcome"] == "harness_error", answer.get("result")
+    assert "reference" in answer["harness_error"]["message"] and "Array" in answer["harness_error"]["message"]
+    # the candidate's non-tensor output stays its own contract mismatch
+    source = "def cand(x):\n    return 'text'\n\ndef ref(x):\n    return x * 1\n"
+    result = ops(source, case())["result"]
+    assert result["status"] == "numerical_mismatch" and "str" in result["comparisons"][0]["contract_mismatch"]

@@ -125,7 +125,11 @@ def compare_outputs(candidate, reference, *, names: list[str] | None, tolerance:
             comparisons.append(_missing(name, f"{'candidate' if c is None else 'reference'} returned None", r, c))
             continue
         try:
-            c, r = as_tensor(c), as_tensor(r)
+            r = as_tensor(r)
+        except TypeError as exc:  # the reference's failure (a numpy array, say): not the operator's mismatch
+            raise TypeError(f"the reference's output {name!r}: {exc}; a reference must return tensors") from None
+        try:
+            c = as_tensor(c)
         except TypeError as exc:
             comparisons.append(_missing(name, str(exc), r, c))
             continue
