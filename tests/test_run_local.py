@@ -343,6 +343,15 @@ def test_a_worker_that_forked_then_died_is_its_signal_not_a_timeout(loop, tmp_pa
     assert resp.outcomes[0].signature == "SIGSEGV" and time.monotonic() - t0 < 15
 
 
+def test_a_worker_that_dies_in_the_reference_leaves_the_case_pending(loop, tmp_path: Path) -> None:
+    plan(tmp_path, "refdies", "reference_dies.py", [{"id": "c1", "inputs": [inp()]}])
+    resp = run(loop, tmp_path, "refdies")
+    (out,) = resp.outcomes
+    assert out.state == "pending" and not out.recorded, out
+    assert "reference" in out.error and "SIGSEGV" in out.error
+    assert RunStore(tmp_path, "refdies").pending_case_ids() == ["c1"]
+
+
 def test_endless_loop_times_out_and_the_worker_is_replaced(loop, tmp_path: Path) -> None:
     cases = [{"id": "spin", "inputs": [inp()], "attributes": {"spin": True}, "timeout_s": 2},
              {"id": "after", "inputs": [inp()], "attributes": {"spin": False}}]

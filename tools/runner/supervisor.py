@@ -333,6 +333,20 @@ class Supervisor:
             self.needs_health_check = bool(answer.pop("needs_health_check", False))
             self.send(dict(base, **answer, finished_at=time.time(), worker_lost=False))
             return
+        if phase == "reference" and kind != "timeout":  # the worker died once the candidate had returned
+            rc = worker.wait_exit()
+            if rc is None:
+                worker.kill()
+                rc = worker.proc.returncode
+            stderr = worker.stderr_tail()
+            self._replace_worker()
+            why = (f"the candidate finished, but the worker died while the reference or the comparison ran on CPU "
+                   f"({_death(rc)}, e.g. out of memory); nothing about the operator")
+            self.send(dict(base, outcome="harness_error", finished_at=time.time(), worker_lost=True, worker_exit=rc,
+                           harness_error={"where": "reference", "type": "WorkerDied", "message": why,
+                                          "traceback": stderr},
+                           stdout=_tail(worker.capture_path), stderr=stderr, traceback=stderr))
+            return
         if kind == "timeout" and phase != "candidate":  # nothing about the operator: the case stays pending
             worker.kill()
             stderr = worker.stderr_tail()
