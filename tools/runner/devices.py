@@ -137,7 +137,7 @@ def _graph_capture_replay(module, graph_cls, fn, args, kwargs):
     The warm-up runs the candidate too: the inputs' storages are put back to
     their values before the replay, so an in-place operator applies once."""
     inputs = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
-    saved = [t.untyped_storage().clone() for t in inputs]
+    saved = [_storage_copy(t) for t in inputs]
     stream = module.Stream()
     stream.wait_stream(module.current_stream())
     with module.stream(stream):
@@ -148,10 +148,20 @@ def _graph_capture_replay(module, graph_cls, fn, args, kwargs):
     with module.graph(graph):
         out = fn(*args, **kwargs)
     for t, original in zip(inputs, saved):
-        t.untyped_storage().copy_(original)
+        if original is not None:
+            t.untyped_storage().copy_(original)
     graph.replay()
     module.synchronize()
     return out
+
+
+def _storage_copy(t: torch.Tensor):
+    """A copy of the tensor's whole storage (strides, offset and a storage format
+    included), or None where the backend cannot give one (then not restored)."""
+    try:
+        return t.untyped_storage().clone()
+    except Exception:  # noqa: BLE001 - best effort: a pure candidate needs no restore
+        return None
 
 
 def make_device(kind: str) -> Device:
