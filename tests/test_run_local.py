@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from proc_util import alive
 
 from tools.errors import ToolError
 from tools.evidence import RunStore
@@ -59,15 +60,6 @@ def states(response) -> dict[str, str]:
 
 def worker_answer(root: Path, run_id: str, case_id: str) -> dict:
     return json.loads((root / run_id / "raw-results" / case_id / "worker-result.json").read_text())
-
-
-def alive(pid: int) -> bool:
-    """True when the process exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_wrong_for_bfloat16_only(loop, tmp_path: Path) -> None:

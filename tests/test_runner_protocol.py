@@ -13,19 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
+from proc_util import alive
 
 from tools.remote.local import LocalSlot, stage_runner
 from tools.remote.supervisor_client import ConnectionLost, SupervisorClient
 
 OPERATORS = Path(__file__).resolve().parent / "operators"
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def wait_dead(*pids: int, within: float = 10.0) -> bool:
