@@ -23,21 +23,23 @@ import tempfile
 from collections import deque
 from pathlib import Path
 
+from .inventory import VISIBILITY_VARIABLE
 from .supervisor_client import ConnectionLost, SupervisorClient
 
 RUNNER_SRC = Path(__file__).resolve().parent.parent / "runner"
 RUNNER_PACKAGE = "opdebug_runner"
 STAGE_ENV = "OPDEBUG_RUNNER_STAGE"
-VISIBILITY_VARIABLE = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE_DEVICES", "cpu": None}
 START_TIMEOUT_S = 600.0
 STREAM_LIMIT = 1 << 24  # longest protocol line accepted
 
 
 def runner_sources() -> dict[str, bytes]:
+    """File name -> content of the runner package (what every host gets)."""
     return {p.name: p.read_bytes() for p in sorted(RUNNER_SRC.glob("*.py"))}
 
 
-def runner_hash(files: dict[str, bytes]) -> str:
+def content_hash(files: dict[str, bytes]) -> str:
+    """The hash a shipped bundle is stored under (names and contents)."""
     h = hashlib.sha256()
     for name in sorted(files):
         h.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
@@ -49,7 +51,7 @@ def stage_runner(base: str | os.PathLike | None = None) -> Path:
     into a temporary directory renamed into place, so it is never half-written)."""
     files = runner_sources()
     base = Path(base or os.environ.get(STAGE_ENV) or Path(tempfile.gettempdir()) / f"opdebug-runner-{os.getuid()}")
-    final = base / f"runner-{runner_hash(files)[:12]}"
+    final = base / f"runner-{content_hash(files)[:12]}"
     if (final / RUNNER_PACKAGE / "__main__.py").is_file():
         return final
     base.mkdir(parents=True, exist_ok=True)

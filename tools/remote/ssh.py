@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
 import re
@@ -30,11 +29,11 @@ from typing import Any
 import asyncssh
 
 from ..errors import ToolError
+from ..evidence import safe_component
 from .inventory import VISIBILITY_VARIABLE, HostConfig
+from .local import RUNNER_PACKAGE, RUNNER_SRC, content_hash, runner_sources
 
-RUNNER_SRC = Path(__file__).resolve().parent.parent / "runner"
 LEASE_SRC = Path(__file__).resolve().parent / "lease.py"
-RUNNER_PACKAGE = "opdebug_runner"
 LEASE_SCRIPT = "opdebug_lease.py"
 COMPLETE_MARKER = ".complete"
 _OWNER_SAFE = re.compile(r"[^A-Za-z0-9._:-]")
@@ -151,18 +150,11 @@ async def open_connection(host: HostConfig) -> asyncssh.SSHClientConnection:
 
 def runner_files() -> dict[str, bytes]:
     """Relative path on the host -> content: the runner package and the lease helper."""
-    files = {f"{RUNNER_PACKAGE}/{p.name}": p.read_bytes() for p in sorted(RUNNER_SRC.glob("*.py"))}
+    files = {f"{RUNNER_PACKAGE}/{name}": data for name, data in runner_sources().items()}
     if not files:
         raise ToolError(f"no runner sources under {RUNNER_SRC}", code="harness_error")
     files[LEASE_SCRIPT] = LEASE_SRC.read_bytes()
     return files
-
-
-def content_hash(files: dict[str, bytes]) -> str:
-    h = hashlib.sha256()
-    for name in sorted(files):
-        h.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
-    return h.hexdigest()
 
 
 def runner_dir(host: HostConfig, files: dict[str, bytes] | None = None) -> str:
@@ -224,8 +216,7 @@ async def upload_run_files(conn: asyncssh.SSHClientConnection, host: HostConfig,
     Stored per content hash (``runs/<run_id>/<kind>-<hash12>/``), so a re-run
     with the same files uploads nothing and a changed file never mixes with
     an old one."""
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}", run_id) or ".." in run_id:
-        raise ToolError(f"run_id {run_id!r} is not a safe slug", code="invalid_id")
+    run_id = safe_component(run_id, "run_id")
     out: list[str | None] = []
     async with conn.start_sftp_client() as sftp:
         for kind, local in (("modules", modules_dir), ("captured", captured_dir)):
