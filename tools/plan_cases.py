@@ -23,6 +23,7 @@ from .evidence import RunStore
 from .schemas import (
     FLOAT_DTYPES,
     Case,
+    contiguous_strides,
     CaseResult,
     InputSpec,
     OperatorConfig,
@@ -204,7 +205,9 @@ def apply_variation(base: Case, var: StarVariation, value: Any) -> dict:
     doc = copy.deepcopy(base.model_dump(mode="json"))
     if var.axis in ("mode", "attribute") and var.input is not None:
         raise ValueError(f"'input' does not apply to axis {var.axis!r}")
-    if var.axis == "mode":
+    if var.axis == "dim":
+        _set_dims(doc, var.dims or [], value)
+    elif var.axis == "mode":
         doc["mode"] = value
     elif var.axis == "attribute":
         doc["attributes"][var.name] = value
@@ -230,8 +233,59 @@ def apply_variation(base: Case, var: StarVariation, value: Any) -> dict:
     return doc
 
 
+_DIM_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\.shape\[(-?[0-9]+)\]$")
+
+
+def parse_dim(ref: str) -> tuple[str, int]:
+    match = _DIM_RE.match(ref)
+    if not match:
+        raise ValueError(f"dimension {ref!r} must read NAME.shape[INDEX], e.g. 'x.shape[-1]'")
+    return match.group(1), int(match.group(2))
+
+
+def restride(shape: list[int], strides: list[int] | None, new_shape: list[int]) -> list[int] | None:
+    """Strides for ``new_shape`` that keep the input's layout class: contiguous
+    stays contiguous (None); a dense permutation (transposed) stays that
+    permutation; a broadcast keeps its 0 strides; other patterns keep their strides."""
+    from .analysis.axes import contiguity
+
+    kind = contiguity(shape, strides)
+    if strides is None or kind == "contiguous":
+        return None
+    if kind in ("sliced", "overlapping"):
+        return list(strides)
+    order = sorted(range(len(shape)), key=lambda i: (strides[i], i))  # innermost first
+    acc, rebuilt = 1, [0] * len(shape)
+    for i in order:
+        if strides[i] == 0 and shape[i] != 1:
+            continue
+        rebuilt[i] = acc
+        acc *= max(new_shape[i], 1)
+    return None if rebuilt == contiguous_strides(new_shape) else rebuilt
+
+
+def _set_dims(doc: dict, dims: list[str], value: Any) -> None:
+    by_name = {i["name"]: i for i in doc["inputs"]}
+    for ref in dims:
+        name, index = parse_dim(ref)
+        spec = by_name.get(name)
+        if spec is None:
+            raise ValueError(f"dimension {ref!r}: {name!r} is not an input of the base case "
+                             f"(inputs: {sorted(by_name)})")
+        rank = len(spec["shape"])
+        if not -rank <= index < rank:
+            raise ValueError(f"dimension {ref!r} is outside input {name!r} of rank {rank} (shape {spec['shape']})")
+        new_shape = list(spec["shape"])
+        new_shape[index] = value
+        spec["strides"] = restride(spec["shape"], spec["strides"], new_shape)
+        spec["shape"] = new_shape
+
+
 def _derived_id(base: Case, var: StarVariation, value: Any) -> str:
     vslug = value_slug(var.axis, value)
+    if var.axis == "dim":
+        parts = "_".join(f"{n}.shape{i}" for n, i in (parse_dim(d) for d in var.dims or []))
+        return fit_id(f"{base.id}.{parts}-{vslug}")
     if var.axis == "mode":
         part = f"mode-{vslug}"
     elif var.axis == "attribute":
@@ -421,6 +475,32 @@ def planned_cases(store: RunStore) -> list[PlannedCase]:
     return out
 
 
+def _resolve_star_bases(store: RunStore, req: PlanRequest) -> list[StarSpec]:
+    """Stars whose base is what it says: a base given as an id is the planned
+    case of that id (never added again); a base body under a planned id must
+    equal the planned case, else it is refused by name."""
+    planned = {c.id: c for c in store.read_cases()} if (req.append and store.exists()) else {}
+    out = []
+    for i, star in enumerate(req.stars):
+        if isinstance(star.base, str):
+            if star.base not in planned:
+                raise ToolError(f"stars[{i}].base names case {star.base!r}, which is not planned in run "
+                                f"{req.target_run_id!r}; give the base case's body, or a planned id when appending",
+                                code="unknown_case")
+            out.append(star.model_copy(update={"base": planned[star.base], "include_base": False}))
+            continue
+        known = planned.get(star.base.id)
+        if known is not None:
+            old, new = known.model_dump(mode="json"), star.base.model_dump(mode="json")
+            if case_content(old) != case_content(new):
+                changed = _changed_paths(old, new, "base")
+                raise ToolError(f"stars[{i}].base reuses the planned case id {star.base.id!r} with a different body "
+                                f"(changed: {', '.join(changed[:8])}); a base must be the planned case: give only its "
+                                "id, its exact body, or a new id", code="base_mismatch")
+        out.append(star)
+    return out
+
+
 def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
     """Validate the request and create the run (or append to it).
 
@@ -436,8 +516,10 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
         except ValidationError as exc:
             raise ToolError.from_validation(exc, "plan request") from None
 
+    store = RunStore(root, req.target_run_id)
+    stars = _resolve_star_bases(store, req) if req.stars else []
     new_cases = list(req.cases)
-    for i, star in enumerate(req.stars):
+    for i, star in enumerate(stars):
         try:
             new_cases.extend(expand_star(star))
         except ToolError as exc:
@@ -451,7 +533,6 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
         raise ToolError(f"duplicate case ids in the request: {dupes}; every case id must be unique "
                         "(a star's base case counts too unless include_base is false)", code="duplicate_case")
 
-    store = RunStore(root, req.target_run_id)
     if req.append:
         store.require()
         config = store.read_config()
@@ -462,7 +543,7 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
                             "result - omit 'config' when appending, or plan a new run", code="config_changed")
         clash = sorted({c.id for c in store.read_cases()} & {c.id for c in new_cases})
         if clash:
-            bases = sorted({s.base.id for s in req.stars if s.include_base} & set(clash))
+            bases = sorted({s.base.id for s in stars if s.include_base} & set(clash))
             hint = (f"; {bases} are star bases: to add only the variations around a planned case, set "
                     "include_base false in its star") if bases else ""
             raise ToolError(f"case ids already planned in run {store.run_id!r}: {clash}; planned cases are "

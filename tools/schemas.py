@@ -466,10 +466,54 @@ class FailureAxis(Strict):
     explains_all: bool
 
 
+class MinimalPair(Strict):
+    """The closest passing and failing cases that differ only in one variation axis."""
+
+    passing: str = Field(description="id of the passing case")
+    failing: str = Field(description="id of the failing case")
+    passing_value: Any = Field(description="the finding's axis value in the passing case")
+    failing_value: Any = Field(description="the finding's axis value in the failing case")
+    differs_in: list[str] = Field(description="the variation axes in which the two cases differ (one, or a shape "
+                                              "and its strides)")
+
+
+class Finding(Strict):
+    """A predicate over one axis that separates every failing case from every passing one."""
+
+    axis: str = Field(description="the axis, e.g. 'x.shape[-1]', 'x.numel', 'x.contiguity', 'attr.approximate'")
+    kind: Literal["value", "set", "threshold", "class"] = Field(
+        description="value (axis == v), set (axis in {...}), threshold (ordered axis above/below a bound), "
+                    "class (a true/false axis such as x.zero_size)")
+    predicate: str = Field(description="the finding as text, e.g. 'x.shape[-1] > 2048'")
+    source: str = Field(description="the variation axis that moves this axis (x.shape, x.strides, dtype, attr.NAME)")
+    failing_values: list[Any] = Field(description="the axis values seen in failing cases")
+    passing_values: list[Any] = Field(description="the axis values seen in passing cases")
+    direction: Literal["above", "below"] | None = Field(
+        default=None, description="threshold only: failures lie above (or below) the bound")
+    largest_passing: float | None = Field(default=None, description="threshold above: the largest passing value")
+    smallest_failing: float | None = Field(default=None, description="threshold above: the smallest failing value")
+    smallest_passing: float | None = Field(default=None, description="threshold below: the smallest passing value")
+    largest_failing: float | None = Field(default=None, description="threshold below: the largest failing value")
+    exact: bool = Field(description="the boundary is exact (no value left between passing and failing) or every "
+                                    "informative value of the axis is tried, and a minimal pair shows it")
+    minimal_pair: MinimalPair | None = Field(default=None, description="the evidence: a passing and a failing "
+                                                                        "case differing only there")
+    failing: int = Field(description="failing cases (all of them satisfy the predicate)")
+    passing: int = Field(description="passing cases (none satisfies it)")
+
+
 class NextCase(Strict):
     reason: str
     base_case: str
     change: dict[str, Any]
+    kind: Literal["bisect", "probe", "discriminate", "crossing", "explore", "missing"] | None = Field(
+        default=None, description="bisect an ordered axis, probe untried values, discriminate between findings, "
+                                  "cross with a distractor, explore with no finding yet, or run a missing case")
+    axis: str | None = Field(default=None, description="the finding axis this next case narrows or tests")
+    star: dict[str, Any] | None = Field(
+        default=None, description="ready to append as is: plan_cases(run_id, append=true, stars=[star])")
+    if_fails: str | None = Field(default=None, description="what a failure of the new case(s) would tell")
+    if_passes: str | None = Field(default=None, description="what a pass of the new case(s) would tell")
 
 
 class Analysis(Strict):
@@ -487,6 +531,8 @@ class Analysis(Strict):
     failure_axes: list[FailureAxis]
     integration_hint: str | None = None
     next_cases: list[NextCase] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list, description="predicates separating every failing case "
+                                                                      "from every passing one, with minimal pairs")
     analyzed_at: datetime
 
 
@@ -513,7 +559,8 @@ def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
 # Tool requests and responses
 # --------------------------------------------------------------------------
 
-StarAxis = Literal["dtype", "shape", "strides", "storage_offset", "layout", "mode", "attribute", "values"]
+StarAxis = Literal["dtype", "shape", "strides", "storage_offset", "layout", "mode", "attribute", "values", "dim"]
+DIM_REF_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}\.shape\[-?[0-9]{1,2}\]$"
 
 
 class StarVariation(Strict):
@@ -526,6 +573,10 @@ class StarVariation(Strict):
     # For axis == "attribute": the attribute name.
     name: Ident | None = None
     values: list[Any] = Field(min_length=1, max_length=64)
+    dims: list[Annotated[str, Field(pattern=DIM_REF_PATTERN)]] | None = Field(
+        default=None, min_length=1, max_length=16,
+        description="axis 'dim': the dimensions set together to each value, e.g. ['x.shape[-1]', 'weight.shape[0]'] "
+                    "for a hidden size shared by two inputs, or ['x.shape[0]'] for one dimension of one input")
 
     @model_validator(mode="after")
     def _needs_name(self) -> "StarVariation":
@@ -533,13 +584,24 @@ class StarVariation(Strict):
             raise ValueError("axis 'attribute' needs 'name'")
         if self.axis != "attribute" and self.name is not None:
             raise ValueError("'name' is only for axis 'attribute'")
+        if self.axis == "dim":
+            if not self.dims:
+                raise ValueError("axis 'dim' needs 'dims' (e.g. ['x.shape[-1]', 'weight.shape[0]'])")
+            if self.input is not None:
+                raise ValueError("axis 'dim' names its inputs in 'dims', not 'input'")
+            bad = [v for v in self.values if isinstance(v, bool) or not isinstance(v, int) or v < 0]
+            if bad:
+                raise ValueError(f"axis 'dim' values must be non-negative integers (sizes), not {bad}")
+        elif self.dims is not None:
+            raise ValueError("'dims' is only for axis 'dim'")
         return self
 
 
 class StarSpec(Strict):
     """A base case plus one-axis variations (a star, not a Cartesian product)."""
 
-    base: Case
+    base: Union[Case, Slug] = Field(description="the base case; when appending, a planned case's id alone (or its "
+                                                "exact body) - a different body under a planned id is refused")
     vary: list[StarVariation] = Field(min_length=1)
     include_base: bool = True
 

@@ -1,0 +1,164 @@
+"""Structured axes of a case: the labels analysis has always used plus derived
+ones, typed so that ordered axes (sizes, element counts, offsets, widths,
+magnitudes, numeric attributes) are numbers and the rest are strings or bools.
+
+Axis names (per input ``x``): ``x.rank``, ``x.shape[0]`` ... ``x.shape[-1]``
+(the last dimension is always ``[-1]``, the others count from 0), ``x.numel``,
+``x.zero_size``, ``x.contiguity`` (contiguous / transposed / sliced /
+broadcast / overlapping), ``x.offset`` (a number) and ``x.offset_nonzero``,
+``x.dtype_family`` / ``x.dtype_bits``, ``x.has_nan`` / ``x.has_inf`` /
+``x.has_large`` / ``x.has_denormal``, ``x.magnitude`` (the scale of the
+generated values); for the case: ``mode``, ``dtype`` and ``attr.NAME``.
+Each derived axis has a *source*: the variation axis of plan_cases that moves
+it (``x.shape``, ``x.strides``, ``x.offset``, ``x.values``, ``dtype``,
+``mode``, ``attr.NAME``); minimal pairs are looked for among cases that
+differ only in that source.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from ..plan_cases import distance_axes
+from ..schemas import Case, InputSpec, contiguous_strides
+
+UNSET = "unset"
+CONTIGUITY = ("contiguous", "transposed", "sliced", "broadcast", "overlapping")
+DTYPE_BITS = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64, "int8": 8, "uint8": 8,
+              "int16": 16, "int32": 32, "int64": 64, "bool": 8}
+_SHAPE_SUFFIX = ".shape["
+
+
+def dim_axis(name: str, index: int, rank: int) -> str:
+    """The axis name of one dimension: the last is ``[-1]``, the others count from 0."""
+    return f"{name}.shape[-1]" if index == rank - 1 else f"{name}.shape[{index}]"
+
+
+def parse_dim_axis(axis: str) -> tuple[str, int] | None:
+    """``x.shape[-1]`` -> ("x", -1); None for another axis."""
+    if not axis.endswith("]") or _SHAPE_SUFFIX not in axis:
+        return None
+    name, _, index = axis[:-1].partition(_SHAPE_SUFFIX)
+    try:
+        return name, int(index)
+    except ValueError:
+        return None
+
+
+def contiguity(shape: list[int], strides: list[int] | None) -> str:
+    """contiguous (row-major dense), transposed (dense in another dimension
+    order), sliced (no element twice, with gaps), broadcast (a 0 stride on a
+    dimension over 1), overlapping (some element reached twice otherwise)."""
+    if strides is None:
+        return "contiguous"
+    dims = [(st, sz) for sz, st in zip(shape, strides) if sz != 1]
+    if any(sz == 0 for sz in shape) or not dims:
+        return "contiguous"
+    if any(st == 0 for st, _ in dims):
+        return "broadcast"
+    if [st for st, _ in dims] == [st for sz, st in zip(shape, contiguous_strides(shape)) if sz != 1]:
+        return "contiguous"
+    ordered = sorted(dims)
+    acc, dense, overlapping = 1, True, False
+    for st, sz in ordered:
+        if st != acc:
+            dense = False
+        if st < acc:
+            overlapping = True
+        acc = st * sz if st >= acc else acc + st * (sz - 1)
+    if dense:
+        return "transposed"
+    return "overlapping" if overlapping else "sliced"
+
+
+def magnitude(spec: InputSpec) -> float | None:
+    """The scale of the generated values (specials aside): |mean| + std for
+    normal, the largest |bound| for uniform/randint, |fill|, 1 for ones..."""
+    v = spec.values
+    if v.kind == "normal":
+        return abs(v.mean) + v.std
+    if v.kind in ("uniform", "randint"):
+        return max(abs(v.low or 0.0), abs(v.high or 0.0))
+    if v.kind == "full":
+        return abs(v.fill or 0.0)
+    if v.kind == "ones":
+        return 1.0
+    if v.kind == "zeros":
+        return 0.0
+    if v.kind == "arange":
+        return float(max(math.prod(spec.shape) - 1, 0))
+    return None
+
+
+def input_axes(spec: InputSpec) -> dict[str, Any]:
+    n = spec.name
+    rank = len(spec.shape)
+    out: dict[str, Any] = {f"{n}.rank": rank}
+    for i, size in enumerate(spec.shape):
+        out[dim_axis(n, i, rank)] = size
+    numel = math.prod(spec.shape)
+    out[f"{n}.numel"] = numel
+    out[f"{n}.zero_size"] = numel == 0
+    out[f"{n}.contiguity"] = contiguity(spec.shape, spec.strides)
+    out[f"{n}.offset"] = spec.storage_offset
+    out[f"{n}.offset_nonzero"] = spec.storage_offset != 0
+    out[f"{n}.dtype_family"] = ("float" if spec.dtype.startswith(("float", "bfloat")) else
+                                "bool" if spec.dtype == "bool" else "int")
+    out[f"{n}.dtype_bits"] = DTYPE_BITS[spec.dtype]
+    specials = {s.value for s in spec.values.specials}
+    out[f"{n}.has_nan"] = "nan" in specials
+    out[f"{n}.has_inf"] = bool(specials & {"inf", "-inf"})
+    out[f"{n}.has_large"] = bool(specials & {"large", "-large"})
+    out[f"{n}.has_denormal"] = "denormal" in specials
+    mag = magnitude(spec)
+    if mag is not None:
+        out[f"{n}.magnitude"] = mag
+    return out
+
+
+def _attr_value(value: Any) -> Any:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    return json.dumps(value, sort_keys=True)
+
+
+def structured_axes(case: Case, labels: dict[str, str]) -> dict[str, Any]:
+    """Every axis of a case: the string labels of ``case_axes`` (``x.offset``
+    and numeric attributes as numbers) plus the derived per-input axes."""
+    out: dict[str, Any] = dict(labels)
+    for spec in case.inputs:
+        out.update(input_axes(spec))
+    for name, value in case.attributes.items():
+        out[f"attr.{name}"] = _attr_value(value)
+    return out
+
+
+def source_of(axis: str) -> str:
+    """The variation axis (a key of plan_cases.distance_axes) that moves ``axis``."""
+    if axis in ("mode",) or axis.startswith("attr."):
+        return axis
+    if axis == "dtype" or axis.endswith((".dtype", ".dtype_family", ".dtype_bits")):
+        return "dtype"
+    if axis.endswith(".layout"):
+        return "layout"
+    name = axis.split(".", 1)[0]
+    field = axis[len(name) + 1:]
+    if field in ("shape", "rank", "numel", "zero_size") or field.startswith("shape["):
+        return f"{name}.shape"
+    if field in ("strides", "contiguity"):
+        return f"{name}.strides"
+    if field in ("offset", "offset_nonzero"):
+        return f"{name}.offset"
+    return f"{name}.values"
+
+
+def is_ordered(values) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
+def case_distance_axes(case: Case) -> dict[str, str]:
+    """The variation axes of a case (what one star variation changes), for
+    grouping cases that differ in one source axis only."""
+    return distance_axes(case)

@@ -1,0 +1,118 @@
+"""build_analysis: the verdict of a run from its cases and results.
+
+One pass per stage, each a plain function over what the previous stages
+made, so a new stage (an integration-boundary diff, a picture) is one more
+call in :func:`build_analysis` or one entry in :data:`EXTRA_STAGES`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..plan_cases import axes_difference, case_axes, case_content, distance_axes
+from ..schemas import Analysis, Case, CaseResult, Finding, now_utc
+from .axes import structured_axes
+from .findings import minimal_pairs, rank_findings, separating_findings
+from .suggestions import Context, dim_ties, narrowing, next_cases, unusable_modes
+from .verdict import FAILING, _summary, case_failure, failure_axes, integration_hint
+
+# Extra stages: fn(analysis, config, cases, results) -> Analysis (or None to keep it).
+EXTRA_STAGES: list[Callable[..., Any]] = []
+
+
+def diagnose(cases: list[Case], results: dict[str, CaseResult], missing: list[str],
+             labels: dict[str, dict[str, str]] | None = None) -> tuple[list[Finding], list]:
+    """Findings (ranked, exactness set) and next cases of a run."""
+    labels = labels or {c.id: case_axes(c) for c in cases}
+    by_id = {c.id: c for c in cases}
+    status = {}
+    for c in cases:
+        r = results.get(c.id)
+        if r is not None:
+            status[c.id] = "fail" if r.status in FAILING else "pass" if r.status == "passed" else "unsupported"
+    ran = [c for c in cases if status.get(c.id) in ("fail", "pass")]
+    axes = {c.id: structured_axes(c, labels[c.id]) for c in ran}
+    dist = {c.id: distance_axes(c) for c in ran}
+    failing = sorted(c.id for c in ran if status[c.id] == "fail")
+    passing = sorted(c.id for c in ran if status[c.id] == "pass")
+    findings = separating_findings(axes, failing, passing)
+    minimal_pairs(findings, axes, dist, failing, passing, axes_difference)
+    no_modes, cpu_only = unusable_modes(cases, results, status)
+    ctx = Context(cases=by_id, axes=axes, dist=dist, status=status,
+                  planned={case_content(c.model_dump(mode="json")) for c in cases}, findings=findings,
+                  ties=dim_ties(cases), no_modes=no_modes, cpu_only=cpu_only)
+    narrow = {f.axis: narrowing(ctx, f) for f in findings}
+    for f in findings:
+        f.exact = f.minimal_pair is not None and not narrow[f.axis]
+    ranked = rank_findings(findings)
+    return ranked, next_cases(ctx, ranked, narrow, results, missing)
+
+
+def _findings_summary(findings: list[Finding]) -> str:
+    lead = findings[0]
+    text = f"; finding: {lead.predicate}"
+    if lead.exact:
+        text += " (exact"
+        if lead.minimal_pair is not None:
+            text += f"; minimal pair: {lead.minimal_pair.passing!r} passes, {lead.minimal_pair.failing!r} fails"
+        text += ")"
+    else:
+        text += " (not exact yet: run the next cases)"
+    others = [f.predicate for f in findings[1:4]]
+    if others:
+        text += f"; competing: {', '.join(others)}"
+    return text
+
+
+def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, CaseResult]) -> Analysis:
+    planned_ids = {c.id for c in cases}
+    results = {cid: r for cid, r in results.items() if cid in planned_ids}
+    labels = {c.id: case_axes(c) for c in cases}
+    counts = {s: 0 for s in ("passed", "numerical_mismatch", "crash", "unsupported")}
+    for r in results.values():
+        counts[r.status] += 1
+    missing = [c.id for c in cases if c.id not in results]
+    counts["missing"] = len(missing)
+
+    failures = [case_failure(c, results[c.id], labels[c.id]) for c in cases
+                if c.id in results and results[c.id].status in FAILING]
+    unsupported = [case_failure(c, results[c.id], labels[c.id]) for c in cases
+                   if c.id in results and results[c.id].status == "unsupported"]
+    crash_groups: dict[str, list[str]] = {}
+    for f in failures:
+        if f.status == "crash":
+            crash_groups.setdefault(f.signature or "unknown", []).append(f.case_id)
+
+    if failures:
+        verdict = "diagnosed"
+    elif missing or unsupported:
+        verdict = "inconclusive"
+    else:
+        verdict = "passed"
+    axes = failure_axes(cases, results, labels)
+    findings, suggested = diagnose(cases, results, missing, labels)
+    summary = _summary(verdict, cases, counts, missing, axes)
+    if verdict == "diagnosed" and findings:
+        summary = summary.rstrip(".") + _findings_summary(findings) + "."
+    hint = integration_hint(config.source_model_failure) if (
+        verdict == "passed" and config.source_model_failure) else None
+    analysis = Analysis(
+        run_id=run_id,
+        verdict=verdict,
+        summary=summary,
+        status_counts=counts,
+        planned=len(cases),
+        recorded=len(results),
+        missing=missing,
+        failures=failures,
+        unsupported=unsupported,
+        crash_groups=crash_groups,
+        failure_axes=axes,
+        integration_hint=hint,
+        next_cases=suggested,
+        findings=findings,
+        analyzed_at=now_utc(),
+    )
+    for stage in EXTRA_STAGES:
+        analysis = stage(analysis, config, cases, results) or analysis
+    return analysis
