@@ -571,8 +571,10 @@ def explore(ctx: Context) -> list[NextCase]:
         else:
             base = ctx.cases[fid]
             moves_: list[tuple[dict, Any]] = []
-            if base.mode != "eager":
-                moves_.append(({"axis": "mode"}, "eager"))
+            moves_.extend(({"axis": "mode"}, m) for m in MODES if m != base.mode and m not in ctx.no_modes)
+            if all(i.dtype in FLOAT_DTYPES for i in base.inputs):
+                have = {i.dtype for i in base.inputs}
+                moves_.extend(({"axis": "dtype"}, d) for d in FLOAT_DTYPES if d not in have)
             for spec in base.inputs:
                 if not spec.is_contiguous():
                     moves_.append(({"axis": "strides", "input": spec.name}, None))
@@ -584,8 +586,6 @@ def explore(ctx: Context) -> list[NextCase]:
                 for i, size in enumerate(spec.shape):
                     if size > 1:
                         moves_.extend((v, size // 2) for v in _dim_moves(ctx, base, spec.name, i))
-            if any(i.dtype in ("float16", "bfloat16") for i in base.inputs):
-                moves_.append(({"axis": "dtype"}, "float32"))
             for var, value in moves_:
                 cand = make_candidate(ctx, base, var, value, "explore")
                 if cand is not None:
@@ -593,8 +593,11 @@ def explore(ctx: Context) -> list[NextCase]:
                     cands.append(cand)
             why = (f"no case passes yet: move the failing case {fid!r} toward a plain one, one axis at a time, "
                    "to find where it starts to pass")
-        if cands:
-            out.append(_next("explore", None, cands, reason=why,
+        groups: dict[tuple, list[Candidate]] = {}
+        for c in cands:
+            groups.setdefault(c.group, []).append(c)
+        for group in groups.values():
+            out.append(_next("explore", None, group, reason=why,
                              if_fails="that axis is not what the failure needs",
                              if_passes="that axis change removes the failure: a finding on it follows"))
     return out

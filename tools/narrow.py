@@ -1,0 +1,110 @@
+"""narrow_failure: the autopilot beside the manual loop.
+
+Analyze the run; append the next cases that decide between findings or
+narrow them (discriminate, bisect, probe; explore when nothing separates
+yet) as ordinary stars; run them on the given hosts; analyze again; repeat
+until every finding is exact with nothing left to decide, or a budget (new
+cases, seconds, rounds) runs out.  Every round is planned and recorded like
+any other cases, so the evidence shows the path.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Awaitable, Callable
+
+from .analyze_failures import analyze_failures
+from .errors import ToolError
+from .plan_cases import expand_star, plan_cases
+from .run_case_remote import run_case_remote
+from .schemas import NarrowRequest, NarrowResponse, NarrowStep, StarSpec
+
+NARROWING = ("discriminate", "bisect", "probe", "explore")
+Progress = Callable[[int, int, str], Awaitable[None]]
+
+
+def _pick(analysis, budget: int) -> list[tuple[dict, str, str]]:
+    """The stars to append this round (trimmed to the case budget), with their kind and axis."""
+    picked, used = [], 0
+    for nxt in analysis.next_cases:
+        if nxt.kind not in NARROWING or nxt.star is None or used >= budget:
+            continue
+        star = dict(nxt.star)
+        vary, room = [], budget - used
+        for var in star["vary"]:
+            if room <= 0:
+                break
+            values = var["values"][:room]
+            vary.append(dict(var, values=values))
+            room -= len(values)
+        star["vary"] = vary
+        try:
+            n = len(expand_star(StarSpec.model_validate(star)))
+        except (ToolError, ValueError):
+            continue
+        used += n
+        picked.append((star, nxt.kind, nxt.axis or ""))
+    return picked
+
+
+def _done(analysis) -> str | None:
+    if analysis.verdict != "diagnosed":
+        return "no_failure"
+    narrowing = [n for n in analysis.next_cases if n.kind in NARROWING]
+    if analysis.findings and all(f.exact for f in analysis.findings) and \
+            not any(n.kind == "discriminate" for n in narrowing):
+        return "exact"
+    if not narrowing:
+        return "nothing_to_try"
+    return None
+
+
+async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=None,
+                         progress: Progress | None = None) -> NarrowResponse:
+    req = request if isinstance(request, NarrowRequest) else NarrowRequest.model_validate(request)
+    t0 = time.monotonic()
+    steps: list[NarrowStep] = []
+    cases_run = 0
+    pending = await run_case_remote(req.run_id, root=root, hosts=req.hosts, inventory=inventory)
+    analysis = analyze_failures(req.run_id, root=root)
+    stopped = None
+    while stopped is None:
+        stopped = _done(analysis)
+        if stopped:
+            break
+        if len(steps) >= req.max_steps:
+            stopped = "budget_steps"
+            break
+        if cases_run >= req.max_cases:
+            stopped = "budget_cases"
+            break
+        if time.monotonic() - t0 >= req.max_seconds:
+            stopped = "budget_seconds"
+            break
+        picked = _pick(analysis, min(req.cases_per_step, req.max_cases - cases_run))
+        added: list[str] = []
+        for star, _, _ in picked:
+            try:
+                resp = plan_cases({"run_id": req.run_id, "append": True, "stars": [star]}, root=root)
+            except ToolError:
+                continue  # e.g. a derived id already planned under another body: try the next
+            added.extend(resp.added)
+        if not added:
+            stopped = "no_progress"
+            break
+        cases_run += len(added)
+        run = await run_case_remote(req.run_id, case_ids=added, root=root, hosts=req.hosts, inventory=inventory)
+        analysis = analyze_failures(req.run_id, root=root)
+        states = {o.case_id: o.state for o in run.outcomes}
+        steps.append(NarrowStep(
+            index=len(steps) + 1, kinds=sorted({k for _, k, _ in picked}),
+            axes=sorted({a for _, _, a in picked if a}), cases={cid: states.get(cid, "pending") for cid in added},
+            findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings]))
+        if progress is not None:
+            await progress(len(steps), req.max_steps, f"round {len(steps)}: {len(added)} case(s)")
+        if not run.recorded:
+            stopped = "no_progress"
+    del pending
+    return NarrowResponse(run_id=req.run_id, stopped=stopped, exact=bool(analysis.findings) and all(
+        f.exact for f in analysis.findings), findings=analysis.findings, steps=steps, cases_run=cases_run,
+        seconds=round(time.monotonic() - t0, 3), summary=analysis.summary)
