@@ -50,6 +50,8 @@ from tools.schemas import (
     SLUG_PATTERN,
     Analysis,
     CaseResult,
+    NarrowRequest,
+    NarrowResponse,
     PlanRequest,
     PlanResponse,
     RecordResponse,
@@ -66,8 +68,9 @@ Isolate an Ascend NPU operator failure into explicit cases and settle it with ev
 Loop: plan_cases (operator config with candidate, CPU reference and tolerances fixed up
 front, plus explicit cases or a star of one-axis variations) -> run_case_remote (runs
 pending cases on an inventory host, compares against the reference, records each result)
-or record_result (one result obtained elsewhere) -> analyze_failures (verdict, failure
-axes, next cases).  Read evidence through the opdebug://runs/{run_id}/... resources.
+or record_result (one result obtained elsewhere) -> analyze_failures (verdict, findings
+with minimal pairs, next cases ready to append) -> repeat, or narrow_failure (the autopilot
+of that loop under a budget).  Read evidence through the opdebug://runs/{run_id}/... resources.
 Rules: change one axis at a time; unsupported is not a failure; a case is recorded once;
 a harness, reference or connection error leaves the case pending."""
 
@@ -248,6 +251,14 @@ def build_server(
         return await run_case_remote(run_id, case_ids=case_ids, hosts=hosts, root=root,
                                      inventory=inventory_path, progress=progress)
 
+    async def narrow_body(ctx: Context, **fields: Any) -> NarrowResponse:
+        from tools.narrow import narrow_failure
+
+        async def progress(done: int, total: int, message: str) -> None:
+            await ctx.report_progress(done, total, message)
+
+        return await narrow_failure(NarrowRequest(**fields), root=root, inventory=inventory_path, progress=progress)
+
     async def check_body(ctx: Context, *, host: str) -> Any:
         from tools.check_host import check_host
 
@@ -296,8 +307,11 @@ def build_server(
             description=(
                 "Analyze every recorded result of a run: verdict (diagnosed / inconclusive / passed), status "
                 "counts, failures kept apart from unsupported combinations, crash groups by signature, the "
-                "failure axes the failing cases share, missing cases, the integration-boundary hint, and the "
-                "next cases that would settle it. Writes analysis.json, report.md and reproduction.md "
+                "failure axes the failing cases share, findings (predicates over one axis - value, set, "
+                "threshold such as x.shape[-1] > 2048, class such as x.zero_size - that separate every failing "
+                "case from every passing one, each with its minimal pair and whether it is exact), missing "
+                "cases, the integration-boundary hint, and the next cases (each a star ready to append with "
+                "plan_cases append=true, with what a pass or a failure would tell). Writes analysis.json, report.md and reproduction.md "
                 "(regenerated each time; evidence is never changed)."
             ),
             arguments=AnalyzeFailuresArgs,
@@ -322,6 +336,23 @@ def build_server(
             annotations=ToolAnnotations(title="Run cases", readOnlyHint=False, destructiveHint=False,
                                         idempotentHint=False, openWorldHint=True),
             body=run_body,
+        ),
+        _tool(
+            "narrow_failure",
+            title="Narrow a failure (autopilot)",
+            description=(
+                "Autopilot of the analyze loop: take the run's next cases that decide between findings or narrow "
+                "them (bisect an ordered axis such as x.shape[-1] or x.numel between the largest passing and "
+                "smallest failing value; try untried values of a categorical axis), append them as ordinary "
+                "stars, run them on the hosts, analyze, and repeat until every finding is exact or a budget "
+                "(max_cases, max_seconds, max_steps) runs out. Returns the findings with their minimal pairs "
+                "and the rounds taken; every round is planned and recorded evidence."
+            ),
+            arguments=NarrowRequest,
+            output=NarrowResponse,
+            annotations=ToolAnnotations(title="Narrow a failure", readOnlyHint=False, destructiveHint=False,
+                                        idempotentHint=False, openWorldHint=True),
+            body=narrow_body,
         ),
         _tool(
             "check_host",

@@ -290,6 +290,10 @@ def _print_analysis(out: Any, analysis: Any) -> None:
         out.print("[yellow]missing evidence:[/yellow] " + ", ".join(analysis.missing))
     if analysis.integration_hint:
         out.print(f"[yellow]integration hint:[/yellow] {_escape(analysis.integration_hint)}")
+    for f in analysis.findings:
+        pair = (f" - minimal pair: {f.minimal_pair.passing} passes, {f.minimal_pair.failing} fails"
+                if f.minimal_pair else "")
+        out.print(_escape(f"finding: {f.predicate}{' (exact)' if f.exact else ''}{pair}"))
     for nxt in analysis.next_cases:
         out.print(_escape(f"next: {nxt.reason} (from {nxt.base_case}: {json.dumps(nxt.change)})"))
 
@@ -311,6 +315,37 @@ def cmd_run(args: argparse.Namespace) -> int:
         _print_json(response)
         return 0
     _print_run(_console(), response)
+    return 0
+
+
+def cmd_narrow(args: argparse.Namespace) -> int:
+    from .narrow import narrow_failure
+
+    if args.run and not args.run_id and not args.output_dir:
+        args.run_id = args.run
+    root, run_id = _run_location(args)
+    progress_out = _console(stderr=args.json)
+
+    async def progress(done: int, total: int, message: str) -> None:
+        progress_out.print(_escape(message))
+
+    request = {"run_id": run_id, "hosts": args.host or None, "max_cases": args.max_cases,
+               "max_seconds": args.max_seconds, "max_steps": args.max_steps}
+    response = asyncio.run(narrow_failure(request, root=root, inventory=_inventory(args), progress=progress))
+    if args.json:
+        _print_json(response)
+        return 0
+    out = _console()
+    out.print(f"stopped: {response.stopped} after {len(response.steps)} round(s), {response.cases_run} new case(s), "
+              f"{response.seconds:g} s")
+    for step in response.steps:
+        out.print(_escape(f"round {step.index} ({', '.join(step.kinds)} on {', '.join(step.axes) or '-'}): "
+                          + ", ".join(f"{c}={s}" for c, s in step.cases.items())))
+    for f in response.findings:
+        pair = (f" - minimal pair: {f.minimal_pair.passing} passes, {f.minimal_pair.failing} fails"
+                if f.minimal_pair else "")
+        out.print(_escape(f"finding: {f.predicate}{' (exact)' if f.exact else ''}{pair}"))
+    out.print(_escape(response.summary))
     return 0
 
 
@@ -519,6 +554,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", action="append", metavar="NAME", help="an inventory host (repeatable; default: local)")
     p.add_argument("--inventory", metavar="FILE", help=f"host inventory TOML (default ${INVENTORY_ENV})")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("narrow", parents=[common],
+                       help="autopilot: plan, run and analyze next cases until every finding is exact or a budget ends")
+    p.add_argument("run", nargs="?", help="the run id (or give --output-dir / --root --run-id)")
+    run_dir_args(p)
+    p.add_argument("--host", action="append", metavar="NAME", help="an inventory host (repeatable; default: local)")
+    p.add_argument("--inventory", metavar="FILE", help=f"host inventory TOML (default ${INVENTORY_ENV})")
+    p.add_argument("--max-cases", type=int, default=40, help="budget: new cases in all (default 40)")
+    p.add_argument("--max-seconds", type=float, default=900.0, help="budget: wall seconds (default 900)")
+    p.add_argument("--max-steps", type=int, default=12, help="budget: rounds (default 12)")
+    p.set_defaults(func=cmd_narrow)
 
     p = sub.add_parser("list", parents=[common], help="list the runs under the evidence root")
     p.add_argument("--root", help="evidence root")

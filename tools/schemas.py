@@ -244,6 +244,9 @@ class Case(Strict):
     attributes: dict[Ident, AttributeValue] = Field(default_factory=dict)
     seed: Annotated[int, Field(ge=0, lt=2**63)] | None = None
     timeout_s: Annotated[float, Field(gt=0, le=3600)] | None = None
+    compile_timeout_s: Annotated[float, Field(gt=0, le=7200)] | None = Field(
+        default=None, description="compile/graph modes: budget for compiling or capturing, apart from timeout_s "
+                                  "(default: the config's compile_timeout_s)")
     description: Annotated[str, Field(max_length=2000)] | None = None
 
     @field_validator("attributes")
@@ -335,6 +338,9 @@ class OperatorConfig(Strict):
     model: Annotated[str, Field(max_length=2000)] | None = None
     command: Annotated[str, Field(max_length=20000)] | None = None
     default_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    compile_timeout_s: Annotated[float, Field(gt=0, le=7200)] = Field(
+        default=600.0, description="compile/graph modes: seconds for compiling or capturing the candidate, counted "
+                                   "apart from the run-time timeout; running out is 'timeout during compile'")
 
 
 # --------------------------------------------------------------------------
@@ -405,6 +411,8 @@ class ResultSource(Strict):
 
 
 class Timing(Strict):
+    compile_us: NonNegFinite | None = Field(default=None, description="compile or graph capture (with its warm-up "
+                                                                       "call), timed apart from the candidate run")
     candidate_us: NonNegFinite | None = None
     reference_us: NonNegFinite | None = None
     compare_us: NonNegFinite | None = None

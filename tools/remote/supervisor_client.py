@@ -112,8 +112,11 @@ class SupervisorClient:
                 msg = await self._event(timeout, waiting)
                 if msg.get("request_id") != request_id:
                     continue
-                if msg["event"] in ("started", "reference_started"):  # each phase has the case timeout
+                if msg["event"] in ("started", "reference_started", "compile_done"):  # each phase has its timeout
                     waiting, timeout = "the case result", float(timeout_s) + self.answer_grace_s
+                    if msg["event"] == "started" and case.get("mode") in ("compile", "graph"):
+                        budget = case.get("compile_timeout_s") or config.get("compile_timeout_s") or 600.0
+                        timeout = max(float(timeout_s), float(budget)) + self.answer_grace_s
                 elif msg["event"] == "case_done":
                     return msg
 

@@ -57,9 +57,9 @@ class Device:
         # A fresh dynamo state per case: past recompilation limits, dynamo
         # would fall back to eager silently.
         torch._dynamo.reset()
-        return torch.compile(fn, backend=backend or "inductor", dynamic=False, fullgraph=False)
+        return torch.compile(fn, backend=_backend(backend) or "inductor", dynamic=False, fullgraph=False)
 
-    def graph_call(self, fn, args, kwargs):
+    def graph_call(self, fn, args, kwargs, on_captured=None):
         raise Unsupported(f"graph capture needs a cuda or npu device; this host's device is {self.kind}",
                           "runner: graph mode needs a cuda or npu device")
 
@@ -85,8 +85,8 @@ class CudaDevice(Device):
     def synchronize(self) -> None:
         torch.cuda.synchronize()
 
-    def graph_call(self, fn, args, kwargs):
-        return _graph_capture_replay(torch.cuda, torch.cuda.CUDAGraph, fn, args, kwargs)
+    def graph_call(self, fn, args, kwargs, on_captured=None):
+        return _graph_capture_replay(torch.cuda, torch.cuda.CUDAGraph, fn, args, kwargs, on_captured)
 
 
 class NpuDevice(Device):
@@ -125,13 +125,22 @@ class NpuDevice(Device):
 
             config = torchair.CompilerConfig()
             backend = torchair.get_npu_backend(compiler_config=config)
-        return torch.compile(fn, backend=backend, dynamic=False, fullgraph=False)
+        return torch.compile(fn, backend=_backend(backend), dynamic=False, fullgraph=False)
 
-    def graph_call(self, fn, args, kwargs):
-        return _graph_capture_replay(torch.npu, torch.npu.NPUGraph, fn, args, kwargs)
+    def graph_call(self, fn, args, kwargs, on_captured=None):
+        return _graph_capture_replay(torch.npu, torch.npu.NPUGraph, fn, args, kwargs, on_captured)
 
 
-def _graph_capture_replay(module, graph_cls, fn, args, kwargs):
+def _backend(backend):
+    """A compile backend by registered name, or a dotted callable (e.g. one in a user module)."""
+    if isinstance(backend, str) and "." in backend:
+        from .callables import resolve
+
+        return resolve(backend)
+    return backend
+
+
+def _graph_capture_replay(module, graph_cls, fn, args, kwargs, on_captured=None):
     """Warm up on a side stream, capture one call on the static inputs, replay it.
 
     The warm-up runs the candidate too: the inputs' storages are put back to
@@ -150,6 +159,8 @@ def _graph_capture_replay(module, graph_cls, fn, args, kwargs):
     for t, original in zip(inputs, saved):
         if original is not None:
             t.untyped_storage().copy_(original)
+    if on_captured is not None:
+        on_captured()
     graph.replay()
     module.synchronize()
     return out

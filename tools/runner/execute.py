@@ -37,9 +37,12 @@ def environment(device: Device) -> dict:
     return env
 
 
-def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_candidate_done=None) -> dict:
+def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_candidate_done=None,
+                 on_compile_done=None) -> dict:
     """``on_inputs(metadata)`` is called once the inputs are built, before the
     candidate runs (the supervisor keeps it for a worker that dies);
+    ``on_compile_done()`` in compile and graph modes once the candidate is
+    compiled or captured, before the timed run (compiling has its own budget);
     ``on_candidate_done()`` once the candidate returned, before the reference
     runs (the supervisor's case timeout covers the candidate only)."""
     config, case = request["config"], request["case"]
@@ -97,9 +100,24 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
         if mode == "eager":
             out = candidate(*args, **kwargs)
         elif mode == "compile":
-            out = device.compile(candidate, op.get("compile_backend"))(*args, **kwargs)
+            # compile (and warm up) on copies of the inputs, so an in-place candidate applies once
+            compiled = device.compile(candidate, op.get("compile_backend"))
+            warm = {b.name: device.format_cast(device.to_device(b.storage.clone(), b.shape, b.strides,
+                                                                b.storage_offset), b.layout) for b in built}
+            wargs, wkwargs = call_arguments(op.get("call"), warm, attributes)
+            compiled(*wargs, **wkwargs)
+            device.synchronize()
+            timing["compile_us"] = (time.perf_counter() - t0) * 1e6
+            if on_compile_done is not None:
+                on_compile_done()
+            t0 = time.perf_counter()
+            out = compiled(*args, **kwargs)
         elif mode == "graph":
-            out = device.graph_call(candidate, args, kwargs)
+            def captured():
+                timing["compile_us"] = (time.perf_counter() - t0) * 1e6
+                if on_compile_done is not None:
+                    on_compile_done()
+            out = device.graph_call(candidate, args, kwargs, on_captured=captured)
         else:
             raise Unsupported(f"mode {mode!r} is not one of eager, compile, graph", "runner: unknown mode")
         device.synchronize()

@@ -264,6 +264,7 @@ class Supervisor:
         case_id = case.get("id")
         request_id = msg.get("request_id")
         timeout_s = float(msg.get("timeout_s") or 60.0)
+        compile_s = compile_budget(msg.get("config") or {}, case)
         started_at = time.time()
         if self.worker is not None and self.worker.ready is not None and self.needs_health_check:
             if not self._health_check():
@@ -317,8 +318,14 @@ class Supervisor:
                         input_metadata = answer.get("input_metadata")
                         t0 = time.monotonic()
                         phase, deadline = "candidate", t0 + timeout_s
+                        if compile_s is not None:  # compiling or capturing has its own budget
+                            phase, deadline = "compile", t0 + compile_s
                         self.send({"event": "started", "request_id": request_id, "case_id": case_id,
                                    "at": time.time(), "worker_pid": worker.pid})
+                    elif answer.get("event") == "compile_done" and phase == "compile":
+                        phase, deadline = "candidate", time.monotonic() + timeout_s
+                        self.send({"event": "compile_done", "request_id": request_id, "case_id": case_id,
+                                   "at": time.time()})
                     elif answer.get("event") == "candidate_done":
                         # the CPU reference and the comparison get a timeout of their own:
                         # running out of it says nothing about the operator
@@ -347,7 +354,7 @@ class Supervisor:
                                           "traceback": stderr},
                            stdout=_tail(worker.capture_path), stderr=stderr, traceback=stderr))
             return
-        if kind == "timeout" and phase != "candidate":  # nothing about the operator: the case stays pending
+        if kind == "timeout" and phase not in ("candidate", "compile"):  # nothing about the operator: stays pending
             worker.kill()
             stderr = worker.stderr_tail()
             self._replace_worker()
@@ -365,7 +372,14 @@ class Supervisor:
                            stdout=_tail(worker.capture_path), stderr=stderr, traceback=stderr))
             return
         # The worker died or ran out of time: this case's crash.
-        if kind == "timeout":
+        if kind == "timeout" and phase == "compile":
+            worker.kill()
+            rc = worker.proc.returncode
+            error = {"type": "CompileTimeout", "signature": "timeout during compile", "signal": "SIGKILL",
+                     "message": (f"compiling or capturing the candidate ({case.get('mode')} mode) did not finish "
+                                 f"within its compile budget of {compile_s:g} s (compile_timeout_s); the supervisor "
+                                 "killed the worker's process group")}
+        elif kind == "timeout":
             worker.kill()
             rc = worker.proc.returncode
             error = {"type": "Timeout", "signature": "timeout", "signal": "SIGKILL",
@@ -432,6 +446,14 @@ class Supervisor:
         finally:
             self._drop_worker()
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def compile_budget(config: dict, case: dict) -> float | None:
+    """Seconds for compiling/capturing a compile or graph case (None for eager):
+    the case's compile_timeout_s, else the config's, else 600."""
+    if case.get("mode") not in ("compile", "graph"):
+        return None
+    return float(case.get("compile_timeout_s") or config.get("compile_timeout_s") or 600.0)
 
 
 def _parse(line) -> dict:

@@ -105,7 +105,8 @@ def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str)
             try:
                 answer = execute_case(msg, device, env, on_inputs=lambda meta: send(
                     {"event": "inputs", "request_id": msg.get("request_id"), "input_metadata": meta}),
-                    on_candidate_done=lambda: send({"event": "candidate_done", "request_id": msg.get("request_id")}))
+                    on_candidate_done=lambda: send({"event": "candidate_done", "request_id": msg.get("request_id")}),
+                    on_compile_done=lambda: send({"event": "compile_done", "request_id": msg.get("request_id")}))
             except BaseException as exc:  # noqa: BLE001 - a bug of the harness, not of the operator
                 tb = traceback.format_exc()[-OUTPUT_TAIL:]
                 answer = {"outcome": "harness_error", "traceback": tb,
