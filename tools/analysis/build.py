@@ -44,6 +44,8 @@ def diagnose(cases: list[Case], results: dict[str, CaseResult], missing: list[st
     narrow = {f.axis: narrowing(ctx, f) for f in findings}
     for f in findings:
         f.exact = f.minimal_pair is not None and not narrow[f.axis]
+        if f.exact and f.kind == "set" and f.axis.endswith(".contiguity") and len(f.passing_values) == 1:
+            f.predicate = f"{f.axis} != {f.passing_values[0]}"  # every other layout it can have fails
     ranked = rank_findings(findings)
     return ranked, next_cases(ctx, ranked, narrow, results, missing)
 
@@ -94,6 +96,11 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
     summary = _summary(verdict, cases, counts, missing, axes)
     if verdict == "diagnosed" and findings:
         summary = summary.rstrip(".") + _findings_summary(findings) + "."
+    elif verdict == "diagnosed" and counts["passed"] and not any(a.explains_all for a in axes):
+        head = summary.split("; ", 1)[0].rstrip(".")
+        tail = f" ({len(missing)} planned case(s) still have no result)" if missing else ""
+        summary = (head + "; no single axis value separates failing from passing cases: the failure needs "
+                   "several axis values together" + tail + ".")
     hint = integration_hint(config.source_model_failure) if (
         verdict == "passed" and config.source_model_failure) else None
     analysis = Analysis(

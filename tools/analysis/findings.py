@@ -178,7 +178,7 @@ def rank_findings(findings: list[Finding]) -> list[Finding]:
 
     def key(f: Finding):
         return (not f.exact, f.minimal_pair is None, f.axis.endswith(LABEL_FIELDS), kind_rank[f.kind],
-                f.axis)
+                f.axis.endswith((".numel", ".rank")), f.axis)
     return sorted(findings, key=key)
 
 

@@ -380,13 +380,17 @@ def discriminating(ctx: Context) -> list[Candidate]:
                     if cand is not None and decisive(cand):
                         pool.append(cand)
     for f in ctx.findings:
-        if f.kind != "threshold" and (f.axis == "dtype" or f.axis.endswith((".dtype", ".contiguity"))):
-            for base in _bases(ctx, f)[:1]:
-                for target in probe_values(ctx, f, base):
-                    for var, value in moves(ctx, base, f.axis, target):
-                        cand = make_candidate(ctx, base, var, value, f.axis)
-                        if cand is not None and decisive(cand):
-                            pool.append(cand)
+        if f.kind == "threshold":
+            continue
+        # a categorical finding: its tried values (which make a minimal pair where none is yet) and the
+        # untried ones, moved onto the base
+        for base in _bases(ctx, f)[:1]:
+            targets = f.failing_values[:2] + f.passing_values[:2] + probe_values(ctx, f, base)
+            for target in targets:
+                for var, value in moves(ctx, base, f.axis, _attr_raw(f.axis, target)):
+                    cand = make_candidate(ctx, base, var, value, f.axis)
+                    if cand is not None and decisive(cand):
+                        pool.append(cand)
     chosen: list[Candidate] = []
     covered: set[tuple[str, str]] = set()
     for cand in sorted(pool, key=lambda c: (len(c.var.get("dims") or []), c.base.id, str(c.var), str(c.value))):
