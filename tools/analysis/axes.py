@@ -158,7 +158,14 @@ def is_ordered(values) -> bool:
     return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
 
 
-def case_distance_axes(case: Case) -> dict[str, str]:
-    """The variation axes of a case (what one star variation changes), for
-    grouping cases that differ in one source axis only."""
-    return distance_axes(case)
+def case_distance_axes(case: Case, labels: dict[str, str] | None = None) -> dict[str, str]:
+    """The variation axes of a case (plan_cases.distance_axes), from its
+    labels when they are at hand (no second pass over the case)."""
+    if labels is None:
+        return distance_axes(case)
+    out = {"mode": labels["mode"], "dtype": ",".join(i.dtype for i in case.inputs),
+           "layout": ",".join(i.layout for i in case.inputs)}
+    for key, value in labels.items():
+        if key.startswith("attr.") or key.endswith((".shape", ".strides", ".offset", ".values")):
+            out[key] = value
+    return out

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..plan_cases import axes_difference, case_axes, case_content, distance_axes
+from ..plan_cases import axes_difference, case_axes, case_content
 from ..schemas import Analysis, Case, CaseResult, Finding, now_utc
-from .axes import structured_axes
+from .axes import case_distance_axes, structured_axes
 from .findings import minimal_pairs, rank_findings, separating_findings
 from .suggestions import Context, dim_ties, narrowing, next_cases, unusable_modes
 from .verdict import FAILING, _summary, case_failure, failure_axes, integration_hint
@@ -32,7 +32,7 @@ def diagnose(cases: list[Case], results: dict[str, CaseResult], missing: list[st
             status[c.id] = "fail" if r.status in FAILING else "pass" if r.status == "passed" else "unsupported"
     ran = [c for c in cases if status.get(c.id) in ("fail", "pass")]
     axes = {c.id: structured_axes(c, labels[c.id]) for c in ran}
-    dist = {c.id: distance_axes(c) for c in ran}
+    dist = {c.id: case_distance_axes(c, labels[c.id]) for c in ran}
     failing = sorted(c.id for c in ran if status[c.id] == "fail")
     passing = sorted(c.id for c in ran if status[c.id] == "pass")
     findings = separating_findings(axes, failing, passing)
