@@ -195,6 +195,32 @@ def test_two_axes_changed_at_once_get_the_cases_between_them(tmp_path):
     assert not [n for n in again.next_cases if n.kind in ("discriminate", "bisect", "probe")]
 
 
+def test_a_magnitude_threshold_is_bisected_in_powers_of_two_to_a_factor_two(tmp_path):
+    from tools.analysis.axes import magnitude
+
+    star = {"base": {"id": "b", "inputs": [_x((4, 8))]},
+            "vary": [{"axis": "values", "input": "x", "values": [{"kind": "normal", "std": 10000.0}]},
+                     {"axis": "dtype", "values": ["float16"]}]}
+    _plan(tmp_path, "r", stars=[star])
+    steps = 0
+    while True:
+        pending = {c.id: magnitude(c.inputs[0]) > 300 for c in RunStore(tmp_path, "r").read_cases()
+                   if c.id in RunStore(tmp_path, "r").pending_case_ids()}
+        _record(tmp_path, "r", pending)
+        a = analyze_failures("r", root=tmp_path)
+        f = next(f for f in a.findings if f.axis == "x.magnitude")
+        if f.exact or steps == 6:
+            break
+        nxt = a.next_cases[0]
+        assert (nxt.kind, nxt.axis) == ("bisect", "x.magnitude")
+        assert all(v.get("std", 0) in (2.0, 128.0, 8192.0, 256.0, 1024.0, 4096.0, 512.0)
+                   for var in nxt.star["vary"] for v in var["values"])
+        plan_cases({"run_id": "r", "append": True, "stars": [nxt.star]}, root=tmp_path)
+        steps += 1
+    assert (f.predicate, f.exact, f.largest_passing, f.smallest_failing, steps) == \
+        ("x.magnitude > 256", True, 256, 512, 3)
+
+
 # --------------------------------------------------------------------------
 # Planted operators, run for real on host "local"
 # --------------------------------------------------------------------------

@@ -82,6 +82,14 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
         out += ["### Crash groups (by error signature)", "",
                 table(["signature", "cases"], [[s, ", ".join(ids)] for s, ids in analysis.crash_groups.items()]),
                 ""]
+    if analysis.findings:
+        out += ["## Findings", "",
+                "Predicates over one axis that separate every failing case from every passing one.", "",
+                table(["finding", "exact", "minimal pair (passes / fails)", "differs in"],
+                      [[f"`{f.predicate}`", "yes" if f.exact else "no",
+                        f"`{f.minimal_pair.passing}` / `{f.minimal_pair.failing}`" if f.minimal_pair else "-",
+                        ", ".join(f.minimal_pair.differs_in) if f.minimal_pair else "-"]
+                       for f in analysis.findings]), ""]
     out += ["## Failure axes", ""]
     if analysis.failure_axes:
         out += ["Axis values every failing case shares (and not every case has); most explanatory first.", "",
@@ -107,7 +115,8 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
     if analysis.next_cases:
         for n in analysis.next_cases:
             change = f" - change: `{json.dumps(n.change)}`" if n.change else ""
-            out.append(f"- base `{n.base_case}`{change}: {n.reason}")
+            kind = f"[{n.kind}] " if n.kind else ""
+            out.append(f"- {kind}base `{n.base_case}`{change}: {n.reason}")
         out.append("")
     else:
         out += ["None suggested.", ""]

@@ -19,7 +19,6 @@ from .axes import UNSET, is_ordered, parse_dim_axis, source_of
 
 # Label axes that a structured axis of the same source says better.
 LABEL_FIELDS = (".shape", ".strides", ".values")
-FLOAT_EXACT_RATIO = 2.0  # a float threshold is exact once its bracket is within a factor 2
 
 
 def _fmt(value: Any) -> str:
@@ -91,18 +90,6 @@ def separating_findings(axes: dict[str, dict[str, Any]], failing: list[str], pas
     found = [f for f in found if not (f.axis.endswith(".numel") and f.direction == "below"
                                       and f.axis.rsplit(".", 1)[0] in zero and f.largest_failing == 0)]
     return found
-
-
-def threshold_gap_closed(f: Finding) -> bool:
-    if f.kind != "threshold":
-        return False
-    lo, hi = ((f.largest_passing, f.smallest_failing) if f.direction == "above"
-              else (f.largest_failing, f.smallest_passing))
-    if all(isinstance(v, int) or float(v).is_integer() for v in f.failing_values + f.passing_values):
-        return hi - lo <= 1
-    if lo <= 0:
-        return hi <= 0 or lo == hi
-    return hi / lo <= FLOAT_EXACT_RATIO
 
 
 def predict(f: Finding, value: Any) -> str | None:

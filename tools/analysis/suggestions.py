@@ -194,7 +194,7 @@ def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, 
         strides = strides_for(spec.shape, target)
         return [({"axis": "strides", "input": name}, strides)] if strides is not None or target == "contiguous" else []
     if fld == "magnitude":
-        values = spec.values.model_dump(mode="json")
+        values = spec.values.model_dump(mode="json", exclude_none=True)
         if spec.values.kind == "normal" and target > abs(spec.values.mean):
             return [({"axis": "values", "input": name}, values | {"std": target - abs(spec.values.mean)})]
         if spec.values.kind == "uniform" and spec.values.low is not None:
@@ -337,8 +337,7 @@ def narrowing(ctx: Context, f: Finding) -> list[Candidate]:
     out: list[Candidate] = []
     for base in _bases(ctx, f)[:1]:
         if f.kind == "threshold":
-            integer = all(isinstance(v, int) or float(v).is_integer()
-                          for v in f.failing_values + f.passing_values)
+            integer = all(isinstance(v, int) for v in f.failing_values + f.passing_values)
             targets = bisect_values(f, integer)
         else:
             targets = probe_values(ctx, f, base)
