@@ -4,7 +4,8 @@ magnitudes, numeric attributes) are numbers and the rest are strings or bools.
 
 Axis names (per input ``x``): ``x.rank``, ``x.shape[0]`` ... ``x.shape[-1]``
 (the last dimension is always ``[-1]``, the others count from 0), ``x.numel``,
-``x.zero_size``, ``x.contiguity`` (contiguous / transposed / sliced /
+``x.zero_size``, ``x.last_align`` (the largest power of two, at most 64,
+dividing the last dimension), ``x.contiguity`` (contiguous / transposed / sliced /
 broadcast / overlapping), ``x.offset`` (a number) and ``x.offset_nonzero``,
 ``x.dtype_family`` / ``x.dtype_bits``, ``x.has_nan`` / ``x.has_inf`` /
 ``x.has_large`` / ``x.has_denormal``, ``x.magnitude`` (the scale of the
@@ -45,6 +46,16 @@ def parse_dim_axis(axis: str) -> tuple[str, int] | None:
         return name, int(index)
     except ValueError:
         return None
+
+
+MAX_ALIGN = 64
+
+
+def alignment(size: int) -> int:
+    """The largest power of two (at most 64) dividing a size; 64 for 0."""
+    if size == 0:
+        return MAX_ALIGN
+    return min(size & -size, MAX_ALIGN)
 
 
 def contiguity(shape: list[int], strides: list[int] | None) -> str:
@@ -98,6 +109,8 @@ def input_axes(spec: InputSpec) -> dict[str, Any]:
     out: dict[str, Any] = {f"{n}.rank": rank}
     for i, size in enumerate(spec.shape):
         out[dim_axis(n, i, rank)] = size
+    if rank:
+        out[f"{n}.last_align"] = alignment(spec.shape[-1])
     numel = math.prod(spec.shape)
     out[f"{n}.numel"] = numel
     out[f"{n}.zero_size"] = numel == 0
@@ -145,7 +158,7 @@ def source_of(axis: str) -> str:
         return "layout"
     name = axis.split(".", 1)[0]
     field = axis[len(name) + 1:]
-    if field in ("shape", "rank", "numel", "zero_size") or field.startswith("shape["):
+    if field in ("shape", "rank", "numel", "zero_size", "last_align") or field.startswith("shape["):
         return f"{name}.shape"
     if field in ("strides", "contiguity"):
         return f"{name}.strides"

@@ -83,6 +83,12 @@ def separating_findings(axes: dict[str, dict[str, Any]], failing: list[str], pas
             axis=key, kind=kind, predicate=predicate_text(key, kind, fl, direction, bound), source=source_of(key),
             failing_values=fl, passing_values=pl, direction=direction, exact=False,
             failing=len(failing), passing=len(passing), **extra))
+    # a list of failing sizes (x.shape[-1] in {1, 33, 40}) says nothing a threshold or another axis of the
+    # same source does not say better: kept only when it is all there is for that source
+    ordered_sets = [f for f in found if f.kind in ("value", "set") and not f.axis.startswith("attr.")
+                    and is_ordered(f.failing_values + f.passing_values)]
+    other_sources = {f.source for f in found if f not in ordered_sets}
+    found = [f for f in found if not (f in ordered_sets and f.source in other_sources)]
     structured_sources = {f.source for f in found if not f.axis.endswith(LABEL_FIELDS) and "." in f.axis}
     found = [f for f in found if not (f.axis.endswith(LABEL_FIELDS) and f.source in structured_sources)]
     # zero failing elements is the zero-size class: `x.numel < k` with only 0 failing says nothing more

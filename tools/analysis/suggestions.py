@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from ..plan_cases import apply_variation, axes_difference, case_axes, case_content
 from ..schemas import FLOAT_DTYPES, MODES, Case, Finding, NextCase, StarVariation
-from .axes import CONTIGUITY, DTYPE_BITS, dim_axis, parse_dim_axis, structured_axes
+from .axes import CONTIGUITY, DTYPE_BITS, alignment, dim_axis, parse_dim_axis, structured_axes
 from .findings import predict
 
 MAX_BISECT_VALUES = 3
@@ -190,6 +190,11 @@ def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, 
                 flat[i] = int(target)
                 out.append(({"axis": "shape", "input": name}, flat))
         return out
+    if fld == "last_align" and spec.shape:
+        # the nearest last-dimension sizes above the current one aligned exactly to the target
+        a, cur = int(target), spec.shape[-1]
+        sizes = [v for v in range((cur // a + 1) * a, (cur // a + 9) * a, a) if alignment(v) == a][:1]
+        return [(var, v) for v in sizes for var in _dim_moves(ctx, base, name, len(spec.shape) - 1)]
     if fld == "contiguity":
         strides = strides_for(spec.shape, target)
         return [({"axis": "strides", "input": name}, strides)] if strides is not None or target == "contiguous" else []
@@ -271,8 +276,8 @@ def bisect_values(f: Finding, integer: bool) -> list:
         if pw:
             return _spread(pw, MAX_BISECT_VALUES)
         near = int(p) + 1 if f.direction == "above" else int(p) - 1
-        mid = (int(lo) + int(hi)) // 2
-        return list(dict.fromkeys(v for v in (near, mid) if lo < v < hi))
+        inner = [int(lo) + (int(hi) - int(lo)) * k // 4 for k in (1, 2, 3)]
+        return sorted(dict.fromkeys(v for v in [near, *inner] if lo < v < hi), key=lambda v: abs(v - p))
     if lo <= 0 or hi / lo <= 2.0:
         return [] if lo > 0 or hi <= 0 else [min(1.0, hi / 2)]
     pw = _pow2_between(lo, hi)
@@ -392,7 +397,8 @@ def discriminating(ctx: Context) -> list[Candidate]:
                         pool.append(cand)
     chosen: list[Candidate] = []
     covered: set[tuple[str, str]] = set()
-    for cand in sorted(pool, key=lambda c: (len(c.var.get("dims") or []), c.base.id, str(c.var), str(c.value))):
+    for cand in sorted(pool, key=lambda c: (c.var["axis"] == "shape", len(c.var.get("dims") or []), c.base.id,
+                                            str(c.var), str(c.value))):
         fails = sorted(a for a, p in cand.preds.items() if p == "fail")
         passes = sorted(a for a, p in cand.preds.items() if p == "pass")
         pairs = {(a, b) for a in fails for b in passes}
