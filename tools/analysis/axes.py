@@ -6,7 +6,8 @@ Axis names (per input ``x``): ``x.rank``, ``x.shape[0]`` ... ``x.shape[-1]``
 (the last dimension is always ``[-1]``, the others count from 0), ``x.numel``,
 ``x.zero_size``, ``x.last_align`` (the largest power of two, at most 64,
 dividing the last dimension), ``x.contiguity`` (contiguous / transposed / sliced /
-broadcast / overlapping), ``x.offset`` (a number) and ``x.offset_nonzero``,
+broadcast / overlapping), ``x.offset`` (a number), ``x.offset_nonzero`` and ``x.offset_align`` (its
+alignment, 64 for 0),
 ``x.dtype_family`` / ``x.dtype_bits``, ``x.has_nan`` / ``x.has_inf`` /
 ``x.has_large`` / ``x.has_denormal``, ``x.magnitude`` (the scale of the
 generated values); for the case: ``mode``, ``dtype`` and ``attr.NAME``.
@@ -117,6 +118,7 @@ def input_axes(spec: InputSpec) -> dict[str, Any]:
     out[f"{n}.contiguity"] = contiguity(spec.shape, spec.strides)
     out[f"{n}.offset"] = spec.storage_offset
     out[f"{n}.offset_nonzero"] = spec.storage_offset != 0
+    out[f"{n}.offset_align"] = alignment(spec.storage_offset)
     out[f"{n}.dtype_family"] = ("float" if spec.dtype.startswith(("float", "bfloat")) else
                                 "bool" if spec.dtype == "bool" else "int")
     out[f"{n}.dtype_bits"] = DTYPE_BITS[spec.dtype]
@@ -162,7 +164,7 @@ def source_of(axis: str) -> str:
         return f"{name}.shape"
     if field in ("strides", "contiguity"):
         return f"{name}.strides"
-    if field in ("offset", "offset_nonzero"):
+    if field in ("offset", "offset_nonzero", "offset_align"):
         return f"{name}.offset"
     return f"{name}.values"
 

@@ -195,6 +195,8 @@ def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, 
         a, cur = int(target), spec.shape[-1]
         sizes = [v for v in range((cur // a + 1) * a, (cur // a + 9) * a, a) if alignment(v) == a][:1]
         return [(var, v) for v in sizes for var in _dim_moves(ctx, base, name, len(spec.shape) - 1)]
+    if fld == "offset_align":
+        return [({"axis": "storage_offset", "input": name}, int(target))]  # the smallest offset aligned exactly so
     if fld == "contiguity":
         strides = strides_for(spec.shape, target)
         return [({"axis": "strides", "input": name}, strides)] if strides is not None or target == "contiguous" else []
@@ -605,6 +607,10 @@ def explore(ctx: Context) -> list[NextCase]:
         groups: dict[tuple, list[Candidate]] = {}
         for c in cands:
             groups.setdefault(c.group, []).append(c)
+        if len(groups) > 1:  # every axis at once first (one case per change): one round covers them all
+            out.append(_next("explore", None, cands, reason=why + " (every such change at once, one case each)",
+                             if_fails="that axis is not what the failure needs",
+                             if_passes="that axis change removes the failure: a finding on it follows"))
         for group in groups.values():
             out.append(_next("explore", None, group, reason=why,
                              if_fails="that axis is not what the failure needs",
