@@ -74,6 +74,11 @@ KINDS: dict[str, dict] = {
         star={"base": _base(), "vary": [{"axis": "dtype", "values": ["bfloat16"]},
                                         STRIDE_DISTRACTOR, OFFSET_DISTRACTOR]},
         axis="dtype", predicate="dtype == bfloat16"),
+    "alignment": dict(
+        module="planted_align.py",
+        star={"base": _base(), "vary": [{"axis": "shape", "input": "x", "values": [[4, 33]]},
+                                        DTYPE_DISTRACTOR, OFFSET_DISTRACTOR]},
+        axis="x.last_align", predicate="x.last_align < 16"),
     "rows": dict(
         module="planted_rows_norm.py",
         star={"base": _base([_x((4, 32)), {"name": "weight", "shape": [32]}]),

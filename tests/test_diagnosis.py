@@ -221,6 +221,42 @@ def test_a_magnitude_threshold_is_bisected_in_powers_of_two_to_a_factor_two(tmp_
         ("x.magnitude > 256", True, 256, 512, 3)
 
 
+def _converge(root, star: dict, fails, steps: int = 6) -> list:
+    """Plan the star, then apply the first next case until nothing narrows;
+    results come from ``fails(case)``.  Returns the analyses."""
+    _plan(root, "r", stars=[star])
+    out = []
+    for _ in range(steps + 1):
+        store = RunStore(root, "r")
+        pending = set(store.pending_case_ids())
+        _record(root, "r", {c.id: fails(c) for c in store.read_cases() if c.id in pending})
+        a = analyze_failures("r", root=root)
+        out.append(a)
+        if not [n for n in a.next_cases if n.kind in ("discriminate", "bisect", "probe", "explore")]:
+            break
+        plan_cases({"run_id": "r", "append": True, "stars": [a.next_cases[0].star]}, root=root)
+    return out
+
+
+def test_a_storage_offset_that_must_be_aligned_is_found_as_an_alignment(tmp_path):
+    star = {"base": {"id": "b", "inputs": [_x((4, 32))]},
+            "vary": [{"axis": "storage_offset", "input": "x", "values": [5, 64]}, {"axis": "dtype", "values": ["float16"]}]}
+    runs = _converge(tmp_path, star, lambda c: c.inputs[0].storage_offset % 16 != 0)
+    lead = runs[-1].findings[0]
+    assert (lead.predicate, lead.exact, len(runs) - 1) == ("x.offset_align < 16", True, 2)
+    assert all(n.axis.startswith("x.offset") for a in runs[:-1] for n in a.next_cases[:1])
+
+
+def test_with_no_passing_case_one_round_moves_every_axis_toward_a_plain_case(tmp_path):
+    star = {"base": {"id": "b", "inputs": [_x((4, 32))]},
+            "vary": [{"axis": "dtype", "values": ["float16"]}, {"axis": "strides", "input": "x", "values": [[1, 4]]}]}
+    runs = _converge(tmp_path, star, lambda c: c.inputs[0].shape[-1] > 16)
+    first = runs[0].next_cases[0]
+    assert first.kind == "explore" and {v["axis"] for v in first.star["vary"]} >= {"mode", "dim"}
+    lead = runs[-1].findings[0]
+    assert (lead.predicate, lead.exact, len(runs) - 1) == ("x.shape[-1] > 16", True, 2)
+
+
 # --------------------------------------------------------------------------
 # Planted operators, run for real on host "local"
 # --------------------------------------------------------------------------
