@@ -341,3 +341,33 @@ def test_a_compile_slower_than_the_case_timeout_passes_within_its_compile_budget
     assert timing.compile_us >= 3e6 and timing.candidate_us < 2e6  # the backend sleeps 3 s while compiling
     err = results["short-budget"].error
     assert err.type == "CompileTimeout" and "compile budget of 1 s" in err.message
+
+
+def test_narrow_failure_over_stdio_and_the_next_case_appends_as_it_is(tmp_path):
+    """The MCP surface: analyze_failures gives a next case whose star plan_cases
+    takes as it is; narrow_failure runs the loop on host local."""
+    from test_mcp_stdio import error_text, with_server
+
+    async def scenario(client):
+        out = {"plan": await client.call_tool("plan_cases", plan_request("mcp-dtype", "dtype"))}
+        out["run"] = await client.call_tool("run_case_remote", {"run_id": "mcp-dtype"})
+        out["analysis"] = await client.call_tool("analyze_failures", {"run_id": "mcp-dtype"})
+        star = out["analysis"].structured_content["next_cases"][0]["star"]
+        out["append"] = await client.call_tool("plan_cases", {"run_id": "mcp-dtype", "append": True,
+                                                              "stars": [star]})
+        out["narrow"] = await client.call_tool("narrow_failure", {"run_id": "mcp-dtype", "max_cases": 10})
+        out["bad"] = await client.call_tool("narrow_failure", {"run_id": "mcp-dtype", "max_cases": 0})
+        return out
+
+    out = with_server(tmp_path, scenario)
+    for key in ("plan", "run", "analysis", "append", "narrow"):
+        assert not out[key].is_error, error_text(out[key])
+    analysis = out["analysis"].structured_content
+    assert analysis["findings"][0]["axis"] in ("dtype", "x.dtype_bits")
+    assert out["append"].structured_content["added"] == ["base.dtype-float16"]
+    narrow = out["narrow"].structured_content
+    lead = next(f for f in narrow["findings"] if f["axis"] == "dtype")
+    assert (lead["predicate"], lead["exact"], narrow["stopped"]) == ("dtype == bfloat16", True, "exact")
+    assert lead["minimal_pair"] == {"passing": "base", "failing": "base.dtype-bfloat16", "passing_value": "float32",
+                                    "failing_value": "bfloat16", "differs_in": ["dtype"]}
+    assert "max_cases" in error_text(out["bad"])
