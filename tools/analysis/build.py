@@ -95,6 +95,9 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
     findings, suggested = diagnose(cases, results, missing, labels)
     summary = _summary(verdict, cases, counts, missing, axes)
     if verdict == "diagnosed" and findings:
+        if not any(a.explains_all for a in axes):  # "share X but so do passing ones" is noise beside a finding
+            summary = summary.split("; ", 1)[0].rstrip(".") + (
+                f" ({len(missing)} planned case(s) still have no result)" if missing else "")
         summary = summary.rstrip(".") + _findings_summary(findings) + "."
     elif verdict == "diagnosed" and counts["passed"] and not any(a.explains_all for a in axes):
         head = summary.split("; ", 1)[0].rstrip(".")

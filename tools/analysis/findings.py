@@ -130,10 +130,14 @@ def minimal_pairs(findings: list[Finding], axes: dict[str, dict[str, Any]], dist
         src = f.source
         if src not in by_source:
             groups: dict[tuple, list[str]] = defaultdict(list)
-            drop = {src, src[: -len(".shape")] + ".strides"} if src.endswith(".shape") else {src}
+            # a shape change keeps the layout class, not the stride numbers: compare the class
+            name = src[: -len(".shape")] if src.endswith(".shape") else None
             for cid in status:
                 d = dist[cid]
-                groups[tuple(sorted((k, v) for k, v in d.items() if k not in drop))].append(cid)
+                key = [(k, v) for k, v in d.items() if k != src and (name is None or k != name + ".strides")]
+                if name is not None:
+                    key.append((name + ".contiguity", str(axes[cid].get(name + ".contiguity"))))
+                groups[tuple(sorted(key))].append(cid)
             by_source[src] = {k: sorted(v) for k, v in groups.items()
                               if any(status[c] == "fail" for c in v) and any(status[c] == "pass" for c in v)}
         best = None
