@@ -218,6 +218,8 @@ def value_slug(axis: str, value: Any) -> str:
             return values_text(ValueSpec.model_validate(value)).replace("+", "-")
         except ValidationError:
             pass
+    if isinstance(value, dict) and value.get("kind") == "dtype":  # a dtype argument
+        return str(value.get("value"))
     if value is None:
         return "contiguous" if axis == "strides" else "none"
     if isinstance(value, bool):
