@@ -77,7 +77,10 @@ def _tensor_axes(axes: dict[str, str], prefix: str, spec: TensorSpec, effective_
     axes[f"{prefix}.strides"] = strides_text(spec)
     axes[f"{prefix}.offset"] = str(spec.storage_offset)
     axes[f"{prefix}.layout"] = spec.layout
-    axes[f"{prefix}.values"] = values_text(spec.values.for_dtype(spec.dtype) if effective_values else spec.values)
+    values = spec.values
+    if effective_values:  # the spec that applies to this dtype, without the other dtypes' entries
+        values = values.for_dtype(spec.dtype).model_copy(update={"by_dtype": {}})
+    axes[f"{prefix}.values"] = values_text(values)
 
 
 def _attr_text(case: Case, name: str) -> str:
