@@ -15,13 +15,10 @@ import json
 from typing import Any
 
 import pytest
-import torch
 
 from test_mcp_stdio import with_server
 from tools.catalogue import catalogue_names, cpu_self_check, load_config
-from tools.plan_cases import case_axes, plan_cases
-from tools.runner.inputs import build_case_inputs, reference_dtype
-from tools.schemas import Case, PlanRequest
+from tools.schemas import PlanRequest
 
 GROUPED = '''
 import torch
