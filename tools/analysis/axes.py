@@ -24,12 +24,14 @@ import math
 from typing import Any
 
 from ..plan_cases import distance_axes
-from ..schemas import Case, InputSpec, contiguous_strides
+from ..schemas import DTYPE_FAMILIES, Case, TensorSpec, contiguous_strides
 
 UNSET = "unset"
 CONTIGUITY = ("contiguous", "transposed", "sliced", "broadcast", "overlapping")
 DTYPE_BITS = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64, "int8": 8, "uint8": 8,
-              "int16": 16, "int32": 32, "int64": 64, "bool": 8}
+              "int16": 16, "int32": 32, "int64": 64, "bool": 8, "float8_e4m3fn": 8, "float8_e5m2": 8,
+              "complex64": 64, "complex128": 128, "uint16": 16, "uint32": 32, "uint64": 64, "hifloat8": 8,
+              "float4_e2m1fn_x2": 8, "float4_e1m2fn_x2": 8, "int4": 4}
 _SHAPE_SUFFIX = ".shape["
 
 
@@ -85,10 +87,10 @@ def contiguity(shape: list[int], strides: list[int] | None) -> str:
     return "overlapping" if overlapping else "sliced"
 
 
-def magnitude(spec: InputSpec) -> float | None:
+def magnitude(spec: TensorSpec) -> float | None:
     """The scale of the generated values (specials aside): |mean| + std for
     normal, the largest |bound| for uniform/randint, |fill|, 1 for ones..."""
-    v = spec.values
+    v = spec.values.for_dtype(spec.dtype)
     if v.kind == "normal":
         return abs(v.mean) + v.std
     if v.kind in ("uniform", "randint"):
@@ -104,8 +106,12 @@ def magnitude(spec: InputSpec) -> float | None:
     return None
 
 
-def input_axes(spec: InputSpec) -> dict[str, Any]:
-    n = spec.name
+def _family(dtype: str) -> str:
+    return next((fam for fam, members in DTYPE_FAMILIES.items() if dtype in members), "other")
+
+
+def input_axes(spec: TensorSpec, n: str) -> dict[str, Any]:
+    """The derived axes of one tensor, named ``n`` (an input, or ``x[1]`` for a list member)."""
     rank = len(spec.shape)
     out: dict[str, Any] = {f"{n}.rank": rank}
     for i, size in enumerate(spec.shape):
@@ -119,10 +125,10 @@ def input_axes(spec: InputSpec) -> dict[str, Any]:
     out[f"{n}.offset"] = spec.storage_offset
     out[f"{n}.offset_nonzero"] = spec.storage_offset != 0
     out[f"{n}.offset_align"] = alignment(spec.storage_offset)
-    out[f"{n}.dtype_family"] = ("float" if spec.dtype.startswith(("float", "bfloat")) else
-                                "bool" if spec.dtype == "bool" else "int")
-    out[f"{n}.dtype_bits"] = DTYPE_BITS[spec.dtype]
-    specials = {s.value for s in spec.values.specials}
+    out[f"{n}.dtype_family"] = _family(spec.dtype)
+    if spec.dtype in DTYPE_BITS:
+        out[f"{n}.dtype_bits"] = DTYPE_BITS[spec.dtype]
+    specials = {s.value for s in spec.values.for_dtype(spec.dtype).specials}
     out[f"{n}.has_nan"] = "nan" in specials
     out[f"{n}.has_inf"] = bool(specials & {"inf", "-inf"})
     out[f"{n}.has_large"] = bool(specials & {"large", "-large"})
@@ -136,6 +142,8 @@ def input_axes(spec: InputSpec) -> dict[str, Any]:
 def _attr_value(value: Any) -> Any:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return value
+    if hasattr(value, "model_dump"):
+        value = value.model_dump(mode="json")
     return json.dumps(value, sort_keys=True)
 
 
@@ -144,7 +152,14 @@ def structured_axes(case: Case, labels: dict[str, str]) -> dict[str, Any]:
     and numeric attributes as numbers) plus the derived per-input axes."""
     out: dict[str, Any] = dict(labels)
     for spec in case.inputs:
-        out.update(input_axes(spec))
+        if spec.none:
+            continue
+        if spec.tensors is not None:
+            out[f"{spec.name}.len"] = len(spec.tensors)
+            for j, member in enumerate(spec.tensors):
+                out.update(input_axes(member, f"{spec.name}[{j}]"))
+        else:
+            out.update(input_axes(spec, spec.name))
     for name, value in case.attributes.items():
         out[f"attr.{name}"] = _attr_value(value)
     return out
@@ -174,13 +189,6 @@ def is_ordered(values) -> bool:
 
 
 def case_distance_axes(case: Case, labels: dict[str, str] | None = None) -> dict[str, str]:
-    """The variation axes of a case (plan_cases.distance_axes), from its
-    labels when they are at hand (no second pass over the case)."""
-    if labels is None:
-        return distance_axes(case)
-    out = {"mode": labels["mode"], "dtype": ",".join(i.dtype for i in case.inputs),
-           "layout": ",".join(i.layout for i in case.inputs)}
-    for key, value in labels.items():
-        if key.startswith("attr.") or key.endswith((".shape", ".strides", ".offset", ".values")):
-            out[key] = value
-    return out
+    """The variation axes of a case (plan_cases.distance_axes), for grouping
+    cases that differ in one source axis only."""
+    return distance_axes(case)

@@ -79,7 +79,7 @@ def dim_ties(cases: list[Case]) -> dict[str, list[str]]:
     def dims(case: Case) -> dict[str, tuple[str, int]]:
         out = {}
         for spec in case.inputs:
-            for i, size in enumerate(spec.shape):
+            for i, size in enumerate([] if spec.none or spec.shape is None else spec.shape):
                 out[dim_axis(spec.name, i, len(spec.shape))] = (spec.name, size)
         return out
 
@@ -168,7 +168,7 @@ def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, 
         return [({"axis": "dtype"}, target)]
     name, _, fld = axis.partition(".")
     spec = next((i for i in base.inputs if i.name == name), None)
-    if spec is None:
+    if spec is None or spec.shape is None or spec.none:  # a tensor list or a None input: not moved here
         return []
     if fld == "dtype":
         return [({"axis": "dtype", "input": name}, target)]
@@ -305,7 +305,7 @@ def probe_values(ctx: Context, f: Finding, base: Case) -> list:
     if axis.endswith(".contiguity"):
         name = axis.rsplit(".", 1)[0]
         spec = next((i for i in base.inputs if i.name == name), None)
-        if spec is None:
+        if spec is None or spec.shape is None or spec.none:
             return []
         return [k for k in CONTIGUITY if k not in seen and strides_for(spec.shape, k) is not None]
     if axis.startswith("attr."):
@@ -587,6 +587,8 @@ def explore(ctx: Context) -> list[NextCase]:
                 have = {i.dtype for i in base.inputs}
                 moves_.extend(({"axis": "dtype"}, d) for d in FLOAT_DTYPES if d not in have)
             for spec in base.inputs:
+                if spec.shape is None or spec.none:
+                    continue
                 if not spec.is_contiguous():
                     moves_.append(({"axis": "strides", "input": spec.name}, None))
                 if spec.storage_offset:
