@@ -279,7 +279,10 @@ def build_server(
                 "before any result) and explicit cases, and create the run's evidence directory; or, with "
                 "append=true, add new cases to an existing run without touching anything recorded. 'stars' "
                 "expands a base case plus one-axis variations (dtype, shape, strides, storage_offset, layout, "
-                "mode, attribute, values) into explicit cases. Returns every case with its axes and warnings "
+                "mode, attribute, values; 'dim' sets dimensions shared by several inputs together, e.g. dims "
+                "['x.shape[-1]', 'weight.shape[0]']) into explicit cases; when appending, a star's base may be "
+                "a planned case id, and a different body under a planned id is refused. A next case from "
+                "analyze_failures appends as it is: stars=[next_case.star]. Returns every case with its axes and warnings "
                 "for cases that differ from all others in more than one axis. Refuses an existing run_id and "
                 "duplicate case ids. Example: " + PLAN_EXAMPLE
             ),
