@@ -371,3 +371,24 @@ def test_narrow_failure_over_stdio_and_the_next_case_appends_as_it_is(tmp_path):
     assert lead["minimal_pair"] == {"passing": "base", "failing": "base.dtype-bfloat16", "passing_value": "float32",
                                     "failing_value": "bfloat16", "differs_in": ["dtype"]}
     assert "max_cases" in error_text(out["bad"])
+
+
+def test_opdebug_narrow_stops_at_once_when_the_finding_is_exact(tmp_path, subprocess_env):
+    import subprocess
+
+    star = {"base": {"id": "b", "inputs": [_x()], "attributes": {"reduction": "mean"}},
+            "vary": [{"axis": "attribute", "name": "reduction", "values": ["sum"]},
+                     {"axis": "dtype", "values": ["float16"]}]}
+    root = Path(subprocess_env["OPDEBUG_EVIDENCE_ROOT"])
+    ids = _plan(root, "r", stars=[star])
+    _record(root, "r", {i: "sum" in i for i in ids})
+    proc = subprocess.run([sys.executable, "-m", "tools.cli", "narrow", "r", "--root", str(root), "--json"],
+                          env=subprocess_env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert (out["stopped"], out["exact"], out["steps"], out["cases_run"]) == ("exact", True, [], 0)
+    assert out["findings"][0]["predicate"] == 'attr.reduction == "sum"'
+    human = subprocess.run([sys.executable, "-m", "tools.cli", "narrow", "r", "--root", str(root)],
+                           env=subprocess_env, capture_output=True, text=True, timeout=120)
+    assert 'finding: attr.reduction == "sum" (exact) - minimal pair: b passes, b.attr-reduction-sum fails' \
+        in human.stdout
