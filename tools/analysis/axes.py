@@ -189,6 +189,17 @@ def is_ordered(values) -> bool:
 
 
 def case_distance_axes(case: Case, labels: dict[str, str] | None = None) -> dict[str, str]:
-    """The variation axes of a case (plan_cases.distance_axes), for grouping
-    cases that differ in one source axis only."""
-    return distance_axes(case)
+    """The variation axes of a case (plan_cases.distance_axes), from its
+    labels when they are at hand and no value spec depends on the dtype (then
+    the planned and effective values are the same): no second pass."""
+    members = [m for i in case.inputs for m in i.members()]
+    if labels is None or any(m.values.by_dtype for m in members) or any(i.values.by_dtype for i in case.inputs):
+        return distance_axes(case)
+    from ..plan_cases import _input_kinds
+
+    out = {"mode": labels["mode"], "dtype": ",".join(_input_kinds(i, "dtype") for i in case.inputs),
+           "layout": ",".join(_input_kinds(i, "layout") for i in case.inputs)}
+    for key, value in labels.items():
+        if key.startswith("attr.") or key.endswith((".shape", ".strides", ".offset", ".values", ".len", ".none")):
+            out[key] = value
+    return out

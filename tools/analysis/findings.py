@@ -53,11 +53,11 @@ def separating_findings(axes: dict[str, dict[str, Any]], failing: list[str], pas
     for cid in sorted(ids):
         for k in axes[cid]:
             keys.setdefault(k, None)
+    fsets, psets = _value_sets(axes, failing), _value_sets(axes, passing)
     found: list[Finding] = []
     seen_vectors: set[int] = set()
     for key in keys:
-        fvals = {axes[c].get(key, UNSET) for c in failing}
-        pvals = {axes[c].get(key, UNSET) for c in passing}
+        fvals, pvals = fsets[key], psets[key]
         if fvals & pvals:
             continue
         vector = hash(tuple(_sort_key(axes[c].get(key, UNSET)) for c in ids))
@@ -96,6 +96,31 @@ def separating_findings(axes: dict[str, dict[str, Any]], failing: list[str], pas
     found = [f for f in found if not (f.axis.endswith(".numel") and f.direction == "below"
                                       and f.axis.rsplit(".", 1)[0] in zero and f.largest_failing == 0)]
     return found
+
+
+def _value_sets(axes: dict[str, dict[str, Any]], ids: list[str]) -> dict[str, set]:
+    """key -> the set of its values over ``ids`` (UNSET where a case lacks the key): one pass per case."""
+    sets: dict[str, set] = defaultdict(set)
+    counts: dict[str, int] = defaultdict(int)
+    for cid in ids:
+        for key, value in axes[cid].items():
+            sets[key].add(value)
+            counts[key] += 1
+    for key, n in counts.items():
+        if n < len(ids):
+            sets[key].add(UNSET)
+    return _Missing(sets, bool(ids))
+
+
+class _Missing(dict):
+    """A key no case has reads as {UNSET}."""
+
+    def __init__(self, sets: dict, any_ids: bool):
+        super().__init__(sets)
+        self.any_ids = any_ids
+
+    def __missing__(self, key):
+        return {UNSET} if self.any_ids else set()
 
 
 def predict(f: Finding, value: Any) -> str | None:
