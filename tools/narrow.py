@@ -65,7 +65,7 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
     t0 = time.monotonic()
     steps: list[NarrowStep] = []
     cases_run = 0
-    pending = await run_case_remote(req.run_id, root=root, hosts=req.hosts, inventory=inventory)
+    await run_case_remote(req.run_id, root=root, hosts=req.hosts, inventory=inventory)  # pending cases first
     analysis = analyze_failures(req.run_id, root=root)
     stopped = None
     while stopped is None:
@@ -78,7 +78,7 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
         if cases_run >= req.max_cases:
             stopped = "budget_cases"
             break
-        if time.monotonic() - t0 >= req.max_seconds:
+        if time.monotonic() - t0 >= req.max_seconds:  # checked between rounds: a round runs to its end
             stopped = "budget_seconds"
             break
         picked = _pick(analysis, min(req.cases_per_step, req.max_cases - cases_run))
@@ -104,7 +104,6 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
             await progress(len(steps), req.max_steps, f"round {len(steps)}: {len(added)} case(s)")
         if not run.recorded:
             stopped = "no_progress"
-    del pending
     return NarrowResponse(run_id=req.run_id, stopped=stopped, exact=bool(analysis.findings) and all(
         f.exact for f in analysis.findings), findings=analysis.findings, steps=steps, cases_run=cases_run,
         seconds=round(time.monotonic() - t0, 3), summary=analysis.summary)

@@ -102,7 +102,7 @@ def dim_ties(cases: list[Case]) -> dict[str, list[str]]:
 def unusable_modes(cases: list[Case], results: dict, status: dict[str, str]) -> tuple[set[str], bool]:
     """Modes already known unsupported (some case in it unsupported, none ran
     it), and whether every recorded result ran on a CPU device (no graph mode)."""
-    ran = {cases_by.mode for cases_by in cases if status.get(cases_by.id) in ("pass", "fail")}
+    ran = {c.mode for c in cases if status.get(c.id) in ("pass", "fail")}
     refused = {c.mode for c in cases if status.get(c.id) == "unsupported"}
     kinds = {(r.environment or {}).get("device_kind") for r in results.values()}
     cpu_only = bool(kinds) and kinds <= {"cpu"}
