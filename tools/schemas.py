@@ -234,6 +234,38 @@ def contiguous_strides(shape: list[int]) -> list[int]:
     return list(reversed(strides))
 
 
+# --------------------------------------------------------------------------
+# Captures: a case planned from a model's real call (issue 14)
+# --------------------------------------------------------------------------
+
+
+class CaseOrigin(Strict):
+    """Where a case came from when it was planned from a capture or a dump."""
+
+    kind: Literal["captured_call", "accuracy_dump", "capture_star"] = Field(
+        description="captured_call/accuracy_dump: the model's real call; capture_star: a one-axis variation around it")
+    source: Annotated[str, Field(max_length=4096)] = Field(description="the capture directory or dump.json it came from")
+    call: Annotated[str, Field(max_length=512)] = Field(description="the call id in the capture index (stage#N) or the dump's API name")
+    target: Annotated[str, Field(max_length=512)] | None = Field(None, description="the operator the model called, as recorded")
+    exact: bool = Field(description="true when every tensor input replays the recorded values exactly")
+    stats: dict[str, dict[str, Union[float, int, str, None]]] = Field(
+        default_factory=dict, description="per input, the recorded value statistics (numel, nan, inf, min, max, mean, absmax)")
+    stack: list[Annotated[str, Field(max_length=1000)]] = Field(
+        default_factory=list, max_length=16, description="the innermost source frames of the recorded call")
+
+
+class CaptureSelection(Strict):
+    """A capture directory (opdebug_capture) or an accuracy-checker dump to plan cases from."""
+
+    dir: Annotated[str, Field(min_length=1, max_length=4096)] = Field(
+        description="path on the server's machine, inside the workspace: a capture directory (index.json) or a dump (dump.json or its directory)")
+    calls: list[Annotated[str, Field(min_length=1, max_length=512)]] | None = Field(
+        None, max_length=256, description="call ids (stage#N) or dump API names to plan; omit for every call")
+    star: bool = Field(False, description="also plan one-axis variations around each call: generated values, contiguous strides, offset 0, ND layout")
+    id_prefix: Annotated[str, Field(max_length=32, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")] = Field(
+        "cap-", description="prefix of the derived case ids")
+
+
 AttributeValue = Union[None, bool, int, float, str, list[Union[None, bool, int, float, str]]]
 
 
@@ -245,6 +277,7 @@ class Case(Strict):
     seed: Annotated[int, Field(ge=0, lt=2**63)] | None = None
     timeout_s: Annotated[float, Field(gt=0, le=3600)] | None = None
     description: Annotated[str, Field(max_length=2000)] | None = None
+    origin: CaseOrigin | None = Field(None, description="set when the case was planned from a captured call or a dump (see 'captures')")
 
     @field_validator("attributes")
     @classmethod
@@ -472,6 +505,33 @@ class NextCase(Strict):
     change: dict[str, Any]
 
 
+class BoundaryFeature(Strict):
+    """One thing a failing captured call has that no passing planned case has."""
+
+    axis: str = Field(description="e.g. x.dtype, x.strides_class, x.offset, x.layout, x.values_class, dtypes_mixed, attr.eps")
+    value: str = Field(description="the captured call's value on that axis")
+    passing_values: list[str] = Field(default_factory=list, description="the values the passing planned cases have there")
+
+
+class BridgeCase(Strict):
+    """A planned case between a passing planned case and the failing captured call (one axis)."""
+
+    axis: str = Field(description="the boundary axis this case crosses")
+    base_case: str = Field(description="the passing planned case it starts from")
+    star: dict[str, Any] = Field(description="a StarSpec (include_base false) ready for plan_cases append=true 'stars'")
+
+
+class IntegrationDiff(Strict):
+    """Captured calls vs planned cases at the integration boundary."""
+
+    direction: Literal["captured_fails", "planned_fails"] = Field(
+        description="captured_fails: captured calls fail and planned cases pass; planned_fails: the reverse")
+    failing_case: str = Field(description="the failing case the features belong to")
+    closest_passing: str | None = Field(None, description="the passing case of the other kind closest to it")
+    features: list[BoundaryFeature] = Field(description="what the failing case has that no passing case of the other kind has")
+    bridges: list[BridgeCase] = Field(default_factory=list, description="planned cases that cross one feature each")
+
+
 class Analysis(Strict):
     schema_version: Literal[1] = 1
     run_id: str
@@ -487,6 +547,8 @@ class Analysis(Strict):
     failure_axes: list[FailureAxis]
     integration_hint: str | None = None
     next_cases: list[NextCase] = Field(default_factory=list)
+    integration_diff: list[IntegrationDiff] = Field(
+        default_factory=list, description="captured calls vs planned cases: what differs at the integration boundary")
     analyzed_at: datetime
 
 
@@ -561,6 +623,9 @@ class PlanRequest(Strict):
     # artifacts/captured/NAME and shipped with the run; an input whose
     # values are {"kind": "captured", "captured": NAME} replays it exactly.
     captured_files: dict[Slug, Annotated[str, Field(min_length=1, max_length=4096)]] = Field(default_factory=dict)
+    captures: list[CaptureSelection] = Field(
+        default_factory=list, max_length=16,
+        description="capture directories (opdebug_capture) or accuracy-checker dumps: one case per chosen call, replayed exactly")
 
     @model_validator(mode="after")
     def _shape(self) -> "PlanRequest":
@@ -571,8 +636,8 @@ class PlanRequest(Strict):
             raise ValueError("a new run needs 'config' (set append=true to add cases to an existing run)")
         if self.config is not None and self.run_id is not None and self.run_id != self.config.run_id:
             raise ValueError(f"'run_id' {self.run_id!r} differs from config.run_id {self.config.run_id!r}")
-        if not self.cases and not self.stars:
-            raise ValueError("give at least one case in 'cases' or one star in 'stars'")
+        if not self.cases and not self.stars and not self.captures:
+            raise ValueError("give at least one case in 'cases', one star in 'stars' or one capture in 'captures'")
         if self.config is not None and not self.append:
             missing = [m for m in self.config.operator.modules if m not in self.module_sources]
             if missing:
