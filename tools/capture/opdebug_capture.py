@@ -274,6 +274,12 @@ class Recorder:
         path = os.path.join(self.dir, file_name)
         tmp = path + ".tmp"
         torch.save(payload, tmp)
+        size = os.path.getsize(tmp)
+        if used + size > self.budget_bytes:  # the archive's own bytes count too
+            os.unlink(tmp)
+            meta["saved"] = None
+            meta["not_saved"] = f"size budget: {used + size} bytes over {self.budget_bytes}"
+            return 0
         os.replace(tmp, path)
         digest = hashlib.sha256()
         with open(path, "rb") as fh:
@@ -295,7 +301,7 @@ def recorder(out_dir=None, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> Recorder
 
 
 def _stack() -> list:
-    frames = traceback.extract_stack()[:-3]
+    frames = traceback.extract_stack()[:-1]
     here = os.path.abspath(__file__)
     frames = [f for f in frames if os.path.abspath(f.filename) != here][-MAX_STACK:]
     return [f"{f.filename}:{f.lineno} in {f.name}" for f in frames]
