@@ -354,3 +354,89 @@ def test_a_capture_outside_the_workspace_or_an_object_npy_is_refused(tmp_path: P
     with pytest.raises(CaptureFileError) as npy_info:
         inspect_file(npy)
     assert "o.npy" in npy_info.value.message and "pickle" in npy_info.value.message
+
+
+# --------------------------------------------------------------------------
+# The integration boundary, through the MCP server
+# --------------------------------------------------------------------------
+
+
+class BoundaryModel(torch.nn.Module):
+    """A bfloat16 activation, transposed, beside a float32 weight: what the
+    planned contiguous single-dtype cases do not have."""
+
+    def __init__(self, op) -> None:
+        super().__init__()
+        torch.manual_seed(1)
+        self.lin = torch.nn.Linear(6, 8)
+        self.weight = torch.nn.Parameter(torch.rand(4) + 0.5)
+        self.head = torch.nn.Linear(4, 2)
+        self.op = op
+
+    def forward(self, h):
+        a = self.lin(h).to(torch.bfloat16)        # (4, 8) bfloat16
+        y = self.op(a.t(), self.weight)            # x: (8, 4), strides (1, 8); weight float32
+        return self.head(y.float())
+
+
+def test_the_integration_boundary_names_the_axes_and_bridges_over_mcp(tmp_path: Path) -> None:
+    from test_mcp_stdio import error_text, with_server
+
+    evidence = tmp_path / "evidence"
+    evidence.mkdir()
+    cap = tmp_path / "cap"
+    sys.path.insert(0, str(OPERATORS))
+    try:
+        boundary = importlib.import_module("boundary_wrong")
+    finally:
+        sys.path.remove(str(OPERATORS))
+    op = oc.capture_calls(boundary.cand, cap, tensors=True, stage="boundary")
+    with torch.no_grad():
+        BoundaryModel(op)(torch.randn(4, 6))
+    assert op.recorded == ["boundary#0"]
+
+    def iso(cid: str, dtype: str) -> dict:
+        return {"id": cid, "seed": 3, "inputs": [{"name": "x", "shape": [8, 4], "dtype": dtype},
+                                                 {"name": "weight", "shape": [4], "dtype": dtype}]}
+
+    cfg = config("boundary", "boundary_wrong.py", per_dtype={"bfloat16": {"atol": 2e-2, "rtol": 2e-2}})
+    request = {"config": cfg, "module_sources": {"boundary_wrong.py": (OPERATORS / "boundary_wrong.py").read_text()},
+               "cases": [iso("iso-f32", "float32"), iso("iso-bf16", "bfloat16")],
+               "captures": [{"dir": str(cap)}]}
+
+    async def scenario(client) -> dict:
+        out = {"plan": await client.call_tool("plan_cases", request)}
+        out["run"] = await client.call_tool("run_case_remote", {"run_id": "boundary"})
+        out["analysis"] = await client.call_tool("analyze_failures", {"run_id": "boundary"})
+        if out["analysis"].is_error:
+            return out
+        bridges = out["analysis"].structured_content["integration_diff"][0]["bridges"]
+        out["append"] = await client.call_tool("plan_cases", {"run_id": "boundary", "append": True,
+                                                              "stars": [b["star"] for b in bridges]})
+        out["run2"] = await client.call_tool("run_case_remote", {"run_id": "boundary"})
+        out["report"] = await client.read_resource("opdebug://runs/boundary/report")
+        return out
+
+    out = with_server(evidence, scenario)
+    for key in ("plan", "run", "analysis"):
+        assert not out[key].is_error, error_text(out[key])
+    states = {o["case_id"]: o["state"] for o in out["run"].structured_content["outcomes"]}
+    assert states == {"iso-f32": "passed", "iso-bf16": "passed", "cap-boundary-0": "numerical_mismatch"}
+    (diff,) = out["analysis"].structured_content["integration_diff"]
+    assert (diff["direction"], diff["failing_case"], diff["closest_passing"]) == \
+        ("captured_fails", "cap-boundary-0", "iso-bf16")
+    assert {(f["axis"], f["value"]) for f in diff["features"]} == {("x.strides_class", "permuted(1,0)"),
+                                                                  ("dtypes_mixed", "yes")}
+    assert [(b["axis"], b["star"]["vary"]) for b in diff["bridges"]] == [
+        ("x.strides_class", [{"axis": "strides", "input": "x", "values": [[1, 8]]}]),
+        ("dtypes_mixed", [{"axis": "dtype", "input": "weight", "values": ["float32"]}]),
+    ]
+    # the bridges, appended as planned, each fail on its own: the boundary is found
+    assert not out["append"].is_error, error_text(out["append"])
+    added = out["append"].structured_content["added"]
+    assert added == ["iso-bf16.x.strides-1-8", "iso-bf16.weight.dtype-float32"]
+    assert {o["case_id"]: o["state"] for o in out["run2"].structured_content["outcomes"]} == \
+        {cid: "numerical_mismatch" for cid in added}
+    report = out["report"].contents[0].text
+    assert "## Captured calls vs planned cases" in report
+    assert "| `cap-boundary-0` | captured_fails | x.strides_class | permuted(1,0) | contiguous |" in report
