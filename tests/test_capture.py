@@ -440,3 +440,23 @@ def test_the_integration_boundary_names_the_axes_and_bridges_over_mcp(tmp_path: 
     report = out["report"].contents[0].text
     assert "## Captured calls vs planned cases" in report
     assert "| `cap-boundary-0` | captured_fails | x.strides_class | permuted(1,0) | contiguous |" in report
+
+
+def test_the_cli_writes_a_standalone_capture_module(tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-m", "tools.cli", "capture-module", "--out", str(tmp_path / "m")],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    written = tmp_path / "m" / "opdebug_capture.py"
+    assert written.read_bytes() == MODULE.read_bytes()
+    # importable with the standard library and torch alone: nothing of this project, no pydantic
+    check = ("import sys, opdebug_capture, torch\n"
+             "bad = [m for m in sys.modules if m.split('.')[0] in ('tools', 'pydantic', 'mcp', 'numpy')]\n"
+             "assert not bad, bad\n"
+             "op = opdebug_capture.capture_calls('torch.add', 'cap')\n"
+             "print(op(torch.ones(2), torch.ones(2)).tolist())\n")
+    proc = subprocess.run([sys.executable, "-E", "-s", "-W", "ignore", "-c", check], cwd=tmp_path / "m",
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[2.0, 2.0]", proc.stderr
+    index = json.loads((tmp_path / "m" / "cap" / "index.json").read_text())
+    assert [c["id"] for c in index["calls"]] == ["add#0"] and index["calls"][0]["args"][0]["saved"] is None
