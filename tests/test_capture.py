@@ -460,3 +460,23 @@ def test_the_cli_writes_a_standalone_capture_module(tmp_path: Path) -> None:
     assert proc.returncode == 0 and proc.stdout.strip() == "[2.0, 2.0]", proc.stderr
     index = json.loads((tmp_path / "m" / "cap" / "index.json").read_text())
     assert [c["id"] for c in index["calls"]] == ["add#0"] and index["calls"][0]["args"][0]["saved"] is None
+
+
+def test_limit_when_and_install_by_dotted_name(tmp_path: Path) -> None:
+    import torch.nn.functional as F
+
+    original = F.relu
+    op = oc.capture_calls("torch.nn.functional.relu", tmp_path / "c", limit=2, install=True,
+                          when=lambda input, *a, **k: input.shape[0] > 1)
+    try:
+        assert F.relu is op
+        outs = [F.relu(torch.full((n,), -1.0)) for n in (1, 3, 4, 5)]
+    finally:
+        op.uninstall()
+    assert F.relu is original and [o.tolist() for o in outs[:2]] == [[0.0], [0.0] * 3]
+    assert op.recorded == ["relu#0", "relu#1"] and op.full is True and op.errors == []
+    calls = json.loads((tmp_path / "c" / "index.json").read_text())["calls"]
+    assert [(c["args"][0]["name"], c["args"][0]["shape"], c["target"]) for c in calls] == \
+        [("input", [3], "torch.nn.functional.relu"), ("input", [4], "torch.nn.functional.relu")]
+    assert calls[0]["args"][0]["stats"] == {"numel": 3, "nan": 0, "inf": 0, "min": -1.0, "max": -1.0,
+                                            "mean": -1.0, "absmax": 1.0}

@@ -162,7 +162,6 @@ class Recorder:
         self.max_calls = max_calls
         self.mutex = threading.Lock()
         self.seq = 0
-        self.full = False
 
     def _locked(self):
         recorder = self
@@ -208,9 +207,7 @@ class Recorder:
                kind: str) -> str | None:
         """Record one call; ``args`` is a list of (name, value, positional).
         ``save(n_stage_calls)`` says whether to save tensors.  Returns the
-        call id, or None when the limit is reached."""
-        if self.full:
-            return None
+        call id, or None when the target's limit is reached."""
         metas = []
         for name, value, positional in args:
             if isinstance(value, torch.Tensor):
@@ -224,7 +221,6 @@ class Recorder:
             index = self._read_index()
             calls = index["calls"]
             if limit is not None and sum(1 for c in calls if c.get("target") == target) >= limit:
-                self.full = True
                 return None
             n = sum(1 for c in calls if c["stage"] == stage)
             call_id = f"{stage}#{n}"
@@ -365,22 +361,28 @@ def capture_calls(target, out_dir=None, *, limit: int | None = 100, when=None, t
     def save(n: int) -> bool:
         return bool(tensors) if isinstance(tensors, bool) else n < int(tensors)
 
+    def _record(args, kwargs) -> None:
+        named = [((params[i] if params and i < len(params) else f"arg{i}"), v, True) for i, v in enumerate(args)]
+        named += [(k, v, False) for k, v in kwargs.items()]
+        call_id = rec.record(stage, name, named, save=save, stack=_stack(), limit=limit, kind="call")
+        if call_id is None:
+            wrapper.full = True  # the limit is reached (by any process): just run from now on
+        else:
+            wrapper.recorded.append(call_id)
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if not rec.full and (when is None or when(*args, **kwargs)):
+        if not wrapper.full:
             try:
-                named = [((params[i] if params and i < len(params) else f"arg{i}"), v, True)
-                         for i, v in enumerate(args)]
-                named += [(k, v, False) for k, v in kwargs.items()]
-                call_id = rec.record(stage, name, named, save=save, stack=_stack(), limit=limit, kind="call")
-                if call_id is not None:
-                    wrapper.recorded.append(call_id)
+                if when is None or when(*args, **kwargs):
+                    _record(args, kwargs)
             except Exception as exc:  # noqa: BLE001 - never break the model
                 wrapper.errors.append(f"{type(exc).__name__}: {exc}")
         return fn(*args, **kwargs)
 
     wrapper.recorded = []
     wrapper.errors = []
+    wrapper.full = False
     wrapper.out_dir = rec.dir
 
     def uninstall():
