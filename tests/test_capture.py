@@ -480,3 +480,28 @@ def test_limit_when_and_install_by_dotted_name(tmp_path: Path) -> None:
         [("input", [3], "torch.nn.functional.relu"), ("input", [4], "torch.nn.functional.relu")]
     assert calls[0]["args"][0]["stats"] == {"numel": 3, "nan": 0, "inf": 0, "min": -1.0, "max": -1.0,
                                             "mean": -1.0, "absmax": 1.0}
+
+
+def test_a_data_file_linked_out_of_the_capture_is_not_followed(tmp_path: Path) -> None:
+    cap = small_capture(tmp_path)
+    name = json.loads((cap / "index.json").read_text())["calls"][0]["args"][0]["file"]
+    secret = tmp_path / "outside.pt"
+    (cap / name).rename(secret)
+    (cap / name).symlink_to(secret)
+    err = plan_refused(tmp_path, cap, "link")
+    assert name in err.message and "link out of the capture directory" in err.message
+
+
+def test_capture_inputs_plans_one_case_per_stage_call(tmp_path: Path) -> None:
+    cap = small_capture(tmp_path)
+    oc.capture_inputs("rms", out_dir=cap, x=torch.randn(6, 4), eps=1e-5)
+    resp = plan_cases({"config": config("stages"), "module_sources": {"scaled_mul.py": SCALED_MUL},
+                       "captures": [{"dir": str(cap), "calls": ["rms#1", "rms#0"]}]}, root=tmp_path / "ev")
+    assert [c.id for c in resp.cases] == ["cap-rms-1", "cap-rms-0"]
+    by_id = {c.id: c for c in RunStore(tmp_path / "ev", "stages").read_cases()}
+    assert (by_id["cap-rms-0"].inputs[0].strides, by_id["cap-rms-0"].attributes) == ([1, 6], {"eps": 1e-6})
+    assert (by_id["cap-rms-1"].inputs[0].strides, by_id["cap-rms-1"].attributes) == (None, {"eps": 1e-5})
+    with pytest.raises(ToolError) as info:
+        plan_cases({"run_id": "stages", "append": True, "captures": [{"dir": str(cap), "calls": ["rms#7"]}]},
+                   root=tmp_path / "ev")
+    assert "'rms#7'" in info.value.message and "rms#0" in info.value.message

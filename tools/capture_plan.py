@@ -123,7 +123,10 @@ class _Budget:
 def _data_file(base: Path, name: Any, where: str) -> Path:
     if not isinstance(name, str) or not _FILE_NAME.match(name) or ".." in name:
         raise ToolError(f"{where}: data file name {name!r} is not one plain file name", code="bad_capture")
-    return base / name
+    path = base / name
+    if path.is_symlink() and base.resolve() not in path.resolve().parents:
+        raise CaptureFileError(path, "a link out of the capture directory is not followed")
+    return path
 
 
 # --------------------------------------------------------------------------
