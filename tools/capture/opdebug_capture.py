@@ -110,7 +110,11 @@ def value_stats(t) -> dict:
     if t.numel() == 0:
         return {"numel": 0}
     x = t.detach()
-    if x.dtype.is_floating_point or x.dtype.is_complex:
+    if x.dtype.is_floating_point:
+        mn, mx = (float(v) for v in torch.aminmax(x))
+        if math.isfinite(mn) and math.isfinite(mx):  # the common case in two passes: no NaN (it would propagate), no Inf
+            return {"numel": int(x.numel()), "nan": 0, "inf": 0, "min": mn, "max": mx,
+                    "mean": float(x.mean(dtype=torch.float64)), "absmax": max(abs(mn), abs(mx))}
         x = x.float() if x.dtype != torch.float64 else x
         finite = torch.isfinite(x)
         stats = {"numel": int(x.numel()), "nan": int(torch.isnan(x).sum()), "inf": int(torch.isinf(x).sum())}
@@ -194,9 +198,7 @@ class Recorder:
         fd, tmp = tempfile.mkstemp(prefix=".index.", suffix=".tmp", dir=self.dir)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(index, fh, indent=1, allow_nan=False)
-                fh.flush()
-                os.fsync(fh.fileno())
+                json.dump(index, fh, indent=1, allow_nan=False)  # no fsync: the rename is what makes it atomic
             os.replace(tmp, os.path.join(self.dir, INDEX))
         except BaseException:
             if os.path.exists(tmp):
