@@ -21,8 +21,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from .errors import ToolError
-from .integration_diff import integration_diff  # captured calls vs planned cases (issue 14)
 from .evidence import ANALYSIS, REPORT, REPRODUCTION, RunStore
+from .integration_diff import integration_diff  # captured calls vs planned cases (issue 14)
 from .plan_cases import apply_variation, axes_difference, case_axes, case_content, distance_axes
 from .report import render_report, render_reproduction
 from .schemas import (
