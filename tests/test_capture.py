@@ -505,3 +505,23 @@ def test_capture_inputs_plans_one_case_per_stage_call(tmp_path: Path) -> None:
         plan_cases({"run_id": "stages", "append": True, "captures": [{"dir": str(cap), "calls": ["rms#7"]}]},
                    root=tmp_path / "ev")
     assert "'rms#7'" in info.value.message and "rms#0" in info.value.message
+
+
+def test_float8_complex_and_wide_unsigned_captures_replay(loop, tmp_path: Path) -> None:
+    # torch saves these with _rebuild_tensor_v3 and an untyped storage: read as data, replayed exactly
+    from tools.runner.inputs import tensor_sha256
+
+    cap = tmp_path / "cap"
+    tensors = {"a": torch.randn(3, 4).to(torch.float8_e4m3fn).t(), "b": torch.randn(5, dtype=torch.complex64),
+               "c": torch.arange(6, dtype=torch.int32).to(torch.uint16)}
+    oc.capture_inputs("odd", out_dir=cap, **tensors)
+    ident = "def cand(a, b, c):\n    return a.float() * 1, b * 1, c.to(__import__('torch').int64)\n\n\nref = cand\n"
+    plan_cases({"config": config("odd", "ident.py"), "module_sources": {"ident.py": ident},
+                "captures": [{"dir": str(cap)}]}, root=tmp_path / "ev")
+    case = RunStore(tmp_path / "ev", "odd").read_cases()[0]
+    assert [(i.name, i.dtype, i.strides) for i in case.inputs] == \
+        [("a", "float8_e4m3fn", [1, 4]), ("b", "complex64", None), ("c", "uint16", None)]
+    out = loop.run_until_complete(run_case_remote("odd", root=tmp_path / "ev"))
+    assert [o.state for o in out.outcomes] == ["passed"], [(o.summary, o.error) for o in out.outcomes]
+    meta = json.loads(RunStore(tmp_path / "ev", "odd").input_meta_path(case.id).read_text())
+    assert [i["sha256"] for i in meta["inputs"]] == [tensor_sha256(t) for t in tensors.values()]

@@ -32,14 +32,17 @@ STORAGES = {
     "FloatStorage": ("float32", 4), "HalfStorage": ("float16", 2), "BFloat16Storage": ("bfloat16", 2),
     "DoubleStorage": ("float64", 8), "ByteStorage": ("uint8", 1), "CharStorage": ("int8", 1),
     "ShortStorage": ("int16", 2), "IntStorage": ("int32", 4), "LongStorage": ("int64", 8),
-    "BoolStorage": ("bool", 1),
+    "BoolStorage": ("bool", 1), "ComplexFloatStorage": ("complex64", 8), "ComplexDoubleStorage": ("complex128", 16),
 }
+# torch dtypes a _rebuild_tensor_v3 pickle names (float8, wide unsigned...), with their element sizes
+V3_DTYPES = {"float8_e4m3fn": 1, "float8_e5m2": 1, "uint16": 2, "uint32": 4, "uint64": 8, "float16": 2,
+             "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8,
+             "bool": 1, "complex64": 8, "complex128": 16}
 NPY_DTYPES = {
     "<f2": "float16", "<f4": "float32", "<f8": "float64", "|i1": "int8", "|u1": "uint8", "<i2": "int16",
     "<i4": "int32", "<i8": "int64", "|b1": "bool",
 }
-ITEM_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2,
-              "int32": 4, "int64": 8, "bool": 1}
+ITEM_BYTES = {**V3_DTYPES}
 MAX_PICKLE_BYTES = 1 << 20
 
 
@@ -87,6 +90,20 @@ def _rebuild_tensor(storage, offset, size, stride, *rest):  # noqa: ANN001 - pic
                       storage.numel, storage.key)
 
 
+class _Dtype:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _rebuild_tensor_v3(storage, offset, size, stride, requires_grad, hooks, dtype, *rest):  # noqa: ANN001
+    """torch >= 2.1 for dtypes without a typed storage: an untyped (byte) storage plus the dtype."""
+    if not isinstance(storage, _Storage) or storage.dtype != "bytes" or not isinstance(dtype, _Dtype):
+        raise pickle.UnpicklingError("a tensor without an untyped storage and a dtype")
+    item = V3_DTYPES[dtype.name]
+    return TensorInfo(dtype.name, [int(s) for s in size], [int(s) for s in stride], int(offset),
+                      storage.numel // item, storage.key)
+
+
 def _ordered_dict(*args):  # noqa: ANN001
     return dict(*args)
 
@@ -97,6 +114,12 @@ class _DataOnlyUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):  # noqa: ANN201
         if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
             return _rebuild_tensor
+        if (module, name) == ("torch._utils", "_rebuild_tensor_v3"):
+            return _rebuild_tensor_v3
+        if (module, name) == ("torch.storage", "UntypedStorage"):
+            return _StorageClass("UntypedStorage")
+        if module == "torch" and name in V3_DTYPES:
+            return _Dtype(name)
         if (module, name) == ("collections", "OrderedDict"):
             return _ordered_dict
         if module == "torch" and name in STORAGES:
@@ -107,6 +130,8 @@ class _DataOnlyUnpickler(pickle.Unpickler):
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
                 and isinstance(pid[1], _StorageClass)):
             raise pickle.UnpicklingError(f"an unknown persistent id {str(pid)[:80]}")
+        if pid[1].name == "UntypedStorage":
+            return _Storage("bytes", str(pid[2]), int(pid[4]))
         return _Storage(STORAGES[pid[1].name][0], str(pid[2]), int(pid[4]))
 
 

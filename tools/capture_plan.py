@@ -153,7 +153,9 @@ def generated_values(stats: dict, dtype: str, numel: int) -> dict:
     lo, hi = stats.get("min"), stats.get("max")
     if dtype == "bool":
         spec: dict = {"kind": "randint", "low": 0, "high": 2}
-    elif dtype not in ("float16", "bfloat16", "float32", "float64"):
+    elif dtype.startswith("complex"):
+        spec = {"kind": "normal"}
+    elif not dtype.startswith(("float", "bfloat")):
         spec = {"kind": "randint", "low": int(lo), "high": int(hi) + 1} if _finite(lo) and _finite(hi) else \
             {"kind": "randint", "low": -8, "high": 8}
     elif _finite(lo) and _finite(hi) and lo < hi:

@@ -7,7 +7,7 @@ cases pass, the difference is at the call site: the model feeds the operator
 something the planned cases do not have.  :func:`integration_diff` lists it
 per failing captured call, as boundary features over these axes:
 
-- per input: ``<in>.dtype``, ``<in>.strides_class`` (contiguous, expanded,
+- per input: ``<in>.kind`` (tensor, none, list[N]), ``<in>.dtype``, ``<in>.strides_class`` (contiguous, expanded,
   permuted(...) for a transposed/permuted view, strided), ``<in>.offset``
   (0 or nonzero), ``<in>.layout`` (storage format), ``<in>.values_class``
   (finite, nan, inf, large: |x| > 1e4, from the recorded statistics or the
@@ -112,6 +112,10 @@ def features(case: Case) -> dict[str, str]:
     out: dict[str, str] = {}
     for spec in case.inputs:
         n = spec.name
+        if spec.none or spec.tensors is not None:  # None and tensor-list inputs: their kind and length only
+            out[f"{n}.kind"] = "none" if spec.none else f"list[{len(spec.tensors or [])}]"
+            continue
+        out[f"{n}.kind"] = "tensor"
         out[f"{n}.dtype"] = spec.dtype
         out[f"{n}.strides_class"] = strides_class(spec)
         out[f"{n}.offset"] = "0" if spec.storage_offset == 0 else "nonzero"
@@ -119,7 +123,7 @@ def features(case: Case) -> dict[str, str]:
         vc = values_class(case, spec)
         if vc is not None:
             out[f"{n}.values_class"] = vc
-    floats = {s.dtype for s in case.inputs if s.dtype in FLOATS}
+    floats = {s.dtype for s in case.inputs if s.dtype in FLOATS and not s.none and s.tensors is None}
     out["dtypes_mixed"] = "yes" if len(floats) > 1 else "no"
     for name in sorted(case.attributes):
         out[f"attr.{name}"] = json.dumps(case.attributes[name], sort_keys=True)
@@ -132,13 +136,13 @@ def _variation(failing: Case, base: Case, axis: str) -> list[dict]:
         name = axis[len("attr."):]
         return [{"axis": "attribute", "name": name, "values": [failing.attributes.get(name)]}]
     if axis == "dtypes_mixed":
-        base_inputs = {s.name: s for s in base.inputs}
+        base_inputs = {s.name: s for s in base.inputs if s.shape is not None}
         return [{"axis": "dtype", "input": s.name, "values": [s.dtype]} for s in failing.inputs
-                if s.name in base_inputs and base_inputs[s.name].dtype != s.dtype]
+                if s.shape is not None and s.name in base_inputs and base_inputs[s.name].dtype != s.dtype]
     name, what = axis.rsplit(".", 1)
     f = next((s for s in failing.inputs if s.name == name), None)
     b = next((s for s in base.inputs if s.name == name), None)
-    if f is None or b is None:
+    if f is None or b is None or what == "kind" or f.shape is None or b.shape is None:
         return []
     if what == "dtype":
         return [{"axis": "dtype", "input": name, "values": [f.dtype]}]

@@ -110,14 +110,18 @@ def value_stats(t) -> dict:
     if t.numel() == 0:
         return {"numel": 0}
     x = t.detach()
+    if x.is_complex():
+        x = torch.view_as_real(x)
+    if x.dtype.is_floating_point and x.dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        x = x.float()  # float8: reductions in float32
     if x.dtype.is_floating_point:
         mn, mx = (float(v) for v in torch.aminmax(x))
         if math.isfinite(mn) and math.isfinite(mx):  # the common case in two passes: no NaN (it would propagate), no Inf
-            return {"numel": int(x.numel()), "nan": 0, "inf": 0, "min": mn, "max": mx,
+            return {"numel": int(t.numel()), "nan": 0, "inf": 0, "min": mn, "max": mx,
                     "mean": float(x.mean(dtype=torch.float64)), "absmax": max(abs(mn), abs(mx))}
         x = x.float() if x.dtype != torch.float64 else x
         finite = torch.isfinite(x)
-        stats = {"numel": int(x.numel()), "nan": int(torch.isnan(x).sum()), "inf": int(torch.isinf(x).sum())}
+        stats = {"numel": int(t.numel()), "nan": int(torch.isnan(x).sum()), "inf": int(torch.isinf(x).sum())}
         if bool(finite.any()):
             xf = x[finite].to(torch.float64)
             stats.update(min=float(xf.min()), max=float(xf.max()), mean=float(xf.mean()),
