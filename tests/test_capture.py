@@ -241,7 +241,7 @@ def test_an_accuracy_checker_dump_imports_and_replays(loop, tmp_path: Path) -> N
     cfg["operator"]["call"] = {"style": "positional", "order": ["arg0", "arg1"]}
     resp = plan_cases({"config": cfg, "module_sources": {"lin.py": LINEAR},
                        "captures": [{"dir": str(tmp_path / "msprobe" / "dump.json"),
-                                     "calls": ["Functional.linear.0.forward"], "id_prefix": "dump-"}]},
+                                     "calls": ["Functional.linear.0.forward"]}]},
                       root=tmp_path / "ev")
     assert [c.id for c in resp.cases] == ["dump-Functional.linear.0.forward"]
     case = RunStore(tmp_path / "ev", "dump").read_cases()[0]

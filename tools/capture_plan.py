@@ -44,6 +44,7 @@ MAX_FILE_BYTES = 1 << 30          # one captured tensor file
 MAX_CAPTURE_BYTES = 4 << 30       # every file of one capture together
 MAX_INDEX_BYTES = 64 << 20        # index.json / dump.json
 WORKSPACE_ENV = "OPDEBUG_WORKSPACE"
+ID_PREFIX, DUMP_ID_PREFIX = "cap-", "dump-"  # case ids: cap-<stage>-<N>, dump-<API name>
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._#-]{0,250}$")
 
@@ -299,7 +300,7 @@ def _opdebug_cases(sel: CaptureSelection, base: Path, where: str) -> Planned:
     if not isinstance(index, dict) or index.get("format") != "opdebug-capture" or not isinstance(index.get("calls"), list):
         raise CaptureFileError(base / "index.json", "not an opdebug-capture index")
     calls = {c.get("id"): c for c in index["calls"] if isinstance(c, dict)}
-    chosen = sel.calls if sel.calls is not None else list(calls)
+    chosen = sel.calls or list(calls)
     unknown = [c for c in chosen if c not in calls]
     if unknown:
         raise ToolError(f"{where}: calls {unknown} are not in {str(base / 'index.json')!r} "
@@ -309,7 +310,7 @@ def _opdebug_cases(sel: CaptureSelection, base: Path, where: str) -> Planned:
         entry = calls[call_id]
         cwhere = f"{where} call {call_id!r}"
         tensors, attributes, stats, exact = [], {}, {}, True
-        case_id = _case_id(sel.id_prefix, call_id)
+        case_id = _case_id(ID_PREFIX, call_id)
         for arg in entry.get("args") or []:
             name = arg.get("name")
             awhere = f"{cwhere} argument {name!r}"
@@ -364,7 +365,7 @@ def _dump_cases(sel: CaptureSelection, dump_json: Path, where: str) -> Planned:
         raise CaptureFileError(dump_json, "not an accuracy-checker dump.json (no 'data' object)")
     data_dir = dump_json.parent / "dump_tensor_data"
     apis = {k: v for k, v in doc["data"].items() if isinstance(v, dict) and ("input_args" in v or "input_kwargs" in v)}
-    chosen = sel.calls if sel.calls is not None else [k for k in apis if k.endswith(".forward")]
+    chosen = sel.calls or [k for k in apis if k.endswith(".forward")]
     unknown = [c for c in chosen if c not in apis]
     if unknown:
         raise ToolError(f"{where}: APIs {unknown} are not in {str(dump_json)!r} (it has {sorted(apis)[:20]})",
@@ -373,7 +374,7 @@ def _dump_cases(sel: CaptureSelection, dump_json: Path, where: str) -> Planned:
     for api in chosen:
         entry = apis[api]
         cwhere = f"{where} API {api!r}"
-        case_id = _case_id(sel.id_prefix, api)
+        case_id = _case_id(DUMP_ID_PREFIX, api)
         named = [(f"arg{i}", a) for i, a in enumerate(entry.get("input_args") or [])]
         named += list((entry.get("input_kwargs") or {}).items())
         tensors, attributes, stats, exact = [], {}, {}, True
@@ -446,7 +447,8 @@ def plan_from_captures(selections: list[CaptureSelection], evidence_root=None) -
                             "accuracy-checker dump (dump.json)", code="bad_file")
         for name, file in planned.files.items():
             if name in out.files and out.files[name] != file:
-                raise ToolError(f"{where}: stored capture name {name!r} is used twice; give another id_prefix",
+                raise ToolError(f"{where}: stored capture name {name!r} comes from two captures; plan them in separate "
+                                "runs",
                                 code="validation_error")
             out.files[name] = file
         out.cases.extend(planned.cases)

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, Union
 
 from typing_extensions import TypeAliasType
 
+from pydantic.json_schema import SkipJsonSchema
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -315,16 +316,40 @@ class CaseOrigin(Strict):
         default_factory=list, max_length=16, description="the innermost source frames of the recorded call")
 
 
-class CaptureSelection(Strict):
-    """A capture directory (opdebug_capture) or an accuracy-checker dump to plan cases from."""
+def _at_most_16(value: list) -> list:
+    if len(value) > 16:
+        raise ValueError("at most 16 captures per request")
+    return value
 
-    dir: Annotated[str, Field(min_length=1, max_length=4096)] = Field(
-        description="path on the server's machine, inside the workspace: a capture directory (index.json) or a dump (dump.json or its directory)")
-    calls: list[Annotated[str, Field(min_length=1, max_length=512)]] | None = Field(
-        None, max_length=256, description="call ids (stage#N) or dump API names to plan; omit for every call")
-    star: bool = Field(False, description="also plan one-axis variations around each call: generated values, contiguous strides, offset 0, ND layout")
-    id_prefix: Annotated[str, Field(max_length=32, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")] = Field(
-        "cap-", description="prefix of the derived case ids")
+
+def _compact_schema(schema: dict) -> None:
+    """Drop the generated titles (the published schema stays small)."""
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+
+
+def _capture_dir(value: str) -> str:
+    if not 1 <= len(value) <= 4096:
+        raise ValueError("must be a path of 1-4096 characters")
+    return value
+
+
+def _capture_calls(value: list[str]) -> list[str]:
+    if len(value) > 256 or any(not 1 <= len(c) <= 512 for c in value):
+        raise ValueError("at most 256 call ids of 1-512 characters")
+    return value
+
+
+class CaptureSelection(Strict):
+    # A capture dir or accuracy-checker dump (references/captures.md); server paths, in the workspace.
+    # validated by the AfterValidators; the published schema stays small (titles and limits left out)
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_compact_schema)
+
+    dir: Annotated[str, AfterValidator(_capture_dir)] = Field(description="capture dir or dump.json")
+    calls: Annotated[list[str], AfterValidator(_capture_calls)] = Field(
+        default_factory=list, description="call ids; omit: all")
+    star: bool = Field(False, description="one-axis variations too")
 
 
 class DtypeArg(Strict):
@@ -345,7 +370,8 @@ class Case(Strict):
     seed: Annotated[int, Field(ge=0, lt=2**63)] | None = None
     timeout_s: Annotated[float, Field(gt=0, le=3600)] | None = None
     description: Annotated[str, Field(max_length=2000)] | None = None
-    origin: CaseOrigin | None = Field(None, description="set when the case was planned from a captured call or a dump (see 'captures')")
+    # set by plan_cases for a case planned from 'captures' (not published in the input schema: agents never write it)
+    origin: SkipJsonSchema[CaseOrigin | None] = None
 
     @field_validator("attributes")
     @classmethod
@@ -696,9 +722,8 @@ class PlanRequest(Strict):
     # artifacts/captured/NAME and shipped with the run; an input whose
     # values are {"kind": "captured", "captured": NAME} replays it exactly.
     captured_files: dict[Slug, Annotated[str, Field(min_length=1, max_length=4096)]] = Field(default_factory=dict)
-    captures: list[CaptureSelection] = Field(
-        default_factory=list, max_length=16,
-        description="capture directories (opdebug_capture) or accuracy-checker dumps: one case per chosen call, replayed exactly")
+    captures: Annotated[list[CaptureSelection], AfterValidator(_at_most_16)] = Field(
+        default_factory=list, description="calls to replay")
 
     @model_validator(mode="after")
     def _shape(self) -> "PlanRequest":
