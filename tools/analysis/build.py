@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ..integration_diff import integration_diff
 from ..plan_cases import axes_difference, case_axes, case_content
 from ..schemas import Analysis, Case, CaseResult, Finding, now_utc
 from .axes import case_distance_axes, structured_axes
@@ -121,6 +122,8 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
         integration_hint=hint,
         next_cases=suggested,
         findings=findings,
+        # the model's captured calls vs the planned cases (issue 14): self-contained, pure
+        integration_diff=integration_diff(cases, results),
         analyzed_at=now_utc(),
     )
     for stage in EXTRA_STAGES:
