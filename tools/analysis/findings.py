@@ -60,6 +60,10 @@ def separating_findings(axes: dict[str, dict[str, Any]], failing: list[str], pas
         fvals, pvals = fsets[key], psets[key]
         if fvals & pvals:
             continue
+        if key == "dtype" and "mixed" in fvals:
+            continue  # not a dtype: the per-input NAME.dtype axes say which input differs
+        if UNSET in fvals and is_derived(key):
+            continue  # a derived axis some failing case lacks (a captured input has no generated magnitude)
         vector = hash(tuple(_sort_key(axes[c].get(key, UNSET)) for c in ids))
         if vector in seen_vectors:
             continue  # an alias of an axis already kept (dtype and x.dtype of a one-input case)
@@ -96,6 +100,18 @@ def separating_findings(axes: dict[str, dict[str, Any]], failing: list[str], pas
     found = [f for f in found if not (f.axis.endswith(".numel") and f.direction == "below"
                                       and f.axis.rsplit(".", 1)[0] in zero and f.largest_failing == 0)]
     return found
+
+
+DERIVED_FIELDS = ("rank", "numel", "zero_size", "last_align", "contiguity", "offset_nonzero", "offset_align",
+                  "dtype_family", "dtype_bits", "has_nan", "has_inf", "has_large", "has_denormal", "magnitude")
+
+
+def is_derived(axis: str) -> bool:
+    """A structured axis analysis derives (not a label of case_axes)."""
+    if axis.startswith("attr.") or "." not in axis:
+        return False
+    field = axis.rsplit(".", 1)[1] if "shape[" not in axis else "shape["
+    return field in DERIVED_FIELDS or field == "shape["
 
 
 def _value_sets(axes: dict[str, dict[str, Any]], ids: list[str]) -> dict[str, set]:

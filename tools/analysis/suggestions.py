@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from ..plan_cases import apply_variation, axes_difference, case_axes, case_content
 from ..schemas import FLOAT_DTYPES, MODES, Case, Finding, NextCase, StarVariation
-from .axes import CONTIGUITY, DTYPE_BITS, alignment, dim_axis, parse_dim_axis, structured_axes
+from .axes import CONTIGUITY, DTYPE_BITS, UNSET, alignment, dim_axis, parse_dim_axis, structured_axes
 from .findings import predict
 
 MAX_BISECT_VALUES = 3
@@ -157,7 +157,13 @@ def _dim_moves(ctx: Context, base: Case, name: str, index: int) -> list[dict]:
 def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, Any]]:
     """Ways to set ``axis`` of ``base`` to ``target`` with one star variation:
     (variation without values, value)."""
+    if target == UNSET:
+        return []  # an axis a case does not have (an attribute left out, a captured input's magnitude)
+    numeric = isinstance(target, (int, float)) and not isinstance(target, bool)
     dim = parse_dim_axis(axis)
+    if (dim is not None or axis.endswith((".numel", ".offset", ".magnitude", ".last_align", ".offset_align"))) \
+            and not numeric:
+        return []
     if dim is not None:
         return [(v, int(target)) for v in _dim_moves(ctx, base, *dim)]
     if axis.startswith("attr."):
