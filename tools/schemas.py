@@ -149,11 +149,10 @@ SpecialKind = Literal["nan", "inf", "-inf", "denormal", "+0", "-0", "large", "-l
 class SpecialValues(Strict):
     """Special values injected into a generated tensor (after generation)."""
 
-    value: SpecialKind
-    # Explicit multi-indices into the logical tensor, or `count` random
-    # positions chosen from the case seed.
-    positions: list[list[Annotated[int, Field(ge=0)]]] | None = None
-    count: Annotated[int, Field(ge=1)] | None = None
+    value: SpecialKind = Field(description="which special value")
+    positions: list[list[Annotated[int, Field(ge=0)]]] | None = Field(
+        None, description="multi-indices into the logical tensor")
+    count: Annotated[int, Field(ge=1)] | None = Field(None, description="or: this many seeded random positions")
 
     @model_validator(mode="after")
     def _one_way(self) -> "SpecialValues":
@@ -165,16 +164,16 @@ class SpecialValues(Strict):
 class ValueSpec(Strict):
     """How the values of an input are made, on CPU, from the case seed."""
 
-    kind: Literal["normal", "uniform", "randint", "zeros", "ones", "full", "arange", "captured"] = "normal"
-    mean: FiniteFloat = 0.0
-    std: NonNegFinite = 1.0
-    low: FiniteFloat | None = None
-    high: FiniteFloat | None = None
-    fill: FiniteFloat | None = None
-    # kind == "captured": a file name under the run's artifacts/captured/ (a
-    # tensor saved with torch.save), shipped with the run.
-    captured: Annotated[str, AfterValidator(_slug)] | None = None
-    specials: list[SpecialValues] = Field(default_factory=list)
+    kind: Literal["normal", "uniform", "randint", "zeros", "ones", "full", "arange", "captured"] = Field(
+        "normal", description="how values are made")
+    mean: FiniteFloat = Field(0.0, description="normal: mean")
+    std: NonNegFinite = Field(1.0, description="normal: standard deviation")
+    low: FiniteFloat | None = Field(None, description="uniform/randint: lower bound")
+    high: FiniteFloat | None = Field(None, description="uniform/randint: upper bound (excluded)")
+    fill: FiniteFloat | None = Field(None, description="full: the value")
+    captured: Annotated[str, AfterValidator(_slug)] | None = Field(
+        None, description="captured: file in artifacts/captured/ (see captured_files)")
+    specials: list[SpecialValues] = Field(default_factory=list, description="written after generation")
     exclude_zero: bool = Field(False, description="replace generated zeros by the smallest non-zero step (recorded)")
     by_dtype: dict[str, "ValueSpec"] = Field(
         default_factory=dict, description="value spec per dtype or family (float, float8, complex, int, uint, bool, "
@@ -207,13 +206,12 @@ class ValueSpec(Strict):
 class TensorSpec(Strict):
     """One tensor: shape, strides, offset, dtype, layout, values."""
 
-    shape: list[Annotated[int, Field(ge=0)]]
-    # None means contiguous.  Strides are in elements, like torch.
-    strides: list[Annotated[int, Field(ge=0)]] | None = None
-    storage_offset: Annotated[int, Field(ge=0)] = 0
-    dtype: Dtype = "float32"
-    layout: Layout = "ND"
-    values: ValueSpec = Field(default_factory=ValueSpec)
+    shape: list[Annotated[int, Field(ge=0)]] = Field(description="sizes")
+    strides: list[Annotated[int, Field(ge=0)]] | None = Field(None, description="in elements; null = contiguous")
+    storage_offset: Annotated[int, Field(ge=0)] = Field(0, description="in elements")
+    dtype: Dtype = Field("float32", description="element type")
+    layout: Layout = Field("ND", description="storage format (non-ND: npu_format_cast)")
+    values: ValueSpec = Field(default_factory=ValueSpec, description="how the values are made")
 
     @model_validator(mode="after")
     def _rank(self) -> "TensorSpec":
@@ -259,8 +257,9 @@ class TensorSpec(Strict):
 
 
 class InputSpec(TensorSpec):
-    name: Ident
-    shape: list[Annotated[int, Field(ge=0)]] | None = None  # type: ignore[assignment]
+    name: Ident = Field(description="the callable's argument name")
+    shape: list[Annotated[int, Field(ge=0)]] | None = Field(
+        None, description="sizes (a tensor)")  # type: ignore[assignment]
     tensors: list[TensorSpec] | None = Field(
         None, min_length=1, max_length=128, description="a Tensor[] argument: one spec per member")
     none: bool = Field(False, description="pass None (an optional Tensor? argument); the other fields are kept")
@@ -298,21 +297,22 @@ def contiguous_strides(shape: list[int]) -> list[int]:
 class DtypeArg(Strict):
     """A torch dtype argument, passed as torch.<value> (torch_npu.<value> for Ascend-only dtypes)."""
 
-    kind: Literal["dtype"]
-    value: Dtype
+    kind: Literal["dtype"] = Field(description="marks a dtype")
+    value: Dtype = Field(description="the dtype")
 
 
 AttributeValue = Union[None, bool, int, float, str, DtypeArg, list[Union[None, bool, int, float, str]]]
 
 
 class Case(Strict):
-    id: Slug
-    mode: Mode = "eager"
-    inputs: list[InputSpec] = Field(min_length=1)
-    attributes: dict[Ident, AttributeValue] = Field(default_factory=dict)
-    seed: Annotated[int, Field(ge=0, lt=2**63)] | None = None
-    timeout_s: Annotated[float, Field(gt=0, le=3600)] | None = None
-    description: Annotated[str, Field(max_length=2000)] | None = None
+    id: Slug = Field(description="unique in the run")
+    mode: Mode = Field("eager", description="eager, torch.compile, or graph capture+replay")
+    inputs: list[InputSpec] = Field(min_length=1, description="tensor arguments")
+    attributes: dict[Ident, AttributeValue] = Field(default_factory=dict, description="other arguments (keywords)")
+    seed: Annotated[int, Field(ge=0, lt=2**63)] | None = Field(None, description="null: derived from the id")
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] | None = Field(
+        None, description="candidate's timeout; null: default_timeout_s")
+    description: Annotated[str, Field(max_length=2000)] | None = Field(None, description="free text")
 
     @field_validator("attributes")
     @classmethod
@@ -339,12 +339,12 @@ class Case(Strict):
 
 
 class Tolerance(Strict):
-    atol: NonNegFinite = 1e-5
-    rtol: NonNegFinite = 1e-5
+    atol: NonNegFinite = Field(1e-5, description="absolute tolerance")
+    rtol: NonNegFinite = Field(1e-5, description="relative tolerance")
 
 
 class ToleranceSpec(Tolerance):
-    per_dtype: dict[Dtype, Tolerance] = Field(default_factory=dict)
+    per_dtype: dict[Dtype, Tolerance] = Field(default_factory=dict, description="by the candidate output's dtype")
 
     def for_dtype(self, dtype: str) -> Tolerance:
         return self.per_dtype.get(dtype, Tolerance(atol=self.atol, rtol=self.rtol))  # type: ignore[arg-type]
@@ -353,9 +353,9 @@ class ToleranceSpec(Tolerance):
 class CallSpec(Strict):
     """How inputs map onto the callable's arguments."""
 
-    style: Literal["keywords", "positional"] = "keywords"
-    # positional: input (or attribute) names in argument order; the rest go as keywords.
-    order: list[Ident] | None = None
+    style: Literal["keywords", "positional"] = Field("keywords", description="how inputs are passed")
+    order: list[Ident] | None = Field(
+        None, description="positional: input/attribute names in order; the rest as keywords")
 
     @model_validator(mode="after")
     def _order(self) -> "CallSpec":
@@ -365,22 +365,19 @@ class CallSpec(Strict):
 
 
 class OperatorSpec(Strict):
-    name: Annotated[str, Field(min_length=1, max_length=200)]
-    candidate: Dotted
-    reference: Dotted
-    # User module files shipped with the run (file names, stored under the
-    # run's artifacts/modules/); their module names are importable by both
-    # candidate and reference.
-    modules: list[ModuleFile] = Field(default_factory=list)
-    call: CallSpec = Field(default_factory=CallSpec)
-    # Names for a tuple/list output, in order (dict outputs are named already).
-    outputs: list[Ident] | None = None
-    reference_dtype: Literal["float32", "float64"] = "float32"
-    # None: inductor off-NPU, torchair's NPU backend on NPU.
-    compile_backend: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")] | None = None
-    # Extra regexes (Python re, case-insensitive) whose match on a candidate
-    # exception makes the case `unsupported`, added to the built-in rules.
-    unsupported_rules: list[Annotated[str, Field(min_length=1, max_length=500)]] = Field(default_factory=list)
+    name: Annotated[str, Field(min_length=1, max_length=200)] = Field(description="operator name")
+    candidate: Dotted = Field(description="dotted callable run on the device")
+    reference: Dotted = Field(description="dotted callable run on CPU (trusted)")
+    modules: list[ModuleFile] = Field(
+        default_factory=list, description="user module files (module_sources), importable by both")
+    call: CallSpec = Field(default_factory=CallSpec, description="argument mapping")
+    outputs: list[Ident] | None = Field(None, description="names of a tuple/list output")
+    reference_dtype: Literal["float32", "float64"] = Field(
+        "float32", description="floating inputs upcast to this for the reference")
+    compile_backend: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")] | None = Field(
+        None, description="mode compile; null: inductor, torchair on NPU")
+    unsupported_rules: list[Annotated[str, Field(min_length=1, max_length=500)]] = Field(
+        default_factory=list, description="extra regexes: a matching candidate error is unsupported")
     random: bool = Field(False, description="draws random numbers: the reference runs twice to check its seeding")
 
     @field_validator("unsupported_rules")
@@ -395,15 +392,17 @@ class OperatorSpec(Strict):
 
 
 class OperatorConfig(Strict):
-    schema_version: Literal[1] = 1
-    run_id: Slug
-    operator: OperatorSpec
-    tolerance: ToleranceSpec = Field(default_factory=ToleranceSpec)
-    source_model_failure: Annotated[str, Field(max_length=20000)] | None = None
-    environment: FreeJson = Field(default_factory=dict)
-    model: Annotated[str, Field(max_length=2000)] | None = None
-    command: Annotated[str, Field(max_length=20000)] | None = None
-    default_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    schema_version: Literal[1] = Field(1, description="contract version")
+    run_id: Slug = Field(description="the run's id")
+    operator: OperatorSpec = Field(description="what is called")
+    tolerance: ToleranceSpec = Field(default_factory=ToleranceSpec, description="fixed before any result")
+    source_model_failure: Annotated[str, Field(max_length=20000)] | None = Field(
+        None, description="the model-level failure")
+    environment: FreeJson = Field(default_factory=dict, description="free-form notes on the failing setup")
+    model: Annotated[str, Field(max_length=2000)] | None = Field(None, description="the model that failed")
+    command: Annotated[str, Field(max_length=20000)] | None = Field(None, description="the command that failed")
+    default_timeout_s: Annotated[float, Field(gt=0, le=3600)] = Field(
+        60.0, description="case timeout when a case sets none")
 
 
 # --------------------------------------------------------------------------
@@ -421,75 +420,76 @@ Element = Annotated[ElementValue, AfterValidator(_element)]
 
 
 class Comparison(Strict):
-    output: Annotated[str, Field(min_length=1, max_length=200)]
-    passed: bool
-    # Contract: shape/dtype the reference says vs what the candidate gave.
-    expected_shape: list[int] | None = None
-    actual_shape: list[int] | None = None
-    expected_dtype: str | None = None
-    actual_dtype: str | None = None
-    contract_mismatch: Annotated[str, Field(max_length=2000)] | None = None
-    atol: NonNegFinite | None = None
-    rtol: NonNegFinite | None = None
-    numel: Annotated[int, Field(ge=0)] = 0
-    max_abs: NonNegFinite | None = None
-    max_rel: NonNegFinite | None = None
-    mean_abs: NonNegFinite | None = None
-    rmse: NonNegFinite | None = None
-    cosine: FiniteFloat | None = None
-    error_balance: FiniteFloat | None = None
-    max_ulp: NonNegFinite | None = None
-    mismatch_count: Annotated[int, Field(ge=0)] = 0
-    mismatch_ratio: Annotated[float, Field(ge=0, le=1)] = 0.0
-    nan_mismatch: Annotated[int, Field(ge=0)] = 0
-    inf_mismatch: Annotated[int, Field(ge=0)] = 0
-    worst_index: list[int] | None = None
-    worst_candidate: Element | None = None
-    worst_reference: Element | None = None
-    first_mismatch_index: list[int] | None = None
-    first_candidate: Element | None = None
-    first_reference: Element | None = None
+    output: Annotated[str, Field(min_length=1, max_length=200)] = Field(description="output name")
+    passed: bool = Field(description="within tolerance and contract")
+    expected_shape: list[int] | None = Field(None, description="reference's shape")
+    actual_shape: list[int] | None = Field(None, description="candidate's shape")
+    expected_dtype: str | None = Field(None, description="reference's dtype")
+    actual_dtype: str | None = Field(None, description="candidate's dtype")
+    contract_mismatch: Annotated[str, Field(max_length=2000)] | None = Field(
+        None, description="shape/kind/dtype difference (no metrics)")
+    atol: NonNegFinite | None = Field(None, description="tolerance applied")
+    rtol: NonNegFinite | None = Field(None, description="tolerance applied")
+    numel: Annotated[int, Field(ge=0)] = Field(0, description="elements compared")
+    max_abs: NonNegFinite | None = Field(None, description="max |cand-ref|")
+    max_rel: NonNegFinite | None = Field(None, description="max |d|/max(|ref|,guard)")
+    mean_abs: NonNegFinite | None = Field(None, description="mean |d|")
+    rmse: NonNegFinite | None = Field(None, description="root mean square d")
+    cosine: FiniteFloat | None = Field(None, description="cosine similarity")
+    error_balance: FiniteFloat | None = Field(None, description="mean signed d")
+    max_ulp: NonNegFinite | None = Field(None, description="max |d| in ulps of ref")
+    mismatch_count: Annotated[int, Field(ge=0)] = Field(0, description="elements out of tolerance")
+    mismatch_ratio: Annotated[float, Field(ge=0, le=1)] = Field(0.0, description="mismatch_count/numel")
+    nan_mismatch: Annotated[int, Field(ge=0)] = Field(0, description="NaN on one side only")
+    inf_mismatch: Annotated[int, Field(ge=0)] = Field(0, description="unmatched infinities")
+    worst_index: list[int] | None = Field(None, description="index of the largest |d|")
+    worst_candidate: Element | None = Field(None, description="value there")
+    worst_reference: Element | None = Field(None, description="value there")
+    first_mismatch_index: list[int] | None = Field(None, description="first index out of tolerance")
+    first_candidate: Element | None = Field(None, description="value there")
+    first_reference: Element | None = Field(None, description="value there")
 
 
 class ErrorInfo(Strict):
-    type: Annotated[str, Field(min_length=1, max_length=200)]
-    message: Annotated[str, Field(max_length=20000)]
-    # Short and stable, so identical crashes group: "RuntimeError: not implemented for <N>" or "SIGSEGV".
-    signature: Annotated[str, Field(min_length=1, max_length=300)]
-    signal: Annotated[str, Field(max_length=32)] | None = None
-    exit_code: int | None = None
-    traceback_tail: Annotated[str, Field(max_length=20000)] | None = None
-    # For unsupported: the rule (regex) that matched.
-    matched_rule: Annotated[str, Field(max_length=500)] | None = None
+    type: Annotated[str, Field(min_length=1, max_length=200)] = Field(description="exception type")
+    message: Annotated[str, Field(max_length=20000)] = Field(description="exception message")
+    signature: Annotated[str, Field(min_length=1, max_length=300)] = Field(
+        description="short, stable: groups identical crashes")
+    signal: Annotated[str, Field(max_length=32)] | None = Field(None, description="fatal signal name")
+    exit_code: int | None = Field(None, description="worker exit code")
+    traceback_tail: Annotated[str, Field(max_length=20000)] | None = Field(
+        None, description="end of the traceback/stderr")
+    matched_rule: Annotated[str, Field(max_length=500)] | None = Field(
+        None, description="unsupported: the rule that matched")
 
 
 class ResultSource(Strict):
-    kind: Literal["run_case_remote", "record_result"] = "record_result"
-    tool: Annotated[str, Field(max_length=200)] | None = None
-    host: Annotated[str, Field(max_length=200)] | None = None
-    device: Annotated[str, Field(max_length=64)] | None = None
-    # Where the raw evidence lives, relative to the run directory.
-    raw_path: Annotated[str, Field(max_length=500)] | None = None
-    note: Annotated[str, Field(max_length=5000)] | None = None
+    kind: Literal["run_case_remote", "record_result"] = Field("record_result", description="who recorded it")
+    tool: Annotated[str, Field(max_length=200)] | None = Field(None, description="tool that produced it")
+    host: Annotated[str, Field(max_length=200)] | None = Field(None, description="host it ran on")
+    device: Annotated[str, Field(max_length=64)] | None = Field(None, description="device it ran on")
+    raw_path: Annotated[str, Field(max_length=500)] | None = Field(
+        None, description="raw evidence, relative to the run directory")
+    note: Annotated[str, Field(max_length=5000)] | None = Field(None, description="free text")
 
 
 class Timing(Strict):
-    candidate_us: NonNegFinite | None = None
-    reference_us: NonNegFinite | None = None
-    compare_us: NonNegFinite | None = None
-    total_us: NonNegFinite | None = None
+    candidate_us: NonNegFinite | None = Field(None, description="candidate call")
+    reference_us: NonNegFinite | None = Field(None, description="reference call")
+    compare_us: NonNegFinite | None = Field(None, description="comparison")
+    total_us: NonNegFinite | None = Field(None, description="whole case")
 
 
 class CaseResult(Strict):
-    schema_version: Literal[1] = 1
-    case_id: Slug
-    status: Status
-    comparisons: list[Comparison] = Field(default_factory=list)
-    error: ErrorInfo | None = None
-    timing_us: Timing | None = None
-    source: ResultSource = Field(default_factory=ResultSource)
-    environment: FreeJson = Field(default_factory=dict)
-    recorded_at: datetime | None = None
+    schema_version: Literal[1] = Field(1, description="contract version")
+    case_id: Slug = Field(description="a planned case")
+    status: Status = Field(description="the classification")
+    comparisons: list[Comparison] = Field(default_factory=list, description="one per output")
+    error: ErrorInfo | None = Field(None, description="crash/unsupported: what was raised")
+    timing_us: Timing | None = Field(None, description="microseconds")
+    source: ResultSource = Field(default_factory=ResultSource, description="where it came from")
+    environment: FreeJson = Field(default_factory=dict, description="versions and device")
+    recorded_at: datetime | None = Field(None, description="set when recorded")
 
     @model_validator(mode="after")
     def _consistent(self) -> "CaseResult":
@@ -519,44 +519,43 @@ def now_utc() -> datetime:
 
 
 class CaseFailure(Strict):
-    case_id: str
-    status: Status
-    signature: str | None = None
-    reason: str | None = None
-    axes: dict[str, str]
+    case_id: str = Field(description="the case")
+    status: Status = Field(description="its status")
+    signature: str | None = Field(None, description="crash/mismatch signature")
+    reason: str | None = Field(None, description="what failed")
+    axes: dict[str, str] = Field(description="the case's axis values")
 
 
 class FailureAxis(Strict):
-    axis: str
-    value: str
-    failing: int
-    total_with_value: int
-    # Every failing case has this value, some case passes, and no passing case has it.
-    explains_all: bool
+    axis: str = Field(description="axis name")
+    value: str = Field(description="axis value")
+    failing: int = Field(description="failing cases with it")
+    total_with_value: int = Field(description="cases with it")
+    explains_all: bool = Field(description="every failure has it and no pass does")
 
 
 class NextCase(Strict):
-    reason: str
-    base_case: str
-    change: dict[str, Any]
+    reason: str = Field(description="what it would settle")
+    base_case: str = Field(description="case to vary")
+    change: dict[str, Any] = Field(description="axis changes to plan")
 
 
 class Analysis(Strict):
-    schema_version: Literal[1] = 1
-    run_id: str
-    verdict: Literal["diagnosed", "inconclusive", "passed"]
-    summary: str
-    status_counts: dict[str, int]
-    planned: int
-    recorded: int
-    missing: list[str]
-    failures: list[CaseFailure]
-    unsupported: list[CaseFailure]
-    crash_groups: dict[str, list[str]]
-    failure_axes: list[FailureAxis]
-    integration_hint: str | None = None
-    next_cases: list[NextCase] = Field(default_factory=list)
-    analyzed_at: datetime
+    schema_version: Literal[1] = Field(1, description="contract version")
+    run_id: str = Field(description="the run")
+    verdict: Literal["diagnosed", "inconclusive", "passed"] = Field(description="diagnosed, inconclusive or passed")
+    summary: str = Field(description="the finding in words")
+    status_counts: dict[str, int] = Field(description="cases per status")
+    planned: int = Field(description="planned cases")
+    recorded: int = Field(description="recorded cases")
+    missing: list[str] = Field(description="pending case ids")
+    failures: list[CaseFailure] = Field(description="mismatches and crashes")
+    unsupported: list[CaseFailure] = Field(description="unsupported, not failures")
+    crash_groups: dict[str, list[str]] = Field(description="signature -> case ids")
+    failure_axes: list[FailureAxis] = Field(description="axis values the failures share")
+    integration_hint: str | None = Field(None, description="when every isolated case passes")
+    next_cases: list[NextCase] = Field(default_factory=list, description="cases that would settle it")
+    analyzed_at: datetime = Field(description="when")
 
 
 # --------------------------------------------------------------------------
@@ -589,14 +588,11 @@ StarAxis = Literal["dtype", "shape", "strides", "storage_offset", "layout", "mod
 class StarVariation(Strict):
     """One axis varied around the base case; one new case per value."""
 
-    axis: StarAxis
-    # For input axes: which input (None = every input for dtype/layout, the
-    # first input for shape/strides/storage_offset/values).
-    input: Ident | None = None
-    # For axis == "attribute": the attribute name.
-    name: Ident | None = None
+    axis: StarAxis = Field(description="the axis varied")
+    input: Ident | None = Field(None, description="input varied; null: all (dtype/layout) or the first")
+    name: Ident | None = Field(None, description="axis attribute: its name")
     member: Annotated[int, Field(ge=0)] | None = Field(None, description="tensor-list member the input axis varies")
-    values: list[Any] = Field(min_length=1, max_length=64)
+    values: list[Any] = Field(min_length=1, max_length=64, description="one case per value")
 
     @model_validator(mode="after")
     def _needs_name(self) -> "StarVariation":
@@ -612,28 +608,21 @@ class StarVariation(Strict):
 class StarSpec(Strict):
     """A base case plus one-axis variations (a star, not a Cartesian product)."""
 
-    base: Case
-    vary: list[StarVariation] = Field(min_length=1)
-    include_base: bool = True
+    base: Case = Field(description="the base case")
+    vary: list[StarVariation] = Field(min_length=1, description="one-axis variations")
+    include_base: bool = Field(True, description="also plan the base case")
 
 
 class PlanRequest(Strict):
-    # A new run needs the config; appending to an existing run names it by run_id.
-    config: OperatorConfig | None = None
-    run_id: Slug | None = None
-    append: bool = False
-    cases: list[Case] = Field(default_factory=list)
-    stars: list[StarSpec] = Field(default_factory=list)
-    # Source text of the user modules named in config.operator.modules
-    # (file name -> Python source); stored under artifacts/modules/ and
-    # shipped with the run to every host.
-    module_sources: dict[ModuleFile, Annotated[str, Field(max_length=2_000_000)]] = Field(default_factory=dict)
-    # Captured input tensors (the model's real inputs, saved with torch.save):
-    # name -> path of the file on the machine running this server (relative
-    # paths against its working directory).  Copied byte for byte into
-    # artifacts/captured/NAME and shipped with the run; an input whose
-    # values are {"kind": "captured", "captured": NAME} replays it exactly.
-    captured_files: dict[Slug, Annotated[str, Field(min_length=1, max_length=4096)]] = Field(default_factory=dict)
+    config: OperatorConfig | None = Field(None, description="a new run's config")
+    run_id: Slug | None = Field(None, description="the run (append)")
+    append: bool = Field(False, description="add cases to an existing run")
+    cases: list[Case] = Field(default_factory=list, description="explicit cases")
+    stars: list[StarSpec] = Field(default_factory=list, description="base case + one-axis variations")
+    module_sources: dict[ModuleFile, Annotated[str, Field(max_length=2_000_000)]] = Field(
+        default_factory=dict, description="file name -> source of config.operator.modules")
+    captured_files: dict[Slug, Annotated[str, Field(min_length=1, max_length=4096)]] = Field(
+        default_factory=dict, description="name -> torch.save file path on the server's machine, copied into the run")
 
     @model_validator(mode="after")
     def _shape(self) -> "PlanRequest":
@@ -658,54 +647,55 @@ class PlanRequest(Strict):
 
 
 class PlannedCase(Strict):
-    id: str
-    mode: Mode
-    axes: dict[str, str]
-    state: Literal["pending", "passed", "numerical_mismatch", "crash", "unsupported"] = "pending"
+    id: str = Field(description="case id")
+    mode: Mode = Field(description="its mode")
+    axes: dict[str, str] = Field(description="axis -> value")
+    state: Literal["pending", "passed", "numerical_mismatch", "crash", "unsupported"] = Field(
+        "pending", description="pending or its status")
 
 
 class PlanResponse(Strict):
-    run_id: str
-    run_dir: str
-    created: bool
-    added: list[str]
-    cases: list[PlannedCase]
-    warnings: list[str] = Field(default_factory=list)
+    run_id: str = Field(description="the run")
+    run_dir: str = Field(description="its evidence directory")
+    created: bool = Field(description="a new run")
+    added: list[str] = Field(description="case ids added")
+    cases: list[PlannedCase] = Field(description="every planned case")
+    warnings: list[str] = Field(default_factory=list, description="e.g. cases differing in several axes")
 
 
 class RecordResponse(Strict):
-    run_id: str
-    case_id: str
-    status: Status
-    recorded_at: datetime
-    raw_path: str
-    pending: list[str]
+    run_id: str = Field(description="the run")
+    case_id: str = Field(description="the case")
+    status: Status = Field(description="its status")
+    recorded_at: datetime = Field(description="when")
+    raw_path: str = Field(description="raw evidence, relative to the run directory")
+    pending: list[str] = Field(description="cases still pending")
 
 
 class CaseOutcome(Strict):
     """One normalized outcome of run_case_remote, small enough for an agent."""
 
-    case_id: str
-    state: Literal["passed", "numerical_mismatch", "crash", "unsupported", "pending"]
-    recorded: bool
-    host: str | None = None
-    device: str | None = None
-    summary: str
-    failed_outputs: list[str] = Field(default_factory=list)
-    max_abs: float | None = None
-    mismatch_ratio: float | None = None
-    signature: str | None = None
-    matched_rule: str | None = None
-    # Why a case stayed pending: harness/reference/connection failure.
-    error: str | None = None
-    raw_path: str | None = None
+    case_id: str = Field(description="the case")
+    state: Literal["passed", "numerical_mismatch", "crash", "unsupported", "pending"] = Field(
+        description="status, or pending (nothing recorded)")
+    recorded: bool = Field(description="a result was recorded")
+    host: str | None = Field(None, description="host")
+    device: str | None = Field(None, description="device")
+    summary: str = Field(description="one line for people")
+    failed_outputs: list[str] = Field(default_factory=list, description="outputs that failed")
+    max_abs: float | None = Field(None, description="largest max_abs")
+    mismatch_ratio: float | None = Field(None, description="largest mismatch_ratio")
+    signature: str | None = Field(None, description="crash/unsupported signature")
+    matched_rule: str | None = Field(None, description="unsupported rule matched")
+    error: str | None = Field(None, description="why it stayed pending (harness, reference, connection)")
+    raw_path: str | None = Field(None, description="raw evidence, relative to the run directory")
 
 
 class RunResponse(Strict):
-    run_id: str
-    hosts: list[str]
-    outcomes: list[CaseOutcome]
-    recorded: list[str]
-    pending: list[str]
-    refused: list[str] = Field(default_factory=list)
-    rerun_hint: str | None = None
+    run_id: str = Field(description="the run")
+    hosts: list[str] = Field(description="hosts used")
+    outcomes: list[CaseOutcome] = Field(description="one per case run")
+    recorded: list[str] = Field(description="case ids recorded")
+    pending: list[str] = Field(description="cases still pending in the run")
+    refused: list[str] = Field(default_factory=list, description="already recorded, not re-run")
+    rerun_hint: str | None = Field(None, description="what to do next")
