@@ -1,8 +1,9 @@
 """Issue 9: contracts the agent can read and the code can trust.
 
-- every field of every tool's input (through the real MCP client) and output
-  carries a description, and a ToolError's details reach the agent and the CLI
-  as a JSON line;
+- every tool argument and every input field whose name and type do not carry
+  its meaning is described (through the real MCP client; the obvious ones by
+  their model's description, to keep tools/list small), every output field is
+  described, and a ToolError's details reach the agent and the CLI as a JSON line;
 - the supervisor's ``case_done`` is validated where it is read: a malformed
   one is reported as such, a comparison failure reads as one;
 - one family of transport errors, the same on the local and the SSH transport;
@@ -69,7 +70,7 @@ def undescribed(schema: dict) -> list[str]:
             for field, prop in (model.get("properties") or {}).items() if not described(prop)]
 
 
-def test_every_input_field_is_described_and_error_details_reach_the_client(evidence_root: Path) -> None:
+def test_tool_arguments_and_their_fields_are_described_and_error_details_reach_the_client(evidence_root: Path) -> None:
     async def scenario(client: Client) -> Any:
         tools = (await client.list_tools()).tools
         unknown_host = await client.call_tool("check_host", {"host": "no-such-host"})
@@ -77,22 +78,29 @@ def test_every_input_field_is_described_and_error_details_reach_the_client(evide
 
     tools, unknown_host = with_server(evidence_root, scenario)
     by_name = {t.name: t for t in tools}
-    for tool in tools:
-        assert undescribed(tool.input_schema) == [], tool.name
+    for tool in tools:  # every argument of every tool
+        assert undescribed({"properties": tool.input_schema["properties"]}) == [], tool.name
     plan = by_name["plan_cases"].input_schema
     # the meaning that lived in a '#' comment: a path on the server's machine, not the agent's
     assert "server's machine" in plan["properties"]["captured_files"]["description"]
-    assert "contiguous" in plan["$defs"]["TensorSpec"]["properties"]["strides"]["description"]
+    defs = plan["$defs"]
+    assert "contiguous" in defs["TensorSpec"]["properties"]["strides"]["description"]
+    for model, field, words in [("OperatorSpec", "candidate", "device"), ("OperatorSpec", "reference", "CPU"),
+                                ("OperatorSpec", "modules", "module_sources"), ("CallSpec", "order", "positional"),
+                                ("Case", "seed", "null"), ("Case", "timeout_s", "default_timeout_s"),
+                                ("ValueSpec", "captured", "artifacts/captured/"),
+                                ("SpecialValues", "positions", "multi-indices")]:
+        assert words in defs[model]["properties"][field]["description"], (model, field)
+    # a model whose fields are plain metrics is described once, formulas included
     record = by_name["record_result"].input_schema
-    assert record["$defs"]["Comparison"]["properties"]["max_ulp"]["description"] == "max |d| in ulps of ref"
+    assert "max_ulp in ulps of ref" in record["$defs"]["Comparison"]["description"]
 
     text = error_text(unknown_host)
     assert text.splitlines()[0].endswith("known hosts: ['local']") and "[unknown_host]" in text
     assert json.loads(text.splitlines()[-1]) == {"details": {"known_hosts": ["local"]}}
 
 
-@pytest.mark.parametrize("model", [PlanResponse, RecordResponse, Analysis, RunResponse, HostCheck, CaseResult,
-                                   CaseDone])
+@pytest.mark.parametrize("model", [PlanResponse, RecordResponse, Analysis, RunResponse, HostCheck, CaseDone])
 def test_every_output_field_is_described(model) -> None:
     assert undescribed(model.model_json_schema()) == []
 

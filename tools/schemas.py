@@ -149,7 +149,7 @@ SpecialKind = Literal["nan", "inf", "-inf", "denormal", "+0", "-0", "large", "-l
 class SpecialValues(Strict):
     """Special values injected into a generated tensor (after generation)."""
 
-    value: SpecialKind = Field(description="which special value")
+    value: SpecialKind
     positions: list[list[Annotated[int, Field(ge=0)]]] | None = Field(
         None, description="multi-indices into the logical tensor")
     count: Annotated[int, Field(ge=1)] | None = Field(None, description="or: this many seeded random positions")
@@ -162,18 +162,18 @@ class SpecialValues(Strict):
 
 
 class ValueSpec(Strict):
-    """How the values of an input are made, on CPU, from the case seed."""
+    """How the values of an input are made, on CPU, from the case seed.
+    mean/std: normal; low/high: uniform, randint (high excluded); fill: full."""
 
-    kind: Literal["normal", "uniform", "randint", "zeros", "ones", "full", "arange", "captured"] = Field(
-        "normal", description="how values are made")
-    mean: FiniteFloat = Field(0.0, description="normal: mean")
-    std: NonNegFinite = Field(1.0, description="normal: standard deviation")
-    low: FiniteFloat | None = Field(None, description="uniform/randint: lower bound")
-    high: FiniteFloat | None = Field(None, description="uniform/randint: upper bound (excluded)")
-    fill: FiniteFloat | None = Field(None, description="full: the value")
+    kind: Literal["normal", "uniform", "randint", "zeros", "ones", "full", "arange", "captured"] = "normal"
+    mean: FiniteFloat = 0.0
+    std: NonNegFinite = 1.0
+    low: FiniteFloat | None = None
+    high: FiniteFloat | None = None
+    fill: FiniteFloat | None = None
     captured: Annotated[str, AfterValidator(_slug)] | None = Field(
         None, description="captured: file in artifacts/captured/ (see captured_files)")
-    specials: list[SpecialValues] = Field(default_factory=list, description="written after generation")
+    specials: list[SpecialValues] = Field(default_factory=list)
     exclude_zero: bool = Field(False, description="replace generated zeros by the smallest non-zero step (recorded)")
     by_dtype: dict[str, "ValueSpec"] = Field(
         default_factory=dict, description="value spec per dtype or family (float, float8, complex, int, uint, bool, "
@@ -206,12 +206,12 @@ class ValueSpec(Strict):
 class TensorSpec(Strict):
     """One tensor: shape, strides, offset, dtype, layout, values."""
 
-    shape: list[Annotated[int, Field(ge=0)]] = Field(description="sizes")
+    shape: list[Annotated[int, Field(ge=0)]]
     strides: list[Annotated[int, Field(ge=0)]] | None = Field(None, description="in elements; null = contiguous")
     storage_offset: Annotated[int, Field(ge=0)] = Field(0, description="in elements")
-    dtype: Dtype = Field("float32", description="element type")
+    dtype: Dtype = "float32"
     layout: Layout = Field("ND", description="storage format (non-ND: npu_format_cast)")
-    values: ValueSpec = Field(default_factory=ValueSpec, description="how the values are made")
+    values: ValueSpec = Field(default_factory=ValueSpec)
 
     @model_validator(mode="after")
     def _rank(self) -> "TensorSpec":
@@ -258,8 +258,7 @@ class TensorSpec(Strict):
 
 class InputSpec(TensorSpec):
     name: Ident = Field(description="the callable's argument name")
-    shape: list[Annotated[int, Field(ge=0)]] | None = Field(
-        None, description="sizes (a tensor)")  # type: ignore[assignment]
+    shape: list[Annotated[int, Field(ge=0)]] | None = None  # type: ignore[assignment]
     tensors: list[TensorSpec] | None = Field(
         None, min_length=1, max_length=128, description="a Tensor[] argument: one spec per member")
     none: bool = Field(False, description="pass None (an optional Tensor? argument); the other fields are kept")
@@ -297,22 +296,22 @@ def contiguous_strides(shape: list[int]) -> list[int]:
 class DtypeArg(Strict):
     """A torch dtype argument, passed as torch.<value> (torch_npu.<value> for Ascend-only dtypes)."""
 
-    kind: Literal["dtype"] = Field(description="marks a dtype")
-    value: Dtype = Field(description="the dtype")
+    kind: Literal["dtype"]
+    value: Dtype
 
 
 AttributeValue = Union[None, bool, int, float, str, DtypeArg, list[Union[None, bool, int, float, str]]]
 
 
 class Case(Strict):
-    id: Slug = Field(description="unique in the run")
+    id: Slug
     mode: Mode = Field("eager", description="eager, torch.compile, or graph capture+replay")
-    inputs: list[InputSpec] = Field(min_length=1, description="tensor arguments")
+    inputs: list[InputSpec] = Field(min_length=1)
     attributes: dict[Ident, AttributeValue] = Field(default_factory=dict, description="other arguments (keywords)")
     seed: Annotated[int, Field(ge=0, lt=2**63)] | None = Field(None, description="null: derived from the id")
     timeout_s: Annotated[float, Field(gt=0, le=3600)] | None = Field(
         None, description="candidate's timeout; null: default_timeout_s")
-    description: Annotated[str, Field(max_length=2000)] | None = Field(None, description="free text")
+    description: Annotated[str, Field(max_length=2000)] | None = None
 
     @field_validator("attributes")
     @classmethod
@@ -339,8 +338,8 @@ class Case(Strict):
 
 
 class Tolerance(Strict):
-    atol: NonNegFinite = Field(1e-5, description="absolute tolerance")
-    rtol: NonNegFinite = Field(1e-5, description="relative tolerance")
+    atol: NonNegFinite = 1e-5
+    rtol: NonNegFinite = 1e-5
 
 
 class ToleranceSpec(Tolerance):
@@ -353,7 +352,7 @@ class ToleranceSpec(Tolerance):
 class CallSpec(Strict):
     """How inputs map onto the callable's arguments."""
 
-    style: Literal["keywords", "positional"] = Field("keywords", description="how inputs are passed")
+    style: Literal["keywords", "positional"] = "keywords"
     order: list[Ident] | None = Field(
         None, description="positional: input/attribute names in order; the rest as keywords")
 
@@ -365,12 +364,12 @@ class CallSpec(Strict):
 
 
 class OperatorSpec(Strict):
-    name: Annotated[str, Field(min_length=1, max_length=200)] = Field(description="operator name")
+    name: Annotated[str, Field(min_length=1, max_length=200)]
     candidate: Dotted = Field(description="dotted callable run on the device")
     reference: Dotted = Field(description="dotted callable run on CPU (trusted)")
     modules: list[ModuleFile] = Field(
         default_factory=list, description="user module files (module_sources), importable by both")
-    call: CallSpec = Field(default_factory=CallSpec, description="argument mapping")
+    call: CallSpec = Field(default_factory=CallSpec)
     outputs: list[Ident] | None = Field(None, description="names of a tuple/list output")
     reference_dtype: Literal["float32", "float64"] = Field(
         "float32", description="floating inputs upcast to this for the reference")
@@ -392,17 +391,15 @@ class OperatorSpec(Strict):
 
 
 class OperatorConfig(Strict):
-    schema_version: Literal[1] = Field(1, description="contract version")
-    run_id: Slug = Field(description="the run's id")
-    operator: OperatorSpec = Field(description="what is called")
-    tolerance: ToleranceSpec = Field(default_factory=ToleranceSpec, description="fixed before any result")
-    source_model_failure: Annotated[str, Field(max_length=20000)] | None = Field(
-        None, description="the model-level failure")
-    environment: FreeJson = Field(default_factory=dict, description="free-form notes on the failing setup")
-    model: Annotated[str, Field(max_length=2000)] | None = Field(None, description="the model that failed")
-    command: Annotated[str, Field(max_length=20000)] | None = Field(None, description="the command that failed")
-    default_timeout_s: Annotated[float, Field(gt=0, le=3600)] = Field(
-        60.0, description="case timeout when a case sets none")
+    schema_version: Literal[1] = 1
+    run_id: Slug
+    operator: OperatorSpec
+    tolerance: ToleranceSpec = Field(default_factory=ToleranceSpec)
+    source_model_failure: Annotated[str, Field(max_length=20000)] | None = None
+    environment: FreeJson = Field(default_factory=dict)
+    model: Annotated[str, Field(max_length=2000)] | None = None
+    command: Annotated[str, Field(max_length=20000)] | None = None
+    default_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
 
 
 # --------------------------------------------------------------------------
@@ -420,76 +417,81 @@ Element = Annotated[ElementValue, AfterValidator(_element)]
 
 
 class Comparison(Strict):
-    output: Annotated[str, Field(min_length=1, max_length=200)] = Field(description="output name")
-    passed: bool = Field(description="within tolerance and contract")
-    expected_shape: list[int] | None = Field(None, description="reference's shape")
-    actual_shape: list[int] | None = Field(None, description="candidate's shape")
-    expected_dtype: str | None = Field(None, description="reference's dtype")
-    actual_dtype: str | None = Field(None, description="candidate's dtype")
-    contract_mismatch: Annotated[str, Field(max_length=2000)] | None = Field(
-        None, description="shape/kind/dtype difference (no metrics)")
-    atol: NonNegFinite | None = Field(None, description="tolerance applied")
-    rtol: NonNegFinite | None = Field(None, description="tolerance applied")
-    numel: Annotated[int, Field(ge=0)] = Field(0, description="elements compared")
-    max_abs: NonNegFinite | None = Field(None, description="max |cand-ref|")
-    max_rel: NonNegFinite | None = Field(None, description="max |d|/max(|ref|,guard)")
-    mean_abs: NonNegFinite | None = Field(None, description="mean |d|")
-    rmse: NonNegFinite | None = Field(None, description="root mean square d")
-    cosine: FiniteFloat | None = Field(None, description="cosine similarity")
-    error_balance: FiniteFloat | None = Field(None, description="mean signed d")
-    max_ulp: NonNegFinite | None = Field(None, description="max |d| in ulps of ref")
-    mismatch_count: Annotated[int, Field(ge=0)] = Field(0, description="elements out of tolerance")
-    mismatch_ratio: Annotated[float, Field(ge=0, le=1)] = Field(0.0, description="mismatch_count/numel")
-    nan_mismatch: Annotated[int, Field(ge=0)] = Field(0, description="NaN on one side only")
-    inf_mismatch: Annotated[int, Field(ge=0)] = Field(0, description="unmatched infinities")
-    worst_index: list[int] | None = Field(None, description="index of the largest |d|")
-    worst_candidate: Element | None = Field(None, description="value there")
-    worst_reference: Element | None = Field(None, description="value there")
-    first_mismatch_index: list[int] | None = Field(None, description="first index out of tolerance")
-    first_candidate: Element | None = Field(None, description="value there")
-    first_reference: Element | None = Field(None, description="value there")
+    """One output: contract (shape, kind, dtype) first, then metrics over elements finite on both
+    sides, d = cand - ref: max_rel = |d|/max(|ref|, guard), max_ulp in ulps of ref, error_balance =
+    mean d; a mismatch is |d| > atol + rtol*|ref| or a NaN/Inf pattern difference."""
+
+    output: Annotated[str, Field(min_length=1, max_length=200)]
+    passed: bool
+    # Contract: shape/dtype the reference says vs what the candidate gave.
+    expected_shape: list[int] | None = None
+    actual_shape: list[int] | None = None
+    expected_dtype: str | None = None
+    actual_dtype: str | None = None
+    contract_mismatch: Annotated[str, Field(max_length=2000)] | None = None
+    atol: NonNegFinite | None = None
+    rtol: NonNegFinite | None = None
+    numel: Annotated[int, Field(ge=0)] = 0
+    max_abs: NonNegFinite | None = None
+    max_rel: NonNegFinite | None = None
+    mean_abs: NonNegFinite | None = None
+    rmse: NonNegFinite | None = None
+    cosine: FiniteFloat | None = None
+    error_balance: FiniteFloat | None = None
+    max_ulp: NonNegFinite | None = None
+    mismatch_count: Annotated[int, Field(ge=0)] = 0
+    mismatch_ratio: Annotated[float, Field(ge=0, le=1)] = 0.0
+    nan_mismatch: Annotated[int, Field(ge=0)] = 0
+    inf_mismatch: Annotated[int, Field(ge=0)] = 0
+    worst_index: list[int] | None = None
+    worst_candidate: Element | None = None
+    worst_reference: Element | None = None
+    first_mismatch_index: list[int] | None = None
+    first_candidate: Element | None = None
+    first_reference: Element | None = None
 
 
 class ErrorInfo(Strict):
-    type: Annotated[str, Field(min_length=1, max_length=200)] = Field(description="exception type")
-    message: Annotated[str, Field(max_length=20000)] = Field(description="exception message")
+    type: Annotated[str, Field(min_length=1, max_length=200)]
+    message: Annotated[str, Field(max_length=20000)]
     signature: Annotated[str, Field(min_length=1, max_length=300)] = Field(
         description="short, stable: groups identical crashes")
-    signal: Annotated[str, Field(max_length=32)] | None = Field(None, description="fatal signal name")
-    exit_code: int | None = Field(None, description="worker exit code")
-    traceback_tail: Annotated[str, Field(max_length=20000)] | None = Field(
-        None, description="end of the traceback/stderr")
+    signal: Annotated[str, Field(max_length=32)] | None = None
+    exit_code: int | None = None
+    traceback_tail: Annotated[str, Field(max_length=20000)] | None = None
     matched_rule: Annotated[str, Field(max_length=500)] | None = Field(
         None, description="unsupported: the rule that matched")
 
 
 class ResultSource(Strict):
-    kind: Literal["run_case_remote", "record_result"] = Field("record_result", description="who recorded it")
-    tool: Annotated[str, Field(max_length=200)] | None = Field(None, description="tool that produced it")
-    host: Annotated[str, Field(max_length=200)] | None = Field(None, description="host it ran on")
-    device: Annotated[str, Field(max_length=64)] | None = Field(None, description="device it ran on")
+    kind: Literal["run_case_remote", "record_result"] = "record_result"
+    tool: Annotated[str, Field(max_length=200)] | None = None
+    host: Annotated[str, Field(max_length=200)] | None = None
+    device: Annotated[str, Field(max_length=64)] | None = None
     raw_path: Annotated[str, Field(max_length=500)] | None = Field(
         None, description="raw evidence, relative to the run directory")
-    note: Annotated[str, Field(max_length=5000)] | None = Field(None, description="free text")
+    note: Annotated[str, Field(max_length=5000)] | None = None
 
 
 class Timing(Strict):
-    candidate_us: NonNegFinite | None = Field(None, description="candidate call")
-    reference_us: NonNegFinite | None = Field(None, description="reference call")
-    compare_us: NonNegFinite | None = Field(None, description="comparison")
-    total_us: NonNegFinite | None = Field(None, description="whole case")
+    """Microseconds per phase."""
+
+    candidate_us: NonNegFinite | None = None
+    reference_us: NonNegFinite | None = None
+    compare_us: NonNegFinite | None = None
+    total_us: NonNegFinite | None = None
 
 
 class CaseResult(Strict):
-    schema_version: Literal[1] = Field(1, description="contract version")
-    case_id: Slug = Field(description="a planned case")
-    status: Status = Field(description="the classification")
-    comparisons: list[Comparison] = Field(default_factory=list, description="one per output")
-    error: ErrorInfo | None = Field(None, description="crash/unsupported: what was raised")
-    timing_us: Timing | None = Field(None, description="microseconds")
-    source: ResultSource = Field(default_factory=ResultSource, description="where it came from")
-    environment: FreeJson = Field(default_factory=dict, description="versions and device")
-    recorded_at: datetime | None = Field(None, description="set when recorded")
+    schema_version: Literal[1] = 1
+    case_id: Slug
+    status: Status
+    comparisons: list[Comparison] = Field(default_factory=list)
+    error: ErrorInfo | None = None
+    timing_us: Timing | None = None
+    source: ResultSource = Field(default_factory=ResultSource)
+    environment: FreeJson = Field(default_factory=dict)
+    recorded_at: datetime | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> "CaseResult":
@@ -588,11 +590,11 @@ StarAxis = Literal["dtype", "shape", "strides", "storage_offset", "layout", "mod
 class StarVariation(Strict):
     """One axis varied around the base case; one new case per value."""
 
-    axis: StarAxis = Field(description="the axis varied")
+    axis: StarAxis
     input: Ident | None = Field(None, description="input varied; null: all (dtype/layout) or the first")
     name: Ident | None = Field(None, description="axis attribute: its name")
     member: Annotated[int, Field(ge=0)] | None = Field(None, description="tensor-list member the input axis varies")
-    values: list[Any] = Field(min_length=1, max_length=64, description="one case per value")
+    values: list[Any] = Field(min_length=1, max_length=64)
 
     @model_validator(mode="after")
     def _needs_name(self) -> "StarVariation":
@@ -608,9 +610,9 @@ class StarVariation(Strict):
 class StarSpec(Strict):
     """A base case plus one-axis variations (a star, not a Cartesian product)."""
 
-    base: Case = Field(description="the base case")
-    vary: list[StarVariation] = Field(min_length=1, description="one-axis variations")
-    include_base: bool = Field(True, description="also plan the base case")
+    base: Case
+    vary: list[StarVariation] = Field(min_length=1)
+    include_base: bool = True
 
 
 class PlanRequest(Strict):
