@@ -36,7 +36,7 @@ from .errors import SlotCannotStart, SlotGone, WorkerCannotStart
 from .inventory import HostConfig
 from . import ssh as ssh_transport
 
-SLOT_START_TIMEOUT_S = 180.0  # lease wait + python/torch import on a slow host
+SLOT_START_TIMEOUT_S = 180.0  # until the supervisor first answers hello (then the budget it announces)
 SHUTDOWN_GRACE_S = 5.0
 REAP_INTERVAL_S = 5.0
 CONNECT_FAILURE_MEMORY_S = 10.0  # a host that just refused or timed out is not retried per slot

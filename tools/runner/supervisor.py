@@ -10,6 +10,9 @@ runs in its own process group; the supervisor
 - turns a worker that died (fatal signal, abort, exit) into a ``crash`` with
   the signal name (or ``exit <code>``) and the tail of the worker's stderr;
 - starts a replacement worker right away, so the next case finds it warm;
+- stops starting workers after ``max_worker_start_failures`` consecutive
+  start failures (each later case is answered at once, naming the bound);
+- announces its start deadlines in ``hello`` (the client derives its waits);
 - after a candidate exception, health-checks the device before the next
   case and replaces the worker when the check fails;
 - when its stdin closes (server gone, SSH channel dropped) or on
@@ -273,7 +276,7 @@ class Supervisor:
     # -- ops ------------------------------------------------------------------
 
     def hello(self, msg: dict) -> None:
-        if self.worker is None or self.worker.ready is None:  # the client's clock follows ours
+        if not self.gave_up() and (self.worker is None or self.worker.ready is None):  # the client's clock follows ours
             self.send({"event": "preparing", "request_id": None, "case_id": None, "phase": "worker_start",
                        "budget_s": self.worker_start_timeout_s, "at": time.time()})
         why = self._ensure_ready()
