@@ -152,8 +152,8 @@ class SpecialValues(Strict):
 
     value: SpecialKind
     positions: list[list[Annotated[int, Field(ge=0)]]] | None = Field(
-        None, description="multi-indices into the logical tensor")
-    count: Annotated[int, Field(ge=1)] | None = Field(None, description="or: this many seeded random positions")
+        None, description="multi-indices")
+    count: Annotated[int, Field(ge=1)] | None = Field(None, description="or: N seeded random positions")
 
     @model_validator(mode="after")
     def _one_way(self) -> "SpecialValues":
@@ -164,7 +164,7 @@ class SpecialValues(Strict):
 
 class ValueSpec(Strict):
     """How the values of an input are made, on CPU, from the case seed.
-    mean/std: normal; low/high: uniform, randint (high excluded); fill: full."""
+    mean/std: normal; low/high: uniform, randint; fill: full."""
 
     kind: Literal["normal", "uniform", "randint", "zeros", "ones", "full", "arange", "captured"] = "normal"
     mean: FiniteFloat = 0.0
@@ -173,7 +173,7 @@ class ValueSpec(Strict):
     high: FiniteFloat | None = None
     fill: FiniteFloat | None = None
     captured: Annotated[str, AfterValidator(_slug)] | None = Field(
-        None, description="captured: file in artifacts/captured/ (see captured_files)")
+        None, description="captured: a captured_files name (artifacts/captured/)")
     specials: list[SpecialValues] = Field(default_factory=list)
     exclude_zero: bool = Field(False, description="replace generated zeros by the smallest non-zero step (recorded)")
     by_dtype: dict[str, "ValueSpec"] = Field(
@@ -208,10 +208,10 @@ class TensorSpec(Strict):
     """One tensor: shape, strides, offset, dtype, layout, values."""
 
     shape: list[Annotated[int, Field(ge=0)]]
-    strides: list[Annotated[int, Field(ge=0)]] | None = Field(None, description="in elements; null = contiguous")
+    strides: list[Annotated[int, Field(ge=0)]] | None = Field(None, description="null: contiguous")
     storage_offset: Annotated[int, Field(ge=0)] = Field(0, description="in elements")
     dtype: Dtype = "float32"
-    layout: Layout = Field("ND", description="storage format (non-ND: npu_format_cast)")
+    layout: Layout = Field("ND", description="non-ND: npu_format_cast")
     values: ValueSpec = Field(default_factory=ValueSpec)
 
     @model_validator(mode="after")
@@ -258,7 +258,7 @@ class TensorSpec(Strict):
 
 
 class InputSpec(TensorSpec):
-    name: Ident = Field(description="the callable's argument name")
+    name: Ident = Field(description="argument name")
     shape: list[Annotated[int, Field(ge=0)]] | None = None  # type: ignore[assignment]
     tensors: list[TensorSpec] | None = Field(
         None, min_length=1, max_length=128, description="a Tensor[] argument: one spec per member")
@@ -362,12 +362,12 @@ AttributeValue = Union[None, bool, int, float, str, DtypeArg, list[Union[None, b
 
 class Case(Strict):
     id: Slug
-    mode: Mode = Field("eager", description="eager, torch.compile, or graph capture+replay")
+    mode: Mode = Field("eager", description="graph: capture + replay")
     inputs: list[InputSpec] = Field(min_length=1)
-    attributes: dict[Ident, AttributeValue] = Field(default_factory=dict, description="other arguments (keywords)")
-    seed: Annotated[int, Field(ge=0, lt=2**63)] | None = Field(None, description="null: derived from the id")
+    attributes: dict[Ident, AttributeValue] = Field(default_factory=dict, description="non-tensor arguments")
+    seed: Annotated[int, Field(ge=0, lt=2**63)] | None = Field(None, description="null: from the id")
     timeout_s: Annotated[float, Field(gt=0, le=3600)] | None = Field(
-        None, description="candidate's timeout; null: default_timeout_s")
+        None, description="null: default_timeout_s")
     description: Annotated[str, Field(max_length=2000)] | None = None
     # set by plan_cases for a case planned from 'captures' (not published in the input schema: agents never write it)
     origin: SkipJsonSchema[CaseOrigin | None] = None
@@ -402,7 +402,7 @@ class Tolerance(Strict):
 
 
 class ToleranceSpec(Tolerance):
-    per_dtype: dict[Dtype, Tolerance] = Field(default_factory=dict, description="by the candidate output's dtype")
+    per_dtype: dict[Dtype, Tolerance] = Field(default_factory=dict, description="by output dtype")
 
     def for_dtype(self, dtype: str) -> Tolerance:
         return self.per_dtype.get(dtype, Tolerance(atol=self.atol, rtol=self.rtol))  # type: ignore[arg-type]
@@ -413,7 +413,7 @@ class CallSpec(Strict):
 
     style: Literal["keywords", "positional"] = "keywords"
     order: list[Ident] | None = Field(
-        None, description="positional: input/attribute names in order; the rest as keywords")
+        None, description="positional: names in argument order")
 
     @model_validator(mode="after")
     def _order(self) -> "CallSpec":
@@ -424,18 +424,18 @@ class CallSpec(Strict):
 
 class OperatorSpec(Strict):
     name: Annotated[str, Field(min_length=1, max_length=200)]
-    candidate: Dotted = Field(description="dotted callable run on the device")
-    reference: Dotted = Field(description="dotted callable run on CPU (trusted)")
+    candidate: Dotted = Field(description="run on the device")
+    reference: Dotted = Field(description="trusted, run on CPU")
     modules: list[ModuleFile] = Field(
-        default_factory=list, description="user module files (module_sources), importable by both")
+        default_factory=list, description="files given in module_sources")
     call: CallSpec = Field(default_factory=CallSpec)
-    outputs: list[Ident] | None = Field(None, description="names of a tuple/list output")
+    outputs: list[Ident] | None = Field(None, description="tuple/list output names")
     reference_dtype: Literal["float32", "float64"] = Field(
-        "float32", description="floating inputs upcast to this for the reference")
+        "float32", description="floating inputs upcast to it")
     compile_backend: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")] | None = Field(
-        None, description="mode compile; null: inductor, torchair on NPU")
+        None, description="null: inductor; torchair on NPU")
     unsupported_rules: list[Annotated[str, Field(min_length=1, max_length=500)]] = Field(
-        default_factory=list, description="extra regexes: a matching candidate error is unsupported")
+        default_factory=list, description="regexes: a candidate error matching one is unsupported")
     random: bool = Field(False, description="draws random numbers: the reference runs twice to check its seeding")
 
     @field_validator("unsupported_rules")
@@ -679,8 +679,8 @@ class StarVariation(Strict):
     """One axis varied around the base case; one new case per value."""
 
     axis: StarAxis
-    input: Ident | None = Field(None, description="input varied; null: all (dtype/layout) or the first")
-    name: Ident | None = Field(None, description="axis attribute: its name")
+    input: Ident | None = Field(None, description="null: all (dtype/layout) or the first")
+    name: Ident | None = Field(None, description="axis attribute: name")
     member: Annotated[int, Field(ge=0)] | None = Field(None, description="tensor-list member the input axis varies")
     values: list[Any] = Field(min_length=1, max_length=64)
 
@@ -704,15 +704,15 @@ class StarSpec(Strict):
 
 
 class PlanRequest(Strict):
-    config: OperatorConfig | None = Field(None, description="a new run's config")
-    run_id: Slug | None = Field(None, description="the run (append)")
-    append: bool = Field(False, description="add cases to an existing run")
+    config: OperatorConfig | None = Field(None, description="new run")
+    run_id: Slug | None = Field(None, description="append: the run")
+    append: bool = Field(False, description="add to an existing run")
     cases: list[Case] = Field(default_factory=list, description="explicit cases")
-    stars: list[StarSpec] = Field(default_factory=list, description="base case + one-axis variations")
+    stars: list[StarSpec] = Field(default_factory=list, description="base + one-axis variations")
     module_sources: dict[ModuleFile, Annotated[str, Field(max_length=2_000_000)]] = Field(
-        default_factory=dict, description="file name -> source of config.operator.modules")
+        default_factory=dict, description="source of each config.operator.modules file")
     captured_files: dict[Slug, Annotated[str, Field(min_length=1, max_length=4096)]] = Field(
-        default_factory=dict, description="name -> torch.save file path on the server's machine, copied into the run")
+        default_factory=dict, description="name -> torch.save file path on the server's machine")
     captures: Annotated[list[CaptureSelection], AfterValidator(_at_most_16)] = Field(
         default_factory=list, description="calls to replay")
 
