@@ -93,7 +93,7 @@ def test_tool_arguments_and_their_fields_are_described_and_error_details_reach_t
         assert words in defs[model]["properties"][field]["description"], (model, field)
     # a model whose fields are plain metrics is described once, formulas included
     record = by_name["record_result"].input_schema
-    assert "max_ulp in ulps of ref" in record["$defs"]["Comparison"]["description"]
+    assert "max_ulp in ulps of ref" in " ".join(record["$defs"]["Comparison"]["description"].split())
 
     text = error_text(unknown_host)
     assert text.splitlines()[0].endswith("known hosts: ['local']") and "[unknown_host]" in text

@@ -476,9 +476,10 @@ Element = Annotated[ElementValue, AfterValidator(_element)]
 
 
 class Comparison(Strict):
-    """One output: contract (expected_* the reference's, actual_* the candidate's) first, then metrics
-    over elements finite on both sides, d = cand - ref: max_rel = |d|/max(|ref|, guard), max_ulp in ulps
-    of ref, error_balance = mean d; a mismatch is |d| > atol + rtol*|ref| or a NaN/Inf pattern difference."""
+    """One output: contract (expected_* the reference's, actual_* the candidate's) first, then
+    metrics over elements finite on both sides, d = cand - ref: max_rel = |d|/max(|ref|, guard),
+    max_ulp in ulps of ref, error_balance = mean d; a mismatch is |d| > atol + rtol*|ref| or a
+    NaN/Inf pattern difference."""
 
     output: Annotated[str, Field(min_length=1, max_length=200)]
     passed: bool
