@@ -860,4 +860,37 @@ class RunResponse(Strict):
     pending: list[str] = Field(description="cases still pending in the run")
     refused: list[str] = Field(default_factory=list, description="already recorded, not re-run")
     rerun_hint: str | None = Field(None, description="what to do next")
-    findings: list[Finding] = Field(default_factory=list, description="one-axis predicates with minimal pairs")
+
+
+# --------------------------------------------------------------------------
+# narrow_failure (the autopilot)
+# --------------------------------------------------------------------------
+
+
+class NarrowRequest(Strict):
+    run_id: Slug = Field(description="the run to narrow (planned, with at least one failing case)")
+    hosts: list[Slug] | None = Field(default=None, description="inventory host names to run on (default ['local'])")
+    max_cases: Annotated[int, Field(ge=1, le=10000)] = Field(default=40, description="budget: new cases in all")
+    max_seconds: Annotated[float, Field(gt=0, le=86400)] = Field(default=900.0, description="budget: wall seconds")
+    max_steps: Annotated[int, Field(ge=1, le=100)] = Field(default=12, description="budget: plan-run-analyze rounds")
+    cases_per_step: Annotated[int, Field(ge=1, le=256)] = Field(default=8, description="most new cases per round")
+
+
+class NarrowStep(Strict):
+    index: int = Field(description="1-based round number")
+    kinds: list[str] = Field(description="the kinds of next cases applied (discriminate, bisect, probe, explore)")
+    axes: list[str] = Field(description="the finding axes they narrowed")
+    cases: dict[str, str] = Field(description="new case id -> its state after the run")
+    findings: list[str] = Field(description="the findings' predicates after the round (exact ones marked)")
+
+
+class NarrowResponse(Strict):
+    run_id: str = Field(description="the run")
+    stopped: str = Field(description="why it stopped: exact, nothing_to_try, budget_cases, budget_seconds, "
+                                     "budget_steps, no_progress, no_failure")
+    exact: bool = Field(description="every finding is exact")
+    findings: list[Finding] = Field(description="the final findings with their minimal pairs")
+    steps: list[NarrowStep] = Field(description="the rounds taken, each ordinary planned and recorded cases")
+    cases_run: int = Field(description="new cases planned and run")
+    seconds: float = Field(description="wall time")
+    summary: str = Field(description="the analysis summary after the last round")
