@@ -18,6 +18,7 @@ from typing import Awaitable, Callable
 from .errors import ToolError
 from .evidence import ARTIFACTS_DIR, RESULTS, RunStore, read_json
 from .record_result import record_result
+from .report import rerun_id
 from .remote import pool
 from .remote.inventory import as_inventory
 from .schemas import CaseOutcome, RunResponse
@@ -79,6 +80,7 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
         if outcome is None:  # recorded by another call while this one ran it
             refused.append(case_id)
             return
+        outcome.rerun_case = _rerun_case(case, event)
         await report(outcome)
 
     queue_report = await pool.run_queue(specs, todo, run, run_one)
@@ -103,9 +105,28 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
                 f"outcome's error, then run run_case_remote again for run {run_id!r} (pending cases are picked up).")
     elif refused:
         hint = _refused_hint(refused)
+    external = [o for o in ordered if o.rerun_case]
+    if external:
+        hint = ((hint + " ") if hint else "") + (
+            f"killed from outside the harness (signal, not the case timeout): {[o.case_id for o in external]}; "
+            "to run one again under a new id, call plan_cases with {\"run_id\": \"" + run_id + "\", "
+            "\"append\": true, \"cases\": [<that outcome's rerun_case>]}, then run_case_remote.")
     return RunResponse(run_id=store.run_id, hosts=host_names, outcomes=ordered,
                        recorded=[o.case_id for o in ordered if o.recorded], pending=pending, refused=refused,
                        rerun_hint=hint)
+
+
+EXTERNAL_SIGNALS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
+
+
+def _rerun_case(case, event: dict) -> dict | None:
+    """The case under a fresh id when its crash is a signal the harness did not send."""
+    result = event.get("result") or {}
+    error = result.get("error") or {}
+    if result.get("status") != "crash" or error.get("signature") == "timeout" or \
+            error.get("signal") not in EXTERNAL_SIGNALS:
+        return None
+    return dict(case.model_dump(mode="json", exclude_none=True), id=rerun_id(case.id))
 
 
 def _refused_hint(refused: list[str]) -> str | None:
@@ -131,6 +152,7 @@ def _record_event(store: RunStore, root, host: str, device: str, case_id: str, e
         err = event.get("harness_error") or {}
         where = err.get("where", "harness")
         what = {"reference": "the reference failed", "inputs": "the inputs could not be built",
+                "import": "the user modules could not be imported",
                 "resolve": "the candidate/reference could not be loaded",
                 "worker_start": "the worker could not start"}.get(where, "the harness failed")
         return _pending(case_id, f"{what} ({err.get('type', 'Error')}: {err.get('message', '')}); "

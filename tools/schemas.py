@@ -313,6 +313,9 @@ class OperatorSpec(Strict):
     # Extra regexes (Python re, case-insensitive) whose match on a candidate
     # exception makes the case `unsupported`, added to the built-in rules.
     unsupported_rules: list[Annotated[str, Field(min_length=1, max_length=500)]] = Field(default_factory=list)
+    import_timeout_s: Annotated[float, Field(gt=0, le=3600)] = Field(
+        300.0, description="Seconds the worker may spend importing the user modules and resolving the callables; "
+                           "past it the case stays pending and the next cases go on.")
 
     @field_validator("unsupported_rules")
     @classmethod
@@ -626,6 +629,9 @@ class CaseOutcome(Strict):
     # Why a case stayed pending: harness/reference/connection failure.
     error: str | None = None
     raw_path: str | None = None
+    rerun_case: dict[str, Any] | None = Field(
+        None, description="This case under a new id, ready for plan_cases(append=true, cases=[rerun_case]) when "
+                          "the verdict may not be the candidate's (e.g. the worker was killed from outside).")
 
 
 class RunResponse(Strict):

@@ -114,6 +114,9 @@ class SupervisorClient:
                     continue
                 if msg["event"] in ("started", "reference_started"):  # each phase has the case timeout
                     waiting, timeout = "the case result", float(timeout_s) + self.answer_grace_s
+                elif msg["event"] == "preparing":  # health check, worker start, import, inputs: each its budget
+                    waiting = f"the end of the case's {msg.get('phase', 'preparation')} phase"
+                    timeout = _budget(msg.get("budget_s"), self.start_timeout_s) + self.answer_grace_s
                 elif msg["event"] == "case_done":
                     return msg
 
@@ -134,3 +137,11 @@ class SupervisorClient:
                 self.writer.write_eof()
         except (Exception, NotImplementedError):  # noqa: BLE001 - best effort, the stream may be gone
             pass
+
+
+def _budget(value, default: float) -> float:
+    try:
+        budget = float(value)
+    except (TypeError, ValueError):
+        return default
+    return budget if 0 < budget < float("inf") else default

@@ -1,0 +1,223 @@
+"""Harness faults never become the operator's verdict, and nothing a case
+starts outlives it (issue 11).  Real supervisors, real workers, real signals.
+
+The run_case_remote tests share one event loop, hence one warm local slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from proc_util import alive
+
+from tools.evidence import RunStore
+from tools.plan_cases import plan_cases
+from tools.remote.local import stage_runner
+from tools.remote.pool import REGISTRY
+from tools.run_case_remote import run_case_remote
+
+OPERATORS = Path(__file__).resolve().parent / "operators"
+
+
+@pytest.fixture(scope="module")
+def loop():
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.run_until_complete(REGISTRY.close_all())
+    loop.close()
+
+
+def plan(root: Path, run_id: str, module: str, cases: list[dict], **operator) -> None:
+    stem = module[:-3]
+    config = {"run_id": run_id,
+              "operator": {"name": stem, "candidate": f"{stem}.cand", "reference": f"{stem}.ref",
+                           "modules": [module], **operator},
+              "tolerance": {"atol": 1e-5, "rtol": 1e-5}}
+    plan_cases({"config": config, "cases": cases,
+                "module_sources": {module: (OPERATORS / module).read_text()}}, root=root)
+
+
+def inp(shape=(4, 8)) -> dict:
+    return {"name": "x", "shape": list(shape), "dtype": "float32"}
+
+
+def run(loop, root, run_id, **kw):
+    return loop.run_until_complete(run_case_remote(run_id, root=root, **kw))
+
+
+def states(response) -> dict[str, str]:
+    return {o.case_id: o.state for o in response.outcomes}
+
+
+def answer(root: Path, run_id: str, case_id: str) -> dict:
+    return json.loads((root / run_id / "raw-results" / case_id / "worker-result.json").read_text())
+
+
+def wait_dead(pids, within: float = 15.0) -> list[int]:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.1)
+    return [p for p in pids if alive(p)]
+
+
+def wait_file(path: Path, within: float = 60.0) -> str:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if path.exists():
+            return path.read_text()
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never appeared")
+
+
+# -- wrong verdicts ------------------------------------------------------------
+
+
+def test_a_worker_killed_while_importing_the_modules_leaves_the_case_pending(loop, tmp_path: Path) -> None:
+    plan(tmp_path, "dies", "dies_at_import.py", [{"id": "c1", "inputs": [inp()]}])
+    resp = run(loop, tmp_path, "dies")
+    (out,) = resp.outcomes
+    assert out.state == "pending" and not out.recorded, out
+    assert "SIGKILL" in out.error and "import" in out.error and "never ran" in out.error
+    assert RunStore(tmp_path, "dies").read_results() == {}
+
+
+def test_a_fd_closed_by_one_case_is_never_blamed_on_the_next(loop, tmp_path: Path) -> None:
+    cases = [{"id": "close1", "inputs": [inp()], "attributes": {"close_fd": 1}},
+             {"id": "after1", "inputs": [inp()]},
+             {"id": "close2", "inputs": [inp()], "attributes": {"close_fd": 2}},
+             {"id": "after2", "inputs": [inp()]}]
+    plan(tmp_path, "fds", "closes_stdio.py", cases)
+    resp = run(loop, tmp_path, "fds")
+    assert states(resp) == {c["id"]: "passed" for c in cases}, [o.summary for o in resp.outcomes]
+    close1, after1 = answer(tmp_path, "fds", "close1"), answer(tmp_path, "fds", "after1")
+    assert "fd 1" in close1["worker_replaced_after"]
+    assert after1["worker_pid"] != close1["worker_pid"] and after1["worker_restarted"]
+    assert "fd 2" in answer(tmp_path, "fds", "close2")["worker_replaced_after"]
+
+
+def test_a_module_that_hangs_at_import_is_bounded_and_the_run_goes_on(loop, tmp_path: Path) -> None:
+    plan(tmp_path, "hang", "hangs_at_import.py", [{"id": f"c{i}", "inputs": [inp()]} for i in range(3)],
+         import_timeout_s=2)
+    t0 = time.monotonic()
+    resp = run(loop, tmp_path, "hang")
+    assert time.monotonic() - t0 < 60
+    assert states(resp) == {"c0": "pending", "c1": "pending", "c2": "pending"}
+    for out in resp.outcomes:
+        assert "import" in out.error and "import_timeout_s" in out.error and "connection" not in out.error, out
+    # the slot is sound for the next run
+    plan(tmp_path, "after-hang", "closes_stdio.py", [{"id": "ok", "inputs": [inp()]}])
+    assert states(run(loop, tmp_path, "after-hang")) == {"ok": "passed"}
+
+
+def test_a_worker_killed_from_outside_says_so_and_is_rerun_with_one_call(loop, tmp_path: Path) -> None:
+    pid_file = tmp_path / "worker.pid"
+    plan(tmp_path, "ext", "pid_then_spin.py",
+         [{"id": "c1", "inputs": [inp()], "attributes": {"pid_file": str(pid_file)}, "timeout_s": 120}])
+
+    async def scenario():
+        task = asyncio.ensure_future(run_case_remote("ext", root=tmp_path))
+        while not pid_file.exists():
+            await asyncio.sleep(0.05)
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)  # the host's OOM killer, say
+        return await asyncio.wait_for(task, 60)
+
+    resp = loop.run_until_complete(scenario())
+    (out,) = resp.outcomes
+    assert out.state == "crash" and out.signature == "SIGKILL"
+    err = RunStore(tmp_path, "ext").read_results()["c1"].error
+    assert "did not send it" in err.message and "phase: candidate" in err.message
+    assert out.rerun_case["id"] == "c1.rerun" and out.rerun_case["attributes"] == {"pid_file": str(pid_file)}
+    assert "rerun_case" in resp.rerun_hint
+    planned = plan_cases({"run_id": "ext", "append": True, "cases": [out.rerun_case]}, root=tmp_path)
+    assert planned.added == ["c1.rerun"]
+
+
+# -- nothing left behind ---------------------------------------------------------
+
+
+def test_helpers_a_case_started_are_ended_after_it(loop, tmp_path: Path) -> None:
+    pid_file = tmp_path / "helpers"
+    plan(tmp_path, "helpers", "leaves_helpers.py",
+         [{"id": "c1", "inputs": [inp()], "attributes": {"pid_file": str(pid_file)}}])
+    assert states(run(loop, tmp_path, "helpers")) == {"c1": "passed"}
+    *helpers, worker = map(int, pid_file.read_text().split())
+    assert wait_dead(helpers, 10) == []  # the plain child, the setsid one and the daemon
+    assert alive(worker)  # the warm worker stays for the next case
+
+
+def _supervisor(tmp_path: Path) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(stage_runner(tmp_path / "stage")))
+    return subprocess.Popen([sys.executable, "-m", "opdebug_runner", "supervise", "--device", "cpu"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=tmp_path,
+                            start_new_session=True)
+
+
+def _ask(proc: subprocess.Popen, msg: dict) -> None:
+    proc.stdin.write(json.dumps(msg).encode() + b"\n")
+    proc.stdin.flush()
+
+
+def _until(proc: subprocess.Popen, predicate) -> dict:
+    while True:
+        line = proc.stdout.readline()
+        assert line, "the supervisor's output ended"
+        msg = json.loads(line)
+        if predicate(msg):
+            return msg
+
+
+def _modules(tmp_path: Path, name: str) -> str:
+    d = tmp_path / "modules"
+    d.mkdir(exist_ok=True)
+    (d / name).write_text((OPERATORS / name).read_text())
+    return str(d)
+
+
+def _config(module: str) -> dict:
+    stem = module[:-3]
+    return {"run_id": "p", "operator": {"name": stem, "candidate": f"{stem}.cand", "reference": f"{stem}.ref",
+                                        "modules": [module]}, "tolerance": {"atol": 1e-5, "rtol": 1e-5}}
+
+
+def test_a_sigkilled_supervisor_leaves_no_helper_of_its_worker(tmp_path: Path) -> None:
+    pid_file = tmp_path / "helpers"
+    proc = _supervisor(tmp_path)
+    try:
+        _ask(proc, {"op": "run", "request_id": "r1", "config": _config("leaves_helpers.py"),
+                    "case": {"id": "c1", "inputs": [inp()], "attributes": {"pid_file": str(pid_file), "spin": True}},
+                    "timeout_s": 120, "modules_dir": _modules(tmp_path, "leaves_helpers.py")})
+        pids = list(map(int, wait_file(pid_file).split()))
+        assert all(alive(p) for p in pids)
+        proc.kill()  # no chance to clean up: the watchdog does
+        proc.wait(timeout=10)
+        assert wait_dead(pids) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_a_worker_killed_while_building_the_inputs_is_not_the_candidates_crash(tmp_path: Path) -> None:
+    proc = _supervisor(tmp_path)
+    try:
+        _ask(proc, {"op": "hello"})
+        worker = _until(proc, lambda m: m.get("event") == "hello")["worker_pid"]
+        case = {"id": "big", "inputs": [{"name": "x", "shape": [2**27], "dtype": "float32"}]}
+        _ask(proc, {"op": "run", "request_id": "r1", "config": _config("closes_stdio.py"), "case": case,
+                    "timeout_s": 60, "modules_dir": _modules(tmp_path, "closes_stdio.py")})
+        _until(proc, lambda m: m.get("event") == "preparing" and m.get("phase") == "inputs")
+        os.kill(worker, signal.SIGKILL)  # an OOM kill while the inputs are built
+        done = _until(proc, lambda m: m.get("event") in ("case_done", "started"))
+        assert done["event"] == "case_done", "the candidate never ran, yet the case was started"
+        assert done["outcome"] == "harness_error" and "result" not in done
+        assert done["harness_error"]["where"] == "inputs" and "SIGKILL" in done["harness_error"]["message"]
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
