@@ -144,7 +144,7 @@ def test_a_worker_killed_from_outside_says_so_and_is_rerun_with_one_call(loop, t
 
 
 def test_helpers_a_case_started_are_ended_after_it(loop, tmp_path: Path) -> None:
-    pid_file = tmp_path / "helpers"
+    pid_file = tmp_path / "helper-pids"
     plan(tmp_path, "helpers", "leaves_helpers.py",
          [{"id": "c1", "inputs": [inp()], "attributes": {"pid_file": str(pid_file)}}])
     assert states(run(loop, tmp_path, "helpers")) == {"c1": "passed"}
@@ -188,7 +188,7 @@ def _config(module: str) -> dict:
 
 
 def test_a_sigkilled_supervisor_leaves_no_helper_of_its_worker(tmp_path: Path) -> None:
-    pid_file = tmp_path / "helpers"
+    pid_file = tmp_path / "helper-pids"
     proc = _supervisor(tmp_path)
     try:
         _ask(proc, {"op": "run", "request_id": "r1", "config": _config("leaves_helpers.py"),

@@ -173,6 +173,7 @@ def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str)
                       "worker_unusable": damage,
                       "harness_error": {"where": "harness", "type": "ValueError",
                                         "message": f"answer is not valid JSON: {exc}", "traceback": ""}})
+            _sweep_leftovers(baseline)
         elif op == "health":
             try:
                 device.health_check()
