@@ -221,3 +221,18 @@ def test_a_worker_killed_while_building_the_inputs_is_not_the_candidates_crash(t
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def test_metrics_at_the_edge_of_float64_do_not_overflow() -> None:
+    import torch
+
+    from tools.runner.compare import compare_outputs
+
+    ref = torch.tensor([8e307, -8e307, 1.0], dtype=torch.float64)
+    (cmp,) = compare_outputs(-ref, ref, names=None, tolerance={"atol": 1e-5, "rtol": 1e-5}, strict_dtype=True)
+    assert cmp["cosine"] == -1.0 and cmp["max_abs"] == 1.6e308 and cmp["max_rel"] == 2.0
+    assert cmp["mismatch_count"] == 3 and cmp["error_balance"] == pytest.approx(-2 / 3)
+    ref = torch.tensor([1e308, -1e308, 1.0], dtype=torch.float64)
+    (cmp,) = compare_outputs(-ref, ref, names=None, tolerance={"atol": 1e-5, "rtol": 1e-5}, strict_dtype=True)
+    assert cmp["cosine"] == -1.0 and cmp["max_rel"] == 2.0 and cmp["worst_index"] == [0]
+    assert cmp["max_abs"] is None  # 2e308 is past float64: unknown, never a wrong finite number

@@ -31,10 +31,8 @@ import asyncssh
 from ..errors import ToolError
 from ..evidence import safe_component
 from .inventory import VISIBILITY_VARIABLE, HostConfig
-from .local import RUNNER_PACKAGE, RUNNER_SRC, content_hash, runner_sources
+from .local import LEASE_SCRIPT, RUNNER_PACKAGE, RUNNER_SRC, bundle_files, content_hash
 
-LEASE_SRC = Path(__file__).resolve().parent / "lease.py"
-LEASE_SCRIPT = "opdebug_lease.py"
 COMPLETE_MARKER = ".complete"
 _OWNER_SAFE = re.compile(r"[^A-Za-z0-9._:-]")
 
@@ -150,10 +148,9 @@ async def open_connection(host: HostConfig) -> asyncssh.SSHClientConnection:
 
 def runner_files() -> dict[str, bytes]:
     """Relative path on the host -> content: the runner package and the lease helper."""
-    files = {f"{RUNNER_PACKAGE}/{name}": data for name, data in runner_sources().items()}
-    if not files:
+    files = bundle_files()
+    if len(files) < 2:
         raise ToolError(f"no runner sources under {RUNNER_SRC}", code="harness_error")
-    files[LEASE_SCRIPT] = LEASE_SRC.read_bytes()
     return files
 
 
