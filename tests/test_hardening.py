@@ -236,3 +236,70 @@ def test_metrics_at_the_edge_of_float64_do_not_overflow() -> None:
     (cmp,) = compare_outputs(-ref, ref, names=None, tolerance={"atol": 1e-5, "rtol": 1e-5}, strict_dtype=True)
     assert cmp["cosine"] == -1.0 and cmp["max_rel"] == 2.0 and cmp["worst_index"] == [0]
     assert cmp["max_abs"] is None  # 2e308 is past float64: unknown, never a wrong finite number
+
+
+# -- code that is not ours never runs --------------------------------------------------
+
+
+def test_a_stage_directory_others_can_write_or_own_is_refused(tmp_path: Path) -> None:
+    from tools.errors import ToolError
+
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    os.chmod(shared, 0o777)
+    with pytest.raises(ToolError) as exc:
+        stage_runner(shared)
+    assert exc.value.code == "unsafe_path" and "writable by" in exc.value.message
+    if os.getuid() == 0:  # another user's directory (we can hand it over as root)
+        theirs = tmp_path / "theirs"
+        theirs.mkdir(mode=0o755)
+        os.chown(theirs, 65534, 65534)
+        with pytest.raises(ToolError, match="owned by uid 65534"):
+            stage_runner(theirs)
+
+
+def test_a_planted_runner_copy_is_never_run(tmp_path: Path) -> None:
+    from tools.errors import ToolError
+
+    stage = stage_runner(tmp_path / "stage")
+    main = stage / "opdebug_runner" / "__main__.py"
+    original = main.read_bytes()
+    main.write_bytes(original + b"\nimport os; os.system('touch /tmp/pwned')\n")
+    with pytest.raises(ToolError, match="differs from the shipped file"):
+        stage_runner(tmp_path / "stage")
+    main.write_bytes(original)
+    assert stage_runner(tmp_path / "stage") == stage
+    (stage / "torch.py").write_text("raise SystemExit('shadowed torch')\n")  # would shadow torch on PYTHONPATH
+    with pytest.raises(ToolError, match="unexpected file 'torch.py'"):
+        stage_runner(tmp_path / "stage")
+
+
+def test_a_lease_file_symlink_never_touches_its_target(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    leases = tmp_path / "work" / "leases"
+    leases.mkdir(parents=True, mode=0o700)
+    (leases / "cpu-0.lock").symlink_to(victim)
+    lease = Path(__file__).resolve().parent.parent / "tools" / "remote" / "lease.py"
+    proc = subprocess.run([sys.executable, str(lease), "--lease-file", str(leases / "cpu-0.lock"), "--wait", "1",
+                           "--", "true"], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 77, proc
+    assert json.loads(proc.stdout.splitlines()[-1])["event"] == "lease_refused"
+    assert victim.read_text() == "precious\n"
+
+
+def test_two_processes_on_one_run_execute_each_case_once(tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    plan(tmp_path, "twice", "counts_calls.py",
+         [{"id": f"c{i}", "inputs": [inp()], "attributes": {"log_file": str(log), "tag": f"c{i}"}}
+          for i in range(4)])
+    env = dict(os.environ, OPDEBUG_EVIDENCE_ROOT=str(tmp_path))
+    cmd = [sys.executable, "-m", "tools.cli", "run", "--root", str(tmp_path), "--run-id", "twice", "--json"]
+    repo = Path(__file__).resolve().parent.parent
+    procs = [subprocess.Popen(cmd, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    calls = log.read_text().split()
+    assert sorted(calls) == ["c0", "c1", "c2", "c3"], calls  # each case ran once, across both processes
+    assert RunStore(tmp_path, "twice").pending_case_ids() == []
