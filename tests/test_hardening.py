@@ -303,3 +303,32 @@ def test_two_processes_on_one_run_execute_each_case_once(tmp_path: Path) -> None
     calls = log.read_text().split()
     assert sorted(calls) == ["c0", "c1", "c2", "c3"], calls  # each case ran once, across both processes
     assert RunStore(tmp_path, "twice").pending_case_ids() == []
+
+
+def _capture_plan(root: Path, run_id: str, files: dict) -> dict:
+    config = {"run_id": run_id, "operator": {"name": "id", "candidate": "torch.clone", "reference": "torch.clone"}}
+    return {"config": config, "captured_files": files,
+            "cases": [{"id": "c1", "inputs": [{"name": "x", "shape": [2], "values": {"kind": "captured",
+                                                                                    "captured": next(iter(files))}}]}]}
+
+
+def test_captured_files_outside_the_workspace_or_not_regular_are_refused(tmp_path: Path) -> None:
+    from tools.errors import ToolError
+
+    root = tmp_path / "ws" / ".vaws-local" / "operator-debug"
+    fifo = tmp_path / "ws" / "pipe"
+    fifo.parent.mkdir(parents=True)
+    os.mkfifo(fifo)
+    (tmp_path / "ws" / "link").symlink_to("/etc/passwd")
+    cases = {"/etc/passwd": "outside the workspace", "/proc/self/environ": "outside the workspace",
+             str(tmp_path / "ws" / "link"): "outside the workspace", str(fifo): "not a regular file"}
+    for path, why in cases.items():
+        t0 = time.monotonic()
+        with pytest.raises(ToolError) as exc:
+            plan_cases(_capture_plan(root, "cap", {"act": path}), root=root)
+        assert exc.value.code == "bad_file" and why in exc.value.message, (path, exc.value.message)
+        assert time.monotonic() - t0 < 10  # a FIFO never blocks the call
+        assert not (root / "cap").exists()  # no half-made run: the retry is not refused [run_exists]
+    good = tmp_path / "ws" / "act.bin"
+    good.write_bytes(b"\0" * 8)
+    assert plan_cases(_capture_plan(root, "cap", {"act": str(good)}), root=root).created

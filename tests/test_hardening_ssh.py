@@ -57,7 +57,7 @@ def test_a_planted_runner_on_the_host_is_refused_not_run(ssh_env, tmp_path):
     main.write_bytes(original)
     assert asyncio.run(ensure()) == str(root)  # the genuine copy is used as it is
     os.chmod(tmp_path / "work", 0o777)  # a work_dir others can write
-    with pytest.raises(ToolError, match="writable by others"):
+    with pytest.raises(ToolError, match="work_dir is writable by"):
         asyncio.run(ensure())
     os.chmod(tmp_path / "work", 0o755)
 
@@ -119,6 +119,7 @@ def test_a_run_survives_kills_at_random_points_and_leaves_nothing(ssh_env, tmp_p
                 pass
         killed[target] = victims
         server.communicate(timeout=180)
+    assert all(killed.values()), killed  # every kill found its victim
     final = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert final.returncode == 0, final.stderr
     store = RunStore(tmp_path, "fi")
