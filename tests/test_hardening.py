@@ -332,3 +332,37 @@ def test_captured_files_outside_the_workspace_or_not_regular_are_refused(tmp_pat
     good = tmp_path / "ws" / "act.bin"
     good.write_bytes(b"\0" * 8)
     assert plan_cases(_capture_plan(root, "cap", {"act": str(good)}), root=root).created
+
+
+# -- input that is refused, and said so ----------------------------------------------
+
+
+def test_a_trailing_newline_is_refused_everywhere(tmp_path: Path) -> None:
+    from tools.errors import ToolError
+    from tools.evidence import safe_component
+    from tools.remote.inventory import parse_inventory
+
+    with pytest.raises(ToolError, match="safe slug"):
+        safe_component("nl\n")
+    config = {"run_id": "nl", "operator": {"name": "m", "candidate": "m.cand", "reference": "m.ref",
+                                           "modules": ["m.py\n"]}}
+    with pytest.raises(ToolError) as exc:
+        plan_cases({"config": config, "cases": [{"id": "c\n", "inputs": [inp()]}],
+                    "module_sources": {"m.py\n": "def cand(x): return x\n"}}, root=tmp_path)
+    assert "config.operator.modules.0" in exc.value.message and "cases.0.id" in exc.value.message
+    assert list(tmp_path.iterdir()) == []
+    for field, value in (("hostname", "127.0.0.1\n"), ("user", "me\n"), ("work_dir", "/tmp/w\n"), ("work_dir", "/")):
+        with pytest.raises(ToolError) as exc:
+            parse_inventory({"hosts": {"h": {"hostname": "127.0.0.1", field: value}}})
+        assert f"hosts.h.{field}" in exc.value.message, exc.value.message
+
+
+def test_a_nan_metric_is_refused_as_not_finite() -> None:
+    from pydantic import ValidationError
+
+    from tools.schemas import Comparison
+
+    for field in ("max_abs", "mismatch_ratio"):
+        with pytest.raises(ValidationError) as exc:
+            Comparison.model_validate({"output": "o", "passed": False, field: float("nan")})
+        assert "must be a finite number" in str(exc.value) and "greater than" not in str(exc.value)

@@ -179,7 +179,7 @@ def _module_sources_beside(request: dict[str, Any], directory: Path) -> dict[str
     modules = config.get("operator", {}).get("modules", []) if isinstance(config, dict) else []
     sources = {}
     for name in modules if isinstance(modules, list) else []:
-        if not isinstance(name, str) or not _MODULE_FILE_RE.match(name):
+        if not isinstance(name, str) or not _MODULE_FILE_RE.fullmatch(name):
             continue  # the schema names the bad entry
         path = directory / name
         try:

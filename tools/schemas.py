@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
     AfterValidator,
+    BeforeValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -55,7 +56,7 @@ Status = Literal["passed", "numerical_mismatch", "crash", "unsupported"]
 
 
 def _slug(value: str) -> str:
-    if not isinstance(value, str) or not _SLUG_RE.match(value):
+    if not isinstance(value, str) or not _SLUG_RE.fullmatch(value):
         raise ValueError(
             "must be a safe slug: 1-96 characters of letters, digits, '.', '_' or '-', "
             "starting with a letter or digit (no '/', no '..', no spaces)"
@@ -66,19 +67,32 @@ def _slug(value: str) -> str:
 
 
 def _ident(value: str) -> str:
-    if not _IDENT_RE.match(value):
+    if not _IDENT_RE.fullmatch(value):
         raise ValueError("must be a Python identifier of at most 64 characters")
     return value
 
 
 def _dotted(value: str) -> str:
-    if not _DOTTED_RE.match(value):
+    if not _DOTTED_RE.fullmatch(value):
         raise ValueError("must be a dotted callable path such as 'torch_npu.npu_rms_norm' (module.attr)")
     return value
 
 
 def _finite(value: float | None) -> float | None:
     if value is not None and not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return value
+
+
+def _finite_first(value: Any) -> Any:
+    """Before a bound (ge/le) is checked: a NaN/Inf (also spelled as a string) is not finite."""
+    number = value
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return value
+    if isinstance(number, float) and not math.isfinite(number):
         raise ValueError("must be a finite number")
     return value
 
@@ -98,7 +112,7 @@ def _finite_json(value: Any) -> Any:
 
 
 def _module_file(value: str) -> str:
-    if not _MODULE_FILE_RE.match(value):
+    if not _MODULE_FILE_RE.fullmatch(value):
         raise ValueError("module file must be NAME.py with NAME a Python identifier (no directories)")
     return value
 
@@ -111,7 +125,8 @@ ModuleFile = Annotated[str, AfterValidator(_module_file)]
 Ident = Annotated[str, AfterValidator(_ident)]
 Dotted = Annotated[str, AfterValidator(_dotted)]
 FiniteFloat = Annotated[float, AfterValidator(_finite)]
-NonNegFinite = Annotated[float, Field(ge=0), AfterValidator(_finite)]
+# Non-finite input is refused before the bound is checked: NaN says "must be a finite number".
+NonNegFinite = Annotated[float, BeforeValidator(_finite_first), Field(ge=0), AfterValidator(_finite)]
 # A tensor element as JSON: finite numbers as numbers, the rest spelled out.
 ElementValue = Union[float, int, bool, Literal["nan", "inf", "-inf"]]
 
@@ -374,7 +389,7 @@ class Comparison(Strict):
     error_balance: FiniteFloat | None = None
     max_ulp: NonNegFinite | None = None
     mismatch_count: Annotated[int, Field(ge=0)] = 0
-    mismatch_ratio: Annotated[float, Field(ge=0, le=1)] = 0.0
+    mismatch_ratio: Annotated[float, BeforeValidator(_finite_first), Field(ge=0, le=1)] = 0.0
     nan_mismatch: Annotated[int, Field(ge=0)] = 0
     inf_mismatch: Annotated[int, Field(ge=0)] = 0
     worst_index: list[int] | None = None
