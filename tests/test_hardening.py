@@ -366,3 +366,30 @@ def test_a_nan_metric_is_refused_as_not_finite() -> None:
         with pytest.raises(ValidationError) as exc:
             Comparison.model_validate({"output": "o", "passed": False, field: float("nan")})
         assert "must be a finite number" in str(exc.value) and "greater than" not in str(exc.value)
+
+
+def test_a_full_disk_names_the_write_that_failed_and_keeps_every_outcome(loop, tmp_path: Path) -> None:
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.getuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(disk)],
+                                          capture_output=True).returncode != 0:
+        pytest.skip("needs a small tmpfs (root and mount)")
+    try:
+        plan(disk, "full", "closes_stdio.py", [{"id": f"c{i}", "inputs": [inp()]} for i in range(2)])
+        filler = disk / "filler"
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT)  # fill what is left
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        resp = run(loop, disk, "full")
+        assert [o.state for o in resp.outcomes] == ["pending", "pending"]
+        for out in resp.outcomes:
+            assert "No space left on device (ENOSPC)" in out.error and "writing " in out.error, out.error
+        filler.unlink()
+        assert states(run(loop, disk, "full")) == {"c0": "passed", "c1": "passed"}  # the retry records them
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)

@@ -12,6 +12,7 @@ records nothing: the case stays pending and its outcome says why.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 from typing import Awaitable, Callable
 
@@ -172,6 +173,10 @@ def _record_event(store: RunStore, root, host: str, device: str, case_id: str, e
         if exc.code == "already_recorded":
             return None
         return _pending(case_id, f"not recorded: {exc.message}", host=host, device=device)
+    except OSError as exc:  # a full disk outside the atomic writes: this case stays pending, the others keep theirs
+        return _pending(case_id, f"not recorded: writing the evidence failed: {exc.strerror or exc} "
+                                 f"({errno.errorcode.get(exc.errno or 0, 'OSError')}"
+                                 f"{', ' + str(exc.filename) if exc.filename else ''})", host=host, device=device)
     return _outcome(case_id, result, host, device, response.raw_path)
 
 
