@@ -393,3 +393,50 @@ def test_a_full_disk_names_the_write_that_failed_and_keeps_every_outcome(loop, t
         assert states(run(loop, disk, "full")) == {"c0": "passed", "c1": "passed"}  # the retry records them
     finally:
         subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def test_lines_the_mcp_sdk_cannot_read_are_answered_over_stdio(tmp_path: Path) -> None:
+    """Raw lines on the server's stdin (no client library sends broken JSON)."""
+    proc = subprocess.Popen([sys.executable, "-m", "mcp_server", "--evidence-root", str(tmp_path)],
+                            cwd=Path(__file__).resolve().parent.parent, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+    def send(line: str) -> None:
+        proc.stdin.write(line.encode("utf-8", "surrogatepass") + b"\n")
+        proc.stdin.flush()
+
+    def reply() -> dict:
+        line = proc.stdout.readline()
+        assert line, "the server's output ended"
+        return json.loads(line)
+
+    try:
+        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}))
+        assert reply()["id"] == 1
+        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        broken = {
+            2: '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"plan_cases"',  # truncated
+            3: '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"plan_cases","arguments":{"a":'
+               + "[" * 300 + "]" * 300 + "}}}",  # nested too deep
+            4: '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"x\\ud800","arguments":{}}}',
+        }
+        for request_id, line in broken.items():
+            send(line)
+            answer = reply()
+            assert answer["id"] == request_id and answer["error"]["code"] == -32700, answer
+        send(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}))
+        listed = reply()
+        assert listed["id"] == 5 and {t["name"] for t in listed["result"]["tools"]} >= {"plan_cases"}
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_the_cli_answers_json_too_deep_to_read(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"config": {"x": ' + "[" * 5000 + "]" * 5000 + "}}")
+    proc = subprocess.run([sys.executable, "-m", "tools.cli", "plan", "--config", str(deep), "--root",
+                           str(tmp_path / "ev")], cwd=Path(__file__).resolve().parent.parent, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and "[bad_file]" in proc.stderr and "nested too deeply" in proc.stderr, proc.stderr
