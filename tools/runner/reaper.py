@@ -90,6 +90,20 @@ def children(pid: int) -> set[int]:
     return out
 
 
+def own_children() -> set[int] | None:
+    """Children of this process from /proc/self/task/*/children (cheap), or
+    None where the kernel does not offer that file."""
+    out: set[int] = set()
+    try:
+        tasks = os.listdir("/proc/self/task")
+        for tid in tasks:
+            with open(f"/proc/self/task/{tid}/children") as fh:
+                out.update(int(p) for p in fh.read().split())
+    except (OSError, ValueError):
+        return None
+    return out
+
+
 def reap_children(keep: set[int] = frozenset()) -> None:
     """Collect exited children of this process that nobody else waits for."""
     for pid in children(os.getpid()) - set(keep):

@@ -92,7 +92,12 @@ def _damage(expected: dict) -> str | None:
 
 
 def _sweep_leftovers(baseline: set) -> None:
-    """End what the case started and left running (setsid, double fork included)."""
+    """End what the case started and left running (setsid, double fork included).
+    As a subreaper, every process a case left is a child of ours (orphans come
+    back to us): with no new child there is nothing to look for."""
+    children = reaper.own_children()
+    if children is not None and not (children - baseline):
+        return
     reaper.sweep(os.environ.get(reaper.SWEEP_ENV), keep=baseline | {os.getpid()})
     reaper.reap_children()
 
