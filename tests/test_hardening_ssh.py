@@ -95,7 +95,7 @@ def test_a_run_survives_kills_at_random_points_and_leaves_nothing(ssh_env, tmp_p
               "default_timeout_s": 60}
     plan_cases({"config": config, "module_sources": {"steady_mod.py": STEADY},
                 "cases": [{"id": c, "inputs": [{"name": "x", "shape": [8, 8]}], "seed": i,
-                           "attributes": {"delay": 0.4}} for i, c in enumerate(ids)]}, root=tmp_path)
+                           "attributes": {"delay": 1.0}} for i, c in enumerate(ids)]}, root=tmp_path)
     cmd = [sys.executable, "-m", "tools.cli", "run", "--root", str(tmp_path), "--run-id", "fi", "--host", "hosta",
            "--inventory", str(inv), "--json"]
     rng = random.Random(11)
@@ -103,12 +103,13 @@ def test_a_run_survives_kills_at_random_points_and_leaves_nothing(ssh_env, tmp_p
     rng.shuffle(targets)
     sshd = ssh_env.servers["hosta"].proc.pid
     killed = {}
-    for target in targets:
-        server = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for round_, target in enumerate(targets):  # each round runs its own 5 cases, so each kill lands mid-run
+        chunk = [arg for c in ids[5 * round_:5 * round_ + 5] for arg in ("--case", c)]
+        server = subprocess.Popen(cmd + chunk, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 60
         while not _runner_pids(work, "worker") and time.monotonic() < deadline and server.poll() is None:
             time.sleep(0.05)
-        time.sleep(rng.uniform(0.2, 1.5))
+        time.sleep(rng.uniform(0.2, 1.0))
         victims = {"connection": lambda: _sshd_sessions(sshd), "server": lambda: [server.pid],
                    "worker": lambda: _runner_pids(work, "worker")[:1],
                    "supervisor": lambda: _runner_pids(work, "supervise")[:1]}[target]()
