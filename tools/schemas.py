@@ -13,6 +13,9 @@ import re
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, Union
 
+from typing_extensions import TypeAliasType
+
+from pydantic.json_schema import SkipJsonSchema
 from pydantic import (
     AfterValidator,
     BeforeValidator,
@@ -37,8 +40,22 @@ _MODULE_FILE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\.py$")
 DTYPES = (
     "float16", "bfloat16", "float32", "float64",
     "int8", "uint8", "int16", "int32", "int64", "bool",
+    # issue 8: float8, complex, wide unsigned, and the Ascend-only dtypes (torch_npu names; packed carriers)
+    "float8_e4m3fn", "float8_e5m2", "complex64", "complex128", "uint16", "uint32", "uint64",
+    "hifloat8", "float4_e2m1fn_x2", "float4_e1m2fn_x2", "int4",
 )
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+# Dtype families (value specs may be keyed by a family, see ValueSpec.by_dtype); mirrored in tools/runner/inputs.py.
+DTYPE_FAMILIES = {
+    "float": FLOAT_DTYPES, "float8": ("float8_e4m3fn", "float8_e5m2"), "complex": ("complex64", "complex128"),
+    "int": ("int8", "int16", "int32", "int64"), "uint": ("uint8", "uint16", "uint32", "uint64"), "bool": ("bool",),
+    "ascend": ("hifloat8", "float4_e2m1fn_x2", "float4_e1m2fn_x2", "int4"),
+}
+ASCEND_ONLY_DTYPES = DTYPE_FAMILIES["ascend"]
+
+
+def dtype_family(dtype: str) -> str:
+    return next(f for f, members in DTYPE_FAMILIES.items() if dtype in members)
 # Ascend storage formats (torch_npu.npu_format_cast ids live in the runner).
 LAYOUTS = ("ND", "NCHW", "NHWC", "NC1HWC0", "FRACTAL_Z", "FRACTAL_NZ")
 MODES = ("eager", "compile", "graph")
@@ -48,8 +65,11 @@ MODES = ("eager", "compile", "graph")
 MAX_STORAGE_ELEMENTS = 2**34
 STATUSES = ("passed", "numerical_mismatch", "crash", "unsupported")
 
-Dtype = Literal["float16", "bfloat16", "float32", "float64",
-                "int8", "uint8", "int16", "int32", "int64", "bool"]
+# A named alias: published once in $defs and referenced (the schema stays compact).
+Dtype = TypeAliasType("Dtype", Literal[  # type: ignore[valid-type]
+    "float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "int32", "int64", "bool",
+    "float8_e4m3fn", "float8_e5m2", "complex64", "complex128", "uint16", "uint32", "uint64",
+    "hifloat8", "float4_e2m1fn_x2", "float4_e1m2fn_x2", "int4"])
 Layout = Literal["ND", "NCHW", "NHWC", "NC1HWC0", "FRACTAL_Z", "FRACTAL_NZ"]
 Mode = Literal["eager", "compile", "graph"]
 Status = Literal["passed", "numerical_mismatch", "crash", "unsupported"]
@@ -171,6 +191,10 @@ class ValueSpec(Strict):
     # tensor saved with torch.save), shipped with the run.
     captured: Annotated[str, AfterValidator(_slug)] | None = None
     specials: list[SpecialValues] = Field(default_factory=list)
+    exclude_zero: bool = Field(False, description="replace generated zeros by the smallest non-zero step (recorded)")
+    by_dtype: dict[str, "ValueSpec"] = Field(
+        default_factory=dict, description="value spec per dtype or family (float, float8, complex, int, uint, bool, "
+        "ascend); the dtype's entry wins, then its family's, else this spec")
 
     @model_validator(mode="after")
     def _check(self) -> "ValueSpec":
@@ -183,11 +207,22 @@ class ValueSpec(Strict):
             raise ValueError("kind 'full' needs 'fill'")
         if self.kind == "captured" and not self.captured:
             raise ValueError("kind 'captured' needs 'captured' (a file in artifacts/captured/)")
+        for key, sub in self.by_dtype.items():
+            if key not in DTYPES and key not in DTYPE_FAMILIES:
+                raise ValueError(f"by_dtype key {key!r} is neither a dtype nor a family {sorted(DTYPE_FAMILIES)}")
+            if sub.by_dtype:
+                raise ValueError(f"by_dtype[{key!r}] cannot have its own by_dtype")
         return self
 
+    def for_dtype(self, dtype: str) -> "ValueSpec":
+        """The spec that applies to an input of ``dtype``."""
+        sub = self.by_dtype.get(dtype) or self.by_dtype.get(dtype_family(dtype))
+        return sub if sub is not None else self
 
-class InputSpec(Strict):
-    name: Ident
+
+class TensorSpec(Strict):
+    """One tensor: shape, strides, offset, dtype, layout, values."""
+
     shape: list[Annotated[int, Field(ge=0)]]
     # None means contiguous.  Strides are in elements, like torch.
     strides: list[Annotated[int, Field(ge=0)]] | None = None
@@ -197,7 +232,9 @@ class InputSpec(Strict):
     values: ValueSpec = Field(default_factory=ValueSpec)
 
     @model_validator(mode="after")
-    def _rank(self) -> "InputSpec":
+    def _rank(self) -> "TensorSpec":
+        if self.shape is None:  # an InputSpec that is a tensor list or None
+            return self
         if self.strides is not None and len(self.strides) != len(self.shape):
             raise ValueError(
                 f"'strides' has rank {len(self.strides)} but 'shape' has rank {len(self.shape)}"
@@ -217,21 +254,46 @@ class InputSpec(Strict):
                 f"of {needed} elements, over the limit of {MAX_STORAGE_ELEMENTS} (2**34) per input: building it "
                 "would exhaust the host's memory - plan a smaller shape that still shows the failure"
             )
-        for special in self.values.specials:
+        values = self.values.for_dtype(self.dtype)
+        for special in values.specials:
             for pos in special.positions or []:
                 if len(pos) != len(self.shape) or any(i >= size for i, size in zip(pos, self.shape)):
                     raise ValueError(f"special '{special.value}' position {pos} is outside shape {self.shape}")
             if special.count is not None and special.count > numel:
                 raise ValueError(f"special '{special.value}' count {special.count} is over the {numel} elements "
                                  f"of shape {self.shape}")
-        if self.dtype not in FLOAT_DTYPES:
-            for special in self.values.specials:
-                if special.value not in ("+0",):
-                    raise ValueError(f"special value '{special.value}' needs a floating dtype, not {self.dtype}")
+        floating = FLOAT_DTYPES + DTYPE_FAMILIES["float8"]
+        for special in values.specials:
+            if self.dtype not in floating and special.value != "+0":
+                raise ValueError(f"special value '{special.value}' needs a floating dtype, not {self.dtype}")
+            if self.dtype == "float8_e4m3fn" and special.value in ("inf", "-inf"):
+                raise ValueError("float8_e4m3fn has no infinity (an inf becomes NaN); use 'nan' or 'large'")
         return self
 
     def is_contiguous(self) -> bool:
-        return self.strides is None or self.strides == contiguous_strides(self.shape)
+        return self.strides is None or self.shape is None or self.strides == contiguous_strides(self.shape)
+
+
+class InputSpec(TensorSpec):
+    name: Ident
+    shape: list[Annotated[int, Field(ge=0)]] | None = None  # type: ignore[assignment]
+    tensors: list[TensorSpec] | None = Field(
+        None, min_length=1, max_length=128, description="a Tensor[] argument: one spec per member")
+    none: bool = Field(False, description="pass None (an optional Tensor? argument); the other fields are kept")
+
+    @model_validator(mode="after")
+    def _kind(self) -> "InputSpec":
+        if self.tensors is not None and self.shape is not None and not self.none:
+            raise ValueError("a tensor list ('tensors') has its shapes in its members, not in 'shape'")
+        if self.tensors is None and self.shape is None and not self.none:
+            raise ValueError("give 'shape' (a tensor), 'tensors' (a tensor list) or none=true")
+        return self
+
+    def members(self) -> list[TensorSpec]:
+        """The tensors this input passes: none for None, the members of a list, else itself."""
+        if self.none:
+            return []
+        return list(self.tensors) if self.tensors is not None else [self]
 
 
 def storage_elements(shape: list[int], strides: list[int], offset: int) -> int:
@@ -249,7 +311,70 @@ def contiguous_strides(shape: list[int]) -> list[int]:
     return list(reversed(strides))
 
 
-AttributeValue = Union[None, bool, int, float, str, list[Union[None, bool, int, float, str]]]
+# --------------------------------------------------------------------------
+# Captures: a case planned from a model's real call (issue 14)
+# --------------------------------------------------------------------------
+
+
+class CaseOrigin(Strict):
+    """Where a case came from when it was planned from a capture or a dump."""
+
+    kind: Literal["captured_call", "accuracy_dump", "capture_star"] = Field(
+        description="captured_call/accuracy_dump: the model's real call; capture_star: a one-axis variation around it")
+    source: Annotated[str, Field(max_length=4096)] = Field(description="the capture directory or dump.json it came from")
+    call: Annotated[str, Field(max_length=512)] = Field(description="the call id in the capture index (stage#N) or the dump's API name")
+    target: Annotated[str, Field(max_length=512)] | None = Field(None, description="the operator the model called, as recorded")
+    exact: bool = Field(description="true when every tensor input replays the recorded values exactly")
+    stats: dict[str, dict[str, Union[float, int, str, None]]] = Field(
+        default_factory=dict, description="per input, the recorded value statistics (numel, nan, inf, min, max, mean, absmax)")
+    stack: list[Annotated[str, Field(max_length=1000)]] = Field(
+        default_factory=list, max_length=16, description="the innermost source frames of the recorded call")
+
+
+def _at_most_16(value: list) -> list:
+    if len(value) > 16:
+        raise ValueError("at most 16 captures per request")
+    return value
+
+
+def _compact_schema(schema: dict) -> None:
+    """Drop the generated titles (the published schema stays small)."""
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+
+
+def _capture_dir(value: str) -> str:
+    if not 1 <= len(value) <= 4096:
+        raise ValueError("must be a path of 1-4096 characters")
+    return value
+
+
+def _capture_calls(value: list[str]) -> list[str]:
+    if len(value) > 256 or any(not 1 <= len(c) <= 512 for c in value):
+        raise ValueError("at most 256 call ids of 1-512 characters")
+    return value
+
+
+class CaptureSelection(Strict):
+    # A capture dir or accuracy-checker dump (references/captures.md); server paths, in the workspace.
+    # validated by the AfterValidators; the published schema stays small (titles and limits left out)
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_compact_schema)
+
+    dir: Annotated[str, AfterValidator(_capture_dir)] = Field(description="capture dir or dump.json")
+    calls: Annotated[list[str], AfterValidator(_capture_calls)] = Field(
+        default_factory=list, description="call ids; omit: all")
+    star: bool = Field(False, description="one-axis variations too")
+
+
+class DtypeArg(Strict):
+    """A torch dtype argument, passed as torch.<value> (torch_npu.<value> for Ascend-only dtypes)."""
+
+    kind: Literal["dtype"]
+    value: Dtype
+
+
+AttributeValue = Union[None, bool, int, float, str, DtypeArg, list[Union[None, bool, int, float, str]]]
 
 
 class Case(Strict):
@@ -260,6 +385,8 @@ class Case(Strict):
     seed: Annotated[int, Field(ge=0, lt=2**63)] | None = None
     timeout_s: Annotated[float, Field(gt=0, le=3600)] | None = None
     description: Annotated[str, Field(max_length=2000)] | None = None
+    # set by plan_cases for a case planned from 'captures' (not published in the input schema: agents never write it)
+    origin: SkipJsonSchema[CaseOrigin | None] = None
 
     @field_validator("attributes")
     @classmethod
@@ -331,6 +458,7 @@ class OperatorSpec(Strict):
     import_timeout_s: Annotated[float, Field(gt=0, le=3600)] = Field(
         300.0, description="Seconds the worker may spend importing the user modules and resolving the callables; "
                            "past it the case stays pending and the next cases go on.")
+    random: bool = Field(False, description="draws random numbers: the reference runs twice to check its seeding")
 
     @field_validator("unsupported_rules")
     @classmethod
@@ -490,6 +618,33 @@ class NextCase(Strict):
     change: dict[str, Any]
 
 
+class BoundaryFeature(Strict):
+    """One thing a failing captured call has that no passing planned case has."""
+
+    axis: str = Field(description="e.g. x.dtype, x.strides_class, x.offset, x.layout, x.values_class, dtypes_mixed, attr.eps")
+    value: str = Field(description="the captured call's value on that axis")
+    passing_values: list[str] = Field(default_factory=list, description="the values the passing planned cases have there")
+
+
+class BridgeCase(Strict):
+    """A planned case between a passing planned case and the failing captured call (one axis)."""
+
+    axis: str = Field(description="the boundary axis this case crosses")
+    base_case: str = Field(description="the passing planned case it starts from")
+    star: dict[str, Any] = Field(description="a StarSpec (include_base false) ready for plan_cases append=true 'stars'")
+
+
+class IntegrationDiff(Strict):
+    """Captured calls vs planned cases at the integration boundary."""
+
+    direction: Literal["captured_fails", "planned_fails"] = Field(
+        description="captured_fails: captured calls fail and planned cases pass; planned_fails: the reverse")
+    failing_case: str = Field(description="the failing case the features belong to")
+    closest_passing: str | None = Field(None, description="the passing case of the other kind closest to it")
+    features: list[BoundaryFeature] = Field(description="what the failing case has that no passing case of the other kind has")
+    bridges: list[BridgeCase] = Field(default_factory=list, description="planned cases that cross one feature each")
+
+
 class Analysis(Strict):
     schema_version: Literal[1] = 1
     run_id: str
@@ -505,6 +660,8 @@ class Analysis(Strict):
     failure_axes: list[FailureAxis]
     integration_hint: str | None = None
     next_cases: list[NextCase] = Field(default_factory=list)
+    integration_diff: list[IntegrationDiff] = Field(
+        default_factory=list, description="captured calls vs planned cases: what differs at the integration boundary")
     analyzed_at: datetime
 
 
@@ -531,7 +688,8 @@ def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
 # Tool requests and responses
 # --------------------------------------------------------------------------
 
-StarAxis = Literal["dtype", "shape", "strides", "storage_offset", "layout", "mode", "attribute", "values"]
+StarAxis = Literal["dtype", "shape", "strides", "storage_offset", "layout", "mode", "attribute", "values",
+                   "length", "none"]
 
 
 class StarVariation(Strict):
@@ -543,6 +701,7 @@ class StarVariation(Strict):
     input: Ident | None = None
     # For axis == "attribute": the attribute name.
     name: Ident | None = None
+    member: Annotated[int, Field(ge=0)] | None = Field(None, description="tensor-list member the input axis varies")
     values: list[Any] = Field(min_length=1, max_length=64)
 
     @model_validator(mode="after")
@@ -551,6 +710,8 @@ class StarVariation(Strict):
             raise ValueError("axis 'attribute' needs 'name'")
         if self.axis != "attribute" and self.name is not None:
             raise ValueError("'name' is only for axis 'attribute'")
+        if self.axis in ("length", "none") and not self.input:
+            raise ValueError(f"axis '{self.axis}' needs 'input'")
         return self
 
 
@@ -579,6 +740,8 @@ class PlanRequest(Strict):
     # artifacts/captured/NAME and shipped with the run; an input whose
     # values are {"kind": "captured", "captured": NAME} replays it exactly.
     captured_files: dict[Slug, Annotated[str, Field(min_length=1, max_length=4096)]] = Field(default_factory=dict)
+    captures: Annotated[list[CaptureSelection], AfterValidator(_at_most_16)] = Field(
+        default_factory=list, description="calls to replay")
 
     @model_validator(mode="after")
     def _shape(self) -> "PlanRequest":
@@ -589,8 +752,8 @@ class PlanRequest(Strict):
             raise ValueError("a new run needs 'config' (set append=true to add cases to an existing run)")
         if self.config is not None and self.run_id is not None and self.run_id != self.config.run_id:
             raise ValueError(f"'run_id' {self.run_id!r} differs from config.run_id {self.config.run_id!r}")
-        if not self.cases and not self.stars:
-            raise ValueError("give at least one case in 'cases' or one star in 'stars'")
+        if not self.cases and not self.stars and not self.captures:
+            raise ValueError("give at least one case in 'cases', one star in 'stars' or one capture in 'captures'")
         if self.config is not None and not self.append:
             missing = [m for m in self.config.operator.modules if m not in self.module_sources]
             if missing:
