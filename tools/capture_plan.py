@@ -58,13 +58,11 @@ def workspace_roots(evidence_root=None) -> list[Path]:
     """Where capture paths may point: the server's working directory, the
     project of the evidence root (the directory holding ``.vaws-local``, else
     the evidence root's parent) and the directories in $OPDEBUG_WORKSPACE
-    (os.pathsep-separated).  (Issue 11 limits ``captured_files`` to the
-    workspace too; this is the same rule, kept here until that lands.)"""
-    root = resolve_root(evidence_root)
-    project = root.parent.parent if root.parent.name == ".vaws-local" else root.parent
-    roots = [Path.cwd().resolve(), project]
-    roots += [Path(p).expanduser().resolve() for p in os.environ.get(WORKSPACE_ENV, "").split(os.pathsep) if p]
-    return roots
+    (os.pathsep-separated): the same rule as ``captured_files``
+    (workspace_files.allowed_roots)."""
+    from .workspace_files import allowed_roots
+
+    return allowed_roots(resolve_root(evidence_root))
 
 
 def workspace_path(given: str, where: str, evidence_root=None) -> Path:

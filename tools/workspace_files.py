@@ -4,10 +4,11 @@
 ``/etc/shadow`` or ``/proc/self/environ`` into the evidence (and ship it to
 every host), nor hang on ``/proc/kmsg`` or a FIFO.  So a named file must:
 
-- resolve (symlinks followed) inside an allowed root: the workspace (the
-  directory that holds ``.vaws-local``, else the working directory), the
-  evidence root, or a directory listed in ``$OPDEBUG_CAPTURE_ROOTS``
-  (``os.pathsep``-separated);
+- resolve (symlinks followed) inside an allowed root: the server's working
+  directory, the evidence root's project (the directory that holds
+  ``.vaws-local``, else the evidence root's parent), or a directory listed in
+  ``$OPDEBUG_WORKSPACE`` (``os.pathsep``-separated) - the one rule for
+  ``captured_files`` and for capture directories (capture_plan.py);
 - be a regular file (opened ``O_NOFOLLOW | O_NONBLOCK`` and checked with
   ``fstat``: no device, FIFO, socket or directory) of at most ``limit`` bytes;
 - be read completely within ``timeout_s`` seconds.
@@ -22,17 +23,14 @@ from pathlib import Path
 
 from .errors import ToolError
 
-ROOTS_ENV = "OPDEBUG_CAPTURE_ROOTS"
+ROOTS_ENV = "OPDEBUG_WORKSPACE"
 READ_TIMEOUT_S = 60.0
 
 
 def allowed_roots(evidence_root: Path) -> list[Path]:
-    roots = [evidence_root.resolve()]
-    parts = evidence_root.resolve().parts
-    if ".vaws-local" in parts:
-        roots.append(Path(*parts[:parts.index(".vaws-local")]))
-    else:
-        roots.append(Path.cwd().resolve())
+    root = Path(evidence_root).expanduser().resolve()
+    project = root.parent.parent if root.parent.name == ".vaws-local" else root.parent
+    roots = [Path.cwd().resolve(), project]
     roots += [Path(p).expanduser().resolve() for p in os.environ.get(ROOTS_ENV, "").split(os.pathsep) if p]
     return list(dict.fromkeys(roots))
 
