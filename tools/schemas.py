@@ -18,7 +18,6 @@ from typing_extensions import TypeAliasType
 from pydantic.json_schema import SkipJsonSchema
 from pydantic import (
     AfterValidator,
-    BeforeValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -104,16 +103,18 @@ def _finite(value: float | None) -> float | None:
     return value
 
 
-def _finite_first(value: Any) -> Any:
-    """Before a bound (ge/le) is checked: a NaN/Inf (also spelled as a string) is not finite."""
-    number = value
-    if isinstance(value, str):
-        try:
-            number = float(value)
-        except ValueError:
-            return value
-    if isinstance(number, float) and not math.isfinite(number):
-        raise ValueError("must be a finite number")
+def _finite_non_negative(value: float) -> float:
+    """Finite first, so a NaN says "must be a finite number", not a bound."""
+    _finite(value)
+    if value < 0:
+        raise ValueError("must be greater than or equal to 0")
+    return value
+
+
+def _finite_ratio(value: float) -> float:
+    _finite_non_negative(value)
+    if value > 1:
+        raise ValueError("must be less than or equal to 1")
     return value
 
 
@@ -146,7 +147,7 @@ Ident = Annotated[str, AfterValidator(_ident)]
 Dotted = Annotated[str, AfterValidator(_dotted)]
 FiniteFloat = Annotated[float, AfterValidator(_finite)]
 # Non-finite input is refused before the bound is checked: NaN says "must be a finite number".
-NonNegFinite = Annotated[float, BeforeValidator(_finite_first), Field(ge=0), AfterValidator(_finite)]
+NonNegFinite = Annotated[float, AfterValidator(_finite_non_negative), Field(json_schema_extra={"minimum": 0})]
 # A tensor element as JSON: finite numbers as numbers, the rest spelled out.
 ElementValue = Union[float, int, bool, Literal["nan", "inf", "-inf"]]
 
@@ -455,9 +456,10 @@ class OperatorSpec(Strict):
     # Extra regexes (Python re, case-insensitive) whose match on a candidate
     # exception makes the case `unsupported`, added to the built-in rules.
     unsupported_rules: list[Annotated[str, Field(min_length=1, max_length=500)]] = Field(default_factory=list)
-    import_timeout_s: Annotated[float, Field(gt=0, le=3600)] = Field(
-        300.0, description="Seconds the worker may spend importing the user modules and resolving the callables; "
-                           "past it the case stays pending and the next cases go on.")
+    # Seconds the worker may spend importing the user modules and resolving the
+    # callables; past it the case stays pending and the next cases go on.
+    # Validated, not published (the plan schema's size budget): see SKILL.md.
+    import_timeout_s: SkipJsonSchema[Annotated[float, Field(gt=0, le=3600)]] = 300.0
     random: bool = Field(False, description="draws random numbers: the reference runs twice to check its seeding")
 
     @field_validator("unsupported_rules")
@@ -517,7 +519,8 @@ class Comparison(Strict):
     error_balance: FiniteFloat | None = None
     max_ulp: NonNegFinite | None = None
     mismatch_count: Annotated[int, Field(ge=0)] = 0
-    mismatch_ratio: Annotated[float, BeforeValidator(_finite_first), Field(ge=0, le=1)] = 0.0
+    mismatch_ratio: Annotated[float, AfterValidator(_finite_ratio),
+                              Field(json_schema_extra={"minimum": 0, "maximum": 1})] = 0.0
     nan_mismatch: Annotated[int, Field(ge=0)] = 0
     inf_mismatch: Annotated[int, Field(ge=0)] = 0
     worst_index: list[int] | None = None

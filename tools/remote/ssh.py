@@ -174,14 +174,34 @@ class _Attrs:
         self.st_mode, self.st_uid = mode, attrs.uid
 
 
-async def remote_uid(conn: asyncssh.SSHClientConnection) -> int:
-    """The login user's uid on the host (what every directory we trust must be owned by)."""
+async def remote_uid(sftp: asyncssh.SFTPClient, directory: str) -> int:
+    """The login user's uid on the host (what every directory we trust must be
+    owned by): the owner of a file we create in ``directory`` - over the SFTP
+    session already open, so no extra channel (sshd's MaxSessions)."""
+    probe = f"{directory}/.uid-probe-{secrets.token_hex(6)}"
     try:
-        result = await conn.run("id -u", check=True, timeout=30)
-        return int(str(result.stdout).strip())
-    except (asyncssh.Error, OSError, ValueError, asyncio.TimeoutError) as exc:
-        raise ToolError(f"cannot learn the login user's uid on the host (`id -u`: {exc})", code="harness_error") \
-            from None
+        async with sftp.open(probe, "xb", attrs=asyncssh.SFTPAttrs(permissions=0o600)):
+            pass
+        uid = (await sftp.lstat(probe)).uid
+        await sftp.remove(probe)
+    except (asyncssh.SFTPError, OSError) as exc:
+        raise refuse(directory, f"cannot create a file in it ({exc})") from None
+    if uid is None:
+        raise ToolError(f"the host's SFTP server does not report file owners; cannot check {directory}",
+                        code="unsafe_path")
+    return uid
+
+
+async def _checked_work_dir(sftp: asyncssh.SFTPClient, host: HostConfig) -> int:
+    """The login uid, after making sure work_dir exists and is private to it."""
+    if not await sftp.exists(host.work_dir):
+        try:
+            await sftp.makedirs(host.work_dir, attrs=asyncssh.SFTPAttrs(permissions=0o700), exist_ok=True)
+        except asyncssh.SFTPError:
+            pass
+    uid = await remote_uid(sftp, host.work_dir)
+    await require_private_dir(sftp, host.work_dir, uid, "the host's work_dir")
+    return uid
 
 
 async def require_private_dir(sftp: asyncssh.SFTPClient, path: str, uid: int, what: str) -> None:
@@ -291,9 +311,8 @@ async def ensure_runner(conn: asyncssh.SSHClientConnection, host: HostConfig) ->
     work_dir only the login user can write."""
     files = runner_files()
     final = runner_dir(host, files)
-    uid = await remote_uid(conn)
     async with conn.start_sftp_client() as sftp:
-        await require_private_dir(sftp, host.work_dir, uid, "the host's work_dir")
+        uid = await _checked_work_dir(sftp, host)
         await _upload_tree(sftp, final, files, uid)
     return final
 
@@ -313,9 +332,8 @@ async def upload_run_files(conn: asyncssh.SSHClientConnection, host: HostConfig,
     an old one."""
     run_id = safe_component(run_id, "run_id")
     out: list[str | None] = []
-    uid = await remote_uid(conn)
     async with conn.start_sftp_client() as sftp:
-        await require_private_dir(sftp, host.work_dir, uid, "the host's work_dir")
+        uid = await _checked_work_dir(sftp, host)
         for kind, local in (("modules", modules_dir), ("captured", captured_dir)):
             files = _dir_files(local)
             if not files:
