@@ -24,7 +24,7 @@ import tempfile
 from collections import deque
 from pathlib import Path
 
-from ..errors import ToolError
+from .errors import SlotCannotStart, WorkerCannotStart
 from .inventory import VISIBILITY_VARIABLE
 from .safe_stage import stage_tree
 from .supervisor_client import ConnectionLost, SupervisorClient
@@ -127,7 +127,7 @@ class LocalSlot:
         if self.hello.get("worker_error"):
             why = self.hello["worker_error"]
             await self.close()
-            raise ConnectionLost(f"{self.host} {self.device}: the worker cannot start: {why}")
+            raise WorkerCannotStart(f"{self.host} {self.device}: the worker cannot start: {why}")
         self.alive = True
 
     async def _await_lease(self) -> dict:
@@ -137,8 +137,8 @@ class LocalSlot:
         while True:
             line = await self.process.stdout.readline()
             if not line:
-                raise ConnectionLost(f"{self.host} {self.device}: the lease helper exited before taking the device "
-                                     f"lease; stderr: {self.stderr_tail() or '-'}")
+                raise SlotCannotStart(f"{self.host} {self.device}: the lease helper exited before taking the device "
+                                      f"lease; stderr: {self.stderr_tail() or '-'}", code="slot_start_failed")
             try:
                 event = json.loads(line)
             except ValueError:
@@ -149,11 +149,11 @@ class LocalSlot:
             if kind == "lease_waiting":
                 holder = event.get("holder") or holder
             elif kind == "lease_refused":
-                raise ToolError(f"{self.host} {self.device}: refused to take the device lease: {event.get('reason')}",
+                raise SlotCannotStart(f"{self.host} {self.device}: refused to take the device lease: {event.get('reason')}",
                                 code="unsafe_path")
             elif kind == "lease_busy":
                 holder = event.get("holder") or holder
-                raise ToolError(f"{self.host} {self.device} is leased by pid {holder.get('pid')} "
+                raise SlotCannotStart(f"{self.host} {self.device} is leased by pid {holder.get('pid')} "
                                 f"({holder.get('owner') or '?'}) since {holder.get('since')}; waited "
                                 f"{self.lease_wait_s:g} s; run again when it is free", code="device_busy",
                                 details={"holder": holder})

@@ -34,6 +34,7 @@ import asyncssh
 
 from ..errors import ToolError
 from ..evidence import safe_component
+from .errors import SlotCannotStart
 from .inventory import VISIBILITY_VARIABLE, HostConfig
 from .safe_stage import CACHE_DIRS, refuse, unsafe_reason
 from .local import LEASE_SCRIPT, RUNNER_PACKAGE, RUNNER_SRC, bundle_files, content_hash
@@ -46,7 +47,7 @@ class HostKeyRefused(ToolError):
     pass
 
 
-class SlotUnavailable(ToolError):
+class SlotUnavailable(SlotCannotStart):
     """The device could not be started: leased by someone else, env script failed, ..."""
 
 

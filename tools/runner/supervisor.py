@@ -10,6 +10,9 @@ runs in its own process group; the supervisor
 - turns a worker that died (fatal signal, abort, exit) into a ``crash`` with
   the signal name (or ``exit <code>``) and the tail of the worker's stderr;
 - starts a replacement worker right away, so the next case finds it warm;
+- stops starting workers after ``max_worker_start_failures`` consecutive
+  start failures (each later case is answered at once, naming the bound);
+- announces its start deadlines in ``hello`` (the client derives its waits);
 - after a candidate exception, health-checks the device before the next
   case and replaces the worker when the check fails;
 - when its stdin closes (server gone, SSH channel dropped) or on
@@ -36,6 +39,10 @@ from .classify import signal_name
 
 STDERR_TAIL = 4000
 HEALTH_TIMEOUT_S = 60.0
+# Consecutive worker start failures after which the supervisor stops starting
+# workers (like pytest-xdist's --max-worker-restart): every later case is
+# answered at once with a harness_error where worker_start, type WorkerRestartLimit.
+MAX_WORKER_START_FAILURES = 3
 DEATH_POLL_S = 0.5
 # Importing the run's user modules and resolving the callables (a module may
 # JIT-build a custom op); the config's operator.import_timeout_s overrides it.
@@ -145,9 +152,12 @@ class Worker:
 
 
 class Supervisor:
-    def __init__(self, device: str, worker_start_timeout_s: float = 600.0, out=None):
+    def __init__(self, device: str, worker_start_timeout_s: float = 600.0, out=None,
+                 max_worker_start_failures: int = MAX_WORKER_START_FAILURES):
         self.device = device
         self.worker_start_timeout_s = worker_start_timeout_s
+        self.max_worker_start_failures = max(1, int(max_worker_start_failures))
+        self.start_failures = 0  # consecutive; reset by a worker that becomes ready
         self.out = out or sys.stdout.buffer
         self.events: queue.Queue = queue.Queue()
         self.backlog: list[bytes] = []
@@ -216,6 +226,8 @@ class Supervisor:
 
     def _ensure_ready(self) -> str | None:
         """Start the worker if needed and wait for it; None or why it cannot start."""
+        if self.gave_up():
+            return self.worker_error
         if self.worker is None:
             self._start_worker()
         if self.worker.ready is not None:
@@ -237,12 +249,31 @@ class Supervisor:
                     self.worker.ready = msg
                     self.env = msg.get("env") or {}
                     self.worker_error = None
+                    self.start_failures = 0
                     return None
                 why = f"worker failed to start: {msg.get('error')}"
                 break
         self._drop_worker()
-        self.worker_error = why
+        self.worker_error = self._count_start_failure(why)
+        return self.worker_error
+
+    def _count_start_failure(self, why: str) -> str:
+        """Count one more consecutive start failure; at the bound, say that no start is tried any more."""
+        self.start_failures += 1
+        if self.gave_up():
+            why += (f"; that is {self.start_failures} worker start failures in a row, the supervisor's bound "
+                    f"(max_worker_start_failures={self.max_worker_start_failures}): no further start is tried, "
+                    "every remaining case stays pending until the slot is started afresh")
         return why
+
+    def gave_up(self) -> bool:
+        return self.start_failures >= self.max_worker_start_failures
+
+    def deadlines(self) -> dict:
+        """The supervisor's clocks before ``started`` (announced in ``hello``; the client derives its waits)."""
+        return {"worker_start_timeout_s": self.worker_start_timeout_s, "health_check_timeout_s": HEALTH_TIMEOUT_S,
+                "harness_timeout_s": self.worker_start_timeout_s,
+                "max_worker_start_failures": self.max_worker_start_failures}
 
     def _health_check(self) -> bool:
         if not self.worker.send({"op": "health"}):
@@ -263,6 +294,9 @@ class Supervisor:
     # -- ops ------------------------------------------------------------------
 
     def hello(self, msg: dict) -> None:
+        if not self.gave_up() and (self.worker is None or self.worker.ready is None):  # the client's clock follows ours
+            self.send({"event": "preparing", "request_id": None, "case_id": None, "phase": "worker_start",
+                       "budget_s": self.worker_start_timeout_s, "at": time.time()})
         why = self._ensure_ready()
         ready = (self.worker.ready if self.worker else None) or {}
         env = ready.get("env") or {}
@@ -274,7 +308,7 @@ class Supervisor:
             "device_count": env.get("device_count"), "pid": os.getpid(),
             "worker_pid": self.worker.pid if self.worker else None, "worker_error": why,
             "env": {k: v for k, v in os.environ.items() if k.startswith(REPORTED_ENV_PREFIXES)},
-            "worker_env": env,
+            "worker_env": env, "deadlines": self.deadlines(),
         })
 
     def _news(self, request_id, case_id, phase: str, budget_s: float) -> None:
@@ -291,9 +325,8 @@ class Supervisor:
         base = {"event": "case_done", "request_id": request_id, "case_id": case_id, "started_at": started_at}
         hung = self.import_hung.get(_modules_key(msg))
         if hung is not None:  # the same modules already hung at import in this supervisor
-            self.send(dict(base, **_harness_done("import", "ImportTimeout", hung + " (not tried again for this "
-                                                 "case: the same modules hung before)", "", None,
-                                                 worker_lost=False)))
+            self.send(_harness_done(base, "import", "ImportTimeout", hung + " (not tried again for this "
+                                    "case: the same modules hung before)", "", None, worker_lost=False))
             return
         if self.worker is not None and self.worker.ready is not None and self.needs_health_check:
             self._news(request_id, case_id, "health_check", HEALTH_TIMEOUT_S)
@@ -304,11 +337,9 @@ class Supervisor:
             self._news(request_id, case_id, "worker_start", self.worker_start_timeout_s)
         why = self._ensure_ready()
         if why is not None:
-            self.send(dict(base, outcome="harness_error", finished_at=time.time(), worker_pid=None,
-                           worker_restarted=False, worker_lost=False,
-                           harness_error={"where": "worker_start", "type": "WorkerStartError", "message": why,
-                                          "traceback": ""},
-                           stdout="", stderr="", traceback=""))
+            kind = "WorkerRestartLimit" if self.gave_up() else "WorkerStartError"
+            self.send(_case_done(base, worker_lost=False, worker_pid=None, worker_restarted=False,
+                                 harness_error=_harness_error("worker_start", kind, why)))
             return
         worker = self.worker
         restarted, self.replaced = self.replaced, False
@@ -375,8 +406,7 @@ class Supervisor:
         answer.pop("event", None)
         self.needs_health_check = bool(answer.pop("needs_health_check", False))
         unusable = answer.pop("worker_unusable", None)
-        self.send(dict(base, **answer, finished_at=time.time(), worker_lost=False,
-                       worker_replaced_after=unusable))
+        self.send(_case_done(base, worker_lost=False, worker_replaced_after=unusable, **answer))
         if unusable:  # the next case gets a sound worker, never this one's damage
             self._replace_worker()
 
@@ -407,13 +437,13 @@ class Supervisor:
                    "The candidate never ran; the case stays pending")
             if watch.phase == "import":
                 self.import_hung[_modules_key(msg)] = why
-            self.send(dict(base, **_harness_done("import" if watch.phase == "import" else "harness", "Timeout",
-                                                 why, stderr, rc, stdout=stdout)))
+            self.send(_harness_done(base, "import" if watch.phase == "import" else "harness", "Timeout",
+                                    why, stderr, rc, stdout=stdout))
             return
         why = (f"the worker died while {what} ({_death(rc)}{watch.memory_note()}; the supervisor did not kill it: "
                "the kernel's OOM killer or another process did). The candidate never ran; the case stays pending")
-        self.send(dict(base, **_harness_done("import" if watch.phase == "import" else "inputs", "WorkerDied", why,
-                                             stderr, rc, stdout=stdout)))
+        self.send(_harness_done(base, "import" if watch.phase == "import" else "inputs", "WorkerDied", why,
+                                stderr, rc, stdout=stdout))
 
     def _on_reference_failure(self, base: dict, watch: "_CaseWatch", kind: str) -> None:
         rc, stderr, stdout = self._collect_dead(watch.worker, kill=kind == "timeout")
@@ -421,11 +451,11 @@ class Supervisor:
             why = (f"the candidate finished, but the reference and the comparison (on CPU) did not finish within "
                    f"the case timeout of {watch.timeout_s:g} s; raise the case's timeout_s; the supervisor killed "
                    "the worker")
-            self.send(dict(base, **_harness_done("reference", "Timeout", why, stderr, None, stdout=stdout)))
+            self.send(_harness_done(base, "reference", "Timeout", why, stderr, None, stdout=stdout))
             return
         why = (f"the candidate finished, but the worker died while the reference or the comparison ran on CPU "
                f"({_death(rc)}{watch.memory_note()}, e.g. out of memory); nothing about the operator")
-        self.send(dict(base, **_harness_done("reference", "WorkerDied", why, stderr, rc, stdout=stdout)))
+        self.send(_harness_done(base, "reference", "WorkerDied", why, stderr, rc, stdout=stdout))
 
     def _on_candidate_failure(self, base: dict, watch: "_CaseWatch", kind: str, case_id) -> None:
         """The worker died or ran out of time while the candidate ran: this case's crash."""
@@ -449,8 +479,8 @@ class Supervisor:
         error["traceback_tail"] = stderr
         result = {"schema_version": 1, "case_id": case_id, "status": "crash", "comparisons": [], "error": error,
                   "timing_us": {"total_us": elapsed_us}, "environment": self.env}
-        self.send(dict(base, outcome="result", result=result, input_metadata=watch.input_metadata, stdout=stdout,
-                       stderr=stderr, traceback=stderr, finished_at=time.time(), worker_lost=True, worker_exit=rc))
+        self.send(_case_done(base, worker_lost=True, worker_exit=rc, result=result,
+                             input_metadata=watch.input_metadata, stdout=stdout, stderr=stderr, traceback=stderr))
 
     def serve(self) -> int:
         threading.Thread(target=self._read_stdin, name="stdin", daemon=True).start()
@@ -552,15 +582,33 @@ def _modules_key(msg: dict) -> str:
     return json.dumps([msg.get("modules_dir"), op.get("modules") or [], op.get("candidate"), op.get("reference")])
 
 
-def _harness_done(where: str, type_: str, message: str, stderr: str, rc, *, stdout: str = "",
+def _harness_done(base: dict, where: str, type_: str, message: str, stderr: str, rc, *, stdout: str = "",
                   worker_lost: bool = True) -> dict:
-    """The case_done fields of a failure that says nothing about the operator (the case stays pending)."""
-    out = {"outcome": "harness_error", "finished_at": time.time(), "worker_lost": worker_lost,
-           "harness_error": {"where": where, "type": type_, "message": message, "traceback": stderr},
-           "stdout": stdout, "stderr": stderr, "traceback": stderr}
-    if rc is not None:
-        out["worker_exit"] = rc
-    return out
+    """The case_done of a failure that says nothing about the operator (the case stays pending)."""
+    extra = {} if rc is None else {"worker_exit": rc}
+    return _case_done(base, worker_lost=worker_lost, harness_error=_harness_error(where, type_, message, stderr),
+                      stdout=stdout, stderr=stderr, traceback=stderr, **extra)
+
+
+def _case_done(base: dict, *, worker_lost: bool, result: dict | None = None, harness_error: dict | None = None,
+               **fields) -> dict:
+    """The one ``case_done`` envelope (its contract: tools/protocol.py ``CaseDone``).
+    ``base`` holds event, request_id, case_id, started_at (and worker_pid,
+    worker_restarted once a worker took the case); ``fields`` the worker's
+    answer or stdout/stderr/traceback/input_metadata/worker_exit."""
+    done = dict(base, **fields)
+    if result is not None:
+        done.update(outcome="result", result=result)
+    elif harness_error is not None:
+        done.update(outcome="harness_error", harness_error=harness_error)
+    done.update(finished_at=time.time(), worker_lost=worker_lost)
+    for key in ("stdout", "stderr", "traceback"):
+        done.setdefault(key, "")
+    return done
+
+
+def _harness_error(where: str, type_: str, message: str, traceback: str = "") -> dict:
+    return {"where": where, "type": type_, "message": message, "traceback": traceback}
 
 
 def _parse(line) -> dict:
@@ -578,13 +626,13 @@ def _death(rc) -> str:
     return f"killed by {sig}" if sig else f"exit code {rc}"
 
 
-def main(device: str, worker_start_timeout_s: float) -> int:
+def main(device: str, worker_start_timeout_s: float, max_worker_start_failures: int = MAX_WORKER_START_FAILURES) -> int:
     def on_signal(signum, frame):
         raise ServerGone(signal.Signals(signum).name)
 
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, on_signal)
-    sup = Supervisor(device, worker_start_timeout_s)
+    sup = Supervisor(device, worker_start_timeout_s, max_worker_start_failures=max_worker_start_failures)
     try:
         code = sup.serve()
     except ServerGone:
