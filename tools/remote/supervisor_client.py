@@ -144,6 +144,9 @@ class SupervisorClient:
                     if msg["event"] == "started" and case.get("mode") in ("compile", "graph"):
                         budget = case.get("compile_timeout_s") or config.get("compile_timeout_s") or 600.0
                         timeout = max(float(timeout_s), float(budget)) + self.answer_grace_s
+                elif msg["event"] == "preparing":  # health check, worker start, import, inputs: each its budget
+                    waiting = f"the end of the case's {msg.get('phase', 'preparation')} phase"
+                    timeout = _budget(msg.get("budget_s"), self.start_timeout_s) + self.answer_grace_s
                 elif msg["event"] == "case_done":
                     return msg
 
