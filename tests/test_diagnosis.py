@@ -343,10 +343,13 @@ def test_a_compile_slower_than_the_case_timeout_passes_within_its_compile_budget
     assert err.type == "CompileTimeout" and "compile budget of 1 s" in err.message
 
 
-def test_narrow_failure_over_stdio_and_the_next_case_appends_as_it_is(tmp_path):
+def test_narrow_failure_over_stdio_and_the_next_case_appends_as_it_is(loop, tmp_path):
     """The MCP surface: analyze_failures gives a next case whose star plan_cases
     takes as it is; narrow_failure runs the loop on host local."""
     from test_mcp_stdio import error_text, with_server
+
+    # the MCP server below is another process: it needs the cpu:0 lease this process's warm slot holds
+    loop.run_until_complete(REGISTRY.close_all())
 
     async def scenario(client):
         out = {"plan": await client.call_tool("plan_cases", plan_request("mcp-dtype", "dtype"))}
