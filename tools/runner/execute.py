@@ -37,11 +37,14 @@ def environment(device: Device) -> dict:
     return env
 
 
-def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_candidate_done=None) -> dict:
+def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_candidate_done=None,
+                 on_outputs=None) -> dict:
     """``on_inputs(metadata)`` is called once the inputs are built, before the
     candidate runs (the supervisor keeps it for a worker that dies);
     ``on_candidate_done()`` once the candidate returned, before the reference
-    runs (the supervisor's case timeout covers the candidate only)."""
+    runs (the supervisor's case timeout covers the candidate only);
+    ``on_outputs(candidate_out, reference_out)`` with both outputs on CPU,
+    before they are compared (a standalone reproducer saves them for pictures)."""
     config, case = request["config"], request["case"]
     op = config["operator"]
     t_start = time.perf_counter()
@@ -133,6 +136,8 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
         # dtype is not the candidate's contract, only its kind is
         upcast = True
 
+    if on_outputs is not None:
+        on_outputs(out, ref_out)
     t0 = time.perf_counter()
     try:
         comparisons = compare_outputs(out, ref_out, names=op.get("outputs"), tolerance=config.get("tolerance") or {},
