@@ -19,6 +19,14 @@ def failing_ids(results: dict[str, CaseResult], order: list[str]) -> list[str]:
     return [cid for cid in order if cid in results and results[cid].status in ("numerical_mismatch", "crash")]
 
 
+def case_seed(case: dict) -> int:
+    """The seed the runner uses for a case (tools/runner/inputs.case_seed, without
+    importing torch): a planned step pins it so its inputs are the original's."""
+    if case.get("seed") is not None:
+        return int(case["seed"])
+    return int.from_bytes(hashlib.sha256(case["id"].encode()).digest()[:7], "big")
+
+
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
