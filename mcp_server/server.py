@@ -339,6 +339,9 @@ def build_server(
         ),
     ]
 
+    from .artifact_tools import add_picture_resources, artifact_tools
+
+    tools += artifact_tools(root, inventory_path, _tool, in_thread)
     server = MCPServer(
         SERVER_NAME,
         title="Ascend operator debug",
@@ -348,6 +351,7 @@ def build_server(
         lifespan=close_warm_workers_on_exit,
     )
     _add_resources(server, root)
+    add_picture_resources(server, root)
     return server
 
 

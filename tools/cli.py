@@ -9,6 +9,7 @@ MCP server calls.
     opdebug show    --output-dir D
     opdebug hosts check NAME [--inventory F]
     opdebug demo    [--root R]
+    opdebug shrink | repro | regression | pictures | verify RUN ...   (tools/artifacts/cli.py)
 
 D is a run directory, ``<evidence root>/<run_id>``; ``--root R --run-id ID``
 says the same thing in two parts.  ``--json`` (on every subcommand) prints
@@ -369,6 +370,8 @@ def _result_detail(result: Any) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from .artifacts.cli import picture_lines
+    from .artifacts.pictures import picture_paths
     from .evidence import ANALYSIS, RunStore, read_json
     from .plan_cases import case_axes
     from .schemas import Analysis
@@ -391,6 +394,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             "cases": [{"id": r[0], "mode": r[1], "axes": r[2], "state": r[3], "detail": r[4]} for r in rows],
             "analysis": analysis,
             "analysis_stale": stale,
+            "pictures": [str(p) for p in picture_paths(store)],
         })
         return 0
     out = _console()
@@ -404,6 +408,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         _print_analysis(out, analysis)
     else:
         out.print("not analyzed yet (opdebug analyze)")
+    for line in picture_lines(store):
+        out.print(_escape(line))
     return 0
 
 
@@ -539,6 +545,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="plan, run (local), and analyze the built-in example with a planted bug")
     p.add_argument("--root", help="evidence root")
     p.set_defaults(func=cmd_demo)
+
+    from .artifacts.cli import add_parsers as add_artifact_parsers
+
+    add_artifact_parsers(sub, common)
     return parser
 
 
