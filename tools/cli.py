@@ -296,18 +296,26 @@ def _print_analysis(out: Any, analysis: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from .progress import RunProgress
     from .run_case_remote import run_case_remote
 
     root, run_id = _run_location(args)
     progress_out = _console(stderr=args.json)
+    # a bar (cases done, cases in flight) where stderr is a terminal; the lines either way
+    bar = RunProgress(f"run {run_id}", len(args.case) if args.case else None,
+                      enabled=not args.json and sys.stderr.isatty(), console=_console(stderr=True),
+                      lines=progress_out)
 
     async def progress(done: int, total: int, outcome: Any) -> None:
         where = f" on {outcome.host}/{outcome.device}" if outcome.host else ""
-        progress_out.print(f"\\[{done}/{total}] {outcome.case_id}: {_styled(outcome.state)}{_escape(where)} - "
+        await bar.finished(done, total, outcome.case_id,
+                           f"\\[{done}/{total}] {outcome.case_id}: {_styled(outcome.state)}{_escape(where)} - "
                            f"{_escape(outcome.summary)}")
 
-    response = asyncio.run(run_case_remote(run_id, case_ids=args.case or None, hosts=args.host or None,
-                                           root=root, inventory=_inventory(args), progress=progress))
+    with bar:
+        response = asyncio.run(run_case_remote(run_id, case_ids=args.case or None, hosts=args.host or None,
+                                               root=root, inventory=_inventory(args), progress=progress,
+                                               on_start=bar.started))
     if args.json:
         _print_json(response)
         return 0

@@ -31,7 +31,10 @@ def acquire_slots(hosts: list[str] | None, inventory=None) -> list[pool.SlotSpec
 
 
 async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hosts: list[str] | None = None,
-                          root=None, inventory=None, progress: Progress | None = None) -> RunResponse:
+                          root=None, inventory=None, progress: Progress | None = None,
+                          on_start: Callable[[str], Awaitable[None]] | None = None) -> RunResponse:
+    """``progress(done, total, outcome)`` after each case; ``on_start(case_id)``
+    when a case goes to a slot (a progress bar shows the cases in flight)."""
     store = RunStore(root, run_id)
     store.require()
     config = store.read_config()
@@ -74,6 +77,8 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
             return
         case = cases[case_id]
         timeout_s = case.timeout_s or config.default_timeout_s
+        if on_start is not None:
+            await on_start(case_id)
         event = await slot.run_case(run, case.model_dump(mode="json"), timeout_s)
         outcome = await asyncio.to_thread(_record_event, store, root, slot.host, slot.device, case_id, event)
         if outcome is None:  # recorded by another call while this one ran it

@@ -7,17 +7,17 @@
     opdebug verify     RUN [--host NAME ...] [--no-command] [--command-timeout S]
 
 RUN is a run directory (a path) or a run id under ``--root``.  Long work
-shows a progress bar on stderr (the case in flight, or the last finished).
+shows a progress bar on stderr where it is a terminal (tools/progress.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
+import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 
 def run_location(args: argparse.Namespace) -> tuple[Path | None, str]:
@@ -30,24 +30,11 @@ def run_location(args: argparse.Namespace) -> tuple[Path | None, str]:
     return (Path(args.root).expanduser() if args.root else None), safe_component(run, "run_id")
 
 
-@contextlib.contextmanager
-def progress_bar(title: str, total: int | None, enabled: bool = True) -> Iterator[Any]:
-    """A rich progress bar on stderr; yields ``update(done, total, text)``."""
-    if not enabled:
-        yield lambda done, total, text: None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+def _bar(title: str, total: int | None, args: argparse.Namespace) -> Any:
+    from ..cli import _console
+    from ..progress import RunProgress
 
-    console = Console(stderr=True, soft_wrap=True)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[case]}"), console=console, transient=False) as bar:
-        task = bar.add_task(title, total=total, case="")
-
-        def update(done: int, total_now: int | None, text: str) -> None:
-            bar.update(task, completed=done, total=total_now, case=text[:100])
-
-        yield update
+    return RunProgress(title, total, enabled=not args.json and sys.stderr.isatty(), console=_console(stderr=True))
 
 
 def _print(args: argparse.Namespace, response: Any, lines: list[str]) -> int:
@@ -66,14 +53,15 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     from .shrink import shrink_case
 
     root, run_id = run_location(args)
-    with progress_bar(f"shrink {args.case}", args.max_cases, not args.json) as update:
+    with _bar(f"shrink {args.case}", args.max_cases, args) as bar:
         async def progress(done: int, total: int, text: str) -> None:
-            update(done, total, text)
+            bar.complete(done, total)
+            await bar.started(text)
 
         response = asyncio.run(shrink_case(run_id, args.case, hosts=args.host or None, root=root,
                                            inventory=_inventory(args), max_cases=args.max_cases,
                                            max_seconds=args.max_seconds, progress=progress))
-        update(response.cases_run, args.max_cases, "done")
+        bar.complete(response.cases_run, args.max_cases)
     lines = [f"{s.case_id}: {s.change} -> {s.state}{' (same failure, kept)' if s.same_failure else ''}"
              for s in response.steps]
     lines += [f"smallest case failing the same way ({response.signature}): {response.smallest_case}, shapes "
@@ -119,13 +107,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from .verify import verify_run
 
     root, run_id = run_location(args)
-    with progress_bar(f"verify {run_id}", None, not args.json) as update:
+    with _bar(f"verify {run_id}", None, args) as bar:
         async def progress(done: int, total: int, outcome: Any) -> None:
-            update(done, total, f"{outcome.case_id}: {outcome.state}")
+            await bar.finished(done, total, outcome.case_id)
 
         response = asyncio.run(verify_run(run_id, hosts=args.host or None, root=root, inventory=_inventory(args),
-                                          run_command=not args.no_command,
-                                          command_timeout_s=args.command_timeout, progress=progress))
+                                          run_command=not args.no_command, command_timeout_s=args.command_timeout,
+                                          progress=progress, on_start=bar.started))
     lines = [f"{orig} -> {new}: {response.states.get(new, 'pending')}" for orig, new in response.rerun.items()]
     if response.model_command:
         m = response.model_command

@@ -19,7 +19,7 @@ import json
 import os
 import shlex
 import time
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from ..errors import ToolError
 from ..evidence import ARTIFACTS_DIR, RunStore
@@ -116,7 +116,8 @@ def conclusion(still: list[str], total: int, model: dict | None) -> str:
 
 async def verify_run(run_id: str, *, hosts: list[str] | None = None, root=None, inventory=None,
                      run_command: bool = True, command_timeout_s: float = 600.0,
-                     progress: Progress | None = None) -> VerifyResponse:
+                     progress: Progress | None = None,
+                     on_start: Callable[[str], Awaitable[None]] | None = None) -> VerifyResponse:
     store = RunStore(root, run_id)
     store.require()
     config = store.read_config()
@@ -146,7 +147,7 @@ async def verify_run(run_id: str, *, hosts: list[str] | None = None, root=None, 
     host_names = [h.name for h in as_inventory(inventory).resolve(hosts)]
     await pool.REGISTRY.close_idle(host_names)
     response = await run_case_remote(store.run_id, case_ids=list(rerun.values()), hosts=hosts, root=root,
-                                     inventory=inventory, progress=progress)
+                                     inventory=inventory, progress=progress, on_start=on_start)
     states = {o.case_id: o.state for o in response.outcomes}
     still = [cid for cid, new in rerun.items() if states.get(new) != "passed"]
     model = None
