@@ -241,9 +241,33 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
+def default_cases(store: RunStore, results: dict[str, CaseResult]) -> list[str]:
+    """Every mismatching case, except the intermediate steps of a shrink (only
+    the smallest failing step of each shrink) and verify reruns."""
+    import math as _math
+
+    cases = store.read_cases()
+    failing = [c for c in cases if c.id in results and results[c.id].status == "numerical_mismatch"]
+    smallest: dict[str, tuple[int, str]] = {}
+    wanted = []
+    for case in failing:
+        if ".verify-" in case.id:
+            continue
+        if ".shrink-" in case.id:
+            start = case.id.split(".shrink-")[0]
+            numel = sum(_math.prod(i.shape) for i in case.inputs)
+            if start not in smallest or numel < smallest[start][0]:
+                smallest[start] = (numel, case.id)
+            continue
+        wanted.append(case.id)
+    keep = {cid for _, cid in smallest.values()}
+    return [c.id for c in failing if c.id in wanted or c.id in keep]
+
+
 def render_pictures(run_id: str, *, root=None, case_ids: list[str] | None = None,
                     timeout_s: float = 600.0) -> PicturesResponse:
-    """Draw the pictures of a run's failing outputs and of its cases."""
+    """Draw the pictures of a run's failing outputs (``case_ids``, default
+    :func:`default_cases`) and of its cases."""
     store = RunStore(root, run_id)
     store.require()
     if not available():
@@ -257,7 +281,7 @@ def render_pictures(run_id: str, *, root=None, case_ids: list[str] | None = None
             raise ToolError(f"case ids not planned in run {run_id!r}: {unknown}", code="unknown_case")
         wanted = case_ids
     else:
-        wanted = [c for c in order if c in results and results[c].status == "numerical_mismatch"]
+        wanted = default_cases(store, results)
     pictures, skipped = [], []
     for case_id in wanted:
         result = results.get(case_id)
