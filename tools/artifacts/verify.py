@@ -86,12 +86,14 @@ async def run_model_command(command: str, host, *, timeout_s: float) -> dict[str
             await proc.wait()
             record.update(exit_status=None, error=f"timed out after {timeout_s:g} s (killed)", output_tail="")
     else:
+        import asyncssh
+
         from ..remote.ssh import shell_command
 
         conn = await pool.REGISTRY.connection(host)
         try:
             done = await asyncio.wait_for(conn.run(shell_command(host, argv), check=False,
-                                                   stderr=asyncio.subprocess.STDOUT), timeout=timeout_s)
+                                                   stderr=asyncssh.STDOUT), timeout=timeout_s)
             out = done.stdout if isinstance(done.stdout, str) else (done.stdout or b"").decode("utf-8", "replace")
             record.update(exit_status=done.exit_status, output_tail=_tail(out or ""))
         except asyncio.TimeoutError:
