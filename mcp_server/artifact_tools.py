@@ -50,6 +50,8 @@ class RegressionArgs(Strict):
 class PicturesArgs(Strict):
     run_id: Slug = RunId()
     case_ids: list[Slug] | None = Field(default=None, description="Cases to draw; default every mismatching case.")
+    outputs: dict[Slug, str] = Field(default_factory=dict, description=(
+        "Case id -> outputs file saved by its reproducer's --save-outputs on the device host (server paths)."))
 
 
 class VerifyArgs(Strict):
@@ -93,7 +95,8 @@ def artifact_tools(root: Path, inventory: str | None, make_tool: Callable[..., A
     async def pictures_body(ctx: Context, **f: Any) -> Any:
         from tools.artifacts.pictures import render_pictures
 
-        return await in_thread(render_pictures, f["run_id"], root=root, case_ids=f["case_ids"])
+        return await in_thread(render_pictures, f["run_id"], root=root, case_ids=f["case_ids"],
+                               outputs=f["outputs"])
 
     async def verify_body(ctx: Context, **f: Any) -> Any:
         from tools.artifacts.verify import verify_run

@@ -330,3 +330,64 @@ def test_cli_repro_and_regression_commands(demo, tmp_path, capsys) -> None:
     shown = capsys.readouterr().out
     assert str(store.path("artifacts/pictures/rms.dtype-bfloat16.out.error-map.png")) in shown
     assert str(store.path("artifacts/pictures/run-cases.png")) in shown
+
+
+def test_a_case_recorded_on_npu_exports_a_torch_npu_reproducer_and_a_test_that_skips_here(tmp_path) -> None:
+    from tools.record_result import record_result
+
+    root = tmp_path / "root"
+    plan_cases({"config": {"run_id": "onnpu", "environment": {"cann": "8.0.RC3"},
+                           "command": "python train.py --bf16",
+                           "operator": {"name": "rms_norm", "candidate": "torch_npu.npu_rms_norm",
+                                        "reference": "bf16_only.ref", "modules": ["bf16_only.py"]}},
+                "cases": [{"id": "bf16", "inputs": [{"name": "x", "shape": [4, 8], "dtype": "bfloat16"}]}],
+                "module_sources": {"bf16_only.py": (OPERATORS / "bf16_only.py").read_text()}}, root=root)
+    record_result("onnpu", {"case_id": "bf16", "status": "crash",
+                            "error": {"type": "RuntimeError", "message": "EZ9999: aclnnRmsNorm failed",
+                                      "signature": "RuntimeError: EZ9999: aclnnRmsNorm failed"},
+                            "environment": {"device": "npu:0", "device_kind": "npu", "torch": "2.5.1",
+                                            "torch_npu": "2.5.1.post1", "hostname": "npu-host-3"}}, root=root)
+    exported = export_repro("onnpu", "bf16", tmp_path / "out", root=root)
+    header = Path(exported.script).read_text()[:3000]
+    assert exported.device == "npu"
+    assert "torch 2.5.1, torch_npu 2.5.1.post1, CANN 8.0.RC3" in header and "host npu-host-3" in header
+    assert "and torch_npu (device npu)" in header and "model command: python train.py --bf16" in header
+    reg = export_regression("onnpu", tmp_path / "out", root=root)
+    tested = run_pytest(reg.test_file)
+    assert tested.returncode == 0 and "1 skipped" in tested.stdout, tested.stdout
+    tested = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", reg.test_file],
+                            cwd=tmp_path / "out", env=clean_env(), capture_output=True, text=True, timeout=300)
+    assert "device npu: torch_npu is not installed" in tested.stdout
+
+
+def test_pictures_of_a_case_run_on_npu_come_from_the_outputs_its_reproducer_saved(tmp_path) -> None:
+    from tools.record_result import record_result
+
+    root = tmp_path / "root"
+    plan_cases({"config": {"run_id": "npupic",
+                           "operator": {"name": "x2", "candidate": "bf16_only.cand", "reference": "bf16_only.ref",
+                                        "modules": ["bf16_only.py"]},
+                           "tolerance": {"atol": 1e-3, "rtol": 1e-3}},
+                "cases": [{"id": "bf16", "inputs": [{"name": "x", "shape": [4, 8], "dtype": "bfloat16"}]}],
+                "module_sources": {"bf16_only.py": (OPERATORS / "bf16_only.py").read_text()}}, root=root)
+    record_result("npupic", {"case_id": "bf16", "status": "numerical_mismatch",
+                             "comparisons": [{"output": "out", "passed": False, "numel": 32, "max_abs": 0.25,
+                                              "atol": 1e-3, "rtol": 1e-3, "mismatch_count": 32,
+                                              "mismatch_ratio": 1.0, "worst_index": [0, 0],
+                                              "first_mismatch_index": [0, 0]}],
+                             "environment": {"device": "npu:0", "device_kind": "npu"}}, root=root)
+    skipped = render_pictures("npupic", root=root)
+    assert skipped.pictures == ["artifacts/pictures/run-cases.png"]
+    assert "--save-outputs" in skipped.skipped[0] and "artifacts/outputs/bf16.pt" in skipped.skipped[0]
+
+    # on the host: the reproducer saves both outputs (here on cpu, standing in for the npu)
+    exported = export_repro("npupic", "bf16", tmp_path / "out", root=root)
+    saved = tmp_path / "bf16-outputs.pt"
+    proc = subprocess.run([sys.executable, exported.script, "--device", "cpu", "--save-outputs", str(saved)],
+                          capture_output=True, text=True, timeout=300, env=clean_env(), cwd=tmp_path / "out")
+    assert proc.returncode == 1 and saved.is_file(), proc.stdout + proc.stderr
+    drawn = render_pictures("npupic", root=root, outputs={"bf16": str(saved)})
+    assert drawn.skipped == [] and set(drawn.pictures) == {
+        "artifacts/pictures/bf16.out.error-map.png", "artifacts/pictures/bf16.out.rel-error.png",
+        "artifacts/pictures/run-cases.png"}
+    assert RunStore(root, "npupic").path("artifacts/outputs/bf16.pt").read_bytes() == saved.read_bytes()

@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..errors import ToolError
+
 
 def run_location(args: argparse.Namespace) -> tuple[Path | None, str]:
     from ..evidence import safe_component
@@ -95,7 +97,13 @@ def cmd_pictures(args: argparse.Namespace) -> int:
     from .pictures import render_pictures
 
     root, run_id = run_location(args)
-    response = render_pictures(run_id, root=root, case_ids=args.case or None)
+    outputs = {}
+    for item in args.outputs or []:
+        case, sep, path = item.partition("=")
+        if not sep or not case or not path:
+            raise ToolError(f"--outputs {item!r}: give CASE=FILE", code="validation_error")
+        outputs[case] = path
+    response = render_pictures(run_id, root=root, case_ids=args.case or None, outputs=outputs)
     store = RunStore(root, run_id)
     lines = [str(store.dir / p) for p in response.pictures] + [f"skipped: {s}" for s in response.skipped]
     if response.pictures:
@@ -172,6 +180,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("pictures", parents=[common], help="draw error maps and histograms of the failing outputs")
     run_arg(p)
     p.add_argument("--case", action="append", metavar="ID", help="cases to draw (default: every mismatching case)")
+    p.add_argument("--outputs", action="append", metavar="CASE=FILE",
+                   help="a case's outputs saved by its reproducer (--save-outputs) on the device host")
     p.set_defaults(func=cmd_pictures)
 
     p = sub.add_parser("verify", parents=[common],

@@ -264,15 +264,39 @@ def default_cases(store: RunStore, results: dict[str, CaseResult]) -> list[str]:
     return [c.id for c in failing if c.id in wanted or c.id in keep]
 
 
+def store_outputs(store: RunStore, outputs: dict[str, str]) -> None:
+    """Copy saved outputs files (the reproducer's --save-outputs on the device
+    host) to artifacts/outputs/<case>.pt; other bytes already there are refused."""
+    from .common import file_sha256
+
+    planned = {c.id for c in store.read_cases()}
+    for case_id, given in outputs.items():
+        if case_id not in planned:
+            raise ToolError(f"outputs: case {case_id!r} is not planned in run {store.run_id!r}", code="unknown_case")
+        src = Path(given).expanduser()
+        if not src.is_file():
+            raise ToolError(f"outputs.{case_id}: {given!r} is not a readable file", code="bad_file")
+        target = store.path(ARTIFACTS_DIR, "outputs", f"{case_id}.pt")
+        if target.is_file():
+            if file_sha256(target) != file_sha256(src):
+                raise ToolError(f"outputs of case {case_id!r} are already stored with other content; evidence is "
+                                "never overwritten", code="artifact_exists")
+            continue
+        store.write_artifact(f"outputs/{case_id}.pt", src.read_bytes())
+
+
 def render_pictures(run_id: str, *, root=None, case_ids: list[str] | None = None,
-                    timeout_s: float = 600.0) -> PicturesResponse:
+                    outputs: dict[str, str] | None = None, timeout_s: float = 600.0) -> PicturesResponse:
     """Draw the pictures of a run's failing outputs (``case_ids``, default
-    :func:`default_cases`) and of its cases."""
+    :func:`default_cases`) and of its cases; ``outputs`` (case -> file saved by
+    the reproducer's --save-outputs) are stored first."""
     store = RunStore(root, run_id)
     store.require()
     if not available():
         return PicturesResponse(run_id=store.run_id, pictures=[], skipped=[f"matplotlib is missing: {install_hint()}"],
                                 available=False)
+    if outputs:
+        store_outputs(store, outputs)
     results = store.read_results()
     order = [c.id for c in store.read_cases()]
     if case_ids:
