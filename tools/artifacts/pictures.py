@@ -295,6 +295,10 @@ def render_pictures(run_id: str, *, root=None, case_ids: list[str] | None = None
     if not available():
         return PicturesResponse(run_id=store.run_id, pictures=[], skipped=[f"matplotlib is missing: {install_hint()}"],
                                 available=False)
+    if importlib.util.find_spec("torch") is None:
+        return PicturesResponse(run_id=store.run_id, pictures=[], available=False,
+                                skipped=["torch is not installed where pictures are drawn (pip install "
+                                         "'ascend-operator-debug[runner,pictures]')"])
     if outputs:
         store_outputs(store, outputs)
     results = store.read_results()
