@@ -224,7 +224,9 @@ def test_shrink_rejects_an_invalid_call_as_another_failure(loop, tmp_path) -> No
     assert response.smallest_numel < response.start_numel
 
 
-def test_verify_records_the_fix_in_isolation_and_in_the_model(loop, tmp_path, monkeypatch) -> None:
+def test_verify_records_the_fix_in_isolation_and_in_the_model(loop, tmp_path, monkeypatch, capsys) -> None:
+    from tools.cli import main
+
     package = tmp_path / "pkg"
     package.mkdir()
     source = (OPERATORS / "tail_past_tile.py").read_text()
@@ -263,6 +265,8 @@ def test_verify_records_the_fix_in_isolation_and_in_the_model(loop, tmp_path, mo
     report = store.path("report.md").read_text()
     assert f"**After the fix (verify 2):** {after.conclusion}" in report
     assert "## Verification after a fix" in report and "model wrong" in report
+    assert main(["show", "--output-dir", str(store.dir)]) == 0
+    assert f"after the fix (verify 2): {after.conclusion}" in capsys.readouterr().out
 
 
 def test_pictures_for_each_failing_output_in_the_report_and_as_resources(demo, tmp_path) -> None:

@@ -132,13 +132,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def picture_lines(store) -> list[str]:
-    """For ``opdebug show``: the run's picture paths (or how to get them)."""
+    """For ``opdebug show``: the latest verify's conclusion, and the run's
+    picture paths (or how to get them)."""
     from .pictures import available, install_hint, picture_paths
 
+    from .verify import verify_records
+
+    records = verify_records(store)
+    lines = [f"after the fix (verify {records[-1]['index']}): {records[-1]['conclusion']}"] if records else []
     paths = picture_paths(store)
     if paths:
-        return ["pictures:"] + [f"  {p}" for p in paths]
-    return [f"pictures: none ({'opdebug pictures ' + store.run_id if available() else install_hint()})"]
+        return lines + ["pictures:"] + [f"  {p}" for p in paths]
+    return lines + [f"pictures: none ({'opdebug pictures ' + store.run_id if available() else install_hint()})"]
 
 
 def _inventory(args: argparse.Namespace) -> str | None:

@@ -237,8 +237,8 @@ def header(store: RunStore, config: OperatorConfig, case: Case, result: CaseResu
         f"  device {env.get('device', kind)} ({env.get('device_name', kind)}), host {env.get('hostname', '?')}, "
         f"python {env.get('python', '?')}, torch threads {env.get('num_threads', '?')}",
         "Produced by:",
-        f"  opdebug run --run-id {store.run_id} --case {case.id}"
-        + (f" --hosts {result.source.host}" if result and result.source.host else ""),
+        f"  opdebug run --output-dir {shlex.quote(str(store.dir))} --case {case.id}"
+        + (f" --host {result.source.host}" if result and result.source.host else ""),
     ]
     if config.command:
         lines.append(f"  model command: {' '.join(config.command.split())[:300]}")
