@@ -277,6 +277,7 @@ def test_pictures_for_each_failing_output_in_the_report_and_as_resources(demo, t
     expected = {"artifacts/pictures/rms.dtype-bfloat16.out.error-map.png",
                 "artifacts/pictures/rms.dtype-bfloat16.out.rel-error.png", "artifacts/pictures/run-cases.png"}
     assert set(response.pictures) == expected and response.skipped == []
+    assert response.outputs_from == {"rms.dtype-bfloat16": "recomputed here through its reproducer (cpu)"}
     store = RunStore(root, run_id)
     for rel in expected:
         data = store.path(rel).read_bytes()
@@ -392,6 +393,7 @@ def test_pictures_of_a_case_run_on_npu_come_from_the_outputs_its_reproducer_save
                           capture_output=True, text=True, timeout=300, env=clean_env(), cwd=tmp_path / "out")
     assert proc.returncode == 1 and saved.is_file(), proc.stdout + proc.stderr
     drawn = render_pictures("npupic", root=root, outputs={"bf16": str(saved)})
+    assert drawn.outputs_from == {"bf16": "saved by its reproducer"}
     assert drawn.skipped == [] and set(drawn.pictures) == {
         "artifacts/pictures/bf16.out.error-map.png", "artifacts/pictures/bf16.out.rel-error.png",
         "artifacts/pictures/run-cases.png"}
@@ -410,3 +412,28 @@ def test_shrink_keeps_the_one_special_value_a_nan_bug_needs(loop, tmp_path) -> N
     assert smallest.inputs[0].values.specials[0].count == 1  # 8 -> 4 -> 2 -> 1, each still failing
     assert response.smallest_numel < 16 * 32
     assert RunStore(root, "nan").read_results()[response.smallest_case].status == "numerical_mismatch"
+
+
+def test_a_run_keeps_the_outputs_of_its_mismatching_cases_when_asked(loop, tmp_path) -> None:
+    import torch
+
+    root = tmp_path / "root"
+    module = "bf16_only.py"
+    plan_cases({"config": {"run_id": "keep", "operator": {"name": "x2", "candidate": "bf16_only.cand",
+                                                          "reference": "bf16_only.ref", "modules": [module]},
+                           "tolerance": {"atol": 1e-3, "rtol": 1e-3}},
+                "cases": PLANTED["dtype"][1], "module_sources": {module: (OPERATORS / module).read_text()}},
+               root=root)
+    loop.run_until_complete(run_case_remote("keep", root=root, keep_outputs=True))
+    store = RunStore(root, "keep")
+    assert not (store.raw_dir("f32") / "outputs.pt").exists()  # a passing case keeps nothing
+    kept = torch.load(store.raw_dir("bf16") / "outputs.pt", weights_only=True)
+    assert kept["candidate"].dtype == torch.bfloat16 and kept["reference"].dtype == torch.float32
+    assert float((kept["candidate"].float() - kept["reference"]).abs().max()) == \
+        store.read_results()["bf16"].comparisons[0].max_abs
+    worker = json.loads((store.raw_dir("bf16") / "worker-result.json").read_text())
+    assert "outputs_b64" not in worker  # the bytes are in outputs.pt only
+    assert "keep_outputs_max_bytes" not in store.read_config().model_dump()  # the planned config is unchanged
+    drawn = render_pictures("keep", root=root)
+    assert drawn.outputs_from == {"bf16": "kept by the run (raw-results)"}
+    assert "artifacts/pictures/bf16.out.error-map.png" in drawn.pictures

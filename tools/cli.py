@@ -315,7 +315,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with bar:
         response = asyncio.run(run_case_remote(run_id, case_ids=args.case or None, hosts=args.host or None,
                                                root=root, inventory=_inventory(args), progress=progress,
-                                               on_start=bar.started))
+                                               on_start=bar.started, keep_outputs=args.keep_outputs))
     if args.json:
         _print_json(response)
         return 0
@@ -532,6 +532,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--case", action="append", metavar="ID", help="a case to run (repeatable; default: all pending)")
     p.add_argument("--host", action="append", metavar="NAME", help="an inventory host (repeatable; default: local)")
     p.add_argument("--inventory", metavar="FILE", help=f"host inventory TOML (default ${INVENTORY_ENV})")
+    p.add_argument("--keep-outputs", action="store_true",
+                   help="keep both outputs of each mismatching case (raw-results/<case>/outputs.pt) for pictures")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("list", parents=[common], help="list the runs under the evidence root")

@@ -12,6 +12,7 @@ records nothing: the case stays pending and its outcome says why.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from typing import Awaitable, Callable
 
@@ -23,6 +24,7 @@ from .remote.inventory import as_inventory
 from .schemas import CaseOutcome, RunResponse
 
 Progress = Callable[[int, int, CaseOutcome], Awaitable[None]]
+KEEP_OUTPUTS_MAX_BYTES = 8 << 20  # both outputs of one failing case, as torch.save writes them
 
 
 def acquire_slots(hosts: list[str] | None, inventory=None) -> list[pool.SlotSpec]:
@@ -32,9 +34,13 @@ def acquire_slots(hosts: list[str] | None, inventory=None) -> list[pool.SlotSpec
 
 async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hosts: list[str] | None = None,
                           root=None, inventory=None, progress: Progress | None = None,
-                          on_start: Callable[[str], Awaitable[None]] | None = None) -> RunResponse:
+                          on_start: Callable[[str], Awaitable[None]] | None = None,
+                          keep_outputs: bool = False) -> RunResponse:
     """``progress(done, total, outcome)`` after each case; ``on_start(case_id)``
-    when a case goes to a slot (a progress bar shows the cases in flight)."""
+    when a case goes to a slot (a progress bar shows the cases in flight);
+    ``keep_outputs``: the candidate and reference outputs of a mismatching case
+    are kept as ``raw-results/<case>/outputs.pt`` (torch.save, at most
+    KEEP_OUTPUTS_MAX_BYTES) for pictures."""
     store = RunStore(root, run_id)
     store.require()
     config = store.read_config()
@@ -60,7 +66,10 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
 
     modules_dir = store.path(ARTIFACTS_DIR, "modules")
     captured_dir = store.path(ARTIFACTS_DIR, "captured")
-    run = pool.RunFiles(run_id=store.run_id, config=config.model_dump(mode="json"),
+    wire_config = config.model_dump(mode="json")
+    if keep_outputs:  # read by the runner only, never stored: the planned config is unchanged
+        wire_config["keep_outputs_max_bytes"] = KEEP_OUTPUTS_MAX_BYTES
+    run = pool.RunFiles(run_id=store.run_id, config=wire_config,
                         modules_dir=modules_dir if config.operator.modules and modules_dir.is_dir() else None,
                         captured_dir=captured_dir if captured_dir.is_dir() else None)
     outcomes: dict[str, CaseOutcome] = {}
@@ -140,6 +149,7 @@ def _record_event(store: RunStore, root, host: str, device: str, case_id: str, e
                 "worker_start": "the worker could not start"}.get(where, "the harness failed")
         return _pending(case_id, f"{what} ({err.get('type', 'Error')}: {err.get('message', '')}); "
                                  "nothing recorded, the case stays pending", host=host, device=device)
+    kept = event.pop("outputs_b64", None)
     result = dict(event["result"])
     result["source"] = {"kind": "run_case_remote", "tool": "run_case_remote", "host": host, "device": device}
     raw_files = {
@@ -148,6 +158,8 @@ def _record_event(store: RunStore, root, host: str, device: str, case_id: str, e
         "stderr.txt": event.get("stderr") or "",
         "traceback.txt": event.get("traceback") or "",
     }
+    if kept:
+        raw_files["outputs.pt"] = base64.b64decode(kept)
     try:
         response = record_result(store.run_id, result, root=root, raw_files=raw_files,
                                  input_metadata=event.get("input_metadata"), source_kind="run_case_remote")

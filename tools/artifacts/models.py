@@ -55,6 +55,8 @@ class PicturesResponse(Strict):
     pictures: list[str] = Field(description="PNG paths relative to the run directory.")
     skipped: list[str] = Field(description="Failing outputs without a picture, with the reason.")
     available: bool = Field(description="False when matplotlib is missing (pip install '.[pictures]').")
+    outputs_from: dict[str, str] = Field(default_factory=dict,
+                                         description="Case id -> where its outputs came from (kept, saved, recomputed).")
 
 
 class VerifyResponse(Strict):

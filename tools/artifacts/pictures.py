@@ -63,25 +63,28 @@ def _name(*parts: str) -> str:
 
 
 def _outputs_of(store: RunStore, case_id: str, result: CaseResult, timeout_s: float):
-    """(candidate, reference) outputs of a case, or a reason why not."""
+    """((candidate, reference) outputs, None, where from) of a case, or (None, why, None)."""
     import torch
 
-    saved = store.path(ARTIFACTS_DIR, "outputs", f"{case_id}.pt")
-    if not saved.is_file():
-        if device_kind(result) != "cpu":
-            return None, (f"ran on {device_kind(result)}: run its reproducer there with --save-outputs FILE and put "
-                          f"FILE at {ARTIFACTS_DIR}/outputs/{case_id}.pt")
-        with tempfile.TemporaryDirectory(prefix="opdebug-pictures-") as tmp:
-            script = export_repro(store.run_id, case_id, tmp, root=store.root).script
-            out = Path(tmp) / "outputs.pt"
-            proc = subprocess.run([sys.executable, script, "--save-outputs", str(out), "--json"],
-                                  capture_output=True, text=True, timeout=timeout_s)
-            if not out.is_file():
-                return None, f"recomputing it gave no outputs (exit {proc.returncode}): {proc.stderr[-300:]}"
-            data = torch.load(out, map_location="cpu", weights_only=True)
-    else:
-        data = torch.load(saved, map_location="cpu", weights_only=True)
-    return (data["candidate"], data["reference"]), None
+    kept = store.raw_dir(case_id) / "outputs.pt"  # run_case_remote(keep_outputs=True)
+    saved = store.path(ARTIFACTS_DIR, "outputs", f"{case_id}.pt")  # a reproducer's --save-outputs
+    for path, source in ((kept, "kept by the run (raw-results)"), (saved, "saved by its reproducer")):
+        if path.is_file():
+            data = torch.load(path, map_location="cpu", weights_only=True)
+            return (data["candidate"], data["reference"]), None, source
+    if device_kind(result) != "cpu":
+        return None, (f"ran on {device_kind(result)} and its outputs were not kept: run it again with keep_outputs "
+                      f"(opdebug run --keep-outputs), or run its reproducer there with --save-outputs FILE and give "
+                      f"FILE as outputs (it goes to {ARTIFACTS_DIR}/outputs/{case_id}.pt)"), None
+    with tempfile.TemporaryDirectory(prefix="opdebug-pictures-") as tmp:
+        script = export_repro(store.run_id, case_id, tmp, root=store.root).script
+        out = Path(tmp) / "outputs.pt"
+        proc = subprocess.run([sys.executable, script, "--save-outputs", str(out), "--json"],
+                              capture_output=True, text=True, timeout=timeout_s)
+        if not out.is_file():
+            return None, f"recomputing it gave no outputs (exit {proc.returncode}): {proc.stderr[-300:]}", None
+        data = torch.load(out, map_location="cpu", weights_only=True)
+    return (data["candidate"], data["reference"]), None, "recomputed here through its reproducer (cpu)"
 
 
 def _pick(out, name: str, index: int):
@@ -310,7 +313,7 @@ def render_pictures(run_id: str, *, root=None, case_ids: list[str] | None = None
         wanted = case_ids
     else:
         wanted = default_cases(store, results)
-    pictures, skipped = [], []
+    pictures, skipped, outputs_from = [], [], {}
     for case_id in wanted:
         result = results.get(case_id)
         if result is None or result.status != "numerical_mismatch":
@@ -320,10 +323,11 @@ def render_pictures(run_id: str, *, root=None, case_ids: list[str] | None = None
         if all(c.contract_mismatch for _, c in failed):
             skipped.append(f"{case_id}: contract mismatch only ({failed[0][1].contract_mismatch})")
             continue
-        outputs, why = _outputs_of(store, case_id, result, timeout_s)
+        outputs, why, source = _outputs_of(store, case_id, result, timeout_s)
         if outputs is None:
             skipped.append(f"{case_id}: {why}")
             continue
+        outputs_from[case_id] = source
         for index, comp in failed:
             cand, ref = _pick(outputs[0], comp.output, index), _pick(outputs[1], comp.output, index)
             if cand is None or ref is None or list(cand.shape) != list(ref.shape):
@@ -338,7 +342,8 @@ def render_pictures(run_id: str, *, root=None, case_ids: list[str] | None = None
     if png is not None:
         store.write_artifact(f"{PICTURES_DIR}/run-cases.png", png)
         pictures.append(f"{ARTIFACTS_DIR}/{PICTURES_DIR}/run-cases.png")
-    return PicturesResponse(run_id=store.run_id, pictures=pictures, skipped=skipped, available=True)
+    return PicturesResponse(run_id=store.run_id, pictures=pictures, skipped=skipped, available=True,
+                            outputs_from=outputs_from)
 
 
 def picture_paths(store: RunStore) -> list[Path]:

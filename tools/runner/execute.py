@@ -155,7 +155,25 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
         return dict(answer, **_harness("compare", RuntimeError(
             "neither the candidate nor the reference returned a tensor output to compare")))
     status = "passed" if all(c["passed"] for c in comparisons) else "numerical_mismatch"
+    if status == "numerical_mismatch" and config.get("keep_outputs_max_bytes"):
+        answer.update(_kept_outputs(out, ref_out, int(config["keep_outputs_max_bytes"])))
     return result(status, comparisons=comparisons)
+
+
+def _kept_outputs(out, ref_out, cap: int) -> dict:
+    """Both outputs of a failing case (torch.save, base64) when they fit in ``cap``
+    bytes - the server keeps them as raw-results/<case>/outputs.pt for pictures."""
+    import base64
+    import io
+
+    buf = io.BytesIO()
+    try:
+        torch.save({"candidate": out, "reference": ref_out}, buf)
+    except Exception as exc:  # noqa: BLE001 - pictures are optional, the result is not
+        return {"outputs_note": f"outputs not kept: torch.save failed ({type(exc).__name__}: {exc})"[:500]}
+    if buf.tell() > cap:
+        return {"outputs_note": f"outputs not kept: {buf.tell()} bytes, over the cap of {cap}"}
+    return {"outputs_b64": base64.b64encode(buf.getvalue()).decode("ascii")}
 
 
 def _member(inputs: dict, label: str):
