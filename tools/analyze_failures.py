@@ -71,6 +71,11 @@ def mismatch_reason(result: CaseResult) -> str:
     head = f"output {worst.output!r}"
     if worst.contract_mismatch:
         text = f"{head}: contract mismatch: {worst.contract_mismatch}"
+    elif worst.judge in ("baseline", "both") and worst.verdict:  # the judge's sentence carries the ratios
+        text = f"{head}: {worst.verdict}"
+        if worst.worst_index is not None:
+            text += (f"; worst at {worst.worst_index}: candidate {worst.worst_candidate} "
+                     f"vs reference {worst.worst_reference}")
     else:
         metrics = [f"{name}={_num(getattr(worst, name))}" for name in ("max_abs", "max_rel", "max_ulp")
                    if getattr(worst, name) is not None]

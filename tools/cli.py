@@ -363,6 +363,8 @@ def _result_detail(result: Any) -> str:
         if c.max_abs is not None:
             parts.append(f"max_abs={c.max_abs:.3g}")
         parts.append(f"mismatch={c.mismatch_ratio:.1%}")
+        if c.judge in ("baseline", "both") and c.verdict:
+            parts.append(f"({c.verdict})")
         return " ".join(parts)
     worst = max((c.max_abs for c in result.comparisons if c.max_abs is not None), default=None)
     return f"max_abs={worst:.3g}" if worst is not None else ""

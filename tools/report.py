@@ -45,6 +45,12 @@ def tolerance_line(config: OperatorConfig) -> str:
     return text + "".join(f"; {d}: atol {t.atol:g}, rtol {t.rtol:g}" for d, t in tol.per_dtype.items())
 
 
+def judged_text(result: CaseResult) -> str:
+    """A passing case's verdicts (the judge and its ratios), e.g. " - out: baseline judge: within ..."."""
+    verdicts = [f"{c.output}: {c.verdict}" for c in result.comparisons if c.verdict and c.judge != "tolerance"]
+    return (" - " + "; ".join(verdicts))[:600] if verdicts else ""
+
+
 def _axes_text(axes: dict[str, str], keep: set[str] | None = None) -> str:
     items = [(k, v) for k, v in axes.items() if keep is None or k in keep]
     return ", ".join(f"{k}={v}" for k, v in items)
@@ -130,6 +136,8 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
         line = f"- `{case.id}`: **{state}** ({_axes_text(case_axes(case), varying) or 'base'})"
         if case.id in by_failure and by_failure[case.id].reason:
             line += f" - {by_failure[case.id].reason}"
+        elif result is not None and result.status == "passed":
+            line += judged_text(result)
         out.append(line)
     out.append("")
     return "\n".join(out)

@@ -160,12 +160,17 @@ def _outcome(case_id: str, result: dict, host: str, device: str, raw_path: str) 
     failed = [c["output"] for c in comparisons if not c.get("passed")]
     max_abs = max((c["max_abs"] for c in comparisons if c.get("max_abs") is not None), default=None)
     ratio = max((c.get("mismatch_ratio") or 0.0 for c in comparisons), default=None)
+    judged = [c["verdict"] for c in comparisons if c.get("verdict") and c.get("judge") not in (None, "tolerance")
+              and (status == "passed" or not c.get("passed"))]
     if status == "passed":
         summary = f"passed ({len(comparisons)} output(s); max_abs={_fmt(max_abs)})"
+        if judged:
+            summary += f": {judged[0]}"
     elif status == "numerical_mismatch":
         contract = [f"{c['output']}: {c['contract_mismatch']}" for c in comparisons if c.get("contract_mismatch")]
         summary = ("contract mismatch - " + "; ".join(contract)) if contract else \
-            (f"numerical mismatch on {failed}: max_abs={_fmt(max_abs)}, mismatch_ratio={_fmt(ratio)}"
+            (f"numerical mismatch on {failed}: " + (judged[0] if judged else
+                                                    f"max_abs={_fmt(max_abs)}, mismatch_ratio={_fmt(ratio)}")
              + _nan_note(comparisons))
     elif status == "crash":
         summary = f"crash: {error.get('signature')}"
