@@ -63,7 +63,10 @@ def check_binding(role: str, dotted: str, fn, args: list, kwargs: dict, op: dict
     try:
         sig.bind(*args, **kwargs)
     except TypeError as exc:
-        raise BindingError(f"the {role} {dotted}{sig} cannot take this call: {exc}. "
+        takes_any = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+        unknown = [k for k in kwargs if k not in sig.parameters and not takes_any]
+        why = str(exc) + (f"; it has no parameter named {', '.join(map(repr, unknown))}" if unknown else "")
+        raise BindingError(f"the {role} {dotted}{sig} cannot take this call: {why}. "
                            f"{binding_hint(op, list(kwargs) + [f'#{i}' for i in range(len(args))])}") from None
 
 

@@ -164,7 +164,7 @@ def _ratio_list(ratios: dict, failed: list) -> str:
     order = sorted(ratios, key=lambda n: (n not in failed, -ratios[n] / RATIO_THRESHOLDS[n][1]))
     parts = []
     for n in order:
-        text = f"{_SHORT[n]} ratio {ratios[n]:.2g}"
+        text = f"{_SHORT[n]} ratio {_x(ratios[n])}"
         if n in failed:
             text += f" > {RATIO_THRESHOLDS[n][1]:g}"
         parts.append(text)
