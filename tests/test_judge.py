@@ -276,17 +276,21 @@ def loop():
 
 def test_sweep_refusals_are_unsupported_and_right_operators_pass_the_baseline_judge(loop, tmp_path: Path) -> None:
     module = (OPERATORS / "sweep_dispatch.py").read_text()
-    cases = [sweep_case(op, d) for op in OPS for d in DTYPES]
-    cases += [sweep_case(op, d, precise=True) for op in OPS for d in ("float16", "bfloat16")]
-    plan_cases({"config": {"run_id": "sweep", "judge": "baseline",
-                           "operator": {"name": "sweep", "candidate": "sweep_dispatch.call",
-                                        "reference": "sweep_dispatch.reference", "modules": ["sweep_dispatch.py"]}},
-                "cases": cases, "module_sources": {"sweep_dispatch.py": module}}, root=tmp_path)
-    resp = loop.run_until_complete(run_case_remote("sweep", root=tmp_path))
-    got = {o.case_id: o for o in resp.outcomes}
-    assert resp.pending == [] and len(got) == len(cases)
-    refused = {c["id"]: direct_refusal(_op_of(c), _dtype_of(c))
-               for c in cases}
+    # a few runs of ~70 cases on the same warm worker (recording is linear in a run's size per case)
+    groups = [[sweep_case(op, d) for op in OPS for d in pair] for pair in zip(DTYPES[::2], DTYPES[1::2])]
+    groups.append([sweep_case(op, d, precise=True) for op in OPS for d in ("float16", "bfloat16")])
+    cases, got = [c for g in groups for c in g], {}
+    for i, group in enumerate(groups):
+        plan_cases({"config": {"run_id": f"sweep-{i}", "judge": "baseline",
+                               "operator": {"name": "sweep", "candidate": "sweep_dispatch.call",
+                                            "reference": "sweep_dispatch.reference",
+                                            "modules": ["sweep_dispatch.py"]}},
+                    "cases": group, "module_sources": {"sweep_dispatch.py": module}}, root=tmp_path)
+        resp = loop.run_until_complete(run_case_remote(f"sweep-{i}", root=tmp_path))
+        assert resp.pending == []
+        got.update({o.case_id: o for o in resp.outcomes})
+    assert len(got) == len(cases)
+    refused = {c["id"]: direct_refusal(_op_of(c), _dtype_of(c)) for c in cases}
     wrong = {cid: (got[cid].state, refused[cid], got[cid].summary) for cid in got
              if got[cid].state != ("unsupported" if refused[cid] else "passed")}
     n_refused = sum(1 for r in refused.values() if r)
@@ -294,15 +298,17 @@ def test_sweep_refusals_are_unsupported_and_right_operators_pass_the_baseline_ju
           f"{len(cases) - len(wrong)}/{len(cases)}")
     assert wrong == {}
     assert n_refused >= 40  # the sweep does exercise refusals (int std/mean/softmax..., bool arithmetic...)
-    results = RunStore(tmp_path, "sweep").read_results()
+    results = {k: v for i in range(len(groups)) for k, v in RunStore(tmp_path, f"sweep-{i}").read_results().items()}
     assert all(r.error.matched_rule for r in results.values() if r.status == "unsupported")
     from tools.analyze_failures import analyze_failures
 
-    analysis = analyze_failures("sweep", root=tmp_path)
-    assert analysis.verdict == "inconclusive" and analysis.crash_groups == {}  # unsupported never diagnoses
+    for i in range(len(groups)):
+        analysis = analyze_failures(f"sweep-{i}", root=tmp_path)
+        assert analysis.verdict in ("inconclusive", "passed") and analysis.crash_groups == {}  # never diagnosed
     # one refusal kind, one signature whatever dtype it names
     sigs = {r.error.signature for r in results.values() if r.status == "unsupported"}
     assert not any(word in s for s in sigs for word in ("'Int'", "'Long'", "'Byte'", "'Char'", "'Short'", "'Bool'"))
+    assert len(sigs) < n_refused / 2
 
 
 def _op_of(case: dict) -> str:
