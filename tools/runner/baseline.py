@@ -19,6 +19,7 @@ import inspect
 import re
 
 from .classify import message_shape
+from .inputs import map_built
 
 BINDING_PATTERNS = (
     r"got an unexpected keyword argument",
@@ -84,4 +85,4 @@ def same_refusal(cand_type: str, cand_message: str, exc: BaseException) -> bool:
 
 def baseline_inputs(built: list) -> dict:
     """The inputs on CPU in their own dtypes, viewed as the case says (a copy of each storage)."""
-    return {b.name: b.view(b.storage.clone()) for b in built}
+    return map_built(built, lambda b: b.view(b.storage.clone()))
