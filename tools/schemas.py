@@ -339,8 +339,8 @@ class Case(Strict):
 
 
 class Tolerance(Strict):
-    atol: NonNegFinite | None = Field(default=None, description="Absolute tolerance; given together with rtol.")
-    rtol: NonNegFinite | None = Field(default=None, description="Relative tolerance; given together with atol.")
+    atol: NonNegFinite | None = None  # given together with rtol, or neither
+    rtol: NonNegFinite | None = None
 
     @model_validator(mode="after")
     def _together(self) -> "Tolerance":
@@ -352,11 +352,9 @@ class Tolerance(Strict):
 
 
 class ToleranceSpec(Tolerance):
-    """atol/rtol for every dtype without a per_dtype entry; when neither is
-    given, torch.testing's per-dtype defaults (tools/runner/precision.py)."""
-
-    per_dtype: dict[Dtype, Tolerance] = Field(
-        default_factory=dict, description="Per-dtype atol/rtol pairs, each pair complete.")
+    # atol/rtol for every dtype without a per_dtype entry; when neither is
+    # given, torch.testing's per-dtype defaults (tools/runner/precision.py).
+    per_dtype: dict[Dtype, Tolerance] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _complete_entries(self) -> "ToleranceSpec":
@@ -398,9 +396,7 @@ class OperatorSpec(Strict):
     # Names for a tuple/list output, in order (dict outputs are named already).
     outputs: list[Ident] | None = None
     reference_dtype: Literal["float32", "float64"] = "float32"
-    baseline: Dotted | None = Field(
-        default=None, description="Dotted callable run on CPU in the case's own dtypes as the same-precision "
-                                  "baseline; default: the reference callable without upcast.")
+    baseline: Dotted | None = Field(default=None, description="CPU baseline in the case's dtypes.")
     # None: inductor off-NPU, torchair's NPU backend on NPU.
     compile_backend: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")] | None = None
     # Extra regexes (Python re, case-insensitive) whose match on a candidate
@@ -425,8 +421,7 @@ class OperatorConfig(Strict):
     operator: OperatorSpec
     tolerance: ToleranceSpec = Field(default_factory=ToleranceSpec)
     judge: Literal["tolerance", "baseline", "both"] = Field(
-        default="tolerance", description="What decides a comparison, fixed before results: atol/rtol, the error "
-                                         "ratio against a same-dtype baseline, or both (references/behavior.md).")
+        default="tolerance", description="atol/rtol, error ratio vs the baseline, or both.")
     source_model_failure: Annotated[str, Field(max_length=20000)] | None = None
     environment: FreeJson = Field(default_factory=dict)
     model: Annotated[str, Field(max_length=2000)] | None = None
