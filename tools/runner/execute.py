@@ -131,9 +131,8 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
     except BaseException as exc:  # noqa: BLE001 - the candidate's failure is the evidence
         timing["candidate_us"] = (time.perf_counter() - t0) * 1e6
         answer["needs_health_check"] = True
-        if mode == "eager" and is_binding_message(exc) and (
-                raised_at_call(exc) or _same_on_cpu(reference, op, base_inputs or baseline_inputs(built),
-                                                    attributes, exc)):
+        if is_binding_message(exc) and ((mode == "eager" and raised_at_call(exc)) or _same_on_cpu(
+                reference, op, base_inputs or baseline_inputs(built), attributes, exc)):
             return dict(answer, **_harness("binding", BindingError(
                 f"the candidate {op['candidate']} refused the call's arguments: {type(exc).__name__}: "
                 f"{_text(exc)}. {binding_hint(op, [b.name for b in built] + list(attributes))}")))
