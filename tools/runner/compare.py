@@ -155,6 +155,28 @@ def _kind(dtype: torch.dtype) -> str:
     return "floating" if dtype.is_floating_point else ("complex" if dtype.is_complex else "integer")
 
 
+def one_thread(fn):
+    """Run the chunked loop on one intra-op thread: a 64K-element chunk is too
+    small for the thread pool to pay, and on a busy host every parallel region
+    waits for a descheduled thread (benchmarks/bench_compare.py: 10x slower
+    under load with 2 threads).  The previous setting is restored."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        threads = torch.get_num_threads()
+        if threads == 1:
+            return fn(*args, **kwargs)
+        torch.set_num_threads(1)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.set_num_threads(threads)
+
+    return wrapper
+
+
+@one_thread
 def compare_tensor(name: str, cand: torch.Tensor, ref: torch.Tensor, *, atol: float, rtol: float,
                    strict_dtype: bool = True) -> dict:
     cand = cand.detach()
@@ -349,8 +371,16 @@ def _chunk_nonfinite(acc, start, c, r, atol, rtol, guard, exp_mask, int_view, ep
 
 
 def _signs(d: torch.Tensor) -> tuple[float, int]:
-    """(#(d>0) - #(d<0), #(d != 0)) of one chunk."""
-    return torch.sign(d).sum().item(), int(torch.count_nonzero(d).item())
+    """(#(d>0) - #(d<0), #(d != 0)) of one chunk, in float arithmetic (a
+    comparison to bool costs ten times a float op on CPU)."""
+    s = torch.sign(d)
+    return s.sum().item(), int(torch.dot(s, s).item())
+
+
+def _count_below(x: torch.Tensor, threshold: float) -> int:
+    """#(x < threshold) for x without NaN, from sum(sign(x - t)) = #above - #below
+    (an element exactly at the threshold counts half, rounded down)."""
+    return int((x.numel() - torch.sign(x - threshold).sum().item()) // 2)
 
 
 class _Prec:
@@ -391,8 +421,8 @@ class _Prec:
         if top < TEN_THOUSANDTH:
             within_1e4 = within_1e3 = n
         else:
-            within_1e4 = int(rel.lt(TEN_THOUSANDTH).sum().item())
-            within_1e3 = within_1e4 if top < THOUSANDTH else int(rel.lt(THOUSANDTH).sum().item())
+            within_1e4 = _count_below(rel, TEN_THOUSANDTH)
+            within_1e3 = within_1e4 if top < THOUSANDTH else _count_below(rel, THOUSANDTH)
         # zeroed NaN/Inf pattern mismatches are not within (matched NaN/Inf are)
         self.within_1e4 += within_1e4 - n_special_mismatch
         self.within_1e3 += within_1e3 - n_special_mismatch
@@ -428,6 +458,7 @@ class _Prec:
         }
 
 
+@one_thread
 def precision_metrics(cand: torch.Tensor, ref: torch.Tensor) -> dict:
     """The precision metric set alone (for the baseline against the reference): one chunked pass."""
     cand, ref = cand.detach().cpu(), ref.detach().cpu()
