@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, Union
 
 from typing_extensions import TypeAliasType
 
-from pydantic.json_schema import SkipJsonSchema
+from pydantic.json_schema import SkipJsonSchema, WithJsonSchema
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -397,9 +397,23 @@ class Case(Strict):
 # --------------------------------------------------------------------------
 
 
+def _compact_no_null_defaults(schema: dict) -> None:
+    """Titles and the null defaults left out of the published schema (issue 8's size bound)."""
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+        if "default" in prop and prop["default"] is None:
+            prop.pop("default")
+
+
+_Tol = Annotated[NonNegFinite | None, WithJsonSchema({"type": "number", "minimum": 0})]
+
+
 class Tolerance(Strict):
-    atol: NonNegFinite | None = None  # given together with rtol, or neither
-    rtol: NonNegFinite | None = None
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_compact_no_null_defaults)
+
+    atol: _Tol = None  # given together with rtol, or neither
+    rtol: _Tol = None
 
     @model_validator(mode="after")
     def _together(self) -> "Tolerance":
@@ -475,6 +489,8 @@ class OperatorSpec(Strict):
 
 
 class OperatorConfig(Strict):
+    # titles left out of the published schema (issue 8's size bound; the judge's fields pay for themselves)
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_compact_no_null_defaults)
     schema_version: Literal[1] = 1
     run_id: Slug
     operator: OperatorSpec
