@@ -20,13 +20,15 @@ from .schemas import FiniteFloat, NonNegFinite, Strict, format_validation_error
 # start: its bound of consecutive start failures was reached (the slot is retired).
 WORKER_RESTART_LIMIT = "WorkerRestartLimit"
 
-HarnessWhere = Literal["resolve", "inputs", "reference", "compare", "harness", "worker_start"]
+HarnessWhere = Literal["resolve", "binding", "inputs", "reference", "baseline", "compare", "harness", "worker_start"]
 
 # What each `where` means for people ("the case stays pending" is said by the caller).
 HARNESS_WHERE_TEXT: dict[str, str] = {
     "resolve": "the candidate/reference could not be loaded",
     "inputs": "the inputs could not be built",
     "reference": "the reference failed",
+    "binding": "the call's arguments do not fit the callable (operator.call, input names)",
+    "baseline": "the same-precision baseline failed",
     "compare": "the comparison failed",
     "harness": "the harness failed",
     "worker_start": "the worker could not start",
