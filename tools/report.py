@@ -74,6 +74,7 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
         "",
         f"**Verdict: {analysis.verdict}** - {analysis.summary}",
         "",
+        *_artifact_lines("latest_verify_line", run_dir),
         f"- candidate: `{config.operator.candidate}`",
         f"- reference: `{config.operator.reference}` (CPU, {config.operator.reference_dtype})",
         tolerance_line(config),
@@ -141,7 +142,15 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
             line += judged_text(result)
         out.append(line)
     out.append("")
+    out += _artifact_lines("artifact_sections", run_dir)
     return "\n".join(out)
+
+
+def _artifact_lines(which: str, run_dir: str) -> list[str]:
+    """Verification after a fix and pictures (tools/artifacts), when present."""
+    from .artifacts import sections
+
+    return getattr(sections, which)(run_dir)
 
 
 def rerun_id(case_id: str) -> str:
