@@ -33,8 +33,30 @@ def test_signatures_are_short_and_stable() -> None:
     assert len(long) <= 160 and long.endswith("...")
 
 
-def test_quoted_names_are_kept() -> None:
-    assert normalize("'Char' and \"add_3\" at 12") == "'Char' and \"add_3\" at <N>"
+def test_quoted_names_are_kept_but_dtype_names_are_one() -> None:
+    assert normalize("'Char' and \"add_3\" at 12") == "'<DTYPE>' and \"add_3\" at <N>"
+
+
+def test_one_refusal_kind_is_one_signature_whatever_dtype_it_names() -> None:
+    # the messages PyTorch's CPU kernels raise for different dtypes of the same refusal
+    sigs = {exception_signature("RuntimeError", f"\"addmm_impl_cpu_\" not implemented for '{d}'")
+            for d in ("Half", "BFloat16", "Int", "Long", "Bool", "ComplexFloat")}
+    assert sigs == {"RuntimeError: \"addmm_impl_cpu_\" not implemented for '<DTYPE>'"}
+    mean = {exception_signature("RuntimeError", "mean(): could not infer output dtype. Input dtype must be either "
+                                                f"a floating point or complex dtype. Got: {d}") for d in ("Int", "Byte")}
+    assert len(mean) == 1 and next(iter(mean)).endswith("Got: <DTYPE>")
+    assert normalize("expected torch.bfloat16 but got float16") == "expected <DTYPE> but got <DTYPE>"
+
+
+def test_error_codes_stay_readable_in_signatures() -> None:
+    msg = ("EZ1001: [PID: 4242] 2024-05-01-10:00:00.123.456 aclnnAdd check param failed, "
+           "error code 161002, x is DT_INT8 at /opt/cann/op_api.cpp:88")
+    other = msg.replace("4242", "977").replace("10:00:00.123", "11:12:13.999").replace(":88", ":91")
+    sig = exception_signature("RuntimeError", msg)
+    assert sig == exception_signature("RuntimeError", other)
+    assert sig.startswith("RuntimeError: EZ1001: ") and "error code 161002" in sig and "PID" not in sig
+    assert sig == exception_signature("RuntimeError", msg.replace("DT_INT8", "DT_BF16"))
+    assert "conv2d" in normalize("conv2d of size 3") and normalize("ret=561003 at step 7") == "ret=561003 at step <N>"
 
 
 def test_signal_names() -> None:

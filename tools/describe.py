@@ -29,6 +29,12 @@ def describe_comparison(comparison: Comparison | dict[str, Any], *, brief: bool 
     head = f"output {c.output!r}"
     if c.contract_mismatch:
         return f"{head}: contract mismatch: {c.contract_mismatch}"
+    if c.judge in ("baseline", "both") and c.verdict and not c.passed:
+        # the judge's sentence names the judge that failed and carries the ratios
+        text = f"{head}: {c.verdict}"
+        if not brief and c.worst_index is not None:
+            text += f"; worst at {c.worst_index}: candidate {c.worst_candidate} vs reference {c.worst_reference}"
+        return text
     names = ("max_abs",) if brief else ("max_abs", "max_rel", "max_ulp")
     metrics = [f"{name}={_num(getattr(c, name))}" for name in names if getattr(c, name) is not None]
     if not brief and (c.atol is not None or c.rtol is not None):

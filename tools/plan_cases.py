@@ -165,6 +165,21 @@ def differing_axes(a: Case, b: Case) -> list[str]:
     return axes_difference(distance_axes(a), distance_axes(b))
 
 
+def default_tolerance_warnings(config, cases: list[Case]) -> list[str]:
+    """One warning per floating input dtype whose tolerance comes from the default table."""
+    from .runner.precision import TOLERANCE_SOURCE  # stdlib only
+
+    dtypes = sorted({i.dtype for c in cases for i in c.inputs if i.dtype.startswith(("float", "bfloat"))})
+    out = []
+    for dtype in dtypes:
+        atol, rtol, source = config.tolerance.for_dtype(dtype)
+        if source == "default":
+            out.append(f"tolerance: {dtype} has no per_dtype entry and the config gives no atol/rtol: using "
+                       f"atol {atol:g}, rtol {rtol:g} from {TOLERANCE_SOURCE}"
+                       + ("" if config.judge == "tolerance" else f" (judge {config.judge!r})"))
+    return out
+
+
 def multi_axis_warnings(cases: list[Case]) -> list[str]:
     """One warning per case that differs from every other case in more than
     one axis, naming its closest neighbour and the differing axes."""
@@ -680,5 +695,5 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
         created=created,
         added=[c.id for c in new_cases],
         cases=planned_cases(store),
-        warnings=multi_axis_warnings(all_cases),
+        warnings=multi_axis_warnings(all_cases) + default_tolerance_warnings(config, all_cases),
     )

@@ -20,7 +20,8 @@ from .schemas import FiniteFloat, NonNegFinite, Strict, format_validation_error
 # start: its bound of consecutive start failures was reached (the slot is retired).
 WORKER_RESTART_LIMIT = "WorkerRestartLimit"
 
-HarnessWhere = Literal["resolve", "import", "inputs", "reference", "compare", "harness", "worker_start"]
+HarnessWhere = Literal["resolve", "import", "binding", "inputs", "reference", "baseline", "compare", "harness",
+                       "worker_start"]
 
 # What each `where` means for people ("the case stays pending" is said by the caller).
 HARNESS_WHERE_TEXT: dict[str, str] = {
@@ -28,6 +29,8 @@ HARNESS_WHERE_TEXT: dict[str, str] = {
     "import": "the user modules could not be imported",
     "inputs": "the inputs could not be built",
     "reference": "the reference failed",
+    "binding": "the call's arguments do not fit the callable (operator.call, input names)",
+    "baseline": "the same-precision baseline failed",
     "compare": "the comparison failed",
     "harness": "the harness failed",
     "worker_start": "the worker could not start",

@@ -35,6 +35,22 @@ def table(header: list[str], rows: list[list[object]]) -> str:
     return "\n".join(lines)
 
 
+def tolerance_line(config: OperatorConfig) -> str:
+    """The judge and the tolerances, as fixed before any result."""
+    tol = config.tolerance
+    text = (f"- judge: {config.judge}" + (f" (baseline `{config.operator.baseline}`)" if config.operator.baseline
+                                          else "") + "; tolerance: ")
+    text += (f"atol {tol.atol:g}, rtol {tol.rtol:g}" if tol.atol is not None else
+             "torch.testing's per-dtype defaults")
+    return text + "".join(f"; {d}: atol {t.atol:g}, rtol {t.rtol:g}" for d, t in tol.per_dtype.items())
+
+
+def judged_text(result: CaseResult) -> str:
+    """A passing case's verdicts (the judge and its ratios), e.g. " - out: baseline judge: within ..."."""
+    verdicts = [f"{c.output}: {c.verdict}" for c in result.comparisons if c.verdict and c.judge != "tolerance"]
+    return (" - " + "; ".join(verdicts))[:600] if verdicts else ""
+
+
 def _axes_text(axes: dict[str, str], keep: set[str] | None = None) -> str:
     items = [(k, v) for k, v in axes.items() if keep is None or k in keep]
     return ", ".join(f"{k}={v}" for k, v in items)
@@ -61,8 +77,7 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
         *_artifact_lines("latest_verify_line", run_dir),
         f"- candidate: `{config.operator.candidate}`",
         f"- reference: `{config.operator.reference}` (CPU, {config.operator.reference_dtype})",
-        f"- tolerance: atol {config.tolerance.atol:g}, rtol {config.tolerance.rtol:g}"
-        + "".join(f"; {d}: atol {t.atol:g}, rtol {t.rtol:g}" for d, t in config.tolerance.per_dtype.items()),
+        tolerance_line(config),
         f"- evidence: `{run_dir}`",
         f"- analyzed at: {analysis.analyzed_at.isoformat()}",
         "",
@@ -132,6 +147,8 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
         line = f"- `{case.id}`: **{state}** ({_axes_text(case_axes(case), varying) or 'base'})"
         if case.id in by_failure and by_failure[case.id].reason:
             line += f" - {by_failure[case.id].reason}"
+        elif result is not None and result.status == "passed":
+            line += judged_text(result)
         out.append(line)
     out.append("")
     out += _artifact_lines("artifact_sections", run_dir)
@@ -165,8 +182,7 @@ def render_reproduction(analysis: Analysis, config: OperatorConfig, cases: list[
         f"- outputs: {op.outputs}" if op.outputs else "- outputs: as the callable returns them",
         f"- user modules (in `{run_dir}/artifacts/modules/`): {op.modules}" if op.modules else "- user modules: none",
         f"- compile backend: {op.compile_backend or 'default (torchair on NPU, inductor elsewhere)'}",
-        f"- tolerance: atol {config.tolerance.atol:g}, rtol {config.tolerance.rtol:g}"
-        + "".join(f"; {d}: atol {t.atol:g}, rtol {t.rtol:g}" for d, t in config.tolerance.per_dtype.items()),
+        tolerance_line(config),
         "",
         "The operator config is `operator-config.json` and every case is in `case-matrix.json` "
         f"under `{run_dir}`.",

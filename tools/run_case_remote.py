@@ -221,8 +221,11 @@ def _outcome(case_id: str, result: dict, host: str, device: str, raw_path: str) 
     failed = [c["output"] for c in comparisons if not c.get("passed")]
     max_abs = max((c["max_abs"] for c in comparisons if c.get("max_abs") is not None), default=None)
     ratio = max((c.get("mismatch_ratio") or 0.0 for c in comparisons), default=None)
+    judged = [c["verdict"] for c in comparisons if c.get("verdict") and c.get("judge") not in (None, "tolerance")]
     if status == "passed":
         summary = f"passed ({len(comparisons)} output(s); max_abs={_fmt(max_abs)})"
+        if judged:
+            summary += f": {judged[0]}"
     elif status == "numerical_mismatch":
         summary = "numerical mismatch - " + "; ".join(describe_comparison(c, brief=True)
                                                       for c in comparisons if not c.get("passed"))

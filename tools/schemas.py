@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, Union
 
 from typing_extensions import TypeAliasType
 
-from pydantic.json_schema import SkipJsonSchema
+from pydantic.json_schema import SkipJsonSchema, WithJsonSchema
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -337,10 +337,12 @@ def _at_most_16(value: list) -> list:
 
 
 def _compact_schema(schema: dict) -> None:
-    """Drop the generated titles (the published schema stays small)."""
+    """Drop the generated titles and null defaults (the published schema stays small)."""
     schema.pop("title", None)
     for prop in schema.get("properties", {}).values():
         prop.pop("title", None)
+        if "default" in prop and prop["default"] is None:
+            prop.pop("default")
 
 
 def _capture_dir(value: str) -> str:
@@ -415,16 +417,39 @@ class Case(Strict):
 # --------------------------------------------------------------------------
 
 
+_Tol = Annotated[NonNegFinite | None, WithJsonSchema({"type": "number", "minimum": 0})]
+
+
 class Tolerance(Strict):
-    atol: NonNegFinite = 1e-5
-    rtol: NonNegFinite = 1e-5
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_compact_schema)
+
+    atol: _Tol = None  # given together with rtol, or neither
+    rtol: _Tol = None
+
+    @model_validator(mode="after")
+    def _together(self) -> "Tolerance":
+        if (self.atol is None) != (self.rtol is None):
+            given, missing = ("atol", "rtol") if self.rtol is None else ("rtol", "atol")
+            raise ValueError(f"atol and rtol are given together or not at all: {given} is given, {missing} is "
+                             f"missing (torch.testing.assert_close's rule; a silent default would decide)")
+        return self
 
 
 class ToleranceSpec(Tolerance):
     per_dtype: dict[Dtype, Tolerance] = Field(default_factory=dict, description="by output dtype")
 
-    def for_dtype(self, dtype: str) -> Tolerance:
-        return self.per_dtype.get(dtype, Tolerance(atol=self.atol, rtol=self.rtol))  # type: ignore[arg-type]
+    @model_validator(mode="after")
+    def _complete_entries(self) -> "ToleranceSpec":
+        empty = sorted(d for d, t in self.per_dtype.items() if t.atol is None)
+        if empty:
+            raise ValueError(f"per_dtype entries {empty} give neither atol nor rtol; give both or drop the entry")
+        return self
+
+    def for_dtype(self, dtype: str) -> tuple[float, float, str]:
+        """(atol, rtol, source): "per_dtype", "config" (the blanket pair) or "default" (the table)."""
+        from .runner.precision import tolerance_for  # stdlib only: the one table, shared with the runner
+
+        return tolerance_for(self.model_dump(), dtype)
 
 
 class CallSpec(Strict):
@@ -451,6 +476,7 @@ class OperatorSpec(Strict):
     outputs: list[Ident] | None = Field(None, description="tuple/list output names")
     reference_dtype: Literal["float32", "float64"] = Field(
         "float32", description="floating inputs upcast to it")
+    baseline: Dotted | None = Field(default=None, description="CPU baseline in the case's dtypes.")
     compile_backend: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")] | None = Field(
         None, description="null: inductor; torchair on NPU")
     unsupported_rules: list[Annotated[str, Field(min_length=1, max_length=500)]] = Field(
@@ -473,12 +499,14 @@ class OperatorSpec(Strict):
 
 
 class OperatorConfig(Strict):
-    model_config = ConfigDict(extra="forbid", json_schema_extra=_compact_schema)  # titles dropped: schema budget
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_compact_schema)  # schema budget
 
     schema_version: Literal[1] = 1
     run_id: Slug
     operator: OperatorSpec
     tolerance: ToleranceSpec = Field(default_factory=ToleranceSpec)
+    judge: Literal["tolerance", "baseline", "both"] = Field(
+        default="tolerance", description="atol/rtol, error ratio vs the baseline, or both.")
     source_model_failure: Annotated[str, Field(max_length=20000)] | None = None
     environment: FreeJson = Field(default_factory=dict)
     model: Annotated[str, Field(max_length=2000)] | None = None
@@ -499,6 +527,27 @@ def _element(value: Any) -> Any:
 
 
 Element = Annotated[ElementValue, AfterValidator(_element)]
+
+
+class PrecisionMetrics(Strict):
+    """Ascend accuracy checker's benchmark metric set; formulas in references/behavior.md."""
+
+    count: Annotated[int, Field(ge=0)] = Field(description="Elements compared.")
+    small_value: NonNegFinite = Field(description="Small-value threshold of the output dtype.")
+    small_value_count: Annotated[int, Field(ge=0)] = Field(description="Finite elements with |ref| <= small_value.")
+    small_value_error_ratio: Annotated[float, Field(ge=0, le=1)] = Field(
+        description="Share of small values whose absolute error exceeds the dtype's small-value atol.")
+    max_rel_error: NonNegFinite | None = Field(description="Max |d|/(|ref|+eps) over the other finite elements.")
+    mean_rel_error: NonNegFinite | None = Field(description="Mean |d|/(|ref|+eps) over the other finite elements.")
+    rmse: NonNegFinite | None = Field(description="Root mean square error over finite pairs.")
+    error_balance: Annotated[float, Field(ge=0, le=1)] = Field(
+        description="|#(d>0) - #(d<0)| / count (msprobe's error balance).")
+    nonzero_errors: Annotated[int, Field(ge=0)] = Field(description="Elements with d != 0.")
+    thousandth_ratio: Annotated[float, Field(ge=0, le=1)] = Field(
+        description="Share of elements with |d|/(|ref|+eps) < 1e-3.")
+    ten_thousandth_ratio: Annotated[float, Field(ge=0, le=1)] = Field(
+        description="Share of elements with |d|/(|ref|+eps) < 1e-4.")
+    special_mismatch: Annotated[int, Field(ge=0)] = Field(description="NaN/Inf pattern mismatches.")
 
 
 class Comparison(Strict):
@@ -535,6 +584,19 @@ class Comparison(Strict):
     first_mismatch_index: list[int] | None = None
     first_candidate: Element | None = None
     first_reference: Element | None = None
+    precision: PrecisionMetrics | None = Field(
+        default=None, description="The candidate's Ascend benchmark metric set against the reference.")
+    baseline: PrecisionMetrics | None = Field(
+        default=None, description="The baseline's metric set against the same reference (judge baseline/both).")
+    baseline_mismatch_count: Annotated[int, Field(ge=0)] | None = Field(
+        default=None, description="Exact outputs: elements where the baseline differs from the reference.")
+    ratios: dict[str, NonNegFinite] | None = Field(
+        default=None, description="Candidate/baseline error ratios (small_value, max_rel, mean_rel, rmse, "
+                                  "error_balance).")
+    judge: Literal["tolerance", "baseline", "both"] | None = Field(
+        default=None, description="The judge that decided this comparison.")
+    verdict: Annotated[str, Field(max_length=2000)] | None = Field(
+        default=None, description="One sentence: which judge decided and why (with the ratios).")
 
 
 class ErrorInfo(Strict):
@@ -565,6 +627,7 @@ class Timing(Strict):
     compile_us: NonNegFinite | None = Field(default=None, description="compile or capture, apart from the run")
     candidate_us: NonNegFinite | None = None
     reference_us: NonNegFinite | None = None
+    baseline_us: NonNegFinite | None = Field(default=None, description="The same-precision baseline's call.")
     compare_us: NonNegFinite | None = None
     total_us: NonNegFinite | None = None
 

@@ -27,8 +27,19 @@ SIGNATURE_LINE_MAX = 1000
 
 _ADDR = re.compile(r"0x[0-9a-fA-F]+")
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\w.+-]*[/\\])+([\w.+-]+)")
-_NUMBER = re.compile(r"(?<![A-Za-z_])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+# a number that is not part of a word: EZ1001, conv2d and E40021 stay as they are
+_NUMBER = re.compile(r"(?<![A-Za-z_\d\ue000])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _QUOTED = re.compile(r"('[^']*'|\"[^\"]*\")")
+_PID = re.compile(r"\[PID:\s*\d+\]\s*")
+# an ACL error code after the words that announce one: "error code 161002", "ret=561003"
+_ACL_CODE = re.compile(r"((?:error\s*code|err\s*code|errcode|ret(?:code)?|errno|error|code)\s*(?:is|=|:)?\s*\[?)"
+                       r"([1-5]\d{5})\b", re.IGNORECASE)
+# dtype names as torch spells them in messages ('Half', Got: Int, torch.bfloat16): one refusal, one group
+_DTYPE = re.compile(
+    r"\b(?:torch\.)?(?:float8_e4m3fnuz|float8_e4m3fn|float8_e5m2fnuz|float8_e5m2|float16|bfloat16|float32|float64|"
+    r"complex32|complex64|complex128|u?int(?:8|16|32|64)|Float8_e4m3fnuz|Float8_e4m3fn|Float8_e5m2fnuz|Float8_e5m2|"
+    r"ComplexHalf|ComplexFloat|ComplexDouble|BFloat16|Half|Float|Double|Byte|Char|Short|Int|Long|Bool|"
+    r"UInt16|UInt32|UInt64|QInt8|QUInt8|QInt32|DT_[A-Z0-9_]+)\b")
 
 
 def match_unsupported(exc_type: str, message: str, extra_rules=()) -> str | None:
@@ -40,19 +51,29 @@ def match_unsupported(exc_type: str, message: str, extra_rules=()) -> str | None
 
 
 def normalize(line: str) -> str:
-    """Numbers -> <N>, hex addresses -> <ADDR>, paths -> their last part;
-    quoted names are kept as they are."""
-    pieces = _QUOTED.split(line)
+    """Numbers -> <N>, hex addresses -> <ADDR>, paths -> their last part,
+    dtype names -> <DTYPE>, ``[PID: n]`` dropped; error codes (``EZ1001``,
+    ``error code 161002``) and other quoted names are kept as they are."""
+    pieces = _QUOTED.split(_PID.sub("", line))
     out = []
     for i, piece in enumerate(pieces):
         if i % 2 == 1:  # a quoted name
-            out.append(piece)
+            out.append(_DTYPE.sub("<DTYPE>", piece))
             continue
         piece = _ADDR.sub("<ADDR>", piece)
         piece = _PATH.sub(r"\1", piece)
+        piece = _ACL_CODE.sub("\\1\ue000\\2", piece)
+        piece = _DTYPE.sub("<DTYPE>", piece)
         piece = _NUMBER.sub("<N>", piece)
-        out.append(piece)
+        out.append(piece.replace("\ue000", ""))
     return re.sub(r"\s+", " ", "".join(out)).strip()
+
+
+def message_shape(exc_type: str, message: str) -> str:
+    """What two refusals must share to be the same refusal: the type and the
+    normalised first line (numbers, paths and dtype names made alike)."""
+    first = next((ln for ln in message.splitlines() if ln.strip()), "")[:SIGNATURE_LINE_MAX]
+    return f"{exc_type}: {normalize(first)}"
 
 
 def exception_signature(exc_type: str, message: str) -> str:

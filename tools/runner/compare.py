@@ -37,6 +37,9 @@ import math
 
 import torch
 
+from .precision import BFLOAT16_EPS, TEN_THOUSANDTH, THOUSANDTH, benchmark_for
+from .precision import tolerance_for as _tolerance_for
+
 CHUNK = 1 << 16
 
 _FLOAT = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -97,10 +100,9 @@ def as_tensor(value):
 
 
 def tolerance_for(tolerance: dict, dtype: torch.dtype) -> tuple[float, float]:
-    per = (tolerance.get("per_dtype") or {}).get(dtype_name(dtype))
-    if per:
-        return float(per["atol"]), float(per["rtol"])
-    return float(tolerance.get("atol", 1e-5)), float(tolerance.get("rtol", 1e-5))
+    """(atol, rtol): the per_dtype entry, the blanket pair, else the default table (precision.py)."""
+    atol, rtol, _ = _tolerance_for(tolerance, dtype_name(dtype))
+    return atol, rtol
 
 
 def compare_outputs(candidate, reference, *, names: list[str] | None, tolerance: dict,
@@ -153,6 +155,28 @@ def _kind(dtype: torch.dtype) -> str:
     return "floating" if dtype.is_floating_point else ("complex" if dtype.is_complex else "integer")
 
 
+def one_thread(fn):
+    """Run the chunked loop on one intra-op thread: a 64K-element chunk is too
+    small for the thread pool to pay, and on a busy host every parallel region
+    waits for a descheduled thread (benchmarks/bench_compare.py: 10x slower
+    under load with 2 threads).  The previous setting is restored."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        threads = torch.get_num_threads()
+        if threads == 1:
+            return fn(*args, **kwargs)
+        torch.set_num_threads(1)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.set_num_threads(threads)
+
+    return wrapper
+
+
+@one_thread
 def compare_tensor(name: str, cand: torch.Tensor, ref: torch.Tensor, *, atol: float, rtol: float,
                    strict_dtype: bool = True) -> dict:
     cand = cand.detach()
@@ -217,6 +241,7 @@ class _Acc:
         self.first = None
         self.nan_mismatch = 0
         self.inf_mismatch = 0
+        self.prec = None  # _Prec: the precision (benchmark) metric set, when asked
         # Sums, max_abs and dot products are kept in units of 2**exp (2**(2*exp) for
         # squares): float64 values near its range (1e308) are scaled down by a
         # power of two (exact) instead of overflowing to inf.
@@ -247,6 +272,7 @@ def _float_metrics(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
     exp_mask, int_view = (0x7FF0000000000000, torch.int64) if work == torch.float64 else (0x7F800000, torch.int32)
     cflat, rflat = _flat(cand), _flat(ref)
     acc = _Acc()
+    acc.prec = _Prec(cand.dtype, ref.dtype)
     n = cflat.numel()
     for start in range(0, n, CHUNK):
         c = cflat[start:start + CHUNK].to(work)
@@ -268,6 +294,7 @@ def _float_metrics(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
             error_balance=_finite_or_none(_ldexp(acc.sum_d / nf, acc.exp)), max_ulp=_finite_or_none(acc.max_ulp),
             cosine=_cosine(acc),
         )
+    out["precision"] = acc.prec.result(n, acc.sum_sq, acc.exp)
     if acc.worst is not None and acc.max_abs > 0:
         out.update(worst_index=unravel(acc.worst, cand.shape), worst_candidate=json_element(cflat[acc.worst]),
                    worst_reference=json_element(rflat[acc.worst]))
@@ -295,6 +322,7 @@ def _chunk(acc, start, c, r, d, sum_d, nfin, atol, rtol, guard, exp_mask, int_vi
     """Metrics of one chunk whose (masked) values are all finite (``c`` and ``r``
     already divided by 2**scale_exp, and atol, guard and tiny with them)."""
     dot_cr, dot_cc, dot_rr = torch.dot(c, r).item(), torch.dot(c, c).item(), torch.dot(r, r).item()
+    signs = _signs(d) if acc.prec is not None else None
     ad = d.abs_()
     sum_sq = torch.dot(ad, ad).item()
     if c.dtype == torch.float32 and not all(map(math.isfinite, (sum_d, dot_cr, dot_cc, dot_rr, sum_sq))):
@@ -327,6 +355,9 @@ def _chunk(acc, start, c, r, d, sum_d, nfin, atol, rtol, guard, exp_mask, int_vi
     if _ldexp(mx, shift) > acc.max_abs:  # the index only when the running maximum moves (argmax is slow)
         acc.max_abs, acc.worst = _ldexp(mx, shift), start + ad.argmax().item()
     ar = r.abs()
+    if acc.prec is not None:
+        acc.prec.add(signs, ad, ar, c.numel() - nfin,
+                     0 if extra_mismatch is None else int(torch.count_nonzero(extra_mismatch).item()))
     # mismatch: |d| - rtol*|r| > atol; counted only when the chunk has one
     excess = torch.sub(ad, ar, alpha=rtol) if rtol else ad
     mis = None
@@ -369,6 +400,137 @@ def _chunk_nonfinite(acc, start, c, r, atol, rtol, guard, exp_mask, int_view, ep
     sum_d = d.sum().item()
     _chunk(acc, start, c, r, d, sum_d, int(torch.count_nonzero(fin).item()), atol, rtol, guard, exp_mask,
            int_view, eps, tiny, extra_mismatch=special_mismatch)
+
+
+# --------------------------------------------------------------------------
+# The precision metric set of Ascend's accuracy checker (benchmark standard):
+# accumulated in the same chunked pass as the metrics above, or alone for a
+# baseline (precision_metrics).  Formulas in references/behavior.md.
+# --------------------------------------------------------------------------
+
+
+def _signs(d: torch.Tensor) -> tuple[float, int]:
+    """(#(d>0) - #(d<0), #(d != 0)) of one chunk, in float arithmetic (a
+    comparison to bool costs ten times a float op on CPU)."""
+    s = torch.sign(d)
+    return s.sum().item(), int(torch.dot(s, s).item())
+
+
+def _count_below(x: torch.Tensor, threshold: float) -> int:
+    """#(x < threshold) for x without NaN, from sum(sign(x - t)) = #above - #below
+    (an element exactly at the threshold counts half, rounded down)."""
+    return int((x.numel() - torch.sign(x - threshold).sum().item()) // 2)
+
+
+class _Prec:
+    """Running counts of the precision metric set over chunks."""
+
+    def __init__(self, cand_dtype: torch.dtype, ref_dtype: torch.dtype):
+        spec = benchmark_for(dtype_name(cand_dtype))
+        self.small_value = spec["small_value"]
+        self.small_atol = spec["small_value_atol"]
+        # relative errors |d| / (|ref| + eps): eps of the reference's dtype, 2**-8 for bfloat16 outputs
+        self.eps = BFLOAT16_EPS if cand_dtype == torch.bfloat16 else torch.finfo(ref_dtype).eps
+        self.small = 0
+        self.small_err = 0
+        self.rel_max = 0.0
+        self.rel_sum = 0.0
+        self.within_1e3 = 0
+        self.within_1e4 = 0
+        self.sign_sum = 0.0
+        self.nonzero = 0
+        self.nonfinite = 0  # pairs not both finite (zeroed by the caller)
+        self.special_mismatch = 0  # of which NaN/Inf pattern mismatches
+
+    def add(self, signs, ad: torch.Tensor, ar: torch.Tensor, n_nonfinite: int, n_special_mismatch: int) -> None:
+        """One chunk: ``ad``/``ar`` are |cand - ref| and |ref| (non-finite pairs zeroed, ``n_nonfinite`` of
+        them, ``n_special_mismatch`` of which are NaN/Inf pattern mismatches)."""
+        self.sign_sum += signs[0]
+        self.nonzero += signs[1]
+        self.nonfinite += n_nonfinite
+        self.special_mismatch += n_special_mismatch
+        # fast paths: no small value in the chunk (one min), every element within 1e-4 (one max)
+        n_small = 0 if ar.min().item() > self.small_value else -1
+        if n_small:
+            small = ar.le(self.small_value)
+            n_small = int(small.sum().item())
+        rel = ad / ar.add(self.eps)
+        n = rel.numel()
+        top = rel.max().item()
+        if top < TEN_THOUSANDTH:
+            within_1e4 = within_1e3 = n
+        else:
+            within_1e4 = _count_below(rel, TEN_THOUSANDTH)
+            within_1e3 = within_1e4 if top < THOUSANDTH else _count_below(rel, THOUSANDTH)
+        # zeroed NaN/Inf pattern mismatches are not within (matched NaN/Inf are)
+        self.within_1e4 += within_1e4 - n_special_mismatch
+        self.within_1e3 += within_1e3 - n_special_mismatch
+        if n_small:
+            # zeroed non-finite pairs look small and exact: they are neither
+            self.small += n_small - n_nonfinite
+            self.small_err += int(ad[small].gt(self.small_atol).sum().item())
+            if n_small < n:
+                rel.masked_fill_(small, 0.0)
+                self.rel_max = max(self.rel_max, rel.max().item())
+        else:
+            self.rel_max = max(self.rel_max, top)
+        if n_small < n:
+            self.rel_sum += rel.sum().item()
+
+    def result(self, numel: int, sum_sq: float, exp: int = 0) -> dict:
+        """The metric set over ``numel`` elements (``sum_sq``: sum of squared errors over finite pairs, in
+        units of 2**(2*exp))."""
+        n_fin = numel - self.nonfinite
+        normal = max(0, n_fin - self.small)  # the elements relative errors are taken over
+        return {
+            "count": numel,
+            "small_value": self.small_value,
+            "small_value_count": self.small,
+            "small_value_error_ratio": self.small_err / self.small if self.small else 0.0,
+            "max_rel_error": _finite_or_none(self.rel_max),
+            "mean_rel_error": _finite_or_none(self.rel_sum / normal) if normal else 0.0,
+            "rmse": _finite_or_none(_ldexp(math.sqrt(sum_sq / n_fin), exp)) if n_fin > 0 else 0.0,
+            "error_balance": abs(self.sign_sum) / numel if numel else 0.0,
+            "nonzero_errors": self.nonzero,
+            "thousandth_ratio": self.within_1e3 / numel if numel else 1.0,
+            "ten_thousandth_ratio": self.within_1e4 / numel if numel else 1.0,
+            "special_mismatch": self.special_mismatch,
+        }
+
+
+@one_thread
+def precision_metrics(cand: torch.Tensor, ref: torch.Tensor) -> dict:
+    """The precision metric set alone (for the baseline against the reference): one chunked pass."""
+    cand, ref = cand.detach().cpu(), ref.detach().cpu()
+    if cand.is_complex():
+        cand, ref = torch.view_as_real(cand.resolve_conj()), torch.view_as_real(ref.resolve_conj())
+    work = torch.float64 if torch.float64 in (cand.dtype, ref.dtype) else torch.float32
+    prec = _Prec(cand.dtype, ref.dtype)
+    cflat, rflat = _flat(cand), _flat(ref)
+    n = cflat.numel()
+    sum_sq = 0.0
+    for start in range(0, n, CHUNK):
+        c = cflat[start:start + CHUNK].to(work)
+        r = rflat[start:start + CHUNK].to(work)
+        d = c - r
+        nonfinite, mism = 0, 0
+        if not math.isfinite(d.sum().item()):
+            fin = torch.isfinite(c) & torch.isfinite(r)
+            if work == torch.float32 and bool(fin.all()):  # finite values whose difference overflows float32
+                c, r = c.to(torch.float64), r.to(torch.float64)
+            else:
+                cn, rn = torch.isnan(c), torch.isnan(r)
+                special_mis = ~fin & ~((cn & rn) | ((torch.isinf(c) | torch.isinf(r)) & (c == r)))
+                nonfinite = int(torch.count_nonzero(~fin).item())
+                mism = int(torch.count_nonzero(special_mis).item())
+                zero = torch.zeros((), dtype=c.dtype)
+                c, r = torch.where(fin, c, zero), torch.where(fin, r, zero)
+            d = c - r
+        signs = _signs(d)
+        ad = d.abs_()
+        sum_sq += torch.dot(ad, ad).item()
+        prec.add(signs, ad, r.abs(), nonfinite, mism)
+    return prec.result(n, sum_sq)
 
 
 def _exact_metrics(cand: torch.Tensor, ref: torch.Tensor) -> dict:

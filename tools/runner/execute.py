@@ -17,10 +17,13 @@ import traceback
 import torch
 
 from . import RUNNER_VERSION
+from .baseline import (BindingError, baseline_inputs, binding_hint, check_binding, is_binding_message,
+                       raised_at_call, same_refusal)
 from .callables import ResolveError, ascend_only_reason, call_arguments, load_user_modules, resolve, \
     resolve_attributes
 from .classify import exception_signature, match_unsupported
 from .compare import compare_outputs
+from .judge import BaselineError, apply_judge
 from .devices import Device, Unsupported
 from .inputs import build_case_inputs, case_seed, map_built, reference_inputs, tensors_of
 from .seeding import seed_everything
@@ -57,10 +60,12 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
         load_user_modules(request.get("modules_dir"), op.get("modules") or [])
         candidate = resolve(op["candidate"])
         reference = resolve(op["reference"])
+        baseline = resolve(op["baseline"]) if op.get("baseline") else reference
     except ResolveError as exc:
         return _harness("resolve", exc)
     if on_imported is not None:
         on_imported()
+    judge = config.get("judge") or "tolerance"
     try:
         built = build_case_inputs(case, request.get("captured_dir"))
     except Exception as exc:  # noqa: BLE001 - any input failure is the harness's
@@ -96,6 +101,14 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
         attributes = resolve_attributes(case.get("attributes") or {}, device.kind)
     except ResolveError as exc:
         return dict(answer, **_harness("resolve", exc))
+    try:  # the call's arguments against every callable's signature, before anything runs
+        _check_bindings(op, map_built(built, lambda b: None), attributes,
+                        [("candidate", candidate), ("reference", reference)] +
+                        ([("baseline", baseline)] if op.get("baseline") else []))
+    except (BindingError, ResolveError) as exc:
+        return dict(answer, **_harness("binding" if isinstance(exc, BindingError) else "resolve", exc))
+    # the baseline's inputs: the storages as they are (no upcast), copied before the candidate may write them
+    base_inputs = baseline_inputs(built) if judge != "tolerance" else None
     # Candidate on the device.
     try:
         cand_inputs = map_built(built, lambda b: device.to_device(b.storage, b.shape, b.strides, b.storage_offset))
@@ -142,7 +155,19 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
     except BaseException as exc:  # noqa: BLE001 - the candidate's failure is the evidence
         timing["candidate_us"] = (time.perf_counter() - t0) * 1e6
         answer["needs_health_check"] = True
+        if is_binding_message(exc) and ((mode == "eager" and raised_at_call(exc)) or _same_on_cpu(
+                reference, op, base_inputs or baseline_inputs(built), attributes, exc)):
+            return dict(answer, **_harness("binding", BindingError(
+                f"the candidate {op['candidate']} refused the call's arguments: {type(exc).__name__}: "
+                f"{_text(exc)}. {binding_hint(op, [b.name for b in built] + list(attributes))}")))
         status, fields = _classify(exc, op.get("unsupported_rules") or [])
+        if status == "crash" and isinstance(exc, Exception):
+            # the same call in the same dtypes on CPU refuses it too: outside the operator's contract
+            if _same_on_cpu(baseline, op, base_inputs or baseline_inputs(built), attributes, exc):
+                fields["error"]["matched_rule"] = (
+                    f"refused by the reference too: {op.get('baseline') or op['reference']} on CPU with the "
+                    f"case's dtypes raised the same {type(exc).__name__}")
+                status = "unsupported"
         return result(status, **fields)
     timing["candidate_us"] = (time.perf_counter() - t0) * 1e6
     if on_candidate_done is not None:
@@ -163,12 +188,28 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
         # dtype is not the candidate's contract, only its kind is
         upcast = True
 
+    base_out = None
+    if judge != "tolerance":  # the baseline: a correct computation in the candidate's dtypes, on CPU
+        t0 = time.perf_counter()
+        try:
+            bargs, bkwargs = call_arguments(op.get("call"), base_inputs, attributes)
+            seed_everything(seed)
+            base_out = _to_cpu(baseline(*bargs, **bkwargs))
+        except BaseException as exc:  # noqa: BLE001 - a harness matter, not the operator's verdict
+            return dict(answer, **_harness("baseline", RuntimeError(
+                f"the baseline ({op.get('baseline') or op['reference']} on CPU in the case's dtypes) failed: "
+                f"{type(exc).__name__}: {_text(exc)}; name another operator.baseline or use judge 'tolerance'")))
+        timing["baseline_us"] = (time.perf_counter() - t0) * 1e6
+
     if on_outputs is not None:
         on_outputs(out, ref_out)
     t0 = time.perf_counter()
     try:
         comparisons = compare_outputs(out, ref_out, names=op.get("outputs"), tolerance=config.get("tolerance") or {},
                                       strict_dtype=not upcast)
+        apply_judge(comparisons, judge, baseline=base_out, reference=ref_out, names=op.get("outputs"))
+    except BaselineError as exc:
+        return dict(answer, **_harness("baseline", exc))
     except Exception as exc:  # noqa: BLE001
         return dict(answer, **_harness("compare", exc))
     timing["compare_us"] = (time.perf_counter() - t0) * 1e6
@@ -179,6 +220,22 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
     if status == "numerical_mismatch" and config.get("keep_outputs_max_bytes"):
         answer.update(_kept_outputs(out, ref_out, int(config["keep_outputs_max_bytes"])))
     return result(status, comparisons=comparisons)
+
+
+def _check_bindings(op: dict, names: dict, attributes: dict, callables: list) -> None:
+    args, kwargs = call_arguments(op.get("call"), names, attributes)
+    for role, fn in callables:
+        check_binding(role, op.get(role) or op["reference"], fn, args, kwargs, op)
+
+
+def _same_on_cpu(fn, op: dict, inputs: dict, attributes: dict, exc: BaseException) -> bool:
+    """``fn`` called the same way on CPU raises the same exception as the candidate."""
+    try:
+        args, kwargs = call_arguments(op.get("call"), inputs, attributes)
+        fn(*args, **kwargs)
+    except Exception as other:  # noqa: BLE001 - compared, never raised
+        return same_refusal(type(exc).__name__, _text(exc), other)
+    return False
 
 
 def _kept_outputs(out, ref_out, cap: int) -> dict:

@@ -1,0 +1,124 @@
+"""The judgement sweep, bigger than the in-suite one (run by hand):
+
+    .venv/bin/python benchmarks/sweep_judge.py [--seeds 3] [--rows 64]
+
+Every operator of tests/sweep_spec.py x every dtype the runner builds, over
+several seeds and a larger shape, through the real local transport (one warm
+worker), under both judges:
+
+- refusal agreement: the tool's ``unsupported`` against PyTorch's own answer
+  (the op called directly on CPU in that dtype raises or not);
+- right operators (the op itself, and the op computed in float32 and rounded
+  once) judged failing by the ``baseline`` judge and by the ``tolerance``
+  judge with torch.testing's per-dtype defaults;
+- a planted bfloat16 accumulation bug (tests/operators/bf16_accumulate.py)
+  over several row lengths: caught by each judge or not, with its ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+from sweep_spec import DTYPES, OPS, direct_refusal, sweep_case  # noqa: E402
+
+from tools.plan_cases import plan_cases  # noqa: E402
+from tools.remote.pool import REGISTRY  # noqa: E402
+from tools.run_case_remote import run_case_remote  # noqa: E402
+
+OPERATORS = REPO / "tests" / "operators"
+GROUP = 80
+
+
+async def run_cases(root: Path, tag: str, operator: dict, module: str, cases: list[dict], judge: str) -> dict:
+    got = {}
+    for i in range(0, len(cases), GROUP):
+        run_id = f"{tag}-{judge}-{i // GROUP}"
+        plan_cases({"config": {"run_id": run_id, "judge": judge, "operator": dict(operator, modules=[module])},
+                    "cases": cases[i:i + GROUP], "module_sources": {module: (OPERATORS / module).read_text()}},
+                   root=root)
+        resp = await run_case_remote(run_id, root=root)
+        got.update({o.case_id: o for o in resp.outcomes})
+    return got
+
+
+def shaped(case: dict, rows: int) -> dict:
+    """The sweep's [4, 8] inputs as [rows, 8] (the others keep their shapes)."""
+    for inp in case["inputs"]:
+        if inp["shape"] == [4, 8]:
+            inp["shape"] = [rows, 8]
+    return case
+
+
+async def main_async(seeds: int, rows: int) -> None:
+    root = Path(tempfile.mkdtemp(prefix="sweep-judge-"))
+    sweep_op = {"name": "sweep", "candidate": "sweep_dispatch.call", "reference": "sweep_dispatch.reference"}
+    cases = []
+    for seed in range(seeds):
+        for op in OPS:
+            for d in DTYPES:
+                c = shaped(sweep_case(op, d, seed=seed), rows)
+                c["id"] = f"{c['id']}-s{seed}"
+                cases.append(c)
+                if d in ("float16", "bfloat16"):
+                    p = shaped(sweep_case(op, d, precise=True, seed=seed), rows)
+                    p["id"] = f"{p['id']}-s{seed}"
+                    cases.append(p)
+    truth = {}
+    for c in cases:
+        op = next(n for n, s in OPS.items() if s[0] == c["attributes"]["op"] and c["id"].startswith(
+            n.replace("_", "-") + "-"))
+        dtype = next(i["dtype"] for i in c["inputs"] if i["name"] != "condition")
+        truth[c["id"]] = (op, dtype, direct_refusal(op, dtype) is not None)
+    t0 = time.perf_counter()
+    results = {j: await run_cases(root, "sweep", sweep_op, "sweep_dispatch.py", cases, j)
+               for j in ("baseline", "tolerance")}
+    elapsed = time.perf_counter() - t0
+    print(f"== refusals and right operators: {len(cases)} cases per judge ({len(OPS)} ops x {len(DTYPES)} dtypes x "
+          f"{seeds} seeds, + float32-then-rounded candidates), {elapsed:.0f} s ==")
+    refused = [cid for cid, t in truth.items() if t[2]]
+    for judge, got in results.items():
+        agree = sum(1 for cid in refused if got[cid].state == "unsupported")
+        false_unsup = [cid for cid, t in truth.items() if not t[2] and got[cid].state == "unsupported"]
+        right = [cid for cid, t in truth.items() if not t[2]]
+        failing = [cid for cid in right if got[cid].state in ("numerical_mismatch", "crash")]
+        pending = [cid for cid in got if got[cid].state == "pending"]
+        print(f"judge {judge:9s}: refusals classified unsupported {agree}/{len(refused)}; "
+              f"unsupported without a refusal {len(false_unsup)}; right operator cases judged failing "
+              f"{len(failing)}/{len(right)}; pending {len(pending)}")
+        for cid in failing[:12]:
+            print(f"    {cid}: {got[cid].summary[:160]}")
+
+    print("== planted bfloat16 accumulation bug (rows of n elements) ==")
+    acc_op = {"name": "acc", "candidate": "bf16_accumulate.cand", "reference": "bf16_accumulate.ref"}
+    planted = [{"id": f"acc-n{n}-s{s}", "seed": s, "inputs": [{"name": "x", "shape": [16, n], "dtype": "bfloat16"}]}
+               for n in (16, 64, 256, 1024) for s in range(seeds)]
+    for judge in ("baseline", "tolerance"):
+        got = await run_cases(root, "acc", acc_op, "bf16_accumulate.py", planted, judge)
+        caught = [cid for cid in got if got[cid].state == "numerical_mismatch"]
+        print(f"judge {judge:9s}: caught {len(caught)}/{len(planted)}")
+        for cid in sorted(got)[::seeds]:
+            print(f"    {cid}: {got[cid].state}: {got[cid].summary[:170]}")
+    await REGISTRY.close_all()
+    print(f"evidence: {root}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--rows", type=int, default=64)
+    args = parser.parse_args()
+    asyncio.run(main_async(args.seeds, args.rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
