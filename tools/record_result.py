@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from .errors import ToolError
 from .evidence import RunStore
-from .schemas import CaseResult, RecordResponse
+from .schemas import PENDING_LIST_LIMIT, CaseResult, RecordResponse
 
 SUBMITTED_FILE = "submitted.json"
 
@@ -58,5 +58,6 @@ def record_result(
         status=recorded.status,
         recorded_at=recorded.recorded_at,
         raw_path=recorded.source.raw_path,
-        pending=store.pending_case_ids(),
+        pending=store.pending_case_ids(limit=PENDING_LIST_LIMIT),
+        pending_count=store.pending_count(),
     )

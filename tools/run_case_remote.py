@@ -16,11 +16,11 @@ import json
 from typing import Awaitable, Callable
 
 from .errors import ToolError
-from .evidence import ARTIFACTS_DIR, RESULTS, RunStore, read_json
+from .evidence import ARTIFACTS_DIR, RunStore, few_ids
 from .record_result import record_result
 from .remote import pool
 from .remote.inventory import as_inventory
-from .schemas import CaseOutcome, RunResponse
+from .schemas import PENDING_LIST_LIMIT, CaseOutcome, RunResponse
 
 Progress = Callable[[int, int, CaseOutcome], Awaitable[None]]
 
@@ -36,12 +36,12 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
     store.require()
     config = store.read_config()
     cases = {c.id: c for c in store.read_cases()}
-    recorded = set(store.read_results())
+    recorded = store.recorded_ids()
     if case_ids is not None:
         unknown = [c for c in case_ids if c not in cases]
         if unknown:
-            raise ToolError(f"case ids not planned in run {run_id!r}: {unknown}; planned: {sorted(cases)}",
-                            code="unknown_case")
+            raise ToolError(f"case ids not planned in run {run_id!r}: {few_ids(unknown)}; the run plans "
+                            f"{len(cases)} cases (e.g. {few_ids(list(cases)[:3])})", code="unknown_case")
         wanted = list(dict.fromkeys(case_ids))
         refused = [c for c in wanted if c in recorded]
         todo = [c for c in wanted if c not in recorded]
@@ -52,7 +52,8 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
     host_names = list(dict.fromkeys(s.host.name for s in specs))
     if not todo:
         return RunResponse(run_id=store.run_id, hosts=host_names, outcomes=[], recorded=[],
-                           pending=store.pending_case_ids(), refused=refused,
+                           pending=store.pending_case_ids(limit=PENDING_LIST_LIMIT),
+                           pending_count=store.pending_count(), refused=refused,
                            rerun_hint=_refused_hint(refused))
 
     modules_dir = store.path(ARTIFACTS_DIR, "modules")
@@ -95,16 +96,17 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
             await report(_pending(case_id, why))
     refused = [c for c in (wanted if case_ids is not None else todo) if c in refused]
     ordered = [outcomes[c] for c in todo if c in outcomes]
-    pending = store.pending_case_ids()
+    pending = store.pending_case_ids(limit=PENDING_LIST_LIMIT)
     still = [o.case_id for o in ordered if not o.recorded]
     hint = None
     if still:
-        hint = (f"{len(still)} case(s) stayed pending (nothing recorded): {still}; fix the cause named in each "
+        hint = (f"{len(still)} case(s) stayed pending (nothing recorded): {few_ids(still)}; fix the cause named in each "
                 f"outcome's error, then run run_case_remote again for run {run_id!r} (pending cases are picked up).")
     elif refused:
         hint = _refused_hint(refused)
     return RunResponse(run_id=store.run_id, hosts=host_names, outcomes=ordered,
-                       recorded=[o.case_id for o in ordered if o.recorded], pending=pending, refused=refused,
+                       recorded=[o.case_id for o in ordered if o.recorded], pending=pending,
+                       pending_count=store.pending_count(), refused=refused,
                        rerun_hint=hint)
 
 
@@ -121,7 +123,7 @@ def _pending(case_id: str, error: str, *, host=None, device=None) -> CaseOutcome
 
 
 def _recorded_ids(store: RunStore) -> set[str]:
-    return set(read_json(store.path(RESULTS))["results"])
+    return store.recorded_ids()
 
 
 def _record_event(store: RunStore, root, host: str, device: str, case_id: str, event: dict) -> CaseOutcome | None:

@@ -596,8 +596,13 @@ class PlanResponse(Strict):
     run_dir: str
     created: bool
     added: list[str]
-    cases: list[PlannedCase]
+    cases: list[PlannedCase] = Field(description="The cases this call added, with their axes (the rest are counted).")
+    case_count: int = Field(0, description="Cases planned in the run, this call's included.")
+    recorded_count: int = Field(0, description="Cases of the run that have a result.")
     warnings: list[str] = Field(default_factory=list)
+
+
+PENDING_LIST_LIMIT = 20
 
 
 class RecordResponse(Strict):
@@ -606,7 +611,8 @@ class RecordResponse(Strict):
     status: Status
     recorded_at: datetime
     raw_path: str
-    pending: list[str]
+    pending: list[str] = Field(description="The first pending case ids in plan order (at most 20; see pending_count).")
+    pending_count: int = Field(0, description="How many planned cases have no result yet.")
 
 
 class CaseOutcome(Strict):
@@ -633,6 +639,7 @@ class RunResponse(Strict):
     hosts: list[str]
     outcomes: list[CaseOutcome]
     recorded: list[str]
-    pending: list[str]
+    pending: list[str] = Field(description="The first pending case ids in plan order (at most 20; see pending_count).")
+    pending_count: int = Field(0, description="How many planned cases of the run have no result yet.")
     refused: list[str] = Field(default_factory=list)
     rerun_hint: str | None = None
