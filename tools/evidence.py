@@ -435,15 +435,15 @@ class RunStore:
                 case_id = journal.get("case_id", "")
                 indexed = self._index_docs_only()
                 committed = self._committed_result(case_id) if _is_slug(case_id) else None
-                if committed is not None and case_id not in indexed:
+                if committed is not None:
+                    if case_id not in indexed:
+                        self._repair_index_tail()
+                        line = (json.dumps(committed, separators=(",", ":")) + "\n").encode("utf-8")
+                        with open(self.dir / RESULTS_INDEX, "ab") as fh:
+                            fh.write(line)
                     meta_path = self.dir / RAW_DIR / case_id / INPUT_META_FILE
-                    meta = read_json(meta_path) if meta_path.is_file() else None
-                    self._repair_index_tail()
-                    line = (json.dumps(committed, separators=(",", ":")) + "\n").encode("utf-8")
-                    with open(self.dir / RESULTS_INDEX, "ab") as fh:
-                        fh.write(line)
-                    if meta is not None:
-                        atomic_write_json(self.input_meta_path(case_id), meta, fsync=False)
+                    if meta_path.is_file():
+                        atomic_write_json(self.input_meta_path(case_id), read_json(meta_path), fsync=False)
             self._repair_index_tail()
             self._update_manifest(recorded_count=len(self._index_docs_only()))
             (self.dir / JOURNAL).unlink(missing_ok=True)
