@@ -31,7 +31,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.exceptions import ToolError as MCPToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
-from mcp_types import ToolAnnotations
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError, create_model
 
 from tools.errors import ToolError
@@ -60,6 +60,10 @@ from tools.schemas import (
 )
 
 from . import SERVER_NAME
+from .compact import compact_schema, shallow_output_schema
+
+# Each tool's full output schema (tools/list publishes the top level only): opdebug://schemas/{tool}.
+FULL_OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {}
 
 INSTRUCTIONS = """\
 Isolate an Ascend NPU operator failure into explicit cases and settle it with evidence.
@@ -71,6 +75,7 @@ axes, next cases).  Read evidence through the opdebug://runs/{run_id}/... resour
 Rules: change one axis at a time; unsupported is not a failure; a case is recorded once;
 a harness, reference or connection error leaves the case pending."""
 
+PLAN_EXAMPLE_URI = "opdebug://examples/plan-request"
 PLAN_EXAMPLE = json.dumps({
     "config": {
         "run_id": "rmsnorm-bf16",
@@ -139,6 +144,16 @@ class StrictTool(Tool):
     all of them at once, each with its field path."""
 
     async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        # Strict types, as the published schema says: "4" is not an integer, "1e-5" not a
+        # number, "yes" or 1 not a boolean, and a list is not a JSON string of one.
+        try:
+            self.fn_metadata.arg_model.model_validate_json(json.dumps(arguments), strict=True)
+        except ValidationError as exc:
+            raise MCPToolError(f"Error executing tool {self.name}: [validation_error] invalid arguments: "
+                               + format_validation_error(exc)) from exc
+        except (TypeError, ValueError) as exc:
+            raise MCPToolError(f"Error executing tool {self.name}: [validation_error] invalid arguments: "
+                               f"not JSON: {exc}") from exc
         try:
             return await super().run(arguments, context, convert_result=convert_result)
         except MCPToolError as exc:
@@ -151,13 +166,20 @@ class StrictTool(Tool):
             raise
 
 
-def _as_tool_errors(body: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """Turn every failure of a tool body into a message the agent can act on."""
+def _as_tool_errors(name: str, body: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """Turn every failure of a tool body into a message the agent can act on,
+    and an answer into a short human summary (text) beside the data (structured)."""
 
     @functools.wraps(body)
     async def handler(ctx: Context, **fields: Any) -> Any:
         try:
-            return await body(ctx, **fields)
+            response = await body(ctx, **fields)
+            if not isinstance(response, BaseModel):
+                return response
+            from tools.summary import summarize
+
+            return CallToolResult(content=[TextContent(type="text", text=summarize(name, response))],
+                                  structured_content=response.model_dump(mode="json", by_alias=True))
         except MCPToolError:
             raise
         except ToolError as exc:
@@ -182,12 +204,15 @@ def _tool(
 ) -> Tool:
     arg_model = _arguments_model(name, arguments)
     metadata = FuncMetadata(arg_model=arg_model, output_model=output)
+    if metadata.output_schema is not None:
+        FULL_OUTPUT_SCHEMAS[name] = compact_schema(metadata.output_schema, output=True)
+        metadata.output_schema = shallow_output_schema(metadata.output_schema)
     return StrictTool(
-        fn=_as_tool_errors(body),
+        fn=_as_tool_errors(name, body),
         name=name,
         title=title,
         description=description,
-        parameters=arg_model.model_json_schema(by_alias=True),
+        parameters=compact_schema(arg_model.model_json_schema(by_alias=True)),
         fn_metadata=metadata,
         is_async=True,
         context_kwarg="ctx",
@@ -251,7 +276,7 @@ def build_server(
     async def check_body(ctx: Context, *, host: str) -> Any:
         from tools.check_host import check_host
 
-        return await check_host(host, inventory=inventory_path)
+        return await check_host(host, inventory=inventory_path, root=root)
 
     try:
         check_host_output = _check_host_output_model()
@@ -268,13 +293,14 @@ def build_server(
                 "before any result) and explicit cases, and create the run's evidence directory; or, with "
                 "append=true, add new cases to an existing run without touching anything recorded. 'stars' "
                 "expands a base case plus one-axis variations (dtype, shape, strides, storage_offset, layout, "
-                "mode, attribute, values) into explicit cases. Returns every case with its axes and warnings "
-                "for cases that differ from all others in more than one axis. Refuses an existing run_id and "
-                "duplicate case ids. Example: " + PLAN_EXAMPLE
+                "mode, attribute, values) into explicit cases. Returns the cases it added with their axes "
+                "(counts for the rest) and warnings for cases that differ from all others in more than one "
+                "axis. Refuses an existing run_id and duplicate case ids. A full example request: resource "
+                f"{PLAN_EXAMPLE_URI} (and SKILL.md)."
             ),
             arguments=PlanRequest,
             output=PlanResponse,
-            annotations=ToolAnnotations(title="Plan cases", **mutating),
+            annotations=ToolAnnotations(**mutating),
             body=plan_body,
         ),
         _tool(
@@ -287,7 +313,7 @@ def build_server(
             ),
             arguments=RecordResultArgs,
             output=RecordResponse,
-            annotations=ToolAnnotations(title="Record a result", **mutating),
+            annotations=ToolAnnotations(**mutating),
             body=record_body,
         ),
         _tool(
@@ -302,7 +328,7 @@ def build_server(
             ),
             arguments=AnalyzeFailuresArgs,
             output=Analysis,
-            annotations=ToolAnnotations(title="Analyze failures", readOnlyHint=False, destructiveHint=False,
+            annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False,
                                         idempotentHint=True, openWorldHint=False),
             body=analyze_body,
         ),
@@ -319,7 +345,7 @@ def build_server(
             ),
             arguments=RunCaseRemoteArgs,
             output=RunResponse,
-            annotations=ToolAnnotations(title="Run cases", readOnlyHint=False, destructiveHint=False,
+            annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False,
                                         idempotentHint=False, openWorldHint=True),
             body=run_body,
         ),
@@ -329,11 +355,11 @@ def build_server(
             description=(
                 "Connect to an inventory host and report python, torch, torch_npu and CANN versions, visible "
                 "devices, free disk in the work directory and whether the environment script sourced, naming "
-                "exactly what is missing. Changes nothing."
+                "exactly what is missing. Creates the work directory if missing and a probe file it removes."
             ),
             arguments=CheckHostArgs,
             output=check_host_output,
-            annotations=ToolAnnotations(title="Check host", readOnlyHint=True, destructiveHint=False,
+            annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False,
                                         idempotentHint=True, openWorldHint=True),
             body=check_body,
         ),
@@ -402,6 +428,19 @@ def read_run_file(root: Path, run_id: str, kind: str) -> str:
 
 
 def _add_resources(server: MCPServer, root: Path) -> None:
+    @server.resource(PLAN_EXAMPLE_URI, name="plan-request-example", title="Example plan_cases request",
+                     mime_type="application/json", description="A complete plan_cases request: config, module, star.")
+    def plan_example() -> str:
+        return json.dumps(json.loads(PLAN_EXAMPLE), indent=2)
+
+    @server.resource("opdebug://schemas/{tool}", name="output-schema", title="A tool's full output schema",
+                     mime_type="application/schema+json",
+                     description="The complete output schema of a tool (tools/list shows its top level).")
+    def output_schema(tool: str) -> str:
+        if tool not in FULL_OUTPUT_SCHEMAS:
+            raise ResourceNotFoundError(f"no tool {tool!r}; tools: {sorted(FULL_OUTPUT_SCHEMAS)}")
+        return json.dumps(FULL_OUTPUT_SCHEMAS[tool], separators=(",", ":"))
+
     @server.resource("opdebug://runs", name="runs", title="Runs", mime_type="application/json",
                      description="Every run under the evidence root: run_id, operator, status, counts, times.")
     def runs() -> str:

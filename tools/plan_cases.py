@@ -22,6 +22,7 @@ from .errors import ToolError
 from .evidence import RunStore, few_ids
 from .schemas import (
     FLOAT_DTYPES,
+    PLANNED_LIST_LIMIT,
     Case,
     CaseResult,
     InputSpec,
@@ -528,7 +529,8 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
         run_dir=str(store.dir),
         created=created,
         added=[c.id for c in new_cases],
-        cases=planned_cases(store, only=new_cases),
+        cases=planned_cases(store, only=new_cases[:PLANNED_LIST_LIMIT]),
+        cases_omitted=max(0, len(new_cases) - PLANNED_LIST_LIMIT),
         case_count=len(all_cases),
         recorded_count=len(store.recorded_ids()),
         warnings=multi_axis_warnings(all_cases),

@@ -596,13 +596,15 @@ class PlanResponse(Strict):
     run_dir: str
     created: bool
     added: list[str]
-    cases: list[PlannedCase] = Field(description="The cases this call added, with their axes (the rest are counted).")
+    cases: list[PlannedCase] = Field(description="The cases this call added, with their axes (the first 50).")
+    cases_omitted: int = Field(0, description="Added cases left out of 'cases' (see opdebug://runs/{run_id}/matrix).")
     case_count: int = Field(0, description="Cases planned in the run, this call's included.")
     recorded_count: int = Field(0, description="Cases of the run that have a result.")
     warnings: list[str] = Field(default_factory=list)
 
 
 PENDING_LIST_LIMIT = 20
+PLANNED_LIST_LIMIT = 50
 
 
 class RecordResponse(Strict):
