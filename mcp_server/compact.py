@@ -7,13 +7,17 @@ more: what an agent pays for on every ``tools/list``.
   ``pattern``, ``items``, ``properties``... apply only to values of their own
   type, so the set of accepted values is unchanged); a branch with ``enum``,
   ``const``, ``$ref`` or a combinator stays as it is;
-- ``default: null`` goes (an optional field is one not ``required``);
+- a default that is null, zero, false or empty goes (an omitted optional
+  field means exactly that; SKILL.md says so once), as does the default of a
+  ``const``; meaningful defaults (float32, eager, ND, 1e-5...) stay;
+- ``additionalProperties: true`` and ``items: {}`` go (they say what an
+  absent keyword says);
 - a subschema written out more than once (e.g. the scalar union of four
   comparison fields) is written once under ``$defs`` and referenced;
 - output schemas also lose ``description`` and ``default`` (they describe
   what the server sends; SKILL.md and references/ explain the fields), and
   :func:`shallow_output_schema` keeps their top level only (field names,
-  types, enums, required): every answer still validates against it, and the
+  types, enums): every answer still validates against it, and the
   full schema is a resource (``opdebug://schemas/{tool}``).
 
 A map whose keys are constrained (``patternProperties``) is closed to other
@@ -35,7 +39,7 @@ def compact_schema(schema: Any, *, output: bool = False) -> Any:
     return _share_repeats(_compact(schema, output=output, in_map=False))
 
 
-_MIN_SHARED_CHARS = 60
+_MIN_SHARED_CHARS = 40
 
 
 def _share_repeats(schema: Any) -> Any:
@@ -62,7 +66,7 @@ def _share_repeats(schema: Any) -> Any:
     for v in (schema.get("$defs") or {}).values():
         for k, sub in v.items():
             count(sub, k in ("properties", "patternProperties"))
-    shared = {text: f"Shared{i}" for i, text in enumerate(t for t, n in counts.items() if n > 1)}
+    shared = {text: f"S{i}" for i, text in enumerate(t for t, n in counts.items() if n > 1)}
     if not shared:
         return schema
 
@@ -101,8 +105,10 @@ def _compact(node: Any, *, output: bool, in_map: bool) -> Any:
     for key, value in node.items():
         if key == "title" or (output and key in ("description", "default", "examples")):
             continue
-        if key == "default" and value is None:
-            continue
+        if (key == "additionalProperties" and value is True) or (key == "items" and value == {}):
+            continue  # both say what an absent keyword says
+        if key == "default" and (value in (None, 0, False, [], {}, "") or "const" in node):
+            continue  # an omitted field is null, zero, false or empty: said once, in SKILL.md
         out[key] = _compact(value, output=output, in_map=key in ("properties", "$defs", "patternProperties"))
     if "patternProperties" in out and "additionalProperties" not in out and "properties" not in out:
         # pydantic's dict with constrained keys: the server refuses any other key, and so does the schema
@@ -110,29 +116,46 @@ def _compact(node: Any, *, output: bool, in_map: bool) -> Any:
     return _merge_nullable(out)
 
 
+_NUMERIC_KEYWORDS = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+
+
 def _merge_nullable(node: dict[str, Any]) -> dict[str, Any]:
+    """``anyOf`` of branches that each allow one JSON type, with keywords that
+    apply to that type only, as one ``type`` list with the keywords side by
+    side: ``anyOf: [{type: string, maxLength: 5}, {type: null}]`` is
+    ``type: [string, null], maxLength: 5``.  Left alone when a keyword is in
+    two branches, when numeric keywords would also reach a second numeric
+    type, or when a branch has enum/const/$ref/a combinator."""
     branches = node.get("anyOf")
-    if not isinstance(branches, list) or len(branches) != 2:
+    if not isinstance(branches, list) or len(branches) < 2 or not all(isinstance(b, dict) for b in branches):
         return node
-    nulls = [b for b in branches if b == {"type": "null"}]
-    others = [b for b in branches if b != {"type": "null"}]
-    if len(nulls) != 1 or len(others) != 1:
+    types: list[str] = []
+    merged: dict[str, Any] = {}
+    for b in branches:
+        t = b.get("type")
+        if not isinstance(t, str) or t in types or _NOT_TYPE_SPECIFIC & set(b):
+            return node
+        types.append(t)
+        for k, v in b.items():
+            if k == "type":
+                continue
+            if k in merged:
+                return node
+            merged[k] = v
+    if _NUMERIC_KEYWORDS & set(merged) and {"integer", "number"} <= set(types):
         return node
-    other = others[0]
-    if not isinstance(other.get("type"), str) or _NOT_TYPE_SPECIFIC & set(other):
+    if set(merged) & (set(node) - {"anyOf"}):  # a clash of keywords with the wrapper: leave it
         return node
-    if set(other) & (set(node) - {"anyOf"}):  # a clash of keywords with the wrapper: leave it
-        return node
-    merged = {k: v for k, v in node.items() if k != "anyOf"}
-    merged.update(other)
-    merged["type"] = [other["type"], "null"]
-    return merged
+    out = {k: v for k, v in node.items() if k != "anyOf"}
+    out.update(merged)
+    out["type"] = types
+    return out
 
 
 def shallow_output_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """The top level of an output schema: each property's JSON type (and enum or
-    const), nested objects and arrays as their bare type; closed and required
-    as before."""
+    const), nested objects and arrays as their bare type, closed as before
+    (``required`` and the nested contracts are in the full schema)."""
     defs = schema.get("$defs") or {}
 
     def top(node: dict[str, Any]) -> dict[str, Any]:
@@ -149,6 +172,6 @@ def shallow_output_schema(schema: dict[str, Any]) -> dict[str, Any]:
         out = {k: node[k] for k in ("type", "enum", "const") if k in node}
         return out
 
-    out = {k: schema[k] for k in ("type", "additionalProperties", "required") if k in schema}
+    out = {k: schema[k] for k in ("type", "additionalProperties") if k in schema}
     out["properties"] = {name: top(sub) for name, sub in (schema.get("properties") or {}).items()}
     return out

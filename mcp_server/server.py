@@ -37,14 +37,15 @@ from pydantic import BaseModel, Field, ValidationError, create_model
 from tools.errors import ToolError
 from tools.evidence import (
     ANALYSIS,
+    CONFIG,
     MANIFEST,
     MATRIX,
     REPORT,
     REPRODUCTION,
     RESULTS,
     RunStore,
-    list_runs,
     resolve_root,
+    run_index,
 )
 from tools.schemas import (
     SLUG_PATTERN,
@@ -61,6 +62,7 @@ from tools.schemas import (
 
 from . import SERVER_NAME
 from .compact import compact_schema, shallow_output_schema
+from .protocol import add_protocol, announce_run, log
 
 # Each tool's full output schema (tools/list publishes the top level only): opdebug://schemas/{tool}.
 FULL_OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {}
@@ -251,7 +253,10 @@ def build_server(
     async def plan_body(ctx: Context, **fields: Any) -> PlanResponse:
         from tools.plan_cases import plan_cases
 
-        return await in_thread(plan_cases, PlanRequest(**fields), root=root)
+        response = await in_thread(plan_cases, PlanRequest(**fields), root=root)
+        if response.created:
+            await announce_run(ctx, server, root, response.run_id)
+        return response
 
     async def record_body(ctx: Context, *, run_id: str, result: CaseResult) -> RecordResponse:
         from tools.record_result import record_result
@@ -268,7 +273,9 @@ def build_server(
         from tools.run_case_remote import run_case_remote
 
         async def progress(done: int, total: int, outcome: Any) -> None:
-            await ctx.report_progress(done, total, f"{outcome.case_id}: {outcome.state} - {outcome.summary}")
+            message = f"{outcome.case_id}: {outcome.state} - {outcome.summary}"
+            await ctx.report_progress(done, total, message)
+            await log(ctx, "warning" if outcome.state == "pending" else "info", f"[{done}/{total}] {message}")
 
         return await run_case_remote(run_id, case_ids=case_ids, hosts=hosts, root=root,
                                      inventory=inventory_path, progress=progress)
@@ -283,20 +290,18 @@ def build_server(
     except ImportError:  # the tool module is not there: publish no output schema
         check_host_output = None
 
-    mutating = dict(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
+    # Hints left out take the spec's defaults (readOnly false, destructive true, idempotent false,
+    # openWorld true): every tool states destructiveHint=false, and only the hints that differ.
+    mutating = dict(destructiveHint=False, openWorldHint=False)
     tools = [
         _tool(
             "plan_cases",
             title="Plan an operator case matrix",
             description=(
-                "Validate an operator config (exact candidate call, trusted CPU reference, tolerances fixed "
-                "before any result) and explicit cases, and create the run's evidence directory; or, with "
-                "append=true, add new cases to an existing run without touching anything recorded. 'stars' "
-                "expands a base case plus one-axis variations (dtype, shape, strides, storage_offset, layout, "
-                "mode, attribute, values) into explicit cases. Returns the cases it added with their axes "
-                "(counts for the rest) and warnings for cases that differ from all others in more than one "
-                "axis. Refuses an existing run_id and duplicate case ids. A full example request: resource "
-                f"{PLAN_EXAMPLE_URI} (and SKILL.md)."
+                "Create a run: an operator config (candidate call, CPU reference, tolerances fixed before any "
+                "result) and explicit cases or 'stars' (a base case plus one-axis variations); append=true adds "
+                "cases to a run. Answers the added cases with their axes. Example: resource "
+                f"{PLAN_EXAMPLE_URI}; guide: SKILL.md."
             ),
             arguments=PlanRequest,
             output=PlanResponse,
@@ -307,9 +312,8 @@ def build_server(
             "record_result",
             title="Record one case result",
             description=(
-                "Record one result obtained elsewhere (a manual run, another tool) for a planned, pending case. "
-                "The result is validated against the result contract (crash and unsupported need an error; "
-                "metrics finite). A case is recorded once: a second result for it is refused."
+                "Record one result obtained elsewhere for a planned, pending case (validated; crash and "
+                "unsupported need an error). A case is recorded once."
             ),
             arguments=RecordResultArgs,
             output=RecordResponse,
@@ -320,53 +324,43 @@ def build_server(
             "analyze_failures",
             title="Analyze a run",
             description=(
-                "Analyze every recorded result of a run: verdict (diagnosed / inconclusive / passed), status "
-                "counts, failures kept apart from unsupported combinations, crash groups by signature, the "
-                "failure axes the failing cases share, missing cases, the integration-boundary hint, and the "
-                "next cases that would settle it. Writes analysis.json, report.md and reproduction.md "
-                "(regenerated each time; evidence is never changed)."
+                "Analyze a run's results: verdict, failures apart from unsupported, crash groups, the axes "
+                "failures follow, missing cases, next cases. Writes analysis.json and report.md."
             ),
             arguments=AnalyzeFailuresArgs,
             output=Analysis,
-            annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False,
-                                        idempotentHint=True, openWorldHint=False),
+            annotations=ToolAnnotations(destructiveHint=False, idempotentHint=True, openWorldHint=False),
             body=analyze_body,
         ),
         _tool(
             "run_case_remote",
             title="Run cases on a host",
             description=(
-                "Run planned cases (the named ones, or every pending one) on inventory hosts: one isolated "
-                "operator call per case, candidate on the host's device, reference on CPU, compared and "
-                "classified (passed / numerical_mismatch / crash / unsupported), raw evidence stored and each "
-                "result recorded. Returns one normalized outcome per case. A harness, reference or connection "
-                "failure records nothing: that case stays pending and is named for a re-run. Reports progress "
-                "per case."
+                "Run planned cases (named, or all pending) on inventory hosts against the CPU reference and "
+                "record each result. A harness or connection failure leaves the case pending. Progress per case."
             ),
             arguments=RunCaseRemoteArgs,
             output=RunResponse,
-            annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False,
-                                        idempotentHint=False, openWorldHint=True),
+            annotations=ToolAnnotations(destructiveHint=False),
             body=run_body,
         ),
         _tool(
             "check_host",
             title="Check a host",
             description=(
-                "Connect to an inventory host and report python, torch, torch_npu and CANN versions, visible "
-                "devices, free disk in the work directory and whether the environment script sourced, naming "
-                "exactly what is missing. Creates the work directory if missing and a probe file it removes."
+                "Probe an inventory host: python, torch, torch_npu, CANN, devices, free disk, environment "
+                "scripts; names what is missing. Creates the work directory if missing."
             ),
             arguments=CheckHostArgs,
             output=check_host_output,
-            annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False,
-                                        idempotentHint=True, openWorldHint=True),
+            annotations=ToolAnnotations(destructiveHint=False, idempotentHint=True),
             body=check_body,
         ),
     ]
 
     server = MCPServer(
         SERVER_NAME,
+        version=server_version(),
         title="Ascend operator debug",
         instructions=INSTRUCTIONS,
         tools=tools,
@@ -374,7 +368,18 @@ def build_server(
         lifespan=close_warm_workers_on_exit,
     )
     _add_resources(server, root)
+    add_protocol(server, root, inventory_path)
     return server
+
+
+def server_version() -> str:
+    """The installed package's version (serverInfo.version)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ascend-operator-debug")
+    except PackageNotFoundError:
+        return "0+unknown"
 
 
 @asynccontextmanager
@@ -405,7 +410,8 @@ RUN_FILES = {
     "analysis": (ANALYSIS, "application/json", "analyze_failures"),
     "case-matrix": (MATRIX, "application/json", "plan_cases"),
     "manifest": (MANIFEST, "application/json", "plan_cases"),
-    "results": (RESULTS, "application/json", "plan_cases"),
+    "results": (RESULTS, "application/json", "record_result"),
+    "operator-config": (CONFIG, "application/json", "plan_cases"),
 }
 
 
@@ -418,6 +424,9 @@ def read_run_file(root: Path, run_id: str, kind: str) -> str:
         store.require()
     except ToolError as exc:
         raise ResourceNotFoundError(exc.message) from None
+    if kind == "results":  # current, from the index (results.json is the view the last analysis wrote)
+        return json.dumps({"schema_version": 1, "run_id": store.run_id, "results": store.read_result_docs()},
+                          indent=1)
     path = store.path(filename)
     if not path.is_file():
         raise ResourceNotFoundError(f"run {run_id!r} has no {filename} yet (it is written by {producer})")
@@ -442,9 +451,10 @@ def _add_resources(server: MCPServer, root: Path) -> None:
         return json.dumps(FULL_OUTPUT_SCHEMAS[tool], separators=(",", ":"))
 
     @server.resource("opdebug://runs", name="runs", title="Runs", mime_type="application/json",
-                     description="Every run under the evidence root: run_id, operator, status, counts, times.")
+                     description="Index of the runs under the evidence root (newest 200): id, operator, status, "
+                                 "counts, last update.")
     def runs() -> str:
-        return json.dumps(list_runs(root), indent=2, default=str)
+        return json.dumps(run_index(root), separators=(",", ":"), default=str)
 
     for kind, (filename, mime, _producer) in RUN_FILES.items():
         def make(kind: str = kind) -> Callable[[str], str]:

@@ -579,3 +579,18 @@ def list_runs(root: str | os.PathLike | None = None) -> list[dict]:
             except (OSError, json.JSONDecodeError):
                 runs.append({"run_id": child.name, "status": "unreadable"})
     return runs
+
+
+RUN_INDEX_LIMIT = 200
+
+
+def run_index(root: str | os.PathLike | None = None, limit: int = RUN_INDEX_LIMIT) -> dict:
+    """A compact index of the runs under the root, newest first (the first
+    ``limit``): id, operator, status, counts and last update; not whole manifests."""
+    runs = []
+    for m in list_runs(root):
+        runs.append({k: m.get(k) for k in ("run_id", "operator", "status", "case_count", "recorded_count",
+                                            "updated_at")})
+    runs.sort(key=lambda r: str(r.get("updated_at") or ""), reverse=True)
+    return {"run_count": len(runs), "runs": runs[:limit], "omitted": max(0, len(runs) - limit),
+            "read": "opdebug://runs/{run_id}/manifest (report, analysis, case-matrix, results, raw/{case_id})"}
