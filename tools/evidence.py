@@ -31,6 +31,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -131,6 +132,10 @@ _MATRIX_CACHE: dict[str, tuple[tuple, list[Case], frozenset[str]]] = {}
 _INDEX_CACHE: dict[str, tuple[int, int, dict[str, dict]]] = {}
 # Where the first pending case of a matrix was last seen: path -> (matrix key, position).
 _PENDING_FROM: dict[str, tuple[tuple, int]] = {}
+# manifest.json as this process last wrote it: path -> (stat key, document), and when.
+_MANIFEST_CACHE: dict[str, tuple[tuple, dict]] = {}
+_MANIFEST_WRITTEN_AT: dict[str, float] = {}
+MANIFEST_LAG_S = 2.0
 # Runs this process has swept for what a killed writer left (once per process).
 _SWEPT: set[str] = set()
 
@@ -148,11 +153,14 @@ def read_json(path: Path) -> Any:
 class RunStore:
     """One run's evidence directory."""
 
-    def __init__(self, root: str | os.PathLike | None, run_id: str):
+    def __init__(self, root: str | os.PathLike | None, run_id: str, *, lock_timeout_s: float = LOCK_TIMEOUT_S):
+        """``lock_timeout_s=0``: a write raises filelock.Timeout at once when another
+        writer holds the run (run_case_remote then records in a thread instead)."""
         self.run_id = safe_component(run_id, "run_id")
         self.root = resolve_root(root)
         self.dir = self.root / self.run_id
-        self._lock = FileLock(str(self.root / f".{self.run_id}.lock"), timeout=LOCK_TIMEOUT_S)
+        # polled every 5 ms when contended (filelock's 50 ms default stalls slots recording side by side)
+        self._lock = FileLock(str(self.root / f".{self.run_id}.lock"), timeout=lock_timeout_s, poll_interval=0.005)
 
     # -- paths ------------------------------------------------------------
 
@@ -360,7 +368,7 @@ class RunStore:
     # -- recording ----------------------------------------------------------
 
     def record(self, result: CaseResult, raw_files: dict[str, str | bytes] | None = None,
-               input_metadata: dict | None = None) -> CaseResult:
+               input_metadata: dict | None = None, *, lazy_manifest: bool = False) -> CaseResult:
         """Record one result for a planned, pending case, with its raw evidence.
 
         The raw files and ``result.json`` are written into a fresh directory and
@@ -368,6 +376,10 @@ class RunStore:
         line and the manifest follow.  A writer killed before the rename leaves
         the case pending and nothing visible; one killed after it leaves the
         journal, and the next write completes the record (see the module doc).
+
+        ``lazy_manifest``: the manifest's ``recorded_count`` may lag (by at most
+        MANIFEST_LAG_S) until :meth:`sync_manifest`: run_case_remote records a
+        batch and syncs once (replacing a file costs a disk flush on ext4).
         """
         with self.locked():
             self.require()
@@ -404,7 +416,8 @@ class RunStore:
             raw_root = self.dir / RAW_DIR
             raw_root.mkdir(exist_ok=True)
             final = self.raw_dir(result.case_id)
-            atomic_write_json(self.dir / JOURNAL, {"case_id": result.case_id}, fsync=False)
+            with open(self.dir / JOURNAL, "w", encoding="utf-8") as fh:  # torn: the next write reconciles all
+                fh.write(json.dumps({"case_id": result.case_id}))
             tmp = Path(tempfile.mkdtemp(prefix=f"{NEW_RAW_PREFIX}{result.case_id}.", dir=raw_root))
             try:
                 for name, content in files.items():
@@ -417,11 +430,12 @@ class RunStore:
                 shutil.rmtree(tmp, ignore_errors=True)
                 (self.dir / JOURNAL).unlink(missing_ok=True)
                 raise
-            self._finish_record(result.case_id, doc, input_metadata)
+            self._finish_record(result.case_id, doc, input_metadata, lazy_manifest=lazy_manifest)
             (self.dir / JOURNAL).unlink()
             return result
 
-    def _finish_record(self, case_id: str, doc: dict, input_metadata: dict | None) -> None:
+    def _finish_record(self, case_id: str, doc: dict, input_metadata: dict | None, *,
+                       lazy_manifest: bool = False) -> None:
         """After the commit: index line, input metadata, manifest (caller holds the lock)."""
         line = (json.dumps(doc, separators=(",", ":")) + "\n").encode("utf-8")
         with open(self.dir / RESULTS_INDEX, "ab") as fh:
@@ -430,10 +444,47 @@ class RunStore:
                 fh.flush()
                 os.fsync(fh.fileno())
         if input_metadata is not None:
-            atomic_write_json(self.input_meta_path(case_id), input_metadata, fsync=False)
-        manifest = read_json(self.dir / MANIFEST)
-        self._update_manifest(recorded_count=int(manifest.get("recorded_count", 0)) + 1, status="running",
-                              reopen=True, manifest=manifest)
+            self._publish_input_metadata(case_id)
+        manifest = self._cached_manifest()
+        written = _MANIFEST_WRITTEN_AT.get(str(self.dir), 0.0)
+        if lazy_manifest and manifest.get("status") == "running" and time.monotonic() - written < MANIFEST_LAG_S:
+            return
+        self._update_manifest(recorded_count=len(self._index_docs()), status="running", reopen=True,
+                              manifest=manifest)
+
+    def sync_manifest(self) -> None:
+        """Bring the manifest's recorded_count up to the index (after lazy records)."""
+        with self.locked():
+            self.require()
+            manifest = self._cached_manifest()
+            count = len(self._index_docs())
+            if manifest.get("recorded_count") != count:
+                self._update_manifest(recorded_count=count, manifest=manifest)
+
+    def _publish_input_metadata(self, case_id: str) -> None:
+        """input-metadata/<case>.json: a hard link to the committed raw copy (one
+        system call), or a copy where links are not supported."""
+        src = self.dir / RAW_DIR / case_id / INPUT_META_FILE
+        dst = self.input_meta_path(case_id)
+        dst.parent.mkdir(exist_ok=True)
+        try:
+            try:
+                os.link(src, dst)
+            except FileExistsError:
+                tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+                tmp.unlink(missing_ok=True)
+                os.link(src, tmp)
+                os.replace(tmp, dst)
+        except OSError:
+            atomic_write_bytes(dst, src.read_bytes(), fsync=False)
+
+    def _cached_manifest(self) -> dict:
+        path = self.dir / MANIFEST
+        key = _stat_key(path)
+        hit = _MANIFEST_CACHE.get(str(path))
+        if hit is None or hit[0] != key:
+            hit = (key, read_json(path))
+        return json.loads(json.dumps(hit[1]))  # a copy: the caller changes it
 
     def _recover(self) -> None:
         """Repair what a writer killed mid-record left (caller holds the lock).
@@ -444,21 +495,33 @@ class RunStore:
         first = str(self.dir) not in _SWEPT
         if journal is None and not first and not (self.dir / JOURNAL).exists():
             return
-        if journal is not None or (self.dir / JOURNAL).exists():
-            if journal is not None:
-                case_id = journal.get("case_id", "")
-                indexed = self._index_docs_only()
-                committed = self._committed_result(case_id) if _is_slug(case_id) else None
-                if committed is not None:
-                    if case_id not in indexed:
-                        self._repair_index_tail()
-                        line = (json.dumps(committed, separators=(",", ":")) + "\n").encode("utf-8")
-                        with open(self.dir / RESULTS_INDEX, "ab") as fh:
-                            fh.write(line)
-                    meta_path = self.dir / RAW_DIR / case_id / INPUT_META_FILE
-                    if meta_path.is_file():
-                        atomic_write_json(self.input_meta_path(case_id), read_json(meta_path), fsync=False)
+        if first and journal is None and not (self.dir / JOURNAL).exists():
+            # a process that recorded lazily and was killed before syncing the manifest
             self._repair_index_tail()
+            count = len(self._index_docs_only())
+            if read_json(self.dir / MANIFEST).get("recorded_count") != count:
+                self._update_manifest(recorded_count=count)
+        if journal is not None or (self.dir / JOURNAL).exists():
+            case_id = (journal or {}).get("case_id", "")
+            if _is_slug(case_id):
+                suspects = [case_id]
+            else:  # a torn journal: every committed directory is checked against the index
+                raw_root = self.dir / RAW_DIR
+                suspects = [e.name for e in os.scandir(raw_root)
+                            if not e.name.startswith(".")] if raw_root.is_dir() else []
+            self._repair_index_tail()
+            indexed = self._index_docs_only()
+            for cid in suspects:
+                committed = self._committed_result(cid)
+                if committed is None:
+                    continue
+                if cid not in indexed:
+                    line = (json.dumps(committed, separators=(",", ":")) + "\n").encode("utf-8")
+                    with open(self.dir / RESULTS_INDEX, "ab") as fh:
+                        fh.write(line)
+                if (self.dir / RAW_DIR / cid / INPUT_META_FILE).is_file():
+                    self._publish_input_metadata(cid)
+            _INDEX_CACHE.pop(str(self.dir / RESULTS_INDEX), None)
             self._update_manifest(recorded_count=len(self._index_docs_only()))
             (self.dir / JOURNAL).unlink(missing_ok=True)
         self._sweep()
@@ -564,6 +627,8 @@ class RunStore:
                 manifest["artifacts"].append(a)
         manifest["updated_at"] = now
         atomic_write_json(self.dir / MANIFEST, manifest, fsync=False)
+        _MANIFEST_CACHE[str(self.dir / MANIFEST)] = (_stat_key(self.dir / MANIFEST), manifest)
+        _MANIFEST_WRITTEN_AT[str(self.dir)] = time.monotonic()
 
 
 def list_runs(root: str | os.PathLike | None = None) -> list[dict]:

@@ -15,6 +15,8 @@ import asyncio
 import json
 from typing import Awaitable, Callable
 
+from filelock import Timeout as FileLockTimeout
+
 from .errors import ToolError
 from .evidence import ARTIFACTS_DIR, RunStore, few_ids
 from .record_result import record_result
@@ -70,13 +72,18 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
             await progress(len(outcomes), total, outcome)
 
     async def run_one(slot, case_id: str) -> None:
-        if case_id in await asyncio.to_thread(_recorded_ids, store):
+        if case_id in _recorded_ids(store):  # reads only what the index gained since the last look
             refused.append(case_id)  # another call on this run recorded it meanwhile: not run twice
             return
         case = cases[case_id]
         timeout_s = case.timeout_s or config.default_timeout_s
         event = await slot.run_case(run, case.model_dump(mode="json"), timeout_s)
-        outcome = await asyncio.to_thread(_record_event, store, root, slot.host, slot.device, case_id, event)
+        # Recording takes a millisecond or two of file work: done here when the run's lock is free
+        # (a thread hand-off costs more than that on a busy host), in a thread when another writer holds it.
+        try:
+            outcome = _record_event(store, root, slot.host, slot.device, case_id, event, lock_timeout_s=0)
+        except FileLockTimeout:
+            outcome = await asyncio.to_thread(_record_event, store, root, slot.host, slot.device, case_id, event)
         if outcome is None:  # recorded by another call while this one ran it
             refused.append(case_id)
             return
@@ -94,6 +101,8 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
                             details={"slot_errors": queue_report.slot_errors})
         for case_id in queue_report.not_started:
             await report(_pending(case_id, why))
+    if outcomes:
+        await asyncio.to_thread(store.sync_manifest)  # once per call, not per case
     refused = [c for c in (wanted if case_ids is not None else todo) if c in refused]
     ordered = [outcomes[c] for c in todo if c in outcomes]
     pending = store.pending_case_ids(limit=PENDING_LIST_LIMIT)
@@ -126,7 +135,8 @@ def _recorded_ids(store: RunStore) -> set[str]:
     return store.recorded_ids()
 
 
-def _record_event(store: RunStore, root, host: str, device: str, case_id: str, event: dict) -> CaseOutcome | None:
+def _record_event(store: RunStore, root, host: str, device: str, case_id: str, event: dict, *,
+                  lock_timeout_s: float | None = None) -> CaseOutcome | None:
     """Record one supervisor answer (in a thread: file locks and fsyncs); None when
     another call recorded the case first."""
     if event.get("outcome") != "result":
@@ -139,15 +149,14 @@ def _record_event(store: RunStore, root, host: str, device: str, case_id: str, e
                                  "nothing recorded, the case stays pending", host=host, device=device)
     result = dict(event["result"])
     result["source"] = {"kind": "run_case_remote", "tool": "run_case_remote", "host": host, "device": device}
-    raw_files = {
-        "worker-result.json": json.dumps(event, indent=2) + "\n",
-        "stdout.txt": event.get("stdout") or "",
-        "stderr.txt": event.get("stderr") or "",
-        "traceback.txt": event.get("traceback") or "",
-    }
+    raw_files = {"worker-result.json": json.dumps(event, indent=2) + "\n"}
+    for name, key in (("stdout.txt", "stdout"), ("stderr.txt", "stderr"), ("traceback.txt", "traceback")):
+        if event.get(key):  # an empty one says nothing worker-result.json does not say
+            raw_files[name] = event[key]
     try:
         response = record_result(store.run_id, result, root=root, raw_files=raw_files,
-                                 input_metadata=event.get("input_metadata"), source_kind="run_case_remote")
+                                 input_metadata=event.get("input_metadata"), source_kind="run_case_remote",
+                                 lazy_manifest=True, pending=False, lock_timeout_s=lock_timeout_s)
     except ToolError as exc:
         if exc.code == "already_recorded":
             return None

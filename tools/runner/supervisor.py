@@ -36,6 +36,7 @@ from .classify import signal_name
 STDERR_TAIL = 4000
 HEALTH_TIMEOUT_S = 60.0
 DEATH_POLL_S = 0.5
+PROGRESS_FLUSH_S = 0.05
 REPORTED_ENV_PREFIXES = ("ASCEND_", "CUDA_", "OPDEBUG_", "NPU_", "HCCL_", "TORCH_DEVICE")
 
 
@@ -152,9 +153,19 @@ class Supervisor:
 
     # -- plumbing ---------------------------------------------------------
 
-    def send(self, obj: dict) -> None:
+    def send(self, obj: dict, flush: bool = True) -> None:
+        """One event to the server.  ``flush=False`` (progress events): it goes out
+        with the next event, or after one poll slice - one message per fast case
+        instead of three, each of which wakes the server under load."""
         try:
             self.out.write(json.dumps(obj).encode("utf-8") + b"\n")
+            if flush:
+                self.out.flush()
+        except (BrokenPipeError, OSError, ValueError) as exc:
+            raise ServerGone("stdout closed") from exc
+
+    def flush(self) -> None:
+        try:
             self.out.flush()
         except (BrokenPipeError, OSError, ValueError) as exc:
             raise ServerGone("stdout closed") from exc
@@ -293,12 +304,17 @@ class Supervisor:
         else:
             event = None
         died_at = None
+        unflushed = False
         while event is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 event = ("timeout", None)
                 break
-            event = self._next_event(min(remaining, DEATH_POLL_S))
+            event = self._next_event(min(remaining, PROGRESS_FLUSH_S if unflushed else DEATH_POLL_S))
+            if event is None and unflushed:
+                self.flush()  # a progress event held back for a slice: the case is not that fast
+                unflushed = False
+                continue
             if event is None:
                 # a dead worker whose stdout a process it forked still holds open never
                 # reaches end-of-file: found by polling (one more slice for its last lines)
@@ -318,13 +334,15 @@ class Supervisor:
                         t0 = time.monotonic()
                         phase, deadline = "candidate", t0 + timeout_s
                         self.send({"event": "started", "request_id": request_id, "case_id": case_id,
-                                   "at": time.time(), "worker_pid": worker.pid})
+                                   "at": time.time(), "worker_pid": worker.pid}, flush=False)
+                        unflushed = True
                     elif answer.get("event") == "candidate_done":
                         # the CPU reference and the comparison get a timeout of their own:
                         # running out of it says nothing about the operator
                         phase, deadline = "reference", time.monotonic() + timeout_s
                         self.send({"event": "reference_started", "request_id": request_id, "case_id": case_id,
-                                   "at": time.time()})
+                                   "at": time.time()}, flush=False)
+                        unflushed = True
                 event = None  # keep waiting
         kind, payload = event
         elapsed_us = (time.monotonic() - t0) * 1e6
