@@ -101,8 +101,11 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
                             details={"slot_errors": queue_report.slot_errors})
         for case_id in queue_report.not_started:
             await report(_pending(case_id, why))
-    if outcomes:
-        await asyncio.to_thread(store.sync_manifest)  # once per call, not per case
+    if outcomes:  # the manifest's recorded_count once per call, not per case (inline unless contended)
+        try:
+            RunStore(root, run_id, lock_timeout_s=0).sync_manifest()
+        except FileLockTimeout:
+            await asyncio.to_thread(store.sync_manifest)
     refused = [c for c in (wanted if case_ids is not None else todo) if c in refused]
     ordered = [outcomes[c] for c in todo if c in outcomes]
     pending = store.pending_case_ids(limit=PENDING_LIST_LIMIT)
