@@ -7,17 +7,20 @@ more: what an agent pays for on every ``tools/list``.
   ``pattern``, ``items``, ``properties``... apply only to values of their own
   type, so the set of accepted values is unchanged); a branch with ``enum``,
   ``const``, ``$ref`` or a combinator stays as it is;
-- a default that is null, zero, false or empty goes (an omitted optional
-  field means exactly that; SKILL.md says so once), as does the default of a
-  ``const``; meaningful defaults (float32, eager, ND, 1e-5...) stay;
+- ``default`` goes: the server applies defaults (an omitted field is not
+  required), and SKILL.md lists the ones that matter;
 - ``additionalProperties: true`` and ``items: {}`` go (they say what an
-  absent keyword says);
+  absent keyword says), and so does the ``type`` of an ``enum``/``const``
+  whose values all have that type;
+- a model's docstring (the ``description`` at its ``$defs`` root) goes;
+  field descriptions stay;
+- ``anyOf`` of enums (and null) becomes one ``enum``;
 - a subschema written out more than once (e.g. the scalar union of four
   comparison fields) is written once under ``$defs`` and referenced;
 - output schemas also lose ``description`` and ``default`` (they describe
   what the server sends; SKILL.md and references/ explain the fields), and
   :func:`shallow_output_schema` keeps their top level only (field names,
-  types, enums): every answer still validates against it, and the
+  types, enums; not closed): every answer still validates against it, and the
   full schema is a resource (``opdebug://schemas/{tool}``).
 
 A map whose keys are constrained (``patternProperties``) is closed to other
@@ -36,10 +39,15 @@ _NOT_TYPE_SPECIFIC = {"enum", "const", "$ref", "anyOf", "oneOf", "allOf", "not",
 
 
 def compact_schema(schema: Any, *, output: bool = False) -> Any:
+    if isinstance(schema, dict) and isinstance(schema.get("$defs"), dict):
+        # a model's docstring (the description at its $defs root) is prose for SKILL.md and
+        # references/; field descriptions stay
+        schema = {**schema, "$defs": {k: {**v, "__def_root__": True} if isinstance(v, dict) else v
+                                      for k, v in schema["$defs"].items()}}
     return _share_repeats(_compact(schema, output=output, in_map=False))
 
 
-_MIN_SHARED_CHARS = 40
+_MIN_SHARED_CHARS = 28
 
 
 def _share_repeats(schema: Any) -> Any:
@@ -101,15 +109,19 @@ def _compact(node: Any, *, output: bool, in_map: bool) -> Any:
         return node
     if in_map:  # a mapping of names to schemas ("properties", "$defs"): every key is a name
         return {k: _compact(v, output=output, in_map=False) for k, v in node.items()}
+    if node.get("__def_root__"):
+        node = {k: v for k, v in node.items() if k not in ("__def_root__", "description")}
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key == "title" or (output and key in ("description", "default", "examples")):
             continue
         if (key == "additionalProperties" and value is True) or (key == "items" and value == {}):
             continue  # both say what an absent keyword says
-        if key == "default" and (value in (None, 0, False, [], {}, "") or "const" in node):
-            continue  # an omitted field is null, zero, false or empty: said once, in SKILL.md
+        if key == "default":
+            continue  # the server applies defaults; SKILL.md lists them once
         out[key] = _compact(value, output=output, in_map=key in ("properties", "$defs", "patternProperties"))
+    if ("enum" in out or "const" in out) and "type" in out and _values_have_type(out):
+        del out["type"]  # the listed values already say it
     if "patternProperties" in out and "additionalProperties" not in out and "properties" not in out:
         # pydantic's dict with constrained keys: the server refuses any other key, and so does the schema
         out["additionalProperties"] = False
@@ -117,6 +129,29 @@ def _compact(node: Any, *, output: bool, in_map: bool) -> Any:
 
 
 _NUMERIC_KEYWORDS = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+
+
+def _json_type(value: Any) -> set[str]:
+    if value is None:
+        return {"null"}
+    if isinstance(value, bool):
+        return {"boolean"}
+    if isinstance(value, int):
+        return {"integer", "number"}
+    if isinstance(value, float):
+        return {"number", "integer"} if value.is_integer() else {"number"}
+    if isinstance(value, str):
+        return {"string"}
+    if isinstance(value, list):
+        return {"array"}
+    return {"object"}
+
+
+def _values_have_type(node: dict[str, Any]) -> bool:
+    """Every enum/const value is of a type the node's ``type`` allows (so ``type`` adds nothing)."""
+    allowed = set(node["type"]) if isinstance(node["type"], list) else {node["type"]}
+    values = node["enum"] if "enum" in node else [node["const"]]
+    return isinstance(values, list) and all(_json_type(v) & allowed for v in values)
 
 
 def _merge_nullable(node: dict[str, Any]) -> dict[str, Any]:
@@ -129,6 +164,13 @@ def _merge_nullable(node: dict[str, Any]) -> dict[str, Any]:
     branches = node.get("anyOf")
     if not isinstance(branches, list) or len(branches) < 2 or not all(isinstance(b, dict) for b in branches):
         return node
+    if all(set(b) <= {"enum", "const"} or b == {"type": "null"} for b in branches) and "enum" not in node:
+        values: list[Any] = []  # enums (and null) side by side: one enum
+        for b in branches:
+            for v in b.get("enum", [b["const"]] if "const" in b else [None]):
+                if v not in values:
+                    values.append(v)
+        return {**{k: v for k, v in node.items() if k != "anyOf"}, "enum": values}
     types: list[str] = []
     merged: dict[str, Any] = {}
     for b in branches:
@@ -154,8 +196,8 @@ def _merge_nullable(node: dict[str, Any]) -> dict[str, Any]:
 
 def shallow_output_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """The top level of an output schema: each property's JSON type (and enum or
-    const), nested objects and arrays as their bare type, closed as before
-    (``required`` and the nested contracts are in the full schema)."""
+    const), nested objects and arrays as their bare type (``required``, closure
+    and the nested contracts are in the full schema)."""
     defs = schema.get("$defs") or {}
 
     def top(node: dict[str, Any]) -> dict[str, Any]:
@@ -172,6 +214,6 @@ def shallow_output_schema(schema: dict[str, Any]) -> dict[str, Any]:
         out = {k: node[k] for k in ("type", "enum", "const") if k in node}
         return out
 
-    out = {k: schema[k] for k in ("type", "additionalProperties") if k in schema}
+    out = {k: schema[k] for k in ("type",) if k in schema}
     out["properties"] = {name: top(sub) for name, sub in (schema.get("properties") or {}).items()}
     return out

@@ -298,10 +298,8 @@ def build_server(
             "plan_cases",
             title="Plan an operator case matrix",
             description=(
-                "Create a run: an operator config (candidate call, CPU reference, tolerances fixed before any "
-                "result) and explicit cases or 'stars' (a base case plus one-axis variations); append=true adds "
-                "cases to a run. Answers the added cases with their axes. Example: resource "
-                f"{PLAN_EXAMPLE_URI}; guide: SKILL.md."
+                "Create a run (operator config: candidate, CPU reference, tolerances; explicit cases or stars "
+                "of one-axis variations) or append cases. Example: " + PLAN_EXAMPLE_URI + "; guide: SKILL.md."
             ),
             arguments=PlanRequest,
             output=PlanResponse,
@@ -312,8 +310,7 @@ def build_server(
             "record_result",
             title="Record one case result",
             description=(
-                "Record one result obtained elsewhere for a planned, pending case (validated; crash and "
-                "unsupported need an error). A case is recorded once."
+                "Record one result obtained elsewhere for a planned, pending case; once per case."
             ),
             arguments=RecordResultArgs,
             output=RecordResponse,
@@ -324,8 +321,7 @@ def build_server(
             "analyze_failures",
             title="Analyze a run",
             description=(
-                "Analyze a run's results: verdict, failures apart from unsupported, crash groups, the axes "
-                "failures follow, missing cases, next cases. Writes analysis.json and report.md."
+                "Verdict, failure axes, crash groups, missing and next cases of a run; writes report.md."
             ),
             arguments=AnalyzeFailuresArgs,
             output=Analysis,
@@ -336,8 +332,8 @@ def build_server(
             "run_case_remote",
             title="Run cases on a host",
             description=(
-                "Run planned cases (named, or all pending) on inventory hosts against the CPU reference and "
-                "record each result. A harness or connection failure leaves the case pending. Progress per case."
+                "Run pending (or named) cases on inventory hosts against the CPU reference; records each "
+                "result. A harness or connection failure leaves a case pending."
             ),
             arguments=RunCaseRemoteArgs,
             output=RunResponse,
@@ -348,8 +344,8 @@ def build_server(
             "check_host",
             title="Check a host",
             description=(
-                "Probe an inventory host: python, torch, torch_npu, CANN, devices, free disk, environment "
-                "scripts; names what is missing. Creates the work directory if missing."
+                "Probe a host: python, torch, torch_npu, CANN, devices, disk; names what is missing. May "
+                "create its work directory."
             ),
             arguments=CheckHostArgs,
             output=check_host_output,
