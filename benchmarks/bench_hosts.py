@@ -69,10 +69,12 @@ async def measure(inv, names: list[str], root: Path, run_id: str, n: int, delay:
 async def main_async(args, servers: list[Sshd], key: Path, known_hosts: Path, base: Path) -> dict:
     hosts = {f"h{i:02d}": {"hostname": "127.0.0.1", "port": s.port, "user": login_user(),
                            "identity_files": [str(key)], "known_hosts": str(known_hosts), "python": sys.executable,
-                           "device": "cpu", "devices": list(range(args.slots)), "concurrency": args.slots,
+                           # distinct device ids: the device lease is per machine, and these "hosts" share one
+                           "device": "cpu", "devices": list(range(i * args.slots, (i + 1) * args.slots)),
+                           "concurrency": args.slots,
                            "work_dir": str(base / f"work-{i}")} for i, s in enumerate(servers)}
     inv = parse_inventory({"hosts": hosts})
-    one = parse_inventory({"hosts": {"h00": {**hosts["h00"], "concurrency": 1, "devices": [0]}}})
+    one = parse_inventory({"hosts": {"h00": {**hosts["h00"], "concurrency": 1, "devices": [0]}}})  # warm already
     root = base / "evidence"
     try:
         t = time.perf_counter()

@@ -100,13 +100,13 @@ PLAN_EXAMPLE = json.dumps({
 # Argument models (the published input schemas)
 # ---------------------------------------------------------------------------
 
-RunIdArg = Annotated[Slug, Field(pattern=SLUG_PATTERN, description="The run's id (a safe slug), as planned.")]
+RunIdArg = Annotated[Slug, Field(pattern=SLUG_PATTERN)]
 NameArg = Annotated[Slug, Field(pattern=SLUG_PATTERN)]
 
 
 class RecordResultArgs(Strict):
     run_id: RunIdArg
-    result: CaseResult = Field(description="One result for a planned, pending case (the result contract).")
+    result: CaseResult
 
 
 class AnalyzeFailuresArgs(Strict):
@@ -117,15 +117,15 @@ class RunCaseRemoteArgs(Strict):
     run_id: RunIdArg
     case_ids: list[NameArg] | None = Field(
         default=None, min_length=1,
-        description="Cases to run; omitted means every pending case. A recorded case is refused."
+        description="Omitted: every pending case."
     )
     hosts: list[NameArg] | None = Field(
-        default=None, description="Inventory host names to spread the cases over; omitted means ['local']."
+        default=None, description="Inventory hosts; omitted: ['local']."
     )
 
 
 class CheckHostArgs(Strict):
-    host: NameArg = Field(description="A host name from the inventory ('local' is always there).")
+    host: NameArg = Field(description="An inventory host ('local' always exists).")
 
 
 # ---------------------------------------------------------------------------
@@ -298,8 +298,8 @@ def build_server(
             "plan_cases",
             title="Plan an operator case matrix",
             description=(
-                "Create a run (operator config: candidate, CPU reference, tolerances; explicit cases or stars "
-                "of one-axis variations) or append cases. Example: " + PLAN_EXAMPLE_URI + "; guide: SKILL.md."
+                "Create a run (config: candidate, CPU reference, tolerances; cases, or stars of one-axis "
+                "variations) or append cases. Example: " + PLAN_EXAMPLE_URI + "; guide: SKILL.md."
             ),
             arguments=PlanRequest,
             output=PlanResponse,
