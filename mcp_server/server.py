@@ -141,9 +141,19 @@ def _arguments_model(name: str, request_model: type[BaseModel]) -> type[ArgModel
     return model
 
 
+# tools/list carries the input schemas (strict, complete) but not the output schemas: with
+# them it passed 15,000 characters as the tools grew. Each tool's full output schema is the
+# resource opdebug://schemas/{tool}, and every answer is still validated against it here.
+PUBLISH_OUTPUT_SCHEMAS = False
+
+
 class StrictTool(Tool):
     """A Tool whose argument errors read like every other error of the project:
     all of them at once, each with its field path."""
+
+    @property
+    def output_schema(self) -> dict[str, Any] | None:  # what tools/list publishes
+        return self.fn_metadata.output_schema if PUBLISH_OUTPUT_SCHEMAS else None
 
     async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
         # Strict types, as the published schema says: "4" is not an integer, "1e-5" not a
@@ -184,8 +194,8 @@ def _as_tool_errors(name: str, body: Callable[..., Awaitable[Any]]) -> Callable[
                                   structured_content=response.model_dump(mode="json", by_alias=True))
         except MCPToolError:
             raise
-        except ToolError as exc:
-            raise MCPToolError(str(exc)) from exc
+        except ToolError as exc:  # its details follow as a JSON line: structured data for the agent
+            raise MCPToolError(exc.with_details()) from exc
         except ValidationError as exc:
             raise MCPToolError(f"[validation_error] {format_validation_error(exc)}") from exc
         except Exception as exc:  # a bug or an environment failure: say what it was, keep serving

@@ -59,16 +59,20 @@ def test_tools_have_strict_schemas_output_schemas_and_truthful_annotations(evide
         templates = (await client.list_resource_templates()).resource_templates
         resources = (await client.list_resources()).resources
         example = (await client.read_resource("opdebug://examples/plan-request")).contents
-        return tools, templates, resources, example
+        outputs = {t.name: json.loads((await client.read_resource(f"opdebug://schemas/{t.name}")).contents[0].text)
+                   for t in tools}
+        return tools, templates, resources, example, outputs
 
-    tools, templates, resources, example = with_server(evidence_root, scenario)
+    tools, templates, resources, example, outputs = with_server(evidence_root, scenario)
     by_name = {t.name: t for t in tools}
     assert set(by_name) == TOOLS
 
     for tool in tools:
         assert tool.input_schema.get("type") == "object"
         assert tool.input_schema.get("additionalProperties") is False, tool.name
-        assert tool.output_schema is not None and tool.output_schema.get("type") == "object", tool.name
+        # output schemas are resources (tools/list stays small); every one is a closed object
+        assert outputs[tool.name].get("type") == "object", tool.name
+        assert outputs[tool.name].get("additionalProperties") is False, tool.name
         assert tool.description and tool.annotations is not None
 
     # the example request named in plan_cases' description is a resource, and a valid request
@@ -78,9 +82,9 @@ def test_tools_have_strict_schemas_output_schemas_and_truthful_annotations(evide
     plan_props = by_name["plan_cases"].input_schema["properties"]
     assert {"config", "cases", "stars", "append", "run_id", "module_sources"} <= set(plan_props)
     assert set(by_name["record_result"].input_schema["required"]) == {"run_id", "result"}
-    assert set(by_name["plan_cases"].output_schema["properties"]) >= {"run_id", "run_dir", "cases", "warnings"}
-    assert "verdict" in by_name["analyze_failures"].output_schema["properties"]
-    assert "outcomes" in by_name["run_case_remote"].output_schema["properties"]
+    assert set(outputs["plan_cases"]["properties"]) >= {"run_id", "run_dir", "cases", "warnings"}
+    assert "verdict" in outputs["analyze_failures"]["properties"]
+    assert "outcomes" in outputs["run_case_remote"]["properties"]
     # nested contracts are strict too: an unknown field inside a case is refused by the schema
     plan_schema = by_name["plan_cases"].input_schema
     case_def = plan_schema["$defs"]["Case"]
