@@ -12,8 +12,6 @@ more: what an agent pays for on every ``tools/list``.
 - ``additionalProperties: true`` and ``items: {}`` go (they say what an
   absent keyword says), and so does the ``type`` of an ``enum``/``const``
   whose values all have that type;
-- a model's docstring (the ``description`` at its ``$defs`` root) goes;
-  field descriptions stay;
 - ``anyOf`` of enums (and null) becomes one ``enum``;
 - a subschema written out more than once (e.g. the scalar union of four
   comparison fields) is written once under ``$defs`` and referenced;
@@ -39,11 +37,6 @@ _NOT_TYPE_SPECIFIC = {"enum", "const", "$ref", "anyOf", "oneOf", "allOf", "not",
 
 
 def compact_schema(schema: Any, *, output: bool = False) -> Any:
-    if isinstance(schema, dict) and isinstance(schema.get("$defs"), dict):
-        # a model's docstring (the description at its $defs root) is prose for SKILL.md and
-        # references/; field descriptions stay
-        schema = {**schema, "$defs": {k: {**v, "__def_root__": True} if isinstance(v, dict) else v
-                                      for k, v in schema["$defs"].items()}}
     return _share_repeats(_compact(schema, output=output, in_map=False))
 
 
@@ -63,7 +56,8 @@ def _share_repeats(schema: Any) -> Any:
         elif isinstance(node, dict):
             if not in_map:
                 text = json.dumps(node, sort_keys=True, separators=(",", ":"))
-                if len(text) >= _MIN_SHARED_CHARS and "$ref" not in node:
+                # a node with a description stays where it is read (its property)
+                if len(text) >= _MIN_SHARED_CHARS and "$ref" not in node and "description" not in node:
                     counts[text] = counts.get(text, 0) + 1
             for k, v in node.items():
                 count(v, k in ("properties", "$defs", "patternProperties") and not in_map)
@@ -109,12 +103,12 @@ def _compact(node: Any, *, output: bool, in_map: bool) -> Any:
         return node
     if in_map:  # a mapping of names to schemas ("properties", "$defs"): every key is a name
         return {k: _compact(v, output=output, in_map=False) for k, v in node.items()}
-    if node.get("__def_root__"):
-        node = {k: v for k, v in node.items() if k not in ("__def_root__", "description")}
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key == "title" or (output and key in ("description", "default", "examples")):
             continue
+        if key == "description" and isinstance(value, str):
+            value = " ".join(value.split())  # a docstring's line breaks and indentation
         if (key == "additionalProperties" and value is True) or (key == "items" and value == {}):
             continue  # both say what an absent keyword says
         if key == "default":

@@ -100,13 +100,13 @@ PLAN_EXAMPLE = json.dumps({
 # Argument models (the published input schemas)
 # ---------------------------------------------------------------------------
 
-RunIdArg = Annotated[Slug, Field(pattern=SLUG_PATTERN)]
+RunIdArg = Annotated[Slug, Field(pattern=SLUG_PATTERN, description="The run.")]
 NameArg = Annotated[Slug, Field(pattern=SLUG_PATTERN)]
 
 
 class RecordResultArgs(Strict):
     run_id: RunIdArg
-    result: CaseResult
+    result: CaseResult = Field(description="One pending case's result.")
 
 
 class AnalyzeFailuresArgs(Strict):
@@ -306,10 +306,10 @@ def build_server(
     tools = [
         _tool(
             "plan_cases",
-            title="Plan an operator case matrix",
+            title="Plan cases",
             description=(
-                "Create a run (config: candidate, CPU reference, tolerances; cases, or stars of one-axis "
-                "variations) or append cases. Example: " + PLAN_EXAMPLE_URI + "; guide: SKILL.md."
+                "Create a run (config, cases or stars of one-axis variations) or append cases. Example: "
+                + PLAN_EXAMPLE_URI
             ),
             arguments=PlanRequest,
             output=PlanResponse,
@@ -318,9 +318,9 @@ def build_server(
         ),
         _tool(
             "record_result",
-            title="Record one case result",
+            title="Record a result",
             description=(
-                "Record one result obtained elsewhere for a planned, pending case; once per case."
+                "Record a result obtained elsewhere; once per case."
             ),
             arguments=RecordResultArgs,
             output=RecordResponse,
@@ -329,9 +329,9 @@ def build_server(
         ),
         _tool(
             "analyze_failures",
-            title="Analyze a run",
+            title="Analyze",
             description=(
-                "Verdict, failure axes, crash groups, missing and next cases of a run; writes report.md."
+                "Verdict, failure axes, next cases; writes report.md."
             ),
             arguments=AnalyzeFailuresArgs,
             output=Analysis,
@@ -340,10 +340,10 @@ def build_server(
         ),
         _tool(
             "run_case_remote",
-            title="Run cases on a host",
+            title="Run cases",
             description=(
-                "Run pending (or named) cases on inventory hosts against the CPU reference; records each "
-                "result. A harness or connection failure leaves a case pending."
+                "Run pending (or named) cases on hosts and record them; a harness or connection failure "
+                "leaves a case pending."
             ),
             arguments=RunCaseRemoteArgs,
             output=RunResponse,
@@ -352,10 +352,9 @@ def build_server(
         ),
         _tool(
             "check_host",
-            title="Check a host",
+            title="Check host",
             description=(
-                "Probe a host: python, torch, torch_npu, CANN, devices, disk; names what is missing. May "
-                "create its work directory."
+                "What a host has and lacks (torch, torch_npu, CANN, devices); may create its work directory."
             ),
             arguments=CheckHostArgs,
             output=check_host_output,

@@ -148,7 +148,7 @@ SpecialKind = Literal["nan", "inf", "-inf", "denormal", "+0", "-0", "large", "-l
 
 
 class SpecialValues(Strict):
-    """Special values injected into a generated tensor (after generation)."""
+    """Special values put into a generated tensor."""
 
     value: SpecialKind
     positions: list[list[Annotated[int, Field(ge=0)]]] | None = Field(
@@ -175,10 +175,9 @@ class ValueSpec(Strict):
     captured: Annotated[str, AfterValidator(_slug)] | None = Field(
         None, description="captured: a captured_files name (artifacts/captured/)")
     specials: list[SpecialValues] = Field(default_factory=list)
-    exclude_zero: bool = Field(False, description="replace generated zeros by the smallest non-zero step (recorded)")
+    exclude_zero: bool = Field(False, description="generated zeros become the smallest non-zero step")
     by_dtype: dict[str, "ValueSpec"] = Field(
-        default_factory=dict, description="value spec per dtype or family (float, float8, complex, int, uint, bool, "
-        "ascend); the dtype's entry wins, then its family's, else this spec")
+        default_factory=dict, description="per dtype or family (float, int...): dtype, then family, then this spec")
 
     @model_validator(mode="after")
     def _check(self) -> "ValueSpec":
@@ -262,7 +261,7 @@ class InputSpec(TensorSpec):
     shape: list[Annotated[int, Field(ge=0)]] | None = None  # type: ignore[assignment]
     tensors: list[TensorSpec] | None = Field(
         None, min_length=1, max_length=128, description="a Tensor[] argument: one spec per member")
-    none: bool = Field(False, description="pass None (an optional Tensor? argument); the other fields are kept")
+    none: bool = Field(False, description="pass None (an optional Tensor? argument)")
 
     @model_validator(mode="after")
     def _kind(self) -> "InputSpec":
@@ -351,7 +350,7 @@ class CaptureSelection(Strict):
 
 
 class DtypeArg(Strict):
-    """A torch dtype argument, passed as torch.<value> (torch_npu.<value> for Ascend-only dtypes)."""
+    """A torch dtype: torch.<value> (torch_npu.<value> if Ascend-only)."""
 
     kind: Literal["dtype"]
     value: Dtype
@@ -436,7 +435,7 @@ class OperatorSpec(Strict):
         None, description="null: inductor; torchair on NPU")
     unsupported_rules: list[Annotated[str, Field(min_length=1, max_length=500)]] = Field(
         default_factory=list, description="regexes: a candidate error matching one is unsupported")
-    random: bool = Field(False, description="draws random numbers: the reference runs twice to check its seeding")
+    random: bool = Field(False, description="draws random numbers (the reference runs twice)")
 
     @field_validator("unsupported_rules")
     @classmethod
@@ -696,7 +695,7 @@ class StarVariation(Strict):
 
 
 class StarSpec(Strict):
-    """A base case plus one-axis variations (a star, not a Cartesian product)."""
+    """A base case plus one-axis variations (not a product)."""
 
     base: Case
     vary: list[StarVariation] = Field(min_length=1)
