@@ -60,7 +60,11 @@ def main(argv: list[str] | None = None) -> int:
                   "reaches it can run code on your hosts", file=sys.stderr)
     server = build_server(evidence_root=args.evidence_root, inventory=inventory, log_level=args.log_level)
     if policy is None:
-        server.run("stdio")
+        import anyio
+
+        from .stdio_guard import run_stdio
+
+        anyio.run(run_stdio, server)  # the SDK's stdio, plus an answer to every line it cannot read
     else:
         from .http_security import serve_http
 

@@ -358,8 +358,10 @@ def test_a_failing_write_leaves_previous_evidence_intact(evidence_root, plan_req
         return real_rename(src, dst)
 
     monkeypatch.setattr(evidence.os, "rename", failing_rename)
-    with pytest.raises(OSError):
+    with pytest.raises(ToolError) as err:  # said so: which write failed, and why
         record_result("run-1", result_dicts["numerical_mismatch"]("graph-f32"), root=evidence_root)
+    assert err.value.code == "write_failed" and "graph-f32 failed: No space left on device (ENOSPC)" in \
+        err.value.message
     monkeypatch.setattr(evidence.os, "rename", real_rename)
 
     assert results_path.read_bytes() == before

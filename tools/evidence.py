@@ -26,6 +26,7 @@ is a derived view, rewritten by each analysis (:meth:`RunStore.write_results_vie
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -100,8 +101,14 @@ def few_ids(ids, limit: int = MAX_IDS_IN_ERROR) -> str:
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Write ``path`` atomically; a failing write (a full disk, a read-only
+    file system) is a ``[write_failed]`` ToolError naming the file, and leaves
+    the previous file intact."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise _write_failed(path, exc) from exc
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -109,12 +116,21 @@ def atomic_write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> None:
                 fh.flush()
                 os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError):
+            raise _write_failed(path, exc) from exc
         raise
+
+
+def _write_failed(path: Path, exc: OSError) -> ToolError:
+    name = errno.errorcode.get(exc.errno or 0, "OSError")
+    return ToolError(f"writing {path} failed: {exc.strerror or exc} ({name}); the file was left as it was - free "
+                     "space (or fix the permissions) and retry", code="write_failed",
+                     details={"path": str(path), "errno": name})
 
 
 def atomic_write_text(path: Path, text: str, *, fsync: bool = True) -> None:
@@ -426,9 +442,11 @@ class RunStore:
                 if final.exists():  # left by a writer that predates the fresh-directory commit: not a record
                     shutil.rmtree(final)
                 os.rename(tmp, final)  # the commit
-            except BaseException:  # e.g. a full disk: nothing of this record stays, the case stays pending
+            except BaseException as exc:  # e.g. a full disk: nothing of this record stays, the case stays pending
                 shutil.rmtree(tmp, ignore_errors=True)
                 (self.dir / JOURNAL).unlink(missing_ok=True)
+                if isinstance(exc, OSError):
+                    raise _write_failed(final, exc) from exc
                 raise
             self._finish_record(result.case_id, doc, input_metadata, lazy_manifest=lazy_manifest)
             (self.dir / JOURNAL).unlink()
