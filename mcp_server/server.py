@@ -122,6 +122,10 @@ class RunCaseRemoteArgs(Strict):
     hosts: list[NameArg] | None = Field(
         default=None, description="Inventory hosts; omitted: ['local']."
     )
+    keep_outputs: bool = Field(
+        default=False, description="Keep both outputs of each mismatching case (raw-results/<case>/outputs.pt, "
+        "at most 8 MiB) for render_pictures."
+    )
 
 
 class CheckHostArgs(Strict):
@@ -279,7 +283,7 @@ def build_server(
         return await in_thread(analyze_failures, run_id, root=root)
 
     async def run_body(ctx: Context, *, run_id: str, case_ids: list[str] | None,
-                       hosts: list[str] | None) -> RunResponse:
+                       hosts: list[str] | None, keep_outputs: bool = False) -> RunResponse:
         from tools.run_case_remote import run_case_remote
 
         async def progress(done: int, total: int, outcome: Any) -> None:
@@ -288,7 +292,7 @@ def build_server(
             await log(ctx, "warning" if outcome.state == "pending" else "info", f"[{done}/{total}] {message}")
 
         return await run_case_remote(run_id, case_ids=case_ids, hosts=hosts, root=root,
-                                     inventory=inventory_path, progress=progress)
+                                     inventory=inventory_path, progress=progress, keep_outputs=keep_outputs)
 
     async def check_body(ctx: Context, *, host: str) -> Any:
         from tools.check_host import check_host
@@ -363,6 +367,9 @@ def build_server(
         ),
     ]
 
+    from .artifact_tools import add_picture_resources, artifact_tools
+
+    tools += artifact_tools(root, inventory_path, _tool, in_thread)
     server = MCPServer(
         SERVER_NAME,
         version=server_version(),
@@ -374,6 +381,7 @@ def build_server(
     )
     _add_resources(server, root)
     add_protocol(server, root, inventory_path)
+    add_picture_resources(server, root)
     return server
 
 
