@@ -117,10 +117,10 @@ class RunCaseRemoteArgs(Strict):
     run_id: RunIdArg
     case_ids: list[NameArg] | None = Field(
         default=None, min_length=1,
-        description="Omitted: every pending case."
+        description="Omitted: all pending."
     )
     hosts: list[NameArg] | None = Field(
-        default=None, description="Inventory hosts; omitted: ['local']."
+        default=None, description="Omitted: ['local']."
     )
     keep_outputs: bool = Field(
         default=False, description="Keep both outputs of each mismatching case (raw-results/<case>/outputs.pt, "
@@ -129,7 +129,7 @@ class RunCaseRemoteArgs(Strict):
 
 
 class CheckHostArgs(Strict):
-    host: NameArg = Field(description="An inventory host ('local' always exists).")
+    host: NameArg = Field(description="An inventory host.")
 
 
 # ---------------------------------------------------------------------------
@@ -312,8 +312,7 @@ def build_server(
             "plan_cases",
             title="Plan cases",
             description=(
-                "Create a run (config, cases or stars of one-axis variations) or append cases. Example: "
-                + PLAN_EXAMPLE_URI
+                "Create a run or append cases. Example: " + PLAN_EXAMPLE_URI
             ),
             arguments=PlanRequest,
             output=PlanResponse,
@@ -346,8 +345,7 @@ def build_server(
             "run_case_remote",
             title="Run cases",
             description=(
-                "Run pending (or named) cases on hosts and record them; a harness or connection failure "
-                "leaves a case pending."
+                "Run pending (or named) cases on hosts; each is recorded or left pending."
             ),
             arguments=RunCaseRemoteArgs,
             output=RunResponse,
@@ -358,7 +356,7 @@ def build_server(
             "check_host",
             title="Check host",
             description=(
-                "What a host has and lacks (torch, torch_npu, CANN, devices); may create its work directory."
+                "What a host has and lacks; may create its work directory."
             ),
             arguments=CheckHostArgs,
             output=check_host_output,
