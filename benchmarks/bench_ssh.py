@@ -14,7 +14,17 @@ in one run:
 2. cases per second with 1, 2 and 4 slots on an operator that sleeps a fixed
    time in the candidate (warm workers; the matrix spread by the pool).
 
+3. (``--breakdown``) where one warm case's time goes, quiet and while
+   ``--burners`` busy-looping processes keep the cores busy: a raw asyncssh
+   channel round trip to a warm Python echo process on the same sshd (the
+   floor); the slot round trip split into client -> supervisor (request in),
+   supervisor + worker (of which the worker's own candidate/reference/compare
+   time), supervisor -> client (answer out); and one run_case_remote call split
+   into the slot round trip, recording (``_record_event``) and the rest.
+
 Targets (issue 4): warm >= 100x below fresh; 4 slots >= 3x the cases/s of 1.
+Targets (issue 12): a run_case_remote call, recording included, <= 5 ms; the
+warm round trip within 10x of the raw channel, quiet and loaded.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shlex
 import statistics
 import subprocess
 import sys
@@ -140,11 +151,130 @@ async def throughput(server_inv: dict, root: Path, n: int, delay: float) -> dict
     return out
 
 
+ECHO = "import sys\nfor line in sys.stdin.buffer:\n    sys.stdout.buffer.write(line)\n    sys.stdout.buffer.flush()\n"
+
+
+def burners(n: int) -> list[subprocess.Popen]:
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+async def breakdown(inv, root: Path, n: int, tag: str) -> dict:
+    """Per-stage times of n warm cases (see the module doc, part 3)."""
+    import tools.run_case_remote as rcr
+
+    host = inv.get("bench")
+    conn = await pool.REGISTRY.connection(host)
+    proc = await conn.create_process(f"{sys.executable} -u -c {shlex.quote(ECHO)}", encoding=None)
+    raw = []
+    line = json.dumps({"op": "run", "pad": "x" * 200}).encode() + b"\n"
+    for i in range(n + 5):
+        t = time.perf_counter()
+        proc.stdin.write(line)
+        await proc.stdout.readline()
+        if i >= 5:
+            raw.append(time.perf_counter() - t)
+    proc.stdin.write_eof()
+    proc.close()
+
+    ids = plan(root, f"bd-slot-{tag}", n + 1)
+    store = RunStore(root, f"bd-slot-{tag}")
+    config = store.read_config().model_dump(mode="json")
+    cases = {c.id: c.model_dump(mode="json") for c in store.read_cases()}
+    run = pool.RunFiles(f"bd-slot-{tag}", config, store.path("artifacts", "modules"), None)
+    slot = await pool.REGISTRY.checkout(host, 0, run)
+    rows = []
+    try:
+        await slot.run_case(run, cases[ids[0]], 60)
+        for cid in ids[1:]:
+            sent = time.time()
+            t = time.perf_counter()
+            event = await slot.run_case(run, cases[cid], 60)
+            total = time.perf_counter() - t
+            got = time.time()
+            worker_us = (event["result"].get("timing_us") or {}).get("total_us") or 0.0
+            rows.append({"total": total, "in": event["started_at"] - sent,
+                         "supervisor_worker": event["finished_at"] - event["started_at"],
+                         "worker": worker_us / 1e6, "out": got - event["finished_at"]})
+    finally:
+        pool.REGISTRY.release(slot)
+
+    spans: dict[str, list[float]] = {"slot": [], "record": []}
+    real_record, real_slot_run = rcr._record_event, pool.SSHDeviceSlot.run_case
+
+    def timed_record(*a, **k):
+        t = time.perf_counter()
+        try:
+            return real_record(*a, **k)
+        finally:
+            spans["record"].append(time.perf_counter() - t)
+
+    async def timed_slot_run(self, *a, **k):
+        t = time.perf_counter()
+        try:
+            return await real_slot_run(self, *a, **k)
+        finally:
+            spans["slot"].append(time.perf_counter() - t)
+
+    rcr._record_event, pool.SSHDeviceSlot.run_case = timed_record, timed_slot_run
+    ids = plan(root, f"bd-tool-{tag}", n + 1)
+    tool = []
+    try:
+        await run_case_remote(f"bd-tool-{tag}", case_ids=ids[:1], hosts=["bench"], root=root, inventory=inv)
+        spans["slot"].clear(), spans["record"].clear()
+        for cid in ids[1:]:
+            t = time.perf_counter()
+            resp = await run_case_remote(f"bd-tool-{tag}", case_ids=[cid], hosts=["bench"], root=root, inventory=inv)
+            tool.append(time.perf_counter() - t)
+            assert resp.recorded == [cid], resp
+    finally:
+        rcr._record_event, pool.SSHDeviceSlot.run_case = real_record, real_slot_run
+    med = statistics.median
+    return {"raw_channel": med(raw), "slot_total": med(r["total"] for r in rows),
+            "in": med(r["in"] for r in rows), "supervisor_worker": med(r["supervisor_worker"] for r in rows),
+            "worker": med(r["worker"] for r in rows), "out": med(r["out"] for r in rows),
+            "tool_total": med(tool), "tool_slot": med(spans["slot"]), "tool_record": med(spans["record"]),
+            "tool_rest": med(tool) - med(spans["slot"]) - med(spans["record"])}
+
+
+def print_breakdown(quiet: dict, loaded: dict, burners_n: int) -> None:
+    rows = [("raw asyncssh channel round trip (floor)", "raw_channel"),
+            ("warm slot round trip", "slot_total"),
+            ("  client -> supervisor (request in)", "in"),
+            ("  supervisor + worker", "supervisor_worker"),
+            ("    of which the worker's candidate/reference/compare", "worker"),
+            ("  supervisor -> client (answer out)", "out"),
+            ("one run_case_remote call", "tool_total"),
+            ("  slot round trip inside it", "tool_slot"),
+            ("  recording (_record_event)", "tool_record"),
+            ("  the rest (store reads, inventory, pool, response)", "tool_rest")]
+    print(f"3. breakdown of one warm case (medians, ms); loaded = {burners_n} busy-looping processes")
+    print(f"   {'':58s} {'quiet':>9s} {'loaded':>9s}")
+    for label, key in rows:
+        print(f"   {label:58s} {quiet[key] * 1e3:9.2f} {loaded[key] * 1e3:9.2f}")
+    for name, d in (("quiet", quiet), ("loaded", loaded)):
+        print(f"   {name}: round trip / raw channel = {d['slot_total'] / d['raw_channel']:.1f}x (target <= 10x); "
+              f"tool call {d['tool_total'] * 1e3:.2f} ms (target <= 5 ms)")
+
+
 async def main_async(args, server: Sshd, key: Path, known_hosts: Path, base: Path) -> dict:
     server_inv = {"hostname": "127.0.0.1", "port": server.port, "user": login_user(), "identity_files": [str(key)],
                   "known_hosts": str(known_hosts), "python": sys.executable, "device": "cpu",
                   "devices": [0, 1, 2, 3], "work_dir": str(base / "work")}
     inv = parse_inventory({"hosts": {"bench": {**server_inv, "concurrency": 1}}})
+    if args.breakdown:
+        try:
+            quiet = await breakdown(inv, base / "evidence", args.cases, "quiet")
+            procs = burners(args.burners)
+            try:
+                await asyncio.sleep(0.5)
+                loaded = await breakdown(inv, base / "evidence", args.cases, "loaded")
+            finally:
+                for p in procs:
+                    p.kill()
+                    p.wait()
+        finally:
+            await pool.REGISTRY.close_all()
+        return {"breakdown": {"quiet": quiet, "loaded": loaded}}
     try:
         warm = await warm_overhead(inv, base / "evidence", args.cases)
         fresh = [await asyncio.to_thread(fresh_ssh_case, server, key, known_hosts) for _ in range(args.fresh)]
@@ -161,6 +291,8 @@ def main() -> None:
     parser.add_argument("--sleep", type=float, default=0.2, help="seconds the throughput operator sleeps")
     parser.add_argument("--matrix", type=int, default=16, help="cases per throughput measurement")
     parser.add_argument("--json", type=Path, default=None, help="also write the raw figures here")
+    parser.add_argument("--breakdown", action="store_true", help="only part 3: where one warm case's time goes")
+    parser.add_argument("--burners", type=int, default=4, help="busy-looping processes for the loaded breakdown")
     args = parser.parse_args()
 
     base = Path(tempfile.mkdtemp(prefix="opdebug-bench-ssh-"))
@@ -173,6 +305,12 @@ def main() -> None:
     finally:
         server.stop()
 
+    if args.breakdown:
+        print(f"SSH transport benchmark (sshd on 127.0.0.1:{server.port}, python {sys.version.split()[0]})")
+        print_breakdown(figures["breakdown"]["quiet"], figures["breakdown"]["loaded"], args.burners)
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=2, default=str))
+        return
     warm = statistics.median(figures["warm"]["slot_round_trip_s"])
     tool = statistics.median(figures["warm"]["tool_call_s"])
     fresh = statistics.median(figures["fresh_s"])

@@ -23,6 +23,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="evidence root (default: $OPDEBUG_EVIDENCE_ROOT, else .vaws-local/operator-debug)")
     parser.add_argument("--inventory", default=None,
                         help=f"host inventory TOML file (default: ${INVENTORY_ENV}; 'local' is always there)")
+    parser.add_argument("--auth-token-file", default=None,
+                        help="streamable-http: file holding the bearer token clients must send (default: "
+                             "$OPDEBUG_HTTP_TOKEN); required off loopback")
+    parser.add_argument("--allowed-host", action="append", default=[],
+                        help="streamable-http: an extra Host header value to accept (HOST:PORT), repeatable")
+    parser.add_argument("--allowed-origin", action="append", default=[],
+                        help="streamable-http: a browser Origin to accept (e.g. https://ide.example), repeatable")
+    parser.add_argument("--allow-unauthenticated-remote-code-execution", action="store_true",
+                        help="streamable-http off loopback WITHOUT a token: anyone who reaches the port can run "
+                             "code on your hosts. Only behind another layer that authenticates.")
     parser.add_argument("--log-level", default="WARNING",
                         choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
                         help="server log level, written to stderr (default WARNING)")
@@ -34,15 +44,31 @@ def main(argv: list[str] | None = None) -> int:
     from .server import build_server
 
     inventory = args.inventory or os.environ.get(INVENTORY_ENV) or None
+    policy = None
+    if args.transport == "streamable-http":
+        from .http_security import UnsafeHttpConfig, http_policy, read_token
+
+        try:
+            policy = http_policy(args.host, args.port, read_token(dict(os.environ), args.auth_token_file),
+                                 allowed_hosts=args.allowed_host, allowed_origins=args.allowed_origin,
+                                 allow_unauthenticated=args.allow_unauthenticated_remote_code_execution)
+        except (UnsafeHttpConfig, OSError) as exc:
+            print(f"opdebug-mcp: {exc}", file=sys.stderr)
+            return 2
+        if policy.token is None and args.allow_unauthenticated_remote_code_execution:
+            print(f"opdebug-mcp: WARNING: serving {args.host}:{args.port} WITHOUT authentication; anyone who "
+                  "reaches it can run code on your hosts", file=sys.stderr)
     server = build_server(evidence_root=args.evidence_root, inventory=inventory, log_level=args.log_level)
-    if args.transport == "stdio":
+    if policy is None:
         import anyio
 
         from .stdio_guard import run_stdio
 
         anyio.run(run_stdio, server)  # the SDK's stdio, plus an answer to every line it cannot read
     else:
-        server.run("streamable-http", host=args.host, port=args.port)
+        from .http_security import serve_http
+
+        serve_http(server, args.host, args.port, policy, log_level=args.log_level)
     return 0
 
 

@@ -31,20 +31,21 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.exceptions import ToolError as MCPToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
-from mcp_types import ToolAnnotations
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError, create_model
 
 from tools.errors import ToolError
 from tools.evidence import (
     ANALYSIS,
+    CONFIG,
     MANIFEST,
     MATRIX,
     REPORT,
     REPRODUCTION,
     RESULTS,
     RunStore,
-    list_runs,
     resolve_root,
+    run_index,
 )
 from tools.schemas import (
     SLUG_PATTERN,
@@ -62,6 +63,11 @@ from tools.schemas import (
 )
 
 from . import SERVER_NAME
+from .compact import compact_schema, shallow_output_schema
+from .protocol import add_protocol, announce_run, log
+
+# Each tool's full output schema (tools/list publishes the top level only): opdebug://schemas/{tool}.
+FULL_OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {}
 
 INSTRUCTIONS = """\
 Isolate an Ascend NPU operator failure into explicit cases and settle it with evidence.
@@ -74,6 +80,7 @@ of that loop under a budget).  Read evidence through the opdebug://runs/{run_id}
 Rules: change one axis at a time; unsupported is not a failure; a case is recorded once;
 a harness, reference or connection error leaves the case pending."""
 
+PLAN_EXAMPLE_URI = "opdebug://examples/plan-request"
 PLAN_EXAMPLE = json.dumps({
     "config": {
         "run_id": "rmsnorm-bf16",
@@ -96,13 +103,13 @@ PLAN_EXAMPLE = json.dumps({
 # Argument models (the published input schemas)
 # ---------------------------------------------------------------------------
 
-RunIdArg = Annotated[Slug, Field(pattern=SLUG_PATTERN, description="The run's id (a safe slug), as planned.")]
+RunIdArg = Annotated[Slug, Field(pattern=SLUG_PATTERN, description="The run.")]
 NameArg = Annotated[Slug, Field(pattern=SLUG_PATTERN)]
 
 
 class RecordResultArgs(Strict):
     run_id: RunIdArg
-    result: CaseResult = Field(description="One result for a planned, pending case (the result contract).")
+    result: CaseResult = Field(description="One pending case's result.")
 
 
 class AnalyzeFailuresArgs(Strict):
@@ -113,10 +120,10 @@ class RunCaseRemoteArgs(Strict):
     run_id: RunIdArg
     case_ids: list[NameArg] | None = Field(
         default=None, min_length=1,
-        description="Cases to run; omitted means every pending case. A recorded case is refused."
+        description="Omitted: all pending."
     )
     hosts: list[NameArg] | None = Field(
-        default=None, description="Inventory host names to spread the cases over; omitted means ['local']."
+        default=None, description="Omitted: ['local']."
     )
     keep_outputs: bool = Field(
         default=False, description="Keep both outputs of each mismatching case (raw-results/<case>/outputs.pt, "
@@ -125,7 +132,7 @@ class RunCaseRemoteArgs(Strict):
 
 
 class CheckHostArgs(Strict):
-    host: NameArg = Field(description="A host name from the inventory ('local' is always there).")
+    host: NameArg = Field(description="An inventory host.")
 
 
 # ---------------------------------------------------------------------------
@@ -141,11 +148,31 @@ def _arguments_model(name: str, request_model: type[BaseModel]) -> type[ArgModel
     return model
 
 
+# tools/list carries the input schemas (strict, complete) but not the output schemas: with
+# them it passed 15,000 characters as the tools grew. Each tool's full output schema is the
+# resource opdebug://schemas/{tool}, and every answer is still validated against it here.
+PUBLISH_OUTPUT_SCHEMAS = False
+
+
 class StrictTool(Tool):
     """A Tool whose argument errors read like every other error of the project:
     all of them at once, each with its field path."""
 
+    @property
+    def output_schema(self) -> dict[str, Any] | None:  # what tools/list publishes
+        return self.fn_metadata.output_schema if PUBLISH_OUTPUT_SCHEMAS else None
+
     async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        # Strict types, as the published schema says: "4" is not an integer, "1e-5" not a
+        # number, "yes" or 1 not a boolean, and a list is not a JSON string of one.
+        try:
+            self.fn_metadata.arg_model.model_validate_json(json.dumps(arguments), strict=True)
+        except ValidationError as exc:
+            raise MCPToolError(f"Error executing tool {self.name}: [validation_error] invalid arguments: "
+                               + format_validation_error(exc)) from exc
+        except (TypeError, ValueError) as exc:
+            raise MCPToolError(f"Error executing tool {self.name}: [validation_error] invalid arguments: "
+                               f"not JSON: {exc}") from exc
         try:
             return await super().run(arguments, context, convert_result=convert_result)
         except MCPToolError as exc:
@@ -158,13 +185,20 @@ class StrictTool(Tool):
             raise
 
 
-def _as_tool_errors(body: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """Turn every failure of a tool body into a message the agent can act on."""
+def _as_tool_errors(name: str, body: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """Turn every failure of a tool body into a message the agent can act on,
+    and an answer into a short human summary (text) beside the data (structured)."""
 
     @functools.wraps(body)
     async def handler(ctx: Context, **fields: Any) -> Any:
         try:
-            return await body(ctx, **fields)
+            response = await body(ctx, **fields)
+            if not isinstance(response, BaseModel):
+                return response
+            from tools.summary import summarize
+
+            return CallToolResult(content=[TextContent(type="text", text=summarize(name, response))],
+                                  structured_content=response.model_dump(mode="json", by_alias=True))
         except MCPToolError:
             raise
         except ToolError as exc:  # its details follow as a JSON line: structured data for the agent
@@ -189,12 +223,15 @@ def _tool(
 ) -> Tool:
     arg_model = _arguments_model(name, arguments)
     metadata = FuncMetadata(arg_model=arg_model, output_model=output)
+    if metadata.output_schema is not None:
+        FULL_OUTPUT_SCHEMAS[name] = compact_schema(metadata.output_schema, output=True)
+        metadata.output_schema = shallow_output_schema(metadata.output_schema)
     return StrictTool(
-        fn=_as_tool_errors(body),
+        fn=_as_tool_errors(name, body),
         name=name,
         title=title,
         description=description,
-        parameters=arg_model.model_json_schema(by_alias=True),
+        parameters=compact_schema(arg_model.model_json_schema(by_alias=True)),
         fn_metadata=metadata,
         is_async=True,
         context_kwarg="ctx",
@@ -233,7 +270,10 @@ def build_server(
     async def plan_body(ctx: Context, **fields: Any) -> PlanResponse:
         from tools.plan_cases import plan_cases
 
-        return await in_thread(plan_cases, PlanRequest(**fields), root=root)
+        response = await in_thread(plan_cases, PlanRequest(**fields), root=root)
+        if response.created:
+            await announce_run(ctx, server, root, response.run_id)
+        return response
 
     async def record_body(ctx: Context, *, run_id: str, result: CaseResult) -> RecordResponse:
         from tools.record_result import record_result
@@ -250,7 +290,9 @@ def build_server(
         from tools.run_case_remote import run_case_remote
 
         async def progress(done: int, total: int, outcome: Any) -> None:
-            await ctx.report_progress(done, total, f"{outcome.case_id}: {outcome.state} - {outcome.summary}")
+            message = f"{outcome.case_id}: {outcome.state} - {outcome.summary}"
+            await ctx.report_progress(done, total, message)
+            await log(ctx, "warning" if outcome.state == "pending" else "info", f"[{done}/{total}] {message}")
 
         return await run_case_remote(run_id, case_ids=case_ids, hosts=hosts, root=root,
                                      inventory=inventory_path, progress=progress, keep_outputs=keep_outputs)
@@ -266,82 +308,61 @@ def build_server(
     async def check_body(ctx: Context, *, host: str) -> Any:
         from tools.check_host import check_host
 
-        return await check_host(host, inventory=inventory_path)
+        return await check_host(host, inventory=inventory_path, root=root)
 
     try:
         check_host_output = _check_host_output_model()
     except ImportError:  # the tool module is not there: publish no output schema
         check_host_output = None
 
-    mutating = dict(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
+    # Hints left out take the spec's defaults (readOnly false, destructive true, idempotent false,
+    # openWorld true): every tool states destructiveHint=false, and only the hints that differ.
+    mutating = dict(destructiveHint=False, openWorldHint=False)
     tools = [
         _tool(
             "plan_cases",
-            title="Plan an operator case matrix",
+            title="Plan cases",
             description=(
-                "Validate an operator config (exact candidate call, trusted CPU reference, tolerances fixed "
-                "before any result) and explicit cases, and create the run's evidence directory; or, with "
-                "append=true, add new cases to an existing run without touching anything recorded. 'stars' "
-                "expands a base case plus one-axis variations (dtype, shape, strides, storage_offset, layout, "
-                "mode, attribute, values; 'dim' sets dimensions shared by several inputs together, e.g. dims "
-                "['x.shape[-1]', 'weight.shape[0]']) into explicit cases; when appending, a star's base may be "
-                "a planned case id, and a different body under a planned id is refused. A next case from "
-                "analyze_failures appends as it is: stars=[next_case.star]. Returns every case with its axes and warnings "
-                "for cases that differ from all others in more than one axis. Refuses an existing run_id and "
-                "duplicate case ids. Example: " + PLAN_EXAMPLE
+                "Create a run or append cases (a star: base + one-axis variations; 'dim' moves a dimension "
+                "shared by inputs; a next case appends as stars=[next_case.star]). Example: " + PLAN_EXAMPLE_URI
             ),
             arguments=PlanRequest,
             output=PlanResponse,
-            annotations=ToolAnnotations(title="Plan cases", **mutating),
+            annotations=ToolAnnotations(**mutating),
             body=plan_body,
         ),
         _tool(
             "record_result",
-            title="Record one case result",
+            title="Record a result",
             description=(
-                "Record one result obtained elsewhere (a manual run, another tool) for a planned, pending case. "
-                "The result is validated against the result contract (crash and unsupported need an error; "
-                "metrics finite). A case is recorded once: a second result for it is refused."
+                "Record a result obtained elsewhere; once per case."
             ),
             arguments=RecordResultArgs,
             output=RecordResponse,
-            annotations=ToolAnnotations(title="Record a result", **mutating),
+            annotations=ToolAnnotations(**mutating),
             body=record_body,
         ),
         _tool(
             "analyze_failures",
-            title="Analyze a run",
+            title="Analyze",
             description=(
-                "Analyze every recorded result of a run: verdict (diagnosed / inconclusive / passed), status "
-                "counts, failures kept apart from unsupported combinations, crash groups by signature, the "
-                "failure axes the failing cases share, findings (predicates over one axis - value, set, "
-                "threshold such as x.shape[-1] > 2048, class such as x.zero_size - that separate every failing "
-                "case from every passing one, each with its minimal pair and whether it is exact), missing "
-                "cases, the integration-boundary hint, and the next cases (each a star ready to append with "
-                "plan_cases append=true, with what a pass or a failure would tell). Writes analysis.json, report.md and reproduction.md "
-                "(regenerated each time; evidence is never changed)."
+                "Verdict, findings (one-axis predicates with a minimal pair: value, set, threshold, class), "
+                "next cases ready to append; writes report.md."
             ),
             arguments=AnalyzeFailuresArgs,
             output=Analysis,
-            annotations=ToolAnnotations(title="Analyze failures", readOnlyHint=False, destructiveHint=False,
-                                        idempotentHint=True, openWorldHint=False),
+            annotations=ToolAnnotations(destructiveHint=False, idempotentHint=True, openWorldHint=False),
             body=analyze_body,
         ),
         _tool(
             "run_case_remote",
-            title="Run cases on a host",
+            title="Run cases",
             description=(
-                "Run planned cases (the named ones, or every pending one) on inventory hosts: one isolated "
-                "operator call per case, candidate on the host's device, reference on CPU, compared and "
-                "classified (passed / numerical_mismatch / crash / unsupported), raw evidence stored and each "
-                "result recorded. Returns one normalized outcome per case. A harness, reference or connection "
-                "failure records nothing: that case stays pending and is named for a re-run. Reports progress "
-                "per case."
+                "Run pending (or named) cases on hosts; each is recorded or left pending."
             ),
             arguments=RunCaseRemoteArgs,
             output=RunResponse,
-            annotations=ToolAnnotations(title="Run cases", readOnlyHint=False, destructiveHint=False,
-                                        idempotentHint=False, openWorldHint=True),
+            annotations=ToolAnnotations(destructiveHint=False),
             body=run_body,
         ),
         _tool(
@@ -363,16 +384,13 @@ def build_server(
         ),
         _tool(
             "check_host",
-            title="Check a host",
+            title="Check host",
             description=(
-                "Connect to an inventory host and report python, torch, torch_npu and CANN versions, visible "
-                "devices, free disk in the work directory and whether the environment script sourced, naming "
-                "exactly what is missing. Changes nothing."
+                "What a host has and lacks; may create its work directory."
             ),
             arguments=CheckHostArgs,
             output=check_host_output,
-            annotations=ToolAnnotations(title="Check host", readOnlyHint=True, destructiveHint=False,
-                                        idempotentHint=True, openWorldHint=True),
+            annotations=ToolAnnotations(destructiveHint=False, idempotentHint=True),
             body=check_body,
         ),
     ]
@@ -382,6 +400,7 @@ def build_server(
     tools += artifact_tools(root, inventory_path, _tool, in_thread)
     server = MCPServer(
         SERVER_NAME,
+        version=server_version(),
         title="Ascend operator debug",
         instructions=INSTRUCTIONS,
         tools=tools,
@@ -389,8 +408,19 @@ def build_server(
         lifespan=close_warm_workers_on_exit,
     )
     _add_resources(server, root)
+    add_protocol(server, root, inventory_path)
     add_picture_resources(server, root)
     return server
+
+
+def server_version() -> str:
+    """The installed package's version (serverInfo.version)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ascend-operator-debug")
+    except PackageNotFoundError:
+        return "0+unknown"
 
 
 @asynccontextmanager
@@ -421,7 +451,8 @@ RUN_FILES = {
     "analysis": (ANALYSIS, "application/json", "analyze_failures"),
     "case-matrix": (MATRIX, "application/json", "plan_cases"),
     "manifest": (MANIFEST, "application/json", "plan_cases"),
-    "results": (RESULTS, "application/json", "plan_cases"),
+    "results": (RESULTS, "application/json", "record_result"),
+    "operator-config": (CONFIG, "application/json", "plan_cases"),
 }
 
 
@@ -434,6 +465,9 @@ def read_run_file(root: Path, run_id: str, kind: str) -> str:
         store.require()
     except ToolError as exc:
         raise ResourceNotFoundError(exc.message) from None
+    if kind == "results":  # current, from the index (results.json is the view the last analysis wrote)
+        return json.dumps({"schema_version": 1, "run_id": store.run_id, "results": store.read_result_docs()},
+                          indent=1)
     path = store.path(filename)
     if not path.is_file():
         raise ResourceNotFoundError(f"run {run_id!r} has no {filename} yet (it is written by {producer})")
@@ -444,10 +478,24 @@ def read_run_file(root: Path, run_id: str, kind: str) -> str:
 
 
 def _add_resources(server: MCPServer, root: Path) -> None:
+    @server.resource(PLAN_EXAMPLE_URI, name="plan-request-example", title="Example plan_cases request",
+                     mime_type="application/json", description="A complete plan_cases request: config, module, star.")
+    def plan_example() -> str:
+        return json.dumps(json.loads(PLAN_EXAMPLE), indent=2)
+
+    @server.resource("opdebug://schemas/{tool}", name="output-schema", title="A tool's full output schema",
+                     mime_type="application/schema+json",
+                     description="The complete output schema of a tool (tools/list shows its top level).")
+    def output_schema(tool: str) -> str:
+        if tool not in FULL_OUTPUT_SCHEMAS:
+            raise ResourceNotFoundError(f"no tool {tool!r}; tools: {sorted(FULL_OUTPUT_SCHEMAS)}")
+        return json.dumps(FULL_OUTPUT_SCHEMAS[tool], separators=(",", ":"))
+
     @server.resource("opdebug://runs", name="runs", title="Runs", mime_type="application/json",
-                     description="Every run under the evidence root: run_id, operator, status, counts, times.")
+                     description="Index of the runs under the evidence root (newest 200): id, operator, status, "
+                                 "counts, last update.")
     def runs() -> str:
-        return json.dumps(list_runs(root), indent=2, default=str)
+        return json.dumps(run_index(root), separators=(",", ":"), default=str)
 
     for kind, (filename, mime, _producer) in RUN_FILES.items():
         def make(kind: str = kind) -> Callable[[str], str]:

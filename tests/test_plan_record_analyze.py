@@ -29,7 +29,9 @@ def unsupported_result(case_id: str) -> dict:
 
 
 def read_results_file(root: Path, run_id: str) -> dict:
-    return json.loads((root / run_id / "results.json").read_text())
+    """The recorded results as the append-only index holds them (results.json is a view)."""
+    lines = (root / run_id / "results.jsonl").read_text().splitlines()
+    return {"results": {doc["case_id"]: doc for doc in map(json.loads, lines)}}
 
 
 def star_request(run_id: str, vary: list[dict], base: dict | None = None, **extra) -> dict:
@@ -51,7 +53,7 @@ def test_plan_creates_the_evidence_layout(evidence_root, plan_request_dict):
     assert resp.created and resp.added == ["eager-f32", "graph-f32"]
     assert [c.state for c in resp.cases] == ["pending", "pending"]
     assert resp.cases[1].axes["mode"] == "graph" and resp.cases[1].axes["x.shape"] == "4x8"
-    for name in ("manifest.json", "operator-config.json", "case-matrix.json", "results.json"):
+    for name in ("manifest.json", "operator-config.json", "case-matrix.json", "results.json", "results.jsonl"):
         assert (run / name).is_file()
     assert (run / "artifacts" / "modules" / "scaled_add_mod.py").read_text().startswith("def cand")
     manifest = json.loads((run / "manifest.json").read_text())
@@ -99,14 +101,15 @@ def test_call_order_names_must_exist_in_every_case(evidence_root, plan_request_d
 def test_append_adds_cases_without_touching_results(evidence_root, plan_request_dict, result_dicts):
     plan_cases(plan_request_dict("run-1"), root=evidence_root)
     record_result("run-1", result_dicts["passed"]("eager-f32"), root=evidence_root)
-    results_before = (evidence_root / "run-1" / "results.json").read_bytes()
+    results_before = (evidence_root / "run-1" / "results.jsonl").read_bytes()
 
     extra = plan_request_dict("run-1", ("compile-f32",), modes=("compile",))
     resp = plan_cases({"run_id": "run-1", "append": True, "cases": extra["cases"]}, root=evidence_root)
     assert not resp.created and resp.added == ["compile-f32"]
-    assert {c.id: c.state for c in resp.cases} == {"eager-f32": "passed", "graph-f32": "pending",
-                                                   "compile-f32": "pending"}
-    assert (evidence_root / "run-1" / "results.json").read_bytes() == results_before
+    # the answer carries the cases this call added; the rest of the run is counted
+    assert {c.id: c.state for c in resp.cases} == {"compile-f32": "pending"}
+    assert (resp.case_count, resp.recorded_count) == (3, 1)
+    assert (evidence_root / "run-1" / "results.jsonl").read_bytes() == results_before
     manifest = RunStore(evidence_root, "run-1").read_manifest()
     assert manifest["case_count"] == 3 and manifest["recorded_count"] == 1
 
@@ -345,28 +348,30 @@ def test_a_failing_write_leaves_previous_evidence_intact(evidence_root, plan_req
                                                          monkeypatch):
     plan_cases(plan_request_dict("run-1"), root=evidence_root)
     record_result("run-1", result_dicts["passed"]("eager-f32"), root=evidence_root)
-    results_path = evidence_root / "run-1" / "results.json"
+    results_path = evidence_root / "run-1" / "results.jsonl"
     before = results_path.read_bytes()
-    real_replace = evidence.os.replace
+    real_rename = evidence.os.rename
 
-    def failing_replace(src, dst):
-        if Path(dst).name == "results.json":
+    def failing_rename(src, dst):
+        if Path(dst).name == "graph-f32":
             raise OSError(28, "No space left on device")
-        return real_replace(src, dst)
+        return real_rename(src, dst)
 
-    monkeypatch.setattr(evidence.os, "replace", failing_replace)
+    monkeypatch.setattr(evidence.os, "rename", failing_rename)
     with pytest.raises(ToolError) as err:  # said so: which write failed, and why
         record_result("run-1", result_dicts["numerical_mismatch"]("graph-f32"), root=evidence_root)
-    assert err.value.code == "write_failed" and "results.json failed: No space left on device (ENOSPC)" in \
+    assert err.value.code == "write_failed" and "graph-f32 failed: No space left on device (ENOSPC)" in \
         err.value.message
-    monkeypatch.setattr(evidence.os, "replace", real_replace)
+    monkeypatch.setattr(evidence.os, "rename", real_rename)
 
     assert results_path.read_bytes() == before
-    json.loads(before)  # still valid JSON
     store = RunStore(evidence_root, "run-1")
     assert set(store.read_results()) == {"eager-f32"}
     assert store.pending_case_ids() == ["graph-f32"]
-    assert not [p for p in (evidence_root / "run-1").iterdir() if p.name.endswith(".tmp")]
+    run = evidence_root / "run-1"
+    assert not [p for p in run.iterdir() if p.name.endswith(".tmp") or p.name == ".recording.json"]
+    assert sorted(p.name for p in (run / "raw-results").iterdir()) == ["eager-f32"]
+    assert store.read_manifest()["recorded_count"] == 1
     # The case can still be recorded once the disk is back.
     assert record_result("run-1", result_dicts["numerical_mismatch"]("graph-f32"), root=evidence_root).pending == []
 

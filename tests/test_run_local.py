@@ -80,8 +80,8 @@ def test_wrong_for_bfloat16_only(loop, tmp_path: Path) -> None:
     assert sorted(resp.recorded) == sorted(states(resp)) and resp.pending == []
     # raw evidence and input metadata on disk, the result recorded through record_result
     raw = tmp_path / "bf16" / "raw-results" / "x-bfloat16"
-    assert {"worker-result.json", "stdout.txt", "stderr.txt", "traceback.txt", "result.json"} <= \
-        {p.name for p in raw.iterdir()}
+    # stdout/stderr/traceback files only when there was output (all of it is in worker-result.json too)
+    assert {"worker-result.json", "result.json", "input-metadata.json"} <= {p.name for p in raw.iterdir()}
     meta = json.loads((tmp_path / "bf16" / "input-metadata" / "x-bfloat16.json").read_text())
     assert meta["inputs"][0]["dtype"] == "bfloat16" and meta["inputs"][0]["shape"] == [4, 8]
     result = RunStore(tmp_path, "bf16").read_results()["x-bfloat16"]

@@ -71,7 +71,12 @@ def raw_events(root: Path, run_id: str) -> dict[str, dict]:
 
 
 def recorded(root: Path, run_id: str) -> dict:
-    return json.loads((root / run_id / "results.json").read_text())["results"]
+    """Recorded results from the run's append-only index (results.json is a view written by analysis);
+    a case recorded twice would show as two lines."""
+    lines = (root / run_id / "results.jsonl").read_text().splitlines()
+    docs = [json.loads(line) for line in lines]
+    assert len({d["case_id"] for d in docs}) == len(docs), "a case recorded twice"
+    return {d["case_id"]: d for d in docs}
 
 
 def test_one_matrix_spreads_over_two_hosts_and_four_slots(ssh_env, tmp_path):

@@ -49,17 +49,21 @@ def analyze_failures(run_id: str, *, root=None) -> Analysis:
     report.md and reproduction.md; set the manifest status."""
     store = RunStore(root, run_id)
     store.require()
-    try:
-        config = store.read_config()
-        cases = store.read_cases()
-        results = store.read_results()
-    except (ValidationError, json.JSONDecodeError, KeyError) as exc:
-        raise ToolError(f"the evidence of run {store.run_id!r} is unreadable: {exc}", code="corrupt_evidence") from None
-    analysis = build_analysis(store.run_id, config, cases, results)
-    files = {
-        ANALYSIS: json.dumps(analysis.model_dump(mode="json"), indent=2) + "\n",
-        REPORT: render_report(analysis, config, cases, results, run_dir=str(store.dir)),
-        REPRODUCTION: render_reproduction(analysis, config, cases, results, run_dir=str(store.dir)),
-    }
-    store.write_outputs(files, MANIFEST_STATUS[analysis.verdict])
+    # Read, analyze and write under the run's lock: a result recorded meanwhile
+    # must not be missing from an analysis that then sets the run's status.
+    with store.locked():
+        try:
+            config = store.read_config()
+            cases = store.read_cases()
+            results = store.read_results()
+        except (ValidationError, json.JSONDecodeError, KeyError) as exc:
+            raise ToolError(f"the evidence of run {store.run_id!r} is unreadable: {exc}",
+                            code="corrupt_evidence") from None
+        analysis = build_analysis(store.run_id, config, cases, results)
+        files = {
+            ANALYSIS: json.dumps(analysis.model_dump(mode="json"), indent=2) + "\n",
+            REPORT: render_report(analysis, config, cases, results, run_dir=str(store.dir)),
+            REPRODUCTION: render_reproduction(analysis, config, cases, results, run_dir=str(store.dir)),
+        }
+        store.write_outputs(files, MANIFEST_STATUS[analysis.verdict])
     return analysis

@@ -142,13 +142,18 @@ def _missing(host: HostConfig, probe: dict, env: list[EnvScriptCheck]) -> list[s
     return missing
 
 
-async def check_host(host: str, *, inventory: Inventory | str | os.PathLike | None = None) -> HostCheck:
-    """Report what `host` (an inventory name) has and what it lacks."""
+async def check_host(host: str, *, inventory: Inventory | str | os.PathLike | None = None,
+                     root: str | os.PathLike | None = None) -> HostCheck:
+    """Report what `host` (an inventory name) has and what it lacks.  For host
+    ``local`` the work directory is the evidence root (``root``, as the server
+    was started with).  Not read-only: the probe creates the work directory if
+    it is missing and writes (then removes) a probe file there, and over SSH a
+    marker file is uploaded and removed to check what the worker sees."""
     inv = as_inventory(inventory)
     cfg = inv.get(host)
     started = time.monotonic()
     if cfg.transport == "local":
-        work_dir = str(resolve_root(None))
+        work_dir = str(resolve_root(root))
         code, out, err = await _run_probe_local(work_dir, cfg.device)
         address = None
     else:

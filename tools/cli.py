@@ -232,7 +232,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     out = _console()
     verb = "created" if response.created else "appended to"
     out.print(f"{verb} run [bold]{response.run_id}[/bold] at {_escape(response.run_dir)} "
-              f"({len(response.added)} new case(s), {len(response.cases)} in all)")
+              f"({len(response.added)} new case(s), {response.case_count} in all)")
     _print_cases(out, [(c.id, c.mode, c.axes, c.state, "") for c in response.cases])
     for warning in response.warnings:
         out.print(f"[yellow]warning:[/yellow] {_escape(warning)}")
@@ -502,7 +502,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     run_id = "demo-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     plan = plan_cases(demo_request(run_id), root=root)
     log = _console(stderr=args.json)
-    log.print(f"planned {len(plan.cases)} case(s) in {_escape(plan.run_dir)}")
+    log.print(f"planned {plan.case_count} case(s) in {_escape(plan.run_dir)}")
 
     async def progress(done: int, total: int, outcome: Any) -> None:
         log.print(f"\\[{done}/{total}] {outcome.case_id}: {_styled(outcome.state)} - {_escape(outcome.summary)}")

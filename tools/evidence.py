@@ -2,7 +2,8 @@
 
 Layout of one run (``<root>/<run_id>/``)::
 
-    manifest.json  operator-config.json  case-matrix.json  results.json
+    manifest.json  operator-config.json  case-matrix.json
+    results.jsonl  results.json (a derived view)
     raw-results/<case>/   input-metadata/<case>.json   artifacts/
     analysis.json  report.md  reproduction.md
 
@@ -10,6 +11,17 @@ Rules: every write is a temp file + rename in the same directory; every
 read-modify-write holds the run's file lock (``.lock``, a ``filelock``
 lock, so it serializes threads and processes alike); a recorded case is never
 overwritten; a path built from an id is checked to stay inside the run.
+
+Recording costs the same at case 10 and at case 10,000: a record is one fresh
+directory ``raw-results/<case>/`` (its ``result.json`` plus the raw files,
+written under ``raw-results/.new-*`` and renamed into place in one step: the
+commit), one line appended to ``results.jsonl`` (the index every read uses)
+and a small manifest update.  A journal (``.recording.json``) names the case
+being recorded; a writer killed mid-record leaves it, and the next locked
+write (or the first one of a process) repairs the run: a committed case gets
+its index line and input metadata, an uncommitted one leaves nothing behind,
+``recorded_count`` is recounted and stray ``.tmp`` files go.  ``results.json``
+is a derived view, rewritten by each analysis (:meth:`RunStore.write_results_view`).
 """
 
 from __future__ import annotations
@@ -17,7 +29,10 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
+import shutil
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -35,6 +50,17 @@ MANIFEST = "manifest.json"
 CONFIG = "operator-config.json"
 MATRIX = "case-matrix.json"
 RESULTS = "results.json"
+RESULTS_INDEX = "results.jsonl"
+JOURNAL = ".recording.json"
+NEW_RAW_PREFIX = ".new-"
+RESULT_FILE = "result.json"
+INPUT_META_FILE = "input-metadata.json"
+# A record survives the writer being killed without any fsync (the page cache
+# outlives the process); OPDEBUG_FSYNC=1 also fsyncs each record's index line,
+# for a power loss, at the price of a disk flush per case (milliseconds).
+RECORD_FSYNC = os.environ.get("OPDEBUG_FSYNC", "0") == "1"
+# The most ids an error message lists (the rest are counted).
+MAX_IDS_IN_ERROR = 5
 ANALYSIS = "analysis.json"
 REPORT = "report.md"
 REPRODUCTION = "reproduction.md"
@@ -45,6 +71,10 @@ ARTIFACTS_DIR = "artifacts"
 # planned -> running -> passed | failed | inconclusive; adding cases or
 # recording after an analysis moves the run back to running.
 RUN_STATES = ("planned", "running", "passed", "failed", "inconclusive")
+
+
+def _is_slug(value: Any) -> bool:
+    return isinstance(value, str) and re.fullmatch(SLUG_PATTERN, value) is not None
 
 
 def resolve_root(root: str | os.PathLike | None = None) -> Path:
@@ -63,7 +93,14 @@ def safe_component(value: str, what: str = "id") -> str:
         raise ToolError(f"{what} {value!r} {exc}", code="invalid_id") from None
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def few_ids(ids, limit: int = MAX_IDS_IN_ERROR) -> str:
+    """At most ``limit`` ids for a message, and how many more there are."""
+    ids = list(ids)
+    shown = ", ".join(repr(i) for i in ids[:limit])
+    return f"[{shown}{f', ... ({len(ids) - limit} more)' if len(ids) > limit else ''}]"
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> None:
     """Write ``path`` atomically; a failing write (a full disk, a read-only
     file system) is a ``[write_failed]`` ToolError naming the file, and leaves
     the previous file intact."""
@@ -75,8 +112,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException as exc:
         try:
@@ -95,12 +133,32 @@ def _write_failed(path: Path, exc: OSError) -> ToolError:
                      details={"path": str(path), "errno": name})
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: Path, text: str, *, fsync: bool = True) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), fsync=fsync)
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+def atomic_write_json(path: Path, obj: Any, *, fsync: bool = True) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n", fsync=fsync)
+
+
+# Parsed files shared by every RunStore of this process, keyed by what stat()
+# says of the file: a matrix of 10,000 cases is parsed once, not per record.
+_MATRIX_CACHE: dict[str, tuple[tuple, list[Case], frozenset[str]]] = {}
+# results.jsonl read incrementally: path -> (inode, bytes read, {case_id: result doc}).
+_INDEX_CACHE: dict[str, tuple[int, int, dict[str, dict]]] = {}
+# Where the first pending case of a matrix was last seen: path -> (matrix key, position).
+_PENDING_FROM: dict[str, tuple[tuple, int]] = {}
+# manifest.json as this process last wrote it: path -> (stat key, document), and when.
+_MANIFEST_CACHE: dict[str, tuple[tuple, dict]] = {}
+_MANIFEST_WRITTEN_AT: dict[str, float] = {}
+MANIFEST_LAG_S = 2.0
+# Runs this process has swept for what a killed writer left (once per process).
+_SWEPT: set[str] = set()
+
+
+def _stat_key(path: Path) -> tuple:
+    st = path.stat()
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 def read_json(path: Path) -> Any:
@@ -111,11 +169,14 @@ def read_json(path: Path) -> Any:
 class RunStore:
     """One run's evidence directory."""
 
-    def __init__(self, root: str | os.PathLike | None, run_id: str):
+    def __init__(self, root: str | os.PathLike | None, run_id: str, *, lock_timeout_s: float = LOCK_TIMEOUT_S):
+        """``lock_timeout_s=0``: a write raises filelock.Timeout at once when another
+        writer holds the run (run_case_remote then records in a thread instead)."""
         self.run_id = safe_component(run_id, "run_id")
         self.root = resolve_root(root)
         self.dir = self.root / self.run_id
-        self._lock = FileLock(str(self.root / f".{self.run_id}.lock"), timeout=LOCK_TIMEOUT_S)
+        # polled every 5 ms when contended (filelock's 50 ms default stalls slots recording side by side)
+        self._lock = FileLock(str(self.root / f".{self.run_id}.lock"), timeout=lock_timeout_s, poll_interval=0.005)
 
     # -- paths ------------------------------------------------------------
 
@@ -164,7 +225,8 @@ class RunStore:
             now = now_utc().isoformat()
             atomic_write_json(self.dir / CONFIG, config.model_dump(mode="json"))
             atomic_write_json(self.dir / MATRIX, self._matrix_doc(cases))
-            atomic_write_json(self.dir / RESULTS, {"schema_version": 1, "run_id": self.run_id, "results": {}})
+            atomic_write_bytes(self.dir / RESULTS_INDEX, b"")
+            self._write_results_view({})
             atomic_write_json(
                 self.dir / MANIFEST,
                 {
@@ -177,7 +239,8 @@ class RunStore:
                     "history": [{"status": "planned", "at": now}],
                     "case_count": len(cases),
                     "recorded_count": 0,
-                    "artifacts": [CONFIG, MATRIX, RESULTS],
+                    "artifacts": [CONFIG, MATRIX, RESULTS_INDEX, RESULTS, f"{RAW_DIR}/",
+                                  f"{INPUT_META_DIR}/"],
                 },
             )
 
@@ -187,11 +250,12 @@ class RunStore:
         with self.locked():
             self.require()
             existing = self.read_cases()
-            known = {c.id for c in existing}
+            known = self.planned_ids()
             clash = [c.id for c in cases if c.id in known]
             if clash:
                 raise ToolError(
-                    f"case ids already planned in run {self.run_id!r}: {clash}; planned cases are never replaced",
+                    f"case ids already planned in run {self.run_id!r}: {few_ids(clash)}; planned cases are "
+                    "never replaced",
                     code="duplicate_case",
                 )
             matrix = existing + cases
@@ -212,83 +276,340 @@ class RunStore:
         self.require()
         return OperatorConfig.model_validate(read_json(self.dir / CONFIG))
 
+    def _matrix(self) -> tuple[list[Case], frozenset[str]]:
+        path = self.dir / MATRIX
+        key = _stat_key(path)
+        hit = _MATRIX_CACHE.get(str(path))
+        if hit is None or hit[0] != key:
+            cases = [Case.model_validate(c) for c in read_json(path)["cases"]]
+            hit = (key, cases, frozenset(c.id for c in cases))
+            _MATRIX_CACHE[str(path)] = hit
+        return hit[1], hit[2]
+
     def read_cases(self) -> list[Case]:
         self.require()
-        return [Case.model_validate(c) for c in read_json(self.dir / MATRIX)["cases"]]
+        return list(self._matrix()[0])
+
+    def planned_ids(self) -> frozenset[str]:
+        self.require()
+        return self._matrix()[1]
+
+    def _index_docs(self) -> dict[str, dict]:
+        """Every recorded result document, by case id, in recording order: the
+        index read from where this process last stopped, plus a case a killed
+        writer committed but did not index (named by the journal)."""
+        path = self.dir / RESULTS_INDEX
+        if not path.exists():  # a run made before the index: its results.json is the record
+            legacy = self.dir / RESULTS
+            return dict(read_json(legacy)["results"]) if legacy.exists() else {}
+        with open(path, "rb") as fh:
+            ino = os.fstat(fh.fileno()).st_ino
+            hit = _INDEX_CACHE.get(str(path))
+            if hit is None or hit[0] != ino:
+                hit = (ino, 0, {})
+            _, offset, docs = hit
+            fh.seek(offset)
+            data = fh.read()
+        end = data.rfind(b"\n") + 1  # a torn last line (a killed writer) is not read
+        for line in data[:end].splitlines():
+            if line.strip():
+                doc = json.loads(line)
+                docs.setdefault(doc["case_id"], doc)
+        _INDEX_CACHE[str(path)] = (ino, offset + end, docs)
+        journal = self._read_journal()
+        if journal and journal["case_id"] not in docs:
+            committed = self._committed_result(journal["case_id"])
+            if committed is not None:
+                docs = {**docs, journal["case_id"]: committed}
+        return docs
+
+    def read_result_docs(self) -> dict[str, dict]:
+        """Recorded results as JSON documents (no model validation: cheap)."""
+        self.require()
+        return dict(self._index_docs())
 
     def read_results(self) -> dict[str, CaseResult]:
         self.require()
-        raw = read_json(self.dir / RESULTS)["results"]
-        return {cid: CaseResult.model_validate(r) for cid, r in raw.items()}
+        return {cid: CaseResult.model_validate(r) for cid, r in self._index_docs().items()}
+
+    def recorded_ids(self) -> set[str]:
+        self.require()
+        return set(self._index_docs())
+
+    def _committed_result(self, case_id: str) -> dict | None:
+        path = self.dir / RAW_DIR / case_id / RESULT_FILE
+        try:
+            return read_json(path)
+        except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
+            return None
+
+    def _read_journal(self) -> dict | None:
+        try:
+            return read_json(self.dir / JOURNAL)
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
 
     def read_manifest(self) -> dict:
         self.require()
         return read_json(self.dir / MANIFEST)
 
     def _has_results(self) -> bool:
-        return bool(read_json(self.dir / RESULTS)["results"])
+        return bool(self._index_docs())
 
-    def pending_case_ids(self) -> list[str]:
-        results = self.read_results()
-        return [c.id for c in self.read_cases() if c.id not in results]
+    def pending_case_ids(self, limit: int | None = None) -> list[str]:
+        """Planned cases without a result, in plan order (the first ``limit``).
+        Cases only ever gain results, so the scan starts where the first
+        pending case was last seen: recording case after case stays cheap."""
+        self.require()
+        recorded = self._index_docs()
+        cases, _ = self._matrix()
+        key = _MATRIX_CACHE[str(self.dir / MATRIX)][0]
+        hint = _PENDING_FROM.get(str(self.dir))
+        start = hint[1] if hint is not None and hint[0] == key else 0
+        while start < len(cases) and cases[start].id in recorded:
+            start += 1
+        _PENDING_FROM[str(self.dir)] = (key, start)
+        out = []
+        for c in cases[start:]:
+            if c.id not in recorded:
+                out.append(c.id)
+                if limit is not None and len(out) >= limit:
+                    break
+        return out
+
+    def pending_count(self) -> int:
+        """Planned cases without a result (a result is only ever recorded for a planned case)."""
+        return len(self.planned_ids()) - len(self._index_docs())
 
     # -- recording ----------------------------------------------------------
 
     def record(self, result: CaseResult, raw_files: dict[str, str | bytes] | None = None,
-               input_metadata: dict | None = None) -> CaseResult:
+               input_metadata: dict | None = None, *, lazy_manifest: bool = False) -> CaseResult:
         """Record one result for a planned, pending case, with its raw evidence.
 
-        The raw files are written first, then results.json is replaced in one
-        rename: a crash in between leaves the case pending, never half-recorded.
+        The raw files and ``result.json`` are written into a fresh directory and
+        renamed to ``raw-results/<case>/`` in one step (the commit); the index
+        line and the manifest follow.  A writer killed before the rename leaves
+        the case pending and nothing visible; one killed after it leaves the
+        journal, and the next write completes the record (see the module doc).
+
+        ``lazy_manifest``: the manifest's ``recorded_count`` may lag (by at most
+        MANIFEST_LAG_S) until :meth:`sync_manifest`: run_case_remote records a
+        batch and syncs once (replacing a file costs a disk flush on ext4).
         """
         with self.locked():
             self.require()
-            planned = {c.id for c in self.read_cases()}
-            if result.case_id not in planned:
+            self._migrate_legacy()
+            self._recover()
+            if result.case_id not in self.planned_ids():
                 raise ToolError(
-                    f"case {result.case_id!r} is not planned in run {self.run_id!r}; "
-                    f"planned cases: {sorted(planned)}",
+                    f"case {result.case_id!r} is not planned in run {self.run_id!r} "
+                    f"({len(self.planned_ids())} planned cases, e.g. {few_ids([c.id for c in self._matrix()[0][:3]])}); "
+                    "plan it first with plan_cases (append=true)",
                     code="unknown_case",
                 )
-            doc = read_json(self.dir / RESULTS)
-            if result.case_id in doc["results"]:
-                prev = doc["results"][result.case_id]
+            prev = self._index_docs().get(result.case_id)
+            if prev is not None:
                 raise ToolError(
                     f"case {result.case_id!r} already has a result (status {prev.get('status')!r}, recorded "
                     f"{prev.get('recorded_at')}); a recorded case is never overwritten - plan a new case id "
                     "to run it again",
                     code="already_recorded",
                 )
-            raw_dir = self.raw_dir(result.case_id)
+            safe_component(result.case_id, "case_id")
             if result.recorded_at is None:
                 result = result.model_copy(update={"recorded_at": now_utc()})
             # raw_path says where this store kept the raw evidence; a submitted
             # one is the caller's claim and stays in its submitted copy.
             rel_raw = f"{RAW_DIR}/{result.case_id}"
             result = result.model_copy(update={"source": result.source.model_copy(update={"raw_path": rel_raw})})
-            files = dict(raw_files or {})
-            files.setdefault("result.json", json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
-            for name, content in files.items():
-                target = self.path(RAW_DIR, result.case_id, safe_component(name, "raw file name"))
-                atomic_write_bytes(target, content.encode("utf-8") if isinstance(content, str) else content)
+            doc = result.model_dump(mode="json")
+            files = {safe_component(name, "raw file name"): content for name, content in (raw_files or {}).items()}
             if input_metadata is not None:
-                atomic_write_json(self.input_meta_path(result.case_id), input_metadata)
-            doc["results"][result.case_id] = result.model_dump(mode="json")
-            atomic_write_json(self.dir / RESULTS, doc)
-            artifacts = [f"{rel_raw}/{n}" for n in files]
-            if input_metadata is not None:
-                artifacts.append(f"{INPUT_META_DIR}/{result.case_id}.json")
-            self._update_manifest(recorded_count=len(doc["results"]), status="running", add_artifacts=artifacts,
-                                  reopen=True)
+                files[INPUT_META_FILE] = json.dumps(input_metadata, indent=2) + "\n"
+            files[RESULT_FILE] = json.dumps(doc, indent=2) + "\n"  # last: its presence marks a whole directory
+
+            raw_root = self.dir / RAW_DIR
+            raw_root.mkdir(exist_ok=True)
+            final = self.raw_dir(result.case_id)
+            with open(self.dir / JOURNAL, "w", encoding="utf-8") as fh:  # torn: the next write reconciles all
+                fh.write(json.dumps({"case_id": result.case_id}))
+            tmp = Path(tempfile.mkdtemp(prefix=f"{NEW_RAW_PREFIX}{result.case_id}.", dir=raw_root))
+            try:
+                for name, content in files.items():
+                    with open(tmp / name, "wb") as fh:
+                        fh.write(content.encode("utf-8") if isinstance(content, str) else content)
+                if final.exists():  # left by a writer that predates the fresh-directory commit: not a record
+                    shutil.rmtree(final)
+                os.rename(tmp, final)  # the commit
+            except BaseException as exc:  # e.g. a full disk: nothing of this record stays, the case stays pending
+                shutil.rmtree(tmp, ignore_errors=True)
+                (self.dir / JOURNAL).unlink(missing_ok=True)
+                if isinstance(exc, OSError):
+                    raise _write_failed(final, exc) from exc
+                raise
+            self._finish_record(result.case_id, doc, input_metadata, lazy_manifest=lazy_manifest)
+            (self.dir / JOURNAL).unlink()
             return result
+
+    def _finish_record(self, case_id: str, doc: dict, input_metadata: dict | None, *,
+                       lazy_manifest: bool = False) -> None:
+        """After the commit: index line, input metadata, manifest (caller holds the lock)."""
+        line = (json.dumps(doc, separators=(",", ":")) + "\n").encode("utf-8")
+        with open(self.dir / RESULTS_INDEX, "ab") as fh:
+            fh.write(line)
+            if RECORD_FSYNC:
+                fh.flush()
+                os.fsync(fh.fileno())
+        if input_metadata is not None:
+            self._publish_input_metadata(case_id)
+        manifest = self._cached_manifest()
+        written = _MANIFEST_WRITTEN_AT.get(str(self.dir), 0.0)
+        if lazy_manifest and manifest.get("status") == "running" and time.monotonic() - written < MANIFEST_LAG_S:
+            return
+        self._update_manifest(recorded_count=len(self._index_docs()), status="running", reopen=True,
+                              manifest=manifest)
+
+    def sync_manifest(self) -> None:
+        """Bring the manifest's recorded_count up to the index (after lazy records)."""
+        with self.locked():
+            self.require()
+            manifest = self._cached_manifest()
+            count = len(self._index_docs())
+            if manifest.get("recorded_count") != count:
+                self._update_manifest(recorded_count=count, manifest=manifest)
+
+    def _publish_input_metadata(self, case_id: str) -> None:
+        """input-metadata/<case>.json: a hard link to the committed raw copy (one
+        system call), or a copy where links are not supported."""
+        src = self.dir / RAW_DIR / case_id / INPUT_META_FILE
+        dst = self.input_meta_path(case_id)
+        dst.parent.mkdir(exist_ok=True)
+        try:
+            try:
+                os.link(src, dst)
+            except FileExistsError:
+                tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+                tmp.unlink(missing_ok=True)
+                os.link(src, tmp)
+                os.replace(tmp, dst)
+        except OSError:
+            atomic_write_bytes(dst, src.read_bytes(), fsync=False)
+
+    def _cached_manifest(self) -> dict:
+        path = self.dir / MANIFEST
+        key = _stat_key(path)
+        hit = _MANIFEST_CACHE.get(str(path))
+        if hit is None or hit[0] != key:
+            hit = (key, read_json(path))
+        return json.loads(json.dumps(hit[1]))  # a copy: the caller changes it
+
+    def _recover(self) -> None:
+        """Repair what a writer killed mid-record left (caller holds the lock).
+
+        Cheap unless there is something to repair: the journal is one stat; the
+        sweep of stray temp files runs once per process and run."""
+        journal = self._read_journal()
+        first = str(self.dir) not in _SWEPT
+        if journal is None and not first and not (self.dir / JOURNAL).exists():
+            return
+        if first and journal is None and not (self.dir / JOURNAL).exists():
+            # a process that recorded lazily and was killed before syncing the manifest
+            self._repair_index_tail()
+            count = len(self._index_docs_only())
+            if read_json(self.dir / MANIFEST).get("recorded_count") != count:
+                self._update_manifest(recorded_count=count)
+        if journal is not None or (self.dir / JOURNAL).exists():
+            case_id = (journal or {}).get("case_id", "")
+            if _is_slug(case_id):
+                suspects = [case_id]
+            else:  # a torn journal: every committed directory is checked against the index
+                raw_root = self.dir / RAW_DIR
+                suspects = [e.name for e in os.scandir(raw_root)
+                            if not e.name.startswith(".")] if raw_root.is_dir() else []
+            self._repair_index_tail()
+            indexed = self._index_docs_only()
+            for cid in suspects:
+                committed = self._committed_result(cid)
+                if committed is None:
+                    continue
+                if cid not in indexed:
+                    line = (json.dumps(committed, separators=(",", ":")) + "\n").encode("utf-8")
+                    with open(self.dir / RESULTS_INDEX, "ab") as fh:
+                        fh.write(line)
+                if (self.dir / RAW_DIR / cid / INPUT_META_FILE).is_file():
+                    self._publish_input_metadata(cid)
+            _INDEX_CACHE.pop(str(self.dir / RESULTS_INDEX), None)
+            self._update_manifest(recorded_count=len(self._index_docs_only()))
+            (self.dir / JOURNAL).unlink(missing_ok=True)
+        self._sweep()
+        _SWEPT.add(str(self.dir))
+
+    def _migrate_legacy(self) -> None:
+        """A run made before results.jsonl: its results.json becomes the index."""
+        if (self.dir / RESULTS_INDEX).exists():
+            return
+        legacy = read_json(self.dir / RESULTS)["results"] if (self.dir / RESULTS).exists() else {}
+        atomic_write_bytes(self.dir / RESULTS_INDEX, b"".join(
+            (json.dumps(doc, separators=(",", ":")) + "\n").encode("utf-8") for doc in legacy.values()))
+
+    def _index_docs_only(self) -> dict[str, dict]:
+        path = self.dir / RESULTS_INDEX
+        if not path.exists():
+            return self._index_docs()
+        _INDEX_CACHE.pop(str(path), None)
+        docs: dict[str, dict] = {}
+        data = path.read_bytes()
+        for line in data[: data.rfind(b"\n") + 1].splitlines():
+            if line.strip():
+                doc = json.loads(line)
+                docs.setdefault(doc["case_id"], doc)
+        return docs
+
+    def _repair_index_tail(self) -> None:
+        """Cut a torn last line off the index (a writer killed inside write())."""
+        path = self.dir / RESULTS_INDEX
+        if not path.exists():
+            return
+        data = path.read_bytes()
+        keep = data.rfind(b"\n") + 1
+        if keep != len(data):
+            with open(path, "r+b") as fh:
+                fh.truncate(keep)
+            _INDEX_CACHE.pop(str(path), None)
+
+    def _sweep(self) -> None:
+        """Remove fresh record directories never committed and temp files of
+        atomic writes a killed writer left (caller holds the lock)."""
+        raw_root = self.dir / RAW_DIR
+        if raw_root.is_dir():
+            for entry in os.scandir(raw_root):
+                if entry.name.startswith(NEW_RAW_PREFIX):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+        for folder in (self.dir, self.dir / INPUT_META_DIR):
+            if folder.is_dir():
+                for entry in os.scandir(folder):
+                    if entry.name.startswith(".") and entry.name.endswith(".tmp") and entry.is_file():
+                        os.unlink(entry.path)
+
+    def write_results_view(self) -> None:
+        """Rewrite results.json, the derived view of the index (caller holds the lock)."""
+        self._write_results_view(self._index_docs())
+
+    def _write_results_view(self, docs: dict[str, dict]) -> None:
+        atomic_write_json(self.dir / RESULTS, {"schema_version": 1, "run_id": self.run_id,
+                                               "derived_from": RESULTS_INDEX, "results": docs}, fsync=False)
 
     # -- analysis outputs -------------------------------------------------
 
     def write_outputs(self, files: dict[str, str], status: str) -> None:
-        """Write analysis.json / report.md / reproduction.md (regenerated by
-        each analysis; they are derived, never evidence) and set the final status."""
+        """Write analysis.json / report.md / reproduction.md and the results.json
+        view (regenerated by each analysis; they are derived, never evidence) and
+        set the final status.  The caller may already hold the lock."""
         with self.locked():
             self.require()
+            self._recover()
+            self.write_results_view()
             for name, text in files.items():
                 atomic_write_text(self.path(name), text)
             self._update_manifest(status=status, add_artifacts=list(files))
@@ -303,9 +624,10 @@ class RunStore:
 
     def _update_manifest(self, *, status: str | None = None, case_count: int | None = None,
                          recorded_count: int | None = None, add_artifacts: list[str] | None = None,
-                         reopen: bool = False) -> None:
+                         reopen: bool = False, manifest: dict | None = None) -> None:
         """Caller holds the lock."""
-        manifest = read_json(self.dir / MANIFEST)
+        if manifest is None:
+            manifest = read_json(self.dir / MANIFEST)
         now = now_utc().isoformat()
         if status is not None and status != manifest["status"]:
             final = manifest["status"] in ("passed", "failed", "inconclusive")
@@ -322,7 +644,9 @@ class RunStore:
             if a not in manifest["artifacts"]:
                 manifest["artifacts"].append(a)
         manifest["updated_at"] = now
-        atomic_write_json(self.dir / MANIFEST, manifest)
+        atomic_write_json(self.dir / MANIFEST, manifest, fsync=False)
+        _MANIFEST_CACHE[str(self.dir / MANIFEST)] = (_stat_key(self.dir / MANIFEST), manifest)
+        _MANIFEST_WRITTEN_AT[str(self.dir)] = time.monotonic()
 
 
 def list_runs(root: str | os.PathLike | None = None) -> list[dict]:
@@ -338,3 +662,18 @@ def list_runs(root: str | os.PathLike | None = None) -> list[dict]:
             except (OSError, json.JSONDecodeError):
                 runs.append({"run_id": child.name, "status": "unreadable"})
     return runs
+
+
+RUN_INDEX_LIMIT = 200
+
+
+def run_index(root: str | os.PathLike | None = None, limit: int = RUN_INDEX_LIMIT) -> dict:
+    """A compact index of the runs under the root, newest first (the first
+    ``limit``): id, operator, status, counts and last update; not whole manifests."""
+    runs = []
+    for m in list_runs(root):
+        runs.append({k: m.get(k) for k in ("run_id", "operator", "status", "case_count", "recorded_count",
+                                            "updated_at")})
+    runs.sort(key=lambda r: str(r.get("updated_at") or ""), reverse=True)
+    return {"run_count": len(runs), "runs": runs[:limit], "omitted": max(0, len(runs) - limit),
+            "read": "opdebug://runs/{run_id}/manifest (report, analysis, case-matrix, results, raw/{case_id})"}

@@ -20,10 +20,11 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import ToolError
 from .workspace_files import allowed_roots, read_workspace_file
-from .evidence import RunStore
+from .evidence import RunStore, few_ids
 from .schemas import (
     DTYPE_FAMILIES,
     FLOAT_DTYPES,
+    PLANNED_LIST_LIMIT,
     Case,
     contiguous_strides,
     CaseResult,
@@ -180,14 +181,58 @@ def default_tolerance_warnings(config, cases: list[Case]) -> list[str]:
     return out
 
 
-def multi_axis_warnings(cases: list[Case]) -> list[str]:
+MAX_WARNINGS = 10
+
+
+def _one_axis_keys(axes: dict[str, str], keys: list[str]) -> list[tuple]:
+    """One key per way of leaving one variation axis out: two cases that share
+    a key differ at most in that axis and the ones :func:`axes_difference`
+    hides with it (an input's strides with its shape, a list's members with its
+    length, every other axis of an input with its None-or-not)."""
+    full = tuple(axes.get(k) for k in keys)
+    out = []
+    for i, key in enumerate(keys):
+        owner = _owner(key)
+        if key.endswith(".shape"):
+            drop = {i} | {j for j, k in enumerate(keys) if k == key[: -len(".shape")] + ".strides"}
+        elif key.endswith(".len"):
+            drop = {i} | {j for j, k in enumerate(keys) if _owner(k) == owner and "[" in k}
+        elif key.endswith(".none"):
+            drop = {j for j, k in enumerate(keys) if _owner(k) == owner}
+        else:
+            drop = {i}
+        out.append((i, tuple(None if j in drop else v for j, v in enumerate(full))))
+    return out
+
+
+def multi_axis_warnings(cases: list[Case], *, limit: int = MAX_WARNINGS) -> list[str]:
     """One warning per case that differs from every other case in more than
-    one axis, naming its closest neighbour and the differing axes."""
+    one axis, naming its closest neighbour and the differing axes (the first
+    ``limit`` such cases; one more line counts the rest).
+
+    Near-linear in the number of cases: cases are grouped by their axes with
+    one axis left out at a time; a case is checked with :func:`axes_difference`
+    against a few members of each group it shares, instead of against every case."""
     warnings: list[str] = []
     if len(cases) < 2:
         return warnings
     axes = [distance_axes(c) for c in cases]
-    for i, case in enumerate(cases):
+    keys = sorted({k for a in axes for k in a})
+    groups: dict[tuple, list[int]] = {}
+    per_case = [_one_axis_keys(a, keys) for a in axes]
+    for i, ks in enumerate(per_case):
+        for k in ks:
+            groups.setdefault(k, []).append(i)
+
+    def has_neighbour(i: int) -> bool:
+        for k in per_case[i]:
+            others = [j for j in groups[k][:4] if j != i][:3]
+            if any(len(axes_difference(axes[i], axes[j])) <= 1 for j in others):
+                return True
+        return False
+
+    lonely = [i for i in range(len(cases)) if not has_neighbour(i)]
+    for i in lonely[:limit]:
         best: tuple[int, str, list[str]] | None = None
         for j, other in enumerate(cases):
             if i == j:
@@ -195,15 +240,17 @@ def multi_axis_warnings(cases: list[Case]) -> list[str]:
             diff = axes_difference(axes[i], axes[j])
             if best is None or len(diff) < best[0]:
                 best = (len(diff), other.id, diff)
-                if len(diff) <= 1:
+                if len(diff) <= 2:
                     break
         assert best is not None
-        if best[0] > 1:
-            warnings.append(
-                f"case {case.id!r} differs from every other case in more than one axis; closest is "
-                f"{best[1]!r}, differing in {best[0]} axes: {', '.join(best[2])}. A failure there cannot be "
-                "pinned to one axis - add a case between them that changes one axis at a time."
-            )
+        warnings.append(
+            f"case {cases[i].id!r} differs from every other case in more than one axis; closest is "
+            f"{best[1]!r}, differing in {best[0]} axes: {', '.join(best[2])}. A failure there cannot be "
+            "pinned to one axis - add a case between them that changes one axis at a time."
+        )
+    if len(lonely) > limit:
+        warnings.append(f"... and {len(lonely) - limit} more case(s) that differ from every other case in more "
+                        "than one axis (the first ones are named above).")
     return warnings
 
 
@@ -577,14 +624,14 @@ def _file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def planned_cases(store: RunStore) -> list[PlannedCase]:
-    """Every case of the run with its axes and state, read from disk."""
-    results: dict[str, CaseResult] = store.read_results()
+def planned_cases(store: RunStore, only: list[Case] | None = None) -> list[PlannedCase]:
+    """The run's cases (or ``only`` these) with their axes and state, read from disk."""
+    results = store.read_result_docs()
     out = []
-    for case in store.read_cases():
+    for case in store.read_cases() if only is None else only:
         result = results.get(case.id)
         out.append(PlannedCase(id=case.id, mode=case.mode, axes=case_axes(case),
-                               state=result.status if result else "pending"))
+                               state=result["status"] if result else "pending"))
     return out
 
 
@@ -619,7 +666,8 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
 
     A new run is refused when the run id exists.  ``append=true`` adds new
     cases to an existing run and never touches what is recorded; re-used case
-    ids are refused.  Returns every case of the run with its axes and state.
+    ids are refused.  Returns the cases this call added with their axes, and
+    counts for the whole run.
     """
     if isinstance(request, PlanRequest):
         req = request
@@ -649,7 +697,7 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
                         code="validation_error")
     dupes = _duplicates([c.id for c in new_cases])
     if dupes:
-        raise ToolError(f"duplicate case ids in the request: {dupes}; every case id must be unique "
+        raise ToolError(f"duplicate case ids in the request: {few_ids(dupes)}; every case id must be unique "
                         "(a star's base case counts too unless include_base is false)", code="duplicate_case")
 
     if req.append:
@@ -660,12 +708,12 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
             raise ToolError(f"config differs from the one run {store.run_id!r} was planned with (changed: "
                             f"{', '.join(changed)}); the operator, reference and tolerances are fixed before any "
                             "result - omit 'config' when appending, or plan a new run", code="config_changed")
-        clash = sorted({c.id for c in store.read_cases()} & {c.id for c in new_cases})
+        clash = sorted(store.planned_ids() & {c.id for c in new_cases})
         if clash:
             bases = sorted({s.base.id for s in stars if s.include_base} & set(clash))
             hint = (f"; {bases} are star bases: to add only the variations around a planned case, set "
                     "include_base false in its star") if bases else ""
-            raise ToolError(f"case ids already planned in run {store.run_id!r}: {clash}; planned cases are "
+            raise ToolError(f"case ids already planned in run {store.run_id!r}: {few_ids(clash)}; planned cases are "
                             f"never replaced - give the new cases new ids{hint}", code="duplicate_case")
         _check_call_order(config, new_cases)
         modules = _modules_to_store(store, config, req.module_sources)
@@ -694,6 +742,9 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
         run_dir=str(store.dir),
         created=created,
         added=[c.id for c in new_cases],
-        cases=planned_cases(store),
+        cases=planned_cases(store, only=new_cases[:PLANNED_LIST_LIMIT]),
+        cases_omitted=max(0, len(new_cases) - PLANNED_LIST_LIMIT),
+        case_count=len(all_cases),
+        recorded_count=len(store.recorded_ids()),
         warnings=multi_axis_warnings(all_cases) + default_tolerance_warnings(config, all_cases),
     )

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from .errors import ToolError
 from .evidence import RunStore
-from .schemas import CaseResult, RecordResponse
+from .schemas import PENDING_LIST_LIMIT, CaseResult, RecordResponse
 
 SUBMITTED_FILE = "submitted.json"
 
@@ -30,9 +30,14 @@ def record_result(
     raw_files: dict[str, str | bytes] | None = None,
     input_metadata: dict | None = None,
     source_kind: Literal["record_result", "run_case_remote"] = "record_result",
+    lazy_manifest: bool = False,
+    pending: bool = True,
+    lock_timeout_s: float | None = None,
 ) -> RecordResponse:
-    """Validate and record one result; return what remains pending."""
-    store = RunStore(root, run_id)
+    """Validate and record one result; return what remains pending (``pending=False``:
+    not computed, for a caller that answers for a batch).  ``lazy_manifest``: see
+    RunStore.record."""
+    store = RunStore(root, run_id) if lock_timeout_s is None else RunStore(root, run_id, lock_timeout_s=lock_timeout_s)
     submitted: Any = result.model_dump(mode="json") if isinstance(result, CaseResult) else result
     if isinstance(result, CaseResult):
         parsed = result
@@ -50,7 +55,7 @@ def record_result(
     files: dict[str, str | bytes] = dict(raw_files or {})
     if source_kind == "record_result":
         files.setdefault(SUBMITTED_FILE, json.dumps(submitted, indent=2, default=str) + "\n")
-    recorded = store.record(parsed, raw_files=files, input_metadata=input_metadata)
+    recorded = store.record(parsed, raw_files=files, input_metadata=input_metadata, lazy_manifest=lazy_manifest)
     assert recorded.recorded_at is not None and recorded.source.raw_path is not None
     return RecordResponse(
         run_id=store.run_id,
@@ -58,5 +63,6 @@ def record_result(
         status=recorded.status,
         recorded_at=recorded.recorded_at,
         raw_path=recorded.source.raw_path,
-        pending=store.pending_case_ids(),
+        pending=store.pending_case_ids(limit=PENDING_LIST_LIMIT) if pending else [],
+        pending_count=store.pending_count() if pending else 0,
     )

@@ -17,16 +17,18 @@ import errno
 import json
 from typing import Awaitable, Callable
 
+from filelock import Timeout as FileLockTimeout
+
 from .describe import describe_comparison
 from .errors import ToolError
-from .evidence import ARTIFACTS_DIR, RESULTS, RunStore, read_json
+from .evidence import ARTIFACTS_DIR, RunStore, few_ids
 from .protocol import HARNESS_WHERE_TEXT, WORKER_RESTART_LIMIT, CaseDone, MalformedEnvelope, parse_case_done
 from .record_result import record_result
 from .report import rerun_id
 from .remote import pool
 from .remote.errors import WorkerCannotStart
 from .remote.inventory import as_inventory
-from .schemas import CaseOutcome, RunResponse
+from .schemas import PENDING_LIST_LIMIT, CaseOutcome, RunResponse
 
 Progress = Callable[[int, int, CaseOutcome], Awaitable[None]]
 KEEP_OUTPUTS_MAX_BYTES = 8 << 20  # both outputs of one failing case, as torch.save writes them
@@ -51,12 +53,12 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
     store.require()
     config = store.read_config()
     cases = {c.id: c for c in store.read_cases()}
-    recorded = set(store.read_results())
+    recorded = store.recorded_ids()
     if case_ids is not None:
         unknown = [c for c in case_ids if c not in cases]
         if unknown:
-            raise ToolError(f"case ids not planned in run {run_id!r}: {unknown}; planned: {sorted(cases)}",
-                            code="unknown_case")
+            raise ToolError(f"case ids not planned in run {run_id!r}: {few_ids(unknown)}; the run plans "
+                            f"{len(cases)} cases (e.g. {few_ids(list(cases)[:3])})", code="unknown_case")
         wanted = list(dict.fromkeys(case_ids))
         refused = [c for c in wanted if c in recorded]
         todo = [c for c in wanted if c not in recorded]
@@ -67,7 +69,8 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
     host_names = list(dict.fromkeys(s.host.name for s in specs))
     if not todo:
         return RunResponse(run_id=store.run_id, hosts=host_names, outcomes=[], recorded=[],
-                           pending=store.pending_case_ids(), refused=refused,
+                           pending=store.pending_case_ids(limit=PENDING_LIST_LIMIT),
+                           pending_count=store.pending_count(), refused=refused,
                            rerun_hint=_refused_hint(refused))
 
     modules_dir = store.path(ARTIFACTS_DIR, "modules")
@@ -87,7 +90,7 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
             await progress(len(outcomes), total, outcome)
 
     async def run_one(slot, case_id: str) -> None:
-        if case_id in await asyncio.to_thread(_recorded_ids, store):
+        if case_id in _recorded_ids(store):  # reads only what the index gained since the last look
             refused.append(case_id)  # another call on this run recorded it meanwhile: not run twice
             return
         case = cases[case_id]
@@ -95,7 +98,12 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
         if on_start is not None:
             await on_start(case_id)
         event = await slot.run_case(run, case.model_dump(mode="json"), timeout_s)
-        outcome = await asyncio.to_thread(_record_event, store, root, slot.host, slot.device, case_id, event)
+        # Recording takes a millisecond or two of file work: done here when the run's lock is free
+        # (a thread hand-off costs more than that on a busy host), in a thread when another writer holds it.
+        try:
+            outcome = _record_event(store, root, slot.host, slot.device, case_id, event, lock_timeout_s=0)
+        except FileLockTimeout:
+            outcome = await asyncio.to_thread(_record_event, store, root, slot.host, slot.device, case_id, event)
         if outcome is None:  # recorded by another call while this one ran it
             refused.append(case_id)
             return
@@ -117,13 +125,18 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
                             details={"slot_errors": queue_report.slot_errors})
         for case_id in queue_report.not_started:
             await report(_pending(case_id, why))
+    if outcomes:  # the manifest's recorded_count once per call, not per case (inline unless contended)
+        try:
+            RunStore(root, run_id, lock_timeout_s=0).sync_manifest()
+        except FileLockTimeout:
+            await asyncio.to_thread(store.sync_manifest)
     refused = [c for c in (wanted if case_ids is not None else todo) if c in refused]
     ordered = [outcomes[c] for c in todo if c in outcomes]
-    pending = store.pending_case_ids()
+    pending = store.pending_case_ids(limit=PENDING_LIST_LIMIT)
     still = [o.case_id for o in ordered if not o.recorded]
     hint = None
     if still:
-        hint = (f"{len(still)} case(s) stayed pending (nothing recorded): {still}; fix the cause named in each "
+        hint = (f"{len(still)} case(s) stayed pending (nothing recorded): {few_ids(still)}; fix the cause named in each "
                 f"outcome's error, then run run_case_remote again for run {run_id!r} (pending cases are picked up).")
     elif refused:
         hint = _refused_hint(refused)
@@ -134,7 +147,8 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
             "to run one again under a new id, call plan_cases with {\"run_id\": \"" + run_id + "\", "
             "\"append\": true, \"cases\": [<that outcome's rerun_case>]}, then run_case_remote.")
     return RunResponse(run_id=store.run_id, hosts=host_names, outcomes=ordered,
-                       recorded=[o.case_id for o in ordered if o.recorded], pending=pending, refused=refused,
+                       recorded=[o.case_id for o in ordered if o.recorded], pending=pending,
+                       pending_count=store.pending_count(), refused=refused,
                        rerun_hint=hint)
 
 
@@ -164,7 +178,7 @@ def _pending(case_id: str, error: str, *, host=None, device=None) -> CaseOutcome
 
 
 def _recorded_ids(store: RunStore) -> set[str]:
-    return set(read_json(store.path(RESULTS))["results"])
+    return store.recorded_ids()
 
 
 def _worker_gave_up(event: dict) -> str | None:
@@ -176,7 +190,8 @@ def _worker_gave_up(event: dict) -> str | None:
     return err.message if err is not None and err.type == WORKER_RESTART_LIMIT else None
 
 
-def _record_event(store: RunStore, root, host: str, device: str, case_id: str, event: dict) -> CaseOutcome | None:
+def _record_event(store: RunStore, root, host: str, device: str, case_id: str, event: dict, *,
+                  lock_timeout_s: float | None = None) -> CaseOutcome | None:
     """Record one supervisor answer (in a thread: file locks and fsyncs); None when
     another call recorded the case first.  The answer is validated as a CaseDone
     first: a malformed one records nothing and says what is wrong with it."""
@@ -192,17 +207,17 @@ def _record_event(store: RunStore, root, host: str, device: str, case_id: str, e
     result = dict(done.result or {})
     result["source"] = {"kind": "run_case_remote", "tool": "run_case_remote", "host": host, "device": device}
     kept = done.outputs_b64  # keep_outputs: stored as outputs.pt, not inside worker-result.json
-    raw_files = {
-        "worker-result.json": json.dumps({k: v for k, v in event.items() if k != "outputs_b64"}, indent=2) + "\n",
-        "stdout.txt": done.stdout,
-        "stderr.txt": done.stderr,
-        "traceback.txt": done.traceback,
-    }
+    raw_files = {"worker-result.json": json.dumps({k: v for k, v in event.items() if k != "outputs_b64"}, indent=2)
+                 + "\n"}
+    for name, text in (("stdout.txt", done.stdout), ("stderr.txt", done.stderr), ("traceback.txt", done.traceback)):
+        if text:  # an empty one says nothing worker-result.json does not say
+            raw_files[name] = text
     if kept:
         raw_files["outputs.pt"] = base64.b64decode(kept)
     try:
         response = record_result(store.run_id, result, root=root, raw_files=raw_files,
-                                 input_metadata=done.input_metadata, source_kind="run_case_remote")
+                                 input_metadata=done.input_metadata, source_kind="run_case_remote",
+                                 lazy_manifest=True, pending=False, lock_timeout_s=lock_timeout_s)
     except ToolError as exc:
         if exc.code == "already_recorded":
             return None

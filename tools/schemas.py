@@ -164,7 +164,7 @@ SpecialKind = Literal["nan", "inf", "-inf", "denormal", "+0", "-0", "large", "-l
 
 
 class SpecialValues(Strict):
-    """Special values injected into a generated tensor (after generation)."""
+    """Special values put into a generated tensor."""
 
     value: SpecialKind
     positions: list[list[Annotated[int, Field(ge=0)]]] | None = Field(
@@ -191,10 +191,9 @@ class ValueSpec(Strict):
     captured: Annotated[str, AfterValidator(_slug)] | None = Field(
         None, description="captured: a captured_files name (artifacts/captured/)")
     specials: list[SpecialValues] = Field(default_factory=list)
-    exclude_zero: bool = Field(False, description="replace generated zeros by the smallest non-zero step (recorded)")
+    exclude_zero: bool = Field(False, description="generated zeros become the smallest non-zero step")
     by_dtype: dict[str, "ValueSpec"] = Field(
-        default_factory=dict, description="value spec per dtype or family (float, float8, complex, int, uint, bool, "
-        "ascend); the dtype's entry wins, then its family's, else this spec")
+        default_factory=dict, description="per dtype or family (float, int...): dtype, then family, then this spec")
 
     @model_validator(mode="after")
     def _check(self) -> "ValueSpec":
@@ -278,7 +277,7 @@ class InputSpec(TensorSpec):
     shape: list[Annotated[int, Field(ge=0)]] | None = None  # type: ignore[assignment]
     tensors: list[TensorSpec] | None = Field(
         None, min_length=1, max_length=128, description="a Tensor[] argument: one spec per member")
-    none: bool = Field(False, description="pass None (an optional Tensor? argument); the other fields are kept")
+    none: bool = Field(False, description="pass None (an optional Tensor? argument)")
 
     @model_validator(mode="after")
     def _kind(self) -> "InputSpec":
@@ -369,7 +368,7 @@ class CaptureSelection(Strict):
 
 
 class DtypeArg(Strict):
-    """A torch dtype argument, passed as torch.<value> (torch_npu.<value> for Ascend-only dtypes)."""
+    """A torch dtype: torch.<value> (torch_npu.<value> if Ascend-only)."""
 
     kind: Literal["dtype"]
     value: Dtype
@@ -485,7 +484,7 @@ class OperatorSpec(Strict):
     # callables; past it the case stays pending and the next cases go on.
     # Validated, not published (the plan schema's size budget): see SKILL.md.
     import_timeout_s: SkipJsonSchema[Annotated[float, Field(gt=0, le=3600)]] = 300.0
-    random: bool = Field(False, description="draws random numbers: the reference runs twice to check its seeding")
+    random: bool = Field(False, description="draws random numbers (the reference runs twice)")
 
     @field_validator("unsupported_rules")
     @classmethod
@@ -847,7 +846,7 @@ class StarVariation(Strict):
 
 
 class StarSpec(Strict):
-    """A base case plus one-axis variations (a star, not a Cartesian product)."""
+    """A base case plus one-axis variations (not a product)."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra=_compact_schema)  # titles dropped: schema budget
 
@@ -904,8 +903,15 @@ class PlanResponse(Strict):
     run_dir: str = Field(description="its evidence directory")
     created: bool = Field(description="a new run")
     added: list[str] = Field(description="case ids added")
-    cases: list[PlannedCase] = Field(description="every planned case")
+    cases: list[PlannedCase] = Field(description="The cases this call added, with their axes (the first 50).")
+    cases_omitted: int = Field(0, description="Added cases left out of 'cases' (see opdebug://runs/{run_id}/matrix).")
+    case_count: int = Field(0, description="Cases planned in the run, this call's included.")
+    recorded_count: int = Field(0, description="Cases of the run that have a result.")
     warnings: list[str] = Field(default_factory=list, description="e.g. cases differing in several axes")
+
+
+PENDING_LIST_LIMIT = 20
+PLANNED_LIST_LIMIT = 50
 
 
 class RecordResponse(Strict):
@@ -914,7 +920,8 @@ class RecordResponse(Strict):
     status: Status = Field(description="its status")
     recorded_at: datetime = Field(description="when")
     raw_path: str = Field(description="raw evidence, relative to the run directory")
-    pending: list[str] = Field(description="cases still pending")
+    pending: list[str] = Field(description="The first pending case ids in plan order (at most 20; see pending_count).")
+    pending_count: int = Field(0, description="How many planned cases have no result yet.")
 
 
 class CaseOutcome(Strict):
@@ -944,7 +951,8 @@ class RunResponse(Strict):
     hosts: list[str] = Field(description="hosts used")
     outcomes: list[CaseOutcome] = Field(description="one per case run")
     recorded: list[str] = Field(description="case ids recorded")
-    pending: list[str] = Field(description="cases still pending in the run")
+    pending: list[str] = Field(description="The first pending case ids in plan order (at most 20; see pending_count).")
+    pending_count: int = Field(0, description="How many planned cases of the run have no result yet.")
     refused: list[str] = Field(default_factory=list, description="already recorded, not re-run")
     rerun_hint: str | None = Field(None, description="what to do next")
 

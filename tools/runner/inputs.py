@@ -383,14 +383,17 @@ def _stats(view: torch.Tensor) -> dict:
         x = view if view.dtype == torch.float64 else view.float()
         finite = torch.isfinite(x)
         stats = {"nan": int(torch.isnan(x).sum()), "inf": int(torch.isinf(x).sum())}
-        if bool(finite.any()):
-            xf = x[finite]
+        count = int(finite.sum())
+        if count:
+            # masked reductions, not x[finite]: boolean indexing runs a parallel region whose
+            # threads spin against each other on a busy host (8 ms for 64x64 instead of 30 us)
             # accumulate in float64: a few 'large' specials overflow a float32 sum (an inf
             # mean is not valid JSON, and the case could not be sent); scaled first if even that overflows
-            mean = float(xf.mean(dtype=torch.float64))
+            mean = float(torch.where(finite, x, 0.0).sum(dtype=torch.float64)) / count
             if not math.isfinite(mean):
-                mean = float((xf.to(torch.float64) / xf.numel()).sum())
-            stats.update(min=float(xf.min()), max=float(xf.max()), mean=mean)
+                mean = float((torch.where(finite, x, 0.0).to(torch.float64) / count).sum())
+            stats.update(min=float(torch.where(finite, x, math.inf).min()),
+                         max=float(torch.where(finite, x, -math.inf).max()), mean=mean)
         return stats
     x = view.to(torch.int64)
     return {"min": int(x.min()), "max": int(x.max()), "sum": int(x.sum())}

@@ -45,6 +45,7 @@ HEALTH_TIMEOUT_S = 60.0
 # answered at once with a harness_error where worker_start, type WorkerRestartLimit.
 MAX_WORKER_START_FAILURES = 3
 DEATH_POLL_S = 0.5
+PROGRESS_FLUSH_S = 0.05
 # Importing the run's user modules and resolving the callables (a module may
 # JIT-build a custom op); the config's operator.import_timeout_s overrides it.
 IMPORT_TIMEOUT_S = 300.0
@@ -175,9 +176,19 @@ class Supervisor:
 
     # -- plumbing ---------------------------------------------------------
 
-    def send(self, obj: dict) -> None:
+    def send(self, obj: dict, flush: bool = True) -> None:
+        """One event to the server.  ``flush=False`` (progress events): it goes out
+        with the next event, or after one poll slice - one message per fast case
+        instead of three, each of which wakes the server under load."""
         try:
             self.out.write(json.dumps(obj).encode("utf-8") + b"\n")
+            if flush:
+                self.out.flush()
+        except (BrokenPipeError, OSError, ValueError) as exc:
+            raise ServerGone("stdout closed") from exc
+
+    def flush(self) -> None:
+        try:
             self.out.flush()
         except (BrokenPipeError, OSError, ValueError) as exc:
             raise ServerGone("stdout closed") from exc
@@ -365,11 +376,16 @@ class Supervisor:
         watch.answer), 'worker_eof' (it died) or 'timeout' (the phase ran out)."""
         died_at = None
         worker, request_id = watch.worker, watch.request_id
+        unflushed = False
         while True:
             remaining = watch.deadline - time.monotonic()
             if remaining <= 0:
                 return "timeout"
-            event = self._next_event(min(remaining, DEATH_POLL_S))
+            event = self._next_event(min(remaining, PROGRESS_FLUSH_S if unflushed else DEATH_POLL_S))
+            if event is None and unflushed:
+                self.flush()  # a progress event held back for a slice: the case is not that fast
+                unflushed = False
+                continue
             if event is None:
                 watch.sample_memory()
                 # a dead worker whose stdout a process it forked still holds open never
@@ -398,18 +414,22 @@ class Supervisor:
                 else:
                     watch.enter("candidate", watch.timeout_s)
                 watch.t0 = time.monotonic()
+                # held back one slice: a fast case sends one message (case_done), not three
                 self.send({"event": "started", "request_id": request_id, "case_id": case_id,
-                           "at": time.time(), "worker_pid": worker.pid})
+                           "at": time.time(), "worker_pid": worker.pid}, flush=False)
+                unflushed = True
             elif name == "compile_done" and watch.phase == "compile":
                 watch.enter("candidate", watch.timeout_s)
                 self.send({"event": "compile_done", "request_id": request_id, "case_id": case_id,
                            "at": time.time()})
+                unflushed = False
             elif name == "candidate_done":
                 # the CPU reference and the comparison get a timeout of their own:
                 # running out of it says nothing about the operator
                 watch.enter("reference", watch.timeout_s)
                 self.send({"event": "reference_started", "request_id": request_id, "case_id": case_id,
-                           "at": time.time()})
+                           "at": time.time()}, flush=False)
+                unflushed = True
 
     def _on_answer(self, base: dict, answer: dict) -> None:
         answer.pop("event", None)

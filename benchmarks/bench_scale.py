@@ -1,0 +1,97 @@
+"""Cost per case of planning, recording and analyzing as a run grows.  Run by
+hand (not part of the tests):
+
+    OPDEBUG_FSYNC=1 .venv/bin/python benchmarks/bench_scale.py [--sizes 10 1000 10000]
+
+For each size N, one run of N cases that differ pairwise in two axes (an input
+shape and an attribute: the worst case for the multi-axis check) is planned
+with one plan_cases call, then every case is recorded with record_result (the
+path run_case_remote records through), then analyze_failures runs once.
+Printed side by side: plan, record and analyze cost per case, the record cost
+of the last 10% of the cases (flat if recording does not grow with the run),
+and the size of the answers (plan, one record, an [unknown_case] error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tools.analyze_failures import analyze_failures  # noqa: E402
+from tools.errors import ToolError  # noqa: E402
+from tools.plan_cases import plan_cases  # noqa: E402
+from tools.record_result import record_result  # noqa: E402
+
+
+def request(run_id: str, n: int) -> dict:
+    cases = [{"id": f"c{i}", "inputs": [{"name": "x", "shape": [i % 97 + 1, 8]}, {"name": "y", "shape": [8]}],
+              "attributes": {"alpha": i}} for i in range(n)]
+    return {"config": {"run_id": run_id, "operator": {"name": "scaled_add", "candidate": "m.cand",
+                                                      "reference": "m.ref"}},
+            "cases": cases}
+
+
+def result(i: int) -> dict:
+    bad = i % 7 == 0
+    return {"case_id": f"c{i}", "status": "numerical_mismatch" if bad else "passed",
+            "comparisons": [{"output": "out", "passed": not bad, "numel": 64, "max_abs": 0.5 if bad else 0.0,
+                             "mismatch_count": 3 if bad else 0, "mismatch_ratio": 3 / 64 if bad else 0.0}]}
+
+
+def measure(root: Path, n: int) -> dict:
+    run_id = f"scale-{n}"
+    t0 = time.perf_counter()
+    plan = plan_cases(request(run_id, n), root=root)
+    plan_s = time.perf_counter() - t0
+    plan_chars = len(plan.model_dump_json())
+    per = []
+    rec_chars = 0
+    for i in range(n):
+        t = time.perf_counter()
+        resp = record_result(run_id, result(i), root=root)
+        per.append(time.perf_counter() - t)
+        rec_chars = max(rec_chars, len(resp.model_dump_json()))
+    try:
+        record_result(run_id, result(n + 1), root=root)
+    except ToolError as exc:
+        err_chars = len(str(exc))
+    t0 = time.perf_counter()
+    analysis = analyze_failures(run_id, root=root)
+    analyze_s = time.perf_counter() - t0
+    assert analysis.recorded == n and not analysis.missing
+    tail = per[-max(1, n // 10):]
+    return {"n": n, "plan_ms": plan_s * 1e3 / n, "record_ms": statistics.fmean(per) * 1e3,
+            "record_tail_ms": statistics.fmean(tail) * 1e3, "analyze_ms": analyze_s * 1e3 / n,
+            "analyze_total_s": analyze_s, "plan_chars": plan_chars, "record_chars": rec_chars,
+            "error_chars": err_chars}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 1000, 10000])
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in args.sizes:
+            rows.append(measure(Path(tmp), n))
+            print(json.dumps(rows[-1]), file=sys.stderr)
+    cols = [("cases", "n", "{:d}"), ("plan ms/case", "plan_ms", "{:.3f}"), ("record ms/case", "record_ms", "{:.2f}"),
+            ("record ms (last 10%)", "record_tail_ms", "{:.2f}"), ("analyze ms/case", "analyze_ms", "{:.3f}"),
+            ("analyze s", "analyze_total_s", "{:.2f}"), ("plan answer chars", "plan_chars", "{:d}"),
+            ("record answer chars", "record_chars", "{:d}"), ("unknown_case error chars", "error_chars", "{:d}")]
+    print("| " + " | ".join(c[0] for c in cols) + " |")
+    print("|" + "---|" * len(cols))
+    for row in rows:
+        print("| " + " | ".join(fmt.format(row[key]) for _, key, fmt in cols) + " |")
+
+
+if __name__ == "__main__":
+    main()
