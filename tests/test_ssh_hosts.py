@@ -181,8 +181,9 @@ def test_run_files_are_shipped_per_content_hash(ssh_env, tmp_path):
             same, _ = await ssh.upload_run_files(conn, h, "run-files", modules, None)
             (modules / "op_mod.py").write_text("VERSION = 2\n")
             changed, captured = await ssh.upload_run_files(conn, h, "run-files", modules, None)
-            with pytest.raises(ToolError):
+            with pytest.raises(ToolError) as err:
                 await ssh.upload_run_files(conn, h, "../escape", modules, None)
+            assert err.value.code == "invalid_id" and "'../escape' must be a safe slug" in err.value.message
             return first, same, changed, captured
         finally:
             conn.close()
