@@ -82,9 +82,14 @@ def test_conversions_are_recorded_never_silent() -> None:
     b = build_input({"name": "x", "shape": [50], "dtype": "int8", "values": {"kind": "normal", "std": 500}}, 1)
     assert "rounded" in b.metadata["conversion"] and "[-128, 127]" in b.metadata["conversion"]
     assert int(b.view().max()) <= 127
-    with pytest.raises(InputError, match="do not fit int8"):
-        build_input({"name": "x", "shape": [5], "dtype": "int8", "values": {"kind": "randint", "low": 0,
-                                                                             "high": 1000}}, 1)
+    # a randint range is clipped to the dtype's range, and the clipping is recorded (issue 8)
+    clipped = build_input({"name": "x", "shape": [64], "dtype": "int8", "values": {"kind": "randint", "low": -1000,
+                                                                                  "high": 1000}}, 1)
+    assert "clipped to [-128, 128) for int8" in clipped.metadata["conversion"]
+    assert clipped.metadata["stats"]["min"] >= -128 and clipped.metadata["stats"]["max"] <= 127
+    with pytest.raises(InputError, match="is empty for uint8"):
+        build_input({"name": "x", "shape": [5], "dtype": "uint8", "values": {"kind": "randint", "low": -9,
+                                                                              "high": 0}}, 1)
     with pytest.raises(InputError, match="outside shape"):
         build_input({"name": "x", "shape": [2], "values": {"specials": [{"value": "nan", "positions": [[2]]}]}}, 1)
 

@@ -190,7 +190,7 @@ def _neighbour_values(case: Case, axis_key: str) -> list[Any]:
         return [not value] if isinstance(value, bool) else []
     name, _, field = axis_key.partition(".")
     spec = next((i for i in case.inputs if i.name == name), None)
-    if spec is None:
+    if spec is None or spec.shape is None:  # a tensor list or a None input: no neighbours proposed here
         return []
     if field == "dtype":
         return [d for d in FLOAT_DTYPES if d != spec.dtype] if spec.dtype in FLOAT_DTYPES else []

@@ -16,11 +16,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from .errors import ToolError
 from .evidence import RunStore
 from .schemas import (
+    DTYPE_FAMILIES,
     FLOAT_DTYPES,
     Case,
     CaseResult,
@@ -31,6 +32,7 @@ from .schemas import (
     PlanResponse,
     StarSpec,
     StarVariation,
+    TensorSpec,
     ValueSpec,
     format_validation_error,
 )
@@ -48,7 +50,7 @@ def shape_text(shape: list[int]) -> str:
     return "x".join(str(s) for s in shape) if shape else "scalar"
 
 
-def strides_text(spec: InputSpec) -> str:
+def strides_text(spec: TensorSpec) -> str:
     return "contiguous" if spec.is_contiguous() else ",".join(str(s) for s in spec.strides or [])
 
 
@@ -63,50 +65,98 @@ def values_text(values: ValueSpec) -> str:
             params.append(f"{field}={value}")
     text = values.kind + (f"({','.join(sorted(params))})" if params else "")
     specials = sorted({s.value for s in values.specials})
-    return text + "".join(f"+{s}" for s in specials)
+    text += "".join(f"+{s}" for s in specials) + ("+nonzero" if values.exclude_zero else "")
+    if values.by_dtype:  # the per-dtype specs, as planned (case_axes shows the one that applies)
+        text += "{" + ",".join(f"{k}:{values_text(v)}" for k, v in sorted(values.by_dtype.items())) + "}"
+    return text
 
 
-def case_axes(case: Case) -> dict[str, str]:
+def _tensor_axes(axes: dict[str, str], prefix: str, spec: TensorSpec, effective_values: bool = True) -> None:
+    axes[f"{prefix}.dtype"] = spec.dtype
+    axes[f"{prefix}.shape"] = shape_text(spec.shape)
+    axes[f"{prefix}.strides"] = strides_text(spec)
+    axes[f"{prefix}.offset"] = str(spec.storage_offset)
+    axes[f"{prefix}.layout"] = spec.layout
+    values = spec.values
+    if effective_values:  # the spec that applies to this dtype, without the other dtypes' entries
+        values = values.for_dtype(spec.dtype).model_copy(update={"by_dtype": {}})
+    axes[f"{prefix}.values"] = values_text(values)
+
+
+def _attr_text(case: Case, name: str) -> str:
+    value = case.attributes[name]
+    if isinstance(value, BaseModel):  # a dtype argument: {"kind": "dtype", "value": ...}
+        value = value.model_dump(mode="json")
+    return json.dumps(value, sort_keys=True)
+
+
+def case_axes(case: Case, *, effective_values: bool = True) -> dict[str, str]:
     """The axis values of a case, as stable strings, in a fixed order: ``mode``,
-    ``dtype`` (shared by every input, else ``mixed``), then per input
+    ``dtype`` (shared by every tensor, else ``mixed``), then per input
     ``<name>.dtype/.shape/.strides/.offset/.layout/.values``, then
-    ``attr.<name>`` (the attribute's JSON text)."""
-    dtypes = {i.dtype for i in case.inputs}
-    axes = {"mode": case.mode, "dtype": dtypes.pop() if len(dtypes) == 1 else "mixed"}
+    ``attr.<name>`` (the attribute's JSON text).  A tensor-list input gives
+    ``<name>.len`` and the six axes of each member as ``<name>[<i>].dtype`` ...;
+    a None input gives only ``<name>.none`` = ``true``.  ``.values`` is the
+    value spec that applies to the dtype (``effective_values``) or, for
+    distances, the spec as planned (with its ``by_dtype`` entries)."""
+    tensors = [m for i in case.inputs for m in i.members()]
+    dtypes = {m.dtype for m in tensors}
+    axes = {"mode": case.mode, "dtype": dtypes.pop() if len(dtypes) == 1 else ("mixed" if dtypes else "none")}
     for spec in case.inputs:
-        axes[f"{spec.name}.dtype"] = spec.dtype
-        axes[f"{spec.name}.shape"] = shape_text(spec.shape)
-        axes[f"{spec.name}.strides"] = strides_text(spec)
-        axes[f"{spec.name}.offset"] = str(spec.storage_offset)
-        axes[f"{spec.name}.layout"] = spec.layout
-        axes[f"{spec.name}.values"] = values_text(spec.values)
+        if spec.none:
+            axes[f"{spec.name}.none"] = "true"
+        elif spec.tensors is not None:
+            axes[f"{spec.name}.len"] = str(len(spec.tensors))
+            for j, member in enumerate(spec.tensors):
+                _tensor_axes(axes, f"{spec.name}[{j}]", member, effective_values)
+        else:
+            _tensor_axes(axes, spec.name, spec, effective_values)
     for name in sorted(case.attributes):
-        axes[f"attr.{name}"] = json.dumps(case.attributes[name], sort_keys=True)
+        axes[f"attr.{name}"] = _attr_text(case, name)
     return axes
+
+
+def _input_kinds(spec: InputSpec, field: str) -> str:
+    """One input's dtypes (layouts) for the combined distance axis: a list's
+    distinct member values (its length is its own axis), a None input's kept spec."""
+    if spec.tensors is not None:
+        return "/".join(sorted({getattr(m, field) for m in spec.tensors}))
+    return getattr(spec, field)
 
 
 def distance_axes(case: Case) -> dict[str, str]:
     """Axes as one variation changes them: the dtypes of all inputs form one
     axis (a dtype variation may change several inputs at once), so do the
-    layouts; the summary ``dtype`` axis is left out (it is derived)."""
-    axes = case_axes(case)
+    layouts; the summary ``dtype`` axis is left out (it is derived); values
+    count as planned (a ``by_dtype`` spec does not change with the dtype)."""
+    axes = case_axes(case, effective_values=False)
     out = {"mode": axes["mode"],
-           "dtype": ",".join(i.dtype for i in case.inputs),
-           "layout": ",".join(i.layout for i in case.inputs)}
+           "dtype": ",".join(_input_kinds(i, "dtype") for i in case.inputs),
+           "layout": ",".join(_input_kinds(i, "layout") for i in case.inputs)}
     for key, value in axes.items():
-        if key.startswith("attr.") or key.endswith((".shape", ".strides", ".offset", ".values")):
+        if key.startswith("attr.") or key.endswith((".shape", ".strides", ".offset", ".values", ".len", ".none")):
             out[key] = value
     return out
+
+
+def _owner(key: str) -> str:
+    """The input an axis key belongs to: ``x`` for ``x.shape`` and ``x[1].shape``."""
+    return key.split(".", 1)[0].split("[", 1)[0]
 
 
 def axes_difference(da: dict[str, str], db: dict[str, str]) -> list[str]:
     """The variation axes in which two cases differ, given their
     :func:`distance_axes`.  A strides difference does not count when the
     shapes differ too (strides of different shapes are not comparable; a
-    shape variation drops explicit strides)."""
+    shape variation drops explicit strides); a list-length difference hides
+    its members' axes, a None-or-not difference every other axis of that input."""
     diff = [k for k in dict.fromkeys([*da, *db]) if da.get(k) != db.get(k)]
+    lens = {_owner(k) for k in diff if k.endswith(".len")}
+    nones = {_owner(k) for k in diff if k.endswith(".none")}
     return [k for k in diff
-            if not (k.endswith(".strides") and k[: -len(".strides")] + ".shape" in diff)]
+            if not (k.endswith(".strides") and k[: -len(".strides")] + ".shape" in diff)
+            and not (_owner(k) in lens and "[" in k)
+            and not (_owner(k) in nones and not k.endswith(".none"))]
 
 
 def differing_axes(a: Case, b: Case) -> list[str]:
@@ -171,6 +221,8 @@ def value_slug(axis: str, value: Any) -> str:
             return values_text(ValueSpec.model_validate(value)).replace("+", "-")
         except ValidationError:
             pass
+    if isinstance(value, dict) and value.get("kind") == "dtype":  # a dtype argument
+        return str(value.get("value"))
     if value is None:
         return "contiguous" if axis == "strides" else "none"
     if isinstance(value, bool):
@@ -182,32 +234,77 @@ def value_slug(axis: str, value: Any) -> str:
     return str(value)
 
 
+_FLOATING = FLOAT_DTYPES + DTYPE_FAMILIES["float8"] + DTYPE_FAMILIES["complex"]
+
+
+def _tensor_docs(spec: dict) -> list[dict]:
+    """The tensor specs of one input (JSON): its members for a list, else itself."""
+    return spec["tensors"] if spec.get("tensors") is not None else [spec]
+
+
 def _input_targets(base: dict, var: StarVariation) -> list[dict]:
+    """The tensor specs (JSON dicts) a variation changes: a list input's
+    member ``var.member``, every member (dtype/layout), or a plain input."""
     inputs = base["inputs"]
     if var.input is not None:
         named = [i for i in inputs if i["name"] == var.input]
         if not named:
             raise ValueError(f"input {var.input!r} is not an input of the base case "
                              f"(inputs: {[i['name'] for i in inputs]})")
-        return named
+        spec = named[0]
+        if var.member is not None:
+            members = spec.get("tensors")
+            if members is None or var.member >= len(members):
+                raise ValueError(f"'member' {var.member} is not a member of input {var.input!r} "
+                                 f"({'a list of ' + str(len(members)) if members else 'not a tensor list'})")
+            return [members[var.member]]
+        if spec.get("tensors") is not None and var.axis not in ("dtype", "layout"):
+            raise ValueError(f"input {var.input!r} is a tensor list: name the 'member' whose {var.axis} varies")
+        return _tensor_docs(spec)
+    if var.member is not None:
+        raise ValueError("'member' needs 'input' (the tensor-list input)")
+    tensors = [t for i in inputs if not i.get("none") for t in _tensor_docs(i)]
     if var.axis == "dtype":
-        floating = [i for i in inputs if i["dtype"] in FLOAT_DTYPES]
-        return floating or inputs
+        floating = [t for t in tensors if t["dtype"] in _FLOATING]
+        return floating or tensors
     if var.axis == "layout":
-        return inputs
-    return inputs[:1]
+        return tensors
+    first = inputs[0]
+    if first.get("tensors") is not None:
+        raise ValueError(f"the first input {first['name']!r} is a tensor list: name 'input' and 'member'")
+    return [first]
+
+
+def _apply_list_axis(doc: dict, var: StarVariation, value: Any) -> None:
+    spec = next((i for i in doc["inputs"] if i["name"] == var.input), None)
+    if spec is None:
+        raise ValueError(f"input {var.input!r} is not an input of the base case")
+    if var.axis == "none":
+        if not isinstance(value, bool):
+            raise ValueError("axis 'none' takes true (pass None) or false (pass the tensor)")
+        spec["none"] = value
+        return
+    members = spec.get("tensors")
+    if members is None:
+        raise ValueError(f"axis 'length' needs a tensor-list input; {var.input!r} has no 'tensors'")
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 128:
+        raise ValueError("a list length is an int from 1 to 128")
+    # shorter: the first members; longer: copies of the last member
+    spec["tensors"] = (members + [copy.deepcopy(members[-1]) for _ in range(value - len(members))])[:value]
 
 
 def apply_variation(base: Case, var: StarVariation, value: Any) -> dict:
     """The base case (as a JSON dict, id unchanged) with one axis set to
     ``value``.  Raises ValueError for a variation that does not fit."""
-    doc = copy.deepcopy(base.model_dump(mode="json"))
-    if var.axis in ("mode", "attribute") and var.input is not None:
-        raise ValueError(f"'input' does not apply to axis {var.axis!r}")
+    doc = copy.deepcopy(base.model_dump(mode="json", exclude_none=False))
+    if var.axis in ("mode", "attribute") and (var.input is not None or var.member is not None):
+        raise ValueError(f"'input' and 'member' do not apply to axis {var.axis!r}")
     if var.axis == "mode":
         doc["mode"] = value
     elif var.axis == "attribute":
         doc["attributes"][var.name] = value
+    elif var.axis in ("length", "none"):
+        _apply_list_axis(doc, var, value)
     else:
         for spec in _input_targets(doc, var):
             if var.axis == "dtype":
@@ -221,7 +318,7 @@ def apply_variation(base: Case, var: StarVariation, value: Any) -> dict:
                 if value is not None and (not isinstance(value, list) or len(value) != len(spec["shape"])):
                     raise ValueError(
                         f"strides {value!r} must be a list of {len(spec['shape'])} ints "
-                        f"(the rank of input {spec['name']!r}, shape {spec['shape']})")
+                        f"(the rank of input {spec.get('name', var.input)!r}, shape {spec['shape']})")
                 spec["strides"] = value
             elif var.axis == "storage_offset":
                 spec["storage_offset"] = value
@@ -238,8 +335,10 @@ def _derived_id(base: Case, var: StarVariation, value: Any) -> str:
         part = f"attr-{var.name}-{vslug}"
     elif var.axis in ("dtype", "layout") and var.input is None:
         part = f"{var.axis}-{vslug}"
+    elif var.axis == "length":
+        part = f"{var.input}.len-{vslug}"
     else:
-        name = var.input or base.inputs[0].name
+        name = (var.input or base.inputs[0].name) + (f".{var.member}" if var.member is not None else "")
         axis = "offset" if var.axis == "storage_offset" else var.axis
         part = f"{name}.{axis}-{vslug}"
     return fit_id(f"{base.id}.{part}")
@@ -395,10 +494,12 @@ def _captured_to_store(store: RunStore, files: dict[str, str], cases: list[Case]
         todo[name] = path
     for case in cases:
         for spec in case.inputs:
-            ref = spec.values.captured if spec.values.kind == "captured" else None
-            if ref and ref not in files and not store.path("artifacts", "captured", ref).is_file():
-                raise ToolError(f"case {case.id!r} input {spec.name!r} replays captured tensor {ref!r}, which is "
-                                "neither in 'captured_files' nor stored in the run", code="validation_error")
+            for member in spec.members():
+                values = member.values.for_dtype(member.dtype)
+                ref = values.captured if values.kind == "captured" else None
+                if ref and ref not in files and not store.path("artifacts", "captured", ref).is_file():
+                    raise ToolError(f"case {case.id!r} input {spec.name!r} replays captured tensor {ref!r}, which "
+                                    "is neither in 'captured_files' nor stored in the run", code="validation_error")
     return todo
 
 

@@ -13,6 +13,8 @@ import re
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, Union
 
+from typing_extensions import TypeAliasType
+
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -36,8 +38,22 @@ _MODULE_FILE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\.py$")
 DTYPES = (
     "float16", "bfloat16", "float32", "float64",
     "int8", "uint8", "int16", "int32", "int64", "bool",
+    # issue 8: float8, complex, wide unsigned, and the Ascend-only dtypes (torch_npu names; packed carriers)
+    "float8_e4m3fn", "float8_e5m2", "complex64", "complex128", "uint16", "uint32", "uint64",
+    "hifloat8", "float4_e2m1fn_x2", "float4_e1m2fn_x2", "int4",
 )
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+# Dtype families (value specs may be keyed by a family, see ValueSpec.by_dtype); mirrored in tools/runner/inputs.py.
+DTYPE_FAMILIES = {
+    "float": FLOAT_DTYPES, "float8": ("float8_e4m3fn", "float8_e5m2"), "complex": ("complex64", "complex128"),
+    "int": ("int8", "int16", "int32", "int64"), "uint": ("uint8", "uint16", "uint32", "uint64"), "bool": ("bool",),
+    "ascend": ("hifloat8", "float4_e2m1fn_x2", "float4_e1m2fn_x2", "int4"),
+}
+ASCEND_ONLY_DTYPES = DTYPE_FAMILIES["ascend"]
+
+
+def dtype_family(dtype: str) -> str:
+    return next(f for f, members in DTYPE_FAMILIES.items() if dtype in members)
 # Ascend storage formats (torch_npu.npu_format_cast ids live in the runner).
 LAYOUTS = ("ND", "NCHW", "NHWC", "NC1HWC0", "FRACTAL_Z", "FRACTAL_NZ")
 MODES = ("eager", "compile", "graph")
@@ -47,8 +63,11 @@ MODES = ("eager", "compile", "graph")
 MAX_STORAGE_ELEMENTS = 2**34
 STATUSES = ("passed", "numerical_mismatch", "crash", "unsupported")
 
-Dtype = Literal["float16", "bfloat16", "float32", "float64",
-                "int8", "uint8", "int16", "int32", "int64", "bool"]
+# A named alias: published once in $defs and referenced (the schema stays compact).
+Dtype = TypeAliasType("Dtype", Literal[  # type: ignore[valid-type]
+    "float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "int32", "int64", "bool",
+    "float8_e4m3fn", "float8_e5m2", "complex64", "complex128", "uint16", "uint32", "uint64",
+    "hifloat8", "float4_e2m1fn_x2", "float4_e1m2fn_x2", "int4"])
 Layout = Literal["ND", "NCHW", "NHWC", "NC1HWC0", "FRACTAL_Z", "FRACTAL_NZ"]
 Mode = Literal["eager", "compile", "graph"]
 Status = Literal["passed", "numerical_mismatch", "crash", "unsupported"]
@@ -156,6 +175,10 @@ class ValueSpec(Strict):
     # tensor saved with torch.save), shipped with the run.
     captured: Annotated[str, AfterValidator(_slug)] | None = None
     specials: list[SpecialValues] = Field(default_factory=list)
+    exclude_zero: bool = Field(False, description="replace generated zeros by the smallest non-zero step (recorded)")
+    by_dtype: dict[str, "ValueSpec"] = Field(
+        default_factory=dict, description="value spec per dtype or family (float, float8, complex, int, uint, bool, "
+        "ascend); the dtype's entry wins, then its family's, else this spec")
 
     @model_validator(mode="after")
     def _check(self) -> "ValueSpec":
@@ -168,11 +191,22 @@ class ValueSpec(Strict):
             raise ValueError("kind 'full' needs 'fill'")
         if self.kind == "captured" and not self.captured:
             raise ValueError("kind 'captured' needs 'captured' (a file in artifacts/captured/)")
+        for key, sub in self.by_dtype.items():
+            if key not in DTYPES and key not in DTYPE_FAMILIES:
+                raise ValueError(f"by_dtype key {key!r} is neither a dtype nor a family {sorted(DTYPE_FAMILIES)}")
+            if sub.by_dtype:
+                raise ValueError(f"by_dtype[{key!r}] cannot have its own by_dtype")
         return self
 
+    def for_dtype(self, dtype: str) -> "ValueSpec":
+        """The spec that applies to an input of ``dtype``."""
+        sub = self.by_dtype.get(dtype) or self.by_dtype.get(dtype_family(dtype))
+        return sub if sub is not None else self
 
-class InputSpec(Strict):
-    name: Ident
+
+class TensorSpec(Strict):
+    """One tensor: shape, strides, offset, dtype, layout, values."""
+
     shape: list[Annotated[int, Field(ge=0)]]
     # None means contiguous.  Strides are in elements, like torch.
     strides: list[Annotated[int, Field(ge=0)]] | None = None
@@ -182,7 +216,9 @@ class InputSpec(Strict):
     values: ValueSpec = Field(default_factory=ValueSpec)
 
     @model_validator(mode="after")
-    def _rank(self) -> "InputSpec":
+    def _rank(self) -> "TensorSpec":
+        if self.shape is None:  # an InputSpec that is a tensor list or None
+            return self
         if self.strides is not None and len(self.strides) != len(self.shape):
             raise ValueError(
                 f"'strides' has rank {len(self.strides)} but 'shape' has rank {len(self.shape)}"
@@ -202,21 +238,46 @@ class InputSpec(Strict):
                 f"of {needed} elements, over the limit of {MAX_STORAGE_ELEMENTS} (2**34) per input: building it "
                 "would exhaust the host's memory - plan a smaller shape that still shows the failure"
             )
-        for special in self.values.specials:
+        values = self.values.for_dtype(self.dtype)
+        for special in values.specials:
             for pos in special.positions or []:
                 if len(pos) != len(self.shape) or any(i >= size for i, size in zip(pos, self.shape)):
                     raise ValueError(f"special '{special.value}' position {pos} is outside shape {self.shape}")
             if special.count is not None and special.count > numel:
                 raise ValueError(f"special '{special.value}' count {special.count} is over the {numel} elements "
                                  f"of shape {self.shape}")
-        if self.dtype not in FLOAT_DTYPES:
-            for special in self.values.specials:
-                if special.value not in ("+0",):
-                    raise ValueError(f"special value '{special.value}' needs a floating dtype, not {self.dtype}")
+        floating = FLOAT_DTYPES + DTYPE_FAMILIES["float8"]
+        for special in values.specials:
+            if self.dtype not in floating and special.value != "+0":
+                raise ValueError(f"special value '{special.value}' needs a floating dtype, not {self.dtype}")
+            if self.dtype == "float8_e4m3fn" and special.value in ("inf", "-inf"):
+                raise ValueError("float8_e4m3fn has no infinity (an inf becomes NaN); use 'nan' or 'large'")
         return self
 
     def is_contiguous(self) -> bool:
-        return self.strides is None or self.strides == contiguous_strides(self.shape)
+        return self.strides is None or self.shape is None or self.strides == contiguous_strides(self.shape)
+
+
+class InputSpec(TensorSpec):
+    name: Ident
+    shape: list[Annotated[int, Field(ge=0)]] | None = None  # type: ignore[assignment]
+    tensors: list[TensorSpec] | None = Field(
+        None, min_length=1, max_length=128, description="a Tensor[] argument: one spec per member")
+    none: bool = Field(False, description="pass None (an optional Tensor? argument); the other fields are kept")
+
+    @model_validator(mode="after")
+    def _kind(self) -> "InputSpec":
+        if self.tensors is not None and self.shape is not None and not self.none:
+            raise ValueError("a tensor list ('tensors') has its shapes in its members, not in 'shape'")
+        if self.tensors is None and self.shape is None and not self.none:
+            raise ValueError("give 'shape' (a tensor), 'tensors' (a tensor list) or none=true")
+        return self
+
+    def members(self) -> list[TensorSpec]:
+        """The tensors this input passes: none for None, the members of a list, else itself."""
+        if self.none:
+            return []
+        return list(self.tensors) if self.tensors is not None else [self]
 
 
 def storage_elements(shape: list[int], strides: list[int], offset: int) -> int:
@@ -234,7 +295,14 @@ def contiguous_strides(shape: list[int]) -> list[int]:
     return list(reversed(strides))
 
 
-AttributeValue = Union[None, bool, int, float, str, list[Union[None, bool, int, float, str]]]
+class DtypeArg(Strict):
+    """A torch dtype argument, passed as torch.<value> (torch_npu.<value> for Ascend-only dtypes)."""
+
+    kind: Literal["dtype"]
+    value: Dtype
+
+
+AttributeValue = Union[None, bool, int, float, str, DtypeArg, list[Union[None, bool, int, float, str]]]
 
 
 class Case(Strict):
@@ -313,6 +381,7 @@ class OperatorSpec(Strict):
     # Extra regexes (Python re, case-insensitive) whose match on a candidate
     # exception makes the case `unsupported`, added to the built-in rules.
     unsupported_rules: list[Annotated[str, Field(min_length=1, max_length=500)]] = Field(default_factory=list)
+    random: bool = Field(False, description="draws random numbers: the reference runs twice to check its seeding")
 
     @field_validator("unsupported_rules")
     @classmethod
@@ -513,7 +582,8 @@ def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
 # Tool requests and responses
 # --------------------------------------------------------------------------
 
-StarAxis = Literal["dtype", "shape", "strides", "storage_offset", "layout", "mode", "attribute", "values"]
+StarAxis = Literal["dtype", "shape", "strides", "storage_offset", "layout", "mode", "attribute", "values",
+                   "length", "none"]
 
 
 class StarVariation(Strict):
@@ -525,6 +595,7 @@ class StarVariation(Strict):
     input: Ident | None = None
     # For axis == "attribute": the attribute name.
     name: Ident | None = None
+    member: Annotated[int, Field(ge=0)] | None = Field(None, description="tensor-list member the input axis varies")
     values: list[Any] = Field(min_length=1, max_length=64)
 
     @model_validator(mode="after")
@@ -533,6 +604,8 @@ class StarVariation(Strict):
             raise ValueError("axis 'attribute' needs 'name'")
         if self.axis != "attribute" and self.name is not None:
             raise ValueError("'name' is only for axis 'attribute'")
+        if self.axis in ("length", "none") and not self.input:
+            raise ValueError(f"axis '{self.axis}' needs 'input'")
         return self
 
 

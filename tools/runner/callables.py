@@ -103,3 +103,53 @@ def call_arguments(call: dict | None, inputs: dict, attributes: dict) -> tuple[l
                                    f"of this case (have {sorted(named)})")
             args.append(named.pop(name))
     return args, named
+
+
+# Ascend-only dtype names (torch_npu attributes, not torch.dtype objects).
+ASCEND_ONLY = ("hifloat8", "float4_e2m1fn_x2", "float4_e1m2fn_x2", "int4")
+
+
+def is_dtype_arg(value) -> bool:
+    return isinstance(value, dict) and value.get("kind") == "dtype"
+
+
+def resolve_attributes(attributes: dict, device_kind: str) -> dict:
+    """Attribute values as the callable gets them: ``{"kind": "dtype", "value":
+    "bfloat16"}`` becomes ``torch.bfloat16`` (an Ascend-only name becomes
+    ``torch_npu.<name>``, on npu hosts only); everything else unchanged."""
+    out = {}
+    for key, value in attributes.items():
+        if is_dtype_arg(value):
+            name = value["value"]
+            if name in ASCEND_ONLY:
+                if device_kind != "npu":
+                    raise ResolveError(f"attribute {key!r}: dtype {name!r} is Ascend-only (torch_npu.{name})")
+                import torch_npu  # noqa: F401 - present on npu hosts
+                value = getattr(torch_npu, name)
+            else:
+                import torch
+
+                value = getattr(torch, name, None)
+                if not isinstance(value, torch.dtype):
+                    raise ResolveError(f"attribute {key!r}: torch {torch.__version__} has no dtype {name!r}")
+        out[key] = value
+    return out
+
+
+def ascend_only_reason(case: dict, device_kind: str) -> str | None:
+    """Why a case cannot run on this device because it names an Ascend-only
+    dtype (an input's or a dtype attribute's), or None."""
+    if device_kind == "npu":
+        return None
+    names = []
+    for spec in case.get("inputs") or []:
+        for member in (spec.get("tensors") or [spec]) if not spec.get("none") else []:
+            if member.get("dtype") in ASCEND_ONLY:
+                names.append(f"input {spec['name']!r} dtype {member['dtype']}")
+    for key, value in (case.get("attributes") or {}).items():
+        if is_dtype_arg(value) and value["value"] in ASCEND_ONLY:
+            names.append(f"attribute {key!r} dtype {value['value']}")
+    if not names:
+        return None
+    return (f"{'; '.join(names)}: Ascend-only (torch_npu names, packed carriers); this host's device is "
+            f"{device_kind}, and only an npu host can run it")

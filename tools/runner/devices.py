@@ -136,7 +136,8 @@ def _graph_capture_replay(module, graph_cls, fn, args, kwargs):
 
     The warm-up runs the candidate too: the inputs' storages are put back to
     their values before the replay, so an in-place operator applies once."""
-    inputs = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
+    inputs = [t for a in list(args) + list(kwargs.values())
+              for t in (a if isinstance(a, (list, tuple)) else [a]) if isinstance(t, torch.Tensor)]  # lists too
     saved = [_storage_copy(t) for t in inputs]
     stream = module.Stream()
     stream.wait_stream(module.current_stream())

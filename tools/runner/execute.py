@@ -17,11 +17,13 @@ import traceback
 import torch
 
 from . import RUNNER_VERSION
-from .callables import ResolveError, call_arguments, load_user_modules, resolve
+from .callables import ResolveError, ascend_only_reason, call_arguments, load_user_modules, resolve, \
+    resolve_attributes
 from .classify import exception_signature, match_unsupported
 from .compare import compare_outputs
 from .devices import Device, Unsupported
-from .inputs import build_inputs, case_seed
+from .inputs import build_case_inputs, case_seed, map_built, reference_inputs, tensors_of
+from .seeding import seed_everything
 
 TAIL = 4000
 
@@ -52,48 +54,50 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
     except ResolveError as exc:
         return _harness("resolve", exc)
     try:
-        built = build_inputs(case, request.get("captured_dir"))
+        built = build_case_inputs(case, request.get("captured_dir"))
     except Exception as exc:  # noqa: BLE001 - any input failure is the harness's
         return _harness("inputs", exc)
     mode = case.get("mode", "eager")
-    metadata = {"case_id": case["id"], "seed": case_seed(case), "mode": mode, "device": device.label,
+    seed = case_seed(case)
+    # Reference inputs first (the candidate may write into its inputs): the
+    # same storages cast by the per-dtype upcast rule (inputs.reference_dtype,
+    # recorded per input), viewed with the same strides and offset.
+    ref_float = "float64" if op.get("reference_dtype") == "float64" else "float32"
+    ref_inputs, upcast = reference_inputs(built, ref_float)
+    metadata = {"case_id": case["id"], "seed": seed, "mode": mode, "device": device.label,
                 "reference_dtype": op.get("reference_dtype", "float32"),
                 "inputs": [b.metadata for b in built]}
     answer = {"input_metadata": metadata}
     if on_inputs is not None:
         on_inputs(metadata)
 
-    # Reference inputs first (the candidate may write into its inputs):
-    # the same storage upcast on CPU, viewed with the same strides and offset.
-    ref_float = torch.float64 if op.get("reference_dtype") == "float64" else torch.float32
-    ref_inputs, upcast = {}, False
-    for b in built:
-        storage = b.storage
-        if storage.dtype.is_floating_point and storage.dtype != torch.float64:
-            upcast = upcast or storage.dtype != ref_float
-            storage = storage.to(ref_float, copy=True)
-        else:  # float64 stays float64 (never downcast); integers and bool unchanged
-            storage = storage.clone()
-        ref_inputs[b.name] = b.view(storage)
-    attributes = case.get("attributes") or {}
-
     def result(status, **fields):
         timing["total_us"] = (time.perf_counter() - t_start) * 1e6
         body = {"schema_version": 1, "case_id": case["id"], "status": status, "comparisons": [],
-                "timing_us": timing, "environment": env}
+                "timing_us": timing, "environment": dict(env, **flags)}
         body.update(fields)
         return dict(answer, outcome="result", result=body)
 
-    timing = {}
+    timing, flags = {}, {}
+    ascend_only = ascend_only_reason(case, device.kind)
+    if ascend_only is not None:
+        return result("unsupported", error={"type": "Unsupported", "message": ascend_only,
+                                            "signature": "unsupported: runner: Ascend-only dtype needs an npu device",
+                                            "matched_rule": "runner: Ascend-only dtype needs an npu device"})
+    try:
+        attributes = resolve_attributes(case.get("attributes") or {}, device.kind)
+    except ResolveError as exc:
+        return dict(answer, **_harness("resolve", exc))
     # Candidate on the device.
     try:
-        cand_inputs = {b.name: device.to_device(b.storage, b.shape, b.strides, b.storage_offset) for b in built}
+        cand_inputs = map_built(built, lambda b: device.to_device(b.storage, b.shape, b.strides, b.storage_offset))
     except Exception as exc:  # noqa: BLE001
         return dict(answer, **_harness("inputs", exc))
     t0 = time.perf_counter()
     try:
-        cand_inputs = {b.name: device.format_cast(cand_inputs[b.name], b.layout) for b in built}
+        cand_inputs = map_built(built, lambda b: device.format_cast(_member(cand_inputs, b.name), b.layout))
         args, kwargs = call_arguments(op.get("call"), cand_inputs, attributes)
+        metadata["seeded"] = seed_everything(seed)
         if mode == "eager":
             out = candidate(*args, **kwargs)
         elif mode == "compile":
@@ -120,15 +124,17 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
     if on_candidate_done is not None:
         on_candidate_done()
 
-    # Reference on CPU.
     t0 = time.perf_counter()
     try:
         rargs, rkwargs = call_arguments(op.get("call"), ref_inputs, attributes)
+        seed_everything(seed)
         ref_out = _to_cpu(reference(*rargs, **rkwargs))
+        if op.get("random"):
+            flags.update(_check_reproducible(reference, op, ref_inputs, attributes, seed, ref_out, device))
     except BaseException as exc:  # noqa: BLE001
         return dict(answer, **_harness("reference", exc))
     timing["reference_us"] = (time.perf_counter() - t0) * 1e6
-    if not upcast and _has_float64(ref_out) and not any(b.storage.dtype == torch.float64 for b in built):
+    if not upcast and _has_float64(ref_out) and not any(b.storage.dtype == torch.float64 for b in tensors_of(built)):
         # the reference widened to float64 on its own (numpy-style math): its output
         # dtype is not the candidate's contract, only its kind is
         upcast = True
@@ -145,6 +151,43 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
             "neither the candidate nor the reference returned a tensor output to compare")))
     status = "passed" if all(c["passed"] for c in comparisons) else "numerical_mismatch"
     return result(status, comparisons=comparisons)
+
+
+def _member(inputs: dict, label: str):
+    """The device tensor of input ``x`` or list member ``x[j]``."""
+    if label.endswith("]") and "[" in label:
+        name, index = label[:-1].split("[", 1)
+        return inputs[name][int(index)]
+    return inputs[label]
+
+
+def _check_reproducible(reference, op, ref_inputs, attributes, seed, first, device) -> dict:
+    """A random operator (``operator.random``): the reference again from the
+    same seed must give the same outputs, else it does not draw from the
+    seeded generators and no comparison can hold (a harness error).  A
+    candidate on a non-CPU device draws from another generator: the result's
+    environment says ``nondeterministic``."""
+    rargs, rkwargs = call_arguments(op.get("call"), ref_inputs, attributes)
+    seed_everything(seed)
+    again = _to_cpu(reference(*rargs, **rkwargs))
+    if not _same(first, again):
+        raise RuntimeError("operator.random: the reference gave different outputs from the same seed twice; it "
+                           "does not draw from the seeded global generators, so its cases cannot be compared")
+    if device.kind != "cpu":
+        return {"nondeterministic": f"random operator on {device.kind}: the device's generator is not the CPU's, "
+                                    "so candidate and reference draw different numbers"}
+    return {}
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b) or (
+            a.dtype.is_floating_point and torch.equal(torch.nan_to_num(a), torch.nan_to_num(b))))
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return a == b
 
 
 def _classify(exc: BaseException, extra_rules: list) -> tuple:

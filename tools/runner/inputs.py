@@ -28,7 +28,21 @@ DTYPES = {
     "int8": torch.int8, "uint8": torch.uint8, "int16": torch.int16, "int32": torch.int32,
     "int64": torch.int64, "bool": torch.bool,
 }
+# issue 8: dtypes this torch may have (float8, complex, wide unsigned)
+for _name in ("float8_e4m3fn", "float8_e5m2", "complex64", "complex128", "uint16", "uint32", "uint64"):
+    if isinstance(getattr(torch, _name, None), torch.dtype):
+        DTYPES[_name] = getattr(torch, _name)
+# Ascend-only dtypes (torch_npu names; torch has no tensor dtype for them): the
+# tensor holds raw bits in a carrier dtype - int4 packs 8 values per int32
+# (torch_npu op docs), hifloat8 one value per byte, float4 *_x2 two per byte.
+ASCEND_CARRIERS = {"hifloat8": "uint8", "float4_e2m1fn_x2": "uint8", "float4_e1m2fn_x2": "uint8", "int4": "int32"}
 FLOATS = ("float16", "bfloat16", "float32", "float64")
+FLOAT8 = ("float8_e4m3fn", "float8_e5m2")
+COMPLEX = ("complex64", "complex128")
+FAMILIES = {  # mirrors tools/schemas.DTYPE_FAMILIES
+    "float": FLOATS, "float8": FLOAT8, "complex": COMPLEX, "int": ("int8", "int16", "int32", "int64"),
+    "uint": ("uint8", "uint16", "uint32", "uint64"), "bool": ("bool",), "ascend": tuple(ASCEND_CARRIERS),
+}
 MAX_RECORDED_POSITIONS = 64
 
 
@@ -87,15 +101,15 @@ def build_inputs(case: dict, captured_dir: str | None = None) -> list[BuiltInput
 def build_input(spec: dict, seed: int, captured_dir: str | None = None) -> BuiltInput:
     name = spec["name"]
     dtype_name = spec.get("dtype", "float32")
-    if dtype_name not in DTYPES:
-        raise InputError(f"input {name!r}: unknown dtype {dtype_name!r}")
-    dtype = DTYPES[dtype_name]
+    if dtype_name not in DTYPES and dtype_name not in ASCEND_CARRIERS:
+        raise InputError(f"input {name!r}: dtype {dtype_name!r} is not known to this torch {torch.__version__}")
     shape = [int(s) for s in spec["shape"]]
     strides = [int(s) for s in spec["strides"]] if spec.get("strides") is not None else contiguous_strides(shape)
     if len(strides) != len(shape):
         raise InputError(f"input {name!r}: strides {strides} do not match the rank of shape {shape}")
     offset = int(spec.get("storage_offset", 0))
-    values = spec.get("values") or {"kind": "normal"}
+    planned = spec.get("values") or {"kind": "normal"}
+    values = effective_values(planned, dtype_name)
     numel_storage = storage_numel(shape, strides, offset)
     gen = torch.Generator().manual_seed(seed)
     notes = []
@@ -111,15 +125,75 @@ def build_input(spec: dict, seed: int, captured_dir: str | None = None) -> Built
     built.metadata = {
         "name": name, "shape": shape, "strides": strides, "storage_offset": offset, "dtype": dtype_name,
         "layout": built.layout, "storage_numel": numel_storage, "numel": numel,
-        "contiguous": view.is_contiguous(), "seed": seed, "values": values,
+        "contiguous": view.is_contiguous(), "seed": seed, "values": values, "family": family(dtype_name),
         "specials_at": positions, "conversion": "; ".join(notes) or None,
         "sha256": tensor_sha256(view),
         "stats": _stats(view),
     }
+    if values is not planned:
+        built.metadata["values_from"] = "by_dtype." + (dtype_name if dtype_name in planned["by_dtype"]
+                                                       else family(dtype_name))
+    if dtype_name in ASCEND_CARRIERS:
+        built.metadata["carrier"] = ASCEND_CARRIERS[dtype_name]
     return built
 
 
+def family(dtype_name: str) -> str:
+    return next((f for f, members in FAMILIES.items() if dtype_name in members), "unknown")
+
+
+def effective_values(values: dict | None, dtype_name: str) -> dict:
+    """The value spec that applies to ``dtype_name``: its ``by_dtype`` entry for
+    the dtype, else for the dtype's family, else the spec itself."""
+    values = values or {"kind": "normal"}
+    by = values.get("by_dtype") or {}
+    return by.get(dtype_name) or by.get(family(dtype_name)) or values
+
+
 def _generate(values: dict, n: int, dtype_name: str, gen, notes: list, name: str) -> torch.Tensor:
+    """Values of one storage; float8, complex and Ascend-only dtypes by their
+    own rules, the rest by :func:`_generate_plain`; then ``exclude_zero``."""
+    kind = values.get("kind", "normal")
+    if dtype_name in ASCEND_CARRIERS:
+        carrier = ASCEND_CARRIERS[dtype_name]
+        if kind in ("normal", "uniform"):
+            info = torch.iinfo(DTYPES[carrier])
+            notes.append(f"{dtype_name}: uniformly random raw bit patterns in a {carrier} carrier (no {dtype_name} "
+                         "encoder in the runner; some patterns may be NaN/Inf encodings)")
+            return torch.randint(info.min, info.max + 1, (n,), generator=gen, dtype=torch.int64).to(DTYPES[carrier])
+        notes.append(f"{dtype_name}: values are {carrier} carrier values (raw bits)")
+        x = _generate_plain(values, n, carrier, gen, notes, name)
+    elif dtype_name in FLOAT8:
+        dtype = DTYPES[dtype_name]
+        if kind in ("zeros", "ones", "captured"):
+            x = _generate_plain(values, n, dtype_name, gen, notes, name)
+        else:
+            wide = _generate_plain(values, n, "float32", gen, notes, name)
+            top = torch.finfo(dtype).max
+            clamped = int(((wide > top) | (wide < -top)).sum())
+            notes.append(f"{kind} values generated in float32, clamped to [-{top:g}, {top:g}] ({clamped} clamped) "
+                         f"and rounded to nearest {dtype_name}: every value is representable")
+            x = wide.clamp(-top, top).to(dtype)
+    elif dtype_name in COMPLEX:
+        part = "float64" if dtype_name == "complex128" else "float32"
+        if kind in ("captured", "zeros", "ones"):
+            x = _generate_plain(values, n, dtype_name, gen, notes, name)
+        else:
+            pair = _generate_plain(values, 2 * n, part, gen, notes, name)
+            notes.append(f"{kind} real and imaginary parts drawn independently in {part}")
+            x = torch.view_as_complex(pair.view(n, 2))
+    else:
+        x = _generate_plain(values, n, dtype_name, gen, notes, name)
+    if values.get("exclude_zero") and kind != "captured":
+        zero = x == 0
+        count = int(zero.sum())
+        if count:
+            x = x.masked_fill(zero, 1)
+        notes.append(f"exclude_zero: {count} zeros replaced by 1")
+    return x
+
+
+def _generate_plain(values: dict, n: int, dtype_name: str, gen, notes: list, name: str) -> torch.Tensor:
     kind = values.get("kind", "normal")
     dtype = DTYPES[dtype_name]
     work = torch.float64 if dtype_name == "float64" else torch.float32
@@ -132,10 +206,16 @@ def _generate(values: dict, n: int, dtype_name: str, gen, notes: list, name: str
         low, high = int(values["low"]), int(values["high"])
         if dtype == torch.bool:
             low, high = max(low, 0), min(high, 2)
+        elif not dtype.is_floating_point:
+            # clipped to the dtype's range (and int64's, where randint draws), said so in the metadata
+            info = torch.iinfo(dtype)
+            clip_low, clip_high = max(low, info.min), min(high, info.max + 1, 2**63 - 1)
+            if (clip_low, clip_high) != (low, high) and clip_high > clip_low:
+                notes.append(f"randint range [{low}, {high}) clipped to [{clip_low}, {clip_high}) for {dtype_name}")
+            low, high = clip_low, clip_high
         if high <= low:
             raise InputError(f"input {name!r}: randint range [{values['low']}, {values['high']}) is empty for {dtype_name}")
         ints = torch.randint(low, high, (n,), generator=gen, dtype=torch.int64)
-        _check_range(ints, low, high - 1, dtype_name, name)
         return ints.to(dtype)
     elif kind == "zeros":
         return torch.zeros(n, dtype=dtype)
@@ -253,6 +333,8 @@ def tensor_sha256(t: torch.Tensor) -> str:
 def _stats(view: torch.Tensor) -> dict:
     if view.numel() == 0:
         return {}
+    if view.dtype.is_complex:  # over the real and imaginary parts
+        return _stats(torch.view_as_real(view))
     if view.dtype.is_floating_point:
         x = view if view.dtype == torch.float64 else view.float()
         finite = torch.isfinite(x)
@@ -268,3 +350,104 @@ def _stats(view: torch.Tensor) -> dict:
         return stats
     x = view.to(torch.int64)
     return {"min": int(x.min()), "max": int(x.max()), "sum": int(x.sum())}
+
+
+# --------------------------------------------------------------------------
+# Arguments (issue 8): tensor lists, None, the reference's upcast rule
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class BuiltList:
+    """A Tensor[] input: one BuiltInput per member (named ``x[0]``, ``x[1]``...)."""
+
+    name: str
+    members: list
+
+    @property
+    def metadata(self) -> dict:
+        return {"name": self.name, "kind": "list", "length": len(self.members),
+                "members": [m.metadata for m in self.members]}
+
+
+@dataclass
+class BuiltNone:
+    """An optional Tensor? argument passed as None."""
+
+    name: str
+
+    @property
+    def metadata(self) -> dict:
+        return {"name": self.name, "kind": "none"}
+
+
+def build_case_inputs(case: dict, captured_dir: str | None = None) -> list:
+    """Every input of the case: a BuiltInput, a BuiltList (a ``tensors`` list,
+    each member from its own seed ``input_seed(seed, i, "x[j]")``) or a BuiltNone."""
+    seed = case_seed(case)
+    built = []
+    for i, spec in enumerate(case["inputs"]):
+        name = spec["name"]
+        if spec.get("none"):
+            built.append(BuiltNone(name))
+        elif spec.get("tensors") is not None:
+            members = []
+            for j, member in enumerate(spec["tensors"]):
+                label = f"{name}[{j}]"
+                members.append(build_input(dict(member, name=label), input_seed(seed, i, label), captured_dir))
+            built.append(BuiltList(name, members))
+        else:
+            built.append(build_input(spec, input_seed(seed, i, name), captured_dir))
+    return built
+
+
+def tensors_of(built: list) -> list:
+    """Every BuiltInput, list members included, in argument order."""
+    out = []
+    for b in built:
+        out.extend(b.members if isinstance(b, BuiltList) else [] if isinstance(b, BuiltNone) else [b])
+    return out
+
+
+def map_built(built: list, fn) -> dict:
+    """name -> fn(BuiltInput) for a tensor, [fn(member)...] for a list, None for None."""
+    out = {}
+    for b in built:
+        if isinstance(b, BuiltNone):
+            out[b.name] = None
+        elif isinstance(b, BuiltList):
+            out[b.name] = [fn(m) for m in b.members]
+        else:
+            out[b.name] = fn(b)
+    return out
+
+
+def reference_dtype(dtype_name: str, ref_float: str = "float32") -> str:
+    """The dtype the reference gets an input in: floating (float8 included)
+    below float64 -> ``ref_float``; float64 stays; complex64 -> complex128 when
+    ``ref_float`` is float64, else stays; integers, bool and Ascend-only
+    carriers as they are (never downcast, never reinterpreted)."""
+    if dtype_name in FLOATS[:3] or dtype_name in FLOAT8:
+        return ref_float
+    if dtype_name == "complex64" and ref_float == "float64":
+        return "complex128"
+    return dtype_name
+
+
+def reference_inputs(built: list, ref_float: str) -> tuple[dict, bool]:
+    """The reference's arguments: the same storages, each cast once by
+    :func:`reference_dtype` (recorded as ``reference_dtype`` in the input's
+    metadata) and viewed with the same strides and offset; and whether any
+    input was upcast."""
+    upcast = False
+
+    def one(b: BuiltInput) -> torch.Tensor:
+        nonlocal upcast
+        target = reference_dtype(b.dtype, ref_float)
+        b.metadata["reference_dtype"] = target
+        if target != b.dtype:
+            upcast = upcast or b.storage.dtype != DTYPES[target]
+            return b.view(b.storage.to(DTYPES[target], copy=True))
+        return b.view(b.storage.clone())
+
+    return map_built(built, one), upcast

@@ -1,0 +1,38 @@
+"""Seed the global random generators with the case seed (issue 8).
+
+Random operators (dropout, rrelu, anything calling torch.rand without a
+generator) draw from the global generators.  The runner seeds them with the
+case seed right before the candidate and again right before the reference,
+so a candidate and reference that draw alike (same device kind, same call
+order) draw the same numbers.  Seeded: torch (CPU and every CUDA device, via
+torch.manual_seed), torch.npu when present, Python's ``random``, and numpy's
+global generator when numpy is installed.  Device and CPU generators are
+different algorithms: an NPU dropout does not draw what a CPU dropout does
+(see ``nondeterministic`` in references/operators.md).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import sys
+
+import torch
+
+
+def seed_everything(seed: int) -> list[str]:
+    """Seed every global generator with ``seed``; the names of those seeded."""
+    seeded = ["torch", "random"]
+    torch.manual_seed(seed)
+    random.seed(seed)
+    npu = getattr(torch, "npu", None)
+    if npu is not None and hasattr(npu, "manual_seed_all"):
+        npu.manual_seed_all(seed)
+        seeded.append("torch.npu")
+    numpy = sys.modules.get("numpy")
+    if numpy is None and importlib.util.find_spec("numpy") is not None:
+        import numpy  # noqa: F811 - only when installed
+    if numpy is not None:
+        numpy.random.seed(seed % 2**32)
+        seeded.append("numpy")
+    return seeded
