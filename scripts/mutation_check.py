@@ -243,8 +243,13 @@ def summary_line(out: str) -> str:
     return lines[-1] if lines else "no pytest summary"
 
 
+def failed_nodes(out: str) -> list[str]:
+    """The node ids pytest -rfE lists as FAILED or ERROR."""
+    return [ln.split()[1] for ln in out.splitlines() if ln.startswith(("FAILED ", "ERROR "))]
+
+
 def failed_tests(out: str) -> list[str]:
-    return [ln.split()[1].split("::", 1)[-1] for ln in out.splitlines() if ln.startswith(("FAILED ", "ERROR "))]
+    return [node.split("::", 1)[-1] for node in failed_nodes(out)]
 
 
 def run_mutation(m: Mutation, base: Path) -> Outcome:
@@ -281,6 +286,16 @@ def baseline(mutations, base: Path) -> tuple[bool, str]:
             return False, why
         tests = list(dict.fromkeys(t for m in mutations for t in m.tests))
         rc, out = pytest_in(copy, tests, stop_first=False)
+        failed = failed_nodes(out)
+        if rc == 1 and failed:
+            # a timing-sensitive test can miss its bound on a loaded machine: the failed ones get
+            # one more run, and the baseline holds only if they pass there (said in the output)
+            rc2, out2 = pytest_in(copy, failed, stop_first=False)
+            if rc2 == 0:
+                return True, (f"{summary_line(out)}; the failed {failed_tests(out)} passed on a second run "
+                              f"({summary_line(out2)})")
+            out = out2
+            rc = rc2
         return rc == 0, summary_line(out) if rc == 0 else f"pytest exit {rc}: {summary_line(out)}\n{out[-3000:]}"
     finally:
         shutil.rmtree(copy, ignore_errors=True)
