@@ -238,6 +238,12 @@ def pytest_in(copy: Path, tests, *, stop_first: bool) -> tuple[int, str]:
     return proc.returncode, proc.stdout + proc.stderr
 
 
+def first_error(out: str) -> str:
+    """The first assertion/exception line of the failures (which check caught it)."""
+    line = next((ln[1:].strip() for ln in out.splitlines() if ln.startswith("E ") and ln[1:].strip()), "")
+    return line[:160]
+
+
 def summary_line(out: str) -> str:
     lines = [ln.strip("= ") for ln in out.splitlines() if re.search(r"\d+ (passed|failed|error)", ln)]
     return lines[-1] if lines else "no pytest summary"
@@ -268,7 +274,8 @@ def run_mutation(m: Mutation, base: Path) -> Outcome:
         failed = failed_tests(out)
         if rc == 1 and failed:
             shown = ", ".join(failed[:4]) + (f" (+{len(failed) - 4})" if len(failed) > 4 else "")
-            return Outcome(m, "caught", f"{summary_line(out)}; failed: {shown}", time.monotonic() - t0)
+            return Outcome(m, "caught", f"{summary_line(out)}; failed: {shown}; first error: {first_error(out)}",
+                           time.monotonic() - t0)
         if rc == 0:
             return Outcome(m, "NOT CAUGHT", summary_line(out), time.monotonic() - t0)
         return Outcome(m, "ERROR", f"pytest exit {rc}: {summary_line(out)}\n{out[-1500:]}", time.monotonic() - t0)
