@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from .errors import ToolError
 from .evidence import ANALYSIS, REPORT, REPRODUCTION, RunStore
+from .integration_diff import integration_diff  # captured calls vs planned cases (issue 14)
 from .plan_cases import apply_variation, axes_difference, case_axes, case_content, distance_axes
 from .report import render_report, render_reproduction
 from .schemas import (
@@ -442,6 +443,8 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
         failure_axes=axes,
         integration_hint=hint,
         next_cases=next_cases(cases, results, missing, axes),
+        # the model's captured calls vs the planned cases (issue 14): self-contained, pure
+        integration_diff=integration_diff(cases, results),
         analyzed_at=now_utc(),
     )
 

@@ -471,6 +471,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_capture_module(args: argparse.Namespace) -> int:
+    """Print the standalone capture module, or write it as DIR/opdebug_capture.py."""
+    from .capture import module_source
+
+    source = module_source()
+    if not args.out:
+        sys.stdout.write(source)
+        return 0
+    target = Path(args.out).expanduser() / "opdebug_capture.py"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(source, encoding="utf-8")
+    print(str(target))
+    return 0
+
+
 # ---------------------------------------------------------------------------
 # Parser and entry point
 # ---------------------------------------------------------------------------
@@ -539,6 +554,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="plan, run (local), and analyze the built-in example with a planted bug")
     p.add_argument("--root", help="evidence root")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("capture-module", help="print (or write to --out DIR) opdebug_capture.py, the standalone "
+                       "module (stdlib + torch) that records a model's real operator calls")
+    p.add_argument("--out", metavar="DIR", help="write DIR/opdebug_capture.py instead of printing it")
+    p.set_defaults(func=cmd_capture_module)
     return parser
 
 

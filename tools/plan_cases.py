@@ -297,6 +297,7 @@ def apply_variation(base: Case, var: StarVariation, value: Any) -> dict:
     """The base case (as a JSON dict, id unchanged) with one axis set to
     ``value``.  Raises ValueError for a variation that does not fit."""
     doc = copy.deepcopy(base.model_dump(mode="json", exclude_none=False))
+    doc.pop("origin", None)  # a variation of a captured call is a planned case, not the model's call
     if var.axis in ("mode", "attribute") and (var.input is not None or var.member is not None):
         raise ValueError(f"'input' and 'member' do not apply to axis {var.axis!r}")
     if var.axis == "mode":
@@ -346,7 +347,7 @@ def _derived_id(base: Case, var: StarVariation, value: Any) -> str:
 
 def case_content(doc: dict) -> str:
     """A case's content as canonical JSON, without its id and description."""
-    body = {k: v for k, v in doc.items() if k not in ("id", "description")}
+    body = {k: v for k, v in doc.items() if k not in ("id", "description", "origin")}
     return json.dumps(body, sort_keys=True)
 
 
@@ -543,6 +544,12 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
             new_cases.extend(expand_star(star))
         except ToolError as exc:
             raise ToolError(f"stars[{i}]: {exc.message}", code=exc.code) from None
+    captured_paths = dict(req.captured_files)
+    if req.captures:  # the model's real calls (tools/capture_plan.py), checked before anything is planned
+        from .capture_plan import plan_from_captures
+        from_captures = plan_from_captures(req.captures, root)
+        new_cases.extend(from_captures.cases)
+        captured_paths.update({name: str(path) for name, path in from_captures.files.items()})
     if not new_cases:
         raise ToolError("the request plans no case: every star variation value gives back its base case and "
                         "include_base is false; give values that differ from the base (or include the base)",
@@ -570,7 +577,7 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
                             f"never replaced - give the new cases new ids{hint}", code="duplicate_case")
         _check_call_order(config, new_cases)
         modules = _modules_to_store(store, config, req.module_sources)
-        captured = _captured_to_store(store, req.captured_files, new_cases)
+        captured = _captured_to_store(store, captured_paths, new_cases)
         store.append_cases(new_cases)
         created = False
     else:
@@ -581,7 +588,7 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
             raise ToolError(f"run {store.run_id!r} already exists at {store.dir}; a run is never overwritten - "
                             "choose another run_id or append cases to it (append=true)", code="run_exists")
         modules = _modules_to_store(store, config, req.module_sources)
-        captured = _captured_to_store(store, req.captured_files, new_cases)
+        captured = _captured_to_store(store, captured_paths, new_cases)
         store.create(config, new_cases)
         created = True
     for name, source in modules.items():

@@ -113,6 +113,7 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
         out += ["None suggested.", ""]
     if analysis.integration_hint:
         out += ["## Integration boundary", "", one_line(analysis.integration_hint), ""]
+    out += integration_diff_section(analysis)
     out += ["## Every case", ""]
     by_failure = {f.case_id: f for f in [*analysis.failures, *analysis.unsupported]}
     for case in cases:
@@ -183,3 +184,29 @@ def render_reproduction(analysis: Analysis, config: OperatorConfig, cases: list[
             out += [f"Raw evidence: `{run_dir}/{raw}`", ""]
     out += ["## Re-analyze", "", "```sh", f"opdebug analyze {where}", "```", ""]
     return "\n".join(out)
+
+
+def integration_diff_section(analysis: Analysis) -> list[str]:
+    """The captured call vs the planned cases (issue 14): one row per boundary
+    feature with the bridging case that crosses it; empty when there is none."""
+    if not analysis.integration_diff:
+        return []
+    out = ["## Captured calls vs planned cases", "",
+           "What the failing case has that no passing case of the other kind has; each bridge changes one axis "
+           "of the closest passing case (append it with plan_cases `append: true`, `stars: [star]`).", ""]
+    rows = []
+    for diff in analysis.integration_diff:
+        bridges = {}
+        for b in diff.bridges:
+            bridges.setdefault(b.axis, []).append(json.dumps(b.star["vary"][0], sort_keys=True))
+        for feat in diff.features:
+            rows.append([f"`{diff.failing_case}`", diff.direction, feat.axis, feat.value,
+                         ", ".join(feat.passing_values) or "-", f"`{diff.closest_passing}`" if diff.closest_passing
+                         else "-", "; ".join(bridges.get(feat.axis, [])) or "-"])
+        if not diff.features:
+            rows.append([f"`{diff.failing_case}`", diff.direction, "(none)", "-", "-",
+                         f"`{diff.closest_passing}`" if diff.closest_passing else "-",
+                         "no axis differs: compare values (star around the captured call)"])
+    out += [table(["failing case", "direction", "axis", "its value", "passing values", "closest passing",
+                   "bridge (vary)"], rows), ""]
+    return out

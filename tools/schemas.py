@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, Union
 
 from typing_extensions import TypeAliasType
 
+from pydantic.json_schema import SkipJsonSchema
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -295,6 +296,62 @@ def contiguous_strides(shape: list[int]) -> list[int]:
     return list(reversed(strides))
 
 
+# --------------------------------------------------------------------------
+# Captures: a case planned from a model's real call (issue 14)
+# --------------------------------------------------------------------------
+
+
+class CaseOrigin(Strict):
+    """Where a case came from when it was planned from a capture or a dump."""
+
+    kind: Literal["captured_call", "accuracy_dump", "capture_star"] = Field(
+        description="captured_call/accuracy_dump: the model's real call; capture_star: a one-axis variation around it")
+    source: Annotated[str, Field(max_length=4096)] = Field(description="the capture directory or dump.json it came from")
+    call: Annotated[str, Field(max_length=512)] = Field(description="the call id in the capture index (stage#N) or the dump's API name")
+    target: Annotated[str, Field(max_length=512)] | None = Field(None, description="the operator the model called, as recorded")
+    exact: bool = Field(description="true when every tensor input replays the recorded values exactly")
+    stats: dict[str, dict[str, Union[float, int, str, None]]] = Field(
+        default_factory=dict, description="per input, the recorded value statistics (numel, nan, inf, min, max, mean, absmax)")
+    stack: list[Annotated[str, Field(max_length=1000)]] = Field(
+        default_factory=list, max_length=16, description="the innermost source frames of the recorded call")
+
+
+def _at_most_16(value: list) -> list:
+    if len(value) > 16:
+        raise ValueError("at most 16 captures per request")
+    return value
+
+
+def _compact_schema(schema: dict) -> None:
+    """Drop the generated titles (the published schema stays small)."""
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+
+
+def _capture_dir(value: str) -> str:
+    if not 1 <= len(value) <= 4096:
+        raise ValueError("must be a path of 1-4096 characters")
+    return value
+
+
+def _capture_calls(value: list[str]) -> list[str]:
+    if len(value) > 256 or any(not 1 <= len(c) <= 512 for c in value):
+        raise ValueError("at most 256 call ids of 1-512 characters")
+    return value
+
+
+class CaptureSelection(Strict):
+    # A capture dir or accuracy-checker dump (references/captures.md); server paths, in the workspace.
+    # validated by the AfterValidators; the published schema stays small (titles and limits left out)
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_compact_schema)
+
+    dir: Annotated[str, AfterValidator(_capture_dir)] = Field(description="capture dir or dump.json")
+    calls: Annotated[list[str], AfterValidator(_capture_calls)] = Field(
+        default_factory=list, description="call ids; omit: all")
+    star: bool = Field(False, description="one-axis variations too")
+
+
 class DtypeArg(Strict):
     """A torch dtype argument, passed as torch.<value> (torch_npu.<value> for Ascend-only dtypes)."""
 
@@ -313,6 +370,8 @@ class Case(Strict):
     seed: Annotated[int, Field(ge=0, lt=2**63)] | None = None
     timeout_s: Annotated[float, Field(gt=0, le=3600)] | None = None
     description: Annotated[str, Field(max_length=2000)] | None = None
+    # set by plan_cases for a case planned from 'captures' (not published in the input schema: agents never write it)
+    origin: SkipJsonSchema[CaseOrigin | None] = None
 
     @field_validator("attributes")
     @classmethod
@@ -541,6 +600,33 @@ class NextCase(Strict):
     change: dict[str, Any]
 
 
+class BoundaryFeature(Strict):
+    """One thing a failing captured call has that no passing planned case has."""
+
+    axis: str = Field(description="e.g. x.dtype, x.strides_class, x.offset, x.layout, x.values_class, dtypes_mixed, attr.eps")
+    value: str = Field(description="the captured call's value on that axis")
+    passing_values: list[str] = Field(default_factory=list, description="the values the passing planned cases have there")
+
+
+class BridgeCase(Strict):
+    """A planned case between a passing planned case and the failing captured call (one axis)."""
+
+    axis: str = Field(description="the boundary axis this case crosses")
+    base_case: str = Field(description="the passing planned case it starts from")
+    star: dict[str, Any] = Field(description="a StarSpec (include_base false) ready for plan_cases append=true 'stars'")
+
+
+class IntegrationDiff(Strict):
+    """Captured calls vs planned cases at the integration boundary."""
+
+    direction: Literal["captured_fails", "planned_fails"] = Field(
+        description="captured_fails: captured calls fail and planned cases pass; planned_fails: the reverse")
+    failing_case: str = Field(description="the failing case the features belong to")
+    closest_passing: str | None = Field(None, description="the passing case of the other kind closest to it")
+    features: list[BoundaryFeature] = Field(description="what the failing case has that no passing case of the other kind has")
+    bridges: list[BridgeCase] = Field(default_factory=list, description="planned cases that cross one feature each")
+
+
 class Analysis(Strict):
     schema_version: Literal[1] = 1
     run_id: str
@@ -556,6 +642,8 @@ class Analysis(Strict):
     failure_axes: list[FailureAxis]
     integration_hint: str | None = None
     next_cases: list[NextCase] = Field(default_factory=list)
+    integration_diff: list[IntegrationDiff] = Field(
+        default_factory=list, description="captured calls vs planned cases: what differs at the integration boundary")
     analyzed_at: datetime
 
 
@@ -634,6 +722,8 @@ class PlanRequest(Strict):
     # artifacts/captured/NAME and shipped with the run; an input whose
     # values are {"kind": "captured", "captured": NAME} replays it exactly.
     captured_files: dict[Slug, Annotated[str, Field(min_length=1, max_length=4096)]] = Field(default_factory=dict)
+    captures: Annotated[list[CaptureSelection], AfterValidator(_at_most_16)] = Field(
+        default_factory=list, description="calls to replay")
 
     @model_validator(mode="after")
     def _shape(self) -> "PlanRequest":
@@ -644,8 +734,8 @@ class PlanRequest(Strict):
             raise ValueError("a new run needs 'config' (set append=true to add cases to an existing run)")
         if self.config is not None and self.run_id is not None and self.run_id != self.config.run_id:
             raise ValueError(f"'run_id' {self.run_id!r} differs from config.run_id {self.config.run_id!r}")
-        if not self.cases and not self.stars:
-            raise ValueError("give at least one case in 'cases' or one star in 'stars'")
+        if not self.cases and not self.stars and not self.captures:
+            raise ValueError("give at least one case in 'cases', one star in 'stars' or one capture in 'captures'")
         if self.config is not None and not self.append:
             missing = [m for m in self.config.operator.modules if m not in self.module_sources]
             if missing:

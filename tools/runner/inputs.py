@@ -260,16 +260,31 @@ def _check_range(ints, low: int, high: int, dtype_name: str, name: str) -> None:
 
 
 def _fill_captured(view: torch.Tensor, values: dict, captured_dir: str | None, name: str) -> None:
+    """Fill the view from a captured file: a tensor (torch.save, or .npy read
+    without pickle) copied into the view, or an opdebug_capture region
+    ({"region", "shape", "strides", "storage_offset"}): with the case's
+    strides and offset equal to the recorded ones the storage region is
+    rebuilt exactly (values between the view's elements too), else the
+    recorded view's logical values are copied (same shape)."""
     if not captured_dir:
         raise InputError(f"input {name!r}: values kind 'captured' but the run has no captured directory")
     path = os.path.join(captured_dir, values["captured"])
     if os.path.dirname(os.path.realpath(path)) != os.path.realpath(captured_dir):
         raise InputError(f"input {name!r}: captured file {values['captured']!r} is outside the captured directory")
     try:
-        tensor = torch.load(path, map_location="cpu", weights_only=True)
+        with open(path, "rb") as fh:
+            npy = fh.read(6) == b"\x93NUMPY"
+        loaded = _load_npy(path) if npy else torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - reported as a harness error
         raise InputError(f"input {name!r}: cannot load captured tensor {values['captured']!r}: {exc}") from exc
-    if not isinstance(tensor, torch.Tensor):
+    region = None
+    if isinstance(loaded, dict) and isinstance(loaded.get("region"), torch.Tensor):
+        region = loaded["region"]
+        rec = ([int(s) for s in loaded["shape"]], [int(s) for s in loaded["strides"]], int(loaded["storage_offset"]))
+        tensor = region.as_strided(rec[0], rec[1], 0)
+    elif isinstance(loaded, torch.Tensor):
+        tensor = loaded
+    else:
         raise InputError(f"input {name!r}: captured file {values['captured']!r} does not hold one tensor")
     if list(tensor.shape) != list(view.shape):
         raise InputError(f"input {name!r}: captured tensor has shape {list(tensor.shape)}, the case says "
@@ -277,7 +292,36 @@ def _fill_captured(view: torch.Tensor, values: dict, captured_dir: str | None, n
     if tensor.dtype != view.dtype:
         raise InputError(f"input {name!r}: captured tensor is {str(tensor.dtype).replace('torch.', '')}, the case "
                          f"says {str(view.dtype).replace('torch.', '')} (refusing to cast silently)")
-    view.copy_(tensor)
+    if region is not None and (list(view.stride()), view.storage_offset()) == (rec[1], rec[2]):
+        view.as_strided((region.numel(),), (1,), view.storage_offset()).copy_(region)
+    else:
+        view.copy_(tensor)
+
+
+_NPY_DTYPES = {"<f2": torch.float16, "<f4": torch.float32, "<f8": torch.float64, "|i1": torch.int8,
+               "|u1": torch.uint8, "<i2": torch.int16, "<i4": torch.int32, "<i8": torch.int64, "|b1": torch.bool}
+
+
+def _load_npy(path: str) -> torch.Tensor:
+    """A .npy file as a tensor, never through pickle (object arrays refused)."""
+    import ast
+
+    with open(path, "rb") as fh:
+        magic = fh.read(8)
+        hlen = int.from_bytes(fh.read(2 if magic[6] == 1 else 4), "little")
+        header = ast.literal_eval(fh.read(hlen).decode("latin1"))
+        data = fh.read()
+    descr, shape = header["descr"], [int(s) for s in header["shape"]]
+    if descr not in _NPY_DTYPES:
+        raise ValueError(f".npy dtype {descr!r} is not plain tensor data")
+    dtype = _NPY_DTYPES[descr]
+    numel = math.prod(shape)
+    flat = torch.frombuffer(bytearray(data), dtype=dtype) if numel else torch.empty(0, dtype=dtype)
+    if flat.numel() != numel:
+        raise ValueError(f".npy holds {flat.numel()} elements, its shape {shape} needs {numel}")
+    if header.get("fortran_order"):
+        return flat.reshape(list(reversed(shape))).permute(*reversed(range(len(shape)))).contiguous()
+    return flat.reshape(shape)
 
 
 def special_value(kind: str, dtype: torch.dtype) -> float:
