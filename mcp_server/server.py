@@ -160,8 +160,8 @@ def _as_tool_errors(body: Callable[..., Awaitable[Any]]) -> Callable[..., Awaita
             return await body(ctx, **fields)
         except MCPToolError:
             raise
-        except ToolError as exc:
-            raise MCPToolError(str(exc)) from exc
+        except ToolError as exc:  # its details follow as a JSON line: structured data for the agent
+            raise MCPToolError(exc.with_details()) from exc
         except ValidationError as exc:
             raise MCPToolError(f"[validation_error] {format_validation_error(exc)}") from exc
         except Exception as exc:  # a bug or an environment failure: say what it was, keep serving

@@ -89,13 +89,22 @@ def _event(proc: subprocess.Popen) -> dict:
     return json.loads(line)
 
 
+def _hello(proc: subprocess.Popen) -> dict:
+    """The hello answer (after the `preparing` event of a worker still starting)."""
+    while True:
+        event = _event(proc)
+        if event["event"] != "preparing":
+            return event
+        assert event["phase"] == "worker_start" and event["budget_s"] > 0
+
+
 def test_closing_stdin_mid_case_kills_worker_and_supervisor(tmp_path: Path) -> None:
     modules = _modules(tmp_path, "pid_then_spin.py", "int8_reject.py")
     pid_file = tmp_path / "spinning.pid"
     proc = _start_supervisor(tmp_path)
     try:
         _ask(proc, {"op": "hello"})
-        hello = _event(proc)
+        hello = _hello(proc)
         assert hello["event"] == "hello" and hello["protocol"] == 1 and hello["torch"]
         worker = hello["worker_pid"]
         # a candidate exception; the health check before the next case keeps the same warm worker
@@ -124,7 +133,7 @@ def test_a_killed_supervisor_takes_its_worker_along(tmp_path: Path) -> None:
     proc = _start_supervisor(tmp_path)
     try:
         _ask(proc, {"op": "hello"})
-        worker = _event(proc)["worker_pid"]
+        worker = _hello(proc)["worker_pid"]
         assert alive(worker)
         proc.kill()  # SIGKILL: no chance to clean up; the worker's parent-death signal does it
         proc.wait(timeout=10)

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .describe import describe_comparison
 from .errors import ToolError
 from .evidence import ANALYSIS, REPORT, REPRODUCTION, RunStore
 from .integration_diff import integration_diff  # captured calls vs planned cases (issue 14)
@@ -53,10 +54,6 @@ SOURCE_QUOTE_CHARS = 600
 # --------------------------------------------------------------------------
 
 
-def _num(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.4g}"
-
-
 def worst_comparison(result: CaseResult) -> Comparison | None:
     failed = [c for c in result.comparisons if not c.passed]
     if not failed:
@@ -69,22 +66,7 @@ def mismatch_reason(result: CaseResult) -> str:
     if worst is None:
         return "no failed comparison recorded"
     failed = [c.output for c in result.comparisons if not c.passed]
-    head = f"output {worst.output!r}"
-    if worst.contract_mismatch:
-        text = f"{head}: contract mismatch: {worst.contract_mismatch}"
-    else:
-        metrics = [f"{name}={_num(getattr(worst, name))}" for name in ("max_abs", "max_rel", "max_ulp")
-                   if getattr(worst, name) is not None]
-        if worst.atol is not None or worst.rtol is not None:
-            metrics.append(f"(atol {_num(worst.atol)}, rtol {_num(worst.rtol)})")
-        text = f"{head}: " + (" ".join(metrics) or "comparison failed")
-        if worst.numel:
-            text += f", {worst.mismatch_ratio:.2%} outside tolerance ({worst.mismatch_count}/{worst.numel})"
-        if worst.worst_index is not None:
-            text += (f", worst at {worst.worst_index}: candidate {worst.worst_candidate} "
-                     f"vs reference {worst.worst_reference}")
-        if worst.nan_mismatch or worst.inf_mismatch:
-            text += f", nan/inf pattern mismatches {worst.nan_mismatch}/{worst.inf_mismatch}"
+    text = describe_comparison(worst)
     if len(failed) > 1:
         text += f"; failed outputs: {failed}"
     return text

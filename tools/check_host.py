@@ -33,33 +33,33 @@ MIN_FREE_BYTES = 1 << 30
 
 
 class EnvScriptCheck(Strict):
-    path: str
-    exit_status: int | None
-    sourced: bool
+    path: str = Field(description="script")
+    exit_status: int | None = Field(description="its exit status")
+    sourced: bool = Field(description="it sourced cleanly")
 
 
 class HostCheck(Strict):
-    host: str
-    transport: str
-    address: str | None = None
-    ok: bool
-    python: str | None = None
-    python_executable: str | None = None
-    torch: str | None = None
-    torch_npu: str | None = None
-    cann: str | None = None
-    cann_home: str | None = None
-    device_kind: str
-    devices: list[int]
-    device_count: int | None = None
-    visibility: dict[str, str] = Field(default_factory=dict)
-    work_dir: str
-    work_dir_writable: bool | None = None
-    free_disk_bytes: Annotated[int, Field(ge=0)] | None = None
-    env_scripts: list[EnvScriptCheck] = Field(default_factory=list)
-    missing: list[str] = Field(default_factory=list)
-    errors: list[str] = Field(default_factory=list)
-    elapsed_s: float
+    host: str = Field(description="inventory name")
+    transport: str = Field(description="local or ssh")
+    address: str | None = Field(None, description="host:port")
+    ok: bool = Field(description="can run cases")
+    python: str | None = Field(None, description="version")
+    python_executable: str | None = Field(None, description="path")
+    torch: str | None = Field(None, description="version")
+    torch_npu: str | None = Field(None, description="version")
+    cann: str | None = Field(None, description="version")
+    cann_home: str | None = Field(None, description="install path")
+    device_kind: str = Field(description="cpu, cuda or npu")
+    devices: list[int] = Field(description="devices the slots use")
+    device_count: int | None = Field(None, description="devices torch sees")
+    visibility: dict[str, str] = Field(default_factory=dict, description="device visibility variables")
+    work_dir: str = Field(description="remote work directory")
+    work_dir_writable: bool | None = Field(None, description="writable")
+    free_disk_bytes: Annotated[int, Field(ge=0)] | None = Field(None, description="free space there")
+    env_scripts: list[EnvScriptCheck] = Field(default_factory=list, description="each environment script")
+    missing: list[str] = Field(default_factory=list, description="what is missing, by name")
+    errors: list[str] = Field(default_factory=list, description="probe errors")
+    elapsed_s: float = Field(description="probe time")
 
 
 def probe_command(host: HostConfig, marker: str = "") -> str:

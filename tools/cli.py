@@ -356,14 +356,9 @@ def _result_detail(result: Any) -> str:
         return result.error.signature + rule
     failed = [c for c in result.comparisons if not c.passed]
     if failed:
-        c = failed[0]
-        parts = [c.output]
-        if c.contract_mismatch:
-            parts.append(c.contract_mismatch)
-        if c.max_abs is not None:
-            parts.append(f"max_abs={c.max_abs:.3g}")
-        parts.append(f"mismatch={c.mismatch_ratio:.1%}")
-        return " ".join(parts)
+        from .describe import describe_comparison
+
+        return describe_comparison(failed[0], brief=True)
     worst = max((c.max_abs for c in result.comparisons if c.max_abs is not None), default=None)
     return f"max_abs={worst:.3g}" if worst is not None else ""
 
@@ -567,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except ToolError as exc:
-        _error(f"opdebug {args.command}: error: {exc}")
+        _error(f"opdebug {args.command}: error: {exc.with_details()}")
         return EXIT_USER_ERROR
     except ValidationError as exc:
         _error(f"opdebug {args.command}: error: [validation_error] {format_validation_error(exc)}")

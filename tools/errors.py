@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from pydantic import ValidationError
 
 from .schemas import format_validation_error
@@ -24,3 +26,16 @@ class ToolError(Exception):
 
     def __str__(self) -> str:
         return f"[{self.code}] {self.message}"
+
+    def details_line(self) -> str:
+        """The details as one JSON line, ``{"details": {...}}`` ('' when there are none):
+        appended to the error text by the MCP server and the CLI, so they reach the
+        caller as structured data."""
+        if not self.details:
+            return ""
+        return json.dumps({"details": self.details}, default=str, sort_keys=True)
+
+    def with_details(self) -> str:
+        """``str(self)``, then the details line when there are details."""
+        line = self.details_line()
+        return f"{self}\n{line}" if line else str(self)

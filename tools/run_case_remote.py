@@ -15,18 +15,22 @@ import asyncio
 import json
 from typing import Awaitable, Callable
 
+from .describe import describe_comparison
 from .errors import ToolError
 from .evidence import ARTIFACTS_DIR, RESULTS, RunStore, read_json
+from .protocol import HARNESS_WHERE_TEXT, WORKER_RESTART_LIMIT, CaseDone, MalformedEnvelope, parse_case_done
 from .record_result import record_result
 from .remote import pool
+from .remote.errors import WorkerCannotStart
 from .remote.inventory import as_inventory
 from .schemas import CaseOutcome, RunResponse
 
 Progress = Callable[[int, int, CaseOutcome], Awaitable[None]]
 
 
-def acquire_slots(hosts: list[str] | None, inventory=None) -> list[pool.SlotSpec]:
-    """The slots the chosen hosts lend (inventory names only; default ``local``)."""
+def list_slot_specs(hosts: list[str] | None, inventory=None) -> list[pool.SlotSpec]:
+    """The slot specs (host, device) the chosen hosts lend - nothing is started or
+    acquired here (inventory names only; default ``local``)."""
     return pool.slot_specs(as_inventory(inventory).resolve(hosts))
 
 
@@ -48,7 +52,7 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
     else:
         refused = []
         todo = [c for c in cases if c not in recorded]
-    specs = acquire_slots(hosts, inventory)
+    specs = list_slot_specs(hosts, inventory)
     host_names = list(dict.fromkeys(s.host.name for s in specs))
     if not todo:
         return RunResponse(run_id=store.run_id, hosts=host_names, outcomes=[], recorded=[],
@@ -80,6 +84,9 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
             refused.append(case_id)
             return
         await report(outcome)
+        gave_up = _worker_gave_up(event)
+        if gave_up is not None:  # the slot is retired; the cases left wait for another slot or stay pending
+            raise WorkerCannotStart(gave_up)
 
     queue_report = await pool.run_queue(specs, todo, run, run_one)
     for case_id, why in queue_report.lost.items():
@@ -124,28 +131,39 @@ def _recorded_ids(store: RunStore) -> set[str]:
     return set(read_json(store.path(RESULTS))["results"])
 
 
+def _worker_gave_up(event: dict) -> str | None:
+    """The supervisor's message when it stopped starting workers (its restart bound), else None."""
+    try:
+        err = parse_case_done(event).harness_error
+    except MalformedEnvelope:
+        return None
+    return err.message if err is not None and err.type == WORKER_RESTART_LIMIT else None
+
+
 def _record_event(store: RunStore, root, host: str, device: str, case_id: str, event: dict) -> CaseOutcome | None:
     """Record one supervisor answer (in a thread: file locks and fsyncs); None when
-    another call recorded the case first."""
-    if event.get("outcome") != "result":
-        err = event.get("harness_error") or {}
-        where = err.get("where", "harness")
-        what = {"reference": "the reference failed", "inputs": "the inputs could not be built",
-                "resolve": "the candidate/reference could not be loaded",
-                "worker_start": "the worker could not start"}.get(where, "the harness failed")
-        return _pending(case_id, f"{what} ({err.get('type', 'Error')}: {err.get('message', '')}); "
+    another call recorded the case first.  The answer is validated as a CaseDone
+    first: a malformed one records nothing and says what is wrong with it."""
+    try:
+        done: CaseDone = parse_case_done(event)
+    except MalformedEnvelope as exc:
+        return _pending(case_id, f"{exc}; nothing recorded, the case stays pending", host=host, device=device)
+    if done.outcome != "result":
+        err = done.harness_error
+        assert err is not None  # CaseDone's validator
+        return _pending(case_id, f"{HARNESS_WHERE_TEXT[err.where]} ({err.type}: {err.message}); "
                                  "nothing recorded, the case stays pending", host=host, device=device)
-    result = dict(event["result"])
+    result = dict(done.result or {})
     result["source"] = {"kind": "run_case_remote", "tool": "run_case_remote", "host": host, "device": device}
     raw_files = {
         "worker-result.json": json.dumps(event, indent=2) + "\n",
-        "stdout.txt": event.get("stdout") or "",
-        "stderr.txt": event.get("stderr") or "",
-        "traceback.txt": event.get("traceback") or "",
+        "stdout.txt": done.stdout,
+        "stderr.txt": done.stderr,
+        "traceback.txt": done.traceback,
     }
     try:
         response = record_result(store.run_id, result, root=root, raw_files=raw_files,
-                                 input_metadata=event.get("input_metadata"), source_kind="run_case_remote")
+                                 input_metadata=done.input_metadata, source_kind="run_case_remote")
     except ToolError as exc:
         if exc.code == "already_recorded":
             return None
@@ -163,10 +181,8 @@ def _outcome(case_id: str, result: dict, host: str, device: str, raw_path: str) 
     if status == "passed":
         summary = f"passed ({len(comparisons)} output(s); max_abs={_fmt(max_abs)})"
     elif status == "numerical_mismatch":
-        contract = [f"{c['output']}: {c['contract_mismatch']}" for c in comparisons if c.get("contract_mismatch")]
-        summary = ("contract mismatch - " + "; ".join(contract)) if contract else \
-            (f"numerical mismatch on {failed}: max_abs={_fmt(max_abs)}, mismatch_ratio={_fmt(ratio)}"
-             + _nan_note(comparisons))
+        summary = "numerical mismatch - " + "; ".join(describe_comparison(c, brief=True)
+                                                      for c in comparisons if not c.get("passed"))
     elif status == "crash":
         summary = f"crash: {error.get('signature')}"
     else:
@@ -175,12 +191,6 @@ def _outcome(case_id: str, result: dict, host: str, device: str, raw_path: str) 
     return CaseOutcome(case_id=case_id, state=status, recorded=True, host=host, device=device, summary=summary[:1000],
                        failed_outputs=failed, max_abs=max_abs, mismatch_ratio=ratio,
                        signature=error.get("signature"), matched_rule=error.get("matched_rule"), raw_path=raw_path)
-
-
-def _nan_note(comparisons: list[dict]) -> str:
-    nan = sum(c.get("nan_mismatch") or 0 for c in comparisons)
-    inf = sum(c.get("inf_mismatch") or 0 for c in comparisons)
-    return (f", NaN pattern mismatches={nan}" if nan else "") + (f", Inf pattern mismatches={inf}" if inf else "")
 
 
 def _fmt(x) -> str:

@@ -151,10 +151,9 @@ class SpecialValues(Strict):
     """Special values injected into a generated tensor (after generation)."""
 
     value: SpecialKind
-    # Explicit multi-indices into the logical tensor, or `count` random
-    # positions chosen from the case seed.
-    positions: list[list[Annotated[int, Field(ge=0)]]] | None = None
-    count: Annotated[int, Field(ge=1)] | None = None
+    positions: list[list[Annotated[int, Field(ge=0)]]] | None = Field(
+        None, description="multi-indices")
+    count: Annotated[int, Field(ge=1)] | None = Field(None, description="or: N seeded random positions")
 
     @model_validator(mode="after")
     def _one_way(self) -> "SpecialValues":
@@ -164,7 +163,8 @@ class SpecialValues(Strict):
 
 
 class ValueSpec(Strict):
-    """How the values of an input are made, on CPU, from the case seed."""
+    """How the values of an input are made, on CPU, from the case seed.
+    mean/std: normal; low/high: uniform, randint; fill: full."""
 
     kind: Literal["normal", "uniform", "randint", "zeros", "ones", "full", "arange", "captured"] = "normal"
     mean: FiniteFloat = 0.0
@@ -172,9 +172,8 @@ class ValueSpec(Strict):
     low: FiniteFloat | None = None
     high: FiniteFloat | None = None
     fill: FiniteFloat | None = None
-    # kind == "captured": a file name under the run's artifacts/captured/ (a
-    # tensor saved with torch.save), shipped with the run.
-    captured: Annotated[str, AfterValidator(_slug)] | None = None
+    captured: Annotated[str, AfterValidator(_slug)] | None = Field(
+        None, description="captured: a captured_files name (artifacts/captured/)")
     specials: list[SpecialValues] = Field(default_factory=list)
     exclude_zero: bool = Field(False, description="replace generated zeros by the smallest non-zero step (recorded)")
     by_dtype: dict[str, "ValueSpec"] = Field(
@@ -209,11 +208,10 @@ class TensorSpec(Strict):
     """One tensor: shape, strides, offset, dtype, layout, values."""
 
     shape: list[Annotated[int, Field(ge=0)]]
-    # None means contiguous.  Strides are in elements, like torch.
-    strides: list[Annotated[int, Field(ge=0)]] | None = None
-    storage_offset: Annotated[int, Field(ge=0)] = 0
+    strides: list[Annotated[int, Field(ge=0)]] | None = Field(None, description="null: contiguous")
+    storage_offset: Annotated[int, Field(ge=0)] = Field(0, description="in elements")
     dtype: Dtype = "float32"
-    layout: Layout = "ND"
+    layout: Layout = Field("ND", description="non-ND: npu_format_cast")
     values: ValueSpec = Field(default_factory=ValueSpec)
 
     @model_validator(mode="after")
@@ -260,7 +258,7 @@ class TensorSpec(Strict):
 
 
 class InputSpec(TensorSpec):
-    name: Ident
+    name: Ident = Field(description="argument name")
     shape: list[Annotated[int, Field(ge=0)]] | None = None  # type: ignore[assignment]
     tensors: list[TensorSpec] | None = Field(
         None, min_length=1, max_length=128, description="a Tensor[] argument: one spec per member")
@@ -364,11 +362,12 @@ AttributeValue = Union[None, bool, int, float, str, DtypeArg, list[Union[None, b
 
 class Case(Strict):
     id: Slug
-    mode: Mode = "eager"
+    mode: Mode = Field("eager", description="graph: capture + replay")
     inputs: list[InputSpec] = Field(min_length=1)
-    attributes: dict[Ident, AttributeValue] = Field(default_factory=dict)
-    seed: Annotated[int, Field(ge=0, lt=2**63)] | None = None
-    timeout_s: Annotated[float, Field(gt=0, le=3600)] | None = None
+    attributes: dict[Ident, AttributeValue] = Field(default_factory=dict, description="non-tensor arguments")
+    seed: Annotated[int, Field(ge=0, lt=2**63)] | None = Field(None, description="null: from the id")
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] | None = Field(
+        None, description="null: default_timeout_s")
     description: Annotated[str, Field(max_length=2000)] | None = None
     # set by plan_cases for a case planned from 'captures' (not published in the input schema: agents never write it)
     origin: SkipJsonSchema[CaseOrigin | None] = None
@@ -403,7 +402,7 @@ class Tolerance(Strict):
 
 
 class ToleranceSpec(Tolerance):
-    per_dtype: dict[Dtype, Tolerance] = Field(default_factory=dict)
+    per_dtype: dict[Dtype, Tolerance] = Field(default_factory=dict, description="by output dtype")
 
     def for_dtype(self, dtype: str) -> Tolerance:
         return self.per_dtype.get(dtype, Tolerance(atol=self.atol, rtol=self.rtol))  # type: ignore[arg-type]
@@ -413,8 +412,8 @@ class CallSpec(Strict):
     """How inputs map onto the callable's arguments."""
 
     style: Literal["keywords", "positional"] = "keywords"
-    # positional: input (or attribute) names in argument order; the rest go as keywords.
-    order: list[Ident] | None = None
+    order: list[Ident] | None = Field(
+        None, description="positional: names in argument order")
 
     @model_validator(mode="after")
     def _order(self) -> "CallSpec":
@@ -425,21 +424,18 @@ class CallSpec(Strict):
 
 class OperatorSpec(Strict):
     name: Annotated[str, Field(min_length=1, max_length=200)]
-    candidate: Dotted
-    reference: Dotted
-    # User module files shipped with the run (file names, stored under the
-    # run's artifacts/modules/); their module names are importable by both
-    # candidate and reference.
-    modules: list[ModuleFile] = Field(default_factory=list)
+    candidate: Dotted = Field(description="run on the device")
+    reference: Dotted = Field(description="trusted, run on CPU")
+    modules: list[ModuleFile] = Field(
+        default_factory=list, description="files given in module_sources")
     call: CallSpec = Field(default_factory=CallSpec)
-    # Names for a tuple/list output, in order (dict outputs are named already).
-    outputs: list[Ident] | None = None
-    reference_dtype: Literal["float32", "float64"] = "float32"
-    # None: inductor off-NPU, torchair's NPU backend on NPU.
-    compile_backend: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")] | None = None
-    # Extra regexes (Python re, case-insensitive) whose match on a candidate
-    # exception makes the case `unsupported`, added to the built-in rules.
-    unsupported_rules: list[Annotated[str, Field(min_length=1, max_length=500)]] = Field(default_factory=list)
+    outputs: list[Ident] | None = Field(None, description="tuple/list output names")
+    reference_dtype: Literal["float32", "float64"] = Field(
+        "float32", description="floating inputs upcast to it")
+    compile_backend: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")] | None = Field(
+        None, description="null: inductor; torchair on NPU")
+    unsupported_rules: list[Annotated[str, Field(min_length=1, max_length=500)]] = Field(
+        default_factory=list, description="regexes: a candidate error matching one is unsupported")
     random: bool = Field(False, description="draws random numbers: the reference runs twice to check its seeding")
 
     @field_validator("unsupported_rules")
@@ -480,9 +476,13 @@ Element = Annotated[ElementValue, AfterValidator(_element)]
 
 
 class Comparison(Strict):
+    """One output: contract (expected_* the reference's, actual_* the candidate's) first, then
+    metrics over elements finite on both sides, d = cand - ref: max_rel = |d|/max(|ref|, guard),
+    max_ulp in ulps of ref, error_balance = mean d; a mismatch is |d| > atol + rtol*|ref| or a
+    NaN/Inf pattern difference."""
+
     output: Annotated[str, Field(min_length=1, max_length=200)]
     passed: bool
-    # Contract: shape/dtype the reference says vs what the candidate gave.
     expected_shape: list[int] | None = None
     actual_shape: list[int] | None = None
     expected_dtype: str | None = None
@@ -513,13 +513,13 @@ class Comparison(Strict):
 class ErrorInfo(Strict):
     type: Annotated[str, Field(min_length=1, max_length=200)]
     message: Annotated[str, Field(max_length=20000)]
-    # Short and stable, so identical crashes group: "RuntimeError: not implemented for <N>" or "SIGSEGV".
-    signature: Annotated[str, Field(min_length=1, max_length=300)]
+    signature: Annotated[str, Field(min_length=1, max_length=300)] = Field(
+        description="short, stable: groups identical crashes")
     signal: Annotated[str, Field(max_length=32)] | None = None
     exit_code: int | None = None
     traceback_tail: Annotated[str, Field(max_length=20000)] | None = None
-    # For unsupported: the rule (regex) that matched.
-    matched_rule: Annotated[str, Field(max_length=500)] | None = None
+    matched_rule: Annotated[str, Field(max_length=500)] | None = Field(
+        None, description="unsupported: the rule that matched")
 
 
 class ResultSource(Strict):
@@ -527,12 +527,14 @@ class ResultSource(Strict):
     tool: Annotated[str, Field(max_length=200)] | None = None
     host: Annotated[str, Field(max_length=200)] | None = None
     device: Annotated[str, Field(max_length=64)] | None = None
-    # Where the raw evidence lives, relative to the run directory.
-    raw_path: Annotated[str, Field(max_length=500)] | None = None
+    raw_path: Annotated[str, Field(max_length=500)] | None = Field(
+        None, description="raw evidence, relative to the run directory")
     note: Annotated[str, Field(max_length=5000)] | None = None
 
 
 class Timing(Strict):
+    """Microseconds per phase."""
+
     candidate_us: NonNegFinite | None = None
     reference_us: NonNegFinite | None = None
     compare_us: NonNegFinite | None = None
@@ -578,26 +580,25 @@ def now_utc() -> datetime:
 
 
 class CaseFailure(Strict):
-    case_id: str
-    status: Status
-    signature: str | None = None
-    reason: str | None = None
-    axes: dict[str, str]
+    case_id: str = Field(description="the case")
+    status: Status = Field(description="its status")
+    signature: str | None = Field(None, description="crash/mismatch signature")
+    reason: str | None = Field(None, description="what failed")
+    axes: dict[str, str] = Field(description="the case's axis values")
 
 
 class FailureAxis(Strict):
-    axis: str
-    value: str
-    failing: int
-    total_with_value: int
-    # Every failing case has this value, some case passes, and no passing case has it.
-    explains_all: bool
+    axis: str = Field(description="axis name")
+    value: str = Field(description="axis value")
+    failing: int = Field(description="failing cases with it")
+    total_with_value: int = Field(description="cases with it")
+    explains_all: bool = Field(description="every failure has it and no pass does")
 
 
 class NextCase(Strict):
-    reason: str
-    base_case: str
-    change: dict[str, Any]
+    reason: str = Field(description="what it would settle")
+    base_case: str = Field(description="case to vary")
+    change: dict[str, Any] = Field(description="axis changes to plan")
 
 
 class BoundaryFeature(Strict):
@@ -628,23 +629,23 @@ class IntegrationDiff(Strict):
 
 
 class Analysis(Strict):
-    schema_version: Literal[1] = 1
-    run_id: str
-    verdict: Literal["diagnosed", "inconclusive", "passed"]
-    summary: str
-    status_counts: dict[str, int]
-    planned: int
-    recorded: int
-    missing: list[str]
-    failures: list[CaseFailure]
-    unsupported: list[CaseFailure]
-    crash_groups: dict[str, list[str]]
-    failure_axes: list[FailureAxis]
-    integration_hint: str | None = None
-    next_cases: list[NextCase] = Field(default_factory=list)
+    schema_version: Literal[1] = Field(1, description="contract version")
+    run_id: str = Field(description="the run")
+    verdict: Literal["diagnosed", "inconclusive", "passed"] = Field(description="diagnosed, inconclusive or passed")
+    summary: str = Field(description="the finding in words")
+    status_counts: dict[str, int] = Field(description="cases per status")
+    planned: int = Field(description="planned cases")
+    recorded: int = Field(description="recorded cases")
+    missing: list[str] = Field(description="pending case ids")
+    failures: list[CaseFailure] = Field(description="mismatches and crashes")
+    unsupported: list[CaseFailure] = Field(description="unsupported, not failures")
+    crash_groups: dict[str, list[str]] = Field(description="signature -> case ids")
+    failure_axes: list[FailureAxis] = Field(description="axis values the failures share")
+    integration_hint: str | None = Field(None, description="when every isolated case passes")
+    next_cases: list[NextCase] = Field(default_factory=list, description="cases that would settle it")
     integration_diff: list[IntegrationDiff] = Field(
         default_factory=list, description="captured calls vs planned cases: what differs at the integration boundary")
-    analyzed_at: datetime
+    analyzed_at: datetime = Field(description="when")
 
 
 # --------------------------------------------------------------------------
@@ -678,11 +679,8 @@ class StarVariation(Strict):
     """One axis varied around the base case; one new case per value."""
 
     axis: StarAxis
-    # For input axes: which input (None = every input for dtype/layout, the
-    # first input for shape/strides/storage_offset/values).
-    input: Ident | None = None
-    # For axis == "attribute": the attribute name.
-    name: Ident | None = None
+    input: Ident | None = Field(None, description="null: all (dtype/layout) or the first")
+    name: Ident | None = Field(None, description="axis attribute: name")
     member: Annotated[int, Field(ge=0)] | None = Field(None, description="tensor-list member the input axis varies")
     values: list[Any] = Field(min_length=1, max_length=64)
 
@@ -706,22 +704,15 @@ class StarSpec(Strict):
 
 
 class PlanRequest(Strict):
-    # A new run needs the config; appending to an existing run names it by run_id.
-    config: OperatorConfig | None = None
-    run_id: Slug | None = None
-    append: bool = False
-    cases: list[Case] = Field(default_factory=list)
-    stars: list[StarSpec] = Field(default_factory=list)
-    # Source text of the user modules named in config.operator.modules
-    # (file name -> Python source); stored under artifacts/modules/ and
-    # shipped with the run to every host.
-    module_sources: dict[ModuleFile, Annotated[str, Field(max_length=2_000_000)]] = Field(default_factory=dict)
-    # Captured input tensors (the model's real inputs, saved with torch.save):
-    # name -> path of the file on the machine running this server (relative
-    # paths against its working directory).  Copied byte for byte into
-    # artifacts/captured/NAME and shipped with the run; an input whose
-    # values are {"kind": "captured", "captured": NAME} replays it exactly.
-    captured_files: dict[Slug, Annotated[str, Field(min_length=1, max_length=4096)]] = Field(default_factory=dict)
+    config: OperatorConfig | None = Field(None, description="new run")
+    run_id: Slug | None = Field(None, description="append: the run")
+    append: bool = Field(False, description="add to an existing run")
+    cases: list[Case] = Field(default_factory=list, description="explicit cases")
+    stars: list[StarSpec] = Field(default_factory=list, description="base + one-axis variations")
+    module_sources: dict[ModuleFile, Annotated[str, Field(max_length=2_000_000)]] = Field(
+        default_factory=dict, description="source of each config.operator.modules file")
+    captured_files: dict[Slug, Annotated[str, Field(min_length=1, max_length=4096)]] = Field(
+        default_factory=dict, description="name -> torch.save file path on the server's machine")
     captures: Annotated[list[CaptureSelection], AfterValidator(_at_most_16)] = Field(
         default_factory=list, description="calls to replay")
 
@@ -748,54 +739,55 @@ class PlanRequest(Strict):
 
 
 class PlannedCase(Strict):
-    id: str
-    mode: Mode
-    axes: dict[str, str]
-    state: Literal["pending", "passed", "numerical_mismatch", "crash", "unsupported"] = "pending"
+    id: str = Field(description="case id")
+    mode: Mode = Field(description="its mode")
+    axes: dict[str, str] = Field(description="axis -> value")
+    state: Literal["pending", "passed", "numerical_mismatch", "crash", "unsupported"] = Field(
+        "pending", description="pending or its status")
 
 
 class PlanResponse(Strict):
-    run_id: str
-    run_dir: str
-    created: bool
-    added: list[str]
-    cases: list[PlannedCase]
-    warnings: list[str] = Field(default_factory=list)
+    run_id: str = Field(description="the run")
+    run_dir: str = Field(description="its evidence directory")
+    created: bool = Field(description="a new run")
+    added: list[str] = Field(description="case ids added")
+    cases: list[PlannedCase] = Field(description="every planned case")
+    warnings: list[str] = Field(default_factory=list, description="e.g. cases differing in several axes")
 
 
 class RecordResponse(Strict):
-    run_id: str
-    case_id: str
-    status: Status
-    recorded_at: datetime
-    raw_path: str
-    pending: list[str]
+    run_id: str = Field(description="the run")
+    case_id: str = Field(description="the case")
+    status: Status = Field(description="its status")
+    recorded_at: datetime = Field(description="when")
+    raw_path: str = Field(description="raw evidence, relative to the run directory")
+    pending: list[str] = Field(description="cases still pending")
 
 
 class CaseOutcome(Strict):
     """One normalized outcome of run_case_remote, small enough for an agent."""
 
-    case_id: str
-    state: Literal["passed", "numerical_mismatch", "crash", "unsupported", "pending"]
-    recorded: bool
-    host: str | None = None
-    device: str | None = None
-    summary: str
-    failed_outputs: list[str] = Field(default_factory=list)
-    max_abs: float | None = None
-    mismatch_ratio: float | None = None
-    signature: str | None = None
-    matched_rule: str | None = None
-    # Why a case stayed pending: harness/reference/connection failure.
-    error: str | None = None
-    raw_path: str | None = None
+    case_id: str = Field(description="the case")
+    state: Literal["passed", "numerical_mismatch", "crash", "unsupported", "pending"] = Field(
+        description="status, or pending (nothing recorded)")
+    recorded: bool = Field(description="a result was recorded")
+    host: str | None = Field(None, description="host")
+    device: str | None = Field(None, description="device")
+    summary: str = Field(description="one line for people")
+    failed_outputs: list[str] = Field(default_factory=list, description="outputs that failed")
+    max_abs: float | None = Field(None, description="largest max_abs")
+    mismatch_ratio: float | None = Field(None, description="largest mismatch_ratio")
+    signature: str | None = Field(None, description="crash/unsupported signature")
+    matched_rule: str | None = Field(None, description="unsupported rule matched")
+    error: str | None = Field(None, description="why it stayed pending (harness, reference, connection)")
+    raw_path: str | None = Field(None, description="raw evidence, relative to the run directory")
 
 
 class RunResponse(Strict):
-    run_id: str
-    hosts: list[str]
-    outcomes: list[CaseOutcome]
-    recorded: list[str]
-    pending: list[str]
-    refused: list[str] = Field(default_factory=list)
-    rerun_hint: str | None = None
+    run_id: str = Field(description="the run")
+    hosts: list[str] = Field(description="hosts used")
+    outcomes: list[CaseOutcome] = Field(description="one per case run")
+    recorded: list[str] = Field(description="case ids recorded")
+    pending: list[str] = Field(description="cases still pending in the run")
+    refused: list[str] = Field(default_factory=list, description="already recorded, not re-run")
+    rerun_hint: str | None = Field(None, description="what to do next")

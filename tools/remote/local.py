@@ -23,6 +23,7 @@ import tempfile
 from collections import deque
 from pathlib import Path
 
+from .errors import WorkerCannotStart
 from .inventory import VISIBILITY_VARIABLE
 from .supervisor_client import ConnectionLost, SupervisorClient
 
@@ -110,7 +111,7 @@ class LocalSlot:
         if self.hello.get("worker_error"):
             why = self.hello["worker_error"]
             await self.close()
-            raise ConnectionLost(f"{self.host} {self.device}: the worker cannot start: {why}")
+            raise WorkerCannotStart(f"{self.host} {self.device}: the worker cannot start: {why}")
         self.alive = True
 
     async def _drain_stderr(self) -> None:

@@ -32,17 +32,23 @@ from typing import Any, Awaitable, Callable, Protocol
 import asyncssh
 
 from ..errors import ToolError
+from .errors import SlotCannotStart, SlotGone, WorkerCannotStart
 from .inventory import HostConfig
 from . import ssh as ssh_transport
 
-SLOT_START_TIMEOUT_S = 180.0  # lease wait + python/torch import on a slow host
+SLOT_START_TIMEOUT_S = 180.0  # until the supervisor first answers hello (then the budget it announces)
 SHUTDOWN_GRACE_S = 5.0
 REAP_INTERVAL_S = 5.0
 CONNECT_FAILURE_MEMORY_S = 10.0  # a host that just refused or timed out is not retried per slot
 
 
-class SlotLost(Exception):
+class SlotLost(SlotGone):
     """The slot's connection or process went away; the case in flight stays pending."""
+
+
+# What a lost slot raises besides the SlotGone family: the raw transport errors of
+# asyncssh and the OS that reach the pool unconverted (an SFTP upload, say).
+LOST_ERRORS: tuple[type[BaseException], ...] = (SlotGone, ConnectionError, EOFError, asyncssh.Error)
 
 
 @dataclass
@@ -63,17 +69,6 @@ class DeviceSlot(Protocol):
     async def start(self, run: RunFiles) -> None: ...
     async def run_case(self, run: RunFiles, case: dict, timeout_s: float) -> dict: ...
     async def close(self) -> None: ...
-
-
-def _lost_errors() -> tuple[type[BaseException], ...]:
-    errors: list[type[BaseException]] = [SlotLost, ConnectionError, EOFError, BrokenPipeError,
-                                         asyncssh.Error, asyncssh.ChannelOpenError]
-    try:
-        from .supervisor_client import ConnectionLost
-        errors.append(ConnectionLost)
-    except ImportError:  # pragma: no cover - the runner's client not there yet
-        pass
-    return tuple(errors)
 
 
 # --------------------------------------------------------------------------
@@ -127,9 +122,8 @@ class SSHDeviceSlot:
             self.client = SupervisorClient(self.process.stdout, self.process.stdin, label=f"{self.host} {self.device}")
             self.hello = await self.client.hello(timeout=SLOT_START_TIMEOUT_S)
             if self.hello.get("worker_error"):
-                raise ssh_transport.SlotUnavailable(
-                    f"{self.host} {self.device}: the worker cannot start: {self.hello['worker_error']}",
-                    code="slot_start_failed")
+                raise WorkerCannotStart(f"{self.host} {self.device}: the worker cannot start: "
+                                        f"{self.hello['worker_error']}")
         except BaseException:
             await self._kill()
             raise
@@ -190,7 +184,7 @@ class SSHDeviceSlot:
         modules, captured = await self.registry.run_files(self.cfg, run)
         try:
             return await self.client.run_case(run.config, case, timeout_s, modules, captured)
-        except _lost_errors() as exc:
+        except LOST_ERRORS as exc:
             self._alive = False
             raise SlotLost(f"{self.host} {self.device}: connection lost mid-case ({type(exc).__name__}: {exc})") \
                 from None
@@ -488,8 +482,10 @@ async def run_queue(specs: list[SlotSpec], case_ids: list[str], run: RunFiles,
                     registry: SlotRegistry | None = None) -> QueueReport:
     """One task per slot consuming a shared queue of case ids.
 
-    `run_one(slot, case_id)` runs and records one case; a SlotLost (or a
-    connection error) it raises marks that case lost and retires the slot.
+    `run_one(slot, case_id)` runs and records one case; a SlotGone (or a
+    connection error) it raises marks that case lost and retires the slot; a
+    SlotCannotStart it raises (the case itself was answered) retires the slot
+    and names why in `slot_errors`.
     Cancellation closes every checked-out slot (no orphaned workers) and
     propagates."""
     registry = registry or REGISTRY
@@ -497,7 +493,7 @@ async def run_queue(specs: list[SlotSpec], case_ids: list[str], run: RunFiles,
     for cid in case_ids:
         queue.put_nowait(cid)
     report = QueueReport()
-    lost_types = _lost_errors()
+    lost_types = LOST_ERRORS
     in_flight = 0
     settled = asyncio.Event()  # every case taken and finished (or lost): slots still starting are not needed
 
@@ -542,6 +538,11 @@ async def run_queue(specs: list[SlotSpec], case_ids: list[str], run: RunFiles,
                     report.done.append(cid)
                 except lost_types as exc:
                     report.lost[cid] = str(exc) or type(exc).__name__
+                    await registry.discard(slot)
+                    slot = None
+                    return
+                except SlotCannotStart as exc:  # e.g. the supervisor gave up restarting its worker
+                    report.slot_errors[label] = str(exc)
                     await registry.discard(slot)
                     slot = None
                     return

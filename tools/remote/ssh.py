@@ -30,6 +30,7 @@ import asyncssh
 
 from ..errors import ToolError
 from ..evidence import safe_component
+from .errors import SlotCannotStart
 from .inventory import VISIBILITY_VARIABLE, HostConfig
 from .local import RUNNER_PACKAGE, RUNNER_SRC, content_hash, runner_sources
 
@@ -43,7 +44,7 @@ class HostKeyRefused(ToolError):
     pass
 
 
-class SlotUnavailable(ToolError):
+class SlotUnavailable(SlotCannotStart):
     """The device could not be started: leased by someone else, env script failed, ..."""
 
 

@@ -9,6 +9,12 @@ an environment script, a login banner) are skipped and kept for diagnostics.
 
 If the stream ends, breaks, or the supervisor stops answering, the call
 raises ``ConnectionLost``: the caller leaves the case pending.
+
+Its waits follow the supervisor's clocks: during ``hello`` a ``preparing``
+event names the worker start's budget; ``hello`` announces the supervisor's
+deadlines, and the wait for a case's ``started`` is derived from them (a
+health check, a worker start and the harness phase, plus a grace), so a slow
+start within those bounds is never read as a lost connection.
 """
 
 from __future__ import annotations
@@ -18,15 +24,18 @@ import json
 import uuid
 from collections import deque
 
-# How long a worker may take to (re)start - torch import, device open - and
-# load the run's user modules and build the inputs before a case starts, and
-# how much longer than the case timeout the supervisor may take to report a
-# killed worker.
+from ..protocol import MalformedEnvelope, SupervisorDeadlines, parse_deadlines
+from .errors import SlotCannotStart, SlotGone
+
+# How long to wait for a case's start (or for hello) until the supervisor has
+# announced its own deadlines (then the wait is derived from them), and how
+# much longer than the case timeout the supervisor may take to report a killed
+# worker.
 START_TIMEOUT_S = 600.0
 ANSWER_GRACE_S = 60.0
 
 
-class ConnectionLost(Exception):
+class ConnectionLost(SlotGone):
     """The stream to the supervisor ended or broke; the in-flight case stays pending."""
 
 
@@ -39,6 +48,7 @@ class SupervisorClient:
         self.start_timeout_s = start_timeout_s
         self.answer_grace_s = answer_grace_s
         self.noise: deque[str] = deque(maxlen=20)
+        self.deadlines: SupervisorDeadlines | None = None  # announced in hello
         self.closed = False
         self._lock = asyncio.Lock()
 
@@ -89,13 +99,30 @@ class SupervisorClient:
             if text.strip():
                 self.noise.append(text.strip()[:500])
 
+    def started_wait_s(self) -> float:
+        """How long a case may take, in bounds, to send ``started`` (or a ``case_done``
+        without it): derived from the announced deadlines, else ``start_timeout_s``."""
+        if self.deadlines is None:
+            return self.start_timeout_s
+        return self.deadlines.started_within_s() + self.answer_grace_s
+
     async def hello(self, timeout: float | None = None) -> dict:
-        """The supervisor's description of itself (starts its worker: may take seconds)."""
+        """The supervisor's description of itself (starts its worker: may take seconds).
+        ``timeout`` bounds the wait for the first answer; a ``preparing`` event then
+        sets the wait to the worker start's budget plus the grace.  Raises
+        ConnectionLost (stream gone or silent) or SlotCannotStart (malformed deadlines)."""
         async with self._lock:
             await self._send({"op": "hello"})
+            wait = timeout or self.start_timeout_s
             while True:
-                msg = await self._event(timeout or self.start_timeout_s, "hello")
-                if msg["event"] == "hello":
+                msg = await self._event(wait, "hello")
+                if msg["event"] == "preparing":
+                    wait = _budget(msg.get("budget_s"), wait) + self.answer_grace_s
+                elif msg["event"] == "hello":
+                    try:
+                        self.deadlines = parse_deadlines(msg)
+                    except MalformedEnvelope as exc:
+                        raise SlotCannotStart(f"{self.label}: {exc}", code="protocol_error") from None
                     return msg
 
     async def run_case(self, config: dict, case: dict, timeout_s: float, modules_dir: str | None = None,
@@ -107,7 +134,7 @@ class SupervisorClient:
                               "timeout_s": float(timeout_s),
                               "modules_dir": None if modules_dir is None else str(modules_dir),
                               "captured_dir": None if captured_dir is None else str(captured_dir)})
-            waiting, timeout = "the case start", self.start_timeout_s
+            waiting, timeout = "the case start", self.started_wait_s()
             while True:
                 msg = await self._event(timeout, waiting)
                 if msg.get("request_id") != request_id:
@@ -134,3 +161,12 @@ class SupervisorClient:
                 self.writer.write_eof()
         except (Exception, NotImplementedError):  # noqa: BLE001 - best effort, the stream may be gone
             pass
+
+
+def _budget(value, default: float) -> float:
+    """A positive finite number of seconds from an event, else ``default``."""
+    try:
+        budget = float(value)
+    except (TypeError, ValueError):
+        return default
+    return budget if 0 < budget < float("inf") else default

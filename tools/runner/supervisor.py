@@ -10,6 +10,9 @@ runs in its own process group; the supervisor
 - turns a worker that died (fatal signal, abort, exit) into a ``crash`` with
   the signal name (or ``exit <code>``) and the tail of the worker's stderr;
 - starts a replacement worker right away, so the next case finds it warm;
+- stops starting workers after ``max_worker_start_failures`` consecutive
+  start failures (each later case is answered at once, naming the bound);
+- announces its start deadlines in ``hello`` (the client derives its waits);
 - after a candidate exception, health-checks the device before the next
   case and replaces the worker when the check fails;
 - when its stdin closes (server gone, SSH channel dropped) or on
@@ -35,6 +38,10 @@ from .classify import signal_name
 
 STDERR_TAIL = 4000
 HEALTH_TIMEOUT_S = 60.0
+# Consecutive worker start failures after which the supervisor stops starting
+# workers (like pytest-xdist's --max-worker-restart): every later case is
+# answered at once with a harness_error where worker_start, type WorkerRestartLimit.
+MAX_WORKER_START_FAILURES = 3
 DEATH_POLL_S = 0.5
 REPORTED_ENV_PREFIXES = ("ASCEND_", "CUDA_", "OPDEBUG_", "NPU_", "HCCL_", "TORCH_DEVICE")
 
@@ -136,9 +143,12 @@ class Worker:
 
 
 class Supervisor:
-    def __init__(self, device: str, worker_start_timeout_s: float = 600.0, out=None):
+    def __init__(self, device: str, worker_start_timeout_s: float = 600.0, out=None,
+                 max_worker_start_failures: int = MAX_WORKER_START_FAILURES):
         self.device = device
         self.worker_start_timeout_s = worker_start_timeout_s
+        self.max_worker_start_failures = max(1, int(max_worker_start_failures))
+        self.start_failures = 0  # consecutive; reset by a worker that becomes ready
         self.out = out or sys.stdout.buffer
         self.events: queue.Queue = queue.Queue()
         self.backlog: list[bytes] = []
@@ -198,6 +208,8 @@ class Supervisor:
 
     def _ensure_ready(self) -> str | None:
         """Start the worker if needed and wait for it; None or why it cannot start."""
+        if self.gave_up():
+            return self.worker_error
         if self.worker is None:
             self._start_worker()
         if self.worker.ready is not None:
@@ -219,12 +231,31 @@ class Supervisor:
                     self.worker.ready = msg
                     self.env = msg.get("env") or {}
                     self.worker_error = None
+                    self.start_failures = 0
                     return None
                 why = f"worker failed to start: {msg.get('error')}"
                 break
         self._drop_worker()
-        self.worker_error = why
+        self.worker_error = self._count_start_failure(why)
+        return self.worker_error
+
+    def _count_start_failure(self, why: str) -> str:
+        """Count one more consecutive start failure; at the bound, say that no start is tried any more."""
+        self.start_failures += 1
+        if self.gave_up():
+            why += (f"; that is {self.start_failures} worker start failures in a row, the supervisor's bound "
+                    f"(max_worker_start_failures={self.max_worker_start_failures}): no further start is tried, "
+                    "every remaining case stays pending until the slot is started afresh")
         return why
+
+    def gave_up(self) -> bool:
+        return self.start_failures >= self.max_worker_start_failures
+
+    def deadlines(self) -> dict:
+        """The supervisor's clocks before ``started`` (announced in ``hello``; the client derives its waits)."""
+        return {"worker_start_timeout_s": self.worker_start_timeout_s, "health_check_timeout_s": HEALTH_TIMEOUT_S,
+                "harness_timeout_s": self.worker_start_timeout_s,
+                "max_worker_start_failures": self.max_worker_start_failures}
 
     def _health_check(self) -> bool:
         if not self.worker.send({"op": "health"}):
@@ -245,6 +276,9 @@ class Supervisor:
     # -- ops ------------------------------------------------------------------
 
     def hello(self, msg: dict) -> None:
+        if not self.gave_up() and (self.worker is None or self.worker.ready is None):  # the client's clock follows ours
+            self.send({"event": "preparing", "request_id": None, "case_id": None, "phase": "worker_start",
+                       "budget_s": self.worker_start_timeout_s, "at": time.time()})
         why = self._ensure_ready()
         ready = (self.worker.ready if self.worker else None) or {}
         env = ready.get("env") or {}
@@ -256,7 +290,7 @@ class Supervisor:
             "device_count": env.get("device_count"), "pid": os.getpid(),
             "worker_pid": self.worker.pid if self.worker else None, "worker_error": why,
             "env": {k: v for k, v in os.environ.items() if k.startswith(REPORTED_ENV_PREFIXES)},
-            "worker_env": env,
+            "worker_env": env, "deadlines": self.deadlines(),
         })
 
     def run(self, msg: dict) -> None:
@@ -272,11 +306,9 @@ class Supervisor:
         why = self._ensure_ready()
         base = {"event": "case_done", "request_id": request_id, "case_id": case_id, "started_at": started_at}
         if why is not None:
-            self.send(dict(base, outcome="harness_error", finished_at=time.time(), worker_pid=None,
-                           worker_restarted=False, worker_lost=False,
-                           harness_error={"where": "worker_start", "type": "WorkerStartError", "message": why,
-                                          "traceback": ""},
-                           stdout="", stderr="", traceback=""))
+            kind = "WorkerRestartLimit" if self.gave_up() else "WorkerStartError"
+            self.send(_case_done(base, worker_lost=False, worker_pid=None, worker_restarted=False,
+                                 harness_error=_harness_error("worker_start", kind, why)))
             return
         worker = self.worker
         restarted, self.replaced = self.replaced, False
@@ -331,7 +363,7 @@ class Supervisor:
         if kind == "worker":
             answer.pop("event", None)
             self.needs_health_check = bool(answer.pop("needs_health_check", False))
-            self.send(dict(base, **answer, finished_at=time.time(), worker_lost=False))
+            self.send(_case_done(base, worker_lost=False, **answer))
             return
         if phase == "reference" and kind != "timeout":  # the worker died once the candidate had returned
             rc = worker.wait_exit()
@@ -342,10 +374,9 @@ class Supervisor:
             self._replace_worker()
             why = (f"the candidate finished, but the worker died while the reference or the comparison ran on CPU "
                    f"({_death(rc)}, e.g. out of memory); nothing about the operator")
-            self.send(dict(base, outcome="harness_error", finished_at=time.time(), worker_lost=True, worker_exit=rc,
-                           harness_error={"where": "reference", "type": "WorkerDied", "message": why,
-                                          "traceback": stderr},
-                           stdout=_tail(worker.capture_path), stderr=stderr, traceback=stderr))
+            self.send(_case_done(base, worker_lost=True, worker_exit=rc,
+                                 harness_error=_harness_error("reference", "WorkerDied", why, stderr),
+                                 stdout=_tail(worker.capture_path), stderr=stderr, traceback=stderr))
             return
         if kind == "timeout" and phase != "candidate":  # nothing about the operator: the case stays pending
             worker.kill()
@@ -358,11 +389,10 @@ class Supervisor:
                 where, why = "reference", (f"the candidate finished, but the reference and the comparison (on CPU) "
                                            f"did not finish within the case timeout of {timeout_s:g} s; raise the "
                                            "case's timeout_s")
-            self.send(dict(base, outcome="harness_error", finished_at=time.time(), worker_lost=True,
-                           harness_error={"where": where, "type": "Timeout",
-                                          "message": why + "; the supervisor killed the worker",
-                                          "traceback": stderr},
-                           stdout=_tail(worker.capture_path), stderr=stderr, traceback=stderr))
+            self.send(_case_done(base, worker_lost=True,
+                                 harness_error=_harness_error(where, "Timeout",
+                                                              why + "; the supervisor killed the worker", stderr),
+                                 stdout=_tail(worker.capture_path), stderr=stderr, traceback=stderr))
             return
         # The worker died or ran out of time: this case's crash.
         if kind == "timeout":
@@ -386,9 +416,8 @@ class Supervisor:
         self._replace_worker()  # start the next worker now, so it is warm for the next case
         result = {"schema_version": 1, "case_id": case_id, "status": "crash", "comparisons": [], "error": error,
                   "timing_us": {"total_us": elapsed_us}, "environment": self.env}
-        self.send(dict(base, outcome="result", result=result, input_metadata=input_metadata, stdout=stdout,
-                       stderr=stderr,
-                       traceback=stderr, finished_at=time.time(), worker_lost=True, worker_exit=rc))
+        self.send(_case_done(base, worker_lost=True, worker_exit=rc, result=result, input_metadata=input_metadata,
+                             stdout=stdout, stderr=stderr, traceback=stderr))
 
     def serve(self) -> int:
         threading.Thread(target=self._read_stdin, name="stdin", daemon=True).start()
@@ -434,6 +463,27 @@ class Supervisor:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
+def _case_done(base: dict, *, worker_lost: bool, result: dict | None = None, harness_error: dict | None = None,
+               **fields) -> dict:
+    """The one ``case_done`` envelope (its contract: tools/protocol.py ``CaseDone``).
+    ``base`` holds event, request_id, case_id, started_at (and worker_pid,
+    worker_restarted once a worker took the case); ``fields`` the worker's
+    answer or stdout/stderr/traceback/input_metadata/worker_exit."""
+    done = dict(base, **fields)
+    if result is not None:
+        done.update(outcome="result", result=result)
+    elif harness_error is not None:
+        done.update(outcome="harness_error", harness_error=harness_error)
+    done.update(finished_at=time.time(), worker_lost=worker_lost)
+    for key in ("stdout", "stderr", "traceback"):
+        done.setdefault(key, "")
+    return done
+
+
+def _harness_error(where: str, type_: str, message: str, traceback: str = "") -> dict:
+    return {"where": where, "type": type_, "message": message, "traceback": traceback}
+
+
 def _parse(line) -> dict:
     try:
         msg = json.loads(line)
@@ -449,13 +499,13 @@ def _death(rc) -> str:
     return f"killed by {sig}" if sig else f"exit code {rc}"
 
 
-def main(device: str, worker_start_timeout_s: float) -> int:
+def main(device: str, worker_start_timeout_s: float, max_worker_start_failures: int = MAX_WORKER_START_FAILURES) -> int:
     def on_signal(signum, frame):
         raise ServerGone(signal.Signals(signum).name)
 
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, on_signal)
-    sup = Supervisor(device, worker_start_timeout_s)
+    sup = Supervisor(device, worker_start_timeout_s, max_worker_start_failures=max_worker_start_failures)
     try:
         code = sup.serve()
     except ServerGone:

@@ -1,0 +1,34 @@
+"""The transport errors: one family for every transport (local, SSH).
+
+Two bases, by what the caller does next:
+
+- `SlotGone`: the slot's connection or process went away (the stream to the
+  supervisor ended or broke, the SSH channel closed).  The case in flight
+  stays pending; the slot is discarded.  Members: `pool.SlotLost`,
+  `supervisor_client.ConnectionLost`.
+- `SlotCannotStart`: the slot never became usable (its worker cannot
+  start, its device is leased elsewhere, its environment script failed).
+  Nothing ran on it; the cases wait for another slot or stay pending with
+  this message.  A `ToolError`, so it carries a code and details.  Members:
+  `WorkerCannotStart` (both transports), `ssh.SlotUnavailable`.
+"""
+
+from __future__ import annotations
+
+from ..errors import ToolError
+
+
+class SlotGone(Exception):
+    """The slot's connection or process went away; the case in flight stays pending."""
+
+
+class SlotCannotStart(ToolError):
+    """The slot could not be started or used; nothing ran on it."""
+
+
+class WorkerCannotStart(SlotCannotStart):
+    """The supervisor's worker cannot start (torch import, device open), on any transport,
+    or it failed to start too many times in a row (the supervisor's bound)."""
+
+    def __init__(self, message: str, *, code: str = "slot_start_failed", details: dict | None = None):
+        super().__init__(message, code=code, details=details)
