@@ -36,7 +36,11 @@ def main(argv: list[str] | None = None) -> int:
     inventory = args.inventory or os.environ.get(INVENTORY_ENV) or None
     server = build_server(evidence_root=args.evidence_root, inventory=inventory, log_level=args.log_level)
     if args.transport == "stdio":
-        server.run("stdio")
+        import anyio
+
+        from .stdio_guard import run_stdio
+
+        anyio.run(run_stdio, server)  # the SDK's stdio, plus an answer to every line it cannot read
     else:
         server.run("streamable-http", host=args.host, port=args.port)
     return 0

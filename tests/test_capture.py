@@ -379,8 +379,11 @@ class BoundaryModel(torch.nn.Module):
         return self.head(y.float())
 
 
-def test_the_integration_boundary_names_the_axes_and_bridges_over_mcp(tmp_path: Path) -> None:
+def test_the_integration_boundary_names_the_axes_and_bridges_over_mcp(loop, tmp_path: Path) -> None:
     from test_mcp_stdio import error_text, with_server
+
+    # the MCP server below is another process: it needs the cpu:0 lease this process's warm slot holds
+    loop.run_until_complete(REGISTRY.close_all())
 
     evidence = tmp_path / "evidence"
     evidence.mkdir()

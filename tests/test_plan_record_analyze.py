@@ -358,8 +358,10 @@ def test_a_failing_write_leaves_previous_evidence_intact(evidence_root, plan_req
         return real_replace(src, dst)
 
     monkeypatch.setattr(evidence.os, "replace", failing_replace)
-    with pytest.raises(OSError):
+    with pytest.raises(ToolError) as err:  # said so: which write failed, and why
         record_result("run-1", result_dicts["numerical_mismatch"]("graph-f32"), root=evidence_root)
+    assert err.value.code == "write_failed" and "results.json failed: No space left on device (ENOSPC)" in \
+        err.value.message
     monkeypatch.setattr(evidence.os, "replace", real_replace)
 
     assert results_path.read_bytes() == before

@@ -273,7 +273,7 @@ def test_two_calls_on_one_run_at_once_run_each_case_once(loop, tmp_path: Path) -
     # the call that finds a case recorded by the other reports it refused, not pending.
     calls = tmp_path / "calls.log"  # one line per candidate execution
     plan(tmp_path, "twice", "counts_calls.py",
-         [{"id": f"c{i}", "inputs": [inp()], "attributes": {"call_log": str(calls), "tag": f"c{i}"}}
+         [{"id": f"c{i}", "inputs": [inp()], "attributes": {"log_file": str(calls), "tag": f"c{i}"}}
           for i in range(3)])
 
     async def both():

@@ -84,9 +84,13 @@ def _ask(proc: subprocess.Popen, msg: dict) -> None:
 
 
 def _event(proc: subprocess.Popen) -> dict:
-    line = proc.stdout.readline()
-    assert line, "the supervisor's output ended"
-    return json.loads(line)
+    """The next event, past the supervisor's ``preparing`` news (phase budgets)."""
+    while True:
+        line = proc.stdout.readline()
+        assert line, "the supervisor's output ended"
+        msg = json.loads(line)
+        if msg.get("event") != "preparing":
+            return msg
 
 
 def _hello(proc: subprocess.Popen) -> dict:

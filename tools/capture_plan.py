@@ -58,13 +58,11 @@ def workspace_roots(evidence_root=None) -> list[Path]:
     """Where capture paths may point: the server's working directory, the
     project of the evidence root (the directory holding ``.vaws-local``, else
     the evidence root's parent) and the directories in $OPDEBUG_WORKSPACE
-    (os.pathsep-separated).  (Issue 11 limits ``captured_files`` to the
-    workspace too; this is the same rule, kept here until that lands.)"""
-    root = resolve_root(evidence_root)
-    project = root.parent.parent if root.parent.name == ".vaws-local" else root.parent
-    roots = [Path.cwd().resolve(), project]
-    roots += [Path(p).expanduser().resolve() for p in os.environ.get(WORKSPACE_ENV, "").split(os.pathsep) if p]
-    return roots
+    (os.pathsep-separated): the same rule as ``captured_files``
+    (workspace_files.allowed_roots)."""
+    from .workspace_files import allowed_roots
+
+    return allowed_roots(resolve_root(evidence_root))
 
 
 def workspace_path(given: str, where: str, evidence_root=None) -> Path:
@@ -122,7 +120,7 @@ class _Budget:
 
 
 def _data_file(base: Path, name: Any, where: str) -> Path:
-    if not isinstance(name, str) or not _FILE_NAME.match(name) or ".." in name:
+    if not isinstance(name, str) or not _FILE_NAME.fullmatch(name) or ".." in name:
         raise ToolError(f"{where}: data file name {name!r} is not one plain file name", code="bad_capture")
     path = base / name
     if path.is_symlink() and base.resolve() not in path.resolve().parents:
@@ -314,7 +312,7 @@ def _opdebug_cases(sel: CaptureSelection, base: Path, where: str) -> Planned:
         for arg in entry.get("args") or []:
             name = arg.get("name")
             awhere = f"{cwhere} argument {name!r}"
-            if not isinstance(name, str) or not _IDENT.match(name):
+            if not isinstance(name, str) or not _IDENT.fullmatch(name):
                 raise ToolError(f"{awhere}: not an identifier a case input can take", code="bad_capture")
             if arg.get("kind") == "tensor":
                 meta = _tensor_meta(arg, awhere)
@@ -380,7 +378,7 @@ def _dump_cases(sel: CaptureSelection, dump_json: Path, where: str) -> Planned:
         tensors, attributes, stats, exact = [], {}, {}, True
         for name, arg in named:
             awhere = f"{cwhere} input {name!r}"
-            if not _IDENT.match(name):
+            if not _IDENT.fullmatch(name):
                 raise ToolError(f"{awhere}: not an identifier a case input can take", code="bad_capture")
             if isinstance(arg, dict) and str(arg.get("type", "")).endswith("Tensor"):
                 st = {"min": arg.get("Min"), "max": arg.get("Max"), "mean": arg.get("Mean"), "norm": arg.get("Norm")}

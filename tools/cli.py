@@ -118,8 +118,13 @@ def _read_json_file(path: str, what: str) -> Any:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ToolError(f"cannot read {what} {str(p)!r}: {exc.strerror or exc}", code="bad_file") from None
+    except UnicodeDecodeError as exc:
+        raise ToolError(f"{what} {str(p)!r} is not UTF-8 text (byte {exc.start})", code="bad_file") from None
     try:
         return json.loads(text)
+    except RecursionError:
+        raise ToolError(f"{what} {str(p)!r} is nested too deeply to read (JSON nested beyond ~1000 levels)",
+                        code="bad_file") from None
     except json.JSONDecodeError as exc:
         raise ToolError(f"{what} {str(p)!r} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
                         code="bad_file") from None
@@ -179,7 +184,7 @@ def _module_sources_beside(request: dict[str, Any], directory: Path) -> dict[str
     modules = config.get("operator", {}).get("modules", []) if isinstance(config, dict) else []
     sources = {}
     for name in modules if isinstance(modules, list) else []:
-        if not isinstance(name, str) or not _MODULE_FILE_RE.match(name):
+        if not isinstance(name, str) or not _MODULE_FILE_RE.fullmatch(name):
             continue  # the schema names the bad entry
         path = directory / name
         try:

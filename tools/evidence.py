@@ -14,6 +14,7 @@ overwritten; a path built from an id is checked to stay inside the run.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -63,20 +64,35 @@ def safe_component(value: str, what: str = "id") -> str:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Write ``path`` atomically; a failing write (a full disk, a read-only
+    file system) is a ``[write_failed]`` ToolError naming the file, and leaves
+    the previous file intact."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise _write_failed(path, exc) from exc
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError):
+            raise _write_failed(path, exc) from exc
         raise
+
+
+def _write_failed(path: Path, exc: OSError) -> ToolError:
+    name = errno.errorcode.get(exc.errno or 0, "OSError")
+    return ToolError(f"writing {path} failed: {exc.strerror or exc} ({name}); the file was left as it was - free "
+                     "space (or fix the permissions) and retry", code="write_failed",
+                     details={"path": str(path), "errno": name})
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from .errors import ToolError
+from .workspace_files import allowed_roots, read_workspace_file
 from .evidence import RunStore
 from .schemas import (
     DTYPE_FAMILIES,
@@ -465,34 +466,27 @@ def _modules_to_store(store: RunStore, config: OperatorConfig, sources: dict[str
 MAX_CAPTURED_BYTES = 1 << 30
 
 
-def _captured_to_store(store: RunStore, files: dict[str, str], cases: list[Case]) -> dict[str, Path]:
-    """The captured tensor files still to copy into artifacts/captured/, after
-    checking them all: each file is readable and at most 1 GiB; the same bytes
-    as a stored capture are a no-op, other bytes are refused (evidence is
-    never overwritten); every captured input of the new cases names a capture
-    given here or already stored.  The server never loads them (no torch
-    here): the runner does, and refuses a shape or dtype that differs from
-    the case."""
-    todo: dict[str, Path] = {}
+def _captured_to_store(store: RunStore, files: dict[str, str], cases: list[Case]) -> dict[str, bytes]:
+    """The captured tensor files still to copy into artifacts/captured/, read
+    completely (before the run is created, so a failed read leaves nothing
+    behind) after checking them all: each file lies in the workspace, is a
+    regular file of at most 1 GiB, and is read within a time limit
+    (workspace_files.py); the same bytes as a stored capture are a no-op,
+    other bytes are refused (evidence is never overwritten); every captured
+    input of the new cases names a capture given here or already stored.  The
+    server never loads them (no torch here): the runner does, and refuses a
+    shape or dtype that differs from the case."""
+    todo: dict[str, bytes] = {}
+    roots = allowed_roots(store.root)
     for name, given in sorted(files.items()):
-        path = Path(given).expanduser()
-        try:
-            size = path.stat().st_size
-            if not path.is_file():
-                raise IsADirectoryError(f"{given!r} is not a regular file")
-        except OSError as exc:
-            raise ToolError(f"captured_files.{name}: cannot read {given!r} ({exc.strerror or exc})",
-                            code="bad_file") from None
-        if size > MAX_CAPTURED_BYTES:
-            raise ToolError(f"captured_files.{name}: {given!r} is {size} bytes, over the 1 GiB limit for one "
-                            "captured tensor; capture a slice that still fails", code="bad_file")
+        data = read_workspace_file(given, f"captured_files.{name}", roots, limit=MAX_CAPTURED_BYTES)
         existing = store.path("artifacts", "captured", name)
         if existing.is_file():
-            if _file_digest(existing) != _file_digest(path):
+            if _file_digest(existing) != hashlib.sha256(data).hexdigest():
                 raise ToolError(f"captured tensor {name!r} is already stored in run {store.run_id!r} with other "
                                 "content; evidence is never overwritten - give it another name", code="captured_changed")
             continue
-        todo[name] = path
+        todo[name] = data
     for case in cases:
         for spec in case.inputs:
             for member in spec.members():
@@ -593,8 +587,8 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
         created = True
     for name, source in modules.items():
         store.write_artifact(f"modules/{name}", source)
-    for name, path in captured.items():
-        store.write_artifact(f"captured/{name}", path.read_bytes())
+    for name, data in captured.items():
+        store.write_artifact(f"captured/{name}", data)
 
     all_cases = store.read_cases()
     return PlanResponse(

@@ -20,11 +20,12 @@ from .schemas import FiniteFloat, NonNegFinite, Strict, format_validation_error
 # start: its bound of consecutive start failures was reached (the slot is retired).
 WORKER_RESTART_LIMIT = "WorkerRestartLimit"
 
-HarnessWhere = Literal["resolve", "inputs", "reference", "compare", "harness", "worker_start"]
+HarnessWhere = Literal["resolve", "import", "inputs", "reference", "compare", "harness", "worker_start"]
 
 # What each `where` means for people ("the case stays pending" is said by the caller).
 HARNESS_WHERE_TEXT: dict[str, str] = {
     "resolve": "the candidate/reference could not be loaded",
+    "import": "the user modules could not be imported",
     "inputs": "the inputs could not be built",
     "reference": "the reference failed",
     "compare": "the comparison failed",
@@ -61,6 +62,8 @@ class CaseDone(Strict):
     worker_restarted: bool = Field(False, description="that worker replaced a dead or unhealthy one")
     worker_lost: bool = Field(False, description="the worker died or was killed during the case")
     worker_exit: int | None = Field(None, description="its exit status, when it died")
+    worker_replaced_after: str | None = Field(
+        None, description="the case left the worker unusable (a closed fd): replaced before the next case")
 
     @model_validator(mode="after")
     def _outcome_has_its_body(self) -> "CaseDone":

@@ -12,6 +12,7 @@ records nothing: the case stays pending and its outcome says why.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 from typing import Awaitable, Callable
 
@@ -20,6 +21,7 @@ from .errors import ToolError
 from .evidence import ARTIFACTS_DIR, RESULTS, RunStore, read_json
 from .protocol import HARNESS_WHERE_TEXT, WORKER_RESTART_LIMIT, CaseDone, MalformedEnvelope, parse_case_done
 from .record_result import record_result
+from .report import rerun_id
 from .remote import pool
 from .remote.errors import WorkerCannotStart
 from .remote.inventory import as_inventory
@@ -83,6 +85,7 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
         if outcome is None:  # recorded by another call while this one ran it
             refused.append(case_id)
             return
+        outcome.rerun_case = _rerun_case(case, event)
         await report(outcome)
         gave_up = _worker_gave_up(event)
         if gave_up is not None:  # the slot is retired; the cases left wait for another slot or stay pending
@@ -110,9 +113,28 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
                 f"outcome's error, then run run_case_remote again for run {run_id!r} (pending cases are picked up).")
     elif refused:
         hint = _refused_hint(refused)
+    external = [o for o in ordered if o.rerun_case]
+    if external:
+        hint = ((hint + " ") if hint else "") + (
+            f"killed from outside the harness (signal, not the case timeout): {[o.case_id for o in external]}; "
+            "to run one again under a new id, call plan_cases with {\"run_id\": \"" + run_id + "\", "
+            "\"append\": true, \"cases\": [<that outcome's rerun_case>]}, then run_case_remote.")
     return RunResponse(run_id=store.run_id, hosts=host_names, outcomes=ordered,
                        recorded=[o.case_id for o in ordered if o.recorded], pending=pending, refused=refused,
                        rerun_hint=hint)
+
+
+EXTERNAL_SIGNALS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
+
+
+def _rerun_case(case, event: dict) -> dict | None:
+    """The case under a fresh id when its crash is a signal the harness did not send."""
+    result = event.get("result") or {}
+    error = result.get("error") or {}
+    if result.get("status") != "crash" or error.get("signature") == "timeout" or \
+            error.get("signal") not in EXTERNAL_SIGNALS:
+        return None
+    return dict(case.model_dump(mode="json", exclude_none=True), id=rerun_id(case.id))
 
 
 def _refused_hint(refused: list[str]) -> str | None:
@@ -168,6 +190,10 @@ def _record_event(store: RunStore, root, host: str, device: str, case_id: str, e
         if exc.code == "already_recorded":
             return None
         return _pending(case_id, f"not recorded: {exc.message}", host=host, device=device)
+    except OSError as exc:  # a full disk outside the atomic writes: this case stays pending, the others keep theirs
+        return _pending(case_id, f"not recorded: writing the evidence failed: {exc.strerror or exc} "
+                                 f"({errno.errorcode.get(exc.errno or 0, 'OSError')}"
+                                 f"{', ' + str(exc.filename) if exc.filename else ''})", host=host, device=device)
     return _outcome(case_id, result, host, device, response.raw_path)
 
 

@@ -75,7 +75,7 @@ Status = Literal["passed", "numerical_mismatch", "crash", "unsupported"]
 
 
 def _slug(value: str) -> str:
-    if not isinstance(value, str) or not _SLUG_RE.match(value):
+    if not isinstance(value, str) or not _SLUG_RE.fullmatch(value):
         raise ValueError(
             "must be a safe slug: 1-96 characters of letters, digits, '.', '_' or '-', "
             "starting with a letter or digit (no '/', no '..', no spaces)"
@@ -86,13 +86,13 @@ def _slug(value: str) -> str:
 
 
 def _ident(value: str) -> str:
-    if not _IDENT_RE.match(value):
+    if not _IDENT_RE.fullmatch(value):
         raise ValueError("must be a Python identifier of at most 64 characters")
     return value
 
 
 def _dotted(value: str) -> str:
-    if not _DOTTED_RE.match(value):
+    if not _DOTTED_RE.fullmatch(value):
         raise ValueError("must be a dotted callable path such as 'torch_npu.npu_rms_norm' (module.attr)")
     return value
 
@@ -100,6 +100,21 @@ def _dotted(value: str) -> str:
 def _finite(value: float | None) -> float | None:
     if value is not None and not math.isfinite(value):
         raise ValueError("must be a finite number")
+    return value
+
+
+def _finite_non_negative(value: float) -> float:
+    """Finite first, so a NaN says "must be a finite number", not a bound."""
+    _finite(value)
+    if value < 0:
+        raise ValueError("must be greater than or equal to 0")
+    return value
+
+
+def _finite_ratio(value: float) -> float:
+    _finite_non_negative(value)
+    if value > 1:
+        raise ValueError("must be less than or equal to 1")
     return value
 
 
@@ -118,7 +133,7 @@ def _finite_json(value: Any) -> Any:
 
 
 def _module_file(value: str) -> str:
-    if not _MODULE_FILE_RE.match(value):
+    if not _MODULE_FILE_RE.fullmatch(value):
         raise ValueError("module file must be NAME.py with NAME a Python identifier (no directories)")
     return value
 
@@ -131,7 +146,8 @@ ModuleFile = Annotated[str, AfterValidator(_module_file)]
 Ident = Annotated[str, AfterValidator(_ident)]
 Dotted = Annotated[str, AfterValidator(_dotted)]
 FiniteFloat = Annotated[float, AfterValidator(_finite)]
-NonNegFinite = Annotated[float, Field(ge=0), AfterValidator(_finite)]
+# Non-finite input is refused before the bound is checked: NaN says "must be a finite number".
+NonNegFinite = Annotated[float, AfterValidator(_finite_non_negative), Field(json_schema_extra={"minimum": 0})]
 # A tensor element as JSON: finite numbers as numbers, the rest spelled out.
 ElementValue = Union[float, int, bool, Literal["nan", "inf", "-inf"]]
 
@@ -436,6 +452,10 @@ class OperatorSpec(Strict):
         None, description="null: inductor; torchair on NPU")
     unsupported_rules: list[Annotated[str, Field(min_length=1, max_length=500)]] = Field(
         default_factory=list, description="regexes: a candidate error matching one is unsupported")
+    # Seconds the worker may spend importing the user modules and resolving the
+    # callables; past it the case stays pending and the next cases go on.
+    # Validated, not published (the plan schema's size budget): see SKILL.md.
+    import_timeout_s: SkipJsonSchema[Annotated[float, Field(gt=0, le=3600)]] = 300.0
     random: bool = Field(False, description="draws random numbers: the reference runs twice to check its seeding")
 
     @field_validator("unsupported_rules")
@@ -499,7 +519,8 @@ class Comparison(Strict):
     error_balance: FiniteFloat | None = None
     max_ulp: NonNegFinite | None = None
     mismatch_count: Annotated[int, Field(ge=0)] = 0
-    mismatch_ratio: Annotated[float, Field(ge=0, le=1)] = 0.0
+    mismatch_ratio: Annotated[float, AfterValidator(_finite_ratio),
+                              Field(json_schema_extra={"minimum": 0, "maximum": 1})] = 0.0
     nan_mismatch: Annotated[int, Field(ge=0)] = 0
     inf_mismatch: Annotated[int, Field(ge=0)] = 0
     worst_index: list[int] | None = None
@@ -781,6 +802,9 @@ class CaseOutcome(Strict):
     matched_rule: str | None = Field(None, description="unsupported rule matched")
     error: str | None = Field(None, description="why it stayed pending (harness, reference, connection)")
     raw_path: str | None = Field(None, description="raw evidence, relative to the run directory")
+    rerun_case: dict[str, Any] | None = Field(
+        None, description="this case under a new id for plan_cases(append=true, cases=[rerun_case]): killed from "
+                          "outside")
 
 
 class RunResponse(Strict):

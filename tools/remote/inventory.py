@@ -57,14 +57,14 @@ _CONTAINER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 def _matching(regex: re.Pattern, what: str):
     def check(value: str) -> str:
-        if not regex.match(value):
+        if not regex.fullmatch(value):
             raise ValueError(f"{value!r} is not a valid {what}")
         return value
     return check
 
 
 def _abs_path(value: str) -> str:
-    if not _ABS_PATH_RE.match(value):
+    if not _ABS_PATH_RE.fullmatch(value):
         raise ValueError(f"{value!r} must be an absolute path of letters, digits and . _ / + @ = - "
                          "(no spaces, quotes, '~' or shell characters)")
     if any(part in (".", "..") for part in value.split("/")):
@@ -72,10 +72,18 @@ def _abs_path(value: str) -> str:
     return value.rstrip("/") or "/"
 
 
+def _work_dir(value: str) -> str:
+    value = _abs_path(value)
+    if value == "/":
+        raise ValueError("'/' cannot be the work_dir: give a directory of its own (e.g. /home/USER/.opdebug), "
+                         "owned by the login user and writable by nobody else")
+    return value
+
+
 def _python(value: str) -> str:
     if value.startswith("/"):
         return _abs_path(value)
-    if not _COMMAND_RE.match(value):
+    if not _COMMAND_RE.fullmatch(value):
         raise ValueError(f"{value!r} must be an absolute path or a plain command name such as 'python3'")
     return value
 
@@ -110,7 +118,7 @@ class HostConfig(Strict):
     container: Container | None = None
     device: DeviceKind = "npu"
     devices: list[Annotated[int, Field(ge=0, le=1023)]] = Field(default_factory=lambda: [0], min_length=1)
-    work_dir: AbsPath = "/tmp/opdebug"
+    work_dir: Annotated[str, AfterValidator(_work_dir)] = "/tmp/opdebug"
     concurrency: Annotated[int, Field(ge=1, le=1024)] | None = None
     connect_timeout: Annotated[float, Field(gt=0, le=600)] = 15.0
     # The host sshd's MaxSessions (OpenSSH default 10): a host with more slots

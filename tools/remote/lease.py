@@ -18,7 +18,9 @@ can never run on one device at once; the second is told who holds it.
 Events on stdout (one JSON line each, before the supervisor speaks):
 ``{"event": "lease_waiting", "holder": {...}}`` (when someone holds it;
 repeated every second while waiting), then ``{"event": "lease_acquired", "lease_file": ..., "holder": {...}}`` or
-``{"event": "lease_busy", "lease_file": ..., "holder": {...}}`` and exit 75.
+``{"event": "lease_busy", "lease_file": ..., "holder": {...}}`` and exit 75, or
+``{"event": "lease_refused", "reason": ...}`` and exit 77 when the lease
+directory or file is not safely ours (see ``open_lease``).
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ import errno
 import fcntl
 import json
 import os
+import stat
 import sys
 import time
 
 EXIT_BUSY = 75  # EX_TEMPFAIL
+EXIT_REFUSED = 77  # EX_NOPERM
 POLL_S = 0.05
 NEWS_EVERY_S = 1.0
 
@@ -60,10 +64,36 @@ def try_lock(fd: int) -> bool:
         raise
 
 
+class LeaseRefused(Exception):
+    """The lease directory or file is not safely ours (another user's, writable by others, a link)."""
+
+
+def open_lease(path: str) -> int:
+    """The lease file, opened without following a link, in a directory only we
+    can write, verified to be a plain file of ours with one name: a planted
+    symlink or hard link never makes us write to (or truncate) another file."""
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    st = os.lstat(directory)
+    uid = os.getuid()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid or st.st_mode & 0o022:
+        raise LeaseRefused(f"lease directory {directory} must be a directory owned by uid {uid} and writable by "
+                           f"nobody else (owner uid {st.st_uid}, mode {st.st_mode & 0o7777:o})")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise LeaseRefused(f"cannot open lease file {path} without following links: {exc.strerror}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != uid or st.st_nlink != 1:
+        os.close(fd)
+        raise LeaseRefused(f"lease file {path} is not a plain file of uid {uid} with one name (uid {st.st_uid}, "
+                           f"links {st.st_nlink})")
+    return fd
+
+
 def acquire(path: str, wait_s: float, holder: dict) -> tuple[int | None, dict]:
     """(fd holding the lock, holder written) or (None, current holder) after wait_s."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_lease(path)
     deadline = time.monotonic() + wait_s
     next_news = 0.0
     while not try_lock(fd):
@@ -101,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
               "host": os.uname().nodename}
     try:
         fd, holder = acquire(args.lease_file, args.wait, holder)
+    except LeaseRefused as exc:
+        _emit({"event": "lease_refused", "lease_file": args.lease_file, "reason": str(exc)})
+        return EXIT_REFUSED
     except (BrokenPipeError, OSError) as exc:
         if isinstance(exc, BrokenPipeError) or getattr(exc, "errno", None) == errno.EPIPE:
             return 0  # nobody is listening any more

@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
-import secrets
 import signal
+import socket
 import sys
 import tempfile
 from collections import deque
 from pathlib import Path
 
-from .errors import WorkerCannotStart
+from .errors import SlotCannotStart, WorkerCannotStart
 from .inventory import VISIBILITY_VARIABLE
+from .safe_stage import stage_tree
 from .supervisor_client import ConnectionLost, SupervisorClient
 
 RUNNER_SRC = Path(__file__).resolve().parent.parent / "runner"
@@ -47,37 +49,44 @@ def content_hash(files: dict[str, bytes]) -> str:
     return h.hexdigest()
 
 
+LEASE_SRC = Path(__file__).resolve().parent / "lease.py"
+LEASE_SCRIPT = "opdebug_lease.py"
+
+
+def bundle_files() -> dict[str, bytes]:
+    """Relative path on the host -> content: the runner package and the lease
+    helper (what both transports stage, under one content hash)."""
+    files = {f"{RUNNER_PACKAGE}/{name}": data for name, data in runner_sources().items()}
+    files[LEASE_SCRIPT] = LEASE_SRC.read_bytes()
+    return files
+
+
+def stage_base(base: str | os.PathLike | None = None) -> Path:
+    return Path(base or os.environ.get(STAGE_ENV) or Path(tempfile.gettempdir()) / f"opdebug-runner-{os.getuid()}")
+
+
 def stage_runner(base: str | os.PathLike | None = None) -> Path:
-    """The staged runner directory for PYTHONPATH (written once per content hash,
-    into a temporary directory renamed into place, so it is never half-written)."""
-    files = runner_sources()
-    base = Path(base or os.environ.get(STAGE_ENV) or Path(tempfile.gettempdir()) / f"opdebug-runner-{os.getuid()}")
-    final = base / f"runner-{content_hash(files)[:12]}"
-    if (final / RUNNER_PACKAGE / "__main__.py").is_file():
-        return final
-    base.mkdir(parents=True, exist_ok=True)
-    tmp = base / f".runner-{secrets.token_hex(6)}.tmp"
-    (tmp / RUNNER_PACKAGE).mkdir(parents=True)
-    for name, data in files.items():
-        (tmp / RUNNER_PACKAGE / name).write_bytes(data)
-    try:
-        os.rename(tmp, final)
-    except OSError:  # another process staged it first
-        for p in (tmp / RUNNER_PACKAGE).iterdir():
-            p.unlink()
-        (tmp / RUNNER_PACKAGE).rmdir()
-        tmp.rmdir()
-    return final
+    """The staged runner directory for PYTHONPATH: ``<base>/runner-<hash12>/``.
+
+    ``base`` must be a directory of ours that nobody else can write (else
+    ``[unsafe_path]``); an existing stage is used only when its files are the
+    ones shipped, byte for byte; a new one is written into a private temporary
+    directory and renamed into place (see safe_stage.py)."""
+    files = bundle_files()
+    return stage_tree(stage_base(base), f"runner-{content_hash(files)[:12]}", files)
 
 
 class LocalSlot:
     """One local supervisor on one device (for cpu the id is only a label)."""
 
-    def __init__(self, host: str = "local", device_kind: str = "cpu", device_id: int = 0):
+    def __init__(self, host: str = "local", device_kind: str = "cpu", device_id: int = 0,
+                 lease_wait_s: float = 30.0):
         self.host = host
         self.device_kind = device_kind
         self.device_id = int(device_id)
         self.device = f"{device_kind}:{self.device_id}"
+        self.lease_wait_s = float(lease_wait_s)
+        self.lease: dict = {}
         self.process: asyncio.subprocess.Process | None = None
         self.client: SupervisorClient | None = None
         self.hello: dict = {}
@@ -96,7 +105,13 @@ class LocalSlot:
         variable = VISIBILITY_VARIABLE.get(self.device_kind)
         if variable:
             env[variable] = str(self.device_id)
+        # The same device lease as on SSH hosts: one case at a time per device across
+        # processes and agents (the supervisor holds it for as long as it lives).
+        lease_file = stage.parent / "leases" / f"{self.device_kind}-{self.device_id}.lock"
         self.process = await asyncio.create_subprocess_exec(
+            sys.executable, str(stage / LEASE_SCRIPT), "--lease-file", str(lease_file),
+            "--wait", repr(self.lease_wait_s), "--owner", f"{socket.gethostname()}:{os.getpid()}"[:128],
+            "--device", self.device, "--",
             sys.executable, "-m", RUNNER_PACKAGE, "supervise", "--device", self.device_kind,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             env=env, start_new_session=True, limit=STREAM_LIMIT,
@@ -104,6 +119,7 @@ class LocalSlot:
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
         self.client = SupervisorClient(self.process.stdout, self.process.stdin, label=f"{self.host} {self.device}")
         try:
+            self.lease = await asyncio.wait_for(self._await_lease(), self.lease_wait_s + 60)
             self.hello = await self.client.hello(timeout=START_TIMEOUT_S)
         except BaseException:
             await self._kill()
@@ -113,6 +129,34 @@ class LocalSlot:
             await self.close()
             raise WorkerCannotStart(f"{self.host} {self.device}: the worker cannot start: {why}")
         self.alive = True
+
+    async def _await_lease(self) -> dict:
+        """The lease helper's answer: acquired, or why the device cannot be had."""
+        assert self.process is not None and self.process.stdout is not None
+        holder: dict = {}
+        while True:
+            line = await self.process.stdout.readline()
+            if not line:
+                raise SlotCannotStart(f"{self.host} {self.device}: the lease helper exited before taking the device "
+                                      f"lease; stderr: {self.stderr_tail() or '-'}", code="slot_start_failed")
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            kind = event.get("event") if isinstance(event, dict) else None
+            if kind == "lease_acquired":
+                return event
+            if kind == "lease_waiting":
+                holder = event.get("holder") or holder
+            elif kind == "lease_refused":
+                raise SlotCannotStart(f"{self.host} {self.device}: refused to take the device lease: {event.get('reason')}",
+                                code="unsafe_path")
+            elif kind == "lease_busy":
+                holder = event.get("holder") or holder
+                raise SlotCannotStart(f"{self.host} {self.device} is leased by pid {holder.get('pid')} "
+                                f"({holder.get('owner') or '?'}) since {holder.get('since')}; waited "
+                                f"{self.lease_wait_s:g} s; run again when it is free", code="device_busy",
+                                details={"holder": holder})
 
     async def _drain_stderr(self) -> None:
         assert self.process is not None and self.process.stderr is not None
@@ -182,4 +226,4 @@ def _str_or_none(path) -> str | None:
 
 def make_local_slot(host, device: int) -> LocalSlot:
     """The pool's factory for an inventory host with transport 'local'."""
-    return LocalSlot(host=host.name, device_kind=host.device, device_id=device)
+    return LocalSlot(host=host.name, device_kind=host.device, device_id=device, lease_wait_s=host.lease_wait_s)

@@ -154,6 +154,10 @@ class SSHDeviceSlot:
                 return event
             if kind == "lease_waiting":
                 waiting_on = event.get("holder") or {}
+            if kind == "lease_refused":
+                raise ssh_transport.SlotUnavailable(
+                    f"{self.host} {self.device}: refused to take the device lease: {event.get('reason')}",
+                    code="unsafe_path")
             if kind == "lease_busy":
                 holder = event.get("holder") or waiting_on
                 raise ssh_transport.SlotUnavailable(

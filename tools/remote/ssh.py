@@ -5,8 +5,11 @@
   a changed key is refused and the file holding the old key is named.
 - The runner (``tools/runner/*.py``, plus the lease helper) is uploaded by
   SFTP once per content hash into ``<work_dir>/runner-<hash12>/`` (into a
-  temporary directory first, renamed when complete, so a half-upload is never
-  used); a run's user modules go to ``<work_dir>/runs/<run_id>/modules/``.
+  private temporary directory first, renamed when complete, so a half-upload
+  is never used); a run's user modules go to ``<work_dir>/runs/<run_id>/modules-<hash12>/``.
+  An existing directory is used only after its files are compared byte for
+  byte with ours, in a work_dir the login user owns and nobody else can write
+  (safe_stage.py): code another user planted never runs.
 - Remote command lines are built from validated inventory fields and
   constants only, every piece shlex-quoted.  Nothing from a tool argument
   reaches a shell: not even the run id (the lease names the server that holds it).
@@ -23,6 +26,7 @@ import re
 import secrets
 import shlex
 import socket
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +36,9 @@ from ..errors import ToolError
 from ..evidence import safe_component
 from .errors import SlotCannotStart
 from .inventory import VISIBILITY_VARIABLE, HostConfig
-from .local import RUNNER_PACKAGE, RUNNER_SRC, content_hash, runner_sources
+from .safe_stage import CACHE_DIRS, refuse, unsafe_reason
+from .local import LEASE_SCRIPT, RUNNER_PACKAGE, RUNNER_SRC, bundle_files, content_hash
 
-LEASE_SRC = Path(__file__).resolve().parent / "lease.py"
-LEASE_SCRIPT = "opdebug_lease.py"
 COMPLETE_MARKER = ".complete"
 _OWNER_SAFE = re.compile(r"[^A-Za-z0-9._:-]")
 
@@ -151,10 +154,9 @@ async def open_connection(host: HostConfig) -> asyncssh.SSHClientConnection:
 
 def runner_files() -> dict[str, bytes]:
     """Relative path on the host -> content: the runner package and the lease helper."""
-    files = {f"{RUNNER_PACKAGE}/{name}": data for name, data in runner_sources().items()}
-    if not files:
+    files = bundle_files()
+    if len(files) < 2:
         raise ToolError(f"no runner sources under {RUNNER_SRC}", code="harness_error")
-    files[LEASE_SCRIPT] = LEASE_SRC.read_bytes()
     return files
 
 
@@ -162,28 +164,131 @@ def runner_dir(host: HostConfig, files: dict[str, bytes] | None = None) -> str:
     return f"{host.work_dir}/runner-{content_hash(files or runner_files())[:12]}"
 
 
-async def _upload_tree(sftp: asyncssh.SFTPClient, final: str, files: dict[str, bytes]) -> bool:
-    """Upload files into a temp dir next to `final`, then rename it into place.
-    False when `final` already existed complete (nothing uploaded)."""
-    if await sftp.exists(f"{final}/{COMPLETE_MARKER}"):
+class _Attrs:
+    """SFTP attributes as the few os.stat_result fields safe_stage checks."""
+
+    def __init__(self, attrs: asyncssh.SFTPAttrs):
+        mode = attrs.permissions or 0
+        if not stat.S_IFMT(mode):  # a server that leaves the type out of the mode
+            mode |= {asyncssh.FILEXFER_TYPE_DIRECTORY: stat.S_IFDIR, asyncssh.FILEXFER_TYPE_SYMLINK: stat.S_IFLNK,
+                     asyncssh.FILEXFER_TYPE_REGULAR: stat.S_IFREG}.get(attrs.type, 0)
+        self.st_mode, self.st_uid = mode, attrs.uid
+
+
+async def remote_uid(sftp: asyncssh.SFTPClient, directory: str) -> int:
+    """The login user's uid on the host (what every directory we trust must be
+    owned by): the owner of a file we create in ``directory`` - over the SFTP
+    session already open, so no extra channel (sshd's MaxSessions)."""
+    probe = f"{directory}/.uid-probe-{secrets.token_hex(6)}"
+    try:
+        async with sftp.open(probe, "xb", attrs=asyncssh.SFTPAttrs(permissions=0o600)):
+            pass
+        uid = (await sftp.lstat(probe)).uid
+        await sftp.remove(probe)
+    except (asyncssh.SFTPError, OSError) as exc:
+        raise refuse(directory, f"cannot create a file in it ({exc})") from None
+    if uid is None:
+        raise ToolError(f"the host's SFTP server does not report file owners; cannot check {directory}",
+                        code="unsafe_path")
+    return uid
+
+
+async def _checked_work_dir(sftp: asyncssh.SFTPClient, host: HostConfig) -> int:
+    """The login uid, after making sure work_dir exists and is private to it."""
+    if not await sftp.exists(host.work_dir):
+        try:
+            await sftp.makedirs(host.work_dir, attrs=asyncssh.SFTPAttrs(permissions=0o700), exist_ok=True)
+        except asyncssh.SFTPError:
+            pass
+    uid = await remote_uid(sftp, host.work_dir)
+    await require_private_dir(sftp, host.work_dir, uid, "the host's work_dir")
+    return uid
+
+
+async def require_private_dir(sftp: asyncssh.SFTPClient, path: str, uid: int, what: str) -> None:
+    """Create ``path`` (mode 700) when missing; refuse it unless it is a directory of
+    ``uid`` that nobody else can write (see safe_stage.py)."""
+    if not await sftp.exists(path):
+        try:
+            await sftp.makedirs(path, attrs=asyncssh.SFTPAttrs(permissions=0o700), exist_ok=True)
+        except asyncssh.SFTPError:
+            pass
+    why = unsafe_reason(_Attrs(await sftp.lstat(path)), uid, what)
+    if why:
+        raise refuse(path, why)
+
+
+async def remote_tree_mismatch(sftp: asyncssh.SFTPClient, root: str, files: dict[str, bytes], uid: int) -> str | None:
+    """None when ``root`` on the host holds exactly ``files`` in directories of
+    ``uid`` nobody else can write; else what differs (compared byte for byte)."""
+    expected_dirs = {rel.rsplit("/", 1)[0] for rel in files if "/" in rel}
+    seen: set[str] = set()
+    pending = [""]
+    while pending:
+        rel_dir = pending.pop()
+        path = f"{root}/{rel_dir}" if rel_dir else root
+        why = unsafe_reason(_Attrs(await sftp.lstat(path)), uid, f"directory {rel_dir or '.'!r}")
+        if why:
+            return why
+        for entry in await sftp.readdir(path):
+            name = entry.filename
+            if name in (".", ".."):
+                continue
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            attrs = _Attrs(entry.attrs)
+            if stat.S_ISDIR(attrs.st_mode):
+                if name in CACHE_DIRS:
+                    why = unsafe_reason(attrs, uid, f"directory {rel!r}")
+                    if why:
+                        return why
+                elif rel in expected_dirs:
+                    pending.append(rel)
+                else:
+                    return f"unexpected directory {rel!r}"
+                continue
+            if rel not in files:
+                return f"unexpected file {rel!r}"
+            if not stat.S_ISREG(attrs.st_mode) or attrs.st_uid != uid or attrs.st_mode & 0o022:
+                return f"{rel!r} is not a regular file of ours"
+            async with sftp.open(f"{root}/{rel}", "rb") as fh:
+                if await fh.read() != files[rel]:
+                    return f"{rel!r} differs from the shipped file"
+            seen.add(rel)
+    missing = sorted(set(files) - seen)
+    return f"missing {missing}" if missing else None
+
+
+async def _upload_tree(sftp: asyncssh.SFTPClient, final: str, files: dict[str, bytes], uid: int) -> bool:
+    """Upload files into a private temp dir next to `final`, then rename it into
+    place.  False when `final` already existed (verified byte for byte against
+    `files`, else refused: an existing directory is never trusted by its name)."""
+    files = dict(files)
+    files[COMPLETE_MARKER] = json.dumps({"files": sorted(files)}).encode()
+    if await sftp.exists(final) or await _is_link(sftp, final):
+        why = await remote_tree_mismatch(sftp, final, files, uid)
+        if why:
+            raise refuse(final, f"it is not what this server ships: {why}")
         return False
     parent = final.rsplit("/", 1)[0]
     tmp = f"{parent}/.{final.rsplit('/', 1)[1]}.tmp-{secrets.token_hex(6)}"
-    await sftp.makedirs(tmp, exist_ok=True)
+    await sftp.mkdir(tmp, attrs=asyncssh.SFTPAttrs(permissions=0o700))
     try:
         for rel in sorted(files):
             path = f"{tmp}/{rel}"
-            await sftp.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-            async with sftp.open(path, "wb") as fh:
+            directory = path.rsplit("/", 1)[0]
+            if not await sftp.exists(directory):
+                await sftp.makedirs(directory, attrs=asyncssh.SFTPAttrs(permissions=0o700), exist_ok=True)
+            async with sftp.open(path, "wb", attrs=asyncssh.SFTPAttrs(permissions=0o600)) as fh:
                 await fh.write(files[rel])
-        async with sftp.open(f"{tmp}/{COMPLETE_MARKER}", "wb") as fh:
-            await fh.write(json.dumps({"files": sorted(files)}).encode())
         try:
             await sftp.rename(tmp, final)  # SFTP rename never replaces: the first complete upload wins
         except asyncssh.SFTPError:
-            if not await sftp.exists(f"{final}/{COMPLETE_MARKER}"):
+            if not await sftp.exists(final):
                 raise
             await sftp.rmtree(tmp, ignore_errors=True)
+            why = await remote_tree_mismatch(sftp, final, files, uid)
+            if why:
+                raise refuse(final, f"it is not what this server ships: {why}") from None
             return False
     except BaseException:
         try:
@@ -194,13 +299,22 @@ async def _upload_tree(sftp: asyncssh.SFTPClient, final: str, files: dict[str, b
     return True
 
 
+async def _is_link(sftp: asyncssh.SFTPClient, path: str) -> bool:
+    try:
+        return stat.S_ISLNK(_Attrs(await sftp.lstat(path)).st_mode)
+    except asyncssh.SFTPError:
+        return False
+
+
 async def ensure_runner(conn: asyncssh.SSHClientConnection, host: HostConfig) -> str:
-    """The runner's directory on the host, uploading it once per content hash."""
+    """The runner's directory on the host, uploaded once per content hash; an
+    existing one is used only when its files are ours, byte for byte, in a
+    work_dir only the login user can write."""
     files = runner_files()
     final = runner_dir(host, files)
     async with conn.start_sftp_client() as sftp:
-        await sftp.makedirs(host.work_dir, exist_ok=True)
-        await _upload_tree(sftp, final, files)
+        uid = await _checked_work_dir(sftp, host)
+        await _upload_tree(sftp, final, files, uid)
     return final
 
 
@@ -220,15 +334,17 @@ async def upload_run_files(conn: asyncssh.SSHClientConnection, host: HostConfig,
     run_id = safe_component(run_id, "run_id")
     out: list[str | None] = []
     async with conn.start_sftp_client() as sftp:
+        uid = await _checked_work_dir(sftp, host)
         for kind, local in (("modules", modules_dir), ("captured", captured_dir)):
             files = _dir_files(local)
             if not files:
                 out.append(None)
                 continue
             base = f"{host.work_dir}/runs/{run_id}"
-            await sftp.makedirs(base, exist_ok=True)
+            await require_private_dir(sftp, f"{host.work_dir}/runs", uid, "the host's runs directory")
+            await require_private_dir(sftp, base, uid, "the run's directory on the host")
             final = f"{base}/{kind}-{content_hash(files)[:12]}"
-            await _upload_tree(sftp, final, files)
+            await _upload_tree(sftp, final, files, uid)
             out.append(final)
     return out[0], out[1]
 

@@ -141,6 +141,9 @@ class SupervisorClient:
                     continue
                 if msg["event"] in ("started", "reference_started"):  # each phase has the case timeout
                     waiting, timeout = "the case result", float(timeout_s) + self.answer_grace_s
+                elif msg["event"] == "preparing":  # health check, worker start, import, inputs: each its budget
+                    waiting = f"the end of the case's {msg.get('phase', 'preparation')} phase"
+                    timeout = _budget(msg.get("budget_s"), self.start_timeout_s) + self.answer_grace_s
                 elif msg["event"] == "case_done":
                     return msg
 

@@ -39,7 +39,13 @@ def main(argv: list[str] | None = None) -> int:
     work.add_argument("--stderr-file", required=True)
     work.add_argument("--capture-file", required=True)
     work.add_argument("--parent-pid", type=int, required=True)
+    dog = sub.add_parser("watchdog", help="internal: sweeps a run's processes once the supervisor is gone")
+    dog.add_argument("--token", required=True)
     args = parser.parse_args(argv)
+    if args.command == "watchdog":
+        from .reaper import watchdog_main
+
+        return watchdog_main(args.token)
     if args.command == "supervise":
         from .supervisor import main as supervise
 

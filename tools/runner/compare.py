@@ -217,6 +217,27 @@ class _Acc:
         self.first = None
         self.nan_mismatch = 0
         self.inf_mismatch = 0
+        # Sums, max_abs and dot products are kept in units of 2**exp (2**(2*exp) for
+        # squares): float64 values near its range (1e308) are scaled down by a
+        # power of two (exact) instead of overflowing to inf.
+        self.exp = 0
+
+    def bring(self, exp: int) -> int:
+        """Rescale to at least 2**exp; the shift to apply to a chunk at 2**exp."""
+        if exp > self.exp:
+            shift = self.exp - exp
+            self.sum_d, self.sum_ad, self.max_abs = (_ldexp(x, shift) for x in (self.sum_d, self.sum_ad, self.max_abs))
+            self.sum_sq, self.dot_cr, self.dot_cc, self.dot_rr = (
+                _ldexp(x, 2 * shift) for x in (self.sum_sq, self.dot_cr, self.dot_cc, self.dot_rr))
+            self.exp = exp
+        return exp - self.exp
+
+
+def _ldexp(x: float, exp: int) -> float:
+    try:
+        return math.ldexp(x, exp)
+    except OverflowError:
+        return math.copysign(math.inf, x)
 
 
 def _float_metrics(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> dict:
@@ -241,9 +262,10 @@ def _float_metrics(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
     if acc.n_fin:
         nf = acc.n_fin
         out.update(
-            max_abs=_finite_or_none(acc.max_abs), max_rel=_finite_or_none(acc.max_rel),
-            mean_abs=_finite_or_none(acc.sum_ad / nf), rmse=_finite_or_none(math.sqrt(acc.sum_sq / nf)),
-            error_balance=_finite_or_none(acc.sum_d / nf), max_ulp=_finite_or_none(acc.max_ulp),
+            max_abs=_finite_or_none(_ldexp(acc.max_abs, acc.exp)), max_rel=_finite_or_none(acc.max_rel),
+            mean_abs=_finite_or_none(_ldexp(acc.sum_ad / nf, acc.exp)),
+            rmse=_finite_or_none(_ldexp(math.sqrt(acc.sum_sq / nf), acc.exp)),
+            error_balance=_finite_or_none(_ldexp(acc.sum_d / nf, acc.exp)), max_ulp=_finite_or_none(acc.max_ulp),
             cosine=_cosine(acc),
         )
     if acc.worst is not None and acc.max_abs > 0:
@@ -264,13 +286,14 @@ def _cosine(acc: _Acc):
         return 1.0
     if acc.dot_cc == 0 or acc.dot_rr == 0:
         return 0.0
-    value = acc.dot_cr / math.sqrt(acc.dot_cc * acc.dot_rr)
+    value = acc.dot_cr / (math.sqrt(acc.dot_cc) * math.sqrt(acc.dot_rr))  # no product to overflow
     return _finite_or_none(max(-1.0, min(1.0, value)))
 
 
 def _chunk(acc, start, c, r, d, sum_d, nfin, atol, rtol, guard, exp_mask, int_view, eps, tiny,
-           extra_mismatch=None):
-    """Metrics of one chunk whose (masked) values are all finite."""
+           extra_mismatch=None, scale_exp=0):
+    """Metrics of one chunk whose (masked) values are all finite (``c`` and ``r``
+    already divided by 2**scale_exp, and atol, guard and tiny with them)."""
     dot_cr, dot_cc, dot_rr = torch.dot(c, r).item(), torch.dot(c, c).item(), torch.dot(r, r).item()
     ad = d.abs_()
     sum_sq = torch.dot(ad, ad).item()
@@ -281,16 +304,28 @@ def _chunk(acc, start, c, r, d, sum_d, nfin, atol, rtol, guard, exp_mask, int_vi
         d = c - r
         return _chunk(acc, start, c, r, d, d.sum().item(), nfin, atol, rtol, guard, 0x7FF0000000000000,
                       torch.int64, eps, tiny, extra_mismatch)
+    if c.dtype == torch.float64 and not scale_exp and \
+            not all(map(math.isfinite, (sum_d, dot_cr, dot_cc, dot_rr, sum_sq))):
+        # float64 values whose difference or square overflows (|x| near 1e308): the
+        # chunk divided by a power of two (exact), the sums kept in those units
+        # (to 2**480 at most: squares summed over a chunk stay below 2**1024, and values
+        # above 2**-479 keep every bit)
+        k = max(1, math.frexp(max(c.abs().max().item(), r.abs().max().item()))[1] - 480)
+        c, r = torch.ldexp(c, torch.tensor(-k)), torch.ldexp(r, torch.tensor(-k))
+        d = c - r
+        return _chunk(acc, start, c, r, d, d.sum().item(), nfin, _scaled(atol, k), rtol, _scaled(guard, k),
+                      exp_mask, int_view, eps, _scaled(tiny, k), extra_mismatch, scale_exp=k)
+    shift = acc.bring(scale_exp)
     acc.n_fin += nfin
-    acc.sum_d += sum_d
-    acc.dot_cr += dot_cr
-    acc.dot_cc += dot_cc
-    acc.dot_rr += dot_rr
-    acc.sum_ad += ad.sum().item()
-    acc.sum_sq += sum_sq
+    acc.sum_d += _ldexp(sum_d, shift)
+    acc.dot_cr += _ldexp(dot_cr, 2 * shift)
+    acc.dot_cc += _ldexp(dot_cc, 2 * shift)
+    acc.dot_rr += _ldexp(dot_rr, 2 * shift)
+    acc.sum_ad += _ldexp(ad.sum().item(), shift)
+    acc.sum_sq += _ldexp(sum_sq, 2 * shift)
     mx = ad.max().item()
-    if mx > acc.max_abs:  # the index only when the running maximum moves (argmax is slow)
-        acc.max_abs, acc.worst = mx, start + ad.argmax().item()
+    if _ldexp(mx, shift) > acc.max_abs:  # the index only when the running maximum moves (argmax is slow)
+        acc.max_abs, acc.worst = _ldexp(mx, shift), start + ad.argmax().item()
     ar = r.abs()
     # mismatch: |d| - rtol*|r| > atol; counted only when the chunk has one
     excess = torch.sub(ad, ar, alpha=rtol) if rtol else ad
@@ -311,6 +346,10 @@ def _chunk(acc, start, c, r, d, sum_d, nfin, atol, rtol, guard, exp_mask, int_vi
         pow2 = (ar.view(int_view) & exp_mask).view(ar.dtype).clamp_min_(tiny)
         acc.max_ulp = max(acc.max_ulp, ad.div(pow2).max().item() / eps)
         acc.max_rel = max(acc.max_rel, ad.div_(ar.clamp_min_(guard)).max().item())
+
+
+def _scaled(x: float, k: int) -> float:
+    return max(math.ldexp(x, -k), 5e-324) if x > 0 else x
 
 
 def _chunk_nonfinite(acc, start, c, r, atol, rtol, guard, exp_mask, int_view, eps, tiny):

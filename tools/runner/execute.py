@@ -39,8 +39,10 @@ def environment(device: Device) -> dict:
     return env
 
 
-def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_candidate_done=None) -> dict:
-    """``on_inputs(metadata)`` is called once the inputs are built, before the
+def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_candidate_done=None,
+                 on_imported=None) -> dict:
+    """``on_imported()`` is called once the user modules are imported and the
+    callables resolved (the import has a budget of its own); ``on_inputs(metadata)`` is called once the inputs are built, before the
     candidate runs (the supervisor keeps it for a worker that dies);
     ``on_candidate_done()`` once the candidate returned, before the reference
     runs (the supervisor's case timeout covers the candidate only)."""
@@ -53,6 +55,8 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
         reference = resolve(op["reference"])
     except ResolveError as exc:
         return _harness("resolve", exc)
+    if on_imported is not None:
+        on_imported()
     try:
         built = build_case_inputs(case, request.get("captured_dir"))
     except Exception as exc:  # noqa: BLE001 - any input failure is the harness's

@@ -29,11 +29,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import secrets
 import tempfile
 import threading
 import time
 
-from . import PROTOCOL, RUNNER_VERSION
+from . import PROTOCOL, RUNNER_VERSION, reaper
 from .classify import signal_name
 
 STDERR_TAIL = 4000
@@ -43,6 +44,12 @@ HEALTH_TIMEOUT_S = 60.0
 # answered at once with a harness_error where worker_start, type WorkerRestartLimit.
 MAX_WORKER_START_FAILURES = 3
 DEATH_POLL_S = 0.5
+# Importing the run's user modules and resolving the callables (a module may
+# JIT-build a custom op); the config's operator.import_timeout_s overrides it.
+IMPORT_TIMEOUT_S = 300.0
+# Signals the supervisor never sends on its own outside a timeout: when one
+# kills the worker, someone else (the OOM killer, a person) did.
+EXTERNAL_SIGNALS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
 REPORTED_ENV_PREFIXES = ("ASCEND_", "CUDA_", "OPDEBUG_", "NPU_", "HCCL_", "TORCH_DEVICE")
 
 
@@ -79,7 +86,7 @@ def _tail(path: str, limit: int = STDERR_TAIL) -> str:
 class Worker:
     """One worker process (its own process group) and the thread reading it."""
 
-    def __init__(self, generation: int, device: str, workdir: str, events: "queue.Queue"):
+    def __init__(self, generation: int, device: str, workdir: str, events: "queue.Queue", token: str = ""):
         self.generation = generation
         self.stderr_path = os.path.join(workdir, f"worker-{generation}.stderr")
         self.capture_path = os.path.join(workdir, f"worker-{generation}.stdout")
@@ -88,6 +95,8 @@ class Worker:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_parent(), env.get("PYTHONPATH")) if p)
         # compile in-process: no compile-worker pool to outlive a killed worker
         env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+        if token:
+            env[reaper.SWEEP_ENV] = token
         self.proc = subprocess.Popen(
             [sys.executable, "-m", _package_name(), "worker", "--device", device,
              "--stderr-file", self.stderr_path, "--capture-file", self.capture_path,
@@ -158,6 +167,9 @@ class Supervisor:
         self.worker_error: str | None = None
         self.needs_health_check = False
         self.replaced = False  # the current worker replaces one that died or failed its health check
+        self.import_hung: dict[str, str] = {}  # modules whose import ran out of its budget -> why
+        self.token = secrets.token_hex(16)  # in every worker's environment: how a sweep finds their descendants
+        self.watchdog = None
         self.env: dict = {}
 
     # -- plumbing ---------------------------------------------------------
@@ -199,12 +211,18 @@ class Supervisor:
 
     def _start_worker(self) -> None:
         self.generation += 1
-        self.worker = Worker(self.generation, self.device, self.workdir, self.events)
+        self.worker = Worker(self.generation, self.device, self.workdir, self.events, self.token)
 
     def _drop_worker(self) -> None:
         if self.worker is not None:
             self.worker.kill()
             self.worker = None
+        self._sweep()
+
+    def _sweep(self) -> None:
+        """End every process a worker left (its group, setsid'ed and double-forked ones alike)."""
+        keep = {self.watchdog.pid} if self.watchdog is not None else set()
+        reaper.sweep(self.token, reap_keep=keep)
 
     def _ensure_ready(self) -> str | None:
         """Start the worker if needed and wait for it; None or why it cannot start."""
@@ -293,18 +311,31 @@ class Supervisor:
             "worker_env": env, "deadlines": self.deadlines(),
         })
 
+    def _news(self, request_id, case_id, phase: str, budget_s: float) -> None:
+        """Tell the client a preparation phase began and how long it may take (its clock follows ours)."""
+        self.send({"event": "preparing", "request_id": request_id, "case_id": case_id, "phase": phase,
+                   "budget_s": budget_s, "at": time.time()})
+
     def run(self, msg: dict) -> None:
         case = msg.get("case") or {}
         case_id = case.get("id")
         request_id = msg.get("request_id")
         timeout_s = float(msg.get("timeout_s") or 60.0)
         started_at = time.time()
+        base = {"event": "case_done", "request_id": request_id, "case_id": case_id, "started_at": started_at}
+        hung = self.import_hung.get(_modules_key(msg))
+        if hung is not None:  # the same modules already hung at import in this supervisor
+            self.send(_harness_done(base, "import", "ImportTimeout", hung + " (not tried again for this "
+                                    "case: the same modules hung before)", "", None, worker_lost=False))
+            return
         if self.worker is not None and self.worker.ready is not None and self.needs_health_check:
+            self._news(request_id, case_id, "health_check", HEALTH_TIMEOUT_S)
             if not self._health_check():
                 self._replace_worker()
         self.needs_health_check = False
+        if self.worker is None or self.worker.ready is None:
+            self._news(request_id, case_id, "worker_start", self.worker_start_timeout_s)
         why = self._ensure_ready()
-        base = {"event": "case_done", "request_id": request_id, "case_id": case_id, "started_at": started_at}
         if why is not None:
             kind = "WorkerRestartLimit" if self.gave_up() else "WorkerStartError"
             self.send(_case_done(base, worker_lost=False, worker_pid=None, worker_restarted=False,
@@ -313,114 +344,148 @@ class Supervisor:
         worker = self.worker
         restarted, self.replaced = self.replaced, False
         base.update(worker_pid=worker.pid, worker_restarted=restarted)
-        t0 = time.monotonic()
-        input_metadata = None
-        # Loading the user modules and building the inputs is the harness's work (a module
-        # may JIT-build a custom op): bounded like a worker start; the case timeout starts
-        # when the worker reports the inputs built, just before the candidate runs.
-        phase, deadline = "harness", t0 + self.worker_start_timeout_s
-        if not worker.send({"op": "run", "request_id": request_id, "config": msg.get("config"), "case": case,
-                            "modules_dir": msg.get("modules_dir"), "captured_dir": msg.get("captured_dir")}):
-            event = ("worker_eof", None)
+        watch = _CaseWatch(worker, request_id, timeout_s, _import_budget(msg), self.worker_start_timeout_s)
+        self._news(request_id, case_id, "import", watch.import_budget_s)
+        sent = worker.send({"op": "run", "request_id": request_id, "config": msg.get("config"), "case": case,
+                            "modules_dir": msg.get("modules_dir"), "captured_dir": msg.get("captured_dir")})
+        kind = self._watch_case(watch, case_id) if sent else "worker_eof"
+        if kind == "worker":
+            self._on_answer(base, watch.answer)
+        elif watch.phase in ("import", "inputs"):
+            self._on_harness_failure(base, watch, kind, msg)
+        elif watch.phase == "reference":
+            self._on_reference_failure(base, watch, kind)
         else:
-            event = None
+            self._on_candidate_failure(base, watch, kind, case_id)
+
+    def _watch_case(self, watch: "_CaseWatch", case_id) -> str:
+        """Follow the worker through the case's phases; 'worker' (its answer is in
+        watch.answer), 'worker_eof' (it died) or 'timeout' (the phase ran out)."""
         died_at = None
-        while event is None:
-            remaining = deadline - time.monotonic()
+        worker, request_id = watch.worker, watch.request_id
+        while True:
+            remaining = watch.deadline - time.monotonic()
             if remaining <= 0:
-                event = ("timeout", None)
-                break
+                return "timeout"
             event = self._next_event(min(remaining, DEATH_POLL_S))
             if event is None:
+                watch.sample_memory()
                 # a dead worker whose stdout a process it forked still holds open never
                 # reaches end-of-file: found by polling (one more slice for its last lines)
                 if worker.proc.poll() is not None:
                     if died_at is not None:
-                        event = ("worker_eof", None)
-                        break
+                        return "worker_eof"
                     died_at = time.monotonic()
                 continue
-            if event[0] == "worker":
-                answer = _parse(event[1])
-                if answer.get("request_id") == request_id:
-                    if answer.get("event") == "case_result":
-                        break
-                    if answer.get("event") == "inputs":  # kept in case the worker dies
-                        input_metadata = answer.get("input_metadata")
-                        t0 = time.monotonic()
-                        phase, deadline = "candidate", t0 + timeout_s
-                        self.send({"event": "started", "request_id": request_id, "case_id": case_id,
-                                   "at": time.time(), "worker_pid": worker.pid})
-                    elif answer.get("event") == "candidate_done":
-                        # the CPU reference and the comparison get a timeout of their own:
-                        # running out of it says nothing about the operator
-                        phase, deadline = "reference", time.monotonic() + timeout_s
-                        self.send({"event": "reference_started", "request_id": request_id, "case_id": case_id,
-                                   "at": time.time()})
-                event = None  # keep waiting
-        kind, payload = event
-        elapsed_us = (time.monotonic() - t0) * 1e6
-        if kind == "worker":
-            answer.pop("event", None)
-            self.needs_health_check = bool(answer.pop("needs_health_check", False))
-            self.send(_case_done(base, worker_lost=False, **answer))
-            return
-        if phase == "reference" and kind != "timeout":  # the worker died once the candidate had returned
-            rc = worker.wait_exit()
-            if rc is None:
-                worker.kill()
-                rc = worker.proc.returncode
-            stderr = worker.stderr_tail()
+            if event[0] == "worker_eof":
+                return "worker_eof"
+            answer = _parse(event[1])
+            if answer.get("request_id") != request_id:
+                continue
+            name = answer.get("event")
+            if name == "case_result":
+                watch.answer = answer
+                return "worker"
+            if name == "imported":
+                watch.enter("inputs", self.worker_start_timeout_s)
+                self._news(request_id, case_id, "inputs", self.worker_start_timeout_s)
+            elif name == "inputs":  # kept in case the worker dies
+                watch.input_metadata = answer.get("input_metadata")
+                watch.enter("candidate", watch.timeout_s)
+                watch.t0 = time.monotonic()
+                self.send({"event": "started", "request_id": request_id, "case_id": case_id,
+                           "at": time.time(), "worker_pid": worker.pid})
+            elif name == "candidate_done":
+                # the CPU reference and the comparison get a timeout of their own:
+                # running out of it says nothing about the operator
+                watch.enter("reference", watch.timeout_s)
+                self.send({"event": "reference_started", "request_id": request_id, "case_id": case_id,
+                           "at": time.time()})
+
+    def _on_answer(self, base: dict, answer: dict) -> None:
+        answer.pop("event", None)
+        self.needs_health_check = bool(answer.pop("needs_health_check", False))
+        unusable = answer.pop("worker_unusable", None)
+        self.send(_case_done(base, worker_lost=False, worker_replaced_after=unusable, **answer))
+        if unusable:  # the next case gets a sound worker, never this one's damage
             self._replace_worker()
-            why = (f"the candidate finished, but the worker died while the reference or the comparison ran on CPU "
-                   f"({_death(rc)}, e.g. out of memory); nothing about the operator")
-            self.send(_case_done(base, worker_lost=True, worker_exit=rc,
-                                 harness_error=_harness_error("reference", "WorkerDied", why, stderr),
-                                 stdout=_tail(worker.capture_path), stderr=stderr, traceback=stderr))
-            return
-        if kind == "timeout" and phase != "candidate":  # nothing about the operator: the case stays pending
-            worker.kill()
-            stderr = worker.stderr_tail()
-            self._replace_worker()
-            if phase == "harness":
-                where, why = "harness", (f"loading the user modules and building the inputs did not finish within "
-                                         f"{self.worker_start_timeout_s:g} s (the worker start timeout)")
-            else:
-                where, why = "reference", (f"the candidate finished, but the reference and the comparison (on CPU) "
-                                           f"did not finish within the case timeout of {timeout_s:g} s; raise the "
-                                           "case's timeout_s")
-            self.send(_case_done(base, worker_lost=True,
-                                 harness_error=_harness_error(where, "Timeout",
-                                                              why + "; the supervisor killed the worker", stderr),
-                                 stdout=_tail(worker.capture_path), stderr=stderr, traceback=stderr))
-            return
-        # The worker died or ran out of time: this case's crash.
-        if kind == "timeout":
+
+    def _collect_dead(self, worker: Worker, kill: bool = False) -> tuple:
+        """(exit status, stderr tail, stdout tail) of a worker that died or is killed now."""
+        if kill:
             worker.kill()
             rc = worker.proc.returncode
-            error = {"type": "Timeout", "signature": "timeout", "signal": "SIGKILL",
-                     "message": (f"the case did not finish within its timeout of {timeout_s:g} s; the supervisor "
-                                 "killed the worker's process group")}
         else:
             rc = worker.wait_exit()
             if rc is None:
                 worker.kill()
                 rc = worker.proc.returncode
-            sig = signal_name(rc)
-            error = {"type": "WorkerDied", "signature": sig or f"exit {rc}", "signal": sig,
-                     "exit_code": None if sig else rc,
-                     "message": f"the worker died while running the case ({_death(rc)})"}
-        stderr = worker.stderr_tail()
-        stdout = _tail(worker.capture_path)
-        error["traceback_tail"] = stderr
+        stderr, stdout = worker.stderr_tail(), _tail(worker.capture_path)
         self._replace_worker()  # start the next worker now, so it is warm for the next case
+        return rc, stderr, stdout
+
+    def _on_harness_failure(self, base: dict, watch: "_CaseWatch", kind: str, msg: dict) -> None:
+        """The worker died or ran out of time before the candidate ran: nothing about
+        the operator (no input was handed to it); the case stays pending."""
+        rc, stderr, stdout = self._collect_dead(watch.worker, kill=kind == "timeout")
+        what = ("importing the user modules and resolving the callables" if watch.phase == "import"
+                else "building the inputs")
+        if kind == "timeout":
+            budget = watch.import_budget_s if watch.phase == "import" else self.worker_start_timeout_s
+            knob = "operator.import_timeout_s" if watch.phase == "import" else "the worker start timeout"
+            why = (f"{what} did not finish within {budget:g} s ({knob}); the supervisor killed the worker. "
+                   "The candidate never ran; the case stays pending")
+            if watch.phase == "import":
+                self.import_hung[_modules_key(msg)] = why
+            self.send(_harness_done(base, "import" if watch.phase == "import" else "harness", "Timeout",
+                                    why, stderr, rc, stdout=stdout))
+            return
+        why = (f"the worker died while {what} ({_death(rc)}{watch.memory_note()}; the supervisor did not kill it: "
+               "the kernel's OOM killer or another process did). The candidate never ran; the case stays pending")
+        self.send(_harness_done(base, "import" if watch.phase == "import" else "inputs", "WorkerDied", why,
+                                stderr, rc, stdout=stdout))
+
+    def _on_reference_failure(self, base: dict, watch: "_CaseWatch", kind: str) -> None:
+        rc, stderr, stdout = self._collect_dead(watch.worker, kill=kind == "timeout")
+        if kind == "timeout":
+            why = (f"the candidate finished, but the reference and the comparison (on CPU) did not finish within "
+                   f"the case timeout of {watch.timeout_s:g} s; raise the case's timeout_s; the supervisor killed "
+                   "the worker")
+            self.send(_harness_done(base, "reference", "Timeout", why, stderr, None, stdout=stdout))
+            return
+        why = (f"the candidate finished, but the worker died while the reference or the comparison ran on CPU "
+               f"({_death(rc)}{watch.memory_note()}, e.g. out of memory); nothing about the operator")
+        self.send(_harness_done(base, "reference", "WorkerDied", why, stderr, rc, stdout=stdout))
+
+    def _on_candidate_failure(self, base: dict, watch: "_CaseWatch", kind: str, case_id) -> None:
+        """The worker died or ran out of time while the candidate ran: this case's crash."""
+        elapsed_us = (time.monotonic() - watch.t0) * 1e6
+        rc, stderr, stdout = self._collect_dead(watch.worker, kill=kind == "timeout")
+        if kind == "timeout":
+            error = {"type": "Timeout", "signature": "timeout", "signal": "SIGKILL",
+                     "message": (f"the case did not finish within its timeout of {watch.timeout_s:g} s; the "
+                                 "supervisor killed the worker's process group")}
+        else:
+            sig = signal_name(rc)
+            message = f"the worker died while running the candidate ({_death(rc)})"
+            if sig in EXTERNAL_SIGNALS:
+                message = (f"the worker was killed by {sig} while the candidate ran (phase: candidate). The "
+                           f"supervisor did not send it (the case timeout of {watch.timeout_s:g} s had not passed): "
+                           f"the kernel's OOM killer or another process did{watch.memory_note()}; the sender is not "
+                           "known to the harness. Re-run it as a new case id (the outcome's rerun_case) to see "
+                           "whether the candidate itself causes it")
+            error = {"type": "WorkerDied", "signature": sig or f"exit {rc}", "signal": sig,
+                     "exit_code": None if sig else rc, "message": message}
+        error["traceback_tail"] = stderr
         result = {"schema_version": 1, "case_id": case_id, "status": "crash", "comparisons": [], "error": error,
                   "timing_us": {"total_us": elapsed_us}, "environment": self.env}
-        self.send(_case_done(base, worker_lost=True, worker_exit=rc, result=result, input_metadata=input_metadata,
-                             stdout=stdout, stderr=stderr, traceback=stderr))
+        self.send(_case_done(base, worker_lost=True, worker_exit=rc, result=result,
+                             input_metadata=watch.input_metadata, stdout=stdout, stderr=stderr, traceback=stderr))
 
     def serve(self) -> int:
         threading.Thread(target=self._read_stdin, name="stdin", daemon=True).start()
+        reaper.become_subreaper()
+        self.watchdog = reaper.start_watchdog(self.token, _package_name(), _package_parent())
         try:
             self._start_worker()  # warm up while the server gets ready
             while True:
@@ -461,6 +526,68 @@ class Supervisor:
         finally:
             self._drop_worker()
             shutil.rmtree(self.workdir, ignore_errors=True)
+            if self.watchdog is not None:  # its stdin ends: it sweeps once more and exits
+                try:
+                    self.watchdog.stdin.close()
+                except OSError:
+                    pass
+
+
+class _CaseWatch:
+    """What the supervisor knows about the case in flight: its phase
+    (import -> inputs -> candidate -> reference), that phase's deadline, the
+    input metadata once built, and the worker's peak memory so far."""
+
+    def __init__(self, worker: Worker, request_id, timeout_s: float, import_budget_s: float, inputs_budget_s: float):
+        self.worker, self.request_id, self.timeout_s = worker, request_id, timeout_s
+        self.import_budget_s = import_budget_s
+        self.t0 = time.monotonic()
+        self.phase, self.deadline = "import", self.t0 + import_budget_s
+        self.input_metadata = None
+        self.answer: dict = {}
+        self.peak_kib = 0
+
+    def enter(self, phase: str, budget_s: float) -> None:
+        self.phase, self.deadline = phase, time.monotonic() + budget_s
+
+    def sample_memory(self) -> None:
+        self.peak_kib = max(self.peak_kib, _peak_rss_kib(self.worker.pid))
+
+    def memory_note(self) -> str:
+        self.sample_memory()
+        return f"; the worker's peak memory was {self.peak_kib / 1024:.0f} MiB" if self.peak_kib else ""
+
+
+def _peak_rss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _import_budget(msg: dict) -> float:
+    op = (msg.get("config") or {}).get("operator") or {}
+    try:
+        return float(op.get("import_timeout_s") or IMPORT_TIMEOUT_S)
+    except (TypeError, ValueError):
+        return IMPORT_TIMEOUT_S
+
+
+def _modules_key(msg: dict) -> str:
+    op = (msg.get("config") or {}).get("operator") or {}
+    return json.dumps([msg.get("modules_dir"), op.get("modules") or [], op.get("candidate"), op.get("reference")])
+
+
+def _harness_done(base: dict, where: str, type_: str, message: str, stderr: str, rc, *, stdout: str = "",
+                  worker_lost: bool = True) -> dict:
+    """The case_done of a failure that says nothing about the operator (the case stays pending)."""
+    extra = {} if rc is None else {"worker_exit": rc}
+    return _case_done(base, worker_lost=worker_lost, harness_error=_harness_error(where, type_, message, stderr),
+                      stdout=stdout, stderr=stderr, traceback=stderr, **extra)
 
 
 def _case_done(base: dict, *, worker_lost: bool, result: dict | None = None, harness_error: dict | None = None,

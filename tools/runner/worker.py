@@ -25,6 +25,8 @@ import threading
 import time
 import traceback
 
+from . import reaper
+
 OUTPUT_TAIL = 4000
 
 
@@ -62,8 +64,47 @@ def _read_tail(path: str) -> str:
     return ("..." + text) if size > OUTPUT_TAIL else text
 
 
+def _fd_identity(fds) -> dict:
+    """fd -> (device, inode) of what it is open on, None when closed."""
+    out = {}
+    for fd in fds:
+        try:
+            st = os.fstat(fd)
+            out[fd] = (st.st_dev, st.st_ino)
+        except OSError:
+            out[fd] = None
+    return out
+
+
+FD_ROLES = {0: "stdin (/dev/null)", 1: "stdout (the capture file)", 2: "stderr (the supervisor's capture file)"}
+
+
+def _damage(expected: dict) -> str | None:
+    """Why this worker cannot run another case (a case closed or replaced one of
+    its descriptors), or None.  The supervisor replaces such a worker, so the
+    next case is never blamed for this one's damage."""
+    now = _fd_identity(expected)
+    bad = [fd for fd in expected if now[fd] != expected[fd]]
+    if not bad:
+        return None
+    names = ", ".join(f"fd {fd} ({FD_ROLES.get(fd, 'the protocol stream')})" for fd in bad)
+    return f"the case closed or replaced the worker's {names}"
+
+
+def _sweep_leftovers(baseline: set) -> None:
+    """End what the case started and left running (setsid, double fork included).
+    As a subreaper, every process a case left is a child of ours (orphans come
+    back to us): with no new child there is nothing to look for."""
+    children = reaper.own_children()
+    if children is not None and not (children - baseline):
+        return
+    reaper.sweep(os.environ.get(reaper.SWEEP_ENV), keep=baseline | {os.getpid()})
+    reaper.reap_children()
+
+
 def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str) -> int:
     _die_with_parent(parent_pid)
+    reaper.become_subreaper()  # orphans of a case come back to us, and are ended after it
     proto_in = os.fdopen(os.dup(0), "rb")
     proto_out = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -91,6 +132,8 @@ def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str)
               "traceback": traceback.format_exc()[-OUTPUT_TAIL:]})
         return 3
     send({"event": "ready", "ok": True, "pid": os.getpid(), "env": env})
+    fds = _fd_identity((0, 1, 2, proto_in.fileno(), proto_out.fileno()))
+    baseline = reaper.token_pids(os.environ.get(reaper.SWEEP_ENV) or "") if reaper.SWEEP_ENV in os.environ else set()
 
     while True:
         line = proto_in.readline()
@@ -100,19 +143,30 @@ def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str)
         op = msg.get("op")
         if op == "run":
             for fd in (1, 2):  # this case's output only
-                sys.stdout.flush() if fd == 1 else sys.stderr.flush()
-                os.ftruncate(fd, 0)
+                try:
+                    sys.stdout.flush() if fd == 1 else sys.stderr.flush()
+                    os.ftruncate(fd, 0)
+                except (OSError, ValueError):
+                    pass
+            rid = msg.get("request_id")
             try:
                 answer = execute_case(msg, device, env, on_inputs=lambda meta: send(
-                    {"event": "inputs", "request_id": msg.get("request_id"), "input_metadata": meta}),
-                    on_candidate_done=lambda: send({"event": "candidate_done", "request_id": msg.get("request_id")}))
+                    {"event": "inputs", "request_id": rid, "input_metadata": meta}),
+                    on_candidate_done=lambda: send({"event": "candidate_done", "request_id": rid}),
+                    on_imported=lambda: send({"event": "imported", "request_id": rid}))
             except BaseException as exc:  # noqa: BLE001 - a bug of the harness, not of the operator
                 tb = traceback.format_exc()[-OUTPUT_TAIL:]
                 answer = {"outcome": "harness_error", "traceback": tb,
                           "harness_error": {"where": "harness", "type": type(exc).__name__,
                                             "message": str(exc)[-OUTPUT_TAIL:], "traceback": tb}}
-            sys.stdout.flush()
-            sys.stderr.flush()
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            damage = _damage(fds)
+            if damage:
+                answer["worker_unusable"] = damage
             answer.update(event="case_result", request_id=msg.get("request_id"),
                           stdout=_read_tail(capture_file), stderr=_read_tail(stderr_file))
             answer.setdefault("traceback", ((answer.get("result") or {}).get("error") or {}).get("traceback_tail")
@@ -121,8 +175,10 @@ def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str)
                 send(answer)
             except ValueError as exc:  # a non-finite number slipped into the answer: a harness bug
                 send({"event": "case_result", "request_id": msg.get("request_id"), "outcome": "harness_error",
+                      "worker_unusable": damage,
                       "harness_error": {"where": "harness", "type": "ValueError",
                                         "message": f"answer is not valid JSON: {exc}", "traceback": ""}})
+            _sweep_leftovers(baseline)
         elif op == "health":
             try:
                 device.health_check()
