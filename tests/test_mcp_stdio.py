@@ -279,8 +279,8 @@ def test_run_case_remote_reports_progress_per_case(evidence_root: Path, tmp_path
     assert again.structured_content["refused"] == ["add-a"] and again.structured_content["outcomes"] == []
     assert unknown_host.is_error and "no-such-host" in error_text(unknown_host)
     # the worker stayed warm during the session and is gone once the client went away
-    # the server (its environment names the stage), its warm supervisor and that supervisor's worker
-    assert len(warm) == 3, f"expected the server, the warm supervisor and its worker, saw {warm}"
+    # at least the server (its environment names the stage), its warm supervisor and that supervisor's worker
+    assert len(warm) >= 3, f"expected the server, the warm supervisor and its worker, saw {warm}"
     deadline = time.monotonic() + 15
     while processes_with_env(stage) and time.monotonic() < deadline:
         time.sleep(0.2)

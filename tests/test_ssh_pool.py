@@ -333,7 +333,7 @@ def test_warm_workers_are_reused_across_tool_calls_and_shut_down_when_idle(ssh_e
     assert len(first.recorded) == len(second.recorded) == 2
     pids = {e["worker_pid"] for run_id in ("warm-1", "warm-2") for e in raw_events(tmp_path, run_id).values()}
     assert len(pids) == 1  # one warm worker served both tool calls
-    assert len(alive_between) == 2 and not_yet == [] and reaped == [("hostb", 0)]  # supervisor + worker
+    assert len(alive_between) >= 2 and not_yet == [] and reaped == [("hostb", 0)]  # supervisor + worker (+ helpers)
     assert left == []  # idle shutdown stopped the supervisor and its worker (and so released the lease)
 
 
