@@ -115,6 +115,10 @@ class RunCaseRemoteArgs(Strict):
     hosts: list[NameArg] | None = Field(
         default=None, description="Inventory host names to spread the cases over; omitted means ['local']."
     )
+    keep_outputs: bool = Field(
+        default=False, description="Keep both outputs of each mismatching case (raw-results/<case>/outputs.pt, "
+        "at most 8 MiB) for render_pictures."
+    )
 
 
 class CheckHostArgs(Strict):
@@ -239,14 +243,14 @@ def build_server(
         return await in_thread(analyze_failures, run_id, root=root)
 
     async def run_body(ctx: Context, *, run_id: str, case_ids: list[str] | None,
-                       hosts: list[str] | None) -> RunResponse:
+                       hosts: list[str] | None, keep_outputs: bool = False) -> RunResponse:
         from tools.run_case_remote import run_case_remote
 
         async def progress(done: int, total: int, outcome: Any) -> None:
             await ctx.report_progress(done, total, f"{outcome.case_id}: {outcome.state} - {outcome.summary}")
 
         return await run_case_remote(run_id, case_ids=case_ids, hosts=hosts, root=root,
-                                     inventory=inventory_path, progress=progress)
+                                     inventory=inventory_path, progress=progress, keep_outputs=keep_outputs)
 
     async def check_body(ctx: Context, *, host: str) -> Any:
         from tools.check_host import check_host
@@ -339,6 +343,9 @@ def build_server(
         ),
     ]
 
+    from .artifact_tools import add_picture_resources, artifact_tools
+
+    tools += artifact_tools(root, inventory_path, _tool, in_thread)
     server = MCPServer(
         SERVER_NAME,
         title="Ascend operator debug",
@@ -348,6 +355,7 @@ def build_server(
         lifespan=close_warm_workers_on_exit,
     )
     _add_resources(server, root)
+    add_picture_resources(server, root)
     return server
 
 

@@ -458,7 +458,12 @@ def test_the_cli_writes_a_standalone_capture_module(tmp_path: Path) -> None:
              "assert not bad, bad\n"
              "op = opdebug_capture.capture_calls('torch.add', 'cap')\n"
              "print(op(torch.ones(2), torch.ones(2)).tolist())\n")
-    proc = subprocess.run([sys.executable, "-E", "-s", "-W", "ignore", "-c", check], cwd=tmp_path / "m",
+    # a python with torch (and what torch requires) only: the test environment also has numpy
+    # (matplotlib, the [pictures] extra), which torch imports whenever it is installed
+    from artifacts_util import make_torch_only_venv
+
+    torch_only = make_torch_only_venv(tmp_path / "torch-only")
+    proc = subprocess.run([str(torch_only), "-E", "-s", "-W", "ignore", "-c", check], cwd=tmp_path / "m",
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "[2.0, 2.0]", proc.stderr
     index = json.loads((tmp_path / "m" / "cap" / "index.json").read_text())

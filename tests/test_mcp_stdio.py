@@ -22,7 +22,8 @@ from mcp.shared.exceptions import MCPError
 from conftest import REPO_ROOT, minimal_plan_request, mismatch_result, passed_result
 from tools.schemas import SLUG_PATTERN, PlanRequest
 
-TOOLS = {"plan_cases", "record_result", "analyze_failures", "run_case_remote", "check_host"}
+TOOLS = {"plan_cases", "record_result", "analyze_failures", "run_case_remote", "check_host",
+         "shrink_case", "export_repro", "export_regression", "render_pictures", "verify_fix"}
 
 
 def with_server(root: Path, scenario: Callable[[Client], Awaitable[Any]], env: dict[str, str] | None = None) -> Any:
@@ -91,6 +92,11 @@ def test_tools_have_strict_schemas_output_schemas_and_truthful_annotations(evide
         "analyze_failures": (False, False, True, False),
         "run_case_remote": (False, False, False, True),
         "check_host": (True, False, True, True),
+        "shrink_case": (False, False, False, True),
+        "export_repro": (False, False, False, False),
+        "export_regression": (False, False, False, False),
+        "render_pictures": (False, False, True, False),
+        "verify_fix": (False, False, False, True),
     }
     for name, (ro, destructive, idem, open_world) in expected.items():
         a = hints[name]

@@ -36,7 +36,7 @@ import asyncio
 import mcp_server, mcp_server.server, mcp_server.__main__
 server = mcp_server.server.build_server({str(tmp_path)!r})
 tools = asyncio.run(server.list_tools())
-assert len(tools) == 5, tools
+assert len(tools) == 10, [t.name for t in tools]
 """
     assert imported_after(imports)["heavy"] == []
 

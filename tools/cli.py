@@ -9,6 +9,7 @@ MCP server calls.
     opdebug show    --output-dir D
     opdebug hosts check NAME [--inventory F]
     opdebug demo    [--root R]
+    opdebug shrink | repro | regression | pictures | verify RUN ...   (tools/artifacts/cli.py)
 
 D is a run directory, ``<evidence root>/<run_id>``; ``--root R --run-id ID``
 says the same thing in two parts.  ``--json`` (on every subcommand) prints
@@ -300,18 +301,26 @@ def _print_analysis(out: Any, analysis: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from .progress import RunProgress
     from .run_case_remote import run_case_remote
 
     root, run_id = _run_location(args)
     progress_out = _console(stderr=args.json)
+    # a bar (cases done, cases in flight) where stderr is a terminal; the lines either way
+    bar = RunProgress(f"run {run_id}", len(args.case) if args.case else None,
+                      enabled=not args.json and sys.stderr.isatty(), console=_console(stderr=True),
+                      lines=progress_out)
 
     async def progress(done: int, total: int, outcome: Any) -> None:
         where = f" on {outcome.host}/{outcome.device}" if outcome.host else ""
-        progress_out.print(f"\\[{done}/{total}] {outcome.case_id}: {_styled(outcome.state)}{_escape(where)} - "
+        await bar.finished(done, total, outcome.case_id,
+                           f"\\[{done}/{total}] {outcome.case_id}: {_styled(outcome.state)}{_escape(where)} - "
                            f"{_escape(outcome.summary)}")
 
-    response = asyncio.run(run_case_remote(run_id, case_ids=args.case or None, hosts=args.host or None,
-                                           root=root, inventory=_inventory(args), progress=progress))
+    with bar:
+        response = asyncio.run(run_case_remote(run_id, case_ids=args.case or None, hosts=args.host or None,
+                                               root=root, inventory=_inventory(args), progress=progress,
+                                               on_start=bar.started, keep_outputs=args.keep_outputs))
     if args.json:
         _print_json(response)
         return 0
@@ -369,6 +378,8 @@ def _result_detail(result: Any) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from .artifacts.cli import picture_lines
+    from .artifacts.pictures import picture_paths
     from .evidence import ANALYSIS, RunStore, read_json
     from .plan_cases import case_axes
     from .schemas import Analysis
@@ -391,6 +402,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             "cases": [{"id": r[0], "mode": r[1], "axes": r[2], "state": r[3], "detail": r[4]} for r in rows],
             "analysis": analysis,
             "analysis_stale": stale,
+            "pictures": [str(p) for p in picture_paths(store)],
         })
         return 0
     out = _console()
@@ -404,6 +416,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         _print_analysis(out, analysis)
     else:
         out.print("not analyzed yet (opdebug analyze)")
+    for line in picture_lines(store):
+        out.print(_escape(line))
     return 0
 
 
@@ -533,6 +547,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--case", action="append", metavar="ID", help="a case to run (repeatable; default: all pending)")
     p.add_argument("--host", action="append", metavar="NAME", help="an inventory host (repeatable; default: local)")
     p.add_argument("--inventory", metavar="FILE", help=f"host inventory TOML (default ${INVENTORY_ENV})")
+    p.add_argument("--keep-outputs", action="store_true",
+                   help="keep both outputs of each mismatching case (raw-results/<case>/outputs.pt) for pictures")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("list", parents=[common], help="list the runs under the evidence root")
@@ -559,6 +575,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "module (stdlib + torch) that records a model's real operator calls")
     p.add_argument("--out", metavar="DIR", help="write DIR/opdebug_capture.py instead of printing it")
     p.set_defaults(func=cmd_capture_module)
+
+    from .artifacts.cli import add_parsers as add_artifact_parsers
+
+    add_artifact_parsers(sub, common)
     return parser
 
 

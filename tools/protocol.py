@@ -62,6 +62,8 @@ class CaseDone(Strict):
     worker_restarted: bool = Field(False, description="that worker replaced a dead or unhealthy one")
     worker_lost: bool = Field(False, description="the worker died or was killed during the case")
     worker_exit: int | None = Field(None, description="its exit status, when it died")
+    outputs_b64: str | None = Field(None, description="keep_outputs: both outputs of a mismatch, torch.save, base64")
+    outputs_note: str | None = Field(None, description="keep_outputs: why the outputs were not kept")
     worker_replaced_after: str | None = Field(
         None, description="the case left the worker unusable (a closed fd): replaced before the next case")
 

@@ -58,6 +58,7 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
         "",
         f"**Verdict: {analysis.verdict}** - {analysis.summary}",
         "",
+        *_artifact_lines("latest_verify_line", run_dir),
         f"- candidate: `{config.operator.candidate}`",
         f"- reference: `{config.operator.reference}` (CPU, {config.operator.reference_dtype})",
         f"- tolerance: atol {config.tolerance.atol:g}, rtol {config.tolerance.rtol:g}"
@@ -124,7 +125,15 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
             line += f" - {by_failure[case.id].reason}"
         out.append(line)
     out.append("")
+    out += _artifact_lines("artifact_sections", run_dir)
     return "\n".join(out)
+
+
+def _artifact_lines(which: str, run_dir: str) -> list[str]:
+    """Verification after a fix and pictures (tools/artifacts), when present."""
+    from .artifacts import sections
+
+    return getattr(sections, which)(run_dir)
 
 
 def rerun_id(case_id: str) -> str:

@@ -12,6 +12,7 @@ records nothing: the case stays pending and its outcome says why.
 from __future__ import annotations
 
 import asyncio
+import base64
 import errno
 import json
 from typing import Awaitable, Callable
@@ -28,6 +29,7 @@ from .remote.inventory import as_inventory
 from .schemas import CaseOutcome, RunResponse
 
 Progress = Callable[[int, int, CaseOutcome], Awaitable[None]]
+KEEP_OUTPUTS_MAX_BYTES = 8 << 20  # both outputs of one failing case, as torch.save writes them
 
 
 def list_slot_specs(hosts: list[str] | None, inventory=None) -> list[pool.SlotSpec]:
@@ -37,7 +39,14 @@ def list_slot_specs(hosts: list[str] | None, inventory=None) -> list[pool.SlotSp
 
 
 async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hosts: list[str] | None = None,
-                          root=None, inventory=None, progress: Progress | None = None) -> RunResponse:
+                          root=None, inventory=None, progress: Progress | None = None,
+                          on_start: Callable[[str], Awaitable[None]] | None = None,
+                          keep_outputs: bool = False) -> RunResponse:
+    """``progress(done, total, outcome)`` after each case; ``on_start(case_id)``
+    when a case goes to a slot (a progress bar shows the cases in flight);
+    ``keep_outputs``: the candidate and reference outputs of a mismatching case
+    are kept as ``raw-results/<case>/outputs.pt`` (torch.save, at most
+    KEEP_OUTPUTS_MAX_BYTES) for pictures."""
     store = RunStore(root, run_id)
     store.require()
     config = store.read_config()
@@ -63,7 +72,10 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
 
     modules_dir = store.path(ARTIFACTS_DIR, "modules")
     captured_dir = store.path(ARTIFACTS_DIR, "captured")
-    run = pool.RunFiles(run_id=store.run_id, config=config.model_dump(mode="json"),
+    wire_config = config.model_dump(mode="json")
+    if keep_outputs:  # read by the runner only, never stored: the planned config is unchanged
+        wire_config["keep_outputs_max_bytes"] = KEEP_OUTPUTS_MAX_BYTES
+    run = pool.RunFiles(run_id=store.run_id, config=wire_config,
                         modules_dir=modules_dir if config.operator.modules and modules_dir.is_dir() else None,
                         captured_dir=captured_dir if captured_dir.is_dir() else None)
     outcomes: dict[str, CaseOutcome] = {}
@@ -80,6 +92,8 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
             return
         case = cases[case_id]
         timeout_s = case.timeout_s or config.default_timeout_s
+        if on_start is not None:
+            await on_start(case_id)
         event = await slot.run_case(run, case.model_dump(mode="json"), timeout_s)
         outcome = await asyncio.to_thread(_record_event, store, root, slot.host, slot.device, case_id, event)
         if outcome is None:  # recorded by another call while this one ran it
@@ -177,12 +191,15 @@ def _record_event(store: RunStore, root, host: str, device: str, case_id: str, e
                                  "nothing recorded, the case stays pending", host=host, device=device)
     result = dict(done.result or {})
     result["source"] = {"kind": "run_case_remote", "tool": "run_case_remote", "host": host, "device": device}
+    kept = done.outputs_b64  # keep_outputs: stored as outputs.pt, not inside worker-result.json
     raw_files = {
-        "worker-result.json": json.dumps(event, indent=2) + "\n",
+        "worker-result.json": json.dumps({k: v for k, v in event.items() if k != "outputs_b64"}, indent=2) + "\n",
         "stdout.txt": done.stdout,
         "stderr.txt": done.stderr,
         "traceback.txt": done.traceback,
     }
+    if kept:
+        raw_files["outputs.pt"] = base64.b64decode(kept)
     try:
         response = record_result(store.run_id, result, root=root, raw_files=raw_files,
                                  input_metadata=done.input_metadata, source_kind="run_case_remote")

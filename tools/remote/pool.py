@@ -434,6 +434,18 @@ class SlotRegistry:
             self.forget_connection(name)
         return closed
 
+    async def close_idle(self, hosts: list[str]) -> list[tuple[str, int]]:
+        """Shut down the idle warm workers of these hosts, so the next case starts
+        a fresh one (after a fix, a warm worker still holds the old operator)."""
+        self._bind()
+        closed = []
+        for key, entry in list(self._entries.items()):
+            if key[0] in hosts and not entry.lock.locked():
+                del self._entries[key]
+                await entry.slot.close()
+                closed.append(key)
+        return closed
+
     async def close_all(self) -> None:
         """Shut every warm worker down and close every connection (server shutdown)."""
         if self._loop is not None and self._loop is not asyncio.get_running_loop():

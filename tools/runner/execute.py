@@ -40,12 +40,14 @@ def environment(device: Device) -> dict:
 
 
 def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_candidate_done=None,
-                 on_imported=None) -> dict:
+                 on_imported=None, on_outputs=None) -> dict:
     """``on_imported()`` is called once the user modules are imported and the
     callables resolved (the import has a budget of its own); ``on_inputs(metadata)`` is called once the inputs are built, before the
     candidate runs (the supervisor keeps it for a worker that dies);
     ``on_candidate_done()`` once the candidate returned, before the reference
-    runs (the supervisor's case timeout covers the candidate only)."""
+    runs (the supervisor's case timeout covers the candidate only);
+    ``on_outputs(candidate_out, reference_out)`` with both outputs on CPU,
+    before they are compared (a standalone reproducer saves them for pictures)."""
     config, case = request["config"], request["case"]
     op = config["operator"]
     t_start = time.perf_counter()
@@ -143,6 +145,8 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
         # dtype is not the candidate's contract, only its kind is
         upcast = True
 
+    if on_outputs is not None:
+        on_outputs(out, ref_out)
     t0 = time.perf_counter()
     try:
         comparisons = compare_outputs(out, ref_out, names=op.get("outputs"), tolerance=config.get("tolerance") or {},
@@ -154,7 +158,25 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
         return dict(answer, **_harness("compare", RuntimeError(
             "neither the candidate nor the reference returned a tensor output to compare")))
     status = "passed" if all(c["passed"] for c in comparisons) else "numerical_mismatch"
+    if status == "numerical_mismatch" and config.get("keep_outputs_max_bytes"):
+        answer.update(_kept_outputs(out, ref_out, int(config["keep_outputs_max_bytes"])))
     return result(status, comparisons=comparisons)
+
+
+def _kept_outputs(out, ref_out, cap: int) -> dict:
+    """Both outputs of a failing case (torch.save, base64) when they fit in ``cap``
+    bytes - the server keeps them as raw-results/<case>/outputs.pt for pictures."""
+    import base64
+    import io
+
+    buf = io.BytesIO()
+    try:
+        torch.save({"candidate": out, "reference": ref_out}, buf)
+    except Exception as exc:  # noqa: BLE001 - pictures are optional, the result is not
+        return {"outputs_note": f"outputs not kept: torch.save failed ({type(exc).__name__}: {exc})"[:500]}
+    if buf.tell() > cap:
+        return {"outputs_note": f"outputs not kept: {buf.tell()} bytes, over the cap of {cap}"}
+    return {"outputs_b64": base64.b64encode(buf.getvalue()).decode("ascii")}
 
 
 def _member(inputs: dict, label: str):

@@ -1,0 +1,308 @@
+"""Shrink a failing case to the smallest case that still fails the same way.
+
+"The same way" is the same status and, for a crash or an unsupported
+combination, the same error signature; for a numerical mismatch, the same
+failed outputs.  Every step is an ordinary case, planned with plan_cases
+(append) under a new id ``<start>.shrink-<n>`` and run with run_case_remote on
+the given hosts, so the evidence shows the path; a step that fails another way
+(an invalid call that crashes with another signature, a pass) is rejected and
+shrinking goes on from the smallest case so far.  Steps, in order:
+
+1. contiguous: drop explicit strides and storage offsets (all inputs, then
+   one input at a time) - kept only if the failure does not need them;
+2. fewer special values: drop them all, then halve each one's count;
+3. lower rank: drop an input's leading dimension while it still fails;
+4. fewer elements: for every dimension (dimensions of several inputs aligned
+   from the right and of equal size move together, as x [rows, hidden] and
+   weight [hidden]) bisect toward the smallest failing size.
+
+A budget of cases and of seconds bounds the work; what was found so far is
+returned when it runs out.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from typing import Awaitable, Callable
+
+from pydantic import ValidationError
+
+from ..errors import ToolError
+from ..evidence import RunStore
+from ..plan_cases import fit_id, plan_cases
+from ..run_case_remote import run_case_remote
+from ..schemas import Case, CaseOutcome, contiguous_strides
+from .common import case_seed
+from .models import ShrinkResponse, ShrinkStep
+
+Progress = Callable[[int, int, str], Awaitable[None]]
+
+
+def failure_key(state: str, signature: str | None, failed_outputs: list[str]) -> str:
+    if state == "numerical_mismatch":
+        return f"numerical_mismatch on {sorted(failed_outputs)}"
+    if state in ("crash", "unsupported"):
+        return f"{state}: {signature}"
+    return state
+
+
+def total_numel(doc: dict) -> int:
+    return sum(math.prod(i["shape"]) for i in doc["inputs"])
+
+
+def _restride(spec: dict, shape: list[int]) -> list[int] | None:
+    """Strides for a new shape that keep the old dimension order (a transposed
+    input stays transposed); None when the input was contiguous."""
+    old = spec.get("strides")
+    if old is None:
+        return None
+    if len(shape) != len(old):
+        return None
+    order = sorted(range(len(old)), key=lambda a: (old[a], -a))  # innermost first
+    strides = [0] * len(shape)
+    acc = 1
+    for axis in order:
+        strides[axis] = acc
+        acc *= max(shape[axis], 1)
+    return strides
+
+
+def _fit_specials(spec: dict) -> None:
+    numel = math.prod(spec["shape"])
+    kept = []
+    for special in spec["values"].get("specials") or []:
+        if special.get("positions") is not None:
+            pos = [p for p in special["positions"]
+                   if len(p) == len(spec["shape"]) and all(i < s for i, s in zip(p, spec["shape"]))]
+            if pos:
+                kept.append(dict(special, positions=pos))
+        elif numel:
+            kept.append(dict(special, count=min(special["count"], numel)))
+    spec["values"]["specials"] = kept
+
+
+def with_shape(doc: dict, changes: dict[str, list[int]]) -> dict:
+    new = copy.deepcopy(doc)
+    for spec in new["inputs"]:
+        if spec["name"] in changes:
+            shape = changes[spec["name"]]
+            spec["strides"] = _restride(spec, shape)
+            spec["shape"] = shape
+            _fit_specials(spec)
+    return new
+
+
+def dim_groups(doc: dict) -> list[list[tuple[str, int]]]:
+    """Dimensions that move together: for each position from the right, the
+    inputs whose size there is equal; largest sizes first."""
+    groups: list[tuple[int, list[tuple[str, int]]]] = []
+    max_rank = max(len(i["shape"]) for i in doc["inputs"])
+    for k in range(1, max_rank + 1):
+        by_size: dict[int, list[tuple[str, int]]] = {}
+        for spec in doc["inputs"]:
+            if len(spec["shape"]) >= k:
+                size = spec["shape"][-k]
+                by_size.setdefault(size, []).append((spec["name"], k))
+        for size, members in by_size.items():
+            if size > 1:
+                groups.append((size, members))
+    groups.sort(key=lambda g: -g[0])
+    return [m for _, m in groups]
+
+
+def _set_group(doc: dict, group: list[tuple[str, int]], size: int) -> dict:
+    changes = {}
+    for spec in doc["inputs"]:
+        for name, k in group:
+            if spec["name"] == name and len(spec["shape"]) >= k:
+                shape = list(changes.get(name, spec["shape"]))
+                shape[-k] = size
+                changes[name] = shape
+    return with_shape(doc, changes)
+
+
+def _group_size(doc: dict, group: list[tuple[str, int]]) -> int | None:
+    for spec in doc["inputs"]:
+        for name, k in group:
+            if spec["name"] == name and len(spec["shape"]) >= k:
+                return spec["shape"][-k]
+    return None
+
+
+class _Shrinker:
+    def __init__(self, store: RunStore, start: Case, target: str, *, root, hosts, inventory, max_cases: int,
+                 max_seconds: float, progress: Progress | None):
+        self.store, self.root, self.hosts, self.inventory = store, root, hosts, inventory
+        self.start = start
+        self.target = target
+        self.best = start.model_dump(mode="json")
+        self.best["seed"] = case_seed(self.best)  # every step draws from the start case's seed
+        self.best_id = start.id
+        self.max_cases, self.max_seconds = max_cases, max_seconds
+        self.progress = progress
+        self.steps: list[ShrinkStep] = []
+        self.t0 = time.monotonic()
+        self.stopped = "done"
+        planned = {c.id for c in store.read_cases()}
+        self.n = sum(1 for c in planned if c.startswith(f"{start.id}.shrink-"))
+        self.planned = planned
+        self.tried: set[str] = set()
+
+    def out_of_budget(self) -> bool:
+        if len(self.steps) >= self.max_cases:
+            self.stopped = "case_budget"
+            return True
+        if time.monotonic() - self.t0 >= self.max_seconds:
+            self.stopped = "time_budget"
+            return True
+        return False
+
+    def _content(self, doc: dict) -> str:
+        import json
+
+        return json.dumps({k: v for k, v in doc.items() if k not in ("id", "description")}, sort_keys=True)
+
+    async def attempt(self, doc: dict, change: str) -> bool:
+        """Plan and run one step; True (and it becomes the best) when it fails the same way."""
+        if self.out_of_budget():
+            return False
+        content = self._content(doc)
+        if content in self.tried or content == self._content(self.best):
+            return False
+        doc = copy.deepcopy(doc)
+        while True:
+            self.n += 1
+            case_id = fit_id(f"{self.start.id}.shrink-{self.n}")
+            if case_id not in self.planned:
+                break
+        doc["id"] = case_id
+        doc["description"] = f"shrink step {self.n} from {self.start.id!r} (best so far {self.best_id!r}): {change}"
+        try:
+            Case.model_validate(doc)
+        except ValidationError:
+            return False  # an impossible case (e.g. specials outside the shape): not worth a run
+        self.tried.add(content)
+        plan_cases({"run_id": self.store.run_id, "append": True, "cases": [doc]}, root=self.root)
+        self.planned.add(case_id)
+        if self.progress is not None:
+            await self.progress(len(self.steps), self.max_cases, f"{case_id}: {change}")
+        response = await run_case_remote(self.store.run_id, case_ids=[case_id], hosts=self.hosts, root=self.root,
+                                         inventory=self.inventory)
+        outcome: CaseOutcome | None = response.outcomes[0] if response.outcomes else None
+        state = outcome.state if outcome else "pending"
+        same = outcome is not None and outcome.recorded and \
+            failure_key(outcome.state, outcome.signature, outcome.failed_outputs) == self.target
+        self.steps.append(ShrinkStep(case_id=case_id, change=change, numel=total_numel(doc), state=state,
+                                     same_failure=same))
+        if same:
+            self.best, self.best_id = doc, case_id
+        return same
+
+    async def run(self) -> None:
+        await self.contiguous()
+        await self.specials()
+        await self.lower_rank()
+        await self.fewer_elements()
+
+    async def contiguous(self) -> None:
+        strided = [s["name"] for s in self.best["inputs"]
+                   if s.get("strides") is not None and s["strides"] != contiguous_strides(s["shape"])
+                   or s.get("storage_offset")]
+        if not strided:
+            return
+        doc = copy.deepcopy(self.best)
+        for spec in doc["inputs"]:
+            spec["strides"], spec["storage_offset"] = None, 0
+        if await self.attempt(doc, "every input contiguous, offset 0") or len(strided) == 1:
+            return
+        for name in strided:
+            doc = copy.deepcopy(self.best)
+            for spec in doc["inputs"]:
+                if spec["name"] == name:
+                    spec["strides"], spec["storage_offset"] = None, 0
+            await self.attempt(doc, f"{name} contiguous, offset 0")
+
+    async def specials(self) -> None:
+        if not any(s["values"].get("specials") for s in self.best["inputs"]):
+            return
+        doc = copy.deepcopy(self.best)
+        for spec in doc["inputs"]:
+            spec["values"]["specials"] = []
+        if await self.attempt(doc, "no special values"):
+            return
+        for spec_i, spec in enumerate(self.best["inputs"]):
+            for j, special in enumerate(spec["values"].get("specials") or []):
+                while True:
+                    current = self.best["inputs"][spec_i]["values"]["specials"]
+                    if j >= len(current):
+                        break
+                    special = current[j]
+                    doc = copy.deepcopy(self.best)
+                    target = doc["inputs"][spec_i]["values"]["specials"]
+                    if special.get("positions") is not None and len(special["positions"]) > 1:
+                        target[j]["positions"] = special["positions"][: len(special["positions"]) // 2]
+                        what = len(target[j]["positions"])
+                    elif special.get("count") is not None and special["count"] > 1:
+                        target[j]["count"] = special["count"] // 2
+                        what = target[j]["count"]
+                    else:
+                        break
+                    if not await self.attempt(doc, f"{spec['name']}: {what} special {special['value']} value(s)"):
+                        break
+
+    async def lower_rank(self) -> None:
+        for name in [s["name"] for s in self.best["inputs"]]:
+            while True:
+                spec = next(s for s in self.best["inputs"] if s["name"] == name)
+                if len(spec["shape"]) < 2:
+                    break
+                shape = spec["shape"][1:]
+                if not await self.attempt(with_shape(self.best, {name: shape}),
+                                          f"{name} rank {len(spec['shape'])} -> {len(shape)} (shape {shape})"):
+                    break
+
+    async def fewer_elements(self) -> None:
+        for group in dim_groups(self.best):
+            size = _group_size(self.best, group)
+            if size is None or size <= 1:
+                continue
+            lo, hi = 1, size  # hi fails; the smallest failing size is in [lo, hi]
+            names = ", ".join(f"{n}[-{k}]" for n, k in group)
+            while lo < hi and not self.out_of_budget():
+                mid = (lo + hi) // 2
+                if await self.attempt(_set_group(self.best, group, mid), f"{names}: {hi} -> {mid}"):
+                    hi = mid
+                else:
+                    lo = mid + 1
+
+
+async def shrink_case(run_id: str, case_id: str, *, hosts: list[str] | None = None, root=None, inventory=None,
+                      max_cases: int = 30, max_seconds: float = 600.0,
+                      progress: Progress | None = None) -> ShrinkResponse:
+    """Find the smallest case that fails like ``case_id`` (which must be recorded as failing)."""
+    if max_cases < 1:
+        raise ToolError("max_cases must be at least 1", code="validation_error")
+    store = RunStore(root, run_id)
+    store.require()
+    cases = {c.id: c for c in store.read_cases()}
+    if case_id not in cases:
+        raise ToolError(f"case {case_id!r} is not planned in run {run_id!r}; planned: {sorted(cases)}",
+                        code="unknown_case")
+    result = store.read_results().get(case_id)
+    if result is None or result.status == "passed":
+        raise ToolError(f"case {case_id!r} is {'not recorded' if result is None else 'passed'}: shrink starts from a "
+                        "recorded failing case (run it first)", code="not_failing")
+    target = failure_key(result.status, result.error.signature if result.error else None,
+                         [c.output for c in result.comparisons if not c.passed])
+    shrinker = _Shrinker(store, cases[case_id], target, root=root, hosts=hosts, inventory=inventory,
+                         max_cases=max_cases, max_seconds=max_seconds, progress=progress)
+    await shrinker.run()
+    best = shrinker.best
+    return ShrinkResponse(run_id=store.run_id, start_case=case_id, smallest_case=shrinker.best_id,
+                          start_numel=total_numel(cases[case_id].model_dump(mode="json")),
+                          smallest_numel=total_numel(best),
+                          smallest_shapes={i["name"]: i["shape"] for i in best["inputs"]},
+                          cases_run=len(shrinker.steps), seconds=round(time.monotonic() - shrinker.t0, 3),
+                          stopped=shrinker.stopped, signature=target, steps=shrinker.steps)

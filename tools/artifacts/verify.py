@@ -1,0 +1,165 @@
+"""Close the loop after a fix: the failing cases again, and the model command.
+
+``verify_run`` plans every failing case of the run again under a new id
+``<case>.verify-<n>`` (a recorded case is never overwritten), shuts down the
+idle warm workers of the hosts (a warm worker still holds the operator it
+imported before the fix), runs the new cases on the same hosts, then runs the
+model-level ``command`` of the config on the first host - local: a subprocess
+with argv from ``shlex.split`` and no shell; SSH: the same argv, each word
+quoted, through the transport's command building (environment scripts and
+container included).  Exit status and output tail go with the new cases'
+states into ``artifacts/verify/<n>.json``; the report then says "fixed in
+isolation", "fixed in the model", or what still fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import time
+from typing import Any, Awaitable, Callable
+
+from ..errors import ToolError
+from ..evidence import ARTIFACTS_DIR, RunStore
+from ..plan_cases import fit_id, plan_cases
+from ..remote import pool
+from ..remote.inventory import as_inventory
+from ..run_case_remote import Progress, run_case_remote
+from ..schemas import now_utc
+from .common import case_seed, failing_ids
+from .models import VerifyResponse
+
+VERIFY_DIR = "verify"
+OUTPUT_TAIL = 4000
+VERIFY_MARK = ".verify-"
+
+
+def verify_records(store: RunStore) -> list[dict]:
+    """Every verify evidence file of the run, oldest first."""
+    folder = store.path(ARTIFACTS_DIR, VERIFY_DIR)
+    if not folder.is_dir():
+        return []
+    docs = []
+    for path in folder.glob("*.json"):
+        if path.stem.isdigit():
+            try:
+                docs.append(json.loads(path.read_text(encoding="utf-8")))
+            except (OSError, json.JSONDecodeError):
+                continue
+    return sorted(docs, key=lambda d: d.get("index", 0))
+
+
+def _tail(text: str) -> str:
+    return text if len(text) <= OUTPUT_TAIL else "..." + text[-(OUTPUT_TAIL - 3):]
+
+
+async def run_model_command(command: str, host, *, timeout_s: float) -> dict[str, Any]:
+    """Run the config's model command on ``host`` (local or SSH) without a shell
+    on our side; returns argv, host, exit status, timing and the output tail."""
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise ToolError(f"config.command cannot be split into words: {exc}", code="validation_error") from None
+    if not argv:
+        raise ToolError("config.command is empty", code="validation_error")
+    t0 = time.monotonic()
+    record: dict[str, Any] = {"command": command, "argv": argv, "host": host.name, "transport": host.transport}
+    if host.transport == "local":
+        try:
+            proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
+                                                        stdout=asyncio.subprocess.PIPE,
+                                                        stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        except OSError as exc:
+            record.update(exit_status=None, error=f"cannot start: {exc}", output_tail="")
+            record["seconds"] = round(time.monotonic() - t0, 3)
+            return record
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), timeout=timeout_s)
+            record.update(exit_status=proc.returncode, output_tail=_tail(out.decode("utf-8", "replace")))
+        except asyncio.TimeoutError:
+            try:
+                os.killpg(proc.pid, 9)
+            except ProcessLookupError:
+                pass
+            await proc.wait()
+            record.update(exit_status=None, error=f"timed out after {timeout_s:g} s (killed)", output_tail="")
+    else:
+        import asyncssh
+
+        from ..remote.ssh import shell_command
+
+        conn = await pool.REGISTRY.connection(host)
+        try:
+            done = await asyncio.wait_for(conn.run(shell_command(host, argv), check=False,
+                                                   stderr=asyncssh.STDOUT), timeout=timeout_s)
+            out = done.stdout if isinstance(done.stdout, str) else (done.stdout or b"").decode("utf-8", "replace")
+            record.update(exit_status=done.exit_status, output_tail=_tail(out or ""))
+        except asyncio.TimeoutError:
+            record.update(exit_status=None, error=f"timed out after {timeout_s:g} s", output_tail="")
+    record["seconds"] = round(time.monotonic() - t0, 3)
+    return record
+
+
+def conclusion(still: list[str], total: int, model: dict | None) -> str:
+    if still:
+        text = f"still failing in isolation: {len(still)} of {total} case(s) ({', '.join(still)})"
+    else:
+        text = f"fixed in isolation ({total} case(s) pass under new ids)"
+    if model is None:
+        return text + "; no model command in the config, the model-level symptom is not checked"
+    if model.get("exit_status") == 0:
+        return text + ("; fixed in the model (the model command exits 0)" if not still else
+                       "; the model command exits 0 nonetheless")
+    why = model.get("error") or f"exit status {model.get('exit_status')}"
+    return text + f"; the model command still fails ({why})"
+
+
+async def verify_run(run_id: str, *, hosts: list[str] | None = None, root=None, inventory=None,
+                     run_command: bool = True, command_timeout_s: float = 600.0,
+                     progress: Progress | None = None,
+                     on_start: Callable[[str], Awaitable[None]] | None = None) -> VerifyResponse:
+    store = RunStore(root, run_id)
+    store.require()
+    config = store.read_config()
+    cases = store.read_cases()
+    results = store.read_results()
+    originals = [cid for cid in failing_ids(results, [c.id for c in cases]) if VERIFY_MARK not in cid]
+    if not originals:
+        raise ToolError(f"run {run_id!r} has no failing case to verify (crash or numerical_mismatch)",
+                        code="nothing_to_verify")
+    index = len(verify_records(store)) + 1
+    planned = {c.id for c in cases}
+    while any(fit_id(f"{cid}{VERIFY_MARK}{index}") in planned for cid in originals):
+        index += 1
+    by_id = {c.id: c for c in cases}
+    rerun: dict[str, str] = {}
+    docs = []
+    for cid in originals:
+        new_id = fit_id(f"{cid}{VERIFY_MARK}{index}")
+        doc = by_id[cid].model_dump(mode="json")
+        doc["id"] = new_id
+        doc["description"] = f"verify {index}: case {cid!r} again after a fix"
+        # the same inputs: keep the original's seed (a derived seed would come from the new id)
+        doc["seed"] = case_seed(doc | {"id": cid})
+        docs.append(doc)
+        rerun[cid] = new_id
+    plan_cases({"run_id": store.run_id, "append": True, "cases": docs}, root=root)
+    host_names = [h.name for h in as_inventory(inventory).resolve(hosts)]
+    await pool.REGISTRY.close_idle(host_names)
+    response = await run_case_remote(store.run_id, case_ids=list(rerun.values()), hosts=hosts, root=root,
+                                     inventory=inventory, progress=progress, on_start=on_start)
+    states = {o.case_id: o.state for o in response.outcomes}
+    still = [cid for cid, new in rerun.items() if states.get(new) != "passed"]
+    model = None
+    if run_command and config.command:
+        host = as_inventory(inventory).resolve(host_names[:1])[0]
+        model = await run_model_command(config.command, host, timeout_s=command_timeout_s)
+    text = conclusion(still, len(rerun), model)
+    evidence = {"schema_version": 1, "index": index, "run_id": store.run_id, "at": now_utc().isoformat(),
+                "hosts": host_names, "rerun": rerun, "states": states, "still_failing": still,
+                "model_command": model, "conclusion": text}
+    path = store.write_artifact(f"{VERIFY_DIR}/{index}.json", json.dumps(evidence, indent=2) + "\n")
+    return VerifyResponse(run_id=store.run_id, verify_index=index, rerun=rerun, states=states, still_failing=still,
+                          model_command=model, conclusion=text, evidence=str(path.relative_to(store.dir)))
