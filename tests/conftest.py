@@ -127,3 +127,40 @@ def subprocess_env(evidence_root: Path) -> dict[str, str]:
     env["OPDEBUG_EVIDENCE_ROOT"] = str(evidence_root)
     env.pop("OPDEBUG_INVENTORY", None)
     return env
+
+
+# --------------------------------------------------------------------------
+# Tests never write into the repository: every test gets a temporary evidence
+# root in the environment (so a tool called with root=None, e.g.
+# check_host("local"), never falls back to .vaws-local/ under the working
+# directory), and the session fails if the repository gained a .vaws-local.
+# --------------------------------------------------------------------------
+
+_REPO_EVIDENCE = REPO_ROOT / ".vaws-local"
+
+
+def _tree(path: Path) -> set[str]:
+    return {str(p.relative_to(path)) for p in path.rglob("*")} if path.is_dir() else set()
+
+
+@pytest.fixture(autouse=True)
+def _evidence_root_outside_the_repo(tmp_path_factory: pytest.TempPathFactory,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPDEBUG_EVIDENCE_ROOT", str(tmp_path_factory.mktemp("default-evidence-root")))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _repository_stays_clean() -> Any:
+    before = _tree(_REPO_EVIDENCE)
+    yield
+    new = sorted(_tree(_REPO_EVIDENCE) - before)
+    assert not new, f"the tests wrote into the repository ({_REPO_EVIDENCE}): {new[:10]}"
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    """Keep each phase's report on the test item (``item.rep_call.failed``), so a
+    fixture can tell that its test failed (e.g. to replace a shared warm worker)."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report

@@ -242,10 +242,19 @@ class SshEnv:
         self.known_hosts.write_text("".join(s.host_key_line + "\n" for s in self.servers.values()))
 
 
+def sshd_required() -> bool:
+    """In CI (``CI`` set) or with ``OPDEBUG_REQUIRE_SSHD=1`` (scripts/test.sh sets it) a
+    missing sshd fails the SSH tests instead of skipping them: a skip would hide the gap."""
+    return os.environ.get("OPDEBUG_REQUIRE_SSHD") == "1" or os.environ.get("CI", "").lower() not in ("", "0", "false")
+
+
 @pytest.fixture(scope="module")
 def ssh_env(tmp_path_factory):
     if not os.access(SSHD, os.X_OK):
-        pytest.skip(f"{SSHD} is missing: install openssh-server (scripts/test.sh does)")
+        why = f"{SSHD} is missing: install openssh-server (scripts/test.sh does)"
+        if sshd_required():
+            pytest.fail(f"{why}; the SSH tests are required here (CI or OPDEBUG_REQUIRE_SSHD=1), not skipped")
+        pytest.skip(why)
     base = tmp_path_factory.mktemp("sshd")
     key = make_client_key(base / "client")
     servers = {name: Sshd(base / name, key).start() for name in ("hosta", "hostb")}

@@ -19,6 +19,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import torch
 
 from tools import capture_plan
 from tools.errors import ToolError
@@ -27,7 +28,6 @@ from tools.plan_cases import plan_cases
 from tools.remote.pool import REGISTRY
 from tools.run_case_remote import run_case_remote
 
-torch = pytest.importorskip("torch")
 REPO = Path(__file__).resolve().parent.parent
 MODULE = REPO / "tools" / "capture" / "opdebug_capture.py"
 OPERATORS = Path(__file__).resolve().parent / "operators"

@@ -4,6 +4,7 @@ everything read back from the evidence directory."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -304,7 +305,9 @@ def test_record_keeps_the_submitted_result_and_its_source(evidence_root, plan_re
     assert json.loads((raw / "submitted.json").read_text()) == submitted
     stored = read_results_file(evidence_root, "run-1")["results"]["eager-f32"]
     assert stored["source"]["kind"] == "record_result" and stored["source"]["host"] == "npu-7"
-    assert stored["recorded_at"]
+    recorded_at = datetime.fromisoformat(stored["recorded_at"])  # when the store recorded it, in UTC
+    assert recorded_at.utcoffset() == timedelta(0)
+    assert abs((datetime.now(timezone.utc) - recorded_at).total_seconds()) < 600
 
 
 def test_recorded_raw_path_names_where_the_raw_evidence_was_stored(evidence_root, plan_request_dict, result_dicts):

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from pathlib import Path
 
 import pytest
-from proc_util import alive
+from proc_util import alive, live_children
 
 from tools.errors import ToolError
 from tools.evidence import RunStore
@@ -33,6 +32,22 @@ def loop():
     yield loop
     loop.run_until_complete(REGISTRY.close_all())
     loop.close()
+
+
+def warm_slots_broken() -> list[str]:
+    """The warm local slots whose supervisor lost its worker without starting a new one."""
+    return [f"{key}: supervisor {e.slot.pid} has no live worker" for key, e in REGISTRY._entries.items()
+            if e.slot.alive and e.slot.pid and not live_children(e.slot.pid)]
+
+
+@pytest.fixture(autouse=True)
+def fresh_warm_worker_after_a_break(loop, request):
+    """One defect fails one test: when a test failed, or left the shared warm slot without a
+    live worker, the slot is shut down and the next test starts a fresh one."""
+    yield
+    call = getattr(request.node, "rep_call", None)
+    if (call is not None and call.failed) or warm_slots_broken():
+        loop.run_until_complete(REGISTRY.close_all())
 
 
 def plan(root: Path, run_id: str, module: str, cases: list[dict], *, tolerance: dict | None = None,
@@ -76,7 +91,7 @@ def test_wrong_for_bfloat16_only(loop, tmp_path: Path) -> None:
     assert states(resp) == {"x-float32": "passed", "x-float16": "passed", "x-bfloat16": "numerical_mismatch"}
     assert [d for d, _, _ in seen] == [1, 2, 3] and {t for _, t, _ in seen} == {3}
     bad = next(o for o in resp.outcomes if o.case_id == "x-bfloat16")
-    assert bad.recorded and bad.failed_outputs == ["out"] and bad.max_abs == pytest.approx(0.25, abs=0.01)
+    assert bad.recorded is True and bad.failed_outputs == ["out"] and bad.max_abs == pytest.approx(0.25, abs=0.01)
     assert sorted(resp.recorded) == sorted(states(resp)) and resp.pending == []
     # raw evidence and input metadata on disk, the result recorded through record_result
     raw = tmp_path / "bf16" / "raw-results" / "x-bfloat16"
@@ -109,7 +124,8 @@ def test_int8_rejection_is_unsupported_with_the_rule(loop, tmp_path: Path) -> No
     assert out.matched_rule == "not implemented for"
     assert out.signature == "RuntimeError: \"abs_kernel_npu\" not implemented for '<DTYPE>'"  # one group whatever dtype
     err = RunStore(tmp_path, "int8").read_results()["i8"].error
-    assert err.type == "RuntimeError" and "not implemented for 'Char'" in err.message and err.traceback_tail
+    assert err.type == "RuntimeError" and "not implemented for 'Char'" in err.message
+    assert "int8_reject.py" in err.traceback_tail and "RuntimeError" in err.traceback_tail
 
 
 def test_nan_handled_wrongly_shows_nan_pattern_mismatch(loop, tmp_path: Path) -> None:
@@ -167,16 +183,16 @@ def test_keepdim_attribute_handled_wrongly(loop, tmp_path: Path) -> None:
     resp = run(loop, tmp_path, "keepdim")
     assert states(resp) == {"keepdim-false": "passed", "keepdim-true": "numerical_mismatch"}
     comp = RunStore(tmp_path, "keepdim").read_results()["keepdim-true"].comparisons[0]
-    assert comp.contract_mismatch and comp.expected_shape == [4, 1] and comp.actual_shape == [4]
+    assert "shape" in comp.contract_mismatch and comp.expected_shape == [4, 1] and comp.actual_shape == [4]
 
 
 def test_reference_that_raises_leaves_the_case_pending(loop, tmp_path: Path) -> None:
     plan(tmp_path, "refbad", "reference_raises.py", [{"id": "c1", "inputs": [inp()]}])
     resp = run(loop, tmp_path, "refbad")
     (out,) = resp.outcomes
-    assert out.state == "pending" and not out.recorded
+    assert out.state == "pending" and out.recorded is False
     assert "reference" in out.error and "reference exploded" in out.error
-    assert resp.pending == ["c1"] and resp.recorded == [] and resp.rerun_hint
+    assert resp.pending == ["c1"] and resp.recorded == [] and "run_case_remote again" in resp.rerun_hint
     store = RunStore(tmp_path, "refbad")
     assert store.read_results() == {}
     assert not (tmp_path / "refbad" / "raw-results" / "c1").exists()
@@ -225,7 +241,7 @@ def test_compile_runs_on_cpu_and_graph_is_unsupported(loop, tmp_path: Path) -> N
     assert time.monotonic() - t0 < 120
     graph = RunStore(tmp_path, "modes").read_results()["graph"].error
     assert "graph capture needs a cuda or npu device" in graph.message and "cpu" in graph.message
-    assert graph.matched_rule
+    assert graph.matched_rule == "runner: graph mode needs a cuda or npu device"
 
 
 def test_candidate_prints_do_not_corrupt_the_protocol(loop, tmp_path: Path) -> None:
@@ -255,7 +271,10 @@ def test_recorded_cases_are_refused_and_unknown_ids_rejected(loop, tmp_path: Pat
 def test_two_calls_on_one_run_at_once_run_each_case_once(loop, tmp_path: Path) -> None:
     # An agent retries run_case_remote while its first call still runs: each case runs once;
     # the call that finds a case recorded by the other reports it refused, not pending.
-    plan(tmp_path, "twice", "bf16_only.py", [{"id": f"c{i}", "inputs": [inp()]} for i in range(3)])
+    calls = tmp_path / "calls.log"  # one line per candidate execution
+    plan(tmp_path, "twice", "counts_calls.py",
+         [{"id": f"c{i}", "inputs": [inp()], "attributes": {"log_file": str(calls), "tag": f"c{i}"}}
+          for i in range(3)])
 
     async def both():
         return await asyncio.gather(run_case_remote("twice", root=tmp_path), run_case_remote("twice", root=tmp_path))
@@ -266,6 +285,8 @@ def test_two_calls_on_one_run_at_once_run_each_case_once(loop, tmp_path: Path) -
     for resp in (one, two):
         assert resp.pending == [] and all(o.recorded for o in resp.outcomes), resp
         assert "stayed pending" not in (resp.rerun_hint or "")
+    # executed once each, not once per call (a second execution would only show here: its record is refused)
+    assert sorted(calls.read_text().splitlines()) == ["c0", "c1", "c2"]
 
 
 def test_a_slow_user_module_import_is_not_counted_in_the_case_timeout(loop, tmp_path: Path) -> None:
@@ -284,7 +305,7 @@ def test_a_reference_past_the_timeout_leaves_the_case_pending_not_crashed(loop, 
     assert time.monotonic() - t0 < 20
     assert states(resp) == {"slow": "pending", "quick": "passed"}, [o.summary for o in resp.outcomes]
     slow = next(o for o in resp.outcomes if o.case_id == "slow")
-    assert "reference" in slow.error and "timeout" in slow.error and not slow.recorded
+    assert "reference" in slow.error and "timeout" in slow.error and slow.recorded is False
     assert RunStore(tmp_path, "slowref").pending_case_ids() == ["slow"]
 
 
@@ -297,8 +318,8 @@ def test_a_failed_health_check_replaces_the_worker(loop, tmp_path: Path) -> None
     assert next(o for o in resp.outcomes if o.case_id == "poison").signature == \
         "RuntimeError: aicore exception: kernel execution timed out"
     poisoned, after = (worker_answer(tmp_path, "health", c) for c in ("poison", "after"))
-    assert not poisoned["worker_lost"]  # the worker survived the exception...
-    assert after["worker_restarted"] and after["worker_pid"] != poisoned["worker_pid"]  # ...but not its check
+    assert poisoned["worker_lost"] is False  # the worker survived the exception...
+    assert after["worker_restarted"] is True and after["worker_pid"] != poisoned["worker_pid"]  # ...not its check
 
 
 def test_segfault_on_large_shapes_then_a_fresh_worker(loop, tmp_path: Path) -> None:
@@ -314,7 +335,7 @@ def test_segfault_on_large_shapes_then_a_fresh_worker(loop, tmp_path: Path) -> N
     exits = RunStore(tmp_path, "segv").read_results()["exits"].error
     assert exits.signature == "exit 7" and exits.exit_code == 7 and exits.signal is None
     large = next(o for o in resp.outcomes if o.case_id == "large")
-    assert large.signature == "SIGSEGV" and large.recorded
+    assert large.signature == "SIGSEGV" and large.recorded is True
     err = RunStore(tmp_path, "segv").read_results()["large"].error
     assert err.signal == "SIGSEGV" and "Segmentation fault" in err.traceback_tail  # faulthandler's report
     assert "segfault_large.py" in err.traceback_tail  # ...with the Python stack of the crash
@@ -323,7 +344,7 @@ def test_segfault_on_large_shapes_then_a_fresh_worker(loop, tmp_path: Path) -> N
     assert meta["inputs"][0]["shape"] == [64, 64]
     before, crashed, after = (worker_answer(tmp_path, "segv", c) for c in ("small", "large", "small-after"))
     assert before["worker_pid"] == crashed["worker_pid"] != after["worker_pid"]
-    assert crashed["worker_lost"] and after["worker_restarted"]
+    assert crashed["worker_lost"] is True and after["worker_restarted"] is True
     assert not alive(crashed["worker_pid"])
 
 
@@ -339,7 +360,7 @@ def test_a_worker_that_dies_in_the_reference_leaves_the_case_pending(loop, tmp_p
     plan(tmp_path, "refdies", "reference_dies.py", [{"id": "c1", "inputs": [inp()]}])
     resp = run(loop, tmp_path, "refdies")
     (out,) = resp.outcomes
-    assert out.state == "pending" and not out.recorded, out
+    assert out.state == "pending" and out.recorded is False, out
     assert "reference" in out.error and "SIGSEGV" in out.error
     assert RunStore(tmp_path, "refdies").pending_case_ids() == ["c1"]
 
@@ -369,9 +390,9 @@ def test_cancelling_a_run_kills_supervisor_and_worker(loop, tmp_path: Path) -> N
 
     async def scenario():
         task = asyncio.ensure_future(run_case_remote("cancel", root=tmp_path))
-        for _ in range(600):
-            if pid_file.exists():
-                break
+        deadline = time.monotonic() + 60
+        while not pid_file.exists():  # the candidate is spinning once it wrote its pid
+            assert time.monotonic() < deadline and not task.done(), "the candidate never started"
             await asyncio.sleep(0.05)
         worker_pid = int(pid_file.read_text())
         slots = [e.slot for e in REGISTRY._entries.values()]
@@ -382,10 +403,9 @@ def test_cancelling_a_run_kills_supervisor_and_worker(loop, tmp_path: Path) -> N
         return worker_pid, supervisor_pids
 
     worker_pid, supervisor_pids = loop.run_until_complete(scenario())
-    assert supervisor_pids
+    assert len(supervisor_pids) == 1  # the one warm local slot
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and (alive(worker_pid) or any(map(alive, supervisor_pids))):
         time.sleep(0.1)
     assert not alive(worker_pid) and not any(map(alive, supervisor_pids))
     assert RunStore(tmp_path, "cancel").pending_case_ids() == ["c1"]
-    assert os.path.exists(pid_file)

@@ -21,6 +21,14 @@ from tools.remote.supervisor_client import ConnectionLost, SupervisorClient
 OPERATORS = Path(__file__).resolve().parent / "operators"
 
 
+def wait_for_file(path: Path, within: float = 60.0) -> None:
+    """Wait until `path` exists (pid_then_spin.py writes it as its candidate starts spinning)."""
+    deadline = time.monotonic() + within
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} did not appear within {within} s"
+        time.sleep(0.02)
+
+
 def wait_dead(*pids: int, within: float = 10.0) -> bool:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
@@ -95,7 +103,8 @@ def _hello(proc: subprocess.Popen) -> dict:
 
 
 def test_closing_stdin_mid_case_kills_worker_and_supervisor(tmp_path: Path) -> None:
-    modules = _modules(tmp_path, "endless.py", "int8_reject.py")
+    modules = _modules(tmp_path, "pid_then_spin.py", "int8_reject.py")
+    pid_file = tmp_path / "spinning.pid"
     proc = _start_supervisor(tmp_path)
     try:
         _ask(proc, {"op": "hello"})
@@ -110,11 +119,12 @@ def test_closing_stdin_mid_case_kills_worker_and_supervisor(tmp_path: Path) -> N
         assert _event(proc)["event"] == "started"
         done = _event(proc)
         assert done["result"]["status"] == "unsupported" and done["worker_pid"] == worker
-        _ask(proc, {"op": "run", "request_id": "r1", "config": _config("endless.py"), "case": _case("c1", spin=True),
-                    "timeout_s": 60, "modules_dir": modules})
+        _ask(proc, {"op": "run", "request_id": "r1", "config": _config("pid_then_spin.py"),
+                    "case": _case("c1", pid_file=str(pid_file)), "timeout_s": 60, "modules_dir": modules})
         started = _event(proc)
         assert started["event"] == "started" and started["worker_pid"] == worker
-        time.sleep(0.3)  # the candidate is spinning now
+        wait_for_file(pid_file)  # the candidate is spinning now
+        assert int(pid_file.read_text()) == worker
         proc.stdin.close()  # the server went away
         assert proc.wait(timeout=15) == 0
         assert wait_dead(worker), "the worker outlived its supervisor"
@@ -138,15 +148,20 @@ def test_a_killed_supervisor_takes_its_worker_along(tmp_path: Path) -> None:
 
 
 def test_client_raises_connection_lost_when_the_supervisor_dies_mid_case(tmp_path: Path) -> None:
-    modules = _modules(tmp_path, "endless.py")
+    modules = _modules(tmp_path, "pid_then_spin.py")
+    pid_file = tmp_path / "spinning.pid"
 
     async def scenario():
         slot = LocalSlot()
         await slot.start()
         try:
-            run = type("Run", (), {"config": _config("endless.py"), "modules_dir": modules, "captured_dir": None})
-            task = asyncio.ensure_future(slot.run_case(run, _case("c1", spin=True), 60))
-            await asyncio.sleep(1.0)
+            run = type("Run", (), {"config": _config("pid_then_spin.py"), "modules_dir": modules,
+                                   "captured_dir": None})
+            task = asyncio.ensure_future(slot.run_case(run, _case("c1", pid_file=str(pid_file)), 60))
+            deadline = time.monotonic() + 60
+            while not pid_file.exists():  # mid-case: the candidate is spinning
+                assert time.monotonic() < deadline and not task.done(), "the candidate never started"
+                await asyncio.sleep(0.02)
             os.kill(slot.pid, signal.SIGKILL)
             with pytest.raises(ConnectionLost):
                 await asyncio.wait_for(task, 20)

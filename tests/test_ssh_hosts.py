@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,6 +45,20 @@ def test_unknown_host_key_is_refused_with_fingerprint_and_trust_command(ssh_env,
             conn.close()
 
     assert asyncio.run(connect_and_echo()).strip() == "trusted"
+
+
+def test_a_missing_known_hosts_file_is_an_empty_trust_store(ssh_env, tmp_path):
+    # The inventory accepts a known_hosts path that does not exist yet (the trust command
+    # creates it); until then it trusts nothing - a missing file never turns checking off.
+    kh = tmp_path / "not-yet" / "known_hosts"
+    inv = ssh_env.inventory(hosta={"known_hosts": str(kh)})
+    assert inv.get("hosta").known_hosts == str(kh)
+    server = ssh_env.servers["hosta"]
+    with pytest.raises(ToolError) as err:
+        asyncio.run(ssh.open_connection(inv.get("hosta")))
+    assert err.value.code == "host_key_unknown"
+    assert f"ssh-keyscan -p {server.port} 127.0.0.1 >> {kh}" in err.value.message
+    assert not kh.exists()  # refusing wrote nothing
 
 
 def test_changed_host_key_is_refused_naming_the_file_with_the_old_key(ssh_env, tmp_path):
@@ -103,16 +119,22 @@ def test_check_host_reports_versions_env_scripts_and_exactly_what_is_missing(ssh
                                     check_host("local", inventory=inv))
 
     npu, nopython, local = asyncio.run(checks())
-    assert npu.torch and npu.python and npu.cann == "8.0.RC3" and npu.cann_home == str(cann)
+    import torch
+
+    assert npu.torch == torch.__version__ and npu.python == sys.version.split()[0]
+    assert npu.cann == "8.0.RC3" and npu.cann_home == str(cann)
     assert [(e.path, e.exit_status, e.sourced) for e in npu.env_scripts] == [(str(good), 0, True),
                                                                              (str(bad), 3, False)]
-    assert not npu.ok
+    assert npu.ok is False
     assert npu.missing == [f"environment script {bad} did not source cleanly (exit status 3)",
                            "torch_npu (not importable)"]
-    assert npu.free_disk_bytes and npu.work_dir_writable
-    assert not nopython.ok and len(nopython.missing) == 1
+    assert npu.free_disk_bytes > 0 and npu.work_dir_writable is True
+    assert nopython.ok is False and len(nopython.missing) == 1
     assert "'/nonexistent/bin/python3' was not found" in nopython.missing[0]
-    assert local.ok and local.missing == [] and local.transport == "local" and local.torch
+    assert local.ok is True and local.missing == [] and local.transport == "local"
+    assert local.torch == torch.__version__
+    # the local probe's work dir is the evidence root of the environment (a temporary one), not ./.vaws-local
+    assert local.work_dir == str(Path(os.environ["OPDEBUG_EVIDENCE_ROOT"]).resolve())
     with pytest.raises(ToolError, match="unknown host 'nowhere'"):
         asyncio.run(check_host("nowhere", inventory=inv))
 
@@ -159,8 +181,9 @@ def test_run_files_are_shipped_per_content_hash(ssh_env, tmp_path):
             same, _ = await ssh.upload_run_files(conn, h, "run-files", modules, None)
             (modules / "op_mod.py").write_text("VERSION = 2\n")
             changed, captured = await ssh.upload_run_files(conn, h, "run-files", modules, None)
-            with pytest.raises(ToolError):
+            with pytest.raises(ToolError) as err:
                 await ssh.upload_run_files(conn, h, "../escape", modules, None)
+            assert err.value.code == "invalid_id" and "'../escape' must be a safe slug" in err.value.message
             return first, same, changed, captured
         finally:
             conn.close()

@@ -31,22 +31,28 @@ import os
 import time
 
 
-def cand(x, delay=0.0, scale_env=""):
+def cand(x, delay=0.0, scale_env="", call_log=""):
+    if call_log:  # one line per execution, written as the candidate starts
+        fd = os.open(call_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.write(fd, b"started\\n")
+        os.close(fd)
     time.sleep(delay)
     if scale_env:
         return x * float(os.environ[scale_env])
     return x * 2
 
 
-def ref(x, delay=0.0, scale_env=""):
+def ref(x, delay=0.0, scale_env="", call_log=""):
     return x * 2
 '''
 
 
-def plan(root: Path, run_id: str, n: int, *, delay: float = 0.0, scale_env: str = "") -> list[str]:
+def plan(root: Path, run_id: str, n: int, *, delay: float = 0.0, scale_env: str = "",
+         call_log: Path | None = None) -> list[str]:
     ids = [f"c{i}" for i in range(n)]
+    logged = {"call_log": str(call_log)} if call_log else {}
     cases = [{"id": cid, "inputs": [{"name": "x", "shape": [8, 8]}], "seed": i,
-              "attributes": {"delay": delay, "scale_env": scale_env}} for i, cid in enumerate(ids)]
+              "attributes": {"delay": delay, "scale_env": scale_env, **logged}} for i, cid in enumerate(ids)]
     config = {"run_id": run_id, "operator": {"name": "sleepy", "candidate": "sleepy_mod.cand",
                                             "reference": "sleepy_mod.ref", "modules": ["sleepy_mod.py"]},
               "default_timeout_s": 60}
@@ -79,14 +85,28 @@ def recorded(root: Path, run_id: str) -> dict:
     return {d["case_id"]: d for d in docs}
 
 
+def records(root: Path, run_id: str) -> list[str]:
+    """The case id of every record in the results file, as written: a case recorded twice
+    shows twice here (a dict keyed by case id would hide it)."""
+    doc = dict(json.loads((root / run_id / "results.json").read_text(), object_pairs_hook=list))
+    return [case_id for case_id, _ in doc["results"]]
+
+
+def executions(call_log: Path) -> int:
+    """How many times the candidate started (SLEEPY's call_log)."""
+    return len(call_log.read_text().splitlines()) if call_log.is_file() else 0
+
+
 def test_one_matrix_spreads_over_two_hosts_and_four_slots(ssh_env, tmp_path):
     inv = ssh_env.inventory(hosta={}, hostb={})
-    ids = plan(tmp_path, "spread", 8, delay=0.5)
+    calls = tmp_path / "spread-calls.log"
+    ids = plan(tmp_path, "spread", 8, delay=0.5, call_log=calls)
     resp = run(run_case_remote("spread", hosts=["hosta", "hostb"], root=tmp_path, inventory=inv))
     assert sorted(resp.recorded) == sorted(ids) and resp.pending == []
     assert [o.state for o in resp.outcomes] == ["passed"] * 8
     results = recorded(tmp_path, "spread")
-    assert sorted(results) == sorted(ids)  # every case recorded exactly once (results is keyed by case)
+    assert sorted(records(tmp_path, "spread")) == sorted(ids)  # every case recorded exactly once
+    assert executions(calls) == 8  # ...and executed exactly once: 8 runs for 8 cases
     assert sorted(raw_events(tmp_path, "spread")) == sorted(ids)
     used = {(r["source"]["host"], r["source"]["device"]) for r in results.values()}
     assert {h for h, _ in used} == {"hosta", "hostb"}
@@ -169,15 +189,16 @@ def test_a_host_lost_mid_run_leaves_unfinished_cases_pending_and_a_rerun_complet
             fh.write(server.host_key_line + "\n")
         ssh_env.servers["lost"] = server
         inv = ssh_env.inventory(lost={})
-        ids = plan(tmp_path, "lost", 8, delay=0.5)
+        calls = tmp_path / "lost-calls.log"
+        ids = plan(tmp_path, "lost", 8, delay=0.5, call_log=calls)
 
         async def kill_after_two_recorded():
             task = asyncio.ensure_future(run_case_remote("lost", hosts=["lost"], root=tmp_path, inventory=inv))
             deadline = time.monotonic() + 60
-            while len(recorded(tmp_path, "lost")) < 2:
+            # two recorded, and both slots mid-case (two more candidates started than recorded)
+            while len(recorded(tmp_path, "lost")) < 2 or executions(calls) < len(recorded(tmp_path, "lost")) + 2:
                 assert time.monotonic() < deadline and not task.done()
-                await asyncio.sleep(0.05)
-            await asyncio.sleep(0.2)  # both slots are mid-case now
+                await asyncio.sleep(0.02)
             server.kill()
             return await asyncio.wait_for(task, 60)
 
@@ -269,15 +290,16 @@ def test_two_runs_on_one_device_never_overlap(ssh_env, tmp_path):
 def test_a_cancelled_run_leaves_no_runner_process_on_the_host(ssh_env, tmp_path):
     marker = str(tmp_path / "cancel-work")
     inv = ssh_env.inventory(hosta={"work_dir": marker})
-    plan(tmp_path, "cancel", 4, delay=30.0)
+    calls = tmp_path / "cancel-calls.log"
+    plan(tmp_path, "cancel", 4, delay=30.0, call_log=calls)
 
     async def start_then_cancel():
         task = asyncio.ensure_future(run_case_remote("cancel", hosts=["hosta"], root=tmp_path, inventory=inv))
         deadline = time.monotonic() + 60
-        while len(processes_with_marker(marker)) < 4:  # two supervisors and their two workers
+        # two supervisors and their two workers, both cases sleeping inside the candidate
+        while len(processes_with_marker(marker)) < 4 or executions(calls) < 2:
             assert time.monotonic() < deadline and not task.done()
-            await asyncio.sleep(0.1)
-        await asyncio.sleep(1.0)  # the cases are sleeping inside the candidate now
+            await asyncio.sleep(0.05)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -316,7 +338,7 @@ def test_warm_workers_are_reused_across_tool_calls_and_shut_down_when_idle(ssh_e
     assert len(first.recorded) == len(second.recorded) == 2
     pids = {e["worker_pid"] for run_id in ("warm-1", "warm-2") for e in raw_events(tmp_path, run_id).values()}
     assert len(pids) == 1  # one warm worker served both tool calls
-    assert alive_between and not_yet == [] and reaped == [("hostb", 0)]
+    assert len(alive_between) >= 2 and not_yet == [] and reaped == [("hostb", 0)]  # supervisor + worker (+ helpers)
     assert left == []  # idle shutdown stopped the supervisor and its worker (and so released the lease)
 
 

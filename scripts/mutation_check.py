@@ -1,0 +1,378 @@
+#!/usr/bin/env python3
+"""Mutation check of the core guarantees (run by hand, not in CI).
+
+Each entry of MUTATIONS breaks one guarantee with a one-line change: in FILE
+the exact source line OLD (it must occur exactly once, or the check stops
+before running anything: the table stays honest as the code changes) is
+replaced by NEW.  Each mutation is applied to a temporary copy of the tree
+(without .venv and .git); the mapped TESTS run there with this project's venv
+Python and the copy as working directory, after a check that the copy's
+`tools` package is the one imported.  A mutation is *caught* when the mapped
+tests fail (pytest exit 1) while the same tests pass on an unmutated copy.
+
+    .venv/bin/python scripts/mutation_check.py             # all, two at a time
+    .venv/bin/python scripts/mutation_check.py --only lease --jobs 1
+    .venv/bin/python scripts/mutation_check.py --list      # the table, nothing run
+
+Exit status 0 only when every mutation was caught.  To re-point a mutation
+after the code moved, edit its row below (OLD is matched literally, leading
+spaces included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+VENV_PYTHON = REPO / ".venv" / "bin" / "python"
+IGNORE = shutil.ignore_patterns(".venv", ".git", "__pycache__", ".pytest_cache", ".vaws-local", "*.egg-info",
+                                ".ruff_cache", "build", "dist")
+RUN_TIMEOUT_S = 600
+
+T_PRA = "tests/test_plan_record_analyze.py::"
+T_LOCAL = "tests/test_run_local.py::"
+T_HOSTS = "tests/test_ssh_hosts.py::"
+T_POOL = "tests/test_ssh_pool.py::"
+T_SCHEMAS = "tests/test_schemas.py::"
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str        # short id (used by --only)
+    guarantee: str   # what must hold
+    file: str        # relative to the repository root
+    old: str         # one exact source line (leading spaces included), found exactly once
+    new: str         # its replacement
+    tests: tuple[str, ...]  # pytest node ids that must catch it
+    all_failures: bool = False  # run without -x: shows how many tests one defect fails
+
+
+# fmt: off
+MUTATIONS: tuple[Mutation, ...] = (
+    Mutation("record-twice", "a case is recorded once",
+             "tools/evidence.py",
+             '            if result.case_id in doc["results"]:',
+             '            if False:',
+             (T_PRA + "test_second_record_of_a_case_is_refused",)),
+    Mutation("run-twice", "a case is executed once (two calls on one run at once)",
+             "tools/run_case_remote.py",
+             "        if case_id in await asyncio.to_thread(_recorded_ids, store):",
+             "        if False:",
+             (T_LOCAL + "test_two_calls_on_one_run_at_once_run_each_case_once",)),
+    Mutation("no-fresh-worker", "after a crash the next case runs on a fresh worker",
+             "tools/runner/supervisor.py",
+             "        self._replace_worker()  # start the next worker now, so it is warm for the next case",
+             "        pass  # mutation: the dead worker is kept",
+             ("tests/test_run_local.py",), all_failures=True),
+    Mutation("reference-raises-is-crash", "a reference exception leaves the case pending",
+             "tools/runner/execute.py",
+             '        return dict(answer, **_harness("reference", exc))',
+             '        return result("crash", error={"type": type(exc).__name__, "message": str(exc), '
+             '"signature": type(exc).__name__})',
+             (T_LOCAL + "test_reference_that_raises_leaves_the_case_pending",)),
+    Mutation("reference-death-is-crash", "a worker dying in the reference leaves the case pending",
+             "tools/runner/supervisor.py",
+             '        elif watch.phase == "reference":',
+             '        elif watch.phase == "reference" and kind == "timeout":',
+             (T_LOCAL + "test_a_worker_that_dies_in_the_reference_leaves_the_case_pending",)),
+    Mutation("explains-without-contrast", "an axis explains the failures only if no passing case has it",
+             "tools/analyze_failures.py",
+             "            explains_all=bool(passing) and not any(p in with_value for p in passing),",
+             "            explains_all=bool(passing),",
+             ("tests/test_cli.py::test_demo_runs_the_builtin_example",)),  # the acceptance test
+    Mutation("explains-without-passing", "with no passing case nothing is explained",
+             "tools/analyze_failures.py",
+             "            explains_all=bool(passing) and not any(p in with_value for p in passing),",
+             "            explains_all=not any(p in with_value for p in passing),",
+             (T_PRA + "test_with_no_passing_case_no_axis_is_said_to_explain_the_failures",)),
+    Mutation("known-hosts-none", "host keys are verified",
+             "tools/remote/ssh.py",
+             "        return await asyncssh.connect(target, known_hosts=_known_hosts(host),",
+             "        return await asyncssh.connect(target, known_hosts=None,",
+             (T_HOSTS + "test_unknown_host_key_is_refused_with_fingerprint_and_trust_command",)),
+    Mutation("missing-known-hosts-unchecked", "a missing known_hosts file is an empty trust store",
+             "tools/remote/ssh.py",
+             '    return asyncssh.import_known_hosts("")  # a missing file trusts nothing; never verification off',
+             "    return None",
+             (T_HOSTS + "test_a_missing_known_hosts_file_is_an_empty_trust_store",)),
+    Mutation("record-not-atomic", "results.json is replaced in one rename, never half-written",
+             "tools/evidence.py",
+             "            atomic_write_json(self.dir / RESULTS, doc)",
+             "            (self.dir / RESULTS).write_text(json.dumps(doc))",
+             (T_PRA + "test_a_failing_write_leaves_previous_evidence_intact",)),
+    Mutation("captured-cast", "no silent cast: a captured tensor of another dtype is refused",
+             "tools/runner/inputs.py",
+             "    if tensor.dtype != view.dtype:",
+             "    if False:",
+             ("tests/test_runner_inputs.py::test_captured_inputs_load_exactly_and_refuse_a_dtype_change",)),
+    Mutation("output-cast", "no silent cast: an output of another dtype is a contract mismatch",
+             "tools/runner/compare.py",
+             "    if strict_dtype and cand.dtype != ref.dtype:",
+             "    if False:",
+             ("tests/test_runner_compare.py::test_contract_mismatches_are_their_own_reason",
+              "tests/test_runner_execute.py::test_a_candidate_that_returns_the_wrong_float_dtype_still_fails")),
+    Mutation("unsupported-diagnosed", "unsupported is never a failure (never diagnosed)",
+             "tools/analyze_failures.py",
+             'FAILING = ("numerical_mismatch", "crash")',
+             'FAILING = ("numerical_mismatch", "crash", "unsupported")',
+             (T_PRA + "test_unsupported_only_is_inconclusive_and_kept_apart",)),
+    Mutation("reference-timeout-is-crash", "a reference past the timeout leaves the case pending",
+             "tools/runner/supervisor.py",
+             '        elif watch.phase == "reference":',
+             '        elif watch.phase == "reference" and kind != "timeout":',
+             (T_LOCAL + "test_a_reference_past_the_timeout_leaves_the_case_pending_not_crashed",)),
+    Mutation("timeout-signature", "a candidate past its timeout is a crash with signature 'timeout'",
+             "tools/runner/supervisor.py",
+             '            error = {"type": "Timeout", "signature": "timeout", "signal": "SIGKILL",',
+             '            error = {"type": "Timeout", "signature": "SIGKILL", "signal": "SIGKILL",',
+             (T_LOCAL + "test_endless_loop_times_out_and_the_worker_is_replaced",)),
+    Mutation("harness-time-in-timeout", "loading modules / building inputs is not counted in the case timeout",
+             "tools/runner/supervisor.py",
+             "        watch = _CaseWatch(worker, request_id, timeout_s, _import_budget(msg), self.worker_start_timeout_s)",
+             "        watch = _CaseWatch(worker, request_id, timeout_s, timeout_s, self.worker_start_timeout_s)",
+             (T_LOCAL + "test_a_slow_user_module_import_is_not_counted_in_the_case_timeout",)),
+    Mutation("lease-shared", "a device lease is exclusive across processes",
+             "tools/remote/lease.py",
+             "        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)",
+             "        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)",
+             ("tests/test_ssh_inventory.py::test_lease_is_exclusive_names_its_holder_and_dies_with_its_process",
+              T_POOL + "test_two_runs_on_one_device_never_overlap")),
+    Mutation("checkout-shared", "a slot is checked out by one tool call at a time",
+             "tools/remote/pool.py",
+             "        await entry.lock.acquire()",
+             "        pass  # mutation: no exclusive checkout",
+             (T_POOL + "test_two_runs_on_one_device_never_overlap",)),
+    Mutation("id-not-a-slug", "an id is a safe slug (never a path)",
+             "tools/schemas.py",
+             "    if not isinstance(value, str) or not _SLUG_RE.fullmatch(value):",
+             "    if not isinstance(value, str):",
+             (T_SCHEMAS + "test_case_id_must_be_a_safe_slug", T_SCHEMAS + "test_run_store_refuses_path_escapes")),
+    Mutation("path-escape", "a path built from an id stays inside its run",
+             "tools/evidence.py",
+             "        if p != self.dir and self.dir not in p.parents:",
+             "        if False:",
+             (T_SCHEMAS + "test_run_store_refuses_path_escapes",)),
+    Mutation("tolerance-changeable", "tolerances (the config) are fixed once the run is planned",
+             "tools/plan_cases.py",
+             '        if req.config is not None and req.config.model_dump(mode="json") != config.model_dump(mode="json"):',
+             "        if False:",
+             (T_PRA + "test_append_refuses_a_changed_config_or_module",)),
+)
+# fmt: on
+
+
+@dataclass
+class Outcome:
+    mutation: Mutation
+    status: str  # caught | NOT CAUGHT | ERROR
+    detail: str
+    seconds: float
+
+
+def check_snippets(mutations) -> list[str]:
+    """Every OLD must occur exactly once in its file (and differ from NEW)."""
+    problems = []
+    for m in mutations:
+        path = REPO / m.file
+        if not path.is_file():
+            problems.append(f"{m.name}: {m.file} does not exist")
+            continue
+        n = path.read_text(encoding="utf-8").count(m.old)
+        if n != 1:
+            problems.append(f"{m.name}: the snippet occurs {n} times in {m.file} (must be exactly once): {m.old.strip()!r}")
+        if m.old == m.new or "\n" in m.old or "\n" in m.new:
+            problems.append(f"{m.name}: OLD and NEW must be different single lines")
+        for t in m.tests:
+            if not (REPO / t.split("::")[0]).is_file():
+                problems.append(f"{m.name}: test file of {t!r} does not exist")
+    return problems
+
+
+def make_copy(base: Path, label: str) -> Path:
+    dest = base / label
+    shutil.copytree(REPO, dest, ignore=IGNORE, symlinks=True)
+    return dest
+
+
+def env_for(copy: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "OPDEBUG_EVIDENCE_ROOT",
+                                                          "OPDEBUG_INVENTORY", "PYTEST_ADDOPTS")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["OPDEBUG_RUNNER_STAGE"] = str(copy.parent / f"{copy.name}-stage")
+    return env
+
+
+def imports_the_copy(copy: Path, module_file: str) -> str | None:
+    """None when `python -c 'import tools...'` in the copy imports the copy's files; else why not."""
+    module = module_file[:-3].replace("/", ".") if module_file.endswith(".py") else "tools"
+    if not module.startswith(("tools", "mcp_server")):
+        module = "tools"
+    code = f"import importlib; m = importlib.import_module({module!r}); print(m.__file__)"
+    proc = subprocess.run([str(VENV_PYTHON), "-c", code], cwd=copy, env=env_for(copy), capture_output=True,
+                          text=True, timeout=120)
+    where = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-500:]
+    if proc.returncode != 0 or not Path(where).resolve().is_relative_to(copy.resolve()):
+        return f"the copy imports {module} from {where!r}, not from {copy}"
+    return None
+
+
+def pytest_in(copy: Path, tests, *, stop_first: bool) -> tuple[int, str]:
+    args = [str(VENV_PYTHON), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", "--no-header"]
+    if stop_first:
+        args.append("-x")
+    try:
+        proc = subprocess.run(args + list(tests), cwd=copy, env=env_for(copy), capture_output=True, text=True,
+                              timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        return 124, (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def first_error(out: str) -> str:
+    """The first assertion/exception line of the failures (which check caught it)."""
+    line = next((ln[1:].strip() for ln in out.splitlines() if ln.startswith("E ") and ln[1:].strip()), "")
+    return line[:160]
+
+
+def summary_line(out: str) -> str:
+    lines = [ln.strip("= ") for ln in out.splitlines() if re.search(r"\d+ (passed|failed|error)", ln)]
+    return lines[-1] if lines else "no pytest summary"
+
+
+def failed_nodes(out: str) -> list[str]:
+    """The node ids pytest -rfE lists as FAILED or ERROR."""
+    return [ln.split()[1] for ln in out.splitlines() if ln.startswith(("FAILED ", "ERROR "))]
+
+
+def failed_tests(out: str) -> list[str]:
+    return [node.split("::", 1)[-1] for node in failed_nodes(out)]
+
+
+def run_mutation(m: Mutation, base: Path) -> Outcome:
+    t0 = time.monotonic()
+    copy = make_copy(base, f"mut-{m.name}")
+    try:
+        path = copy / m.file
+        text = path.read_text(encoding="utf-8")
+        if text.count(m.old) != 1:
+            return Outcome(m, "ERROR", "snippet not found in the copy", time.monotonic() - t0)
+        path.write_text(text.replace(m.old, m.new), encoding="utf-8")
+        why = imports_the_copy(copy, m.file)
+        if why:
+            return Outcome(m, "ERROR", why, time.monotonic() - t0)
+        rc, out = pytest_in(copy, m.tests, stop_first=not m.all_failures)
+        failed = failed_tests(out)
+        if rc == 1 and failed:
+            shown = ", ".join(failed[:4]) + (f" (+{len(failed) - 4})" if len(failed) > 4 else "")
+            return Outcome(m, "caught", f"{summary_line(out)}; failed: {shown}; first error: {first_error(out)}",
+                           time.monotonic() - t0)
+        if rc == 0:
+            return Outcome(m, "NOT CAUGHT", summary_line(out), time.monotonic() - t0)
+        return Outcome(m, "ERROR", f"pytest exit {rc}: {summary_line(out)}\n{out[-1500:]}", time.monotonic() - t0)
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.rmtree(copy.parent / f"{copy.name}-stage", ignore_errors=True)
+
+
+def baseline(mutations, base: Path) -> tuple[bool, str]:
+    """The mapped tests pass on an unmutated copy (else 'caught' would mean nothing)."""
+    copy = make_copy(base, "baseline")
+    try:
+        why = imports_the_copy(copy, "tools/evidence.py")
+        if why:
+            return False, why
+        tests = list(dict.fromkeys(t for m in mutations for t in m.tests))
+        rc, out = pytest_in(copy, tests, stop_first=False)
+        failed = failed_nodes(out)
+        if rc == 1 and failed:
+            # a timing-sensitive test can miss its bound on a loaded machine: the failed ones get
+            # one more run, and the baseline holds only if they pass there (said in the output)
+            rc2, out2 = pytest_in(copy, failed, stop_first=False)
+            if rc2 == 0:
+                return True, (f"{summary_line(out)}; the failed {failed_tests(out)} passed on a second run "
+                              f"({summary_line(out2)})")
+            out = out2
+            rc = rc2
+        return rc == 0, summary_line(out) if rc == 0 else f"pytest exit {rc}: {summary_line(out)}\n{out[-3000:]}"
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.rmtree(copy.parent / "baseline-stage", ignore_errors=True)
+
+
+def table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for k, r in enumerate(rows):
+        out.append(" | ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        if k == 0:
+            out.append("-+-".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", action="append", default=[], help="run the mutations whose name contains this")
+    ap.add_argument("--jobs", type=int, default=2, help="mutations run at once (default 2)")
+    ap.add_argument("--no-baseline", action="store_true", help="skip the unmutated run of the mapped tests")
+    ap.add_argument("--list", action="store_true", help="print the mutations and exit")
+    args = ap.parse_args(argv)
+
+    mutations = [m for m in MUTATIONS if not args.only or any(o in m.name for o in args.only)]
+    if not mutations:
+        print(f"no mutation matches {args.only}", file=sys.stderr)
+        return 2
+    problems = check_snippets(mutations)
+    if problems:
+        print("mutation_check: the table no longer matches the code; re-point these rows:", file=sys.stderr)
+        for p in problems:
+            print("  - " + p, file=sys.stderr)
+        return 2
+    if args.list:
+        print(table([["mutation", "guarantee", "file", "tests"]] +
+                    [[m.name, m.guarantee, m.file, " ".join(t.split("::")[-1] for t in m.tests)] for m in mutations]))
+        return 0
+    if not VENV_PYTHON.is_file():
+        print(f"mutation_check: {VENV_PYTHON} is missing (run scripts/setup.sh)", file=sys.stderr)
+        return 2
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="opdebug-mutation-") as tmp:
+        base = Path(tmp)
+        if not args.no_baseline:
+            ok, detail = baseline(mutations, base)
+            print(f"baseline (unmutated copy, every mapped test): {'pass' if ok else 'FAIL'} - {detail}", flush=True)
+            if not ok:
+                return 2
+        outcomes: list[Outcome] = []
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            for o in pool.map(lambda m: run_mutation(m, base), mutations):
+                print(f"  {o.mutation.name}: {o.status} ({o.seconds:.0f} s)", flush=True)
+                outcomes.append(o)
+
+    rows = [["mutation", "guarantee", "tests run", "result", "s"]]
+    for o in outcomes:
+        tests = ", ".join(t.split("::")[-1] for t in o.mutation.tests)
+        rows.append([o.mutation.name, o.mutation.guarantee, tests, f"{o.status}: {o.detail.splitlines()[0]}",
+                     f"{o.seconds:.0f}"])
+    print()
+    print(table(rows))
+    caught = sum(o.status == "caught" for o in outcomes)
+    print(f"\n{caught}/{len(outcomes)} mutations caught in {time.monotonic() - started:.0f} s")
+    for o in outcomes:
+        if o.status == "ERROR":
+            print(f"\n--- {o.mutation.name} ---\n{o.detail}")
+    return 0 if caught == len(outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
