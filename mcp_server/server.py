@@ -126,8 +126,7 @@ class RunCaseRemoteArgs(Strict):
         default=None, description="Omitted: ['local']."
     )
     keep_outputs: bool = Field(
-        default=False, description="Keep both outputs of each mismatching case (raw-results/<case>/outputs.pt, "
-        "at most 8 MiB) for render_pictures."
+        default=False, description="Keep mismatching outputs (<= 8 MiB) for render_pictures."
     )
 
 
@@ -323,8 +322,8 @@ def build_server(
             "plan_cases",
             title="Plan cases",
             description=(
-                "Create a run or append cases (a star: base + one-axis variations; 'dim' moves a dimension "
-                "shared by inputs; a next case appends as stars=[next_case.star]). Example: " + PLAN_EXAMPLE_URI
+                "Create a run or append cases (stars: base + one-axis variations, 'dim' moves a shared "
+                "dimension; a next case appends as stars=[its star]). Example: " + PLAN_EXAMPLE_URI
             ),
             arguments=PlanRequest,
             output=PlanResponse,

@@ -179,8 +179,7 @@ class SpecialValues(Strict):
 
 
 class ValueSpec(Strict):
-    """How the values of an input are made, on CPU, from the case seed.
-    mean/std: normal; low/high: uniform, randint; fill: full."""
+    """Values made on CPU from the case seed: mean/std normal; low/high uniform, randint; fill full."""
 
     kind: Literal["normal", "uniform", "randint", "zeros", "ones", "full", "arange", "captured"] = "normal"
     mean: FiniteFloat = 0.0
@@ -220,13 +219,13 @@ class ValueSpec(Strict):
 
 
 class TensorSpec(Strict):
-    """One tensor: shape, strides, offset, dtype, layout, values."""
+    """One tensor of a list."""
 
     shape: list[Annotated[int, Field(ge=0)]]
     strides: list[Annotated[int, Field(ge=0)]] | None = Field(None, description="null: contiguous")
     storage_offset: Annotated[int, Field(ge=0)] = Field(0, description="in elements")
     dtype: Dtype = "float32"
-    layout: Layout = Field("ND", description="non-ND: npu_format_cast")
+    layout: Layout = "ND"  # not ND: torch_npu.npu_format_cast on npu
     values: ValueSpec = Field(default_factory=ValueSpec)
 
     @model_validator(mode="after")
@@ -368,7 +367,7 @@ class CaptureSelection(Strict):
 
 
 class DtypeArg(Strict):
-    """A torch dtype: torch.<value> (torch_npu.<value> if Ascend-only)."""
+    """Passed as torch.<value> (torch_npu.<value> if Ascend-only)."""
 
     kind: Literal["dtype"]
     value: Dtype
@@ -550,10 +549,9 @@ class PrecisionMetrics(Strict):
 
 
 class Comparison(Strict):
-    """One output: contract (expected_* the reference's, actual_* the candidate's) first, then
-    metrics over elements finite on both sides, d = cand - ref: max_rel = |d|/max(|ref|, guard),
-    max_ulp in ulps of ref, error_balance = mean d; a mismatch is |d| > atol + rtol*|ref| or a
-    NaN/Inf pattern difference."""
+    """One output: expected_* the reference's, actual_* the candidate's; d = cand - ref over finite
+    pairs: max_rel = |d|/max(|ref|, guard), max_ulp in ulps of ref, error_balance = mean d;
+    mismatch: |d| > atol + rtol*|ref| or a NaN/Inf pattern difference."""
 
     output: Annotated[str, Field(min_length=1, max_length=200)]
     passed: bool
@@ -583,19 +581,14 @@ class Comparison(Strict):
     first_mismatch_index: list[int] | None = None
     first_candidate: Element | None = None
     first_reference: Element | None = None
-    precision: PrecisionMetrics | None = Field(
-        default=None, description="The candidate's Ascend benchmark metric set against the reference.")
-    baseline: PrecisionMetrics | None = Field(
-        default=None, description="The baseline's metric set against the same reference (judge baseline/both).")
-    baseline_mismatch_count: Annotated[int, Field(ge=0)] | None = Field(
-        default=None, description="Exact outputs: elements where the baseline differs from the reference.")
-    ratios: dict[str, NonNegFinite] | None = Field(
-        default=None, description="Candidate/baseline error ratios (small_value, max_rel, mean_rel, rmse, "
-                                  "error_balance).")
-    judge: Literal["tolerance", "baseline", "both"] | None = Field(
-        default=None, description="The judge that decided this comparison.")
-    verdict: Annotated[str, Field(max_length=2000)] | None = Field(
-        default=None, description="One sentence: which judge decided and why (with the ratios).")
+    # The judge's own fields, computed by the runner (references/behavior.md): accepted from
+    # record_result too, but left out of the published schema (tools/list budget).
+    precision: SkipJsonSchema[PrecisionMetrics | None] = None  # the candidate's Ascend metric set
+    baseline: SkipJsonSchema[PrecisionMetrics | None] = None  # the baseline's, against the same reference
+    baseline_mismatch_count: SkipJsonSchema[Annotated[int, Field(ge=0)] | None] = None  # exact outputs
+    ratios: SkipJsonSchema[dict[str, NonNegFinite] | None] = None  # candidate / baseline error ratios
+    judge: SkipJsonSchema[Literal["tolerance", "baseline", "both"] | None] = None  # the judge that decided
+    verdict: SkipJsonSchema[Annotated[str, Field(max_length=2000)] | None] = None  # one sentence, with ratios
 
 
 class ErrorInfo(Strict):
@@ -611,12 +604,12 @@ class ErrorInfo(Strict):
 
 
 class ResultSource(Strict):
-    kind: Literal["run_case_remote", "record_result"] = "record_result"
+    # kind and raw_path are set by the server when it records: accepted, not published
+    kind: SkipJsonSchema[Literal["run_case_remote", "record_result"]] = "record_result"
     tool: Annotated[str, Field(max_length=200)] | None = None
     host: Annotated[str, Field(max_length=200)] | None = None
     device: Annotated[str, Field(max_length=64)] | None = None
-    raw_path: Annotated[str, Field(max_length=500)] | None = Field(
-        None, description="raw evidence, relative to the run directory")
+    raw_path: SkipJsonSchema[Annotated[str, Field(max_length=500)] | None] = None  # relative to the run directory
     note: Annotated[str, Field(max_length=5000)] | None = None
 
 
@@ -637,7 +630,7 @@ class CaseResult(Strict):
     status: Status
     comparisons: list[Comparison] = Field(default_factory=list)
     error: ErrorInfo | None = None
-    timing_us: Timing | None = None
+    timing_us: SkipJsonSchema[Timing | None] = None  # runner-measured; accepted, not published (tools/list budget)
     source: ResultSource = Field(default_factory=ResultSource)
     environment: FreeJson = Field(default_factory=dict)
     recorded_at: datetime | None = None
