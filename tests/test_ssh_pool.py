@@ -86,10 +86,10 @@ def recorded(root: Path, run_id: str) -> dict:
 
 
 def records(root: Path, run_id: str) -> list[str]:
-    """The case id of every record in the results file, as written: a case recorded twice
-    shows twice here (a dict keyed by case id would hide it)."""
-    doc = dict(json.loads((root / run_id / "results.json").read_text(), object_pairs_hook=list))
-    return [case_id for case_id, _ in doc["results"]]
+    """The case id of every record in the append-only results index, as written: a case
+    recorded twice shows twice here (a dict keyed by case id would hide it)."""
+    lines = (root / run_id / "results.jsonl").read_text().splitlines()
+    return [json.loads(line)["case_id"] for line in lines]
 
 
 def executions(call_log: Path) -> int:
