@@ -4,7 +4,7 @@ Two bases, by what the caller does next:
 
 - `SlotGone`: the slot's connection or process went away (the stream to the
   supervisor ended or broke, the SSH channel closed).  The case in flight
-  stays pending; the slot is discarded.  Members: `pool.SlotLost`,
+  stays pending; the slot is discarded.  Members: `SlotLost`,
   `supervisor_client.ConnectionLost`.
 - `SlotCannotStart`: the slot never became usable (its worker cannot
   start, its device is leased elsewhere, its environment script failed).
@@ -14,6 +14,8 @@ Two bases, by what the caller does next:
 """
 
 from __future__ import annotations
+
+import asyncssh
 
 from ..errors import ToolError
 
@@ -32,3 +34,12 @@ class WorkerCannotStart(SlotCannotStart):
 
     def __init__(self, message: str, *, code: str = "slot_start_failed", details: dict | None = None):
         super().__init__(message, code=code, details=details)
+
+
+class SlotLost(SlotGone):
+    """The slot's connection or process went away; the case in flight stays pending."""
+
+
+# What a lost slot raises besides the SlotGone family: the raw transport errors of
+# asyncssh and the OS that reach the pool unconverted (an SFTP upload, say).
+LOST_ERRORS: tuple[type[BaseException], ...] = (SlotGone, ConnectionError, EOFError, asyncssh.Error)

@@ -14,7 +14,6 @@ supervisor, and the supervisor's worker with it.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
 import signal
@@ -24,41 +23,15 @@ import tempfile
 from collections import deque
 from pathlib import Path
 
+from .bundle import LEASE_SCRIPT, RUNNER_PACKAGE, RUNNER_SRC, bundle_files, content_hash, runner_sources  # noqa: F401 (re-exported)
 from .errors import SlotCannotStart, WorkerCannotStart
 from .inventory import VISIBILITY_VARIABLE
 from .safe_stage import stage_tree
 from .supervisor_client import ConnectionLost, SupervisorClient
 
-RUNNER_SRC = Path(__file__).resolve().parent.parent / "runner"
-RUNNER_PACKAGE = "opdebug_runner"
 STAGE_ENV = "OPDEBUG_RUNNER_STAGE"
 START_TIMEOUT_S = 600.0
 STREAM_LIMIT = 1 << 24  # longest protocol line accepted
-
-
-def runner_sources() -> dict[str, bytes]:
-    """File name -> content of the runner package (what every host gets)."""
-    return {p.name: p.read_bytes() for p in sorted(RUNNER_SRC.glob("*.py"))}
-
-
-def content_hash(files: dict[str, bytes]) -> str:
-    """The hash a shipped bundle is stored under (names and contents)."""
-    h = hashlib.sha256()
-    for name in sorted(files):
-        h.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
-    return h.hexdigest()
-
-
-LEASE_SRC = Path(__file__).resolve().parent / "lease.py"
-LEASE_SCRIPT = "opdebug_lease.py"
-
-
-def bundle_files() -> dict[str, bytes]:
-    """Relative path on the host -> content: the runner package and the lease
-    helper (what both transports stage, under one content hash)."""
-    files = {f"{RUNNER_PACKAGE}/{name}": data for name, data in runner_sources().items()}
-    files[LEASE_SCRIPT] = LEASE_SRC.read_bytes()
-    return files
 
 
 def stage_base(base: str | os.PathLike | None = None) -> Path:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Protocol
@@ -32,23 +31,13 @@ from typing import Any, Awaitable, Callable, Protocol
 import asyncssh
 
 from ..errors import ToolError
-from .errors import SlotCannotStart, SlotGone, WorkerCannotStart
+from .errors import LOST_ERRORS, SlotCannotStart, SlotGone, SlotLost, WorkerCannotStart  # noqa: F401 (re-exported)
 from .inventory import HostConfig
 from . import ssh as ssh_transport
+from .ssh import SSHDeviceSlot
 
-SLOT_START_TIMEOUT_S = 180.0  # until the supervisor first answers hello (then the budget it announces)
-SHUTDOWN_GRACE_S = 5.0
 REAP_INTERVAL_S = 5.0
 CONNECT_FAILURE_MEMORY_S = 10.0  # a host that just refused or timed out is not retried per slot
-
-
-class SlotLost(SlotGone):
-    """The slot's connection or process went away; the case in flight stays pending."""
-
-
-# What a lost slot raises besides the SlotGone family: the raw transport errors of
-# asyncssh and the OS that reach the pool unconverted (an SFTP upload, say).
-LOST_ERRORS: tuple[type[BaseException], ...] = (SlotGone, ConnectionError, EOFError, asyncssh.Error)
 
 
 @dataclass
@@ -74,158 +63,6 @@ class DeviceSlot(Protocol):
 # --------------------------------------------------------------------------
 # The SSH device slot
 # --------------------------------------------------------------------------
-
-
-class SSHDeviceSlot:
-    """One warm supervisor on one device of an SSH host, under the device lease."""
-
-    def __init__(self, registry: "SlotRegistry", host: HostConfig, device: int):
-        self.registry = registry
-        self.cfg = host
-        self.host = host.name
-        self.device_id = int(device)
-        self.device = f"{host.device}:{self.device_id}"
-        # sshd allows MaxSessions channels per connection; one is kept for SFTP.
-        position = host.slot_devices.index(self.device_id) if self.device_id in host.slot_devices else 0
-        self.conn_index = position // max(1, host.max_sessions - 1)
-        self.process: asyncssh.SSHClientProcess | None = None
-        self.client: Any = None
-        self.hello: dict = {}
-        self.lease: dict = {}
-        self._alive = False
-        self._stderr: deque[bytes] = deque(maxlen=100)
-        self._stderr_task: asyncio.Task | None = None
-
-    @property
-    def alive(self) -> bool:
-        """Started, and neither the process nor its connection has gone away."""
-        p = self.process
-        return (self._alive and p is not None and p.exit_status is None and not p.is_closing()
-                and not p.channel.get_connection().is_closed())
-
-    async def start(self, run: RunFiles) -> None:
-        from .supervisor_client import SupervisorClient
-
-        root = await self.registry.runner_root(self.cfg, await self.registry.connection(self.cfg))
-        conn = await self.registry.connection(self.cfg, self.conn_index)
-        cmd = ssh_transport.worker_command(self.cfg, self.device_id, root,
-                                           owner=ssh_transport.server_owner())
-        try:
-            self.process = await conn.create_process(cmd, encoding=None)
-        except (asyncssh.Error, OSError) as exc:
-            if conn.is_closed():
-                self.registry.forget_connection(self.cfg.name, conn)
-            raise SlotLost(f"cannot start a worker on {self.host} {self.device}: {exc}") from None
-        self._stderr_task = asyncio.ensure_future(self._drain_stderr())
-        try:
-            self.lease = await asyncio.wait_for(self._await_lease(), self.cfg.lease_wait_s + 60)
-            self.client = SupervisorClient(self.process.stdout, self.process.stdin, label=f"{self.host} {self.device}")
-            self.hello = await self.client.hello(timeout=SLOT_START_TIMEOUT_S)
-            if self.hello.get("worker_error"):
-                raise WorkerCannotStart(f"{self.host} {self.device}: the worker cannot start: "
-                                        f"{self.hello['worker_error']}")
-        except BaseException:
-            await self._kill()
-            raise
-        self._alive = True
-
-    async def _await_lease(self) -> dict:
-        assert self.process is not None
-        waiting_on: dict = {}
-        while True:
-            line = await self.process.stdout.readline()
-            if not line:
-                if self._stderr_task is not None:  # let the last words of the failed command arrive
-                    try:
-                        await asyncio.wait_for(asyncio.shield(self._stderr_task), 2.0)
-                    except (asyncio.TimeoutError, asyncssh.Error, OSError):
-                        pass
-                await self._kill()
-                raise ssh_transport.SlotUnavailable(
-                    f"{self.host} {self.device}: the worker exited before taking the device lease "
-                    f"(exit status {self.process.exit_status}); stderr: {self.stderr_tail() or '-'}",
-                    code="slot_start_failed")
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue  # noise from an environment script on stdout
-            kind = event.get("event") if isinstance(event, dict) else None
-            if kind == "lease_acquired":
-                return event
-            if kind == "lease_waiting":
-                waiting_on = event.get("holder") or {}
-            if kind == "lease_refused":
-                raise ssh_transport.SlotUnavailable(
-                    f"{self.host} {self.device}: refused to take the device lease: {event.get('reason')}",
-                    code="unsafe_path")
-            if kind == "lease_busy":
-                holder = event.get("holder") or waiting_on
-                raise ssh_transport.SlotUnavailable(
-                    f"{self.host} {self.device} is leased by {_holder_text(holder)} "
-                    f"(lease file {event.get('lease_file')}); waited {self.cfg.lease_wait_s:g} s. A warm worker "
-                    "holds its device until it has been idle for its server's idle_timeout_s or that server "
-                    "stops; use another device or host, or run again later",
-                    code="device_busy", details={"holder": holder})
-
-    async def _drain_stderr(self) -> None:
-        """Keep the supervisor's diagnostics (and keep the channel window open)."""
-        assert self.process is not None
-        try:
-            while True:
-                line = await self.process.stderr.readline()
-                if not line:
-                    return
-                self._stderr.append(line)
-        except (asyncssh.Error, OSError):
-            return
-
-    def stderr_tail(self) -> str:
-        return b"".join(self._stderr).decode("utf-8", "replace").strip()[-1500:]
-
-    async def run_case(self, run: RunFiles, case: dict, timeout_s: float) -> dict:
-        if not self.alive or self.client is None:
-            raise SlotLost(f"{self.host} {self.device} is not running")
-        modules, captured = await self.registry.run_files(self.cfg, run)
-        try:
-            return await self.client.run_case(run.config, case, timeout_s, modules, captured)
-        except LOST_ERRORS as exc:
-            self._alive = False
-            raise SlotLost(f"{self.host} {self.device}: connection lost mid-case ({type(exc).__name__}: {exc})") \
-                from None
-
-    async def abort(self) -> None:
-        """Close the channel now (cancelled or broken): the supervisor's stdin hits
-        EOF and it kills its worker and exits; no polite shutdown round trip."""
-        await self._kill()
-
-    async def _kill(self) -> None:
-        self._alive = False
-        if self.process is not None:
-            try:
-                self.process.close()  # closes the channel: the supervisor's stdin hits EOF
-                await asyncio.wait_for(self.process.wait_closed(), SHUTDOWN_GRACE_S)
-            except (asyncio.TimeoutError, asyncssh.Error, OSError):
-                pass
-        if self._stderr_task is not None and not self._stderr_task.done():
-            self._stderr_task.cancel()
-
-    async def close(self) -> None:
-        """Polite shutdown (the supervisor kills its worker and exits), then close the channel."""
-        if self.alive and self.client is not None:
-            try:
-                await asyncio.wait_for(self.client.close(), SHUTDOWN_GRACE_S)
-            except (asyncio.TimeoutError, Exception):
-                pass
-        await self._kill()
-
-
-def _holder_text(holder: dict) -> str:
-    if not holder:
-        return "another process (holder unknown)"
-    since = holder.get("since")
-    age = f", for {time.time() - since:.0f} s" if isinstance(since, (int, float)) else ""
-    return (f"pid {holder.get('pid')} on {holder.get('host')} (owner {holder.get('owner') or '?'}, "
-            f"device {holder.get('device') or '?'}{age})")
 
 
 # --------------------------------------------------------------------------
@@ -392,10 +229,6 @@ class SlotRegistry:
             await asyncio.shield(stop())
         except (Exception, asyncio.CancelledError):
             pass
-        if isinstance(slot, SSHDeviceSlot) and slot.process is not None:
-            conn = self._conns.get((slot.host, slot.conn_index))
-            if conn is not None and conn.is_closed():
-                self.forget_connection(slot.host, conn)
         if entry is not None and entry.lock.locked():
             entry.lock.release()
 

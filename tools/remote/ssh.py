@@ -27,17 +27,22 @@ import secrets
 import shlex
 import socket
 import stat
+import time
+from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncssh
 
 from ..errors import ToolError
 from ..evidence import safe_component
-from .errors import SlotCannotStart
+from .errors import LOST_ERRORS, SlotCannotStart, SlotLost, WorkerCannotStart
 from .inventory import VISIBILITY_VARIABLE, HostConfig
 from .safe_stage import CACHE_DIRS, refuse, unsafe_reason
-from .local import LEASE_SCRIPT, RUNNER_PACKAGE, RUNNER_SRC, bundle_files, content_hash
+
+if TYPE_CHECKING:  # the registry and the run files live in pool.py, which imports this module
+    from .pool import RunFiles, SlotRegistry
+from .bundle import LEASE_SCRIPT, RUNNER_PACKAGE, RUNNER_SRC, bundle_files, content_hash
 
 COMPLETE_MARKER = ".complete"
 _OWNER_SAFE = re.compile(r"[^A-Za-z0-9._:-]")
@@ -400,3 +405,168 @@ def shell_command(host: HostConfig, argv: list[str]) -> str:
     if host.container:
         outer = ["docker", "exec", "-i", host.container, *outer]
     return " ".join(q(a) for a in outer)
+
+
+# --------------------------------------------------------------------------
+# The SSH slot: one warm supervisor on one device, under the device lease
+# --------------------------------------------------------------------------
+
+SLOT_START_TIMEOUT_S = 180.0  # until the supervisor first answers hello (then the budget it announces)
+SHUTDOWN_GRACE_S = 5.0
+
+
+class SSHDeviceSlot:
+    """One warm supervisor on one device of an SSH host, under the device lease."""
+
+    def __init__(self, registry: "SlotRegistry", host: HostConfig, device: int):
+        self.registry = registry
+        self.cfg = host
+        self.host = host.name
+        self.device_id = int(device)
+        self.device = f"{host.device}:{self.device_id}"
+        # sshd allows MaxSessions channels per connection; one is kept for SFTP.
+        position = host.slot_devices.index(self.device_id) if self.device_id in host.slot_devices else 0
+        self.conn_index = position // max(1, host.max_sessions - 1)
+        self.process: asyncssh.SSHClientProcess | None = None
+        self.client: Any = None
+        self.hello: dict = {}
+        self.lease: dict = {}
+        self._alive = False
+        self._stderr: deque[bytes] = deque(maxlen=100)
+        self._stderr_task: asyncio.Task | None = None
+
+    @property
+    def alive(self) -> bool:
+        """Started, and neither the process nor its connection has gone away."""
+        p = self.process
+        return (self._alive and p is not None and p.exit_status is None and not p.is_closing()
+                and not p.channel.get_connection().is_closed())
+
+    async def start(self, run: RunFiles) -> None:
+        from .supervisor_client import SupervisorClient
+
+        root = await self.registry.runner_root(self.cfg, await self.registry.connection(self.cfg))
+        conn = await self.registry.connection(self.cfg, self.conn_index)
+        cmd = worker_command(self.cfg, self.device_id, root,
+                                           owner=server_owner())
+        try:
+            self.process = await conn.create_process(cmd, encoding=None)
+        except (asyncssh.Error, OSError) as exc:
+            if conn.is_closed():
+                self.registry.forget_connection(self.cfg.name, conn)
+            raise SlotLost(f"cannot start a worker on {self.host} {self.device}: {exc}") from None
+        self._stderr_task = asyncio.ensure_future(self._drain_stderr())
+        try:
+            self.lease = await asyncio.wait_for(self._await_lease(), self.cfg.lease_wait_s + 60)
+            self.client = SupervisorClient(self.process.stdout, self.process.stdin, label=f"{self.host} {self.device}")
+            self.hello = await self.client.hello(timeout=SLOT_START_TIMEOUT_S)
+            if self.hello.get("worker_error"):
+                raise WorkerCannotStart(f"{self.host} {self.device}: the worker cannot start: "
+                                        f"{self.hello['worker_error']}")
+        except BaseException:
+            await self._kill()
+            raise
+        self._alive = True
+
+    async def _await_lease(self) -> dict:
+        assert self.process is not None
+        waiting_on: dict = {}
+        while True:
+            line = await self.process.stdout.readline()
+            if not line:
+                if self._stderr_task is not None:  # let the last words of the failed command arrive
+                    try:
+                        await asyncio.wait_for(asyncio.shield(self._stderr_task), 2.0)
+                    except (asyncio.TimeoutError, asyncssh.Error, OSError):
+                        pass
+                await self._kill()
+                raise SlotUnavailable(
+                    f"{self.host} {self.device}: the worker exited before taking the device lease "
+                    f"(exit status {self.process.exit_status}); stderr: {self.stderr_tail() or '-'}",
+                    code="slot_start_failed")
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # noise from an environment script on stdout
+            kind = event.get("event") if isinstance(event, dict) else None
+            if kind == "lease_acquired":
+                return event
+            if kind == "lease_waiting":
+                waiting_on = event.get("holder") or {}
+            if kind == "lease_refused":
+                raise SlotUnavailable(
+                    f"{self.host} {self.device}: refused to take the device lease: {event.get('reason')}",
+                    code="unsafe_path")
+            if kind == "lease_busy":
+                holder = event.get("holder") or waiting_on
+                raise SlotUnavailable(
+                    f"{self.host} {self.device} is leased by {_holder_text(holder)} "
+                    f"(lease file {event.get('lease_file')}); waited {self.cfg.lease_wait_s:g} s. A warm worker "
+                    "holds its device until it has been idle for its server's idle_timeout_s or that server "
+                    "stops; use another device or host, or run again later",
+                    code="device_busy", details={"holder": holder})
+
+    async def _drain_stderr(self) -> None:
+        """Keep the supervisor's diagnostics (and keep the channel window open)."""
+        assert self.process is not None
+        try:
+            while True:
+                line = await self.process.stderr.readline()
+                if not line:
+                    return
+                self._stderr.append(line)
+        except (asyncssh.Error, OSError):
+            return
+
+    def stderr_tail(self) -> str:
+        return b"".join(self._stderr).decode("utf-8", "replace").strip()[-1500:]
+
+    async def run_case(self, run: RunFiles, case: dict, timeout_s: float) -> dict:
+        if not self.alive or self.client is None:
+            raise SlotLost(f"{self.host} {self.device} is not running")
+        modules, captured = await self.registry.run_files(self.cfg, run)
+        try:
+            return await self.client.run_case(run.config, case, timeout_s, modules, captured)
+        except LOST_ERRORS as exc:
+            self._alive = False
+            raise SlotLost(f"{self.host} {self.device}: connection lost mid-case ({type(exc).__name__}: {exc})") \
+                from None
+
+    async def abort(self) -> None:
+        """Close the channel now (cancelled or broken): the supervisor's stdin hits
+        EOF and it kills its worker and exits; no polite shutdown round trip.  A
+        connection found closed is dropped from the registry (the next slot reconnects)."""
+        await self._kill()
+        if self.process is not None:
+            conn = self.process.channel.get_connection()
+            if conn.is_closed():
+                self.registry.forget_connection(self.host, conn)
+
+    async def _kill(self) -> None:
+        self._alive = False
+        if self.process is not None:
+            try:
+                self.process.close()  # closes the channel: the supervisor's stdin hits EOF
+                await asyncio.wait_for(self.process.wait_closed(), SHUTDOWN_GRACE_S)
+            except (asyncio.TimeoutError, asyncssh.Error, OSError):
+                pass
+        if self._stderr_task is not None and not self._stderr_task.done():
+            self._stderr_task.cancel()
+
+    async def close(self) -> None:
+        """Polite shutdown (the supervisor kills its worker and exits), then close the channel."""
+        if self.alive and self.client is not None:
+            try:
+                await asyncio.wait_for(self.client.close(), SHUTDOWN_GRACE_S)
+            except (asyncio.TimeoutError, Exception):
+                pass
+        await self._kill()
+
+
+def _holder_text(holder: dict) -> str:
+    if not holder:
+        return "another process (holder unknown)"
+    since = holder.get("since")
+    age = f", for {time.time() - since:.0f} s" if isinstance(since, (int, float)) else ""
+    return (f"pid {holder.get('pid')} on {holder.get('host')} (owner {holder.get('owner') or '?'}, "
+            f"device {holder.get('device') or '?'}{age})")

@@ -1,0 +1,35 @@
+"""The bundle both transports ship to a host: the runner package and the
+lease helper, stored under one content hash (local stage or SSH work_dir)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+RUNNER_SRC = Path(__file__).resolve().parent.parent / "runner"
+RUNNER_PACKAGE = "opdebug_runner"
+
+
+def runner_sources() -> dict[str, bytes]:
+    """File name -> content of the runner package (what every host gets)."""
+    return {p.name: p.read_bytes() for p in sorted(RUNNER_SRC.glob("*.py"))}
+
+
+def content_hash(files: dict[str, bytes]) -> str:
+    """The hash a shipped bundle is stored under (names and contents)."""
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    return h.hexdigest()
+
+
+LEASE_SRC = Path(__file__).resolve().parent / "lease.py"
+LEASE_SCRIPT = "opdebug_lease.py"
+
+
+def bundle_files() -> dict[str, bytes]:
+    """Relative path on the host -> content: the runner package and the lease
+    helper (what both transports stage, under one content hash)."""
+    files = {f"{RUNNER_PACKAGE}/{name}": data for name, data in runner_sources().items()}
+    files[LEASE_SCRIPT] = LEASE_SRC.read_bytes()
+    return files
