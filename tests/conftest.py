@@ -164,3 +164,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     report = yield
     setattr(item, f"rep_{report.when}", report)
     return report
+
+
+@pytest.fixture(scope="module")
+def loop():
+    """One event loop per test module, for tests that run cases on the shared warm
+    local slot; the module's warm slots are closed with it."""
+    import asyncio
+
+    from tools.remote.pool import REGISTRY
+
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.run_until_complete(REGISTRY.close_all())
+    loop.close()

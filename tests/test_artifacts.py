@@ -7,7 +7,6 @@ transport (one warm worker shared by the module's tests).
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import re
@@ -32,14 +31,6 @@ from tools.remote.pool import REGISTRY
 from tools.run_case_remote import run_case_remote
 
 OPERATORS = Path(__file__).resolve().parent / "operators"
-
-
-@pytest.fixture(scope="module")
-def loop():
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.run_until_complete(REGISTRY.close_all())
-    loop.close()
 
 
 @pytest.fixture(scope="module")

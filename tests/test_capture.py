@@ -8,7 +8,6 @@ The runs share one event loop, hence one warm local slot.
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import json
 import os
@@ -41,14 +40,6 @@ def load_capture_module():
 
 
 oc = load_capture_module()
-
-
-@pytest.fixture(scope="module")
-def loop():
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.run_until_complete(REGISTRY.close_all())
-    loop.close()
 
 
 def config(run_id: str, module: str = "scaled_mul.py", **tolerance) -> dict:

@@ -11,7 +11,6 @@ points at an axis unrelated to the bug.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -260,14 +259,6 @@ def test_with_no_passing_case_one_round_moves_every_axis_toward_a_plain_case(tmp
 # --------------------------------------------------------------------------
 # Planted operators, run for real on host "local"
 # --------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def loop():
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.run_until_complete(REGISTRY.close_all())
-    loop.close()
 
 
 def related(kind: str, axis: str | None) -> bool:

@@ -27,14 +27,6 @@ from tools.run_case_remote import run_case_remote
 OPERATORS = Path(__file__).resolve().parent / "operators"
 
 
-@pytest.fixture(scope="module")
-def loop():
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.run_until_complete(REGISTRY.close_all())
-    loop.close()
-
-
 def plan(root: Path, run_id: str, module: str, cases: list[dict], **operator) -> None:
     stem = module[:-3]
     config = {"run_id": run_id,

@@ -10,7 +10,6 @@ run_case_remote on one warm local worker.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import sys
 from pathlib import Path
@@ -20,7 +19,6 @@ import torch
 
 from tools.evidence import RunStore
 from tools.plan_cases import plan_cases
-from tools.remote.pool import REGISTRY
 from tools.run_case_remote import run_case_remote
 from tools.runner import compare as compare_mod
 from tools.runner.compare import compare_tensor, precision_metrics
@@ -264,14 +262,6 @@ def test_the_plan_warns_when_the_default_table_decides(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------
 # the sweep: many PyTorch operators x every dtype, one run, one warm local worker
 # --------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def loop():
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.run_until_complete(REGISTRY.close_all())
-    loop.close()
 
 
 def test_sweep_refusals_are_unsupported_and_right_operators_pass_the_baseline_judge(loop, tmp_path: Path) -> None:

@@ -26,14 +26,6 @@ from tools.run_case_remote import run_case_remote
 OPERATORS = Path(__file__).resolve().parent / "operators"
 
 
-@pytest.fixture(scope="module")
-def loop():
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.run_until_complete(REGISTRY.close_all())
-    loop.close()
-
-
 def warm_slots_broken() -> list[str]:
     """The warm local slots whose supervisor lost its worker without starting a new one."""
     return [f"{key}: supervisor {e.slot.pid} has no live worker" for key, e in REGISTRY._entries.items()

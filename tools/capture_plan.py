@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +37,7 @@ from pydantic import ValidationError
 from .capture_files import CaptureFileError, FileInfo, inspect_file
 from .errors import ToolError
 from .evidence import resolve_root
-from .schemas import DTYPES, LAYOUTS, CaptureSelection, Case, format_validation_error
+from .schemas import DTYPES, LAYOUTS, CaptureSelection, Case, contiguous_strides, format_validation_error
 
 MAX_FILE_BYTES = 1 << 30          # one captured tensor file
 MAX_CAPTURE_BYTES = 4 << 30       # every file of one capture together
@@ -131,14 +130,6 @@ def _data_file(base: Path, name: Any, where: str) -> Path:
 # --------------------------------------------------------------------------
 # Values
 # --------------------------------------------------------------------------
-
-
-def contiguous_strides(shape: list[int]) -> list[int]:
-    strides, acc = [], 1
-    for size in reversed(shape):
-        strides.append(acc)
-        acc *= max(size, 1)
-    return list(reversed(strides))
 
 
 def _finite(x: Any) -> bool:

@@ -27,9 +27,9 @@ cases and results.
 from __future__ import annotations
 
 import json
-from typing import Any
 
-from .schemas import BridgeCase, BoundaryFeature, Case, CaseResult, InputSpec, IntegrationDiff, StarSpec
+from .schemas import (BridgeCase, BoundaryFeature, Case, CaseResult, InputSpec, IntegrationDiff, StarSpec,
+                      contiguous_strides)
 
 CAPTURED = ("captured_call", "accuracy_dump")
 NOT_PASSING = ("numerical_mismatch", "crash", "unsupported")
@@ -40,14 +40,6 @@ FLOATS = ("float16", "bfloat16", "float32", "float64")
 
 def is_captured(case: Case) -> bool:
     return case.origin is not None and case.origin.kind in CAPTURED
-
-
-def contiguous_strides(shape: list[int]) -> list[int]:
-    strides, acc = [], 1
-    for size in reversed(shape):
-        strides.append(acc)
-        acc *= max(size, 1)
-    return list(reversed(strides))
 
 
 def _permutation(shape: list[int], strides: list[int]) -> list[int] | None:
