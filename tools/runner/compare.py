@@ -40,7 +40,7 @@ import torch
 from .precision import BFLOAT16_EPS, TEN_THOUSANDTH, THOUSANDTH, benchmark_for
 from .precision import tolerance_for as _tolerance_for
 
-CHUNK = 1 << 16
+CHUNK = 1 << 18
 
 _FLOAT = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -155,17 +155,24 @@ def _kind(dtype: torch.dtype) -> str:
     return "floating" if dtype.is_floating_point else ("complex" if dtype.is_complex else "integer")
 
 
+PARALLEL_MIN_NUMEL = 1 << 21  # below it the chunked loop runs on one intra-op thread
+
+
 def one_thread(fn):
-    """Run the chunked loop on one intra-op thread: a 64K-element chunk is too
-    small for the thread pool to pay, and on a busy host every parallel region
-    waits for a descheduled thread (benchmarks/bench_compare.py: 10x slower
-    under load with 2 threads).  The previous setting is restored."""
+    """Run the chunked loop of a small output on one intra-op thread: there the
+    thread pool does not pay, and on a busy host every parallel region waits for
+    a descheduled thread (benchmarks/bench_compare.py: 10x slower under load with
+    64K-element chunks).  An output of PARALLEL_MIN_NUMEL elements or more keeps
+    the default threads: its 256K-element chunks amortise a parallel region
+    (2**24 float32 on 2 quiet cores: 80 ms with 2 threads vs 125 ms with one).
+    The previous setting is restored."""
     import functools
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         threads = torch.get_num_threads()
-        if threads == 1:
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if threads == 1 or (tensors and max(t.numel() for t in tensors) >= PARALLEL_MIN_NUMEL):
             return fn(*args, **kwargs)
         torch.set_num_threads(1)
         try:
