@@ -24,7 +24,6 @@ the workspace (:func:`workspace_path`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -36,7 +35,7 @@ from pydantic import ValidationError
 
 from .capture_files import CaptureFileError, FileInfo, inspect_file
 from .errors import ToolError
-from .evidence import resolve_root
+from .evidence import file_sha256, resolve_root
 from .schemas import DTYPES, LAYOUTS, CaptureSelection, Case, contiguous_strides, format_validation_error
 
 MAX_FILE_BYTES = 1 << 30          # one captured tensor file
@@ -89,14 +88,6 @@ def _read_json(path: Path, where: str) -> Any:
         raise ToolError(f"{where}: cannot read {str(path)!r} ({exc.strerror or exc})", code="bad_file") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CaptureFileError(path, f"not valid JSON ({exc})") from None
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class _Budget:
@@ -280,7 +271,7 @@ def _check_region(path: Path, info: FileInfo, meta: dict, entry: dict) -> None:
     elif t.shape != meta["shape"]:
         raise CaptureFileError(path, f"holds shape {t.shape}, the index says {meta['shape']}")
     want = entry.get("file_sha256")
-    if want is not None and _file_sha256(path) != want:
+    if want is not None and file_sha256(path) != want:
         raise CaptureFileError(path, "its sha256 differs from the index (changed or truncated since capture)")
 
 

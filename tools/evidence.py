@@ -27,6 +27,7 @@ is a derived view, rewritten by each analysis (:meth:`RunStore.write_results_vie
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import re
@@ -159,6 +160,15 @@ _SWEPT: set[str] = set()
 def _stat_key(path: Path) -> tuple:
     st = path.stat()
     return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def read_json(path: Path) -> Any:

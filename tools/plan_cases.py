@@ -13,14 +13,13 @@ import copy
 import hashlib
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from .errors import ToolError
 from .workspace_files import allowed_roots, read_workspace_file
-from .evidence import RunStore, few_ids
+from .evidence import RunStore, few_ids, file_sha256
 from .schemas import (
     DTYPE_FAMILIES,
     FLOAT_DTYPES,
@@ -600,7 +599,7 @@ def _captured_to_store(store: RunStore, files: dict[str, str], cases: list[Case]
         data = read_workspace_file(given, f"captured_files.{name}", roots, limit=MAX_CAPTURED_BYTES)
         existing = store.path("artifacts", "captured", name)
         if existing.is_file():
-            if _file_digest(existing) != hashlib.sha256(data).hexdigest():
+            if file_sha256(existing) != hashlib.sha256(data).hexdigest():
                 raise ToolError(f"captured tensor {name!r} is already stored in run {store.run_id!r} with other "
                                 "content; evidence is never overwritten - give it another name", code="captured_changed")
             continue
@@ -614,14 +613,6 @@ def _captured_to_store(store: RunStore, files: dict[str, str], cases: list[Case]
                     raise ToolError(f"case {case.id!r} input {spec.name!r} replays captured tensor {ref!r}, which "
                                     "is neither in 'captured_files' nor stored in the run", code="validation_error")
     return todo
-
-
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def planned_cases(store: RunStore, only: list[Case] | None = None) -> list[PlannedCase]:

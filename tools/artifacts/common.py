@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import ToolError
+from ..evidence import file_sha256  # noqa: F401 (used here and by pictures.py)
 from ..schemas import CaseResult
 
 RUNNER_SRC = Path(__file__).resolve().parent.parent / "runner"
@@ -25,14 +26,6 @@ def case_seed(case: dict) -> int:
     if case.get("seed") is not None:
         return int(case["seed"])
     return int.from_bytes(hashlib.sha256(case["id"].encode()).digest()[:7], "big")
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def copy_runner(out_dir: Path) -> Path:
