@@ -21,44 +21,44 @@ from tools.schemas import SLUG_PATTERN, Slug, Strict
 
 
 def RunId() -> Any:  # noqa: N802 - a Field factory
-    return Field(pattern=SLUG_PATTERN, description="The run's id (a safe slug), as planned.")
+    return Field(pattern=SLUG_PATTERN, description="The run.")
 
 
 class ShrinkArgs(Strict):
     run_id: Slug = RunId()
-    case_id: Slug = Field(pattern=SLUG_PATTERN, description="A recorded failing case to shrink.")
-    hosts: list[Slug] | None = Field(default=None, description="Inventory hosts to run the steps on; default local.")
-    max_cases: int = Field(default=30, ge=1, le=200, description="Case budget: at most this many steps are run.")
-    max_seconds: float = Field(default=600.0, gt=0, le=7200, description="Time budget in seconds.")
+    case_id: Slug = Field(pattern=SLUG_PATTERN, description="A recorded failing case.")
+    hosts: list[Slug] | None = Field(default=None, description="Default ['local'].")
+    max_cases: int = Field(default=30, ge=1, le=200, description="Budget: steps run.")
+    max_seconds: float = Field(default=600.0, gt=0, le=7200, description="Budget: wall seconds.")
 
 
 class ReproArgs(Strict):
     run_id: Slug = RunId()
-    case_id: Slug = Field(pattern=SLUG_PATTERN, description="The case to reproduce (recorded or not).")
+    case_id: Slug = Field(pattern=SLUG_PATTERN, description="Any planned case.")
     out_dir: str | None = Field(default=None, max_length=4096,
-                                description="Directory on the server's machine; default <run>/artifacts/repro.")
+                                description="On the server's machine.")
 
 
 class RegressionArgs(Strict):
     run_id: Slug = RunId()
     out_dir: str | None = Field(default=None, max_length=4096,
-                                description="Directory on the server's machine; default <run>/artifacts/regression.")
-    case_ids: list[Slug] | None = Field(default=None, description="Cases to include; default every failing case.")
-    neighbours: bool = Field(default=False, description="Also include passing cases one axis away from a failure.")
+                                description="On the server's machine.")
+    case_ids: list[Slug] | None = Field(default=None, description="Default: the failing ones.")
+    neighbours: bool = Field(default=False, description="Also passing cases one axis from a failure.")
 
 
 class PicturesArgs(Strict):
     run_id: Slug = RunId()
-    case_ids: list[Slug] | None = Field(default=None, description="Cases to draw; default every mismatching case.")
+    case_ids: list[Slug] | None = Field(default=None, description="Default: the mismatching ones.")
     outputs: dict[Slug, str] = Field(default_factory=dict, description=(
-        "Case id -> outputs file saved by its reproducer's --save-outputs on the device host (server paths)."))
+        "Case id -> its reproducer's --save-outputs file (a server path)."))
 
 
 class VerifyArgs(Strict):
     run_id: Slug = RunId()
-    hosts: list[Slug] | None = Field(default=None, description="Inventory hosts to rerun on; default local.")
-    run_command: bool = Field(default=True, description="Also run the config's model command on the first host.")
-    command_timeout_s: float = Field(default=600.0, gt=0, le=7200, description="Seconds for the model command.")
+    hosts: list[Slug] | None = Field(default=None, description="Default ['local'].")
+    run_command: bool = Field(default=True, description="Also the config's model command.")
+    command_timeout_s: float = Field(default=600.0, gt=0, le=7200, description="For the model command.")
 
 
 def artifact_tools(root: Path, inventory: str | None, make_tool: Callable[..., Any],
@@ -108,46 +108,35 @@ def artifact_tools(root: Path, inventory: str | None, make_tool: Callable[..., A
                                 run_command=f["run_command"], command_timeout_s=f["command_timeout_s"],
                                 progress=progress)
 
-    writes = dict(readOnlyHint=False, destructiveHint=False, idempotentHint=False)
+    # Only the hints that differ from the spec's defaults (readOnly false, destructive true,
+    # idempotent false, openWorld true); the tool's title is its display name.
+    writes = dict(destructiveHint=False)
+    local = dict(destructiveHint=False, openWorldHint=False)
     return [
         make_tool("shrink_case", title="Shrink a failing case",
-                  description=("From a recorded failing case, find the smallest case that still fails the same way "
-                               "(same status and signature; for a mismatch the same failed outputs): contiguous, "
-                               "fewer special values, lower rank, bisected sizes. Every step is a planned and "
-                               "recorded case <case>.shrink-<n>; a budget of cases and seconds bounds it."),
+                  description=("The smallest case that still fails like a recorded failing one, each step a "
+                               "planned, recorded case <case>.shrink-<n> (SKILL.md step 6)."),
                   arguments=ShrinkArgs, output=ShrinkResponse,
-                  annotations=ToolAnnotations(title="Shrink", openWorldHint=True, **writes), body=shrink_body),
+                  annotations=ToolAnnotations(**writes), body=shrink_body),
         make_tool("export_repro", title="Export a standalone reproducer",
-                  description=("Write <case>.py, needing only the Python stdlib and torch (torch_npu on npu), with "
-                               "the runner's own input building and comparison beside it: it rebuilds the exact "
-                               "inputs, runs candidate and reference as the runner does, prints metrics and input "
-                               "sha256, exits 1 while the failure is there and 0 once fixed."),
+                  description=("Write <case>.py (stdlib + torch only) that rebuilds the case, prints its metrics "
+                               "and exits 1 while it fails, 0 once fixed."),
                   arguments=ReproArgs, output=ReproExport,
-                  annotations=ToolAnnotations(title="Reproducer", openWorldHint=False, **writes), body=repro_body),
+                  annotations=ToolAnnotations(**local), body=repro_body),
         make_tool("export_regression", title="Export a regression test",
-                  description=("Write a pytest file for the operator's repository, parametrised over the run's "
-                               "failing cases (optionally their passing neighbours), each its standalone "
-                               "reproducer; it skips where the device is missing."),
+                  description="Write a pytest file over the run's failing cases, each its standalone reproducer.",
                   arguments=RegressionArgs, output=RegressionExport,
-                  annotations=ToolAnnotations(title="Regression test", openWorldHint=False, **writes),
-                  body=regression_body),
+                  annotations=ToolAnnotations(**local), body=regression_body),
         make_tool("render_pictures", title="Draw pictures of the errors",
-                  description=("PNG error maps (|cand-ref| over the tolerance bound, worst and first mismatch "
-                               "marked) and relative-error histograms per failing output, and every case by axis "
-                               "value; under artifacts/pictures/, published as image/png resources. Needs the "
-                               "[pictures] extra (matplotlib)."),
+                  description=("PNG error maps and histograms of the failing outputs, as image/png resources "
+                               "(needs the [pictures] extra)."),
                   arguments=PicturesArgs, output=PicturesResponse,
-                  annotations=ToolAnnotations(title="Pictures", openWorldHint=False, readOnlyHint=False,
-                                              destructiveHint=False, idempotentHint=True),
-                  body=pictures_body),
+                  annotations=ToolAnnotations(idempotentHint=True, **local), body=pictures_body),
         make_tool("verify_fix", title="Verify a fix",
-                  description=("After the operator or its call site changed: plan the run's failing cases again "
-                               "under new ids <case>.verify-<n>, run them on fresh workers, run the config's "
-                               "model command on the host (argv, no shell), record it all in "
-                               "artifacts/verify/<n>.json; says 'fixed in isolation', 'fixed in the model', or "
-                               "what still fails."),
+                  description=("After a fix: run the failing cases again as <case>.verify-<n> and the config's "
+                               "model command; says what still fails, or 'fixed in the model'."),
                   arguments=VerifyArgs, output=VerifyResponse,
-                  annotations=ToolAnnotations(title="Verify", openWorldHint=True, **writes), body=verify_body),
+                  annotations=ToolAnnotations(**writes), body=verify_body),
     ]
 
 

@@ -37,63 +37,153 @@ _NOT_TYPE_SPECIFIC = {"enum", "const", "$ref", "anyOf", "oneOf", "allOf", "not",
 
 
 def compact_schema(schema: Any, *, output: bool = False) -> Any:
-    return _share_repeats(_compact(schema, output=output, in_map=False))
+    schema = _compact(schema, output=output, in_map=False)
+    if isinstance(schema, dict) and schema.get("$defs"):
+        # a model used once is written where it is used (then `anyOf: [object, null]` can merge)
+        schema = _compact(_inline_single_use(schema), output=output, in_map=False)
+    return _inline_single_use(_share_repeats(schema))
 
 
-_MIN_SHARED_CHARS = 28
+_MAP_KEYS = ("properties", "$defs", "patternProperties")
+
+
+def _text(node: Any) -> str:
+    return json.dumps(node, sort_keys=True, separators=(",", ":"))
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/$defs/{name}"}
+
+
+def _map(node: dict[str, Any], fn: Any) -> dict[str, Any]:
+    """Apply ``fn(child, in_map)`` to each child of a subschema."""
+    return {k: fn(v, k in _MAP_KEYS) for k, v in node.items()}
+
+
+def _subschemas(node: Any, in_map: bool = False) -> Any:
+    """Every subschema (not the name -> schema maps themselves), depth first."""
+    if isinstance(node, list):
+        for v in node:
+            yield from _subschemas(v)
+    elif isinstance(node, dict):
+        if in_map:
+            for v in node.values():
+                yield from _subschemas(v)
+            return
+        yield node
+        for k, v in node.items():
+            yield from _subschemas(v, k in _MAP_KEYS)
+
+
+def _rewrite(node: Any, fn: Any, in_map: bool = False) -> Any:
+    """``node`` with every subschema ``s`` replaced by ``fn(s)`` (None: keep it, look inside)."""
+    if isinstance(node, list):
+        return [_rewrite(v, fn) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if in_map:
+        return {k: _rewrite(v, fn) for k, v in node.items()}
+    replaced = fn(node)
+    if replaced is not None:
+        return replaced
+    return {k: _rewrite(v, fn, k in _MAP_KEYS) for k, v in node.items()}
 
 
 def _share_repeats(schema: Any) -> Any:
-    """Move subschemas that occur more than once (and are not tiny) to $defs."""
+    """Move subschemas written out more than once to $defs, while that makes the
+    schema shorter: the biggest saving first, counted again after each move."""
     if not isinstance(schema, dict):
         return schema
-    counts: dict[str, int] = {}
+    body = {k: v for k, v in schema.items() if k != "$defs"}
+    defs = dict(schema.get("$defs") or {})
+    while True:
+        counts: dict[str, int] = {}
+        for root in (body, *defs.values()):
+            for node in _subschemas(root):
+                if node is root and root is not body:
+                    continue  # a def's own body is already shared
+                text = _text(_undescribed(node))
+                counts[text] = counts.get(text, 0) + 1
+        name = next(f"S{i}" for i in range(len(defs) + 1) if f"S{i}" not in defs)
+        cost = len(_text(_ref(name)))
+        best, saving = None, 0
+        for text, n in counts.items():
+            gain = (n - 1) * len(text) - n * cost - len(name) - 4  # "name": and a comma
+            if n > 1 and gain > saving:
+                best, saving = text, gain
+        if best is None:
+            break
+        node_text = best
 
-    def count(node: Any, in_map: bool) -> None:
-        if isinstance(node, list):
-            for v in node:
-                count(v, False)
-        elif isinstance(node, dict):
-            if not in_map:
-                text = json.dumps(node, sort_keys=True, separators=(",", ":"))
-                # a node with a description stays where it is read (its property)
-                if len(text) >= _MIN_SHARED_CHARS and "$ref" not in node and "description" not in node:
-                    counts[text] = counts.get(text, 0) + 1
-            for k, v in node.items():
-                count(v, k in ("properties", "$defs", "patternProperties") and not in_map)
+        def swap(node: dict[str, Any]) -> Any:
+            if _text(_undescribed(node)) != node_text:
+                return None
+            # a description stays where it is read: beside the $ref, in its property
+            return {**_ref(name), **({"description": node["description"]} if "description" in node else {})}
 
-    for k, v in schema.items():
-        if k != "$defs":
-            count(v, k in ("properties", "patternProperties"))
-    for v in (schema.get("$defs") or {}).values():
-        for k, sub in v.items():
-            count(sub, k in ("properties", "patternProperties"))
-    shared = {text: f"S{i}" for i, text in enumerate(t for t, n in counts.items() if n > 1)}
-    if not shared:
-        return schema
+        body = _rewrite(body, swap)
+        defs = {k: (_map(v, lambda c, m: _rewrite(c, swap, m)) if isinstance(v, dict) else v)
+                for k, v in defs.items()}
+        defs[name] = json.loads(node_text)
+    if defs:
+        body["$defs"] = defs
+    return body
 
-    def replace(node: Any, in_map: bool) -> Any:
-        if isinstance(node, list):
-            return [replace(v, False) for v in node]
-        if not isinstance(node, dict):
-            return node
-        if not in_map:
-            name = shared.get(json.dumps(node, sort_keys=True, separators=(",", ":")))
-            if name is not None:
-                return {"$ref": f"#/$defs/{name}"}
-        return {k: replace(v, k in ("properties", "$defs", "patternProperties") and not in_map)
-                for k, v in node.items()}
 
-    out = {k: (v if k == "$defs" else replace(v, k in ("properties", "patternProperties")))
-           for k, v in schema.items()}
-    defs = {name: {k: replace(v, k in ("properties", "patternProperties")) for k, v in d.items()}
-            for name, d in (schema.get("$defs") or {}).items()}
-    # a shared subschema may contain another one: replace inside, but never itself
-    for text, name in shared.items():
-        node = json.loads(text)
-        defs[name] = {k: replace(v, k in ("properties", "patternProperties")) for k, v in node.items()}
-    out["$defs"] = defs
-    return out
+def _undescribed(node: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in node.items() if k != "description"} if "description" in node else node
+
+
+def _inline_single_use(schema: dict[str, Any]) -> dict[str, Any]:
+    """Write a $defs entry referenced once (and not from inside itself) where it is
+    referenced; drop entries referenced nowhere."""
+    schema = dict(schema)
+    while schema.get("$defs"):
+        defs = schema["$defs"]
+        refs: dict[str, int] = {name: 0 for name in defs}
+        for node in _subschemas({k: v for k, v in schema.items() if k != "$defs"}):
+            _count_ref(node, refs)
+        inside: dict[str, set[str]] = {}
+        for name, d in defs.items():
+            for node in _subschemas(d):
+                _count_ref(node, refs)
+                if isinstance(node.get("$ref"), str):
+                    inside.setdefault(name, set()).add(node["$ref"].rsplit("/", 1)[-1])
+        unused = [n for n, c in refs.items() if c == 0]
+        if unused:
+            schema["$defs"] = {n: d for n, d in defs.items() if n not in unused}
+            continue
+        once = next((n for n, c in refs.items() if c == 1 and n not in inside.get(n, ())), None)
+        if once is None:
+            break
+        target = f"#/$defs/{once}"
+        body = defs[once]
+
+        def put(node: dict[str, Any]) -> Any:
+            if node.get("$ref") != target:
+                return None
+            siblings = {k: v for k, v in node.items() if k != "$ref"}
+            if set(siblings) - {"description"} & set(body):
+                return None  # a keyword beside the $ref that the body also has: keep the $ref
+            return {**body, **siblings}
+
+        rest = {k: v for k, v in schema.items() if k != "$defs"}
+        new_rest = _rewrite(rest, put)
+        new_defs = {n: _rewrite(d, put) for n, d in defs.items() if n != once}
+        if _text(new_rest) + _text(new_defs) == _text(rest) + _text({n: d for n, d in defs.items() if n != once}):
+            break  # the one reference could not take the body
+        schema = {**new_rest, "$defs": new_defs} if new_defs else new_rest
+    if "$defs" in schema and not schema["$defs"]:
+        del schema["$defs"]
+    return schema
+
+
+def _count_ref(node: dict[str, Any], refs: dict[str, int]) -> None:
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        name = ref.rsplit("/", 1)[-1]
+        if name in refs:
+            refs[name] += 1
 
 
 def _compact(node: Any, *, output: bool, in_map: bool) -> Any:
@@ -148,13 +238,53 @@ def _values_have_type(node: dict[str, Any]) -> bool:
     return isinstance(values, list) and all(_json_type(v) & allowed for v in values)
 
 
+def _mergeable(branch: Any) -> bool:
+    """A branch that allows one JSON type, with keywords that apply to that type only."""
+    return (isinstance(branch, dict) and isinstance(branch.get("type"), str)
+            and not _NOT_TYPE_SPECIFIC & set(branch))
+
+
+def _merge_branches(branches: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Type-specific branches as one ``type`` list with their keywords side by
+    side; None when a type or a keyword is in two branches, or when numeric
+    keywords would also reach a second numeric type."""
+    types: list[str] = []
+    merged: dict[str, Any] = {}
+    for b in branches:
+        if b["type"] in types:
+            return None
+        types.append(b["type"])
+        for k, v in b.items():
+            if k == "type":
+                continue
+            if k in merged:
+                return None
+            merged[k] = v
+    if _NUMERIC_KEYWORDS & set(merged) and {"integer", "number"} <= set(types):
+        return None
+    merged["type"] = _drop_integer(types)
+    return merged
+
+
+def _drop_integer(types: list[str]) -> list[str] | str:
+    """``integer`` beside ``number`` says nothing more (every integer is a number)."""
+    if "integer" in types and "number" in types:
+        types = [t for t in types if t != "integer"]
+    return types[0] if len(types) == 1 else types
+
+
 def _merge_nullable(node: dict[str, Any]) -> dict[str, Any]:
     """``anyOf`` of branches that each allow one JSON type, with keywords that
     apply to that type only, as one ``type`` list with the keywords side by
     side: ``anyOf: [{type: string, maxLength: 5}, {type: null}]`` is
-    ``type: [string, null], maxLength: 5``.  Left alone when a keyword is in
-    two branches, when numeric keywords would also reach a second numeric
-    type, or when a branch has enum/const/$ref/a combinator."""
+    ``type: [string, null], maxLength: 5``.  When other branches (enum, const,
+    $ref, a combinator) are there too, the type-specific ones still become one
+    branch beside them: ``anyOf: [{type: boolean}, {type: number}, {$ref: X}]``
+    is ``anyOf: [{type: [boolean, number]}, {$ref: X}]``.  Left alone when a
+    keyword is in two branches, or when numeric keywords would also reach a
+    second numeric type."""
+    if isinstance(node.get("type"), list):
+        node = {**node, "type": _drop_integer(list(node["type"]))}
     branches = node.get("anyOf")
     if not isinstance(branches, list) or len(branches) < 2 or not all(isinstance(b, dict) for b in branches):
         return node
@@ -165,26 +295,18 @@ def _merge_nullable(node: dict[str, Any]) -> dict[str, Any]:
                 if v not in values:
                     values.append(v)
         return {**{k: v for k, v in node.items() if k != "anyOf"}, "enum": values}
-    types: list[str] = []
-    merged: dict[str, Any] = {}
-    for b in branches:
-        t = b.get("type")
-        if not isinstance(t, str) or t in types or _NOT_TYPE_SPECIFIC & set(b):
-            return node
-        types.append(t)
-        for k, v in b.items():
-            if k == "type":
-                continue
-            if k in merged:
-                return node
-            merged[k] = v
-    if _NUMERIC_KEYWORDS & set(merged) and {"integer", "number"} <= set(types):
+    typed = [b for b in branches if _mergeable(b)]
+    merged = _merge_branches(typed) if len(typed) > 1 or len(typed) == len(branches) else None
+    if merged is None:
         return node
+    if len(typed) < len(branches):  # the merged branch beside the others, where the first typed one was
+        first = branches.index(typed[0])
+        rest = [b for b in branches if not any(b is t for t in typed)]
+        return {**node, "anyOf": rest[:first] + [merged] + rest[first:]}
     if set(merged) & (set(node) - {"anyOf"}):  # a clash of keywords with the wrapper: leave it
         return node
     out = {k: v for k, v in node.items() if k != "anyOf"}
     out.update(merged)
-    out["type"] = types
     return out
 
 

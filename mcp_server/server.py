@@ -368,17 +368,12 @@ def build_server(
             "narrow_failure",
             title="Narrow a failure (autopilot)",
             description=(
-                "Autopilot of the analyze loop: take the run's next cases that decide between findings or narrow "
-                "them (bisect an ordered axis such as x.shape[-1] or x.numel between the largest passing and "
-                "smallest failing value; try untried values of a categorical axis), append them as ordinary "
-                "stars, run them on the hosts, analyze, and repeat until every finding is exact or a budget "
-                "(max_cases, max_seconds, max_steps) runs out. Returns the findings with their minimal pairs "
-                "and the rounds taken; every round is planned and recorded evidence."
+                "Autopilot of the plan-run-analyze loop: new planned cases that bisect or discriminate the "
+                "findings, until each is exact or a budget runs out (SKILL.md step 6)."
             ),
             arguments=NarrowRequest,
             output=NarrowResponse,
-            annotations=ToolAnnotations(title="Narrow a failure", readOnlyHint=False, destructiveHint=False,
-                                        idempotentHint=False, openWorldHint=True),
+            annotations=ToolAnnotations(destructiveHint=False),
             body=narrow_body,
         ),
         _tool(

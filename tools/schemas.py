@@ -956,8 +956,8 @@ class RunResponse(Strict):
 
 
 class NarrowRequest(Strict):
-    run_id: Slug = Field(description="the run to narrow (planned, with at least one failing case)")
-    hosts: list[Slug] | None = Field(default=None, description="inventory host names to run on (default ['local'])")
+    run_id: Slug = Field(description="The run.")
+    hosts: list[Slug] | None = Field(default=None, description="Default ['local'].")
     max_cases: Annotated[int, Field(ge=1, le=10000)] = Field(default=40, description="budget: new cases in all")
     max_seconds: Annotated[float, Field(gt=0, le=86400)] = Field(default=900.0, description="budget: wall seconds")
     max_steps: Annotated[int, Field(ge=1, le=100)] = Field(default=12, description="budget: plan-run-analyze rounds")
