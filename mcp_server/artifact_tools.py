@@ -21,28 +21,28 @@ from tools.schemas import SLUG_PATTERN, Slug, Strict
 
 
 def RunId() -> Any:  # noqa: N802 - a Field factory
-    return Field(pattern=SLUG_PATTERN, description="The run.")
+    return Field(pattern=SLUG_PATTERN)
 
 
 class ShrinkArgs(Strict):
     run_id: Slug = RunId()
     case_id: Slug = Field(pattern=SLUG_PATTERN, description="A recorded failing case.")
     hosts: list[Slug] | None = Field(default=None, description="Default ['local'].")
-    max_cases: int = Field(default=30, ge=1, le=200, description="Budget: steps run.")
-    max_seconds: float = Field(default=600.0, gt=0, le=7200, description="Budget: wall seconds.")
+    max_cases: int = Field(default=30, ge=1, le=200)
+    max_seconds: float = Field(default=600.0, gt=0, le=7200)
 
 
 class ReproArgs(Strict):
     run_id: Slug = RunId()
-    case_id: Slug = Field(pattern=SLUG_PATTERN, description="Any planned case.")
+    case_id: Slug = Field(pattern=SLUG_PATTERN)
     out_dir: str | None = Field(default=None, max_length=4096,
-                                description="On the server's machine.")
+                                description="Server path; default <run>/artifacts/repro.")
 
 
 class RegressionArgs(Strict):
     run_id: Slug = RunId()
     out_dir: str | None = Field(default=None, max_length=4096,
-                                description="On the server's machine.")
+                                description="Server path; default <run>/artifacts/regression.")
     case_ids: list[Slug] | None = Field(default=None, description="Default: the failing ones.")
     neighbours: bool = Field(default=False, description="Also passing cases one axis from a failure.")
 
@@ -58,7 +58,7 @@ class VerifyArgs(Strict):
     run_id: Slug = RunId()
     hosts: list[Slug] | None = Field(default=None, description="Default ['local'].")
     run_command: bool = Field(default=True, description="Also the config's model command.")
-    command_timeout_s: float = Field(default=600.0, gt=0, le=7200, description="For the model command.")
+    command_timeout_s: float = Field(default=600.0, gt=0, le=7200)
 
 
 def artifact_tools(root: Path, inventory: str | None, make_tool: Callable[..., Any],
@@ -109,32 +109,28 @@ def artifact_tools(root: Path, inventory: str | None, make_tool: Callable[..., A
                                 progress=progress)
 
     # Only the hints that differ from the spec's defaults (readOnly false, destructive true,
-    # idempotent false, openWorld true); the tool's title is its display name.
+    # idempotent false, openWorld true).
     writes = dict(destructiveHint=False)
     local = dict(destructiveHint=False, openWorldHint=False)
     return [
-        make_tool("shrink_case", title="Shrink a failing case",
-                  description=("The smallest case that still fails like a recorded failing one, each step a "
-                               "planned, recorded case <case>.shrink-<n> (SKILL.md step 6)."),
+        make_tool("shrink_case",
+                  description="The smallest case that fails like a recorded one (steps <case>.shrink-<n>).",
                   arguments=ShrinkArgs, output=ShrinkResponse,
                   annotations=ToolAnnotations(**writes), body=shrink_body),
-        make_tool("export_repro", title="Export a standalone reproducer",
-                  description=("Write <case>.py (stdlib + torch only) that rebuilds the case, prints its metrics "
-                               "and exits 1 while it fails, 0 once fixed."),
+        make_tool("export_repro",
+                  description="Write <case>.py (stdlib + torch): exits 1 while the case fails, 0 once fixed.",
                   arguments=ReproArgs, output=ReproExport,
                   annotations=ToolAnnotations(**local), body=repro_body),
-        make_tool("export_regression", title="Export a regression test",
-                  description="Write a pytest file over the run's failing cases, each its standalone reproducer.",
+        make_tool("export_regression",
+                  description="Write a pytest file over the run's failing cases' reproducers.",
                   arguments=RegressionArgs, output=RegressionExport,
                   annotations=ToolAnnotations(**local), body=regression_body),
-        make_tool("render_pictures", title="Draw pictures of the errors",
-                  description=("PNG error maps and histograms of the failing outputs, as image/png resources "
-                               "(needs the [pictures] extra)."),
+        make_tool("render_pictures",
+                  description="PNG error maps and histograms as image/png resources ([pictures] extra).",
                   arguments=PicturesArgs, output=PicturesResponse,
                   annotations=ToolAnnotations(idempotentHint=True, **local), body=pictures_body),
-        make_tool("verify_fix", title="Verify a fix",
-                  description=("After a fix: run the failing cases again as <case>.verify-<n> and the config's "
-                               "model command; says what still fails, or 'fixed in the model'."),
+        make_tool("verify_fix",
+                  description="After a fix: rerun the failing cases and the model command; says what holds.",
                   arguments=VerifyArgs, output=VerifyResponse,
                   annotations=ToolAnnotations(**writes), body=verify_body),
     ]

@@ -36,12 +36,38 @@ from typing import Any
 _NOT_TYPE_SPECIFIC = {"enum", "const", "$ref", "anyOf", "oneOf", "allOf", "not", "if", "then", "else"}
 
 
-def compact_schema(schema: Any, *, output: bool = False) -> Any:
-    schema = _compact(schema, output=output, in_map=False)
+def compact_schema(schema: Any, *, output: bool = False, nested_descriptions: bool = True,
+                   defaults: bool = False, share: bool = True) -> Any:
+    """``nested_descriptions=False``: only the top-level properties keep their
+    description (what tools/list carries; the rest is in the documented schema).
+    ``defaults=True``: keep each ``default``; ``share=False``: the models stay
+    under their own names in ``$defs`` (the documented input schema)."""
+    if not nested_descriptions and isinstance(schema, dict):
+        schema = _top_descriptions_only(schema)
+    schema = _compact(schema, output=output, in_map=False, defaults=defaults)
+    if not share:
+        return schema
     if isinstance(schema, dict) and schema.get("$defs"):
         # a model used once is written where it is used (then `anyOf: [object, null]` can merge)
-        schema = _compact(_inline_single_use(schema), output=output, in_map=False)
+        schema = _compact(_inline_single_use(schema), output=output, in_map=False, defaults=defaults)
     return _inline_single_use(_share_repeats(schema))
+
+
+def _top_descriptions_only(schema: dict[str, Any]) -> dict[str, Any]:
+    def strip(node: Any, in_map: bool = False) -> Any:
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        if in_map:
+            return {k: strip(v) for k, v in node.items()}
+        return {k: strip(v, k in _MAP_KEYS) for k, v in node.items() if k != "description"}
+
+    out = strip(schema)
+    for name, prop in (schema.get("properties") or {}).items():
+        if isinstance(prop, dict) and "description" in prop:
+            out["properties"][name] = {**out["properties"][name], "description": prop["description"]}
+    return out
 
 
 _MAP_KEYS = ("properties", "$defs", "patternProperties")
@@ -102,8 +128,10 @@ def _share_repeats(schema: Any) -> Any:
             for node in _subschemas(root):
                 if node is root and root is not body:
                     continue  # a def's own body is already shared
-                text = _text(_undescribed(node))
-                counts[text] = counts.get(text, 0) + 1
+                # a described node is counted as it is and without its description (that
+                # stays beside the $ref, in its property): the bigger saving wins
+                for text in {_text(node), _text(_undescribed(node))}:
+                    counts[text] = counts.get(text, 0) + 1
         name = next(f"S{i}" for i in range(len(defs) + 1) if f"S{i}" not in defs)
         cost = len(_text(_ref(name)))
         best, saving = None, 0
@@ -116,10 +144,11 @@ def _share_repeats(schema: Any) -> Any:
         node_text = best
 
         def swap(node: dict[str, Any]) -> Any:
-            if _text(_undescribed(node)) != node_text:
-                return None
-            # a description stays where it is read: beside the $ref, in its property
-            return {**_ref(name), **({"description": node["description"]} if "description" in node else {})}
+            if _text(node) == node_text:
+                return _ref(name)
+            if _text(_undescribed(node)) == node_text:
+                return {**_ref(name), "description": node["description"]}
+            return None
 
         body = _rewrite(body, swap)
         defs = {k: (_map(v, lambda c, m: _rewrite(c, swap, m)) if isinstance(v, dict) else v)
@@ -186,13 +215,13 @@ def _count_ref(node: dict[str, Any], refs: dict[str, int]) -> None:
             refs[name] += 1
 
 
-def _compact(node: Any, *, output: bool, in_map: bool) -> Any:
+def _compact(node: Any, *, output: bool, in_map: bool, defaults: bool = False) -> Any:
     if isinstance(node, list):
-        return [_compact(v, output=output, in_map=False) for v in node]
+        return [_compact(v, output=output, in_map=False, defaults=defaults) for v in node]
     if not isinstance(node, dict):
         return node
     if in_map:  # a mapping of names to schemas ("properties", "$defs"): every key is a name
-        return {k: _compact(v, output=output, in_map=False) for k, v in node.items()}
+        return {k: _compact(v, output=output, in_map=False, defaults=defaults) for k, v in node.items()}
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key == "title" or (output and key in ("description", "default", "examples")):
@@ -201,9 +230,12 @@ def _compact(node: Any, *, output: bool, in_map: bool) -> Any:
             value = " ".join(value.split())  # a docstring's line breaks and indentation
         if (key == "additionalProperties" and value is True) or (key == "items" and value == {}):
             continue  # both say what an absent keyword says
-        if key == "default":
-            continue  # the server applies defaults; SKILL.md lists them once
-        out[key] = _compact(value, output=output, in_map=key in ("properties", "$defs", "patternProperties"))
+        if key == "default" and not defaults:
+            continue  # the server applies defaults; the documented schema and SKILL.md list them
+        if key == "default":  # a value, not a schema
+            out[key] = value
+            continue
+        out[key] = _compact(value, output=output, in_map=key in _MAP_KEYS, defaults=defaults)
     if ("enum" in out or "const" in out) and "type" in out and _values_have_type(out):
         del out["type"]  # the listed values already say it
     if "patternProperties" in out and "additionalProperties" not in out and "properties" not in out:

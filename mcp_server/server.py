@@ -68,6 +68,9 @@ from .protocol import add_protocol, announce_run, log
 
 # Each tool's full output schema (tools/list publishes the top level only): opdebug://schemas/{tool}.
 FULL_OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {}
+# Each tool's input schema with every field's description and default (tools/list carries the same
+# contract, equally strict, with the top-level arguments' descriptions only): .../{tool}/input.
+DOCUMENTED_INPUT_SCHEMAS: dict[str, dict[str, Any]] = {}
 
 INSTRUCTIONS = """\
 Isolate an Ascend NPU operator failure into explicit cases and settle it with evidence.
@@ -76,7 +79,8 @@ front, plus explicit cases or a star of one-axis variations) -> run_case_remote 
 pending cases on an inventory host, compares against the reference, records each result)
 or record_result (one result obtained elsewhere) -> analyze_failures (verdict, findings
 with minimal pairs, next cases ready to append) -> repeat, or narrow_failure (the autopilot
-of that loop under a budget).  Read evidence through the opdebug://runs/{run_id}/... resources.
+of that loop under a budget).  Read evidence through the opdebug://runs/{run_id}/... resources; each tool's
+fields, described, with their defaults: opdebug://schemas/{tool}/input.
 Rules: change one axis at a time; unsupported is not a failure; a case is recorded once;
 a harness, reference or connection error leaves the case pending."""
 
@@ -103,7 +107,7 @@ PLAN_EXAMPLE = json.dumps({
 # Argument models (the published input schemas)
 # ---------------------------------------------------------------------------
 
-RunIdArg = Annotated[Slug, Field(pattern=SLUG_PATTERN, description="The run.")]
+RunIdArg = Annotated[Slug, Field(pattern=SLUG_PATTERN)]
 NameArg = Annotated[Slug, Field(pattern=SLUG_PATTERN)]
 
 
@@ -126,12 +130,12 @@ class RunCaseRemoteArgs(Strict):
         default=None, description="Omitted: ['local']."
     )
     keep_outputs: bool = Field(
-        default=False, description="Keep mismatching outputs (<= 8 MiB) for render_pictures."
+        default=False, description="Mismatching ones, for render_pictures."
     )
 
 
 class CheckHostArgs(Strict):
-    host: NameArg = Field(description="An inventory host.")
+    host: NameArg
 
 
 # ---------------------------------------------------------------------------
@@ -213,7 +217,6 @@ def _as_tool_errors(name: str, body: Callable[..., Awaitable[Any]]) -> Callable[
 def _tool(
     name: str,
     *,
-    title: str,
     description: str,
     arguments: type[BaseModel],
     output: Any,
@@ -222,15 +225,16 @@ def _tool(
 ) -> Tool:
     arg_model = _arguments_model(name, arguments)
     metadata = FuncMetadata(arg_model=arg_model, output_model=output)
+    input_schema = arg_model.model_json_schema(by_alias=True)
+    DOCUMENTED_INPUT_SCHEMAS[name] = compact_schema(input_schema, defaults=True, share=False)
     if metadata.output_schema is not None:
         FULL_OUTPUT_SCHEMAS[name] = compact_schema(metadata.output_schema, output=True)
         metadata.output_schema = shallow_output_schema(metadata.output_schema)
     return StrictTool(
         fn=_as_tool_errors(name, body),
         name=name,
-        title=title,
         description=description,
-        parameters=compact_schema(arg_model.model_json_schema(by_alias=True)),
+        parameters=compact_schema(input_schema, nested_descriptions=False),
         fn_metadata=metadata,
         is_async=True,
         context_kwarg="ctx",
@@ -320,10 +324,9 @@ def build_server(
     tools = [
         _tool(
             "plan_cases",
-            title="Plan cases",
             description=(
-                "Create a run or append cases (stars: base + one-axis variations, 'dim' moves a shared "
-                "dimension; a next case appends as stars=[its star]). Example: " + PLAN_EXAMPLE_URI
+                "Create a run or append cases: explicit, or stars (a base + one-axis variations). "
+                "Example: " + PLAN_EXAMPLE_URI
             ),
             arguments=PlanRequest,
             output=PlanResponse,
@@ -332,7 +335,6 @@ def build_server(
         ),
         _tool(
             "record_result",
-            title="Record a result",
             description=(
                 "Record a result obtained elsewhere; once per case."
             ),
@@ -343,10 +345,8 @@ def build_server(
         ),
         _tool(
             "analyze_failures",
-            title="Analyze",
             description=(
-                "Verdict, findings (one-axis predicates with a minimal pair: value, set, threshold, class), "
-                "next cases ready to append; writes report.md."
+                "Verdict, one-axis findings with minimal pairs, next cases to append; writes report.md."
             ),
             arguments=AnalyzeFailuresArgs,
             output=Analysis,
@@ -355,7 +355,6 @@ def build_server(
         ),
         _tool(
             "run_case_remote",
-            title="Run cases",
             description=(
                 "Run pending (or named) cases on hosts; each is recorded or left pending."
             ),
@@ -366,10 +365,8 @@ def build_server(
         ),
         _tool(
             "narrow_failure",
-            title="Narrow a failure (autopilot)",
             description=(
-                "Autopilot of the plan-run-analyze loop: new planned cases that bisect or discriminate the "
-                "findings, until each is exact or a budget runs out (SKILL.md step 6)."
+                "Autopilot: plan, run and analyze next cases until each finding is exact or a budget runs out."
             ),
             arguments=NarrowRequest,
             output=NarrowResponse,
@@ -378,7 +375,6 @@ def build_server(
         ),
         _tool(
             "check_host",
-            title="Check host",
             description=(
                 "What a host has and lacks; may create its work directory."
             ),
@@ -484,6 +480,14 @@ def _add_resources(server: MCPServer, root: Path) -> None:
         if tool not in FULL_OUTPUT_SCHEMAS:
             raise ResourceNotFoundError(f"no tool {tool!r}; tools: {sorted(FULL_OUTPUT_SCHEMAS)}")
         return json.dumps(FULL_OUTPUT_SCHEMAS[tool], separators=(",", ":"))
+
+    @server.resource("opdebug://schemas/{tool}/input", name="input-schema", title="A tool's documented input",
+                     mime_type="application/schema+json",
+                     description="A tool's input schema with every field described and its default.")
+    def input_schema(tool: str) -> str:
+        if tool not in DOCUMENTED_INPUT_SCHEMAS:
+            raise ResourceNotFoundError(f"no tool {tool!r}; tools: {sorted(DOCUMENTED_INPUT_SCHEMAS)}")
+        return json.dumps(DOCUMENTED_INPUT_SCHEMAS[tool], separators=(",", ":"))
 
     @server.resource("opdebug://runs", name="runs", title="Runs", mime_type="application/json",
                      description="Index of the runs under the evidence root (newest 200): id, operator, status, "

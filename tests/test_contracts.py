@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from mcp.client import Client
 
@@ -70,20 +71,46 @@ def undescribed(schema: dict) -> list[str]:
             for field, prop in (model.get("properties") or {}).items() if not described(prop)]
 
 
+def _descriptions(schema: Any, path: tuple = (), in_map: bool = False) -> list[tuple]:
+    """The path of every description in a schema (a property named 'description' is not one)."""
+    found: list[tuple] = []
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key == "description" and not in_map and isinstance(value, str):
+                found.append(path)
+            else:
+                found += _descriptions(value, path + (key,), key in ("properties", "$defs", "patternProperties")
+                                       and not in_map)
+    elif isinstance(schema, list):
+        for i, value in enumerate(schema):
+            found += _descriptions(value, path + (i,))
+    return found
+
+
 def test_tool_arguments_and_their_fields_are_described_and_error_details_reach_the_client(evidence_root: Path) -> None:
     async def scenario(client: Client) -> Any:
         tools = (await client.list_tools()).tools
         unknown_host = await client.call_tool("check_host", {"host": "no-such-host"})
-        return tools, unknown_host
+        documented = {name: json.loads((await client.read_resource(f"opdebug://schemas/{name}/input")).contents[0].text)
+                      for name in ("plan_cases", "record_result", "narrow_failure")}
+        return tools, unknown_host, documented
 
-    tools, unknown_host = with_server(evidence_root, scenario)
+    tools, unknown_host, documented = with_server(evidence_root, scenario)
     by_name = {t.name: t for t in tools}
-    for tool in tools:  # every argument of every tool
-        assert undescribed({"properties": tool.input_schema["properties"]}) == [], tool.name
+    # tools/list: every argument whose name does not say what it is carries a short phrase (run_id,
+    # a case_id or host named by the tool's description, and bounded budgets need none)
+    self_explanatory = {"run_id", "case_id", "host", "max_cases", "max_seconds", "cases_per_step",
+                        "command_timeout_s"}
+    for tool in tools:
+        missing = undescribed({"properties": tool.input_schema["properties"]})
+        assert {m.split(".", 1)[1] for m in missing} <= self_explanatory, (tool.name, missing)
     plan = by_name["plan_cases"].input_schema
     # the meaning that lived in a '#' comment: a path on the server's machine, not the agent's
     assert "server's machine" in plan["properties"]["captured_files"]["description"]
-    defs = plan["$defs"]
+    # the nested fields' descriptions (and defaults) are in the documented input schema, a resource
+    # (tools/list carries the same contract with the top-level phrases only)
+    doc = documented["plan_cases"]
+    defs = doc["$defs"]
     assert "contiguous" in defs["TensorSpec"]["properties"]["strides"]["description"]
     for model, field, words in [("OperatorSpec", "candidate", "device"), ("OperatorSpec", "reference", "CPU"),
                                 ("OperatorSpec", "modules", "module_sources"), ("CallSpec", "order", "positional"),
@@ -91,9 +118,18 @@ def test_tool_arguments_and_their_fields_are_described_and_error_details_reach_t
                                 ("ValueSpec", "captured", "artifacts/captured/"),
                                 ("SpecialValues", "positions", "multi-indices")]:
         assert words in defs[model]["properties"][field]["description"], (model, field)
+    assert defs["Case"]["properties"]["mode"]["default"] == "eager"
+    assert defs["OperatorConfig"]["properties"]["compile_timeout_s"]["default"] == 600.0
+    assert documented["narrow_failure"]["properties"]["max_cases"]["default"] == 40
+    for name, schema in documented.items():  # as strict as tools/list
+        jsonschema.Draft202012Validator.check_schema(schema)
+        assert schema["additionalProperties"] is False, name
     # a model whose fields are plain metrics is described once, formulas included
-    record = by_name["record_result"].input_schema
-    assert "max_ulp in ulps of ref" in " ".join(record["$defs"]["Comparison"]["description"].split())
+    record = documented["record_result"]
+    assert "max_rel = |d|/max(|ref|, guard)" in record["$defs"]["Comparison"]["description"]
+    for tool in tools:  # tools/list: the top-level phrases only
+        nested = [d for d in _descriptions(tool.input_schema) if not (len(d) == 2 and d[0] == "properties")]
+        assert nested == [], (tool.name, nested)
 
     text = error_text(unknown_host)
     assert text.splitlines()[0].endswith("known hosts: ['local']") and "[unknown_host]" in text

@@ -92,10 +92,12 @@ def test_tools_have_strict_schemas_output_schemas_and_truthful_annotations(evide
     assert case_def["additionalProperties"] is False
     # ids are safe slugs, and the published schemas say so (an agent fills them in from the schema)
     assert deref(plan_schema, case_def["properties"]["id"]).get("pattern") == SLUG_PATTERN
-    config_def = plan_schema["$defs"]["OperatorConfig"]
+    config_def = deref(plan_schema, plan_schema["properties"]["config"])
+    assert config_def["additionalProperties"] is False
     assert deref(plan_schema, config_def["properties"]["run_id"]).get("pattern") == SLUG_PATTERN
     record_schema = by_name["record_result"].input_schema
-    result_def = record_schema["$defs"]["CaseResult"]
+    result_def = deref(record_schema, record_schema["properties"]["result"])
+    assert result_def["additionalProperties"] is False
     assert deref(record_schema, result_def["properties"]["case_id"]).get("pattern") == SLUG_PATTERN
 
     hints = {name: by_name[name].annotations for name in TOOLS}

@@ -21,6 +21,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PlainValidator,
     ValidationError,
     field_validator,
     model_validator,
@@ -565,22 +566,26 @@ class Comparison(Strict):
     numel: Annotated[int, Field(ge=0)] = 0
     max_abs: NonNegFinite | None = None
     max_rel: NonNegFinite | None = None
-    mean_abs: NonNegFinite | None = None
-    rmse: NonNegFinite | None = None
-    cosine: FiniteFloat | None = None
-    error_balance: FiniteFloat | None = None
-    max_ulp: NonNegFinite | None = None
+    # The runner's further statistics: accepted from record_result, not published (tools/list
+    # budget; references/runner-protocol.md defines them).
+    mean_abs: SkipJsonSchema[NonNegFinite | None] = None
+    rmse: SkipJsonSchema[NonNegFinite | None] = None
+    cosine: SkipJsonSchema[FiniteFloat | None] = None
+    error_balance: SkipJsonSchema[FiniteFloat | None] = None
+    max_ulp: SkipJsonSchema[NonNegFinite | None] = None
     mismatch_count: Annotated[int, Field(ge=0)] = 0
     mismatch_ratio: Annotated[float, AfterValidator(_finite_ratio),
                               Field(json_schema_extra={"minimum": 0, "maximum": 1})] = 0.0
     nan_mismatch: Annotated[int, Field(ge=0)] = 0
     inf_mismatch: Annotated[int, Field(ge=0)] = 0
-    worst_index: list[int] | None = None
-    worst_candidate: Element | None = None
-    worst_reference: Element | None = None
-    first_mismatch_index: list[int] | None = None
-    first_candidate: Element | None = None
-    first_reference: Element | None = None
+    # Where the worst and the first mismatch are, as the runner found them: accepted from
+    # record_result too, not published (as above).
+    worst_index: SkipJsonSchema[list[int] | None] = None
+    worst_candidate: SkipJsonSchema[Element | None] = None
+    worst_reference: SkipJsonSchema[Element | None] = None
+    first_mismatch_index: SkipJsonSchema[list[int] | None] = None
+    first_candidate: SkipJsonSchema[Element | None] = None
+    first_reference: SkipJsonSchema[Element | None] = None
     # The judge's own fields, computed by the runner (references/behavior.md): accepted from
     # record_result too, but left out of the published schema (tools/list budget).
     precision: SkipJsonSchema[PrecisionMetrics | None] = None  # the candidate's Ascend metric set
@@ -802,6 +807,13 @@ StarAxis = Literal["dtype", "shape", "strides", "storage_offset", "layout", "mod
 _DIM_REF_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\.shape\[-?[0-9]{1,2}\]$")
 
 
+# What a star value can be on some axis: a dtype, layout or mode name, a shape or strides list, an
+# offset, length or size, a bool (axis none), an attribute value, or a ValueSpec (axis values).
+# Published as that union; the value stays as given (JSON) and expand_star checks it against its
+# axis, naming the variation and the value.
+StarValue = Annotated[Any, PlainValidator(lambda value: value, json_schema_input_type=Union[AttributeValue, ValueSpec])]
+
+
 class StarVariation(Strict):
     """One axis varied around the base case; one new case per value."""
 
@@ -811,7 +823,7 @@ class StarVariation(Strict):
     input: Ident | None = Field(None, description="null: all (dtype/layout) or the first")
     name: Ident | None = Field(None, description="axis attribute: name")
     member: Annotated[int, Field(ge=0)] | None = Field(None, description="tensor-list member the input axis varies")
-    values: list[Any] = Field(min_length=1, max_length=64)
+    values: list[StarValue] = Field(min_length=1, max_length=64)
     dims: list[str] = Field(default_factory=list, description="axis 'dim': ['x.shape[0]']")
 
     @model_validator(mode="after")
@@ -956,12 +968,12 @@ class RunResponse(Strict):
 
 
 class NarrowRequest(Strict):
-    run_id: Slug = Field(description="The run.")
+    run_id: Slug
     hosts: list[Slug] | None = Field(default=None, description="Default ['local'].")
-    max_cases: Annotated[int, Field(ge=1, le=10000)] = Field(default=40, description="budget: new cases in all")
-    max_seconds: Annotated[float, Field(gt=0, le=86400)] = Field(default=900.0, description="budget: wall seconds")
-    max_steps: Annotated[int, Field(ge=1, le=100)] = Field(default=12, description="budget: plan-run-analyze rounds")
-    cases_per_step: Annotated[int, Field(ge=1, le=256)] = Field(default=8, description="most new cases per round")
+    max_cases: Annotated[int, Field(ge=1, le=10000)] = Field(default=40, description="new cases in all")
+    max_seconds: Annotated[float, Field(gt=0, le=86400)] = Field(default=900.0)
+    max_steps: Annotated[int, Field(ge=1, le=100)] = Field(default=12, description="plan-run-analyze rounds")
+    cases_per_step: Annotated[int, Field(ge=1, le=256)] = Field(default=8)
 
 
 class NarrowStep(Strict):
