@@ -1,8 +1,9 @@
 """Issue 9: contracts the agent can read and the code can trust.
 
-- every tool argument and every input field whose name and type do not carry
-  its meaning is described (through the real MCP client; the obvious ones by
-  their model's description, to keep tools/list small), every output field is
+- every tool argument whose name does not say it carries a short phrase in
+  tools/list, and every input field whose name and type do not carry its
+  meaning is described in the documented input schema (opdebug://schemas/{tool}/input;
+  tools/list keeps the top-level phrases only, to stay small), every output field is
   described, and a ToolError's details reach the agent and the CLI as a JSON line;
 - the supervisor's ``case_done`` is validated where it is read: a malformed
   one is reported as such, a comparison failure reads as one;
