@@ -115,6 +115,23 @@ def _rewrite(node: Any, fn: Any, in_map: bool = False) -> Any:
     return {k: _rewrite(v, fn, k in _MAP_KEYS) for k, v in node.items()}
 
 
+def _texts(node: Any, seen: dict[int, tuple[str, str]], in_map: bool = False) -> str:
+    """``node``'s canonical JSON (as :func:`_text` writes it), built from its
+    children's; each subschema's text, and its text without its description,
+    go into ``seen`` by ``id`` (one pass over the schema, not one per node)."""
+    if isinstance(node, list):
+        return "[" + ",".join(_texts(v, seen) for v in node) + "]"
+    if not isinstance(node, dict):
+        return json.dumps(node, separators=(",", ":"))
+    parts = {k: _texts(node[k], seen, k in _MAP_KEYS and not in_map) for k in sorted(node)}
+    text = "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in parts.items()) + "}"
+    if not in_map:
+        bare = text if "description" not in node else \
+            "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in parts.items() if k != "description") + "}"
+        seen[id(node)] = (text, bare)
+    return text
+
+
 def _share_repeats(schema: Any) -> Any:
     """Move subschemas written out more than once to $defs, while that makes the
     schema shorter: the biggest saving first, counted again after each move."""
@@ -123,14 +140,16 @@ def _share_repeats(schema: Any) -> Any:
     body = {k: v for k, v in schema.items() if k != "$defs"}
     defs = dict(schema.get("$defs") or {})
     while True:
+        seen: dict[int, tuple[str, str]] = {}
         counts: dict[str, int] = {}
         for root in (body, *defs.values()):
+            _texts(root, seen)
             for node in _subschemas(root):
                 if node is root and root is not body:
                     continue  # a def's own body is already shared
                 # a described node is counted as it is and without its description (that
                 # stays beside the $ref, in its property): the bigger saving wins
-                for text in {_text(node), _text(_undescribed(node))}:
+                for text in set(seen[id(node)]):
                     counts[text] = counts.get(text, 0) + 1
         name = next(f"S{i}" for i in range(len(defs) + 1) if f"S{i}" not in defs)
         cost = len(_text(_ref(name)))
@@ -144,9 +163,10 @@ def _share_repeats(schema: Any) -> Any:
         node_text = best
 
         def swap(node: dict[str, Any]) -> Any:
-            if _text(node) == node_text:
+            text, bare = seen[id(node)]
+            if text == node_text:
                 return _ref(name)
-            if _text(_undescribed(node)) == node_text:
+            if bare == node_text:
                 return {**_ref(name), "description": node["description"]}
             return None
 
@@ -167,6 +187,7 @@ def _inline_single_use(schema: dict[str, Any]) -> dict[str, Any]:
     """Write a $defs entry referenced once (and not from inside itself) where it is
     referenced; drop entries referenced nowhere."""
     schema = dict(schema)
+    kept: set[str] = set()  # referenced once, from a node that cannot take the body
     while schema.get("$defs"):
         defs = schema["$defs"]
         refs: dict[str, int] = {name: 0 for name in defs}
@@ -182,11 +203,12 @@ def _inline_single_use(schema: dict[str, Any]) -> dict[str, Any]:
         if unused:
             schema["$defs"] = {n: d for n, d in defs.items() if n not in unused}
             continue
-        once = next((n for n, c in refs.items() if c == 1 and n not in inside.get(n, ())), None)
+        once = next((n for n, c in refs.items() if c == 1 and n not in inside.get(n, ()) and n not in kept), None)
         if once is None:
             break
         target = f"#/$defs/{once}"
         body = defs[once]
+        placed: list[bool] = []
 
         def put(node: dict[str, Any]) -> Any:
             if node.get("$ref") != target:
@@ -194,13 +216,14 @@ def _inline_single_use(schema: dict[str, Any]) -> dict[str, Any]:
             siblings = {k: v for k, v in node.items() if k != "$ref"}
             if set(siblings) - {"description"} & set(body):
                 return None  # a keyword beside the $ref that the body also has: keep the $ref
+            placed.append(True)
             return {**body, **siblings}
 
-        rest = {k: v for k, v in schema.items() if k != "$defs"}
-        new_rest = _rewrite(rest, put)
+        new_rest = _rewrite({k: v for k, v in schema.items() if k != "$defs"}, put)
         new_defs = {n: _rewrite(d, put) for n, d in defs.items() if n != once}
-        if _text(new_rest) + _text(new_defs) == _text(rest) + _text({n: d for n, d in defs.items() if n != once}):
-            break  # the one reference could not take the body
+        if not placed:
+            kept.add(once)
+            continue
         schema = {**new_rest, "$defs": new_defs} if new_defs else new_rest
     if "$defs" in schema and not schema["$defs"]:
         del schema["$defs"]

@@ -67,10 +67,20 @@ from .compact import compact_schema, shallow_output_schema
 from .protocol import add_protocol, announce_run, log
 
 # Each tool's full output schema (tools/list publishes the top level only): opdebug://schemas/{tool}.
-FULL_OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {}
 # Each tool's input schema with every field's description and default (tools/list carries the same
 # contract, equally strict, with the top-level arguments' descriptions only): .../{tool}/input.
+# Both as pydantic generates them, compacted when first read (not at start-up).
+FULL_OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {}
 DOCUMENTED_INPUT_SCHEMAS: dict[str, dict[str, Any]] = {}
+
+
+@functools.lru_cache(maxsize=None)
+def _schema_text(kind: str, tool: str) -> str:
+    if kind == "output":
+        schema = compact_schema(FULL_OUTPUT_SCHEMAS[tool], output=True)
+    else:
+        schema = compact_schema(DOCUMENTED_INPUT_SCHEMAS[tool], defaults=True, share=False)
+    return json.dumps(schema, separators=(",", ":"))
 
 INSTRUCTIONS = """\
 Isolate an Ascend NPU operator failure into explicit cases and settle it with evidence.
@@ -226,9 +236,9 @@ def _tool(
     arg_model = _arguments_model(name, arguments)
     metadata = FuncMetadata(arg_model=arg_model, output_model=output)
     input_schema = arg_model.model_json_schema(by_alias=True)
-    DOCUMENTED_INPUT_SCHEMAS[name] = compact_schema(input_schema, defaults=True, share=False)
+    DOCUMENTED_INPUT_SCHEMAS[name] = input_schema
     if metadata.output_schema is not None:
-        FULL_OUTPUT_SCHEMAS[name] = compact_schema(metadata.output_schema, output=True)
+        FULL_OUTPUT_SCHEMAS[name] = metadata.output_schema
         metadata.output_schema = shallow_output_schema(metadata.output_schema)
     return StrictTool(
         fn=_as_tool_errors(name, body),
@@ -479,7 +489,7 @@ def _add_resources(server: MCPServer, root: Path) -> None:
     def output_schema(tool: str) -> str:
         if tool not in FULL_OUTPUT_SCHEMAS:
             raise ResourceNotFoundError(f"no tool {tool!r}; tools: {sorted(FULL_OUTPUT_SCHEMAS)}")
-        return json.dumps(FULL_OUTPUT_SCHEMAS[tool], separators=(",", ":"))
+        return _schema_text("output", tool)
 
     @server.resource("opdebug://schemas/{tool}/input", name="input-schema", title="A tool's documented input",
                      mime_type="application/schema+json",
@@ -487,7 +497,7 @@ def _add_resources(server: MCPServer, root: Path) -> None:
     def input_schema(tool: str) -> str:
         if tool not in DOCUMENTED_INPUT_SCHEMAS:
             raise ResourceNotFoundError(f"no tool {tool!r}; tools: {sorted(DOCUMENTED_INPUT_SCHEMAS)}")
-        return json.dumps(DOCUMENTED_INPUT_SCHEMAS[tool], separators=(",", ":"))
+        return _schema_text("input", tool)
 
     @server.resource("opdebug://runs", name="runs", title="Runs", mime_type="application/json",
                      description="Index of the runs under the evidence root (newest 200): id, operator, status, "
