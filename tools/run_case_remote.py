@@ -221,6 +221,8 @@ def _record_event(store: RunStore, root, host: str, device: str, case_id: str, e
         if exc.code == "already_recorded":
             return None
         return _pending(case_id, f"not recorded: {exc.message}", host=host, device=device)
+    except FileLockTimeout:  # an OSError too: the caller waits for the lock in a thread (lock_timeout_s=0)
+        raise
     except OSError as exc:  # a full disk outside the atomic writes: this case stays pending, the others keep theirs
         return _pending(case_id, f"not recorded: writing the evidence failed: {exc.strerror or exc} "
                                  f"({errno.errorcode.get(exc.errno or 0, 'OSError')}"
