@@ -25,18 +25,17 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import shutil
 import signal
 import subprocess
 import sys
 import secrets
 import tempfile
-import threading
 import time
 
 from . import PROTOCOL, RUNNER_VERSION, reaper
 from .board import Board
+from .lines import Lines
 from .classify import signal_name
 
 STDERR_TAIL = 4000
@@ -90,7 +89,7 @@ def _tail(path: str, limit: int = STDERR_TAIL) -> str:
 class Worker:
     """One worker process (its own process group) and the thread reading it."""
 
-    def __init__(self, generation: int, device: str, workdir: str, events: "queue.Queue", token: str = ""):
+    def __init__(self, generation: int, device: str, workdir: str, lines: Lines, token: str = ""):
         self.generation = generation
         self.stderr_path = os.path.join(workdir, f"worker-{generation}.stderr")
         self.capture_path = os.path.join(workdir, f"worker-{generation}.stdout")
@@ -112,16 +111,13 @@ class Worker:
         )
         self.ready = None  # the worker's ready message once it arrived
         self.started_at = time.time()
-        threading.Thread(target=self._read, args=(events,), name=f"worker-{generation}", daemon=True).start()
+        self.lines = lines
+        self.stdout_fd: int | None = self.proc.stdout.fileno()  # None once closed (kill)
+        lines.add(self.stdout_fd, "worker", generation)
 
     @property
     def pid(self) -> int:
         return self.proc.pid
-
-    def _read(self, events: "queue.Queue") -> None:
-        for line in self.proc.stdout:
-            events.put(("worker", self.generation, line))
-        events.put(("worker_eof", self.generation, None))
 
     def send(self, msg: dict) -> bool:
         try:
@@ -146,6 +142,9 @@ class Worker:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+        if self.stdout_fd is not None:  # unregistered before it closes: a reused fd number is another pipe's
+            self.lines.remove(self.stdout_fd)
+            self.stdout_fd = None
         for stream in (self.proc.stdin, self.proc.stdout):
             try:
                 stream.close()
@@ -166,7 +165,7 @@ class Supervisor:
         self.max_worker_start_failures = max(1, int(max_worker_start_failures))
         self.start_failures = 0  # consecutive; reset by a worker that becomes ready
         self.out = out or sys.stdout.buffer
-        self.events: queue.Queue = queue.Queue()
+        self.lines = Lines()  # stdin and the worker's stdout, read in this thread (lines.py)
         self.backlog: list[bytes] = []
         self.workdir = tempfile.mkdtemp(prefix="opdebug-supervisor-")
         self.generation = 0
@@ -198,21 +197,15 @@ class Supervisor:
         except (BrokenPipeError, OSError, ValueError) as exc:
             raise ServerGone("stdout closed") from exc
 
-    def _read_stdin(self) -> None:
-        stream = sys.stdin.buffer
-        for line in stream:
-            self.events.put(("server", 0, line))
-        self.events.put(("server_eof", 0, None))
-
     def _next_event(self, timeout: float | None):
         """The next event; server lines that arrive while busy wait in the backlog."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            try:
-                kind, gen, payload = self.events.get(timeout=remaining)
-            except queue.Empty:
+            got = self.lines.get(remaining)
+            if got is None:
                 return None
+            kind, gen, payload = got
             if kind == "server_eof":
                 raise ServerGone("stdin closed")
             if kind == "server":
@@ -228,7 +221,7 @@ class Supervisor:
 
     def _start_worker(self) -> None:
         self.generation += 1
-        self.worker = Worker(self.generation, self.device, self.workdir, self.events, self.token)
+        self.worker = Worker(self.generation, self.device, self.workdir, self.lines, self.token)
 
     def _drop_worker(self) -> None:
         if self.worker is not None:
@@ -554,7 +547,7 @@ class Supervisor:
                              input_metadata=watch.input_metadata, stdout=stdout, stderr=stderr, traceback=stderr))
 
     def serve(self) -> int:
-        threading.Thread(target=self._read_stdin, name="stdin", daemon=True).start()
+        self.lines.add(sys.stdin.fileno(), "server")
         reaper.become_subreaper()
         self.watchdog = reaper.start_watchdog(self.token, _package_name(), _package_parent())
         try:
@@ -563,7 +556,7 @@ class Supervisor:
                 if self.backlog:
                     line = self.backlog.pop(0)
                 else:
-                    kind, gen, line = self.events.get()
+                    kind, gen, line = self.lines.get()
                     if kind == "server_eof":
                         return 0
                     if kind != "server":
