@@ -175,3 +175,21 @@ def test_a_failing_list_member_is_the_failure_axis(tmp_path) -> None:
     analysis = analyze_failures("lists", root=tmp_path)
     assert analysis.verdict == "diagnosed"
     assert any(a.axis == "x[1].strides" and a.explains_all for a in analysis.failure_axes), analysis.failure_axes
+
+
+
+def test_seeding_repeats_draws_of_the_global_generators() -> None:
+    """The case seed makes the global generators draw alike (torch and random)."""
+    import random
+
+    from tools.runner.seeding import seed_everything
+
+    seeded = seed_everything(11)
+    first = (torch.rand(4), torch.randn(3, dtype=torch.float64), random.random())
+    seed_everything(11)
+    again = (torch.rand(4), torch.randn(3, dtype=torch.float64), random.random())
+    seed_everything(12)
+    other = torch.rand(4)
+    assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1]) and first[2] == again[2]
+    assert not torch.equal(first[0], other)
+    assert {"torch", "random"} <= set(seeded)

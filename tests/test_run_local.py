@@ -281,6 +281,26 @@ def test_two_calls_on_one_run_at_once_run_each_case_once(loop, tmp_path: Path) -
     assert sorted(calls.read_text().splitlines()) == ["c0", "c1", "c2"]
 
 
+def test_a_run_locked_by_another_process_is_recorded_once_the_lock_frees(loop, tmp_path: Path) -> None:
+    # Another writer (a CLI, a second server) holds the run's lock while cases finish: they wait
+    # for it and are recorded, not left pending as a failed write.
+    import subprocess
+    import sys
+
+    plan(tmp_path, "held", "contiguous_only.py", [{"id": f"c{i}", "inputs": [inp()]} for i in range(2)])
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from filelock import FileLock\n"
+         "with FileLock(sys.argv[1]):\n    print('held', flush=True); time.sleep(1.5)",
+         str(tmp_path / ".held.lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        resp = run(loop, tmp_path, "held")
+    finally:
+        holder.wait(timeout=30)
+    assert resp.recorded == ["c0", "c1"] and resp.pending == [], resp
+    assert RunStore(tmp_path, "held").read_manifest()["recorded_count"] == 2
+
+
 def test_a_slow_user_module_import_is_not_counted_in_the_case_timeout(loop, tmp_path: Path) -> None:
     plan(tmp_path, "slowimp", "slow_import.py",
          [{"id": f"c{i}", "inputs": [inp()], "timeout_s": 2} for i in range(2)])

@@ -225,3 +225,32 @@ def test_the_local_worker_keeps_the_callers_pythonpath(tmp_path: Path, monkeypat
     answer = asyncio.run(scenario())
     assert answer["outcome"] == "result", answer.get("harness_error")
     assert answer["result"]["status"] == "passed"
+
+
+def test_the_progress_board_keeps_the_last_whole_post(tmp_path: Path) -> None:
+    """The worker's board (read by the supervisor at deadlines and deaths): the
+    latest whole post wins; a post torn by a killed worker leaves the one before
+    it; one too big for a slot is refused (it goes as a message instead)."""
+    from tools.runner import board as board_mod
+
+    path = str(tmp_path / "w.board")
+    supervisor_side = board_mod.Board(path, create=True)
+    worker_side = board_mod.Board(path)
+    assert supervisor_side.read() is None
+    assert worker_side.post({"request_id": "r1", "events": [{"event": "imported", "at": 1.0}]})
+    assert worker_side.post({"request_id": "r1", "events": [{"event": "imported", "at": 1.0},
+                                                            {"event": "inputs", "at": 2.0, "input_metadata": {"n": 1}}]})
+    assert [e["event"] for e in supervisor_side.read()["events"]] == ["imported", "inputs"]
+    # the worker dies inside its next post: that slot is marked in flight (odd) and half written
+    nxt = worker_side._seq + 2
+    at = (nxt // 2 % 2) * board_mod.SLOT_SIZE
+    board_mod._SEQ.pack_into(worker_side._map, at, nxt - 1)
+    worker_side._map[at + board_mod.HEADER.size:at + board_mod.HEADER.size + 5] = b'XXXXX'
+    assert [e["event"] for e in supervisor_side.read()["events"]] == ["imported", "inputs"]
+    # a body whose crc does not match (stores seen out of order) is not taken either
+    board_mod._SEQ.pack_into(worker_side._map, at, nxt)
+    assert supervisor_side.read()["events"][-1]["event"] == "inputs"
+    assert not worker_side.post({"request_id": "r1", "pad": "x" * board_mod.SLOT_SIZE})
+    assert supervisor_side.read()["events"][-1]["event"] == "inputs"
+    worker_side.close()
+    supervisor_side.close()

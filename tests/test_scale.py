@@ -59,3 +59,44 @@ def test_refusals_name_a_few_ids_at_ten_thousand_cases(evidence_root, plan_reque
         plan_cases(again, root=evidence_root)
     assert info.value.code == "duplicate_case" and "(9995 more)" in info.value.message
     assert len(info.value.message) < 500
+
+
+MANIFEST_LAG_SCRIPT = """
+import json, sys
+sys.path[:0] = [{repo!r}, {tests!r}]
+from conftest import minimal_plan_request, passed_result
+from tools.evidence import RunStore
+from tools.plan_cases import plan_cases
+from tools.record_result import record_result
+root = {root!r}
+plan_cases(minimal_plan_request("lag", ("a", "b", "c")), root=root)
+store = RunStore(root, "lag")
+synced = []
+for cid in ("a", "b"):
+    record_result("lag", passed_result(cid), root=root, lazy_manifest=True, pending=False)
+    synced.append(RunStore(root, "lag").sync_manifest(lazy=True))
+on_disk = json.loads((store.dir / "manifest.json").read_text())["recorded_count"]
+print(json.dumps({{"synced": synced, "on_disk": on_disk, "read": store.read_manifest()["recorded_count"]}}))
+record_result("lag", passed_result("c"), root=root, lazy_manifest=True, pending=False)
+RunStore(root, "lag").sync_manifest(lazy=True)
+"""
+
+
+def test_a_lagging_manifest_is_current_when_read_and_after_exit(evidence_root) -> None:
+    """A lazy manifest sync right after a write leaves the file behind the index
+    (one file replace per case saved); reading it through the store, and the
+    process exiting, bring it up to the index."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parent
+    script = MANIFEST_LAG_SCRIPT.format(repo=str(tests.parent), tests=str(tests), root=str(evidence_root))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["synced"] == [False, False]  # planning wrote the manifest just before: both syncs lag
+    assert seen["on_disk"] < 2 and seen["read"] == 2
+    manifest = json.loads((evidence_root / "lag" / "manifest.json").read_text())
+    assert manifest["recorded_count"] == 3 and manifest["case_count"] == 3  # flushed at exit

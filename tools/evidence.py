@@ -26,6 +26,8 @@ is a derived view, rewritten by each analysis (:meth:`RunStore.write_results_vie
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import errno
 import hashlib
 import json
@@ -38,7 +40,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from filelock import FileLock
+from filelock import FileLock, Timeout as FileLockTimeout
 
 from .errors import ToolError
 from .schemas import SLUG_PATTERN, Case, CaseResult, OperatorConfig, now_utc, _slug
@@ -153,6 +155,11 @@ _PENDING_FROM: dict[str, tuple[tuple, int]] = {}
 _MANIFEST_CACHE: dict[str, tuple[tuple, dict]] = {}
 _MANIFEST_WRITTEN_AT: dict[str, float] = {}
 MANIFEST_LAG_S = 2.0
+# Runs whose manifest.json lags their index (recorded_count) in this process:
+# run directory -> (root, run_id); brought up to date MANIFEST_LAG_S later, before
+# this process reads a manifest, and at exit (see flush_lagging_manifests).
+_MANIFEST_LAGGING: dict[str, tuple[Path, str]] = {}
+_FLUSH_TIMER: dict[str, asyncio.AbstractEventLoop] = {}  # the loop with a flush pending
 # Runs this process has swept for what a killed writer left (once per process).
 _SWEPT: set[str] = set()
 
@@ -187,6 +194,8 @@ class RunStore:
         self.dir = self.root / self.run_id
         # polled every 5 ms when contended (filelock's 50 ms default stalls slots recording side by side)
         self._lock = FileLock(str(self.root / f".{self.run_id}.lock"), timeout=lock_timeout_s, poll_interval=0.005)
+        self._seen = False  # the run was found to exist (a store lives for one call: not checked again)
+        self._root_made = False
 
     # -- paths ------------------------------------------------------------
 
@@ -198,22 +207,28 @@ class RunStore:
         return p
 
     def raw_dir(self, case_id: str) -> Path:
-        return self.path(RAW_DIR, safe_component(case_id, "case_id"))
+        # one checked component under a fixed name: it cannot leave the run (no resolve() per record)
+        return self.dir / RAW_DIR / safe_component(case_id, "case_id")
 
     def input_meta_path(self, case_id: str) -> Path:
-        return self.path(INPUT_META_DIR, safe_component(case_id, "case_id") + ".json")
+        return self.dir / INPUT_META_DIR / (safe_component(case_id, "case_id") + ".json")
 
     def exists(self) -> bool:
         return (self.dir / MANIFEST).is_file()
 
     @contextmanager
     def locked(self) -> Iterator[None]:
-        self.root.mkdir(parents=True, exist_ok=True)
+        if not self._root_made:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self._root_made = True
         with self._lock:
             yield
 
     def require(self) -> None:
-        if not self.exists():
+        if self._seen:
+            return
+        self._seen = self.exists()
+        if not self._seen:
             raise ToolError(
                 f"run {self.run_id!r} does not exist under {self.root} (plan it first with plan_cases)",
                 code="unknown_run",
@@ -361,6 +376,7 @@ class RunStore:
 
     def read_manifest(self) -> dict:
         self.require()
+        flush_lagging_manifests(self.dir)
         return read_json(self.dir / MANIFEST)
 
     def _has_results(self) -> bool:
@@ -480,14 +496,32 @@ class RunStore:
         self._update_manifest(recorded_count=len(self._index_docs()), status="running", reopen=True,
                               manifest=manifest)
 
-    def sync_manifest(self) -> None:
-        """Bring the manifest's recorded_count up to the index (after lazy records)."""
-        with self.locked():
-            self.require()
-            manifest = self._cached_manifest()
-            count = len(self._index_docs())
-            if manifest.get("recorded_count") != count:
-                self._update_manifest(recorded_count=count, manifest=manifest)
+    def sync_manifest(self, *, lazy: bool = False) -> bool:
+        """Bring the manifest's recorded_count up to the index (after lazy records).
+
+        ``lazy``: when this process wrote the manifest less than MANIFEST_LAG_S
+        ago, or another writer holds the run's lock, nothing is written now
+        (replacing a file costs about a millisecond: an agent running one case
+        per call would pay it per case); the run is noted and brought up to date
+        by :func:`flush_lagging_manifests`.  True when the manifest is current."""
+        key = str(self.dir)
+        if lazy and time.monotonic() - _MANIFEST_WRITTEN_AT.get(key, 0.0) < MANIFEST_LAG_S:
+            _MANIFEST_LAGGING[key] = (self.root, self.run_id)
+            return False
+        try:
+            with self.locked():
+                self.require()
+                manifest = self._cached_manifest()
+                count = len(self._index_docs())
+                if manifest.get("recorded_count") != count:
+                    self._update_manifest(recorded_count=count, manifest=manifest)
+                _MANIFEST_LAGGING.pop(key, None)
+        except FileLockTimeout:
+            if not lazy:
+                raise
+            _MANIFEST_LAGGING[key] = (self.root, self.run_id)
+            return False
+        return True
 
     def _publish_input_metadata(self, case_id: str) -> None:
         """input-metadata/<case>.json: a hard link to the committed raw copy (one
@@ -659,7 +693,40 @@ class RunStore:
         _MANIFEST_WRITTEN_AT[str(self.dir)] = time.monotonic()
 
 
+def flush_lagging_manifests(run_dir: Path | None = None) -> None:
+    """Write the manifests this process let lag (``sync_manifest(lazy=True)``):
+    all of them, or the one of ``run_dir``.  Runs at exit, MANIFEST_LAG_S after a
+    lazy sync (see :func:`schedule_manifest_flush`) and before a manifest is read
+    here; another process reads a recorded_count at most MANIFEST_LAG_S old."""
+    for key, (root, run_id) in list(_MANIFEST_LAGGING.items()):
+        if run_dir is not None and key != str(run_dir):
+            continue
+        try:
+            RunStore(root, run_id).sync_manifest()
+        except (ToolError, OSError):  # a run removed meanwhile, or a full disk: the index is the record
+            _MANIFEST_LAGGING.pop(key, None)
+
+
+atexit.register(flush_lagging_manifests)
+
+
+def schedule_manifest_flush() -> None:
+    """Flush the lagging manifests MANIFEST_LAG_S from now, in a thread of the
+    running event loop (one timer per loop; at exit, atexit does it)."""
+    loop = asyncio.get_running_loop()
+    if not _MANIFEST_LAGGING or _FLUSH_TIMER.get("loop") is loop:
+        return
+
+    def fire() -> None:
+        _FLUSH_TIMER.clear()
+        loop.run_in_executor(None, flush_lagging_manifests)
+
+    loop.call_later(MANIFEST_LAG_S, fire)
+    _FLUSH_TIMER["loop"] = loop
+
+
 def list_runs(root: str | os.PathLike | None = None) -> list[dict]:
+    flush_lagging_manifests()
     base = resolve_root(root)
     runs = []
     if not base.is_dir():

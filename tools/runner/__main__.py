@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     work.add_argument("--stderr-file", required=True)
     work.add_argument("--capture-file", required=True)
     work.add_argument("--parent-pid", type=int, required=True)
+    work.add_argument("--board", default=None, help="the progress board file the supervisor made (board.py)")
     dog = sub.add_parser("watchdog", help="internal: sweeps a run's processes once the supervisor is gone")
     dog.add_argument("--token", required=True)
     args = parser.parse_args(argv)
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         return supervise(args.device, args.worker_start_timeout, args.max_worker_start_failures)
     from .worker import main as work_main
 
-    return work_main(args.device, args.stderr_file, args.parent_pid, args.capture_file)
+    return work_main(args.device, args.stderr_file, args.parent_pid, args.capture_file, args.board)
 
 
 if __name__ == "__main__":

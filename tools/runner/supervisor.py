@@ -25,17 +25,17 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import shutil
 import signal
 import subprocess
 import sys
 import secrets
 import tempfile
-import threading
 import time
 
 from . import PROTOCOL, RUNNER_VERSION, reaper
+from .board import Board
+from .lines import Lines
 from .classify import signal_name
 
 STDERR_TAIL = 4000
@@ -45,6 +45,7 @@ HEALTH_TIMEOUT_S = 60.0
 # answered at once with a harness_error where worker_start, type WorkerRestartLimit.
 MAX_WORKER_START_FAILURES = 3
 DEATH_POLL_S = 0.5
+MIN_POLL_S = 0.02
 PROGRESS_FLUSH_S = 0.05
 # Importing the run's user modules and resolving the callables (a module may
 # JIT-build a custom op); the config's operator.import_timeout_s overrides it.
@@ -88,11 +89,13 @@ def _tail(path: str, limit: int = STDERR_TAIL) -> str:
 class Worker:
     """One worker process (its own process group) and the thread reading it."""
 
-    def __init__(self, generation: int, device: str, workdir: str, events: "queue.Queue", token: str = ""):
+    def __init__(self, generation: int, device: str, workdir: str, lines: Lines, token: str = ""):
         self.generation = generation
         self.stderr_path = os.path.join(workdir, f"worker-{generation}.stderr")
         self.capture_path = os.path.join(workdir, f"worker-{generation}.stdout")
         self.stderr_file = open(self.stderr_path, "ab")
+        self.board_path = os.path.join(workdir, f"worker-{generation}.board")
+        self.board = Board(self.board_path, create=True)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_parent(), env.get("PYTHONPATH")) if p)
         # compile in-process: no compile-worker pool to outlive a killed worker
@@ -102,22 +105,19 @@ class Worker:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", _package_name(), "worker", "--device", device,
              "--stderr-file", self.stderr_path, "--capture-file", self.capture_path,
-             "--parent-pid", str(os.getpid())],
+             "--parent-pid", str(os.getpid()), "--board", self.board_path],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr_file,
             start_new_session=True, env=env,
         )
         self.ready = None  # the worker's ready message once it arrived
         self.started_at = time.time()
-        threading.Thread(target=self._read, args=(events,), name=f"worker-{generation}", daemon=True).start()
+        self.lines = lines
+        self.stdout_fd: int | None = self.proc.stdout.fileno()  # None once closed (kill)
+        lines.add(self.stdout_fd, "worker", generation)
 
     @property
     def pid(self) -> int:
         return self.proc.pid
-
-    def _read(self, events: "queue.Queue") -> None:
-        for line in self.proc.stdout:
-            events.put(("worker", self.generation, line))
-        events.put(("worker_eof", self.generation, None))
 
     def send(self, msg: dict) -> bool:
         try:
@@ -142,12 +142,16 @@ class Worker:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+        if self.stdout_fd is not None:  # unregistered before it closes: a reused fd number is another pipe's
+            self.lines.remove(self.stdout_fd)
+            self.stdout_fd = None
         for stream in (self.proc.stdin, self.proc.stdout):
             try:
                 stream.close()
             except OSError:
                 pass
         self.stderr_file.close()
+        self.board.close()
 
     def stderr_tail(self) -> str:
         return _tail(self.stderr_path)
@@ -161,7 +165,7 @@ class Supervisor:
         self.max_worker_start_failures = max(1, int(max_worker_start_failures))
         self.start_failures = 0  # consecutive; reset by a worker that becomes ready
         self.out = out or sys.stdout.buffer
-        self.events: queue.Queue = queue.Queue()
+        self.lines = Lines()  # stdin and the worker's stdout, read in this thread (lines.py)
         self.backlog: list[bytes] = []
         self.workdir = tempfile.mkdtemp(prefix="opdebug-supervisor-")
         self.generation = 0
@@ -193,21 +197,15 @@ class Supervisor:
         except (BrokenPipeError, OSError, ValueError) as exc:
             raise ServerGone("stdout closed") from exc
 
-    def _read_stdin(self) -> None:
-        stream = sys.stdin.buffer
-        for line in stream:
-            self.events.put(("server", 0, line))
-        self.events.put(("server_eof", 0, None))
-
     def _next_event(self, timeout: float | None):
         """The next event; server lines that arrive while busy wait in the backlog."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            try:
-                kind, gen, payload = self.events.get(timeout=remaining)
-            except queue.Empty:
+            got = self.lines.get(remaining)
+            if got is None:
                 return None
+            kind, gen, payload = got
             if kind == "server_eof":
                 raise ServerGone("stdin closed")
             if kind == "server":
@@ -223,7 +221,7 @@ class Supervisor:
 
     def _start_worker(self) -> None:
         self.generation += 1
-        self.worker = Worker(self.generation, self.device, self.workdir, self.events, self.token)
+        self.worker = Worker(self.generation, self.device, self.workdir, self.lines, self.token)
 
     def _drop_worker(self) -> None:
         if self.worker is not None:
@@ -323,10 +321,10 @@ class Supervisor:
             "worker_env": env, "deadlines": self.deadlines(),
         })
 
-    def _news(self, request_id, case_id, phase: str, budget_s: float) -> None:
+    def _news(self, request_id, case_id, phase: str, budget_s: float, flush: bool = True) -> None:
         """Tell the client a preparation phase began and how long it may take (its clock follows ours)."""
         self.send({"event": "preparing", "request_id": request_id, "case_id": case_id, "phase": phase,
-                   "budget_s": budget_s, "at": time.time()})
+                   "budget_s": budget_s, "at": time.time()}, flush=flush)
 
     def run(self, msg: dict) -> None:
         case = msg.get("case") or {}
@@ -358,7 +356,9 @@ class Supervisor:
         base.update(worker_pid=worker.pid, worker_restarted=restarted)
         watch = _CaseWatch(worker, request_id, timeout_s, _import_budget(msg), self.worker_start_timeout_s)
         watch.compile_s = compile_budget(msg.get("config") or {}, case)
-        self._news(request_id, case_id, "import", watch.import_budget_s)
+        # held back one slice like every per-case news (a fast case sends the client one message)
+        self._news(request_id, case_id, "import", watch.import_budget_s, flush=False)
+        watch.unflushed = True
         sent = worker.send({"op": "run", "request_id": request_id, "config": msg.get("config"), "case": case,
                             "modules_dir": msg.get("modules_dir"), "captured_dir": msg.get("captured_dir")})
         kind = self._watch_case(watch, case_id) if sent else "worker_eof"
@@ -373,18 +373,24 @@ class Supervisor:
 
     def _watch_case(self, watch: "_CaseWatch", case_id) -> str:
         """Follow the worker through the case's phases; 'worker' (its answer is in
-        watch.answer), 'worker_eof' (it died) or 'timeout' (the phase ran out)."""
+        watch.answer), 'worker_eof' (it died) or 'timeout' (the phase ran out).
+
+        The worker posts its progress on its board (see board.py), read here at
+        each wake-up and before a deadline is called; a post too big for the
+        board comes as a message and is handled alike."""
         died_at = None
-        worker, request_id = watch.worker, watch.request_id
-        unflushed = False
+        worker = watch.worker
+        poll = min(DEATH_POLL_S, max(MIN_POLL_S, watch.timeout_s / 20))  # a phase change is seen this late at most
         while True:
+            self._catch_up(watch, case_id)
             remaining = watch.deadline - time.monotonic()
             if remaining <= 0:
                 return "timeout"
-            event = self._next_event(min(remaining, PROGRESS_FLUSH_S if unflushed else DEATH_POLL_S))
-            if event is None and unflushed:
-                self.flush()  # a progress event held back for a slice: the case is not that fast
-                unflushed = False
+            event = self._next_event(min(remaining, PROGRESS_FLUSH_S if watch.unflushed else poll))
+            if event is None and watch.unflushed:
+                self._catch_up(watch, case_id)
+                self.flush()  # news held back for a slice: the case is not that fast
+                watch.unflushed = False
                 continue
             if event is None:
                 watch.sample_memory()
@@ -392,44 +398,68 @@ class Supervisor:
                 # reaches end-of-file: found by polling (one more slice for its last lines)
                 if worker.proc.poll() is not None:
                     if died_at is not None:
+                        self._catch_up(watch, case_id)
                         return "worker_eof"
                     died_at = time.monotonic()
                 continue
             if event[0] == "worker_eof":
+                self._catch_up(watch, case_id)
                 return "worker_eof"
             answer = _parse(event[1])
-            if answer.get("request_id") != request_id:
+            if answer.get("request_id") != watch.request_id:
                 continue
-            name = answer.get("event")
-            if name == "case_result":
+            if answer.get("event") == "case_result":
+                self._catch_up(watch, case_id)  # its news goes out with the answer, in one write
                 watch.answer = answer
                 return "worker"
-            if name == "imported":
-                watch.enter("inputs", self.worker_start_timeout_s)
-                self._news(request_id, case_id, "inputs", self.worker_start_timeout_s)
-            elif name == "inputs":  # kept in case the worker dies
-                watch.input_metadata = answer.get("input_metadata")
-                if watch.compile_s is not None:  # compiling or capturing has its own budget
-                    watch.enter("compile", watch.compile_s)
-                else:
-                    watch.enter("candidate", watch.timeout_s)
-                watch.t0 = time.monotonic()
-                # held back one slice: a fast case sends one message (case_done), not three
-                self.send({"event": "started", "request_id": request_id, "case_id": case_id,
-                           "at": time.time(), "worker_pid": worker.pid}, flush=False)
-                unflushed = True
-            elif name == "compile_done" and watch.phase == "compile":
-                watch.enter("candidate", watch.timeout_s)
-                self.send({"event": "compile_done", "request_id": request_id, "case_id": case_id,
-                           "at": time.time()})
-                unflushed = False
-            elif name == "candidate_done":
-                # the CPU reference and the comparison get a timeout of their own:
-                # running out of it says nothing about the operator
-                watch.enter("reference", watch.timeout_s)
-                self.send({"event": "reference_started", "request_id": request_id, "case_id": case_id,
-                           "at": time.time()}, flush=False)
-                unflushed = True
+            self._catch_up(watch, case_id)  # what the board holds came first
+            self._progress(watch, case_id, answer, time.monotonic())
+
+    def _catch_up(self, watch: "_CaseWatch", case_id) -> None:
+        """Apply the progress the worker posted on its board and not yet seen."""
+        doc = watch.worker.board.read()
+        if not doc or doc.get("request_id") != watch.request_id:
+            return
+        for step in (doc.get("events") or [])[watch.board_seen:]:
+            watch.board_seen += 1
+            at = step.get("at")
+            self._progress(watch, case_id, step, at if isinstance(at, (int, float)) else time.monotonic())
+
+    def _progress(self, watch: "_CaseWatch", case_id, step: dict, at: float) -> None:
+        """One step of the case (from the board or a message), ``at`` on the
+        worker's monotonic clock (the same clock here): the next phase's deadline
+        counts from when the worker got there, not from when we looked."""
+        name = step.get("event")
+        if name in watch.seen:
+            return
+        watch.seen.add(name)
+        request_id, worker = watch.request_id, watch.worker
+        wall = time.time() - (time.monotonic() - at)
+        if name == "imported":
+            watch.enter("inputs", self.worker_start_timeout_s, since=at)
+            self._news(request_id, case_id, "inputs", self.worker_start_timeout_s, flush=False)
+            watch.unflushed = True
+        elif name == "inputs":  # kept in case the worker dies
+            watch.input_metadata = step.get("input_metadata")
+            if watch.compile_s is not None:  # compiling or capturing has its own budget
+                watch.enter("compile", watch.compile_s, since=at)
+            else:
+                watch.enter("candidate", watch.timeout_s, since=at)
+            watch.t0 = at
+            self.send({"event": "started", "request_id": request_id, "case_id": case_id,
+                       "at": wall, "worker_pid": worker.pid}, flush=False)
+            watch.unflushed = True
+        elif name == "compile_done" and watch.phase == "compile":
+            watch.enter("candidate", watch.timeout_s, since=at)
+            self.send({"event": "compile_done", "request_id": request_id, "case_id": case_id, "at": wall})
+            watch.unflushed = False
+        elif name == "candidate_done":
+            # the CPU reference and the comparison get a timeout of their own:
+            # running out of it says nothing about the operator
+            watch.enter("reference", watch.timeout_s, since=at)
+            self.send({"event": "reference_started", "request_id": request_id, "case_id": case_id,
+                       "at": wall}, flush=False)
+            watch.unflushed = True
 
     def _on_answer(self, base: dict, answer: dict) -> None:
         answer.pop("event", None)
@@ -517,7 +547,7 @@ class Supervisor:
                              input_metadata=watch.input_metadata, stdout=stdout, stderr=stderr, traceback=stderr))
 
     def serve(self) -> int:
-        threading.Thread(target=self._read_stdin, name="stdin", daemon=True).start()
+        self.lines.add(sys.stdin.fileno(), "server")
         reaper.become_subreaper()
         self.watchdog = reaper.start_watchdog(self.token, _package_name(), _package_parent())
         try:
@@ -526,7 +556,7 @@ class Supervisor:
                 if self.backlog:
                     line = self.backlog.pop(0)
                 else:
-                    kind, gen, line = self.events.get()
+                    kind, gen, line = self.lines.get()
                     if kind == "server_eof":
                         return 0
                     if kind != "server":
@@ -581,9 +611,12 @@ class _CaseWatch:
         self.input_metadata = None
         self.answer: dict = {}
         self.peak_kib = 0
+        self.seen: set[str] = set()  # progress steps applied (from the board or a message)
+        self.board_seen = 0  # steps of the board's post applied
+        self.unflushed = False  # news to the client held back for one slice
 
-    def enter(self, phase: str, budget_s: float) -> None:
-        self.phase, self.deadline = phase, time.monotonic() + budget_s
+    def enter(self, phase: str, budget_s: float, since: float | None = None) -> None:
+        self.phase, self.deadline = phase, (time.monotonic() if since is None else since) + budget_s
 
     def sample_memory(self) -> None:
         self.peak_kib = max(self.peak_kib, _peak_rss_kib(self.worker.pid))

@@ -26,6 +26,7 @@ import time
 import traceback
 
 from . import reaper
+from .board import Board
 
 OUTPUT_TAIL = 4000
 
@@ -102,7 +103,7 @@ def _sweep_leftovers(baseline: set) -> None:
     reaper.reap_children()
 
 
-def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str) -> int:
+def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str, board_path: str | None = None) -> int:
     _die_with_parent(parent_pid)
     reaper.become_subreaper()  # orphans of a case come back to us, and are ended after it
     proto_in = os.fdopen(os.dup(0), "rb")
@@ -118,6 +119,16 @@ def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str)
     def send(obj: dict) -> None:
         proto_out.write(json.dumps(obj, allow_nan=False).encode("utf-8") + b"\n")
         proto_out.flush()
+
+    board = Board(board_path) if board_path else None
+    steps: list[dict] = []  # the case's progress so far, posted whole on each step
+
+    def step(rid, event: str, **fields) -> None:
+        """One progress step: posted on the board (no wake-up for the supervisor), or
+        sent as a message when there is no board or the post does not fit."""
+        steps.append({"event": event, "at": time.monotonic(), **fields})
+        if board is None or not board.post({"request_id": rid, "events": steps}):
+            send({"event": event, "request_id": rid, **fields})
 
     try:
         import torch  # noqa: F401 - the one import this process exists to keep warm
@@ -149,12 +160,12 @@ def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str)
                 except (OSError, ValueError):
                     pass
             rid = msg.get("request_id")
+            steps.clear()
             try:
-                answer = execute_case(msg, device, env, on_inputs=lambda meta: send(
-                    {"event": "inputs", "request_id": rid, "input_metadata": meta}),
-                    on_candidate_done=lambda: send({"event": "candidate_done", "request_id": rid}),
-                    on_imported=lambda: send({"event": "imported", "request_id": rid}),
-                    on_compile_done=lambda: send({"event": "compile_done", "request_id": rid}))
+                answer = execute_case(msg, device, env, on_inputs=lambda meta: step(rid, "inputs", input_metadata=meta),
+                                      on_candidate_done=lambda: step(rid, "candidate_done"),
+                                      on_imported=lambda: step(rid, "imported"),
+                                      on_compile_done=lambda: step(rid, "compile_done"))
             except BaseException as exc:  # noqa: BLE001 - a bug of the harness, not of the operator
                 tb = traceback.format_exc()[-OUTPUT_TAIL:]
                 answer = {"outcome": "harness_error", "traceback": tb,
