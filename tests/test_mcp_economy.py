@@ -296,3 +296,27 @@ def test_a_new_run_is_announced_and_each_case_is_logged(evidence_root: Path) -> 
     assert not run.is_error, error_text(run)
     assert [(p.level, p.logger, p.data) for p in logs] == [("info", "opdebug", "[1/1] a: passed - passed "
                                                             "(1 output(s); max_abs=0)")]
+
+
+# computed by the runner: accepted from record_result, left out of the published schema
+RUNNER_FIELDS = {"mean_abs": 0.1, "rmse": 0.12, "cosine": 0.99, "error_balance": -0.01, "max_ulp": 3.0,
+                 "worst_index": [1, 2], "worst_candidate": "nan", "worst_reference": 1.5,
+                 "first_mismatch_index": [0, 1], "first_candidate": 2.0, "first_reference": 1.0}
+
+
+def test_record_result_accepts_the_runner_fields_it_does_not_publish(evidence_root: Path) -> None:
+    async def scenario(client: Client) -> Any:
+        record = next(t for t in (await client.list_tools()).tools if t.name == "record_result").input_schema
+        await client.call_tool("plan_cases", minimal_plan_request("runner-fields", ("a",)))
+        result = mismatch_result("a")
+        result["comparisons"][0].update(RUNNER_FIELDS)
+        answer = await client.call_tool("record_result", {"run_id": "runner-fields", "result": result})
+        return record, answer
+
+    record, answer = with_server(evidence_root, scenario)
+    assert not answer.is_error, error_text(answer)
+    stored = json.loads((evidence_root / "runner-fields" / "raw-results" / "a" / "result.json").read_text())
+    assert {k: stored["comparisons"][0][k] for k in RUNNER_FIELDS} == RUNNER_FIELDS
+    published = json.dumps(record)
+    assert [k for k in RUNNER_FIELDS if f'"{k}"' in published] == []
+    assert all(f'"{k}"' in published for k in ("max_abs", "max_rel", "mismatch_count", "contract_mismatch"))
