@@ -58,12 +58,44 @@ async def warm(inv, names: list[str], root: Path) -> None:
 
 
 async def measure(inv, names: list[str], root: Path, run_id: str, n: int, delay: float) -> dict:
+    """One run_case_remote call over every slot; also when each case went to a
+    slot and came back, and the client's time spent recording (the event loop)."""
+    import tools.run_case_remote as rcr
+
     plan(root, run_id, n, delay)
+    started: list[float] = []
+    finished: list[float] = []
+    recording: list[float] = []
+    real_record = rcr._record_event
+
+    def timed_record(*a, **k):
+        t = time.perf_counter()
+        try:
+            return real_record(*a, **k)
+        finally:
+            recording.append(time.perf_counter() - t)
+
+    async def on_start(case_id: str) -> None:
+        started.append(time.perf_counter())
+
+    async def progress(done: int, total: int, outcome) -> None:
+        finished.append(time.perf_counter())
+
+    rcr._record_event = timed_record
     t = time.perf_counter()
-    resp = await run_case_remote(run_id, hosts=names, root=root, inventory=inv)
+    try:
+        resp = await run_case_remote(run_id, hosts=names, root=root, inventory=inv, on_start=on_start,
+                                     progress=progress)
+    finally:
+        rcr._record_event = real_record
     elapsed = time.perf_counter() - t
     assert len(resp.recorded) == n, (len(resp.recorded), resp.rerun_hint)
-    return {"elapsed_s": elapsed, "cases_per_s": n / elapsed, "slots": len({(o.host, o.device) for o in resp.outcomes})}
+    slots = len({(o.host, o.device) for o in resp.outcomes})
+    first_wave = sorted(started)[:slots]
+    return {"elapsed_s": elapsed, "cases_per_s": n / elapsed, "slots": slots,
+            "first_start_s": first_wave[0] - t, "last_first_start_s": first_wave[-1] - t,
+            "last_finish_s": max(finished) - t, "recording_s": sum(recording),
+            "recording_ms_per_case": 1e3 * sum(recording) / max(1, len(recording))}
 
 
 async def main_async(args, servers: list[Sshd], key: Path, known_hosts: Path, base: Path) -> dict:
@@ -113,6 +145,13 @@ def main() -> None:
     print(f"   {total:3d} slots:    {many['cases_per_s']:7.3f} cases/s ({many['elapsed_s']:.2f} s, "
           f"{many['slots']} slots used)")
     print(f"   efficiency = {efficiency:.2f} (cases/s over {total}x one slot; target >= 0.8)")
+    ideal = args.per_slot * args.sleep
+    print(f"   where the rest went ({many['elapsed_s']:.2f} s against {ideal:.2f} s of sleeping per slot):")
+    print(f"     every slot had its first case {many['last_first_start_s']:.2f} s after the call began "
+          f"(the first at {many['first_start_s']:.3f} s): checkout, module upload per host, start-up skew")
+    print(f"     recording took {many['recording_s']:.2f} s of the client's event loop "
+          f"({many['recording_ms_per_case']:.2f} ms per case), one case at a time")
+    print(f"     the last case came back at {many['last_finish_s']:.2f} s")
 
 
 if __name__ == "__main__":

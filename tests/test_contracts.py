@@ -168,7 +168,7 @@ def test_a_malformed_case_done_is_reported_as_such_and_the_case_stays_pending(ev
     store = RunStore(evidence_root, "env")
 
     def record(event: dict):
-        return _record_event(store, evidence_root, "local", "cpu:0", "eager-f32", event)
+        return _record_event(store, "local", "cpu:0", "eager-f32", event)
 
     # an outcome without its body, a missing clock, an unknown field, a phase nobody knows
     for event, named in [(_done(result=None), "outcome 'result' needs 'result'"),

@@ -32,12 +32,14 @@ def record_result(
     source_kind: Literal["record_result", "run_case_remote"] = "record_result",
     lazy_manifest: bool = False,
     pending: bool = True,
-    lock_timeout_s: float | None = None,
+    store: RunStore | None = None,
 ) -> RecordResponse:
     """Validate and record one result; return what remains pending (``pending=False``:
     not computed, for a caller that answers for a batch).  ``lazy_manifest``: see
-    RunStore.record."""
-    store = RunStore(root, run_id) if lock_timeout_s is None else RunStore(root, run_id, lock_timeout_s=lock_timeout_s)
+    RunStore.record.  ``store``: the run's store when the caller has one (e.g. with
+    a lock timeout of its own), else one is opened for ``run_id`` under ``root``."""
+    if store is None:
+        store = RunStore(root, run_id)
     submitted: Any = result.model_dump(mode="json") if isinstance(result, CaseResult) else result
     if isinstance(result, CaseResult):
         parsed = result

@@ -83,6 +83,7 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
                         captured_dir=captured_dir if captured_dir.is_dir() else None)
     outcomes: dict[str, CaseOutcome] = {}
     total = len(todo)
+    writer = RunStore(root, run_id, lock_timeout_s=0)  # records inline unless another writer holds the run
 
     async def report(outcome: CaseOutcome) -> None:
         outcomes[outcome.case_id] = outcome
@@ -101,9 +102,9 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
         # Recording takes a millisecond or two of file work: done here when the run's lock is free
         # (a thread hand-off costs more than that on a busy host), in a thread when another writer holds it.
         try:
-            outcome = _record_event(store, root, slot.host, slot.device, case_id, event, lock_timeout_s=0)
+            outcome = _record_event(writer, slot.host, slot.device, case_id, event)
         except FileLockTimeout:
-            outcome = await asyncio.to_thread(_record_event, store, root, slot.host, slot.device, case_id, event)
+            outcome = await asyncio.to_thread(_record_event, store, slot.host, slot.device, case_id, event)
         if outcome is None:  # recorded by another call while this one ran it
             refused.append(case_id)
             return
@@ -126,7 +127,7 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
         for case_id in queue_report.not_started:
             await report(_pending(case_id, why))
     if outcomes:  # the manifest's recorded_count: at most once per MANIFEST_LAG_S, and never waiting for the lock
-        if not RunStore(root, run_id, lock_timeout_s=0).sync_manifest(lazy=True):
+        if not writer.sync_manifest(lazy=True):
             schedule_manifest_flush()
     refused = [c for c in (wanted if case_ids is not None else todo) if c in refused]
     ordered = [outcomes[c] for c in todo if c in outcomes]
@@ -188,8 +189,7 @@ def _worker_gave_up(event: dict) -> str | None:
     return err.message if err is not None and err.type == WORKER_RESTART_LIMIT else None
 
 
-def _record_event(store: RunStore, root, host: str, device: str, case_id: str, event: dict, *,
-                  lock_timeout_s: float | None = None) -> CaseOutcome | None:
+def _record_event(store: RunStore, host: str, device: str, case_id: str, event: dict) -> CaseOutcome | None:
     """Record one supervisor answer (in a thread: file locks and fsyncs); None when
     another call recorded the case first.  The answer is validated as a CaseDone
     first: a malformed one records nothing and says what is wrong with it."""
@@ -214,9 +214,8 @@ def _record_event(store: RunStore, root, host: str, device: str, case_id: str, e
     if kept:
         raw_files["outputs.pt"] = base64.b64decode(kept)
     try:
-        response = record_result(store.run_id, result, root=root, raw_files=raw_files,
-                                 input_metadata=done.input_metadata, source_kind="run_case_remote",
-                                 lazy_manifest=True, pending=False, lock_timeout_s=lock_timeout_s)
+        response = record_result(store.run_id, result, raw_files=raw_files, input_metadata=done.input_metadata,
+                                 source_kind="run_case_remote", lazy_manifest=True, pending=False, store=store)
     except ToolError as exc:
         if exc.code == "already_recorded":
             return None

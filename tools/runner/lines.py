@@ -29,7 +29,8 @@ class Lines:
         self._ready: collections.deque = collections.deque()
 
     def add(self, fd: int, kind: str, tag: int = 0) -> None:
-        os.set_blocking(fd, False)
+        # the fd stays blocking: it is read once per readiness, which never blocks on a pipe;
+        # O_NONBLOCK would be set on the whole open file (sshd may share it with stdout)
         self._selector.register(fd, selectors.EVENT_READ, (kind, tag, bytearray()))
 
     def remove(self, fd: int) -> None:
