@@ -5,16 +5,24 @@ more: what an agent pays for on every ``tools/list``.
 - an optional field's ``anyOf: [{type: T, ...}, {type: null}]`` becomes
   ``type: [T, "null"]`` with the same type-specific keywords (``minimum``,
   ``pattern``, ``items``, ``properties``... apply only to values of their own
-  type, so the set of accepted values is unchanged); a branch with ``enum``,
-  ``const``, ``$ref`` or a combinator stays as it is;
+  type, so the set of accepted values is unchanged); beside a branch with
+  ``enum``, ``const``, ``$ref`` or a combinator, the type-specific branches
+  still become one (``anyOf: [{type: [boolean, number]}, {$ref: X}]``);
+  ``integer`` beside ``number`` goes (every integer is a number);
 - ``default`` goes: the server applies defaults (an omitted field is not
-  required), and SKILL.md lists the ones that matter;
+  required); the documented input schema (``defaults=True``,
+  ``opdebug://schemas/{tool}/input``) and SKILL.md list them;
 - ``additionalProperties: true`` and ``items: {}`` go (they say what an
   absent keyword says), and so does the ``type`` of an ``enum``/``const``
   whose values all have that type;
 - ``anyOf`` of enums (and null) becomes one ``enum``;
-- a subschema written out more than once (e.g. the scalar union of four
-  comparison fields) is written once under ``$defs`` and referenced;
+- a ``$defs`` entry referenced once is written where it is referenced;
+- a subschema written out more than once is written once under ``$defs`` and
+  referenced, while that makes the schema shorter (the biggest saving first; a
+  description stays beside the ``$ref``, in its property);
+- tools/list keeps the descriptions of the top-level arguments only
+  (``nested_descriptions=False``); every field's description is in the
+  documented input schema, which keeps the models under their own names;
 - output schemas also lose ``description`` and ``default`` (they describe
   what the server sends; SKILL.md and references/ explain the fields), and
   :func:`shallow_output_schema` keeps their top level only (field names,
@@ -22,8 +30,9 @@ more: what an agent pays for on every ``tools/list``.
   full schema is a resource (``opdebug://schemas/{tool}``).
 
 A map whose keys are constrained (``patternProperties``) is closed to other
-keys, as the server is.  ``additionalProperties: false``, ``required``, patterns, bounds and enums are
-all kept: the compacted schema accepts exactly what the original accepts.
+keys, as the server is.  ``additionalProperties: false``, ``type``,
+``required``, patterns, bounds and enums are all kept: the compacted schema
+accepts exactly what the original accepts (tests/test_compact_schema.py).
 """
 
 from __future__ import annotations
