@@ -57,9 +57,8 @@ def binding_hint(op: dict, names: list[str]) -> str:
 
 def check_binding(role: str, dotted: str, fn, args: list, kwargs: dict, op: dict) -> None:
     """Raise BindingError when ``fn``'s signature (if it can be inspected) refuses the call."""
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):  # a builtin without a signature: checked when called
+    sig = _signature(fn)
+    if sig is None:  # a builtin without a signature: checked when called
         return
     try:
         sig.bind(*args, **kwargs)
@@ -69,6 +68,27 @@ def check_binding(role: str, dotted: str, fn, args: list, kwargs: dict, op: dict
         why = str(exc) + (f"; it has no parameter named {', '.join(map(repr, unknown))}" if unknown else "")
         raise BindingError(f"the {role} {dotted}{sig} cannot take this call: {why}. "
                            f"{binding_hint(op, list(kwargs) + [f'#{i}' for i in range(len(args))])}") from None
+
+
+_SIGNATURES: dict = {}  # callable -> its signature (or None): inspected once per warm worker, not per case
+
+
+def _signature(fn) -> inspect.Signature | None:
+    try:
+        return _SIGNATURES[fn]
+    except (KeyError, TypeError):  # TypeError: an unhashable callable, inspected every time
+        pass
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        sig = None
+    try:
+        if len(_SIGNATURES) > 256:  # a reloaded user module leaves its old functions here: bounded
+            _SIGNATURES.clear()
+        _SIGNATURES[fn] = sig
+    except TypeError:
+        pass
+    return sig
 
 
 def raised_at_call(exc: BaseException) -> bool:
