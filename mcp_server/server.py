@@ -76,11 +76,16 @@ DOCUMENTED_INPUT_SCHEMAS: dict[str, dict[str, Any]] = {}
 
 @functools.lru_cache(maxsize=None)
 def _schema_text(kind: str, tool: str) -> str:
+    """A tool's full output schema, or its documented input schema, compacted when first read."""
+    schemas = FULL_OUTPUT_SCHEMAS if kind == "output" else DOCUMENTED_INPUT_SCHEMAS
+    if tool not in schemas:
+        raise ResourceNotFoundError(f"no tool {tool!r}; tools: {sorted(schemas)}")
     if kind == "output":
-        schema = compact_schema(FULL_OUTPUT_SCHEMAS[tool], output=True)
+        schema = compact_schema(schemas[tool], output=True)
     else:
-        schema = compact_schema(DOCUMENTED_INPUT_SCHEMAS[tool], defaults=True, share=False)
+        schema = compact_schema(schemas[tool], defaults=True, share=False)
     return json.dumps(schema, separators=(",", ":"))
+
 
 INSTRUCTIONS = """\
 Isolate an Ascend NPU operator failure into explicit cases and settle it with evidence.
@@ -487,16 +492,12 @@ def _add_resources(server: MCPServer, root: Path) -> None:
                      mime_type="application/schema+json",
                      description="The complete output schema of a tool (tools/list shows its top level).")
     def output_schema(tool: str) -> str:
-        if tool not in FULL_OUTPUT_SCHEMAS:
-            raise ResourceNotFoundError(f"no tool {tool!r}; tools: {sorted(FULL_OUTPUT_SCHEMAS)}")
         return _schema_text("output", tool)
 
     @server.resource("opdebug://schemas/{tool}/input", name="input-schema", title="A tool's documented input",
                      mime_type="application/schema+json",
                      description="A tool's input schema with every field described and its default.")
     def input_schema(tool: str) -> str:
-        if tool not in DOCUMENTED_INPUT_SCHEMAS:
-            raise ResourceNotFoundError(f"no tool {tool!r}; tools: {sorted(DOCUMENTED_INPUT_SCHEMAS)}")
         return _schema_text("input", tool)
 
     @server.resource("opdebug://runs", name="runs", title="Runs", mime_type="application/json",
