@@ -45,7 +45,8 @@ async def startup_once(root: str) -> float:
     async with Client(server_params(root), mode="legacy", cache=None) as client:
         tools = (await client.list_tools()).tools
         elapsed = time.perf_counter() - started
-    assert len(tools) == 5, [t.name for t in tools]
+    names = {t.name for t in tools}
+    assert {"plan_cases", "record_result", "analyze_failures", "run_case_remote", "check_host"} <= names, names
     return elapsed
 
 
