@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import tempfile
 import time
@@ -82,6 +83,7 @@ async def measure(inv, names: list[str], root: Path, run_id: str, n: int, delay:
         finished.append(time.perf_counter())
 
     rcr._record_event = timed_record
+    busy_before = _cpu_busy()
     t = time.perf_counter()
     try:
         resp = await run_case_remote(run_id, hosts=names, root=root, inventory=inv, on_start=on_start,
@@ -89,13 +91,23 @@ async def measure(inv, names: list[str], root: Path, run_id: str, n: int, delay:
     finally:
         rcr._record_event = real_record
     elapsed = time.perf_counter() - t
+    busy = [b - a for a, b in zip(busy_before, _cpu_busy())]
     assert len(resp.recorded) == n, (len(resp.recorded), resp.rerun_hint)
     slots = len({(o.host, o.device) for o in resp.outcomes})
     first_wave = sorted(started)[:slots]
     return {"elapsed_s": elapsed, "cases_per_s": n / elapsed, "slots": slots,
             "first_start_s": first_wave[0] - t, "last_first_start_s": first_wave[-1] - t,
             "last_finish_s": max(finished) - t, "recording_s": sum(recording),
-            "recording_ms_per_case": 1e3 * sum(recording) / max(1, len(recording))}
+            "recording_ms_per_case": 1e3 * sum(recording) / max(1, len(recording)),
+            "cpu_busy": busy[0] / busy[1] if busy[1] else 0.0}
+
+
+def _cpu_busy() -> tuple[int, int]:
+    """(busy, total) jiffies of every core since boot, from /proc/stat."""
+    with open("/proc/stat") as fh:
+        fields = [int(v) for v in fh.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields)
 
 
 async def main_async(args, servers: list[Sshd], key: Path, known_hosts: Path, base: Path) -> dict:
@@ -147,8 +159,10 @@ def main() -> None:
     print(f"   efficiency = {efficiency:.2f} (cases/s over {total}x one slot; target >= 0.8)")
     ideal = args.per_slot * args.sleep
     print(f"   where the rest went ({many['elapsed_s']:.2f} s against {ideal:.2f} s of sleeping per slot):")
-    print(f"     every slot had its first case {many['last_first_start_s']:.2f} s after the call began "
-          f"(the first at {many['first_start_s']:.3f} s): checkout, module upload per host, start-up skew")
+    print(f"     every slot was handed its first case {many['last_first_start_s']:.2f} s after the call began "
+          f"(the first at {many['first_start_s']:.3f} s)")
+    print(f"     the machine's {os.cpu_count()} cores were {many['cpu_busy']:.0%} busy during the call "
+          f"(sshd, supervisors, workers and this client share them)")
     print(f"     recording took {many['recording_s']:.2f} s of the client's event loop "
           f"({many['recording_ms_per_case']:.2f} ms per case), one case at a time")
     print(f"     the last case came back at {many['last_finish_s']:.2f} s")

@@ -283,22 +283,31 @@ def test_two_calls_on_one_run_at_once_run_each_case_once(loop, tmp_path: Path) -
 
 def test_a_run_locked_by_another_process_is_recorded_once_the_lock_frees(loop, tmp_path: Path) -> None:
     # Another writer (a CLI, a second server) holds the run's lock while cases finish: they wait
-    # for it and are recorded, not left pending as a failed write.
+    # for it and are recorded, not left pending as a failed write; meanwhile the slot goes on
+    # with the next case (a slot never waits for the client's recording).
     import subprocess
     import sys
 
-    plan(tmp_path, "held", "contiguous_only.py", [{"id": f"c{i}", "inputs": [inp()]} for i in range(2)])
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from filelock import FileLock\n"
-         "with FileLock(sys.argv[1]):\n    print('held', flush=True); time.sleep(1.5)",
-         str(tmp_path / ".held.lock")], stdout=subprocess.PIPE, text=True)
+    calls = tmp_path / "calls.log"
+    plan(tmp_path, "held", "counts_calls.py",
+         [{"id": f"c{i}", "inputs": [inp()], "attributes": {"log_file": str(calls), "tag": f"c{i}"}}
+          for i in range(3)])
+    holder = subprocess.Popen(  # holds the run's lock until all three cases ran (at most 30 s)
+        [sys.executable, "-c", "import os, sys, time; from filelock import FileLock\n"
+         "with FileLock(sys.argv[1]):\n    print('held', flush=True); end = time.monotonic() + 30\n"
+         "    while time.monotonic() < end and (not os.path.exists(sys.argv[2]) or "
+         "len(open(sys.argv[2]).read().split()) < 3):\n        time.sleep(0.05)\n"
+         "    print(len(open(sys.argv[2]).read().split()) if os.path.exists(sys.argv[2]) else 0, flush=True)",
+         str(tmp_path / ".held.lock"), str(calls)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
         resp = run(loop, tmp_path, "held")
+        ran_while_locked = int(holder.stdout.readline())
     finally:
-        holder.wait(timeout=30)
-    assert resp.recorded == ["c0", "c1"] and resp.pending == [], resp
-    assert RunStore(tmp_path, "held").read_manifest()["recorded_count"] == 2
+        holder.wait(timeout=60)
+    assert ran_while_locked == 3
+    assert resp.recorded == ["c0", "c1", "c2"] and resp.pending == [], resp
+    assert RunStore(tmp_path, "held").read_manifest()["recorded_count"] == 3
 
 
 def test_a_slow_user_module_import_is_not_counted_in_the_case_timeout(loop, tmp_path: Path) -> None:

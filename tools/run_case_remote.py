@@ -90,6 +90,21 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
         if progress is not None:
             await progress(len(outcomes), total, outcome)
 
+    recording: list[asyncio.Future] = []  # every case's recording, awaited (errors raised) before the answer
+
+    async def record(host: str, device: str, case, case_id: str, event: dict) -> None:
+        # A millisecond or two of file work: done in the loop when the run's lock is free (a
+        # thread hand-off costs more than that on a busy host), in a thread when another writer holds it.
+        try:
+            outcome = _record_event(writer, host, device, case_id, event)
+        except FileLockTimeout:
+            outcome = await asyncio.to_thread(_record_event, store, host, device, case_id, event)
+        if outcome is None:  # recorded by another call while this one ran it
+            refused.append(case_id)
+            return
+        outcome.rerun_case = _rerun_case(case, event)
+        await report(outcome)
+
     async def run_one(slot, case_id: str) -> None:
         if case_id in _recorded_ids(store):  # reads only what the index gained since the last look
             refused.append(case_id)  # another call on this run recorded it meanwhile: not run twice
@@ -99,22 +114,21 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
         if on_start is not None:
             await on_start(case_id)
         event = await slot.run_case(run, case.model_dump(mode="json"), timeout_s)
-        # Recording takes a millisecond or two of file work: done here when the run's lock is free
-        # (a thread hand-off costs more than that on a busy host), in a thread when another writer holds it.
-        try:
-            outcome = _record_event(writer, slot.host, slot.device, case_id, event)
-        except FileLockTimeout:
-            outcome = await asyncio.to_thread(_record_event, store, slot.host, slot.device, case_id, event)
-        if outcome is None:  # recorded by another call while this one ran it
-            refused.append(case_id)
-            return
-        outcome.rerun_case = _rerun_case(case, event)
-        await report(outcome)
+        # recorded once the slot has been sent its next case: a slot never waits for the client's
+        # file work, and slots answering at once do not queue behind each other's recording
+        recording.append(asyncio.ensure_future(record(slot.host, slot.device, case, case_id, event)))
         gave_up = _worker_gave_up(event)
         if gave_up is not None:  # the slot is retired; the cases left wait for another slot or stay pending
             raise WorkerCannotStart(gave_up)
 
-    queue_report = await pool.run_queue(specs, todo, run, run_one)
+    try:
+        queue_report = await pool.run_queue(specs, todo, run, run_one)
+    except BaseException:
+        if recording:  # cancelled or failed: the answers that came back are still recorded
+            await asyncio.gather(*recording, return_exceptions=True)
+        raise
+    if recording:
+        await asyncio.gather(*recording)
     for case_id, why in queue_report.lost.items():
         await report(_pending(case_id, f"connection lost mid-case, nothing recorded: {why}"))
     if queue_report.not_started:
