@@ -99,7 +99,9 @@ async def measure(inv, names: list[str], root: Path, run_id: str, n: int, delay:
             "first_start_s": first_wave[0] - t, "last_first_start_s": first_wave[-1] - t,
             "last_finish_s": max(finished) - t, "recording_s": sum(recording),
             "recording_ms_per_case": 1e3 * sum(recording) / max(1, len(recording)),
-            "cpu_busy": busy[0] / busy[1] if busy[1] else 0.0}
+            "cpu_busy": busy[0] / busy[1] if busy[1] else 0.0,
+            "waves_s": [sorted(finished)[min(len(finished), (k + 1) * slots) - 1] - t
+                        for k in range(-(-len(finished) // max(1, slots)))]}
 
 
 def _cpu_busy() -> tuple[int, int]:
@@ -165,7 +167,8 @@ def main() -> None:
           f"(sshd, supervisors, workers and this client share them)")
     print(f"     recording took {many['recording_s']:.2f} s of the client's event loop "
           f"({many['recording_ms_per_case']:.2f} ms per case), one case at a time")
-    print(f"     the last case came back at {many['last_finish_s']:.2f} s")
+    print(f"     the last case came back at {many['last_finish_s']:.2f} s; each wave of {total} cases was back by "
+          + ", ".join(f"{w:.2f}" for w in many["waves_s"]) + " s")
 
 
 if __name__ == "__main__":
