@@ -82,7 +82,18 @@ async def measure(inv, names: list[str], root: Path, run_id: str, n: int, delay:
     async def progress(done: int, total: int, outcome) -> None:
         finished.append(time.perf_counter())
 
+    uploads: list[tuple[float, float]] = []  # (began, ended) of each slot's wait for the run's files
+    real_run_files = pool.REGISTRY.run_files
+
+    async def timed_run_files(*a, **k):
+        began = time.perf_counter()
+        try:
+            return await real_run_files(*a, **k)
+        finally:
+            uploads.append((began, time.perf_counter()))
+
     rcr._record_event = timed_record
+    pool.REGISTRY.run_files = timed_run_files
     busy_before = _cpu_busy()
     t = time.perf_counter()
     try:
@@ -90,6 +101,7 @@ async def measure(inv, names: list[str], root: Path, run_id: str, n: int, delay:
                                      progress=progress)
     finally:
         rcr._record_event = real_record
+        pool.REGISTRY.run_files = real_run_files
     elapsed = time.perf_counter() - t
     busy = [b - a for a, b in zip(busy_before, _cpu_busy())]
     assert len(resp.recorded) == n, (len(resp.recorded), resp.rerun_hint)
@@ -100,6 +112,7 @@ async def measure(inv, names: list[str], root: Path, run_id: str, n: int, delay:
             "last_finish_s": max(finished) - t, "recording_s": sum(recording),
             "recording_ms_per_case": 1e3 * sum(recording) / max(1, len(recording)),
             "cpu_busy": busy[0] / busy[1] if busy[1] else 0.0,
+            "files_wait_s": max((e - b for b, e in uploads), default=0.0),
             "waves_s": [sorted(finished)[min(len(finished), (k + 1) * slots) - 1] - t
                         for k in range(-(-len(finished) // max(1, slots)))]}
 
@@ -163,6 +176,8 @@ def main() -> None:
     print(f"   where the rest went ({many['elapsed_s']:.2f} s against {ideal:.2f} s of sleeping per slot):")
     print(f"     every slot was handed its first case {many['last_first_start_s']:.2f} s after the call began "
           f"(the first at {many['first_start_s']:.3f} s)")
+    print(f"     the longest wait of a slot for the run's files (user modules, uploaded over SFTP once per host "
+          f"and run, in the first wave) was {many['files_wait_s']:.2f} s")
     print(f"     the machine's {os.cpu_count()} cores were {many['cpu_busy']:.0%} busy during the call "
           f"(sshd, supervisors, workers and this client share them)")
     print(f"     recording took {many['recording_s']:.2f} s of the client's event loop "
