@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 
 def alive(pid: int) -> bool:
     """True when the process exists and is not a zombie."""
@@ -29,3 +35,19 @@ def live_children(pid: int) -> list[int]:
         if int(fields[1]) == pid and fields[0] != "Z":
             kids.append(int(entry))
     return kids
+
+
+def start_supervisor(tmp_path: Path) -> subprocess.Popen:
+    """A staged runner's supervisor on CPU, spoken to over its stdin/stdout (bytes)."""
+    from tools.remote.local import stage_runner
+
+    env = dict(os.environ, PYTHONPATH=str(stage_runner(tmp_path / "stage")))
+    return subprocess.Popen([sys.executable, "-m", "opdebug_runner", "supervise", "--device", "cpu"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=tmp_path,
+                            start_new_session=True)
+
+
+def ask(proc: subprocess.Popen, msg: dict) -> None:
+    """One request line to a supervisor."""
+    proc.stdin.write(json.dumps(msg).encode() + b"\n")
+    proc.stdin.flush()

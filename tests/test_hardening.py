@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from proc_util import alive
+from proc_util import alive, ask, start_supervisor
 
 from tools.evidence import RunStore
 from tools.plan_cases import plan_cases
@@ -145,18 +145,6 @@ def test_helpers_a_case_started_are_ended_after_it(loop, tmp_path: Path) -> None
     assert alive(worker)  # the warm worker stays for the next case
 
 
-def _supervisor(tmp_path: Path) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=str(stage_runner(tmp_path / "stage")))
-    return subprocess.Popen([sys.executable, "-m", "opdebug_runner", "supervise", "--device", "cpu"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=tmp_path,
-                            start_new_session=True)
-
-
-def _ask(proc: subprocess.Popen, msg: dict) -> None:
-    proc.stdin.write(json.dumps(msg).encode() + b"\n")
-    proc.stdin.flush()
-
-
 def _until(proc: subprocess.Popen, predicate) -> dict:
     while True:
         line = proc.stdout.readline()
@@ -181,9 +169,9 @@ def _config(module: str) -> dict:
 
 def test_a_sigkilled_supervisor_leaves_no_helper_of_its_worker(tmp_path: Path) -> None:
     pid_file = tmp_path / "helper-pids"
-    proc = _supervisor(tmp_path)
+    proc = start_supervisor(tmp_path)
     try:
-        _ask(proc, {"op": "run", "request_id": "r1", "config": _config("leaves_helpers.py"),
+        ask(proc, {"op": "run", "request_id": "r1", "config": _config("leaves_helpers.py"),
                     "case": {"id": "c1", "inputs": [inp()], "attributes": {"pid_file": str(pid_file), "spin": True}},
                     "timeout_s": 120, "modules_dir": _modules(tmp_path, "leaves_helpers.py")})
         pids = list(map(int, wait_file(pid_file).split()))
@@ -197,12 +185,12 @@ def test_a_sigkilled_supervisor_leaves_no_helper_of_its_worker(tmp_path: Path) -
 
 
 def test_a_worker_killed_while_building_the_inputs_is_not_the_candidates_crash(tmp_path: Path) -> None:
-    proc = _supervisor(tmp_path)
+    proc = start_supervisor(tmp_path)
     try:
-        _ask(proc, {"op": "hello"})
+        ask(proc, {"op": "hello"})
         worker = _until(proc, lambda m: m.get("event") == "hello")["worker_pid"]
         case = {"id": "big", "inputs": [{"name": "x", "shape": [2**27], "dtype": "float32"}]}
-        _ask(proc, {"op": "run", "request_id": "r1", "config": _config("closes_stdio.py"), "case": case,
+        ask(proc, {"op": "run", "request_id": "r1", "config": _config("closes_stdio.py"), "case": case,
                     "timeout_s": 60, "modules_dir": _modules(tmp_path, "closes_stdio.py")})
         _until(proc, lambda m: m.get("event") == "preparing" and m.get("phase") == "inputs")
         os.kill(worker, signal.SIGKILL)  # an OOM kill while the inputs are built

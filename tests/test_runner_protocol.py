@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from proc_util import alive
+from proc_util import alive, ask, start_supervisor
 
 from tools.remote.local import LocalSlot, stage_runner
 from tools.remote.supervisor_client import ConnectionLost, SupervisorClient
@@ -71,18 +71,6 @@ def _modules(tmp_path: Path, *names: str) -> str:
     return str(d)
 
 
-def _start_supervisor(tmp_path: Path) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=str(stage_runner(tmp_path / "stage")))
-    return subprocess.Popen([sys.executable, "-m", "opdebug_runner", "supervise", "--device", "cpu"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=tmp_path,
-                            start_new_session=True)
-
-
-def _ask(proc: subprocess.Popen, msg: dict) -> None:
-    proc.stdin.write(json.dumps(msg).encode() + b"\n")
-    proc.stdin.flush()
-
-
 def _event(proc: subprocess.Popen) -> dict:
     """The next event, past the supervisor's ``preparing`` news (phase budgets)."""
     while True:
@@ -105,21 +93,21 @@ def _hello(proc: subprocess.Popen) -> dict:
 def test_closing_stdin_mid_case_kills_worker_and_supervisor(tmp_path: Path) -> None:
     modules = _modules(tmp_path, "pid_then_spin.py", "int8_reject.py")
     pid_file = tmp_path / "spinning.pid"
-    proc = _start_supervisor(tmp_path)
+    proc = start_supervisor(tmp_path)
     try:
-        _ask(proc, {"op": "hello"})
+        ask(proc, {"op": "hello"})
         hello = _hello(proc)
         assert hello["event"] == "hello" and hello["protocol"] == 1 and hello["torch"]
         worker = hello["worker_pid"]
         # a candidate exception; the health check before the next case keeps the same warm worker
         int8 = {"id": "c0", "inputs": [{"name": "x", "shape": [4], "dtype": "int8",
                                         "values": {"kind": "randint", "low": -5, "high": 5}}]}
-        _ask(proc, {"op": "run", "request_id": "r0", "config": _config("int8_reject.py"), "case": int8,
+        ask(proc, {"op": "run", "request_id": "r0", "config": _config("int8_reject.py"), "case": int8,
                     "timeout_s": 30, "modules_dir": modules})
         assert _event(proc)["event"] == "started"
         done = _event(proc)
         assert done["result"]["status"] == "unsupported" and done["worker_pid"] == worker
-        _ask(proc, {"op": "run", "request_id": "r1", "config": _config("pid_then_spin.py"),
+        ask(proc, {"op": "run", "request_id": "r1", "config": _config("pid_then_spin.py"),
                     "case": _case("c1", pid_file=str(pid_file)), "timeout_s": 60, "modules_dir": modules})
         started = _event(proc)
         assert started["event"] == "started" and started["worker_pid"] == worker
@@ -134,9 +122,9 @@ def test_closing_stdin_mid_case_kills_worker_and_supervisor(tmp_path: Path) -> N
 
 
 def test_a_killed_supervisor_takes_its_worker_along(tmp_path: Path) -> None:
-    proc = _start_supervisor(tmp_path)
+    proc = start_supervisor(tmp_path)
     try:
-        _ask(proc, {"op": "hello"})
+        ask(proc, {"op": "hello"})
         worker = _hello(proc)["worker_pid"]
         assert alive(worker)
         proc.kill()  # SIGKILL: no chance to clean up; the worker's parent-death signal does it

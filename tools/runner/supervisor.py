@@ -87,7 +87,7 @@ def _tail(path: str, limit: int = STDERR_TAIL) -> str:
 
 
 class Worker:
-    """One worker process (its own process group) and the thread reading it."""
+    """One worker process (its own process group), its progress board, its stdout read through Lines."""
 
     def __init__(self, generation: int, device: str, workdir: str, lines: Lines, token: str = ""):
         self.generation = generation
