@@ -213,12 +213,15 @@ async def _checked_work_dir(sftp: asyncssh.SFTPClient, host: HostConfig) -> int:
 async def require_private_dir(sftp: asyncssh.SFTPClient, path: str, uid: int, what: str) -> None:
     """Create ``path`` (mode 700) when missing; refuse it unless it is a directory of
     ``uid`` that nobody else can write (see safe_stage.py)."""
-    if not await sftp.exists(path):
+    try:
+        attrs = await sftp.lstat(path)  # one round trip when it is there (the common case)
+    except asyncssh.SFTPNoSuchFile:
         try:
             await sftp.makedirs(path, attrs=asyncssh.SFTPAttrs(permissions=0o700), exist_ok=True)
         except asyncssh.SFTPError:
             pass
-    why = unsafe_reason(_Attrs(await sftp.lstat(path)), uid, what)
+        attrs = await sftp.lstat(path)
+    why = unsafe_reason(_Attrs(attrs), uid, what)
     if why:
         raise refuse(path, why)
 
@@ -269,7 +272,7 @@ async def _upload_tree(sftp: asyncssh.SFTPClient, final: str, files: dict[str, b
     `files`, else refused: an existing directory is never trusted by its name)."""
     files = dict(files)
     files[COMPLETE_MARKER] = json.dumps({"files": sorted(files)}).encode()
-    if await sftp.exists(final) or await _is_link(sftp, final):
+    if await _present(sftp, final):
         why = await remote_tree_mismatch(sftp, final, files, uid)
         if why:
             raise refuse(final, f"it is not what this server ships: {why}")
@@ -277,14 +280,17 @@ async def _upload_tree(sftp: asyncssh.SFTPClient, final: str, files: dict[str, b
     parent = final.rsplit("/", 1)[0]
     tmp = f"{parent}/.{final.rsplit('/', 1)[1]}.tmp-{secrets.token_hex(6)}"
     await sftp.mkdir(tmp, attrs=asyncssh.SFTPAttrs(permissions=0o700))
+
+    async def put(rel: str) -> None:
+        async with sftp.open(f"{tmp}/{rel}", "wb", attrs=asyncssh.SFTPAttrs(permissions=0o600)) as fh:
+            await fh.write(files[rel])
+
     try:
-        for rel in sorted(files):
-            path = f"{tmp}/{rel}"
-            directory = path.rsplit("/", 1)[0]
-            if not await sftp.exists(directory):
-                await sftp.makedirs(directory, attrs=asyncssh.SFTPAttrs(permissions=0o700), exist_ok=True)
-            async with sftp.open(path, "wb", attrs=asyncssh.SFTPAttrs(permissions=0o600)) as fh:
-                await fh.write(files[rel])
+        # sub-directories first (in order), then every file at once: SFTP requests are pipelined on
+        # one channel, so N files cost the round trips of one (many hosts upload at the same time)
+        for directory in sorted({rel.rsplit("/", 1)[0] for rel in files if "/" in rel}):
+            await sftp.makedirs(f"{tmp}/{directory}", attrs=asyncssh.SFTPAttrs(permissions=0o700), exist_ok=True)
+        await asyncio.gather(*(put(rel) for rel in sorted(files)))
         try:
             await sftp.rename(tmp, final)  # SFTP rename never replaces: the first complete upload wins
         except asyncssh.SFTPError:
@@ -304,10 +310,12 @@ async def _upload_tree(sftp: asyncssh.SFTPClient, final: str, files: dict[str, b
     return True
 
 
-async def _is_link(sftp: asyncssh.SFTPClient, path: str) -> bool:
+async def _present(sftp: asyncssh.SFTPClient, path: str) -> bool:
+    """Anything at ``path``, a dangling link included (one lstat)."""
     try:
-        return stat.S_ISLNK(_Attrs(await sftp.lstat(path)).st_mode)
-    except asyncssh.SFTPError:
+        await sftp.lstat(path)
+        return True
+    except asyncssh.SFTPNoSuchFile:
         return False
 
 
