@@ -242,3 +242,28 @@ def test_the_progress_board_keeps_the_last_whole_post(tmp_path: Path) -> None:
     assert supervisor_side.read()["events"][-1]["event"] == "inputs"
     worker_side.close()
     supervisor_side.close()
+
+
+def test_a_cancelled_case_is_not_kept_waiting_by_an_event_that_arrives_with_the_cancel() -> None:
+    """Cancelling run_case_remote while the supervisor's news is arriving cancels the
+    case at once (asyncio.wait_for on Python 3.11 returned the event instead, and the
+    client went on waiting for the case: minutes for a hanging candidate)."""
+
+    class Writer:
+        def write(self, data):
+            pass
+
+        async def drain(self):
+            pass
+
+    async def scenario():
+        reader = asyncio.StreamReader()
+        client = SupervisorClient(reader, Writer())
+        waiting = asyncio.ensure_future(client._event(60, "the case result"))
+        await asyncio.sleep(0.01)  # the client waits for a line
+        reader.feed_data(b'{"event": "started", "request_id": "r"}\n')  # news arrives...
+        waiting.cancel()  # ...as the call is cancelled
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+
+    asyncio.run(scenario())

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import uuid
 from collections import deque
 
@@ -37,6 +38,18 @@ ANSWER_GRACE_S = 60.0
 
 class ConnectionLost(SlotGone):
     """The stream to the supervisor ended or broke; the in-flight case stays pending."""
+
+
+if sys.version_info >= (3, 11):
+    async def within(awaitable, timeout: float):
+        """``awaitable`` within ``timeout`` seconds (asyncio.TimeoutError past it).
+        Not asyncio.wait_for: on 3.11 it returns a result that arrives with a
+        cancellation and drops the cancellation (a cancelled run then waited
+        for its hanging case)."""
+        async with asyncio.timeout(timeout):
+            return await awaitable
+else:  # 3.10 has no asyncio.timeout; its wait_for has the race above
+    within = asyncio.wait_for
 
 
 class SupervisorClient:
@@ -76,7 +89,7 @@ class SupervisorClient:
                 self.closed = True
                 raise ConnectionLost(f"{self.label}: no {waiting_for} from the supervisor within {timeout:g} s")
             try:
-                line = await asyncio.wait_for(self.reader.readline(), remaining)
+                line = await within(self.reader.readline(), remaining)
             except asyncio.TimeoutError:
                 continue
             except asyncio.CancelledError:
