@@ -100,6 +100,12 @@ MUTATIONS: tuple[Mutation, ...] = (
              "atexit.register(flush_lagging_manifests)",
              "pass",
              ("tests/test_scale.py::test_a_lagging_manifest_is_current_when_read_and_after_exit",)),
+    Mutation("cancel-swallowed", "a cancelled call is not kept waiting by news arriving with the cancel",
+             "tools/remote/supervisor_client.py",
+             "                line = await within(self.reader.readline(), remaining)",
+             "                line = await asyncio.wait_for(self.reader.readline(), remaining)",
+             ("tests/test_runner_protocol.py::"
+              "test_a_cancelled_case_is_not_kept_waiting_by_an_event_that_arrives_with_the_cancel",)),
     Mutation("explains-without-contrast", "an axis explains the failures only if no passing case has it",
              "tools/analysis/verdict.py",
              "            explains_all=bool(passing) and not any(p in with_value for p in passing),",
