@@ -159,7 +159,7 @@ MANIFEST_LAG_S = 2.0
 # run directory -> (root, run_id); brought up to date MANIFEST_LAG_S later, before
 # this process reads a manifest, and at exit (see flush_lagging_manifests).
 _MANIFEST_LAGGING: dict[str, tuple[Path, str]] = {}
-_FLUSH_TIMER: dict[str, asyncio.AbstractEventLoop] = {}  # the loop with a flush pending
+_FLUSH_PENDING: set[asyncio.AbstractEventLoop] = set()  # event loops with a flush timer set
 # Runs this process has swept for what a killed writer left (once per process).
 _SWEPT: set[str] = set()
 
@@ -714,15 +714,15 @@ def schedule_manifest_flush() -> None:
     """Flush the lagging manifests MANIFEST_LAG_S from now, in a thread of the
     running event loop (one timer per loop; at exit, atexit does it)."""
     loop = asyncio.get_running_loop()
-    if not _MANIFEST_LAGGING or _FLUSH_TIMER.get("loop") is loop:
+    if not _MANIFEST_LAGGING or loop in _FLUSH_PENDING:
         return
 
     def fire() -> None:
-        _FLUSH_TIMER.clear()
+        _FLUSH_PENDING.discard(loop)
         loop.run_in_executor(None, flush_lagging_manifests)
 
     loop.call_later(MANIFEST_LAG_S, fire)
-    _FLUSH_TIMER["loop"] = loop
+    _FLUSH_PENDING.add(loop)
 
 
 def list_runs(root: str | os.PathLike | None = None) -> list[dict]:

@@ -204,8 +204,9 @@ def _worker_gave_up(event: dict) -> str | None:
 
 
 def _record_event(store: RunStore, host: str, device: str, case_id: str, event: dict) -> CaseOutcome | None:
-    """Record one supervisor answer (in a thread: file locks and fsyncs); None when
-    another call recorded the case first.  The answer is validated as a CaseDone
+    """Record one supervisor answer through ``store`` (in the event loop, or in a
+    thread when another writer holds the run's lock); None when another call
+    recorded the case first.  The answer is validated as a CaseDone
     first: a malformed one records nothing and says what is wrong with it."""
     try:
         done: CaseDone = parse_case_done(event)
