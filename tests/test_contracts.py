@@ -39,9 +39,9 @@ from tools.evidence import RunStore
 from tools.plan_cases import plan_cases
 from tools.protocol import CaseDone
 from tools.remote import pool
-from tools.remote.errors import SlotCannotStart, SlotGone, WorkerCannotStart
+from tools.remote.errors import SlotCannotStart, SlotGone, SlotLost, WorkerCannotStart
 from tools.remote.local import LocalSlot
-from tools.remote.pool import SlotLost
+from tools.remote.slot import RunFiles
 from tools.remote.ssh import SlotUnavailable
 from tools.remote.supervisor_client import ConnectionLost
 from tools.run_case_remote import _outcome, _record_event, run_case_remote
@@ -226,7 +226,7 @@ def test_transport_errors_are_one_family() -> None:
 def test_a_worker_that_cannot_start_raises_the_same_error_on_local_and_ssh(ssh_env, tmp_path: Path) -> None:
     # torch_npu is not installed here: an npu worker fails to open its device on either transport
     host = ssh_env.inventory(hosta={"device": "npu", "devices": [0]}).get("hosta")
-    run = pool.RunFiles(run_id="r", config={})
+    run = RunFiles(run_id="r", config={})
 
     async def scenario() -> list[BaseException]:
         errors = []
@@ -267,7 +267,7 @@ def test_a_slow_in_bounds_start_is_not_a_lost_connection(tmp_path: Path, monkeyp
     config = {"run_id": "p", "operator": {"name": "slow", "candidate": "slow_import.cand",
                                           "reference": "slow_import.ref", "modules": ["slow_import.py"]},
               "tolerance": {"atol": 1e-5, "rtol": 1e-5}}
-    run = pool.RunFiles(run_id="p", config=config, modules_dir=modules)
+    run = RunFiles(run_id="p", config=config, modules_dir=modules)
 
     async def scenario():
         slot = LocalSlot()
