@@ -167,6 +167,10 @@ class LocalSlot:
                 pass
         await self._kill()
 
+    async def abort(self) -> None:
+        """Cancelled or broken: the same polite shutdown (a local pipe answers at once or is gone)."""
+        await self.close()
+
     async def _kill(self) -> None:
         self.alive = False
         proc = self.process
