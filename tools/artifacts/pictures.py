@@ -35,7 +35,7 @@ from ..errors import ToolError
 from ..evidence import ARTIFACTS_DIR, RunStore
 from ..plan_cases import case_axes, fit_id
 from ..schemas import CaseResult, Comparison
-from .models import PicturesResponse
+from ..schemas import PicturesResponse
 from .repro import device_kind, export_repro
 
 PICTURES_DIR = "pictures"

@@ -35,7 +35,7 @@ from ..plan_cases import fit_id, plan_cases
 from ..run_case_remote import run_case_remote
 from ..schemas import Case, CaseOutcome, contiguous_strides
 from .common import case_seed
-from .models import ShrinkResponse, ShrinkStep
+from ..schemas import ShrinkResponse, ShrinkStep
 
 Progress = Callable[[int, int, str], Awaitable[None]]
 

@@ -29,7 +29,7 @@ from ..remote.inventory import as_inventory
 from ..run_case_remote import Progress, run_case_remote
 from ..schemas import now_utc
 from .common import case_seed, failing_ids
-from .models import VerifyResponse
+from ..schemas import VerifyResponse
 
 VERIFY_DIR = "verify"
 OUTPUT_TAIL = 4000
