@@ -82,7 +82,7 @@ def as_tool_errors(name: str, body: Callable[..., Awaitable[Any]]) -> Callable[.
             response = await body(ctx, **fields)
             if not isinstance(response, BaseModel):
                 return response
-            from tools.summary import summarize
+            from tools.render.summary import summarize
 
             return CallToolResult(content=[TextContent(type="text", text=summarize(name, response))],
                                   structured_content=response.model_dump(mode="json", by_alias=True))

@@ -32,12 +32,12 @@ from mcp.client import Client
 from conftest import minimal_plan_request, mismatch_result
 from sshd_fixture import ssh_env  # noqa: F401
 from test_mcp_stdio import error_text, with_server
-from tools.analyze_failures import mismatch_reason
+from tools.analysis.reasons import mismatch_reason
 from tools.check_host import HostCheck
-from tools.describe import describe_comparison
+from tools.render.describe import describe_comparison
 from tools.evidence import RunStore
 from tools.plan_cases import plan_cases
-from tools.protocol import CaseDone
+from tools.remote.envelopes import CaseDone
 from tools.remote import pool
 from tools.remote.errors import SlotCannotStart, SlotGone, SlotLost, WorkerCannotStart
 from tools.remote.local import LocalSlot
@@ -204,7 +204,7 @@ def test_one_comparison_description_in_every_renderer() -> None:
     result = {"case_id": "c", "status": "numerical_mismatch", "comparisons": [comparison]}
     assert mismatch_reason(CaseResult.model_validate(result)) == full
     assert _outcome("c", result, "local", "cpu:0", "raw").summary == "numerical mismatch - " + brief
-    from tools.cli import _result_detail
+    from tools.cli.commands import result_detail as _result_detail
     assert _result_detail(CaseResult.model_validate(result)) == brief
     contract = {"output": "y", "passed": False, "contract_mismatch": "shape [2] vs [3]"}
     assert describe_comparison(contract) == describe_comparison(contract, brief=True) == \

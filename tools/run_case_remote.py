@@ -19,12 +19,12 @@ from typing import Awaitable, Callable
 
 from filelock import Timeout as FileLockTimeout
 
-from .describe import describe_comparison
+from .cases.ids import rerun_id
 from .errors import ToolError
 from .evidence import ARTIFACTS_DIR, RunStore, few_ids, schedule_manifest_flush
-from .protocol import HARNESS_WHERE_TEXT, WORKER_RESTART_LIMIT, CaseDone, MalformedEnvelope, parse_case_done
+from .remote.envelopes import HARNESS_WHERE_TEXT, WORKER_RESTART_LIMIT, CaseDone, MalformedEnvelope, parse_case_done
 from .record_result import record_result
-from .report import rerun_id
+from .render.describe import describe_comparison
 from .remote import pool
 from .remote.slot import RunFiles, SlotSpec, slot_specs
 from .remote.errors import WorkerCannotStart

@@ -23,7 +23,7 @@ import tempfile
 from collections import deque
 from pathlib import Path
 
-from .bundle import LEASE_SCRIPT, RUNNER_PACKAGE, RUNNER_SRC, bundle_files, content_hash, runner_sources  # noqa: F401 (re-exported)
+from .bundle import LEASE_SCRIPT, RUNNER_PACKAGE, bundle_files, content_hash
 from .errors import SlotCannotStart, WorkerCannotStart
 from .inventory import VISIBILITY_VARIABLE
 from .safe_stage import stage_tree
