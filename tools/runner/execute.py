@@ -59,10 +59,12 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
     # role "baseline": this host is a baseline host (baseline_host): the baseline callable runs on the
     # device and the answer is its stage-1 numbers (baseline_side.py); case.baseline_side: those numbers
     role, side = config.get("role"), case.get("baseline_side")
+    if role == "baseline":  # the baseline callable takes the candidate's place (and name) on this device
+        op = dict(op, candidate=op.get("baseline") or op["reference"])
     t_start = time.perf_counter()
     try:
         load_user_modules(request.get("modules_dir"), op.get("modules") or [])
-        candidate = resolve(op["candidate"] if role != "baseline" else (op.get("baseline") or op["reference"]))
+        candidate = resolve(op["candidate"])
         reference = resolve(op["reference"])
         baseline = resolve(op["baseline"]) if op.get("baseline") else reference
     except ResolveError as exc:
@@ -194,6 +196,8 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
         upcast = True
 
     in_dtypes = [b.dtype for b in tensors_of(built)]
+    if side is not None:  # where the baseline ran, in the result's environment
+        flags["baseline_host"] = {k: side.get(k) for k in ("host", "device", "environment")}
     if role == "baseline":
         return result("passed", baseline_side=measure(out, ref_out, names=op.get("outputs"), config=config,
                                                       in_dtypes=in_dtypes, built=built))

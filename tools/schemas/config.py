@@ -127,7 +127,8 @@ class OperatorConfig(Strict):
         "auto", description="msprobe level of the baseline judge; auto: msprobe's list for the operator, else L0")
     standard: JudgeStandard = Field(
         "auto", description="msprobe standard of the baseline judge; auto: msprobe 26.2's routing by output dtype")
-    output_judges: dict[Annotated[str, Field(min_length=1, max_length=200)], OutputJudge] = Field(
+    # per output: validated, not published (the tools/list budget); SKILL.md and references/behavior.md say it
+    output_judges: SkipJsonSchema[dict[Annotated[str, Field(min_length=1, max_length=200)], OutputJudge]] = Field(
         default_factory=dict, description="per output name: its own judge_level and/or standard")
     baseline_host: Slug | None = Field(
         None, description="inventory host that runs the baseline on its device (else CPU, same dtype)")
