@@ -237,3 +237,25 @@ def test_a_baseline_host_runs_the_baseline_on_its_device_and_the_candidate_host_
     print(bad.outcomes[0].error)
     assert "baseline host hosta" in bad.outcomes[0].error and bad.pending == ["acc-bfloat16"]
     assert RunStore(tmp_path, "remote-bad").read_results() == {}
+
+
+def test_baseline_numbers_for_other_input_bytes_are_refused() -> None:
+    # the candidate host's worker checks the baseline host's input digests against its own inputs
+    from tools.runner.devices import make_device
+    from tools.runner.execute import environment, execute_case
+
+    dev = make_device("cpu")
+    config = {"run_id": "r", "judge": "baseline",
+              "operator": {"name": "exp", "candidate": "torch.exp", "reference": "torch.exp"}}
+    case = {"id": "c", "inputs": [{"name": "input", "shape": [4, 8], "dtype": "float16"}]}
+    side = execute_case({"config": dict(config, role="baseline"), "case": case}, dev, environment(dev))
+    numbers = side["result"]["baseline_side"]
+    assert numbers["outputs"]["out"]["standard"] == "benchmark" and numbers["outputs"]["out"]["precision"]["count"] == 32
+    good = execute_case({"config": config, "case": dict(case, baseline_side=numbers)}, dev, environment(dev))
+    comp = good["result"]["comparisons"][0]
+    assert good["result"]["status"] == "passed" and comp["baseline"] == comp["precision"]  # the same computation
+    assert "baseline_us" not in good["result"]["timing_us"]  # no CPU baseline ran
+    tampered = dict(numbers, input_sha256={"input": "0" * 64})
+    bad = execute_case({"config": config, "case": dict(case, baseline_side=tampered)}, dev, environment(dev))
+    assert bad["outcome"] == "harness_error" and bad["harness_error"]["where"] == "baseline"
+    assert "other input bytes" in bad["harness_error"]["message"]
