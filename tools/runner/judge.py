@@ -137,7 +137,7 @@ def _judge_local(comp: dict, c, b, r, chosen: dict, dtype: str) -> tuple[dict, l
     if "precision" not in comp:  # an exact output (integers, bool)
         comp["baseline_mismatch_count"] = exact_metrics(b, r)["mismatch_count"]
         cand_s1 = standards.stage1(standard, _cand_of(comp, c), r)
-        return standards.decide(standard, cand_s1, None, dtype), []
+        return dict(standards.decide(standard, cand_s1, None, dtype), candidate=cand_s1), []
     b_prec = precision_metrics(b, r)
     comp["baseline"] = b_prec
     if standard == "benchmark":
@@ -165,7 +165,7 @@ def _judge_from_side(comp: dict, c, side: dict, r, chosen: dict, dtype: str) -> 
     if "precision" not in comp:
         comp["baseline_mismatch_count"] = side.get("mismatch_count")
         cand_s1 = standards.stage1(standard, _cand_of(comp, c), r)
-        return standards.decide(standard, cand_s1, None, dtype), []
+        return dict(standards.decide(standard, cand_s1, None, dtype), candidate=cand_s1), []
     comp["baseline"] = b_prec
     if standard == "benchmark":
         decided = standards.decide_benchmark(comp["precision"], b_prec, dtype, level)
@@ -235,8 +235,9 @@ def verdict_sentence(decided: dict, found: list[dict], dtype: str, comp: dict) -
             shown = "n/a" if value is None else f"{value:.4g}"
             parts.append(f"{name.replace('_', ' ')} {shown}" + ("" if limit is None else f" (threshold {limit:g})"))
         text += f" ({', '.join(parts)}; {decided.get('rule', '')})"
-        if standard == "binary" and comp.get("mismatch_count"):
-            text += f", {comp['mismatch_count']} of {comp.get('numel', 0)} elements differ"
+        counted = decided.get("candidate") or {}
+        if standard == "binary" and counted.get("error_count"):
+            text += f", {counted['error_count']} of {counted.get('count', 0)} elements differ"
     failing = [c["text"] for c in found if not c["passed"]]
     return "; ".join([text] + failing)
 

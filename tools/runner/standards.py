@@ -276,14 +276,15 @@ def quantization_metrics(out: torch.Tensor, truth: torch.Tensor) -> dict:
     top = 0.0
     for s in range(0, n, CHUNK):
         d = (x[s:s + CHUNK].to(torch.float64) - g[s:s + CHUNK].to(torch.float64)).abs_()
-        top = max(top, d.max().item())
+        m = d.max().item()
+        top = m if math.isnan(m) or math.isnan(top) else max(top, m)  # np.max: NaN wins
     return {"count": n, "max_abs_error": finite_or_text(top)}
 
 
 def decide_quantization(cand: dict) -> dict:
     top = _number(cand["max_abs_error"])
     passed = top is not None and top <= QUANTIZATION_MAX_ABS
-    return _verdict("quantization", passed, {"max_abs_error": top if passed or math.isfinite(top) else None},
+    return _verdict("quantization", passed, {"max_abs_error": top if top is not None and math.isfinite(top) else None},
                     {"max_abs_error": QUANTIZATION_MAX_ABS},
                     "max |candidate - truth| at most 1 (msprobe's stage 1; its stage 2 records SKIP)",
                     [] if passed else ["max_abs_error"])
