@@ -474,8 +474,7 @@ class _Prec:
         self.within_1e4 = 0
         self.sign_sum = 0.0
         self.nonzero = 0
-        self.nonfinite = 0  # pairs not both finite (zeroed by the caller)
-        self.special_mismatch = 0  # of which NaN/Inf pattern mismatches
+        self.special_mismatch = 0  # NaN/Inf pattern mismatches (among the pairs the caller zeroed)
 
     def signs(self, c: torch.Tensor, r: torch.Tensor, d: torch.Tensor | None) -> tuple[float, int]:
         """(#(x > g) - #(x < g), #(x != g)) of one chunk with g the truth rounded
@@ -495,7 +494,6 @@ class _Prec:
         chunk; ``shift``: the power of two that brings this chunk's squares to the running sum's units."""
         self.sign_sum += signs[0]
         self.nonzero += signs[1]
-        self.nonfinite += n_nonfinite
         self.special_mismatch += n_special_mismatch
         n = ad.numel()
         masked = n_nonfinite

@@ -74,7 +74,7 @@ class OperatorSpec(Strict):
     call: CallSpec = Field(default_factory=CallSpec)
     outputs: list[Ident] | None = Field(None, description="tuple/list output names")
     reference_dtype: Literal["auto", "float32", "float64"] = Field(
-        "auto", description="floating inputs upcast to it; auto: float64 for float32 inputs, else float32")
+        "auto", description="floating inputs upcast to it (auto: float64 for float32)")
     baseline: Dotted | None = Field(default=None, description="CPU baseline in the case's dtypes.")
     compile_backend: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")] | None = Field(
         None, description="null: inductor; torchair on NPU")
@@ -123,15 +123,15 @@ class OperatorConfig(Strict):
     command: Annotated[str, Field(max_length=20000)] | None = None
     default_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
     compile_timeout_s: Annotated[float, Field(gt=0)] = Field(default=600.0, description="compile budget, s")
-    judge_level: JudgeLevel = Field(
-        "auto", description="msprobe level of the baseline judge; auto: msprobe's list for the operator, else L0")
-    standard: JudgeStandard = Field(
-        "auto", description="msprobe standard of the baseline judge; auto: msprobe 26.2's routing by output dtype")
-    # per output: validated, not published (the tools/list budget); SKILL.md and references/behavior.md say it
+    judge_level: JudgeLevel = Field("auto", description="baseline judge's msprobe level; auto: the operator's")
+    # standard, output_judges: validated, not published (the schema size budgets of tools/list and
+    # PlanRequest); SKILL.md and references/behavior.md describe them
+    standard: SkipJsonSchema[JudgeStandard] = Field(
+        "auto", description="baseline judge's msprobe standard; auto: msprobe 26.2's routing by output dtype")
     output_judges: SkipJsonSchema[dict[Annotated[str, Field(min_length=1, max_length=200)], OutputJudge]] = Field(
         default_factory=dict, description="per output name: its own judge_level and/or standard")
-    baseline_host: Slug | None = Field(
-        None, description="inventory host that runs the baseline on its device (else CPU, same dtype)")
+    baseline_host: Annotated[Slug | None, WithJsonSchema({"type": "string"})] = Field(
+        None, description="inventory host running the baseline")
 
     @model_validator(mode="after")
     def _standard_needs_the_baseline_judge(self) -> "OperatorConfig":
