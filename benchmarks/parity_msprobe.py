@@ -58,6 +58,7 @@ def main() -> int:
             column = level if level != "auto" else f"auto:{api}"
             table[t.family][column, "n"] += 1
             table[t.family][column, "agree"] += same and not off
+            table[t.family][column, "msprobe_pass"] += theirs["status"] == "pass"
             if not same or off:
                 wrong.append((t.name, column, mine["benchmark"]["passed"], theirs["status"], off))
             elif mine["passed"] != (theirs["status"] == "pass"):
@@ -82,6 +83,11 @@ def main() -> int:
         print(f"{family:22s}" + "".join(f"{cell:>18s}" for cell in cells))
     print(f"{'all':22s}" + "".join(f"{str(totals[c, 'agree']) + '/' + str(totals[c, 'n']) + ' [' + str(totals[c, 'by_checks']) + ']':>18s}" for c in columns))
     print(f"final verdicts differing from msprobe, by check: {dict(checks)}")
+    print("\nmsprobe's own verdicts (pass/n) per family and level:")
+    print(f"{'family':22s}" + "".join(f"{c:>18s}" for c in columns))
+    for family in FAMILIES:
+        row = table[family]
+        print(f"{family:22s}" + "".join(f"{str(row[c, 'msprobe_pass']) + '/' + str(row[c, 'n']):>18s}" for c in columns))
     n_calls = len(generated) * len(LEVELS)
     print(f"time per judgement ({args.n} elements): this project {t_ours / n_calls * 1e3:.2f} ms, "
           f"msprobe {t_theirs / n_calls * 1e3:.2f} ms")
