@@ -44,6 +44,8 @@ T_LOCAL = "tests/test_run_local.py::"
 T_HOSTS = "tests/test_ssh_hosts.py::"
 T_POOL = "tests/test_ssh_pool.py::"
 T_SCHEMAS = "tests/test_schemas.py::"
+T_STD = "tests/test_standards.py::"
+T_JUDGE = "tests/test_judge.py::"
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,36 @@ MUTATIONS: tuple[Mutation, ...] = (
              '        if req.config is not None and req.config.model_dump(mode="json") != config.model_dump(mode="json"):',
              "        if False:",
              (T_PRA + "test_append_refuses_a_changed_config_or_module",)),
+    Mutation("level-ignored", "the baseline judge applies msprobe's level for the operator (npu_rms_norm: L2)",
+             "tools/runner/judge.py",
+             "    level, level_why = level_for(asked_level, op)",
+             '    level, level_why = "L0", "mutation"',
+             (T_STD + "test_rms_norm_is_l2_and_a_kernel_at_3x_fails_l2_and_passes_l0",)),
+    Mutation("checks-ignored", "a failing check fails the output although msprobe's standard passes it",
+             "tools/runner/judge.py",
+             '        std_ok = decided["passed"] and all(c["passed"] for c in found)',
+             '        std_ok = decided["passed"]',
+             (T_STD + "test_a_nan_tail_passes_msprobes_benchmark_and_fails_the_nan_check",)),
+    Mutation("rmse-over-all-pairs", "the benchmark RMSE is msprobe's: over the normal values, with its scaling",
+             "tools/runner/compare.py",
+             "                self.sq_normal += _ldexp(normal.mul_(normal).sum().item(), shift)",
+             "                self.sq_normal += _ldexp(ad.mul(ad).sum().item(), shift)",
+             (T_JUDGE + "test_chunked_metrics_equal_the_whole_tensor_formulas",)),
+    Mutation("binary-tolerant", "binary consistency fails any differing element",
+             "tools/runner/standards.py",
+             '    return _verdict("binary", rate == 0, {"error_rate": rate}, {"error_rate": 0.0},',
+             '    return _verdict("binary", rate < 0.01, {"error_rate": rate}, {"error_rate": 0.0},',
+             (T_STD + "test_integer_outputs_are_binary_and_one_difference_fails",)),
+    Mutation("float32-truth", "a float32 operator gets a float64 truth by default",
+             "tools/runner/inputs.py",
+             '    return "float64" if found == {"float32"} else "float32"',
+             '    return "float32"',
+             (T_STD + "test_float32_gets_a_float64_truth_unless_pinned_and_old_runs_keep_theirs",)),
+    Mutation("baseline-other-bytes", "a baseline host's numbers for other input bytes are refused",
+             "tools/runner/execute.py",
+             "            check_inputs(built, side)",
+             "            pass",
+             (T_STD + "test_baseline_numbers_for_other_input_bytes_are_refused",)),
 )
 # fmt: on
 

@@ -19,6 +19,7 @@ from typing import Awaitable, Callable
 
 from filelock import Timeout as FileLockTimeout
 
+from .baseline_host import BASELINE_RAW, baseline_sides
 from .cases.ids import rerun_id
 from .errors import ToolError
 from .evidence import ARTIFACTS_DIR, RunStore, few_ids, schedule_manifest_flush
@@ -85,6 +86,14 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
     outcomes: dict[str, CaseOutcome] = {}
     total = len(todo)
     writer = RunStore(root, run_id, lock_timeout_s=0)  # records inline unless another writer holds the run
+    sides, side_raw, ordered_ids = {}, {}, list(todo)
+    if config.baseline_host:  # pass 1: the baseline on its host's device (baseline_host.py)
+        sides, side_errors, side_raw = await baseline_sides(config, cases, todo, run, inventory)
+        for case_id in [c for c in todo if c in side_errors]:
+            outcomes[case_id] = _pending(case_id, side_errors[case_id])
+            if progress is not None:
+                await progress(len(outcomes), total, outcomes[case_id])
+        todo = [c for c in todo if c in sides]
 
     async def report(outcome: CaseOutcome) -> None:
         outcomes[outcome.case_id] = outcome
@@ -96,10 +105,11 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
     async def record(host: str, device: str, case, case_id: str, event: dict) -> None:
         # A millisecond or two of file work: done in the loop when the run's lock is free (a
         # thread hand-off costs more than that on a busy host), in a thread when another writer holds it.
+        extra = {BASELINE_RAW: side_raw[case_id]} if case_id in side_raw else None
         try:
-            outcome = _record_event(writer, host, device, case_id, event)
+            outcome = _record_event(writer, host, device, case_id, event, extra)
         except FileLockTimeout:
-            outcome = await asyncio.to_thread(_record_event, store, host, device, case_id, event)
+            outcome = await asyncio.to_thread(_record_event, store, host, device, case_id, event, extra)
         if outcome is None:  # recorded by another call while this one ran it
             refused.append(case_id)
             return
@@ -114,7 +124,10 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
         timeout_s = case.timeout_s or config.default_timeout_s
         if on_start is not None:
             await on_start(case_id)
-        event = await slot.run_case(run, case.model_dump(mode="json"), timeout_s)
+        payload = case.model_dump(mode="json")
+        if case_id in sides:  # the baseline host's numbers for this case (case.baseline_side, read by the runner)
+            payload["baseline_side"] = sides[case_id]
+        event = await slot.run_case(run, payload, timeout_s)
         # recorded once the slot has been sent its next case: a slot never waits for the client's
         # file work, and slots answering at once do not queue behind each other's recording
         recording.append(asyncio.ensure_future(record(slot.host, slot.device, case, case_id, event)))
@@ -144,8 +157,8 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
     if outcomes:  # the manifest's recorded_count: at most once per MANIFEST_LAG_S, and never waiting for the lock
         if not writer.sync_manifest(lazy=True):
             schedule_manifest_flush()
-    refused = [c for c in (wanted if case_ids is not None else todo) if c in refused]
-    ordered = [outcomes[c] for c in todo if c in outcomes]
+    refused = [c for c in (wanted if case_ids is not None else ordered_ids) if c in refused]
+    ordered = [outcomes[c] for c in ordered_ids if c in outcomes]
     pending = store.pending_case_ids(limit=PENDING_LIST_LIMIT)
     still = [o.case_id for o in ordered if not o.recorded]
     hint = None
@@ -204,7 +217,8 @@ def _worker_gave_up(event: dict) -> str | None:
     return err.message if err is not None and err.type == WORKER_RESTART_LIMIT else None
 
 
-def _record_event(store: RunStore, host: str, device: str, case_id: str, event: dict) -> CaseOutcome | None:
+def _record_event(store: RunStore, host: str, device: str, case_id: str, event: dict,
+                  extra_raw: dict[str, str] | None = None) -> CaseOutcome | None:
     """Record one supervisor answer through ``store`` (in the event loop, or in a
     thread when another writer holds the run's lock); None when another call
     recorded the case first.  The answer is validated as a CaseDone
@@ -229,6 +243,7 @@ def _record_event(store: RunStore, host: str, device: str, case_id: str, event: 
             raw_files[name] = text
     if kept:
         raw_files["outputs.pt"] = base64.b64decode(kept)
+    raw_files.update(extra_raw or {})  # the baseline host's answer (baseline_host)
     try:
         response = record_result(store.run_id, result, raw_files=raw_files, input_metadata=done.input_metadata,
                                  source_kind="run_case_remote", lazy_manifest=True, pending=False, store=store)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..cases.axes import case_axes
 from ..cases.ids import rerun_id
+from ..runner.routing import level_for
 from ..schemas import Analysis, Case, CaseFailure, CaseResult, OperatorConfig
 from .markdown import fenced, one_line, table
 from .sections import artifact_sections, latest_verify_line
@@ -21,7 +22,21 @@ def tolerance_line(config: OperatorConfig) -> str:
                                           else "") + "; tolerance: ")
     text += (f"atol {tol.atol:g}, rtol {tol.rtol:g}" if tol.atol is not None else
              "torch.testing's per-dtype defaults")
-    return text + "".join(f"; {d}: atol {t.atol:g}, rtol {t.rtol:g}" for d, t in tol.per_dtype.items())
+    text += "".join(f"; {d}: atol {t.atol:g}, rtol {t.rtol:g}" for d, t in tol.per_dtype.items())
+    return text + (standard_line(config) if config.judge != "tolerance" else "")
+
+
+def standard_line(config: OperatorConfig) -> str:
+    """The baseline judge's msprobe standard and level, as configured (each case's verdict says what applied)."""
+    level = config.judge_level if config.judge_level != "auto" else \
+        "auto ({}: {})".format(*level_for("auto", config.operator.model_dump()))
+    standard = config.standard if config.standard != "auto" else "auto (msprobe 26.2's routing by output dtype)"
+    text = f"\n- msprobe standard: {standard}; level: {level}"
+    for name, per in config.output_judges.items():
+        text += f"; output `{name}`: " + ", ".join(f"{k} {v}" for k, v in per.model_dump().items() if v)
+    if config.baseline_host:
+        text += f"; baseline on host `{config.baseline_host}`"
+    return text
 
 
 def judged_text(result: CaseResult) -> str:

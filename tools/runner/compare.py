@@ -261,6 +261,8 @@ class _Acc:
             self.sum_d, self.sum_ad, self.max_abs = (_ldexp(x, shift) for x in (self.sum_d, self.sum_ad, self.max_abs))
             self.sum_sq, self.dot_cr, self.dot_cc, self.dot_rr = (
                 _ldexp(x, 2 * shift) for x in (self.sum_sq, self.dot_cr, self.dot_cc, self.dot_rr))
+            if self.prec is not None:
+                self.prec.sq_normal = _ldexp(self.prec.sq_normal, 2 * shift)
             self.exp = exp
         return exp - self.exp
 
@@ -301,7 +303,7 @@ def _float_metrics(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
             error_balance=_finite_or_none(_ldexp(acc.sum_d / nf, acc.exp)), max_ulp=_finite_or_none(acc.max_ulp),
             cosine=_cosine(acc),
         )
-    out["precision"] = acc.prec.result(n, acc.sum_sq, acc.exp)
+    out["precision"] = acc.prec.result(n, acc.exp)
     if acc.worst is not None and acc.max_abs > 0:
         out.update(worst_index=unravel(acc.worst, cand.shape), worst_candidate=json_element(cflat[acc.worst]),
                    worst_reference=json_element(rflat[acc.worst]))
@@ -325,11 +327,14 @@ def _cosine(acc: _Acc):
 
 
 def _chunk(acc, start, c, r, d, sum_d, nfin, atol, rtol, guard, exp_mask, int_view, eps, tiny,
-           extra_mismatch=None, scale_exp=0):
+           extra_mismatch=None, scale_exp=0, signs=None):
     """Metrics of one chunk whose (masked) values are all finite (``c`` and ``r``
-    already divided by 2**scale_exp, and atol, guard and tiny with them)."""
+    already divided by 2**scale_exp, and atol, guard and tiny with them);
+    ``signs``: the precision set's error-balance counts, when the caller took them
+    from the unmasked values."""
     dot_cr, dot_cc, dot_rr = torch.dot(c, r).item(), torch.dot(c, c).item(), torch.dot(r, r).item()
-    signs = _signs(d) if acc.prec is not None else None
+    if signs is None and acc.prec is not None:
+        signs = acc.prec.signs(c, r, d)
     ad = d.abs_()
     sum_sq = torch.dot(ad, ad).item()
     if c.dtype == torch.float32 and not all(map(math.isfinite, (sum_d, dot_cr, dot_cc, dot_rr, sum_sq))):
@@ -338,7 +343,7 @@ def _chunk(acc, start, c, r, d, sum_d, nfin, atol, rtol, guard, exp_mask, int_vi
         c, r = c.to(torch.float64), r.to(torch.float64)
         d = c - r
         return _chunk(acc, start, c, r, d, d.sum().item(), nfin, atol, rtol, guard, 0x7FF0000000000000,
-                      torch.int64, eps, tiny, extra_mismatch)
+                      torch.int64, eps, tiny, extra_mismatch, signs=signs)
     if c.dtype == torch.float64 and not scale_exp and \
             not all(map(math.isfinite, (sum_d, dot_cr, dot_cc, dot_rr, sum_sq))):
         # float64 values whose difference or square overflows (|x| near 1e308): the
@@ -349,7 +354,7 @@ def _chunk(acc, start, c, r, d, sum_d, nfin, atol, rtol, guard, exp_mask, int_vi
         c, r = torch.ldexp(c, torch.tensor(-k)), torch.ldexp(r, torch.tensor(-k))
         d = c - r
         return _chunk(acc, start, c, r, d, d.sum().item(), nfin, _scaled(atol, k), rtol, _scaled(guard, k),
-                      exp_mask, int_view, eps, _scaled(tiny, k), extra_mismatch, scale_exp=k)
+                      exp_mask, int_view, eps, _scaled(tiny, k), extra_mismatch, scale_exp=k, signs=signs)
     shift = acc.bring(scale_exp)
     acc.n_fin += nfin
     acc.sum_d += _ldexp(sum_d, shift)
@@ -364,7 +369,8 @@ def _chunk(acc, start, c, r, d, sum_d, nfin, atol, rtol, guard, exp_mask, int_vi
     ar = r.abs()
     if acc.prec is not None:
         acc.prec.add(signs, ad, ar, c.numel() - nfin,
-                     0 if extra_mismatch is None else int(torch.count_nonzero(extra_mismatch).item()))
+                     0 if extra_mismatch is None else int(torch.count_nonzero(extra_mismatch).item()),
+                     r=r, shift=2 * shift)
     # mismatch: |d| - rtol*|r| > atol; counted only when the chunk has one
     excess = torch.sub(ad, ar, alpha=rtol) if rtol else ad
     mis = None
@@ -391,6 +397,7 @@ def _scaled(x: float, k: int) -> float:
 
 
 def _chunk_nonfinite(acc, start, c, r, atol, rtol, guard, exp_mask, int_view, eps, tiny):
+    signs = acc.prec.signs(c, r, None) if acc.prec is not None else None
     cn, rn = torch.isnan(c), torch.isnan(r)
     ci, ri = torch.isinf(c), torch.isinf(r)
     nan_mis = cn ^ rn
@@ -406,13 +413,14 @@ def _chunk_nonfinite(acc, start, c, r, atol, rtol, guard, exp_mask, int_view, ep
     d = c - r
     sum_d = d.sum().item()
     _chunk(acc, start, c, r, d, sum_d, int(torch.count_nonzero(fin).item()), atol, rtol, guard, exp_mask,
-           int_view, eps, tiny, extra_mismatch=special_mismatch)
+           int_view, eps, tiny, extra_mismatch=special_mismatch, signs=signs)
 
 
 # --------------------------------------------------------------------------
-# The precision metric set of Ascend's accuracy checker (benchmark standard):
-# accumulated in the same chunked pass as the metrics above, or alone for a
-# baseline (precision_metrics).  Formulas in references/behavior.md.
+# The precision metric set of Ascend's accuracy checker (msprobe 26.2's
+# benchmark standard, stage 1: one output against the truth), accumulated in
+# the same chunked pass as the metrics above, or alone for a baseline
+# (precision_metrics).  Formulas and citations in references/behavior.md.
 # --------------------------------------------------------------------------
 
 
@@ -430,7 +438,20 @@ def _count_below(x: torch.Tensor, threshold: float) -> int:
 
 
 class _Prec:
-    """Running counts of the precision metric set over chunks."""
+    """Running counts of the precision metric set over chunks, as msprobe's
+    ``BenchmarkCompare`` computes it (precision_standard/benchmark_compare.py):
+
+    - pairs count when the output and the truth *cast to the output's dtype*
+      are finite (``algorithm.get_finite_and_infinite_mask``; for bfloat16
+      outputs msprobe has converted both to float32 first);
+    - small values: ``|truth| <= small_value`` on the un-cast truth;
+    - relative errors ``|d| / (|truth| + eps)``, eps of the truth's dtype
+      (2**-8 for bfloat16 outputs), over the other finite pairs;
+    - RMSE over those same (normal) pairs, with msprobe's scaling
+      ``sqrt(S/N * (N/(N - M + 1e-4) + 1e-4))`` (``algorithm.get_rmse``);
+    - error balance on every pair, the truth rounded to the output's dtype
+      (``algorithm.get_error_balance``): NaN compares false, infinities count.
+    """
 
     def __init__(self, cand_dtype: torch.dtype, ref_dtype: torch.dtype):
         spec = benchmark_for(dtype_name(cand_dtype))
@@ -438,31 +459,58 @@ class _Prec:
         self.small_atol = spec["small_value_atol"]
         # relative errors |d| / (|ref| + eps): eps of the reference's dtype, 2**-8 for bfloat16 outputs
         self.eps = BFLOAT16_EPS if cand_dtype == torch.bfloat16 else torch.finfo(ref_dtype).eps
+        # the dtype the truth is cast to for the finite mask and the error balance: the output's
+        # (float32 for bfloat16 outputs, which msprobe converts to float32 first); None: no cast
+        cast = torch.float32 if cand_dtype == torch.bfloat16 else cand_dtype
+        self.cast = cast if cast != ref_dtype and cast.is_floating_point and ref_dtype.is_floating_point else None
+        self.cast_max = torch.finfo(self.cast).max if self.cast is not None else math.inf
         self.small = 0
         self.small_err = 0
         self.rel_max = 0.0
         self.rel_sum = 0.0
+        self.sq_normal = 0.0  # sum of squared errors over the normal pairs (units of the caller's 2**(2*exp))
+        self.masked = 0  # pairs not both finite once the truth is cast
         self.within_1e3 = 0
         self.within_1e4 = 0
         self.sign_sum = 0.0
         self.nonzero = 0
-        self.nonfinite = 0  # pairs not both finite (zeroed by the caller)
-        self.special_mismatch = 0  # of which NaN/Inf pattern mismatches
+        self.special_mismatch = 0  # NaN/Inf pattern mismatches (among the pairs the caller zeroed)
 
-    def add(self, signs, ad: torch.Tensor, ar: torch.Tensor, n_nonfinite: int, n_special_mismatch: int) -> None:
+    def signs(self, c: torch.Tensor, r: torch.Tensor, d: torch.Tensor | None) -> tuple[float, int]:
+        """(#(x > g) - #(x < g), #(x != g)) of one chunk with g the truth rounded
+        to the output's dtype; ``d`` = c - r when every value is finite (else None)."""
+        if self.cast is None and d is not None:
+            return _signs(d)
+        d = c - (r.to(self.cast).to(r.dtype) if self.cast is not None else r)
+        if math.isfinite(d.sum().item()):
+            return _signs(d)
+        pos, neg = int(torch.count_nonzero(d > 0).item()), int(torch.count_nonzero(d < 0).item())
+        return float(pos - neg), pos + neg
+
+    def add(self, signs, ad: torch.Tensor, ar: torch.Tensor, n_nonfinite: int, n_special_mismatch: int,
+            r: torch.Tensor | None = None, shift: int = 0) -> None:
         """One chunk: ``ad``/``ar`` are |cand - ref| and |ref| (non-finite pairs zeroed, ``n_nonfinite`` of
-        them, ``n_special_mismatch`` of which are NaN/Inf pattern mismatches)."""
+        them, ``n_special_mismatch`` of which are NaN/Inf pattern mismatches); ``r`` the (zeroed) reference
+        chunk; ``shift``: the power of two that brings this chunk's squares to the running sum's units."""
         self.sign_sum += signs[0]
         self.nonzero += signs[1]
-        self.nonfinite += n_nonfinite
         self.special_mismatch += n_special_mismatch
+        n = ad.numel()
+        masked = n_nonfinite
+        if self.cast is not None and ar.max().item() > self.cast_max:
+            # a truth finite in its own dtype but not in the output's: out of every metric (msprobe's mask)
+            over = ~torch.isfinite((r if r is not None else ar).to(self.cast))
+            extra = int(torch.count_nonzero(over).item())
+            if extra:
+                ad, ar = ad.masked_fill(over, 0.0), ar.masked_fill(over, 0.0)
+                masked += extra
+        self.masked += masked
         # fast paths: no small value in the chunk (one min), every element within 1e-4 (one max)
         n_small = 0 if ar.min().item() > self.small_value else -1
         if n_small:
             small = ar.le(self.small_value)
             n_small = int(small.sum().item())
         rel = ad / ar.add(self.eps)
-        n = rel.numel()
         top = rel.max().item()
         if top < TEN_THOUSANDTH:
             within_1e4 = within_1e3 = n
@@ -473,22 +521,28 @@ class _Prec:
         self.within_1e4 += within_1e4 - n_special_mismatch
         self.within_1e3 += within_1e3 - n_special_mismatch
         if n_small:
-            # zeroed non-finite pairs look small and exact: they are neither
-            self.small += n_small - n_nonfinite
+            # zeroed pairs look small and exact: they are neither
+            self.small += n_small - masked
             self.small_err += int(ad[small].gt(self.small_atol).sum().item())
             if n_small < n:
                 rel.masked_fill_(small, 0.0)
                 self.rel_max = max(self.rel_max, rel.max().item())
+                normal = ad.masked_fill(small, 0.0)
+                self.sq_normal += _ldexp(normal.mul_(normal).sum().item(), shift)
         else:
             self.rel_max = max(self.rel_max, top)
+            self.sq_normal += _ldexp(ad.mul(ad).sum().item(), shift)
         if n_small < n:
             self.rel_sum += rel.sum().item()
 
-    def result(self, numel: int, sum_sq: float, exp: int = 0) -> dict:
-        """The metric set over ``numel`` elements (``sum_sq``: sum of squared errors over finite pairs, in
-        units of 2**(2*exp))."""
-        n_fin = numel - self.nonfinite
+    def result(self, numel: int, exp: int = 0) -> dict:
+        """The metric set over ``numel`` elements (the normal pairs' squared errors in units of 2**(2*exp))."""
+        n_fin = numel - self.masked
         normal = max(0, n_fin - self.small)  # the elements relative errors are taken over
+        excluded = numel - normal  # masked and small: msprobe's get_rmse mask
+        rmse = 0.0
+        if numel and normal:
+            rmse = _ldexp(math.sqrt(self.sq_normal / numel * (numel / (numel - excluded + 1e-4) + 1e-4)), exp)
         return {
             "count": numel,
             "small_value": self.small_value,
@@ -496,7 +550,7 @@ class _Prec:
             "small_value_error_ratio": self.small_err / self.small if self.small else 0.0,
             "max_rel_error": _finite_or_none(self.rel_max),
             "mean_rel_error": _finite_or_none(self.rel_sum / normal) if normal else 0.0,
-            "rmse": _finite_or_none(_ldexp(math.sqrt(sum_sq / n_fin), exp)) if n_fin > 0 else 0.0,
+            "rmse": _finite_or_none(rmse),
             "error_balance": abs(self.sign_sum) / numel if numel else 0.0,
             "nonzero_errors": self.nonzero,
             "thousandth_ratio": self.within_1e3 / numel if numel else 1.0,
@@ -515,14 +569,15 @@ def precision_metrics(cand: torch.Tensor, ref: torch.Tensor) -> dict:
     prec = _Prec(cand.dtype, ref.dtype)
     cflat, rflat = _flat(cand), _flat(ref)
     n = cflat.numel()
-    sum_sq = 0.0
     for start in range(0, n, CHUNK):
         c = cflat[start:start + CHUNK].to(work)
         r = rflat[start:start + CHUNK].to(work)
         d = c - r
         nonfinite, mism = 0, 0
+        signs = None
         if not math.isfinite(d.sum().item()):
             fin = torch.isfinite(c) & torch.isfinite(r)
+            signs = prec.signs(c, r, None)
             if work == torch.float32 and bool(fin.all()):  # finite values whose difference overflows float32
                 c, r = c.to(torch.float64), r.to(torch.float64)
             else:
@@ -533,11 +588,11 @@ def precision_metrics(cand: torch.Tensor, ref: torch.Tensor) -> dict:
                 zero = torch.zeros((), dtype=c.dtype)
                 c, r = torch.where(fin, c, zero), torch.where(fin, r, zero)
             d = c - r
-        signs = _signs(d)
+        if signs is None:
+            signs = prec.signs(c, r, d)
         ad = d.abs_()
-        sum_sq += torch.dot(ad, ad).item()
-        prec.add(signs, ad, r.abs(), nonfinite, mism)
-    return prec.result(n, sum_sq)
+        prec.add(signs, ad, r.abs(), nonfinite, mism, r=r)
+    return prec.result(n)
 
 
 def exact_metrics(cand: torch.Tensor, ref: torch.Tensor) -> dict:

@@ -22,10 +22,11 @@ from .baseline import (BindingError, baseline_inputs, binding_hint, check_bindin
 from .callables import ResolveError, ascend_only_reason, call_arguments, load_user_modules, resolve, \
     resolve_attributes
 from .classify import exception_signature, match_unsupported
+from .baseline_side import check_inputs, measure
 from .compare import compare_outputs
 from .judge import BaselineError, apply_judge
 from .devices import Device, Unsupported
-from .inputs import build_case_inputs, case_seed, map_built, reference_inputs, tensors_of
+from .inputs import auto_reference_float, build_case_inputs, case_seed, map_built, reference_inputs, tensors_of
 from .seeding import seed_everything
 
 TAIL = 4000
@@ -55,6 +56,11 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
     before they are compared (a standalone reproducer saves them for pictures)."""
     config, case = request["config"], request["case"]
     op = config["operator"]
+    # role "baseline": this host is a baseline host (baseline_host): the baseline callable runs on the
+    # device and the answer is its stage-1 numbers (baseline_side.py); case.baseline_side: those numbers
+    role, side = config.get("role"), case.get("baseline_side")
+    if role == "baseline":  # the baseline callable takes the candidate's place (and name) on this device
+        op = dict(op, candidate=op.get("baseline") or op["reference"])
     t_start = time.perf_counter()
     try:
         load_user_modules(request.get("modules_dir"), op.get("modules") or [])
@@ -75,10 +81,11 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
     # Reference inputs first (the candidate may write into its inputs): the
     # same storages cast by the per-dtype upcast rule (inputs.reference_dtype,
     # recorded per input), viewed with the same strides and offset.
-    ref_float = "float64" if op.get("reference_dtype") == "float64" else "float32"
+    asked = op.get("reference_dtype", "float32")  # a config without the field predates "auto": float32
+    ref_float = auto_reference_float(built) if asked == "auto" else asked
     ref_inputs, upcast = reference_inputs(built, ref_float)
     metadata = {"case_id": case["id"], "seed": seed, "mode": mode, "device": device.label,
-                "reference_dtype": op.get("reference_dtype", "float32"),
+                "reference_dtype": ref_float if asked != "auto" else f"auto: {ref_float}",
                 "inputs": [b.metadata for b in built]}
     answer = {"input_metadata": metadata}
     if on_inputs is not None:
@@ -108,7 +115,7 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
     except (BindingError, ResolveError) as exc:
         return dict(answer, **_harness("binding" if isinstance(exc, BindingError) else "resolve", exc))
     # the baseline's inputs: the storages as they are (no upcast), copied before the candidate may write them
-    base_inputs = baseline_inputs(built) if judge != "tolerance" else None
+    base_inputs = baseline_inputs(built) if judge != "tolerance" and role != "baseline" and side is None else None
     # Candidate on the device.
     try:
         cand_inputs = map_built(built, lambda b: device.to_device(b.storage, b.shape, b.strides, b.storage_offset))
@@ -188,8 +195,14 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
         # dtype is not the candidate's contract, only its kind is
         upcast = True
 
+    in_dtypes = [b.dtype for b in tensors_of(built)]
+    if side is not None:  # where the baseline ran, in the result's environment
+        flags["baseline_host"] = {k: side.get(k) for k in ("host", "device", "environment")}
+    if role == "baseline":
+        return result("passed", baseline_side=measure(out, ref_out, names=op.get("outputs"), config=config,
+                                                      in_dtypes=in_dtypes, built=built))
     base_out = None
-    if judge != "tolerance":  # the baseline: a correct computation in the candidate's dtypes, on CPU
+    if judge != "tolerance" and side is None:  # the baseline: a correct computation in the candidate's dtypes, on CPU
         t0 = time.perf_counter()
         try:
             bargs, bkwargs = call_arguments(op.get("call"), base_inputs, attributes)
@@ -207,7 +220,10 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
     try:
         comparisons = compare_outputs(out, ref_out, names=op.get("outputs"), tolerance=config.get("tolerance") or {},
                                       strict_dtype=not upcast)
-        apply_judge(comparisons, judge, baseline=base_out, reference=ref_out, names=op.get("outputs"))
+        if side is not None:
+            check_inputs(built, side)
+        apply_judge(comparisons, judge, baseline=base_out, reference=ref_out, names=op.get("outputs"), candidate=out,
+                    config=config, in_dtypes=in_dtypes, baseline_side=side)
     except BaselineError as exc:
         return dict(answer, **_harness("baseline", exc))
     except Exception as exc:  # noqa: BLE001

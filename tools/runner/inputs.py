@@ -485,6 +485,16 @@ def reference_dtype(dtype_name: str, ref_float: str = "float32") -> str:
     return dtype_name
 
 
+def auto_reference_float(built: list) -> str:
+    """``reference_dtype: auto`` as msprobe raises a CPU golden's inputs
+    (acc_check/acc_check_utils.py ``PRECISION_MAPPING``, ``generate_cpu_params``):
+    float64 when float32 is the one floating dtype below float64 among the
+    inputs (a float32 operator gets a float64 truth), else float32 (half
+    precision, float8, or several floating dtypes together)."""
+    found = {b.dtype for b in tensors_of(built) if b.dtype in FLOATS[:3] or b.dtype in FLOAT8}
+    return "float64" if found == {"float32"} else "float32"
+
+
 def reference_inputs(built: list, ref_float: str) -> tuple[dict, bool]:
     """The reference's arguments: the same storages, each cast once by
     :func:`reference_dtype` (recorded as ``reference_dtype`` in the input's

@@ -5,10 +5,15 @@ operator config before any result (``judge``):
 
 - ``tolerance``: every element within ``atol + rtol*|ref|`` (NaN/Inf
   patterns equal) - the engine's ``mismatch_count`` is 0.
-- ``baseline``: the candidate's error against the reference, divided by the
-  error of a correct computation in the same dtype (the baseline) against the
-  same reference, stays under the thresholds of Ascend's benchmark standard
-  (precision.py).
+- ``baseline``: msprobe 26.2's standard for the output (routing.py: the
+  benchmark standard at the operator's level for floating outputs, binary
+  consistency for integer and bool outputs...; ``standard`` and
+  ``judge_level`` in the config override), computed as msprobe computes it
+  (standards.py) against the error of a correct computation in the same dtype
+  (the baseline), plus this project's own checks (checks.py: the NaN/Inf
+  pattern, the error balance).  ``comparisons[].benchmark`` is exactly the
+  standard's verdict; ``comparisons[].checks`` the extra rules; the output
+  fails when either fails.
 - ``both``: both must pass; the verdict names the judge(s) that failed.
 
 Standard library and torch only.
@@ -16,8 +21,10 @@ Standard library and torch only.
 
 from __future__ import annotations
 
+from . import checks as extra
+from . import standards
 from .compare import exact_metrics, as_tensor, dtype_name, name_outputs, precision_metrics
-from .precision import judge_baseline, judge_exact
+from .routing import INTEGER, MSPROBE, level_for, needs_baseline, route
 
 JUDGES = ("tolerance", "baseline", "both")
 
@@ -36,13 +43,38 @@ def tolerance_verdict(comp: dict) -> str:
     return text + (f", {special} NaN/Inf pattern mismatches" if special else "")
 
 
+def choose(config: dict, output: str, out_dtype: str, in_dtypes: list[str]) -> dict:
+    """The standard and level that judge one output, and why (the config's per-output entry, its
+    ``standard`` / ``judge_level``, else msprobe 26.2's routing and level lists)."""
+    op = config.get("operator") or {}
+    per = (config.get("output_judges") or {}).get(output) or {}
+    asked_std = per.get("standard") or config.get("standard") or "auto"
+    asked_level = per.get("judge_level") or config.get("judge_level") or "auto"
+    standard, why = route(out_dtype, in_dtypes, asked_std, op)
+    integer = out_dtype in INTEGER
+    if integer and standard not in ("binary", "quantization"):
+        standard, why = "binary", f"a {out_dtype} output (integer and bool outputs are compared exactly)"
+    elif out_dtype.startswith("complex") and standard not in ("benchmark", "binary"):
+        standard, why = "benchmark", f"a {out_dtype} output (complex outputs: the benchmark standard on re/im)"
+    level, level_why = level_for(asked_level, op)
+    return {"standard": standard, "routed": why, "level": level, "level_source": level_why}
+
+
 def apply_judge(comparisons: list[dict], judge: str, *, baseline=None, reference=None,
-                names: list[str] | None = None) -> list[dict]:
+                names: list[str] | None = None, candidate=None, config: dict | None = None,
+                in_dtypes: list[str] | None = None, baseline_side: dict | None = None) -> list[dict]:
     """Decide every comparison with ``judge`` (in place; returned).  With the
-    baseline judge, ``baseline`` and ``reference`` are the baseline's and the
-    reference's outputs (CPU)."""
-    base = name_outputs(baseline, names) if judge != "tolerance" else {}
+    baseline judge, ``baseline``, ``reference`` and ``candidate`` are the
+    baseline's, the reference's and the candidate's outputs (CPU);
+    ``baseline_side``, when a baseline host ran the baseline instead, its
+    stage-1 numbers per output (then ``baseline`` is None).  ``config`` (the
+    operator config) and ``in_dtypes`` (the inputs' dtypes) choose each
+    output's standard and level."""
+    config = config or {}
+    base = name_outputs(baseline, names) if judge != "tolerance" and baseline is not None else {}
     ref = name_outputs(reference, names) if judge != "tolerance" else {}
+    cand = name_outputs(candidate, names) if judge != "tolerance" and candidate is not None else {}
+    where = (baseline_side or {}).get("where") or "a correct computation in the candidate's dtype on CPU"
     for comp in comparisons:
         comp["judge"] = judge
         if comp.get("contract_mismatch"):
@@ -54,36 +86,176 @@ def apply_judge(comparisons: list[dict], judge: str, *, baseline=None, reference
             comp["passed"] = tol_ok
             comp["verdict"] = f"tolerance judge: {tol_text}"
             continue
-        b = base.get(comp["output"])
         r = ref.get(comp["output"])
-        if b is None or r is None:
-            raise BaselineError(f"the baseline returned no output {comp['output']!r} to judge against")
-        b, r = as_tensor(b), as_tensor(r)
-        if list(b.shape) != list(r.shape):
-            raise BaselineError(f"the baseline's output {comp['output']!r} has shape {list(b.shape)}, the "
-                                f"reference's {list(r.shape)}")
-        dtype = comp.get("actual_dtype") or dtype_name(b.dtype)
-        if b.numel() == 0:
-            decided = {"passed": True, "ratios": {}, "failed": [], "verdict": "empty output"}
-        elif "precision" in comp:  # a floating (or complex) output
-            b_prec = precision_metrics(b, r)
-            comp["baseline"] = b_prec
-            decided = judge_baseline(comp["precision"], b_prec, dtype)
-            comp["ratios"] = decided["ratios"]
-        else:  # exact output
-            bm = exact_metrics(b, r)
-            comp["baseline_mismatch_count"] = bm["mismatch_count"]
-            decided = judge_exact(comp.get("mismatch_count", 0), bm["mismatch_count"], comp.get("numel", 0), dtype)
-        base_text = f"baseline judge: {decided['verdict']}"
+        if r is None:
+            raise BaselineError(f"the reference returned no output {comp['output']!r} to judge against")
+        r = as_tensor(r)
+        dtype = comp.get("actual_dtype") or dtype_name(r.dtype)
+        chosen = choose(config, comp["output"], dtype, in_dtypes or [])
+        c = as_tensor(cand.get(comp["output"])) if comp["output"] in cand else None
+        if baseline_side is not None:
+            side = (baseline_side.get("outputs") or {}).get(comp["output"])
+            if side is None:
+                raise BaselineError(f"the baseline host returned no output {comp['output']!r} to judge against")
+            decided, found = _judge_from_side(comp, c, side, r, chosen, dtype)
+        else:
+            b = base.get(comp["output"])
+            if b is None:
+                raise BaselineError(f"the baseline returned no output {comp['output']!r} to judge against")
+            b = as_tensor(b)
+            if list(b.shape) != list(r.shape):
+                raise BaselineError(f"the baseline's output {comp['output']!r} has shape {list(b.shape)}, the "
+                                    f"reference's {list(r.shape)}")
+            decided, found = _judge_local(comp, c, b, r, chosen, dtype)
+        decided.update(routed=chosen["routed"], level_source=chosen["level_source"] if decided["level"] else None,
+                       baseline=where, msprobe=MSPROBE)
+        comp["benchmark"] = decided
+        comp["checks"] = found
+        finite = {k: v for k, v in decided["ratios"].items() if isinstance(v, (int, float)) and v == v}
+        if decided["standard"] == "benchmark":
+            comp["ratios"] = {k: round(v, 4) for k, v in finite.items()}
+        std_ok = decided["passed"] and all(c["passed"] for c in found)
+        base_text = f"baseline judge: {verdict_sentence(decided, found, dtype, comp)}"
         if judge == "baseline":
-            comp["passed"] = decided["passed"]
+            comp["passed"] = std_ok
             comp["verdict"] = base_text
         else:  # both
-            comp["passed"] = tol_ok and decided["passed"]
+            comp["passed"] = tol_ok and std_ok
             if comp["passed"]:
-                comp["verdict"] = f"both judges pass: {tol_text}; {decided['verdict']}"
+                comp["verdict"] = f"both judges pass: {tol_text}; {verdict_sentence(decided, found, dtype, comp)}"
             else:
-                parts = ([f"tolerance judge: {tol_text}"] if not tol_ok else []) + \
-                    ([base_text] if not decided["passed"] else [])
+                parts = ([f"tolerance judge: {tol_text}"] if not tol_ok else []) + ([base_text] if not std_ok else [])
                 comp["verdict"] = "; ".join(parts)
     return comparisons
+
+
+def _judge_local(comp: dict, c, b, r, chosen: dict, dtype: str) -> tuple[dict, list]:
+    """The standard's verdict and the checks with the baseline's output at hand (CPU, same dtype)."""
+    standard, level = chosen["standard"], chosen["level"]
+    if comp.get("numel", 0) == 0 or b.numel() == 0:
+        return _empty(standard, level), []
+    if "precision" not in comp:  # an exact output (integers, bool)
+        comp["baseline_mismatch_count"] = exact_metrics(b, r)["mismatch_count"]
+        cand_s1 = standards.stage1(standard, _cand_of(comp, c), r)
+        return dict(standards.decide(standard, cand_s1, None, dtype), candidate=cand_s1), []
+    b_prec = precision_metrics(b, r)
+    comp["baseline"] = b_prec
+    if standard == "benchmark":
+        decided = standards.decide_benchmark(comp["precision"], b_prec, dtype, level)
+    else:
+        cand_s1 = standards.stage1(standard, _cand_of(comp, c), r)
+        base_s1 = standards.stage1(standard, b, r) if needs_baseline(standard) else None
+        decided = standards.decide(standard, cand_s1, base_s1, dtype, level)
+        decided.update(candidate=cand_s1, **({"baseline_metrics": base_s1} if base_s1 else {}))
+    return _levelled(decided, standard, level), _checks(comp, b_prec, decided, dtype)
+
+
+def _judge_from_side(comp: dict, c, side: dict, r, chosen: dict, dtype: str) -> tuple[dict, list]:
+    """The same with a baseline host's stage-1 numbers for this output."""
+    standard, level = chosen["standard"], chosen["level"]
+    if side.get("dtype") != dtype or list(side.get("shape") or []) != list(r.shape):
+        raise BaselineError(f"the baseline host's output {comp['output']!r} is {side.get('dtype')} "
+                            f"{side.get('shape')}, the candidate's {dtype} {list(r.shape)}: no same-dtype baseline")
+    if side.get("standard") != standard:
+        raise BaselineError(f"the baseline host measured {comp['output']!r} for the {side.get('standard')} standard, "
+                            f"the candidate's output is judged by {standard}")
+    if comp.get("numel", 0) == 0:
+        return _empty(standard, level), []
+    b_prec = side.get("precision")
+    if "precision" not in comp:
+        comp["baseline_mismatch_count"] = side.get("mismatch_count")
+        cand_s1 = standards.stage1(standard, _cand_of(comp, c), r)
+        return dict(standards.decide(standard, cand_s1, None, dtype), candidate=cand_s1), []
+    comp["baseline"] = b_prec
+    if standard == "benchmark":
+        decided = standards.decide_benchmark(comp["precision"], b_prec, dtype, level)
+    else:
+        cand_s1 = standards.stage1(standard, _cand_of(comp, c), r)
+        decided = standards.decide(standard, cand_s1, side.get("metrics"), dtype, level)
+        decided.update(candidate=cand_s1, **({"baseline_metrics": side["metrics"]} if side.get("metrics") else {}))
+    return _levelled(decided, standard, level), _checks(comp, b_prec, decided, dtype)
+
+
+def _levelled(decided: dict, standard: str, level: str) -> dict:
+    decided["level"] = level if standard == "benchmark" else None
+    return decided
+
+
+def _empty(standard: str, level: str) -> dict:
+    return {"standard": standard, "level": level if standard == "benchmark" else None, "passed": True,
+            "ratios": {}, "thresholds": {}, "rule": "an empty output has nothing to judge", "failed": []}
+
+
+def _cand_of(comp: dict, c):
+    """The candidate's output tensor, for standards that measure beyond the metric set."""
+    if c is None:
+        raise BaselineError(f"the candidate's output {comp['output']!r} is not at hand for the "
+                            "standard's own measurement")
+    return c
+
+
+def _checks(comp: dict, b_prec: dict | None, decided: dict, dtype: str) -> list[dict]:
+    found = [extra.nan_inf(comp.get("nan_mismatch") or 0, comp.get("inf_mismatch") or 0,
+                           (b_prec or {}).get("special_mismatch"), dtype)]
+    if decided["standard"] == "benchmark":
+        found.append(extra.error_balance(decided["ratios"].get("error_balance"), comp["precision"], dtype))
+    return found
+
+
+# --------------------------------------------------------------------------
+# the sentence
+# --------------------------------------------------------------------------
+
+_LABELS = {"small_value": "small-value error ratio", "max_rel": "max relative error",
+           "mean_rel": "mean relative error", "rmse": "RMSE", "error_balance": "error balance"}
+_SHORT = {"small_value": "small-value", "max_rel": "max-rel", "mean_rel": "mean-rel", "rmse": "rmse",
+          "error_balance": "balance"}
+
+
+def _x(value: float) -> str:
+    return f"{value:.2g}" if value < 10 else f"{value:.0f}"
+
+
+def verdict_sentence(decided: dict, found: list[dict], dtype: str, comp: dict) -> str:
+    """``msprobe L2: fail, 3x the max relative error of a correct bfloat16 computation (max-rel ratio
+    3 > 2, ...)`` (the benchmark standard at its level; ``msprobe ulp: ...`` for another standard),
+    then each failing check's sentence."""
+    standard, level = decided["standard"], decided.get("level")
+    head = f"msprobe {level}" if standard == "benchmark" and level else f"msprobe {standard}"
+    state = "pass" if decided["passed"] else "fail"
+    text = f"{head}: {state}"
+    if not decided["ratios"]:
+        text += f", {decided.get('rule', '')}" if decided.get("rule") else ""
+    elif standard == "benchmark":
+        text += ", " + _benchmark_words(decided, dtype)
+    else:
+        parts = []
+        for name, value in decided["ratios"].items():
+            limit = decided["thresholds"].get(name)
+            shown = "n/a" if value is None else f"{value:.4g}"
+            parts.append(f"{name.replace('_', ' ')} {shown}" + ("" if limit is None else f" (threshold {limit:g})"))
+        text += f" ({', '.join(parts)}; {decided.get('rule', '')})"
+        counted = decided.get("candidate") or {}
+        if standard == "binary" and counted.get("error_count"):
+            text += f", {counted['error_count']} of {counted.get('count', 0)} elements differ"
+    failing = [c["text"] for c in found if not c["passed"]]
+    return "; ".join([text] + failing)
+
+
+def _benchmark_words(decided: dict, dtype: str) -> str:
+    ratios, limits, failed = decided["ratios"], decided["thresholds"], decided["failed"]
+    shown = {k: v for k, v in ratios.items() if v is not None}
+    order = sorted(shown, key=lambda n: (n not in failed, -shown[n] / limits.get(n, 2.0)))
+    parts = []
+    for n in order:
+        part = f"{_SHORT[n]} ratio {_x(shown[n])}"
+        if n in failed:
+            part += f" > {limits[n]:g}"
+        parts.append(part)
+    listed = f" ({', '.join(parts)})" if parts else ""
+    if not failed:
+        return f"within {dtype} precision{listed}"
+    worst = max((n for n in failed if ratios.get(n) is not None), key=lambda n: ratios[n] / limits[n], default=None)
+    if worst is None:
+        return f"a metric is NaN/Inf on one side only ({', '.join(failed)}){listed}"
+    return f"{_x(ratios[worst])}x the {_LABELS[worst]} of a correct {dtype} computation{listed}"

@@ -73,8 +73,8 @@ class OperatorSpec(Strict):
         default_factory=list, description="files given in module_sources")
     call: CallSpec = Field(default_factory=CallSpec)
     outputs: list[Ident] | None = Field(None, description="tuple/list output names")
-    reference_dtype: Literal["float32", "float64"] = Field(
-        "float32", description="floating inputs upcast to it")
+    reference_dtype: Literal["auto", "float32", "float64"] = Field(
+        "auto", description="floating inputs upcast to it (auto: float64 for float32)")
     baseline: Dotted | None = Field(default=None, description="CPU baseline in the case's dtypes.")
     compile_backend: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")] | None = Field(
         None, description="null: inductor; torchair on NPU")
@@ -97,6 +97,17 @@ class OperatorSpec(Strict):
         return rules
 
 
+JudgeLevel = Literal["auto", "L0", "L1", "L2"]
+JudgeStandard = Literal["auto", "benchmark", "ulp", "binary", "thousandth", "absolute", "quantization"]
+
+
+class OutputJudge(Strict):
+    """One output's own level and/or standard (the config's apply to the others)."""
+
+    judge_level: JudgeLevel | None = Field(None, description="L0, L1, L2 or auto for this output")
+    standard: JudgeStandard | None = Field(None, description="the msprobe standard for this output")
+
+
 class OperatorConfig(Strict):
     model_config = ConfigDict(extra="forbid", json_schema_extra=drop_titles)  # schema budget
 
@@ -112,3 +123,22 @@ class OperatorConfig(Strict):
     command: Annotated[str, Field(max_length=20000)] | None = None
     default_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
     compile_timeout_s: Annotated[float, Field(gt=0)] = Field(default=600.0, description="compile budget, s")
+    judge_level: JudgeLevel = Field("auto", description="baseline judge's msprobe level; auto: the operator's")
+    # standard, output_judges: validated, not published (the schema size budgets of tools/list and
+    # PlanRequest); SKILL.md and references/behavior.md describe them
+    standard: SkipJsonSchema[JudgeStandard] = Field(
+        "auto", description="baseline judge's msprobe standard; auto: msprobe 26.2's routing by output dtype")
+    output_judges: SkipJsonSchema[dict[Annotated[str, Field(min_length=1, max_length=200)], OutputJudge]] = Field(
+        default_factory=dict, description="per output name: its own judge_level and/or standard")
+    baseline_host: Annotated[Slug | None, WithJsonSchema({"type": "string"})] = Field(
+        None, description="inventory host running the baseline")
+
+    @model_validator(mode="after")
+    def _standard_needs_the_baseline_judge(self) -> "OperatorConfig":
+        asked = [name for name, value in (("judge_level", self.judge_level), ("standard", self.standard))
+                 if value != "auto"] + (["output_judges"] if self.output_judges else []) + \
+            (["baseline_host"] if self.baseline_host else [])
+        if asked and self.judge == "tolerance":
+            raise ValueError(f"{', '.join(asked)} set but judge is 'tolerance': they apply to the baseline judge "
+                             "(msprobe's standards); set judge to 'baseline' or 'both', or drop them")
+        return self

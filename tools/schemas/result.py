@@ -36,15 +36,52 @@ class PrecisionMetrics(Strict):
         description="Share of small values whose absolute error exceeds the dtype's small-value atol.")
     max_rel_error: NonNegFinite | None = Field(description="Max |d|/(|ref|+eps) over the other finite elements.")
     mean_rel_error: NonNegFinite | None = Field(description="Mean |d|/(|ref|+eps) over the other finite elements.")
-    rmse: NonNegFinite | None = Field(description="Root mean square error over finite pairs.")
+    rmse: NonNegFinite | None = Field(
+        description="msprobe's RMSE: over the same elements, scaled sqrt(S/N*(N/(N-M+1e-4)+1e-4)).")
     error_balance: Annotated[float, Field(ge=0, le=1)] = Field(
-        description="|#(d>0) - #(d<0)| / count (msprobe's error balance).")
-    nonzero_errors: Annotated[int, Field(ge=0)] = Field(description="Elements with d != 0.")
+        description="|#(x>g) - #(x<g)| / count, g the reference rounded to the output dtype (msprobe's EB).")
+    nonzero_errors: Annotated[int, Field(ge=0)] = Field(description="Elements with x != g (g rounded as above).")
     thousandth_ratio: Annotated[float, Field(ge=0, le=1)] = Field(
         description="Share of elements with |d|/(|ref|+eps) < 1e-3.")
     ten_thousandth_ratio: Annotated[float, Field(ge=0, le=1)] = Field(
         description="Share of elements with |d|/(|ref|+eps) < 1e-4.")
     special_mismatch: Annotated[int, Field(ge=0)] = Field(description="NaN/Inf pattern mismatches.")
+
+
+StageNumber = FiniteFloat | int | Literal["nan", "inf", "-inf"] | None
+
+
+class StandardVerdict(Strict):
+    """What msprobe 26.2's standard decides on this output (references/behavior.md, "Standards")."""
+
+    standard: Literal["benchmark", "ulp", "binary", "thousandth", "absolute", "quantization"] = Field(
+        description="The standard that decided.")
+    level: Literal["L0", "L1", "L2"] | None = Field(None, description="The benchmark standard's level (else null).")
+    passed: bool = Field(description="The standard's verdict alone (the checks are apart).")
+    ratios: dict[str, NonNegFinite | None] = Field(
+        description="The numbers it decides on; null where msprobe's ratio is NaN (a NaN ratio passes).")
+    thresholds: dict[str, NonNegFinite] = Field(description="Their limits (see rule).")
+    rule: Annotated[str, Field(max_length=500)] = Field(description="How the numbers meet the limits.")
+    failed: list[str] = Field(default_factory=list, description="The numbers past their limits.")
+    routed: Annotated[str, Field(max_length=500)] | None = Field(None, description="Why this standard.")
+    level_source: Annotated[str, Field(max_length=500)] | None = Field(None, description="Why this level.")
+    baseline: Annotated[str, Field(max_length=500)] | None = Field(
+        None, description="Where the same-dtype baseline ran.")
+    msprobe: Annotated[str, Field(max_length=64)] | None = Field(None, description="The msprobe version followed.")
+    candidate: dict[str, StageNumber] | None = Field(
+        None, description="The candidate's stage-1 numbers (standards other than benchmark).")
+    baseline_metrics: dict[str, StageNumber] | None = Field(
+        None, description="The baseline's stage-1 numbers (the ULP standard).")
+
+
+class Check(Strict):
+    """One of this project's rules beyond msprobe's standard."""
+
+    name: Literal["nan_inf", "error_balance"] = Field(description="nan_inf: NaN/Inf pattern; error_balance: EB.")
+    passed: bool = Field(description="This rule's verdict.")
+    value: NonNegFinite = Field(description="The candidate's number.")
+    limit: NonNegFinite = Field(description="The most it may be.")
+    text: Annotated[str, Field(max_length=1000)] = Field(description="One sentence.")
 
 
 class Comparison(Strict):
@@ -92,6 +129,10 @@ class Comparison(Strict):
     ratios: SkipJsonSchema[dict[str, NonNegFinite] | None] = None  # candidate / baseline error ratios
     judge: SkipJsonSchema[Literal["tolerance", "baseline", "both"] | None] = None  # the judge that decided
     verdict: SkipJsonSchema[Annotated[str, Field(max_length=2000)] | None] = None  # one sentence, with ratios
+    benchmark: SkipJsonSchema[StandardVerdict | None] = Field(
+        None, description="The msprobe standard's own verdict on this output (the baseline judge).")
+    checks: SkipJsonSchema[list[Check] | None] = Field(
+        None, description="This project's extra rules beyond the standard, each with its own verdict.")
 
 
 class ErrorInfo(Strict):
