@@ -51,7 +51,9 @@ from .case import (  # noqa: F401
     Case,
     CaseOrigin,
     DtypeArg,
+    GradOutput,
     InputSpec,
+    OutputName,
     SpecialKind,
     SpecialValues,
     StarAxis,
@@ -67,6 +69,7 @@ from .config import (  # noqa: F401
     CallSpec,
     OperatorConfig,
     OperatorSpec,
+    OutputTolerance,
     Tolerance,
     ToleranceSpec,
 )
@@ -89,6 +92,7 @@ from .analysis import (  # noqa: F401
     IntegrationDiff,
     MinimalPair,
     NextCase,
+    OutputSummary,
 )
 from .tool_io import (  # noqa: F401
     AnalyzeFailuresArgs,

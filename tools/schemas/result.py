@@ -104,6 +104,9 @@ class ErrorInfo(Strict):
     traceback_tail: Annotated[str, Field(max_length=20000)] | None = None
     matched_rule: Annotated[str, Field(max_length=500)] | None = Field(
         None, description="unsupported: the rule that matched")
+    # runner-written (like timing_us): accepted, not published (tools/list budget)
+    phase: SkipJsonSchema[Literal["forward", "backward"] | None] = Field(
+        None, description="a case with gradients: forward (the call) or backward (its gradients) failed")
 
 
 class ResultSource(Strict):
@@ -125,6 +128,8 @@ class Timing(Strict):
     baseline_us: NonNegFinite | None = Field(default=None, description="The same-precision baseline's call.")
     compare_us: NonNegFinite | None = None
     total_us: NonNegFinite | None = None
+    backward_us: NonNegFinite | None = Field(default=None, description="the candidate's backward, apart from "
+                                                                       "candidate_us")
 
 
 class CaseResult(Strict):
