@@ -137,36 +137,42 @@ class Backward:
 
     # -- upstream gradients -------------------------------------------------------
 
-    def differentiated(self, out) -> list[tuple[str, torch.Tensor]]:
-        """The candidate's outputs the backward starts from, by name."""
+    def differentiated(self, out) -> list[tuple[str, torch.Tensor, str]]:
+        """The candidate's outputs the backward starts from: (name, tensor, grad_output key).  A
+        grad_output key may also name an output by position (``out0``, ``out1``: how a capture
+        names them) when operator.outputs names them otherwise."""
         named = name_outputs(out, self.output_names)
         if _is_output_map(self.spec):
+            positional = list(name_outputs(out, None))
+            aliases = dict(zip(positional, named)) if len(positional) == len(named) else {}
             chosen = []
-            for name in self.spec:
-                if name not in named:
-                    raise UpstreamError(f"grad_output names output {name!r}, which the candidate does not "
+            for key in self.spec:
+                name = key if key in named else aliases.get(key)
+                if name is None:
+                    raise UpstreamError(f"grad_output names output {key!r}, which the candidate does not "
                                         f"return (its outputs: {sorted(named)})")
                 t = named[name]
                 if not isinstance(t, torch.Tensor) or not t.requires_grad:
                     raise NoDerivative(f"the candidate's output {name!r} has no gradient with respect to "
                                        f"{', '.join(self.names)} (it carries no grad_fn): the operator has no "
                                        "derivative there")
-                chosen.append((name, t))
+                chosen.append((name, t, key))
             return chosen
-        chosen = [(n, t) for n, t in named.items() if isinstance(t, torch.Tensor) and t.requires_grad
+        chosen = [(n, t, n) for n, t in named.items() if isinstance(t, torch.Tensor) and t.requires_grad
                   and (t.dtype.is_floating_point or t.dtype.is_complex)]
         if not chosen:
             raise NoDerivative(f"no output of the candidate has a gradient with respect to {', '.join(self.names)} "
                                f"(outputs {sorted(named)} carry no grad_fn): the operator has no derivative here")
         return chosen
 
-    def build_upstream(self, chosen: list[tuple[str, torch.Tensor]]) -> None:
+    def build_upstream(self, chosen: list[tuple[str, torch.Tensor, str]]) -> None:
         """The upstream gradient of each output, on CPU, from the case seed (recorded in ``metadata``)."""
         if self.upstream:
             return
+        name = None
         try:
-            for name, t in chosen:
-                values = self._values(name, t)
+            for name, t, key in chosen:
+                values = self._values(key, t)
                 spec = {"name": f"grad_output.{name}", "shape": list(t.shape),
                         "dtype": str(t.dtype).replace("torch.", ""), "values": values}
                 built = build_input(spec, input_seed(self.seed, -1, f"grad_output.{name}"), self.captured_dir)
@@ -202,7 +208,7 @@ class Backward:
         grads_out = [device.to_device(u.storage, u.shape, u.strides, u.storage_offset) for _, u in self.upstream]
         t0 = time.perf_counter()
         try:
-            grads = torch.autograd.grad([t for _, t in chosen], [t for _, t in leaves], grads_out,
+            grads = torch.autograd.grad([t for _, t, _ in chosen], [t for _, t in leaves], grads_out,
                                         allow_unused=True)
             device.synchronize()
         except BaseException as exc:  # noqa: BLE001 - the candidate's backward failed: the evidence
@@ -231,7 +237,7 @@ class Backward:
                 state["grads_out"] = [device.to_device(u.storage, u.shape, u.strides, u.storage_offset)
                                       for _, u in self.upstream]
             try:
-                grads = torch.autograd.grad([t for _, t in chosen], [t for _, t in leaves], state["grads_out"],
+                grads = torch.autograd.grad([t for _, t, _ in chosen], [t for _, t in leaves], state["grads_out"],
                                             allow_unused=True)
             except BaseException as exc:  # noqa: BLE001 - the candidate's backward failed: the evidence
                 raise Fault(exc) from None

@@ -62,7 +62,9 @@ from .case import (  # noqa: F401
     StarVariation,
     TensorSpec,
     ValueSpec,
+    check_grad_inputs,
     contiguous_strides,
+    grad_output_captures,
     storage_elements,
 )
 from .config import (  # noqa: F401

@@ -250,6 +250,12 @@ OutputName = str
 GradOutput = Union[Literal["sum", "mean"], ValueSpec, output_map(ValueSpec)]
 
 
+def grad_output_captures(spec) -> list[str]:
+    """The captured tensors (artifacts/captured/ names) a grad_output replays."""
+    specs = [] if spec is None or isinstance(spec, str) else [spec] if isinstance(spec, ValueSpec) else list(spec.values())
+    return [v.captured for v in specs if v.kind == "captured" and v.captured]
+
+
 def check_grad_inputs(names: list[str], inputs: list["InputSpec"], where: str) -> None:
     """``names`` (grad_inputs) name distinct tensor inputs of the case (a None input has no gradient)."""
     by_name = {i.name: i for i in inputs}
