@@ -56,7 +56,10 @@ def _child(answer_path, inputs_path, outputs_path, device_kind, candidate):
         config["operator"]["candidate"] = candidate
     device = make_device(device_kind)
 
+    metadata_box = [{}]
+
     def on_inputs(metadata):
+        metadata_box[0] = metadata
         with open(inputs_path, "w") as fh:
             json.dump(metadata, fh)
 
@@ -66,7 +69,10 @@ def _child(answer_path, inputs_path, outputs_path, device_kind, candidate):
 
     request = {"config": config, "case": CASE, "modules_dir": HERE,
                "captured_dir": os.path.join(HERE, "captured")}
-    answer = execute_case(request, device, environment(device), on_inputs=on_inputs, on_outputs=on_outputs)
+    answer = execute_case(request, device, environment(device), on_inputs=on_inputs, on_outputs=on_outputs,
+                          on_backward=lambda upstream: on_inputs(dict(metadata_box[0], grad_outputs=upstream)))
+    if answer.get("input_metadata"):  # complete now (a backward's upstream gradients included)
+        on_inputs(answer["input_metadata"])
     with open(answer_path, "w") as fh:
         json.dump(answer, fh, default=str)
 
