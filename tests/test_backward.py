@@ -416,3 +416,68 @@ def test_planted_backward_bugs_through_the_mcp_client(evidence_root: Path) -> No
     assert ran["outcomes"][0]["state"] == "unsupported"
     assert ran["outcomes"][0]["matched_rule"] == "derivative for .* is not implemented"
     assert analysis["verdict"] == "inconclusive" and analysis["unsupported"][0]["case_id"] == "igamma"
+
+
+# --------------------------------------------------------------------------
+# The catalogue's backward references (references/operators/npu_reference.py)
+# --------------------------------------------------------------------------
+
+
+def _npu_reference():
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "references" / "operators" / "npu_reference.py"
+    spec = importlib.util.spec_from_file_location("npu_reference_bw", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_backward_references_follow_the_documented_formulas() -> None:
+    ref = _npu_reference()
+    g = torch.Generator().manual_seed(0)
+    r = lambda *shape: torch.randn(*shape, generator=g, dtype=torch.float64)  # noqa: E731
+    # rms_norm: the closed form against autograd of the forward formula (y = x * rstd * gamma)
+    x, gamma, dy = r(3, 2, 16), r(16), r(3, 2, 16)
+    xl, gl = x.clone().requires_grad_(), gamma.clone().requires_grad_()
+    y = xl * torch.rsqrt(xl.pow(2).mean(-1, keepdim=True) + 1e-6) * gl
+    want = torch.autograd.grad(y, [xl, gl], dy)
+    rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+    got = ref.rms_norm_backward(dy, x, gamma, rstd)
+    assert all(torch.allclose(a, b, rtol=1e-10, atol=1e-12) for a, b in zip(got, want))
+    # swiglu: autograd of the reference against the closed form of A * sigmoid(A) * B
+    x, go = r(4, 32), r(4, 16)
+    a, b = x.chunk(2, -1)
+    s = torch.sigmoid(a)
+    want = torch.cat((go * b * (s + a * s * (1 - s)), go * a * s), -1)
+    assert torch.allclose(ref.swiglu_backward(go, x), want, rtol=1e-10, atol=1e-12)
+    # rotary (half): output = r1 * x + r2 * cat(-x2, x1) -> dx = r1 * g + cat(r2g_2, -r2g_1)
+    x, r1, r2, gr = r(1, 2, 4, 16), r(1, 1, 4, 16), r(1, 1, 4, 16), r(1, 2, 4, 16)
+    v1, v2 = (r2 * gr).chunk(2, -1)
+    x1, x2 = x.chunk(2, -1)
+    dx, dr1, dr2 = ref.rotary_mul_backward(gr, x, r1, r2, "half")
+    assert torch.allclose(dx, r1 * gr + torch.cat((v2, -v1), -1), rtol=1e-10, atol=1e-12)
+    assert torch.allclose(dr1, (gr * x).sum(1, keepdim=True), rtol=1e-10, atol=1e-12)
+    assert torch.allclose(dr2, (gr * torch.cat((-x2, x1), -1)).sum(1, keepdim=True), rtol=1e-10, atol=1e-12)
+    # fused attention: the BSH reference equals plain attention per head, and is differentiable
+    q, k, v = r(1, 8, 64), r(1, 8, 64), r(1, 8, 64)
+    out = ref.fusion_attention(q, k, v, 2, "BSH", scale=0.125)
+    heads = lambda t: t.view(1, 8, 2, 32).transpose(1, 2)  # noqa: E731
+    plain = torch.softmax(0.125 * heads(q) @ heads(k).transpose(-1, -2), -1) @ heads(v)
+    assert torch.allclose(out, plain.transpose(1, 2).reshape(1, 8, 64), rtol=1e-10, atol=1e-12)
+
+
+def test_training_configs_plan_and_their_references_run(loop, tmp_path: Path) -> None:
+    from tools.catalogue import cpu_self_check, load_config, training_names
+
+    assert training_names() == ["npu_fusion_attention", "npu_rms_norm_backward", "npu_rotary_mul_backward",
+                                "npu_swiglu_backward"]
+    for op in training_names():
+        doc = cpu_self_check(load_config(op))
+        response = plan_cases(doc, root=tmp_path)
+        assert response.warnings == [], (op, response.warnings)
+        resp = run(loop, tmp_path, response.run_id)
+        assert {o.state for o in resp.outcomes} == {"passed"}, (op, [o.summary for o in resp.outcomes])
+    results = RunStore(tmp_path, "train-npu-fusion-attention").read_results()
+    outputs = {c.output for c in results["fusion-attention"].comparisons}
+    assert outputs == {"out", "grad.query", "grad.key", "grad.value"}
