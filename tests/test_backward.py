@@ -330,7 +330,7 @@ def test_a_captured_training_call_replays_with_its_own_upstream_gradient(loop, t
     (y * torch.arange(24.0).reshape(4, 6)).sum().backward()  # the model's loss: a known upstream gradient
     index = json.loads((cap / "index.json").read_text())
     call = index["calls"][0]
-    assert [a["requires_grad"] for a in call["args"]] == [True, False]
+    assert [a["requires_grad"] for a in call["args"]] == [True, False] and call["grad_enabled"] is True
     assert call["grad_outputs"][0]["name"] == "out" and call["grad_outputs"][0]["file"]
     monkeypatch.setenv("OPDEBUG_WORKSPACE", str(tmp_path))
     # torch.mul's arguments have no Python signature: the capture names them arg0, arg1 (positional)

@@ -254,7 +254,8 @@ class Recorder:
             index["bytes_saved"] += saved_bytes
             calls.append({"id": call_id, "stage": stage, "target": target, "kind": kind, "pid": pid,
                           "thread": threading.current_thread().name, "time": time.time(),
-                          "args": entry_args, "stack": stack})
+                          "args": entry_args, "stack": stack,
+                          "grad_enabled": torch.is_grad_enabled()})  # a training call: replayed with backward
             self._write_index(index)
         return call_id
 

@@ -181,7 +181,7 @@ def _case_id(prefix: str, call: str) -> str:
 
 
 def _build_case(case_id: str, origin: dict, tensors: list[tuple[str, dict, str | None]], attributes: dict,
-                description: str, grad_output: dict | None = None) -> Case:
+                description: str, grad_output: dict | None = None, training: bool = False) -> Case:
     inputs = []
     for name, meta, stored in tensors:
         strides = meta["strides"] if meta["strides"] != contiguous_strides(meta["shape"]) else None
@@ -192,9 +192,10 @@ def _build_case(case_id: str, origin: dict, tensors: list[tuple[str, dict, str |
                        "storage_offset": meta["storage_offset"], "dtype": meta["dtype"],
                        "layout": meta["layout"], "values": values})
     doc = {"id": case_id, "inputs": inputs, "attributes": attributes, "description": description, "origin": origin}
-    # issue 23: the inputs that required grad in the model replay with their backward (the model's own
-    # upstream gradients when they were captured, else generated ones)
-    grads = [name for name, meta, _ in tensors if meta.get("requires_grad") and meta["dtype"] in FLOAT_DTYPES]
+    # issue 23: a training call (gradients on) replays with its backward for the inputs that required
+    # grad (the model's own upstream gradients when they were captured, else generated ones)
+    grads = [name for name, meta, _ in tensors if training and meta.get("requires_grad")
+             and meta["dtype"] in FLOAT_DTYPES]
     if grads:
         doc["grad_inputs"] = grads
         if grad_output:
@@ -341,7 +342,8 @@ def _opdebug_cases(sel: CaptureSelection, base: Path, where: str) -> Planned:
                   "exact": exact, "stats": stats, "stack": [str(s)[:1000] for s in (entry.get("stack") or [])][-8:]}
         desc = (f"captured call {call_id} of {entry.get('target')}: "
                 + ("exact recorded values" if exact else "metadata only - generated values of the recorded spec"))
-        case = _build_case(case_id, origin, tensors, attributes, desc, grad_output)
+        case = _build_case(case_id, origin, tensors, attributes, desc, grad_output,
+                           training=entry.get("grad_enabled") is True)
         planned.cases.append(case)
         if sel.star:
             planned.cases.extend(_star(case, tensors))
@@ -422,7 +424,9 @@ def _dump_cases(sel: CaptureSelection, dump_json: Path, where: str) -> Planned:
                   "exact": exact, "stats": stats, "stack": []}
         desc = (f"accuracy-checker dump {api} (task {doc.get('task')}, level {doc.get('level')}): "
                 + ("exact dumped values" if exact else "statistics only - generated values of the dumped spec"))
-        case = _build_case(case_id, origin, tensors, attributes, desc)
+        # a training dump has the API's backward too: then its inputs that required grad get theirs
+        backward = api.endswith(".forward") and f"{api[:-len('.forward')]}.backward" in doc["data"]
+        case = _build_case(case_id, origin, tensors, attributes, desc, training=backward)
         planned.cases.append(case)
         if sel.star:
             planned.cases.extend(_star(case, tensors))
