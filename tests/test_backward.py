@@ -481,3 +481,34 @@ def test_training_configs_plan_and_their_references_run(loop, tmp_path: Path) ->
     results = RunStore(tmp_path, "train-npu-fusion-attention").read_results()
     outputs = {c.output for c in results["fusion-attention"].comparisons}
     assert outputs == {"out", "grad.query", "grad.key", "grad.value"}
+
+
+# --------------------------------------------------------------------------
+# The operator sweep with gradients: right operators never fail in backward
+# --------------------------------------------------------------------------
+
+
+def test_sweep_right_operators_pass_in_backward_and_non_differentiable_ones_are_unsupported(loop,
+                                                                                          tmp_path: Path) -> None:
+    from sweep_spec import OPS, direct_backward_refusal, grad_case
+
+    module = (OPERATORS / "sweep_dispatch.py").read_text()
+    cases = [grad_case(op, d) for op in OPS for d in ("float16", "bfloat16", "float32")]
+    cases += [grad_case(op, d, precise=True) for op in OPS for d in ("float16", "bfloat16")]
+    plan_cases({"config": {"run_id": "grad-sweep", "judge": "baseline",
+                           "operator": {"name": "sweep", "candidate": "sweep_dispatch.call",
+                                        "reference": "sweep_dispatch.reference", "modules": ["sweep_dispatch.py"]}},
+                "cases": cases, "module_sources": {"sweep_dispatch.py": module}}, root=tmp_path)
+    resp = run(loop, tmp_path, "grad-sweep")
+    assert resp.pending == [] and len(resp.outcomes) == len(cases)
+    got = {o.case_id: o for o in resp.outcomes}
+    truth = {c["id"]: direct_backward_refusal(next(n for n in OPS if c["attributes"]["op"] == OPS[n][0]),
+                                              c["inputs"][-1]["dtype"]) for c in cases}
+    wrong = {cid: (got[cid].state, truth[cid], got[cid].summary[:200]) for cid in got
+             if got[cid].state != ("unsupported" if truth[cid] else "passed")}
+    assert wrong == {}
+    refused = {cid for cid, t in truth.items() if t}
+    assert {cid.split("-")[1] for cid in refused} == {"argmax"}  # no derivative: an index output
+    gradients = [c for o in RunStore(tmp_path, "grad-sweep").read_results().values() for c in o.comparisons
+                 if c.output.startswith("grad.")]
+    assert len(gradients) > 150 and all(c.passed and c.judge == "baseline" for c in gradients)
