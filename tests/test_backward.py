@@ -512,3 +512,25 @@ def test_sweep_right_operators_pass_in_backward_and_non_differentiable_ones_are_
     gradients = [c for o in RunStore(tmp_path, "grad-sweep").read_results().values() for c in o.comparisons
                  if c.output.startswith("grad.")]
     assert len(gradients) > 150 and all(c.passed and c.judge == "baseline" for c in gradients)
+
+
+def test_the_baseline_judge_measures_errors_over_the_elements_finite_on_every_side() -> None:
+    # found by the gradient sweep: div's float16 gradient, computed in float32 and rounded once, is finite
+    # where the float16 baseline overflows; its RMSE then held a large value the baseline's left out
+    from tools.runner.compare import compare_tensor
+    from tools.runner.judge import apply_judge
+
+    g = torch.Generator().manual_seed(0)
+    ref = torch.randn(512, generator=g) * 10
+    ref[7] = 60016.0  # finite in float16 (max 65504), half a float16 ulp (32) from it
+    cand = ref.half()  # correctly rounded: within half an ulp everywhere
+    base = (ref.half().float() * 1.0001).half()  # a float16 computation, slightly worse...
+    base[7] = float("inf")  # ...that overflows on the large element
+    comp = compare_tensor("out", cand, ref, atol=1e-5, rtol=1e-5, strict_dtype=False)
+    (decided,) = apply_judge([comp], "baseline", baseline=base, reference=ref, names=None, candidate=cand)
+    assert decided["passed"], decided["verdict"]
+    assert "over the 511 elements finite on every side" in decided["verdict"]
+    assert decided["precision"]["special_mismatch"] == 0 and decided["baseline"]["special_mismatch"] == 1
+    comp = compare_tensor("out", cand, ref, atol=1e-5, rtol=1e-5, strict_dtype=False)
+    (unfair,) = apply_judge([comp], "baseline", baseline=base, reference=ref, names=None)  # no candidate given
+    assert not unfair["passed"] and "rmse" in unfair["verdict"]  # what the judge said before

@@ -263,11 +263,12 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
     try:
         comparisons = compare_outputs(out, ref_out, names=op.get("outputs"), tolerance=config.get("tolerance") or {},
                                       strict_dtype=not upcast)
-        apply_judge(comparisons, judge, baseline=base_out, reference=ref_out, names=op.get("outputs"))
+        apply_judge(comparisons, judge, baseline=base_out, reference=ref_out, names=op.get("outputs"), candidate=out)
         if grads is not None:  # each gradient an output grad.<input>, judged like the others
             grad_comps = grads.compare(cand_grads, ref_grads, config.get("tolerance") or {}, not upcast)
             apply_judge(grad_comps, judge, baseline=base_grads if isinstance(base_grads, dict) else None,
-                        reference=ref_grads if isinstance(ref_grads, dict) else None, names=None)
+                        reference=ref_grads if isinstance(ref_grads, dict) else None, names=None,
+                        candidate=cand_grads)
             comparisons += grad_comps
     except BaselineError as exc:
         return dict(answer, **_harness("baseline", exc))

@@ -16,6 +16,8 @@ Standard library and torch only.
 
 from __future__ import annotations
 
+import torch
+
 from .compare import exact_metrics, as_tensor, dtype_name, name_outputs, precision_metrics
 from .precision import judge_baseline, judge_exact
 
@@ -36,13 +38,29 @@ def tolerance_verdict(comp: dict) -> str:
     return text + (f", {special} NaN/Inf pattern mismatches" if special else "")
 
 
+def _common_finite(c, b, r):
+    """(c, b, r) over the elements finite on all three sides, when their NaN/Inf patterns differ
+    (else None): the error sizes of candidate and baseline are then measured over the same
+    elements - a candidate finite where the baseline overflowed is not charged for the value
+    the baseline left out.  NaN/Inf mismatches keep their own count and test."""
+    if c is None or c.is_complex() or list(c.shape) != list(r.shape) or not c.dtype.is_floating_point:
+        return None
+    fc, fb, fr = torch.isfinite(c), torch.isfinite(b), torch.isfinite(r)
+    if bool(torch.equal(fc, fb)) and bool(torch.equal(fc, fr)):
+        return None
+    common = fc & fb & fr
+    return c[common], b[common], r[common]
+
+
 def apply_judge(comparisons: list[dict], judge: str, *, baseline=None, reference=None,
-                names: list[str] | None = None) -> list[dict]:
+                names: list[str] | None = None, candidate=None) -> list[dict]:
     """Decide every comparison with ``judge`` (in place; returned).  With the
     baseline judge, ``baseline`` and ``reference`` are the baseline's and the
-    reference's outputs (CPU)."""
+    reference's outputs (CPU), ``candidate`` the candidate's (when given, error
+    ratios are taken over the elements finite on every side)."""
     base = name_outputs(baseline, names) if judge != "tolerance" else {}
     ref = name_outputs(reference, names) if judge != "tolerance" else {}
+    cand = name_outputs(candidate, names) if judge != "tolerance" and candidate is not None else {}
     for comp in comparisons:
         comp["judge"] = judge
         if comp.get("contract_mismatch"):
@@ -68,7 +86,15 @@ def apply_judge(comparisons: list[dict], judge: str, *, baseline=None, reference
         elif "precision" in comp:  # a floating (or complex) output
             b_prec = precision_metrics(b, r)
             comp["baseline"] = b_prec
-            decided = judge_baseline(comp["precision"], b_prec, dtype)
+            c_prec, common = comp["precision"], None
+            if b_prec["special_mismatch"] or c_prec["special_mismatch"]:
+                common = _common_finite(as_tensor(cand.get(comp["output"])), b, r)
+            if common is not None:
+                c_prec = dict(precision_metrics(common[0], common[2]), special_mismatch=c_prec["special_mismatch"])
+                b_prec = dict(precision_metrics(common[1], common[2]), special_mismatch=b_prec["special_mismatch"])
+            decided = judge_baseline(c_prec, b_prec, dtype)
+            if common is not None:
+                decided["verdict"] += f" (error ratios over the {common[2].numel()} elements finite on every side)"
             comp["ratios"] = decided["ratios"]
         else:  # exact output
             bm = exact_metrics(b, r)
