@@ -534,3 +534,33 @@ def test_the_baseline_judge_measures_errors_over_the_elements_finite_on_every_si
     comp = compare_tensor("out", cand, ref, atol=1e-5, rtol=1e-5, strict_dtype=False)
     (unfair,) = apply_judge([comp], "baseline", baseline=base, reference=ref, names=None)  # no candidate given
     assert not unfair["passed"] and "rmse" in unfair["verdict"]  # what the judge said before
+
+
+def test_the_supervisor_tells_the_client_when_the_backward_starts(tmp_path: Path) -> None:
+    """Protocol (additive): ``backward_started`` between ``started`` and ``reference_started``, so
+    the client's wait for the next event starts over with the backward's own timeout."""
+    import os
+    import signal
+
+    from proc_util import ask, start_supervisor
+
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "backward_segfault.py").write_text((OPERATORS / "backward_segfault.py").read_text())
+    config = {"run_id": "p", "grad_inputs": ["x"], "operator": {
+        "name": "b", "candidate": "backward_segfault.cand", "reference": "backward_segfault.ref",
+        "modules": ["backward_segfault.py"]}}
+    proc = start_supervisor(tmp_path)
+    try:
+        ask(proc, {"op": "run", "request_id": "r0", "config": config, "timeout_s": 30, "modules_dir": str(modules),
+                   "case": {"id": "c0", "inputs": [{"name": "x", "shape": [4, 4]}]}})
+        events = []
+        while not events or events[-1]["event"] != "case_done":
+            events.append(json.loads(proc.stdout.readline()))
+        names = [e["event"] for e in events if e["event"] != "preparing"]
+        assert names == ["started", "backward_started", "reference_started", "case_done"], names
+        assert events[-1]["result"]["status"] == "passed"
+        assert events[-1]["input_metadata"]["grad_outputs"][0]["shape"] == [4, 4]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)

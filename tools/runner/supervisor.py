@@ -369,7 +369,8 @@ class Supervisor:
         elif watch.phase == "reference":
             self._on_reference_failure(base, watch, kind)
         else:
-            watch.grads = _wants_gradients(msg.get("config") or {}, case)
+            # graph mode replays forward and backward as one graph: no phase to name
+            watch.grads = _wants_gradients(msg.get("config") or {}, case) and case.get("mode") != "graph"
             self._on_candidate_failure(base, watch, kind, case_id)
 
     def _watch_case(self, watch: "_CaseWatch", case_id) -> str:
@@ -460,6 +461,9 @@ class Supervisor:
             watch.enter("backward", watch.timeout_s, since=at)
             if isinstance(watch.input_metadata, dict):
                 watch.input_metadata["grad_outputs"] = step.get("grad_outputs") or []
+            self.send({"event": "backward_started", "request_id": request_id, "case_id": case_id,
+                       "at": wall}, flush=False)  # the client's clock follows: the backward has its own timeout
+            watch.unflushed = True
         elif name == "candidate_done":
             # the CPU reference and the comparison get a timeout of their own:
             # running out of it says nothing about the operator
