@@ -303,14 +303,11 @@ class Case(Strict):
     # set by plan_cases for a case planned from 'captures' (not published in the input schema: agents never write it)
     origin: SkipJsonSchema[CaseOrigin | None] = None
     grad_inputs: list[Ident] | None = Field(
-        None, description="inputs whose gradients are compared, each as the output grad.<input> (forward and "
-                          "backward run); null: the config's grad_inputs; []: forward only")
+        None, description="inputs whose gradients are compared (outputs grad.<input>); null: the config's; []: none")
     grad_output: GradOutput | None = Field(
-        None, description="the upstream gradient, made from the case seed: a value spec for every output, "
-                          "{output: spec} (only those outputs), or 'sum'/'mean'; null: the config's, else normal")
+        None, description="upstream gradient from the seed: a value spec, {output: spec}, 'sum' or 'mean'")
     compile_dynamic: bool | list[str] | None = Field(
-        None, description="mode compile: true compiles with dynamic shapes; ['x.shape[0]'] marks those "
-                          "dimensions dynamic; forward and backward")
+        None, description="compile with dynamic shapes (true) or these dims dynamic (['x.shape[0]'])")
 
     @field_validator("attributes")
     @classmethod

@@ -36,7 +36,7 @@ class Tolerance(Strict):
 
 
 class OutputTolerance(Tolerance):
-    """The tolerance of one output (or of every gradient, ``grad.*``)."""
+    """One output's tolerance."""
 
     per_dtype: dict[Dtype, Tolerance] = Field(default_factory=dict, description="by output dtype")
 
@@ -53,8 +53,7 @@ class OutputTolerance(Tolerance):
 class ToleranceSpec(Tolerance):
     per_dtype: dict[Dtype, Tolerance] = Field(default_factory=dict, description="by output dtype")
     per_output: output_map(OutputTolerance) = Field(
-        default_factory=dict, description="by output name ('out', 'grad.weight', or 'grad.*' for every "
-                                          "gradient): before per_dtype and the blanket pair")
+        default_factory=dict, description="by output name ('grad.weight'; 'grad.*': every gradient); first")
 
     @model_validator(mode="after")
     def _complete_entries(self) -> "ToleranceSpec":
@@ -131,6 +130,5 @@ class OperatorConfig(Strict):
     command: Annotated[str, Field(max_length=20000)] | None = None
     default_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
     compile_timeout_s: Annotated[float, Field(gt=0)] = Field(default=600.0, description="compile budget, s")
-    grad_inputs: list[Ident] | None = Field(
-        None, description="default grad_inputs of the cases that give none: their gradients are compared too")
-    grad_output: GradOutput | None = Field(None, description="default grad_output of the cases that give none")
+    grad_inputs: list[Ident] | None = Field(None, description="default of the cases' grad_inputs")
+    grad_output: GradOutput | None = Field(None, description="default of the cases' grad_output")
