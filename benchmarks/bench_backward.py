@@ -163,7 +163,12 @@ def main() -> int:
     parser.add_argument("--section", action="append", choices=sorted(SECTIONS),
                         help="run only these sections (repeatable); default all")
     parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
+    parser.add_argument("--threads", type=int, help="torch intra-op threads for section 2 (a busy host: 1)")
     args = parser.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     figures = {}
     for name in args.section or sorted(SECTIONS):
         figures[name] = SECTIONS[name]()
