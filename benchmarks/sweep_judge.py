@@ -12,7 +12,13 @@ worker), under both judges:
   once) judged failing by the ``baseline`` judge and by the ``tolerance``
   judge with torch.testing's per-dtype defaults;
 - a planted bfloat16 accumulation bug (tests/operators/bf16_accumulate.py)
-  over several row lengths: caught by each judge or not, with its ratio.
+  over several row lengths: caught by each judge or not, with its ratio;
+- issue 23: the same right operators with the gradients of every floating
+  input compared (``grad_inputs``; the op itself and the float32-then-rounded
+  candidate, whose backward runs in float32 too), in every floating dtype:
+  a table per operator of the cases each judge fails in backward, and
+  PyTorch's own answer for the operators without a derivative (unsupported).
+  ``--gradients`` runs this part alone.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from sweep_spec import DTYPES, OPS, direct_refusal, sweep_case  # noqa: E402
+from sweep_spec import DTYPES, FLOATING, OPS, direct_backward_refusal, direct_refusal, grad_case, sweep_case  # noqa: E402,E501
 
 from tools.plan_cases import plan_cases  # noqa: E402
 from tools.remote.pool import REGISTRY  # noqa: E402
@@ -111,12 +117,68 @@ async def main_async(seeds: int, rows: int) -> None:
     print(f"evidence: {root}")
 
 
+async def gradients_async(seeds: int, rows: int) -> None:
+    """The right operators with gradients: per operator, the cases each judge fails in backward."""
+    root = Path(tempfile.mkdtemp(prefix="sweep-grad-"))
+    sweep_op = {"name": "sweep", "candidate": "sweep_dispatch.call", "reference": "sweep_dispatch.reference"}
+    cases, op_of, grad_names = [], {}, {}
+    for seed in range(seeds):
+        for op in OPS:
+            for d in FLOATING:
+                for precise in ((False, True) if d in ("float16", "bfloat16") else (False,)):
+                    c = shaped(grad_case(op, d, precise=precise, seed=seed), rows)
+                    c["id"] = f"{c['id']}-s{seed}"
+                    cases.append(c)
+                    op_of[c["id"]] = (op, d)
+                    grad_names[c["id"]] = c["grad_inputs"]
+    refused = {key: direct_backward_refusal(*key) for key in set(op_of.values())}
+    t0 = time.perf_counter()
+    results = {j: await run_cases(root, "grad", sweep_op, "sweep_dispatch.py", cases, j)
+               for j in ("baseline", "tolerance")}
+    elapsed = time.perf_counter() - t0
+    print(f"== right operators with gradients: {len(cases)} cases per judge ({len(OPS)} ops x {len(FLOATING)} floating "
+          f"dtypes x {seeds} seeds, + float32-then-rounded candidates), {elapsed:.0f} s ==")
+    print(f"{'operator':14s} {'cases':>5s} {'gradients':>9s} {'baseline: failing in backward':>30s} "
+          f"{'tolerance: failing in backward':>31s} {'unsupported (no derivative)':>28s}")
+    totals = {"cases": 0, "grads": 0, "baseline": 0, "tolerance": 0, "unsupported": 0}
+    for op in OPS:
+        ids = [cid for cid, (o, _) in op_of.items() if o == op]
+        row = {"cases": len(ids), "grads": 0, "baseline": 0, "tolerance": 0, "unsupported": 0}
+        for judge in ("baseline", "tolerance"):
+            for cid in ids:
+                o = results[judge][cid]
+                refusal = refused[op_of[cid]] is not None
+                if judge == "baseline" and o.state == "unsupported":
+                    row["unsupported"] += 1
+                if judge == "baseline" and o.state != "unsupported":
+                    row["grads"] += len(grad_names[cid])
+                # failing in backward: a failed gradient, a crash, or an answer PyTorch disagrees with
+                if refusal != (o.state == "unsupported") or o.state == "crash" or \
+                        any(f.startswith("grad.") for f in o.failed_outputs):
+                    row[judge] += 1
+        for k in totals:
+            totals[k] += row[k]
+        print(f"{op:14s} {row['cases']:5d} {row['grads']:9d} {row['baseline']:30d} {row['tolerance']:31d} "
+              f"{row['unsupported']:28d}")
+    print(f"{'all':14s} {totals['cases']:5d} {totals['grads']:9d} {totals['baseline']:30d} {totals['tolerance']:31d} "
+          f"{totals['unsupported']:28d}")
+    for judge in ("baseline", "tolerance"):
+        bad = [cid for cid in results[judge] if results[judge][cid].state in ("numerical_mismatch", "crash")]
+        for cid in bad[:8]:
+            print(f"    {judge}: {cid}: {results[judge][cid].summary[:170]}")
+    await REGISTRY.close_all()
+    print(f"evidence: {root}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--rows", type=int, default=64)
+    parser.add_argument("--gradients", action="store_true", help="only the sweep with gradients (issue 23)")
     args = parser.parse_args()
-    asyncio.run(main_async(args.seeds, args.rows))
+    if not args.gradients:
+        asyncio.run(main_async(args.seeds, args.rows))
+    asyncio.run(gradients_async(args.seeds, args.rows))
     return 0
 
 

@@ -7,7 +7,10 @@ runner: it starts ``python -m tools.runner supervise --device KIND`` from
 this checkout and speaks the runner protocol to it directly.  It runs a small
 matrix with known answers - the built-in RMSNorm demo (bfloat16 wrong,
 float16/float32 right) in eager, strided, compile and graph mode, a storage
-format, and a real segmentation fault followed by a case on the fresh worker -
+format, and a real segmentation fault followed by a case on the fresh worker;
+and with gradients (issue 23): a weight gradient wrong only in bfloat16 in
+eager, compile and graph mode, a backward that segfaults then a case on the
+fresh worker, and a compile backend whose dynamic-shape backward is wrong -
 and checks every status.  Exit code 0 when every expectation held.
 With $OUT set, the answers are written to $OUT/device-check.json.
 """
@@ -50,6 +53,41 @@ SEGV_CONFIG = {"schema_version": 1, "run_id": "device-check",
                "tolerance": {"atol": 1e-5, "rtol": 1e-5}}
 
 
+def grad_config(module: str, **operator) -> dict:
+    stem = module[:-3]
+    return {"schema_version": 1, "run_id": "device-check", "judge": "baseline",
+            "operator": {"name": stem, "candidate": f"{stem}.cand", "reference": f"{stem}.ref", "modules": [module],
+                         **operator}}
+
+
+def grad_case(case_id: str, dtype: str = "float32", mode: str = "eager", rows: int = 256, **extra) -> dict:
+    return {"id": case_id, "mode": mode, "seed": 1, "grad_inputs": ["x", "weight"],
+            "inputs": [{"name": "x", "shape": [rows, 64], "dtype": dtype},
+                       {"name": "weight", "shape": [64], "dtype": dtype}], **extra}
+
+
+def backward_plan(device: str) -> list[tuple[dict, dict, str, str]]:
+    """Gradients on the device (issue 23): (config, case, modules_dir, expected status)."""
+    graph = "unsupported" if device == "cpu" else None
+    ops = str(OPERATORS)
+    gw = grad_config("grad_weight_bf16.py")
+    segv = dict(grad_config("backward_segfault.py"), judge="tolerance", tolerance={"atol": 1e-5, "rtol": 1e-5})
+    dyn = dict(grad_config("dynamic_backend.py", compile_backend="dynamic_backend.backend"), judge="tolerance",
+               tolerance={"atol": 1e-5, "rtol": 1e-5})
+    x = lambda n: [{"name": "x", "shape": [n, n]}]  # noqa: E731
+    return [
+        (gw, grad_case("bw-f32"), ops, "passed"),
+        (gw, grad_case("bw-bf16", "bfloat16"), ops, "numerical_mismatch"),  # grad.weight only
+        (gw, grad_case("bw-f32-compile", mode="compile"), ops, "passed"),
+        (gw, grad_case("bw-f32-graph", mode="graph"), ops, graph or "passed"),
+        (gw, grad_case("bw-bf16-graph", "bfloat16", mode="graph"), ops, graph or "numerical_mismatch"),
+        (segv, {"id": "bw-segv", "grad_inputs": ["x"], "inputs": x(64)}, ops, "crash"),  # backward: SIGSEGV
+        (segv, {"id": "bw-after-segv", "grad_inputs": ["x"], "inputs": x(8)}, ops, "passed"),
+        (dyn, grad_case("bw-static", mode="compile"), ops, "passed"),
+        (dyn, grad_case("bw-dynamic", mode="compile", compile_dynamic=True), ops, "numerical_mismatch"),
+    ]
+
+
 def plan(backend: str | None, device: str) -> list[tuple[dict, dict, str, str]]:
     """(config, case, modules_dir, expected status)."""
     cfg, demo = rms_config(backend), str(DEMO_DIR)
@@ -66,6 +104,7 @@ def plan(backend: str | None, device: str) -> list[tuple[dict, dict, str, str]]:
         (cfg, rms_case("rms-f32-nz", layout="FRACTAL_NZ"), demo, "passed" if device == "npu" else "unsupported"),
         (SEGV_CONFIG, {"id": "segv", "inputs": [{"name": "x", "shape": [64, 64]}]}, segv, "crash"),
         (SEGV_CONFIG, {"id": "after-segv", "inputs": [{"name": "x", "shape": [4, 4]}]}, segv, "passed"),
+        *backward_plan(device),
     ]
 
 

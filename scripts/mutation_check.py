@@ -46,6 +46,7 @@ T_POOL = "tests/test_ssh_pool.py::"
 T_SCHEMAS = "tests/test_schemas.py::"
 T_STD = "tests/test_standards.py::"
 T_JUDGE = "tests/test_judge.py::"
+T_BW = "tests/test_backward.py::"
 
 
 @dataclass(frozen=True)
@@ -220,6 +221,32 @@ MUTATIONS: tuple[Mutation, ...] = (
              "            check_inputs(built, side)",
              "            pass",
              (T_STD + "test_baseline_numbers_for_other_input_bytes_are_refused",)),
+    # issue 23: gradients
+    Mutation("upstream-differs", "the reference's backward gets the candidate's upstream gradient, bit for bit",
+             "tools/runner/backward.py",
+             "                                        [up.view().to(t.dtype) for _, t, up in chosen], allow_unused=True)",
+             "                                        [torch.ones_like(t) for _, t, up in chosen], allow_unused=True)",
+             (T_BW + "test_the_upstream_gradient_is_the_same_bits_on_both_sides_and_on_record",)),
+    Mutation("gradients-not-judged", "each gradient is an output grad.<input>, judged like the others",
+             "tools/runner/execute.py",
+             "            comparisons += grad_comps",
+             "            pass  # mutation: the gradients are computed but never compared",
+             (T_BW + "test_a_gradient_is_an_output_with_its_own_tolerance",)),
+    Mutation("backward-crash-not-blamed", "a death in the backward is the case's crash, blamed on the backward",
+             "tools/runner/supervisor.py",
+             '        elif name == "backward" and watch.phase == "candidate":',
+             "        elif False:",
+             (T_BW + "test_a_backward_that_segfaults_or_hangs_is_its_crash_and_the_next_case_runs_fresh",)),
+    Mutation("no-derivative-is-crash", "an operator without a derivative is unsupported, not a crash",
+             "tools/runner/backward.py",
+             "    rule = match_unsupported(exc_type, message, list(extra_rules) + list(RULES))",
+             "    rule = match_unsupported(exc_type, message, list(extra_rules))",
+             (T_BW + "test_backward_faults_are_classified_by_phase",)),
+    Mutation("dynamic-ignored", "compile_dynamic compiles (forward and backward) with dynamic shapes",
+             "tools/runner/devices.py",
+             '        return torch.compile(fn, backend=_backend(backend) or "inductor", dynamic=_dynamic(dynamic),',
+             '        return torch.compile(fn, backend=_backend(backend) or "inductor", dynamic=False,',
+             (T_BW + "test_compile_with_dynamic_shapes_reaches_the_backward",)),
 )
 # fmt: on
 

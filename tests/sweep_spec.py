@@ -83,3 +83,44 @@ def direct_refusal(op: str, dtype: str) -> str | None:
     except Exception as exc:  # noqa: BLE001 - the answer
         return f"{type(exc).__name__}: {exc}"
     return None
+
+
+FLOATING = ("float16", "bfloat16", "float32", "float64")
+
+
+def grad_case(op: str, dtype: str, *, precise: bool = False, seed: int = 0) -> dict:
+    """The sweep case with gradients (issue 23): every floating input's gradient compared
+    (``grad_inputs``; ``condition`` is bool and has none)."""
+    c = sweep_case(op, dtype, precise=precise, seed=seed)
+    c["id"] = "grad-" + c["id"]
+    c["grad_inputs"] = [i["name"] for i in c["inputs"] if i["name"] != "condition"]
+    return c
+
+
+def direct_backward_refusal(op: str, dtype: str) -> str | None:
+    """PyTorch's own answer for the backward: the op called directly on CPU with its floating
+    inputs requiring grad, then autograd.grad of its floating outputs - the exception text, or
+    None when it has a backward."""
+    import torch
+
+    from tools.runner.callables import resolve
+    from tools.runner.inputs import build_inputs
+
+    c = case(op, dtype)
+    built = build_inputs(c, None)
+    kwargs = {b.name: b.view().clone() for b in built}
+    leaves = []
+    for name in [n for n in kwargs if n != "condition"]:
+        kwargs[name].requires_grad_(True)
+        leaves.append(kwargs[name])
+    kwargs.update(c["attributes"])
+    try:
+        out = resolve(OPS[op][0])(**kwargs)
+        outs = [o for o in (out if isinstance(out, (tuple, list)) else [out])
+                if isinstance(o, torch.Tensor) and o.requires_grad]
+        if not outs:
+            return "no output carries a grad_fn"
+        torch.autograd.grad(outs, leaves, [torch.ones_like(o) for o in outs], allow_unused=True)
+    except Exception as exc:  # noqa: BLE001 - the answer
+        return f"{type(exc).__name__}: {exc}"
+    return None

@@ -32,6 +32,9 @@ SCHEMA_SIZE_BEFORE = 8737
 # issue 9: the plan request's fields carry descriptions (the meaning the agent needs and
 # could not read before); measured +1,445 characters on top of main at 11,643.
 ISSUE9_DESCRIPTIONS = 1500
+# issue 23: gradients (grad_inputs, grad_output, compile_dynamic on a case and as config defaults,
+# tolerance.per_output, two star axes), each described: measured +1,690 on top of main at 12,857.
+ISSUE23_GRADIENTS = 1800
 
 
 def case(inputs, **kw) -> dict:
@@ -47,7 +50,7 @@ def errors(doc) -> str:
 def test_published_schema_stays_strict_and_within_a_third_more() -> None:
     schema = PlanRequest.model_json_schema()
     size = len(json.dumps(schema))
-    assert size <= SCHEMA_SIZE_BEFORE * 4 // 3 + ISSUE9_DESCRIPTIONS, size
+    assert size <= SCHEMA_SIZE_BEFORE * 4 // 3 + ISSUE9_DESCRIPTIONS + ISSUE23_GRADIENTS, size
     defs = schema["$defs"]
     for name in ("TensorSpec", "InputSpec", "ValueSpec", "DtypeArg", "Case", "StarVariation"):
         assert defs[name]["additionalProperties"] is False, name

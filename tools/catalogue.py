@@ -24,12 +24,26 @@ def catalogue_names() -> list[str]:
     return sorted(p.stem for p in CATALOGUE_DIR.glob("npu_*.json"))
 
 
+TRAINING_DIR = CATALOGUE_DIR / "training"
+
+
+def training_names() -> list[str]:
+    """The training configs (issue 23): backward operators called directly
+    (``npu_rms_norm_backward``...) and the fused attention's gradients, in
+    ``references/operators/training/``."""
+    return sorted(p.stem for p in TRAINING_DIR.glob("npu_*.json"))
+
+
 def load_config(op: str, run_id: str | None = None) -> dict:
-    """The plan request for ``op`` with ``module_sources`` filled in (and the
-    run id replaced when given)."""
-    if op not in catalogue_names():
-        raise KeyError(f"no catalogue config for {op!r}; have {catalogue_names()}")
-    doc = json.loads((CATALOGUE_DIR / f"{op}.json").read_text(encoding="utf-8"))
+    """The plan request for ``op`` (a catalogue or a training config) with
+    ``module_sources`` filled in (and the run id replaced when given)."""
+    if op in catalogue_names():
+        path = CATALOGUE_DIR / f"{op}.json"
+    elif op in training_names():
+        path = TRAINING_DIR / f"{op}.json"
+    else:
+        raise KeyError(f"no catalogue config for {op!r}; have {catalogue_names() + training_names()}")
+    doc = json.loads(path.read_text(encoding="utf-8"))
     doc["module_sources"] = {REFERENCE_MODULE: (CATALOGUE_DIR / REFERENCE_MODULE).read_text(encoding="utf-8")}
     if run_id is not None:
         doc["config"]["run_id"] = run_id

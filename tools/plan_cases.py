@@ -29,6 +29,8 @@ from .schemas import (
     PlanRequest,
     PlanResponse,
     StarSpec,
+    check_grad_inputs,
+    grad_output_captures,
 )
 
 
@@ -64,6 +66,24 @@ def _check_call_order(config: OperatorConfig, cases: list[Case]) -> None:
     if problems:
         raise ToolError("config.operator.call.order names arguments that some cases do not provide:\n  - "
                         + "\n  - ".join(problems), code="validation_error")
+
+
+def _check_default_grad_inputs(config: OperatorConfig, cases: list[Case]) -> None:
+    """config.grad_inputs (the default of cases that give none) names inputs of each such case."""
+    names = config.grad_inputs or []
+    problems = []
+    for case in cases:
+        if not names or case.grad_inputs is not None:
+            continue
+        try:
+            check_grad_inputs(names, case.inputs, "config.grad_inputs")
+        except ValueError as exc:
+            problems.append(f"case {case.id!r}: {exc}")
+    if problems:
+        raise ToolError("config.grad_inputs (the gradients of cases that name none) does not fit some cases; give "
+                        "those cases their own grad_inputs:\n  - " + "\n  - ".join(problems[:5])
+                        + (f"\n  - and {len(problems) - 5} more" if len(problems) > 5 else ""),
+                        code="validation_error")
 
 
 def _changed_paths(old: Any, new: Any, path: str) -> list[str]:
@@ -137,6 +157,10 @@ def _captured_to_store(store: RunStore, files: dict[str, str], cases: list[Case]
                 if ref and ref not in files and not store.path("artifacts", "captured", ref).is_file():
                     raise ToolError(f"case {case.id!r} input {spec.name!r} replays captured tensor {ref!r}, which "
                                     "is neither in 'captured_files' nor stored in the run", code="validation_error")
+        for ref in grad_output_captures(case.grad_output):
+            if ref not in files and not store.path("artifacts", "captured", ref).is_file():
+                raise ToolError(f"case {case.id!r} grad_output replays captured tensor {ref!r}, which is neither in "
+                                "'captured_files' nor stored in the run", code="validation_error")
     return todo
 
 
@@ -232,6 +256,7 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
             raise ToolError(f"case ids already planned in run {store.run_id!r}: {few_ids(clash)}; planned cases are "
                             f"never replaced - give the new cases new ids{hint}", code="duplicate_case")
         _check_call_order(config, new_cases)
+        _check_default_grad_inputs(config, new_cases)
         modules = _modules_to_store(store, config, req.module_sources)
         captured = _captured_to_store(store, captured_paths, new_cases)
         store.append_cases(new_cases)
@@ -240,6 +265,7 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
         config = req.config  # type: ignore[assignment]
         assert config is not None
         _check_call_order(config, new_cases)
+        _check_default_grad_inputs(config, new_cases)
         if store.exists() or (store.dir.exists() and any(store.dir.iterdir())):
             raise ToolError(f"run {store.run_id!r} already exists at {store.dir}; a run is never overwritten - "
                             "choose another run_id or append cases to it (append=true)", code="run_exists")

@@ -186,7 +186,7 @@ def _rerun_case(case, event: dict) -> dict | None:
     """The case under a fresh id when its crash is a signal the harness did not send."""
     result = event.get("result") or {}
     error = result.get("error") or {}
-    if result.get("status") != "crash" or error.get("signature") == "timeout" or \
+    if result.get("status") != "crash" or (error.get("signature") or "").removeprefix("backward: ") == "timeout" or \
             error.get("signal") not in EXTERNAL_SIGNALS:
         return None
     return dict(case.model_dump(mode="json", exclude_none=True), id=rerun_id(case.id))

@@ -171,3 +171,110 @@ def fused_infer_attention_score(query, key, value, *, atten_mask=None, num_heads
         out = out.transpose(1, 2).reshape(query.shape)
     out = out.to(query.dtype)
     return out, (lse.float() if softmax_lse_flag else torch.zeros(1))
+
+
+# --------------------------------------------------------------------------
+# Backward references (issue 23), for the operators torch_npu trains with.
+#
+# Two ways to check a backward on the NPU:
+# - through autograd: the forward references above are differentiable torch
+#   code, so a case with grad_inputs compares torch_npu's backward (what
+#   autograd calls on the device: npu_rms_norm_backward, npu_rotary_mul_backward,
+#   npu_swiglu_backward, npu_fusion_attention_grad) with CPU autograd of the
+#   documented formula - the runner does that;
+# - the backward operator called directly (its signature in torch_npu 2.14's
+#   npu_native_functions): the functions below, the gradient of the documented
+#   forward formula, in closed form for rms_norm and by CPU autograd of the
+#   forward reference otherwise.
+# --------------------------------------------------------------------------
+
+
+def _vjp(forward, inputs: list, grad, wanted: list) -> tuple:
+    """The gradients of ``forward(*inputs)`` with respect to inputs[i] for i in ``wanted``,
+    given the upstream ``grad``: CPU autograd of the reference formula, in float32."""
+    leaves = [(_wide(t).detach().requires_grad_(i in wanted) if isinstance(t, torch.Tensor) else t)
+              for i, t in enumerate(inputs)]
+    with torch.enable_grad():
+        out = forward(*leaves)
+        grads = torch.autograd.grad(out, [leaves[i] for i in wanted], _wide(grad), allow_unused=True)
+    return tuple(torch.zeros_like(leaves[i]) if g is None else g for i, g in zip(wanted, grads))
+
+
+def rms_norm_backward(dy, self, gamma, rstd):
+    """npu_rms_norm_backward(dy, self, gamma, rstd) -> (dx, dgamma), the gradient of
+    y = x * rstd * gamma with rstd = 1/sqrt(mean(x^2) + epsilon) over gamma's dims (the
+    npu_rms_norm doc), in closed form with the given rstd:
+    dx = rstd * gamma * dy - x * rstd^3 * mean(x * gamma * dy), dgamma = sum(dy * x * rstd)
+    over the leading dims.  dx in self's dtype, dgamma in gamma's (float32 here: upcast)."""
+    dims = tuple(range(self.dim() - gamma.dim(), self.dim()))
+    x, g, d, r = _wide(self), _wide(gamma), _wide(dy), _wide(rstd)
+    gdy = g * d
+    dx = r * gdy - x * r.pow(3) * (x * gdy).mean(dim=dims, keepdim=True)
+    dgamma = (d * x * r).sum(dim=tuple(range(self.dim() - gamma.dim())))
+    return dx.to(self.dtype), dgamma.to(gamma.dtype)
+
+
+def rotary_mul_backward(grad, self, r1, r2, rotary_mode="half"):
+    """npu_rotary_mul_backward(grad, self, r1, r2, rotary_mode='half') -> (dx, dr1, dr2): the
+    gradient of output = r1 * input + r2 * x_new (npu_rotary_mul doc; rotate has no backward),
+    by CPU autograd of rotary_mul; dr1/dr2 summed over their broadcast dims."""
+    dx, dr1, dr2 = _vjp(lambda x, a, b: rotary_mul(x, a, b, rotary_mode), [self, r1, r2], grad, [0, 1, 2])
+    return dx.to(self.dtype), dr1.to(r1.dtype), dr2.to(r2.dtype)
+
+
+def swiglu_backward(grad_output, self, dim=-1):
+    """npu_swiglu_backward(grad_output, self, dim=-1) -> dx: the gradient of A * sigmoid(A) * B
+    (npu_swiglu doc) by CPU autograd of swiglu."""
+    (dx,) = _vjp(lambda x: swiglu(x, dim), [self], grad_output, [0])
+    return dx.to(self.dtype)
+
+
+def fusion_attention(query, key, value, head_num, input_layout, pse=None, padding_mask=None, atten_mask=None,
+                     scale=1.0, keep_prob=1.0, **options):
+    """npu_fusion_attention's attention_out (its first output), training attention:
+    y = Softmax(Mask(scale * (pse + query @ key^T), atten_mask)), attention = y @ value (no
+    dropout: keep_prob 1), atten_mask True/1 where a position is masked out; layouts BSH, BSND
+    and BNSD; grouped KV heads (key's head count divides head_num).  Differentiable: its CPU
+    autograd is the reference of npu_fusion_attention_grad's dq, dk, dv.  softmax_max,
+    softmax_sum, the reserved output and the dropout seed/offset/length are intermediates for
+    the backward kernel whose layout and values the doc does not fix: compared are the
+    attention output and the gradients (``fusion_attention_out`` is the matching candidate)."""
+    used = {k: v for k, v in options.items() if v not in (None, 0, 2147483647, True, False, "")}
+    if keep_prob != 1.0 or padding_mask is not None or used or options.get("sparse_mode", 0):
+        raise NotImplementedError(f"options {sorted(used) or ['keep_prob/padding_mask/sparse_mode']} "
+                                  "(only the plain form, no dropout, is here)")
+    q, k, v = _wide(query), _wide(key), _wide(value)
+    if input_layout == "BSH":
+        b, s, h = q.shape
+        d = h // head_num
+        kv_heads = k.shape[-1] // d
+        q = q.view(b, s, head_num, d).transpose(1, 2)
+        k = k.view(b, k.shape[1], kv_heads, d).transpose(1, 2)
+        v = v.view(b, v.shape[1], kv_heads, d).transpose(1, 2)
+    elif input_layout == "BSND":
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    elif input_layout != "BNSD":
+        raise NotImplementedError(f"input_layout {input_layout!r} (BSH, BSND and BNSD here)")
+    if k.shape[1] != head_num:
+        k = k.repeat_interleave(head_num // k.shape[1], dim=1)
+        v = v.repeat_interleave(head_num // v.shape[1], dim=1)
+    scores = q @ k.transpose(-1, -2)
+    if pse is not None:
+        scores = scores + _wide(pse)
+    scores = scale * scores
+    if atten_mask is not None:
+        scores = scores.masked_fill(atten_mask.to(torch.bool), float("-inf"))
+    out = torch.softmax(scores, dim=-1) @ v
+    if input_layout == "BSH":
+        out = out.transpose(1, 2).reshape(query.shape)
+    elif input_layout == "BSND":
+        out = out.transpose(1, 2)
+    return out.to(query.dtype)
+
+
+def fusion_attention_out(query, key, value, head_num, input_layout, **options):
+    """The candidate matching ``fusion_attention``: torch_npu.npu_fusion_attention's
+    attention_out on the device (its backward is npu_fusion_attention_grad through autograd)."""
+    import torch_npu  # the device's operator; this module itself needs only torch
+
+    return torch_npu.npu_fusion_attention(query, key, value, head_num, input_layout, **options)[0]

@@ -15,6 +15,7 @@ from ..cases.ids import case_content
 from ..schemas import Analysis, Case, CaseResult, Finding, now_utc
 from .findings import minimal_pairs, rank_findings, separating_findings
 from .integration_diff import integration_diff
+from .outputs import annotate_outputs
 from .reasons import FAILING, case_failure, failure_axes, integration_hint
 from .suggestions import Context, dim_ties, narrowing, next_cases, unusable_modes
 from .verdict import run_verdict, verdict_summary
@@ -99,6 +100,8 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
         integration_diff=integration_diff(cases, results),
         analyzed_at=now_utc(),
     )
+    # which output fails (a gradient is an output): failures, findings, per-output summaries
+    analysis = annotate_outputs(analysis, cases, results, diagnose)
     for stage in EXTRA_STAGES:
         analysis = stage(analysis, config, cases, results) or analysis
     return analysis

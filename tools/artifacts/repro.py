@@ -16,12 +16,13 @@ harness (inputs, reference) failed.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from pathlib import Path
 
 from ..errors import ToolError
 from ..evidence import ARTIFACTS_DIR, RunStore, read_json
-from ..schemas import Case, CaseResult, OperatorConfig
+from ..schemas import Case, CaseResult, OperatorConfig, grad_output_captures
 from .common import GENERATED_MARK, copy_beside, copy_runner, write_text_new
 from ..schemas import ReproExport
 
@@ -55,7 +56,10 @@ def _child(answer_path, inputs_path, outputs_path, device_kind, candidate):
         config["operator"]["candidate"] = candidate
     device = make_device(device_kind)
 
+    metadata_box = [{}]
+
     def on_inputs(metadata):
+        metadata_box[0] = metadata
         with open(inputs_path, "w") as fh:
             json.dump(metadata, fh)
 
@@ -65,13 +69,34 @@ def _child(answer_path, inputs_path, outputs_path, device_kind, candidate):
 
     request = {"config": config, "case": CASE, "modules_dir": HERE,
                "captured_dir": os.path.join(HERE, "captured")}
-    answer = execute_case(request, device, environment(device), on_inputs=on_inputs, on_outputs=on_outputs)
+    answer = execute_case(request, device, environment(device), on_inputs=on_inputs, on_outputs=on_outputs,
+                          on_backward=lambda upstream: on_inputs(dict(metadata_box[0], grad_outputs=upstream)))
+    if answer.get("input_metadata"):  # complete now (a backward's upstream gradients included)
+        on_inputs(answer["input_metadata"])
     with open(answer_path, "w") as fh:
         json.dump(answer, fh, default=str)
 
 
 def _fmt(value):
     return repr(value) if isinstance(value, float) else json.dumps(value)
+
+
+def save_upstream(path):
+    """The upstream gradients of the recorded backward (issue 23), rebuilt by the runner's own
+    input code from their recorded seed and value spec: torch.save({output: tensor}) to ``path``;
+    each one's sha256 must equal the recorded one."""
+    import torch
+    from opdebug_runner.inputs import build_input
+
+    tensors = {}
+    for meta in RECORDED.get("grad_outputs") or []:
+        spec = {"name": meta["name"], "shape": meta["shape"], "dtype": meta["dtype"], "values": meta["values"]}
+        built = build_input(spec, meta["seed"], os.path.join(HERE, "captured"))
+        if built.metadata["sha256"] != meta["sha256"]:
+            raise SystemExit("upstream gradient of %s: sha256 %s, recorded %s" % (
+                meta["output"], built.metadata["sha256"], meta["sha256"]))
+        tensors[meta["output"]] = built.view().clone()
+    torch.save(tensors, path)
 
 
 def _crash_result(returncode, timed_out):
@@ -133,6 +158,12 @@ def report(result, inputs, out=sys.stdout):
         same = "" if want is None else ("  (same as recorded)" if want == meta["sha256"] else
                                         "  (DIFFERS from recorded %s)" % want)
         w("input %s sha256 %s%s\n" % (meta["name"], meta["sha256"], same))
+    recorded_up = {m["output"]: m["sha256"] for m in RECORDED.get("grad_outputs") or []}
+    for meta in (inputs or {}).get("grad_outputs") or []:
+        want = recorded_up.get(meta["output"])
+        same = "" if want is None else ("  (same as recorded)" if want == meta["sha256"] else
+                                        "  (DIFFERS from recorded %s)" % want)
+        w("upstream gradient of %s sha256 %s%s\n" % (meta["output"], meta["sha256"], same))
     recorded_cmp = {c["output"]: c for c in RECORDED.get("comparisons") or []}
     for comp in result.get("comparisons") or []:
         w("output %s: %s\n" % (comp["output"], "passed" if comp.get("passed") else "FAILED"))
@@ -165,8 +196,13 @@ def main(argv=None):
     parser.add_argument("--save-outputs", metavar="FILE", help="torch.save candidate and reference outputs here")
     parser.add_argument("--timeout", type=float, help="seconds before the child is called hung")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    parser.add_argument("--save-upstream", metavar="FILE",
+                        help="torch.save the recorded backward's upstream gradients here, and stop")
     parser.add_argument("--child", nargs=3, metavar=("ANSWER", "INPUTS", "OUTPUTS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.save_upstream:
+        save_upstream(args.save_upstream)
+        return 0
     if args.child:
         _child(args.child[0], args.child[1], args.child[2] or None, args.device, args.candidate)
         return 0
@@ -203,6 +239,9 @@ def recorded_summary(result: CaseResult | None, input_meta: dict | None) -> dict
     out["comparisons"] = [{k: v for k, v in c.model_dump(mode="json").items() if k == "output" or k in METRICS}
                           for c in (result.comparisons if result else [])]
     out["input_sha256"] = {i["name"]: i["sha256"] for i in (input_meta or {}).get("inputs", []) if "sha256" in i}
+    # the backward's upstream gradients (issue 23): how each was made, and its sha256
+    out["grad_outputs"] = [{k: m.get(k) for k in ("output", "name", "shape", "dtype", "values", "seed", "sha256")}
+                           for m in (input_meta or {}).get("grad_outputs") or [] if "sha256" in m]
     return out
 
 
@@ -217,6 +256,20 @@ def call_text(config: OperatorConfig, case: Case) -> str:
     return f"{config.operator.candidate}({', '.join(parts)})"
 
 
+def backward_lines(config: OperatorConfig, case: Case) -> list[str]:
+    """What the reproducer's backward does (issue 23), or nothing for a forward-only case."""
+    names = case.grad_inputs if case.grad_inputs is not None else config.grad_inputs
+    if not names:
+        return []
+    spec = case.grad_output if case.grad_output is not None else config.grad_output
+    how = spec if isinstance(spec, str) else json.dumps(
+        spec.model_dump(mode="json", exclude_defaults=True) if hasattr(spec, "model_dump") else
+        {k: v.model_dump(mode="json", exclude_defaults=True) for k, v in spec.items()}) if spec else "normal"
+    return [f"Backward: the gradients of {', '.join(names)} (outputs grad.<input>), candidate on the device and "
+            f"reference by CPU autograd, from the same upstream gradient ({how}; built from the case seed, its "
+            "sha256 printed beside the recorded one; the bytes in <case>.upstream.pt)"]
+
+
 def header(store: RunStore, config: OperatorConfig, case: Case, result: CaseResult | None, kind: str,
            what: str) -> str:
     env = result.environment if result else {}
@@ -227,6 +280,7 @@ def header(store: RunStore, config: OperatorConfig, case: Case, result: CaseResu
         f"Operator: {config.operator.name}",
         f"Call ({case.mode}): {call_text(config, case)}",
         f"Reference on CPU in {config.operator.reference_dtype}: {config.operator.reference}",
+        *backward_lines(config, case),
         f"Recorded: {result.status if result else 'no result'}"
         + (f" ({result.error.signature})" if result and result.error else "")
         + "".join(f"; {c.output}: max_abs={c.max_abs!r}, mismatch_ratio={c.mismatch_ratio!r}"
@@ -274,11 +328,12 @@ def copy_support(store: RunStore, config: OperatorConfig, cases: list[Case], out
         copy_beside(src, out_dir / name, f"user module {name}")
         files.append(str(out_dir / name))
     for case in cases:
-        for spec in case.inputs:
-            if spec.values.kind == "captured" and spec.values.captured:
-                src = store.path(ARTIFACTS_DIR, "captured", spec.values.captured)
-                copy_beside(src, out_dir / "captured" / spec.values.captured, f"captured tensor {src.name}")
-                files.append(str(out_dir / "captured" / spec.values.captured))
+        refs = [spec.values.captured for spec in case.inputs if spec.values.kind == "captured" and spec.values.captured]
+        refs += grad_output_captures(case.grad_output if case.grad_output is not None else config.grad_output)
+        for ref in refs:  # captured inputs, and a captured upstream gradient (issue 23)
+            src = store.path(ARTIFACTS_DIR, "captured", ref)
+            copy_beside(src, out_dir / "captured" / ref, f"captured tensor {src.name}")
+            files.append(str(out_dir / "captured" / ref))
     return files
 
 
@@ -301,6 +356,30 @@ def script_for(store: RunStore, config: OperatorConfig, case: Case, result: Case
     return "\n".join(body)
 
 
+def _upstream_file(script: Path, target: Path, meta: dict | None) -> list[str]:
+    """The recorded backward's upstream gradients as bytes beside the script (``<case>.upstream.pt``),
+    written by the script itself in a child process (torch stays out of this one); none when the
+    case has no backward or torch is not installed here (``--save-upstream`` writes it on the host)."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    if not (meta or {}).get("grad_outputs") or importlib.util.find_spec("torch") is None:
+        return []
+    tmp = target.with_name(f".{target.name}.tmp")
+    proc = subprocess.run([sys.executable, str(script), "--save-upstream", str(tmp)], capture_output=True,
+                          text=True, timeout=300)
+    if proc.returncode != 0 or not tmp.is_file():
+        tmp.unlink(missing_ok=True)
+        raise ToolError(f"the upstream gradients of {script.stem!r} could not be rebuilt from their recorded seed: "
+                        f"{(proc.stderr or proc.stdout)[-500:]}", code="internal_error")
+    if target.exists() and target.read_bytes() != tmp.read_bytes():
+        tmp.unlink()
+        raise ToolError(f"{target} exists with other content; export into another directory", code="artifact_exists")
+    os.replace(tmp, target)
+    return [str(target)]
+
+
 def export_repro(run_id: str, case_id: str, out_dir: str | Path, *, root=None) -> ReproExport:
     """Write ``out_dir/<case>.py`` and what it needs beside it."""
     store = RunStore(root, run_id)
@@ -312,6 +391,7 @@ def export_repro(run_id: str, case_id: str, out_dir: str | Path, *, root=None) -
     script = out / f"{case.id}.py"
     write_text_new(script, script_for(store, config, case, result, meta))
     script.chmod(0o755)
+    files += _upstream_file(script, out / f"{case.id}.upstream.pt", meta)
     return ReproExport(run_id=store.run_id, case_id=case.id, script=str(script), files=[str(script), *files],
                        device=device_kind(result), recorded_status=result.status if result else "pending",
                        command=f"python {shlex.quote(str(script))}")

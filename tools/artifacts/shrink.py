@@ -8,6 +8,8 @@ the given hosts, so the evidence shows the path; a step that fails another way
 (an invalid call that crashes with another signature, a pass) is rejected and
 shrinking goes on from the smallest case so far.  Steps, in order:
 
+0. fewer gradients (a case with grad_inputs): only the inputs whose
+   gradient fails (a backward crash: each gradient alone);
 1. contiguous: drop explicit strides and storage offsets (all inputs, then
    one input at a time) - kept only if the failure does not need them;
 2. fewer special values: drop them all, then halve each one's count;
@@ -150,6 +152,8 @@ class _Shrinker:
         self.n = sum(1 for c in planned if c.startswith(f"{start.id}.shrink-"))
         self.planned = planned
         self.tried: set[str] = set()
+        self.grad_defaults = list(store.read_config().grad_inputs or [])
+        self.failed_outputs: list[str] = []
 
     def out_of_budget(self) -> bool:
         if len(self.steps) >= self.max_cases:
@@ -202,10 +206,32 @@ class _Shrinker:
         return same
 
     async def run(self) -> None:
+        await self.gradients()
         await self.contiguous()
         await self.specials()
         await self.lower_rank()
         await self.fewer_elements()
+
+    async def gradients(self) -> None:
+        """Only the gradients that fail: a mismatch in grad.weight alone keeps grad_inputs ['weight'];
+        a crash in the backward tries each gradient alone (issue 23)."""
+        names = self.best.get("grad_inputs")
+        if names is None:
+            names = self.grad_defaults
+        if not names or len(names) < 2:
+            return
+        failed = {o[len("grad."):].split("[", 1)[0] for o in self.failed_outputs if o.startswith("grad.")}
+        if self.target.startswith("numerical_mismatch"):
+            keep = [n for n in names if n in failed]
+            if keep and len(keep) < len(names):
+                doc = dict(copy.deepcopy(self.best), grad_inputs=keep)
+                await self.attempt(doc, f"only the failing gradients: grad_inputs {keep}")
+            return
+        if self.target.startswith("crash: backward: "):
+            for name in names:
+                if await self.attempt(dict(copy.deepcopy(self.best), grad_inputs=[name]),
+                                      f"one gradient: grad_inputs [{name!r}]"):
+                    return
 
     async def contiguous(self) -> None:
         strided = [s["name"] for s in self.best["inputs"]
@@ -299,6 +325,7 @@ async def shrink_case(run_id: str, case_id: str, *, hosts: list[str] | None = No
                          [c.output for c in result.comparisons if not c.passed])
     shrinker = _Shrinker(store, cases[case_id], target, root=root, hosts=hosts, inventory=inventory,
                          max_cases=max_cases, max_seconds=max_seconds, progress=progress)
+    shrinker.failed_outputs = [c.output for c in result.comparisons if not c.passed]
     await shrinker.run()
     best = shrinker.best
     return ShrinkResponse(run_id=store.run_id, start_case=case_id, smallest_case=shrinker.best_id,

@@ -17,6 +17,11 @@ Two ways in:
   storage format, value statistics with NaN/Inf counts, the non-tensor
   arguments, the source stack); ``tensors=True`` saves every call's tensors,
   ``tensors=N`` the first N calls', always within ``budget_bytes``.
+  A call made with gradients on (an input that ``requires_grad``, recorded
+  in its metadata) whose tensors are saved also saves, once the model's
+  backward reaches it, the upstream gradient of each output that requires
+  grad (``grad_outputs`` in the call's index entry): the call replays with
+  its backward and that very upstream gradient.
 
 On disk (``out_dir``): ``index.json`` (the calls, rewritten atomically under
 an fcntl lock, so threads and worker processes of one service can share a
@@ -210,7 +215,7 @@ class Recorder:
             raise
 
     def record(self, stage: str, target: str, args: list, *, save, stack: list, limit: int | None,
-               kind: str) -> str | None:
+               kind: str, saved: dict | None = None) -> str | None:
         """Record one call; ``args`` is a list of (name, value, positional).
         ``save(n_stage_calls)`` says whether to save tensors.  Returns the
         call id, or None when the target's limit is reached."""
@@ -231,6 +236,8 @@ class Recorder:
             n = sum(1 for c in calls if c["stage"] == stage)
             call_id = f"{stage}#{n}"
             want = save(n)
+            if saved is not None:
+                saved["tensors"] = bool(want)  # the caller hooks the upstream gradients of a saved call
             saved_bytes = 0
             pid = os.getpid()
             self.seq += 1
@@ -247,9 +254,28 @@ class Recorder:
             index["bytes_saved"] += saved_bytes
             calls.append({"id": call_id, "stage": stage, "target": target, "kind": kind, "pid": pid,
                           "thread": threading.current_thread().name, "time": time.time(),
-                          "args": entry_args, "stack": stack})
+                          "args": entry_args, "stack": stack,
+                          "grad_enabled": torch.is_grad_enabled()})  # a training call: replayed with backward
             self._write_index(index)
         return call_id
+
+    def record_grad(self, call_id: str, output: str, grad) -> None:
+        """Save the upstream gradient of one output of a recorded call (a tensor hook's
+        argument during the model's backward) into the call's ``grad_outputs``."""
+        if not isinstance(grad, torch.Tensor):
+            return
+        with self._locked():
+            index = self._read_index()
+            entry = next((c for c in index["calls"] if c.get("id") == call_id and c.get("pid") == os.getpid()), None)
+            if entry is None or any(g.get("name") == output for g in entry.get("grad_outputs") or []):
+                return  # not ours, or already saved (a hook fires once per backward)
+            self.seq += 1
+            meta = dict(tensor_meta(grad), name=output, positional=False)
+            note = self._save_tensor(grad, meta, f"{os.getpid()}-{self.seq}.grad_output.{output}.pt",
+                                     index["bytes_saved"])
+            index["bytes_saved"] += note
+            entry.setdefault("grad_outputs", []).append(meta)
+            self._write_index(index)
 
     def _save_tensor(self, t, meta: dict, file_name: str, used: int) -> int:
         """Save one tensor's values into ``meta`` (file, bytes, hashes); 0 bytes
@@ -341,6 +367,22 @@ def _param_names(fn) -> list | None:
         return None
 
 
+def _hook_upstream(rec: Recorder, call_id: str, out, errors: list) -> None:
+    """A tensor hook on each output that requires grad: the gradient the model's backward
+    sends into it is saved as that call's upstream gradient (``out``, or ``out0``, ``out1``...
+    for a tuple, as the runner names outputs by position)."""
+    outs = [("out", out)] if isinstance(out, torch.Tensor) else \
+        [(f"out{i}", o) for i, o in enumerate(out)] if isinstance(out, (tuple, list)) else []
+    for name, t in outs:
+        if isinstance(t, torch.Tensor) and t.requires_grad:
+            def hook(grad, name=name):
+                try:
+                    rec.record_grad(call_id, name, grad)
+                except Exception as exc:  # noqa: BLE001 - never break the model's backward
+                    errors.append(f"{type(exc).__name__}: {exc}")
+            t.register_hook(hook)
+
+
 def capture_calls(target, out_dir=None, *, limit: int | None = 100, when=None, tensors=False,
                   budget_bytes: int = DEFAULT_BUDGET_BYTES, stage: str | None = None, install: bool = False):
     """A wrapper of ``target`` that records each real call under ``out_dir``.
@@ -367,24 +409,33 @@ def capture_calls(target, out_dir=None, *, limit: int | None = 100, when=None, t
     def save(n: int) -> bool:
         return bool(tensors) if isinstance(tensors, bool) else n < int(tensors)
 
-    def _record(args, kwargs) -> None:
+    def _record(args, kwargs):
         named = [((params[i] if params and i < len(params) else f"arg{i}"), v, True) for i, v in enumerate(args)]
         named += [(k, v, False) for k, v in kwargs.items()]
-        call_id = rec.record(stage, name, named, save=save, stack=_stack(), limit=limit, kind="call")
+        saved: dict = {}
+        call_id = rec.record(stage, name, named, save=save, stack=_stack(), limit=limit, kind="call", saved=saved)
         if call_id is None:
             wrapper.full = True  # the limit is reached (by any process): just run from now on
-        else:
-            wrapper.recorded.append(call_id)
+            return None
+        wrapper.recorded.append(call_id)
+        return call_id if saved.get("tensors") and torch.is_grad_enabled() else None
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        grad_call = None
         if not wrapper.full:
             try:
                 if when is None or when(*args, **kwargs):
-                    _record(args, kwargs)
+                    grad_call = _record(args, kwargs)
             except Exception as exc:  # noqa: BLE001 - never break the model
                 wrapper.errors.append(f"{type(exc).__name__}: {exc}")
-        return fn(*args, **kwargs)
+        out = fn(*args, **kwargs)
+        if grad_call is not None:
+            try:
+                _hook_upstream(rec, grad_call, out, wrapper.errors)
+            except Exception as exc:  # noqa: BLE001 - never break the model
+                wrapper.errors.append(f"{type(exc).__name__}: {exc}")
+        return out
 
     wrapper.recorded = []
     wrapper.errors = []

@@ -36,7 +36,8 @@ from pydantic import ValidationError
 from ..cases.ids import fit_id
 from ..errors import ToolError
 from ..evidence import file_sha256, resolve_root
-from ..schemas import DTYPES, LAYOUTS, CaptureSelection, Case, contiguous_strides, format_validation_error
+from ..schemas import DTYPES, FLOAT_DTYPES, LAYOUTS, CaptureSelection, Case, contiguous_strides, \
+    format_validation_error
 from .files import CaptureFileError, FileInfo, inspect_file
 from .workspace import allowed_roots
 
@@ -180,7 +181,7 @@ def _case_id(prefix: str, call: str) -> str:
 
 
 def _build_case(case_id: str, origin: dict, tensors: list[tuple[str, dict, str | None]], attributes: dict,
-                description: str) -> Case:
+                description: str, grad_output: dict | None = None, training: bool = False) -> Case:
     inputs = []
     for name, meta, stored in tensors:
         strides = meta["strides"] if meta["strides"] != contiguous_strides(meta["shape"]) else None
@@ -191,6 +192,14 @@ def _build_case(case_id: str, origin: dict, tensors: list[tuple[str, dict, str |
                        "storage_offset": meta["storage_offset"], "dtype": meta["dtype"],
                        "layout": meta["layout"], "values": values})
     doc = {"id": case_id, "inputs": inputs, "attributes": attributes, "description": description, "origin": origin}
+    # issue 23: a training call (gradients on) replays with its backward for the inputs that required
+    # grad (the model's own upstream gradients when they were captured, else generated ones)
+    grads = [name for name, meta, _ in tensors if training and meta.get("requires_grad")
+             and meta["dtype"] in FLOAT_DTYPES]
+    if grads:
+        doc["grad_inputs"] = grads
+        if grad_output:
+            doc["grad_output"] = grad_output
     try:
         return Case.model_validate(doc)
     except ValidationError as exc:
@@ -242,7 +251,7 @@ def _tensor_meta(meta: dict, where: str) -> dict:
         raise ToolError(f"{where}: storage format {layout!r} is not one a case can take ({', '.join(LAYOUTS)})",
                         code="bad_capture")
     return {"shape": shape, "strides": strides, "storage_offset": offset, "dtype": dtype, "layout": layout,
-            "stats": meta.get("stats") or {}}
+            "stats": meta.get("stats") or {}, "requires_grad": meta.get("requires_grad") is True}
 
 
 def _attribute(value: Any, where: str) -> Any:
@@ -316,11 +325,25 @@ def _opdebug_cases(sel: CaptureSelection, base: Path, where: str) -> Planned:
                                 code="bad_capture")
         if not tensors:
             raise ToolError(f"{cwhere}: no tensor argument to replay", code="bad_capture")
+        grad_output = {}
+        for grad in entry.get("grad_outputs") or []:  # the model's upstream gradients of this call
+            gname = grad.get("name")
+            gwhere = f"{cwhere} upstream gradient {gname!r}"
+            if not isinstance(gname, str) or not re.fullmatch(r"out\d*", gname) or not grad.get("file"):
+                continue
+            meta = _tensor_meta(grad, gwhere)
+            path = _data_file(base, grad["file"], gwhere)
+            budget.take(path)
+            _check_region(path, inspect_file(path), meta, grad)
+            stored = fit_id(f"{case_id}.grad_output.{gname}")
+            planned.files[stored] = path
+            grad_output[gname] = {"kind": "captured", "captured": stored}
         origin = {"kind": "captured_call", "source": str(base), "call": call_id, "target": entry.get("target"),
                   "exact": exact, "stats": stats, "stack": [str(s)[:1000] for s in (entry.get("stack") or [])][-8:]}
         desc = (f"captured call {call_id} of {entry.get('target')}: "
                 + ("exact recorded values" if exact else "metadata only - generated values of the recorded spec"))
-        case = _build_case(case_id, origin, tensors, attributes, desc)
+        case = _build_case(case_id, origin, tensors, attributes, desc, grad_output,
+                           training=entry.get("grad_enabled") is True)
         planned.cases.append(case)
         if sel.star:
             planned.cases.extend(_star(case, tensors))
@@ -368,7 +391,8 @@ def _dump_cases(sel: CaptureSelection, dump_json: Path, where: str) -> Planned:
                     st["nan"] = 1
                 if any(math.isinf(v) for v in nonfinite):
                     st["inf"] = 1
-                meta = _tensor_meta({"shape": arg.get("shape"), "dtype": arg.get("dtype"), "stats": st}, awhere)
+                meta = _tensor_meta({"shape": arg.get("shape"), "dtype": arg.get("dtype"), "stats": st,
+                                     "requires_grad": arg.get("requires_grad")}, awhere)
                 meta["stats"] = st
                 stored = None
                 if arg.get("data_name"):
@@ -400,7 +424,9 @@ def _dump_cases(sel: CaptureSelection, dump_json: Path, where: str) -> Planned:
                   "exact": exact, "stats": stats, "stack": []}
         desc = (f"accuracy-checker dump {api} (task {doc.get('task')}, level {doc.get('level')}): "
                 + ("exact dumped values" if exact else "statistics only - generated values of the dumped spec"))
-        case = _build_case(case_id, origin, tensors, attributes, desc)
+        # a training dump has the API's backward too: then its inputs that required grad get theirs
+        backward = api.endswith(".forward") and f"{api[:-len('.forward')]}.backward" in doc["data"]
+        case = _build_case(case_id, origin, tensors, attributes, desc, training=backward)
         planned.cases.append(case)
         if sel.star:
             planned.cases.extend(_star(case, tensors))

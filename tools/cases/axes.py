@@ -87,7 +87,25 @@ def case_axes(case: Case, *, effective_values: bool = True) -> dict[str, str]:
             _tensor_axes(axes, spec.name, spec, effective_values)
     for name in sorted(case.attributes):
         axes[f"attr.{name}"] = _attr_text(case, name)
+    axes.update(option_axes(case))
     return axes
+
+
+# Case options that are axes of their own (issue 23): which gradients are compared, dynamic shapes.
+OPTION_AXES = ("grad_inputs", "compile_dynamic")
+
+
+def option_axes(case: Case) -> dict[str, str]:
+    """``grad_inputs`` (the inputs whose gradients the case compares, ``none`` for forward only) when
+    the case sets it; ``compile_dynamic`` (``true`` or the marked dimensions) for a compile case that
+    sets it."""
+    out = {}
+    if case.grad_inputs is not None:
+        out["grad_inputs"] = ",".join(case.grad_inputs) or "none"
+    if case.mode == "compile" and case.compile_dynamic:
+        dyn = case.compile_dynamic
+        out["compile_dynamic"] = "true" if dyn is True else ",".join(dyn)
+    return out
 
 
 def input_kinds(spec: InputSpec, field: str) -> str:
@@ -108,7 +126,8 @@ def distance_axes(case: Case) -> dict[str, str]:
            "dtype": ",".join(input_kinds(i, "dtype") for i in case.inputs),
            "layout": ",".join(input_kinds(i, "layout") for i in case.inputs)}
     for key, value in axes.items():
-        if key.startswith("attr.") or key.endswith((".shape", ".strides", ".offset", ".values", ".len", ".none")):
+        if key.startswith("attr.") or key.endswith((".shape", ".strides", ".offset", ".values", ".len", ".none")) \
+                or key in OPTION_AXES:
             out[key] = value
     return out
 

@@ -23,7 +23,7 @@ import json
 import math
 from typing import Any
 
-from .axes import distance_axes, input_kinds
+from .axes import OPTION_AXES, distance_axes, input_kinds
 from ..schemas import DTYPE_FAMILIES, Case, TensorSpec, contiguous_strides
 
 UNSET = "unset"
@@ -167,7 +167,7 @@ def structured_axes(case: Case, labels: dict[str, str]) -> dict[str, Any]:
 
 def source_of(axis: str) -> str:
     """The variation axis (a key of axes.distance_axes) that moves ``axis``."""
-    if axis in ("mode",) or axis.startswith("attr."):
+    if axis in ("mode",) or axis in OPTION_AXES or axis.startswith("attr."):
         return axis
     if axis == "dtype" or axis.endswith((".dtype", ".dtype_family", ".dtype_bits")):
         return "dtype"
@@ -198,6 +198,7 @@ def case_distance_axes(case: Case, labels: dict[str, str] | None = None) -> dict
     out = {"mode": labels["mode"], "dtype": ",".join(input_kinds(i, "dtype") for i in case.inputs),
            "layout": ",".join(input_kinds(i, "layout") for i in case.inputs)}
     for key, value in labels.items():
-        if key.startswith("attr.") or key.endswith((".shape", ".strides", ".offset", ".values", ".len", ".none")):
+        if key.startswith("attr.") or key.endswith((".shape", ".strides", ".offset", ".values", ".len", ".none")) \
+                or key in OPTION_AXES:
             out[key] = value
     return out

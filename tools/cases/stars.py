@@ -116,12 +116,22 @@ def apply_variation(base: Case, var: StarVariation, value: Any) -> dict:
     ``value``.  Raises ValueError for a variation that does not fit."""
     doc = copy.deepcopy(base.model_dump(mode="json", exclude_none=False))
     doc.pop("origin", None)  # a variation of a captured call is a planned case, not the model's call
-    if var.axis in ("mode", "attribute") and (var.input is not None or var.member is not None):
+    if var.axis in ("mode", "attribute", "grad_inputs", "compile_dynamic") and \
+            (var.input is not None or var.member is not None):
         raise ValueError(f"'input' and 'member' do not apply to axis {var.axis!r}")
     if var.axis == "dim":
         _set_dims(doc, var.dims or [], value)
     elif var.axis == "mode":
         doc["mode"] = value
+    elif var.axis == "grad_inputs":  # which inputs' gradients are compared: a list of names, [] forward only
+        if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
+            raise ValueError("axis 'grad_inputs' takes lists of input names (e.g. ['x', 'weight'], [] for "
+                             "forward only)")
+        doc["grad_inputs"] = value
+    elif var.axis == "compile_dynamic":  # true, false, or the dimensions marked dynamic
+        if not isinstance(value, bool) and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            raise ValueError("axis 'compile_dynamic' takes true, false or lists of dimensions ('x.shape[0]')")
+        doc["compile_dynamic"] = value
     elif var.axis == "attribute":
         doc["attributes"][var.name] = value
     elif var.axis in ("length", "none"):
@@ -200,8 +210,8 @@ def _derived_id(base: Case, var: StarVariation, value: Any) -> str:
     if var.axis == "dim":
         parts = "_".join(f"{n}.shape{i}" for n, i in (parse_dim(d) for d in var.dims or []))
         return fit_id(f"{base.id}.{parts}-{vslug}")
-    if var.axis == "mode":
-        part = f"mode-{vslug}"
+    if var.axis in ("mode", "grad_inputs", "compile_dynamic"):
+        part = f"{var.axis.replace('_', '-')}-{vslug}"
     elif var.axis == "attribute":
         part = f"attr-{var.name}-{vslug}"
     elif var.axis in ("dtype", "layout") and var.input is None:

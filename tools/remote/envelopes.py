@@ -21,7 +21,7 @@ from ..schemas import FiniteFloat, NonNegFinite, Strict, format_validation_error
 WORKER_RESTART_LIMIT = "WorkerRestartLimit"
 
 HarnessWhere = Literal["resolve", "import", "binding", "inputs", "reference", "baseline", "compare", "harness",
-                       "worker_start"]
+                       "worker_start", "grad_output"]
 
 # What each `where` means for people ("the case stays pending" is said by the caller).
 HARNESS_WHERE_TEXT: dict[str, str] = {
@@ -34,6 +34,7 @@ HARNESS_WHERE_TEXT: dict[str, str] = {
     "compare": "the comparison failed",
     "harness": "the harness failed",
     "worker_start": "the worker could not start",
+    "grad_output": "the upstream gradient could not be built",
 }
 
 

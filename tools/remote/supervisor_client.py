@@ -152,7 +152,8 @@ class SupervisorClient:
                 msg = await self._event(timeout, waiting)
                 if msg.get("request_id") != request_id:
                     continue
-                if msg["event"] in ("started", "reference_started", "compile_done"):  # each phase has its timeout
+                if msg["event"] in ("started", "reference_started", "compile_done", "backward_started"):  # each
+                    # phase has its timeout (backward_started: a case with gradients, issue 23)
                     waiting, timeout = "the case result", float(timeout_s) + self.answer_grace_s
                     if msg["event"] == "started" and case.get("mode") in ("compile", "graph"):
                         budget = case.get("compile_timeout_s") or config.get("compile_timeout_s") or 600.0

@@ -12,6 +12,7 @@ from ..cases.ids import rerun_id
 from ..runner.routing import level_for
 from ..schemas import Analysis, Case, CaseFailure, CaseResult, OperatorConfig
 from .markdown import fenced, one_line, table
+from .outputs import outputs_section
 from .sections import artifact_sections, latest_verify_line
 
 
@@ -102,6 +103,7 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
                         f"`{f.minimal_pair.passing}` / `{f.minimal_pair.failing}`" if f.minimal_pair else "-",
                         ", ".join(f.minimal_pair.differs_in) if f.minimal_pair else "-"]
                        for f in analysis.findings]), ""]
+    out += outputs_section(analysis, results)
     out += ["## Failure axes", ""]
     if analysis.failure_axes:
         out += ["Axis values every failing case shares (and not every case has); most explanatory first.", "",

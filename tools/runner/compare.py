@@ -99,9 +99,10 @@ def as_tensor(value):
     raise TypeError(f"output of type {type(value).__name__} is not a tensor, a number or None")
 
 
-def tolerance_for(tolerance: dict, dtype: torch.dtype) -> tuple[float, float]:
-    """(atol, rtol): the per_dtype entry, the blanket pair, else the default table (precision.py)."""
-    atol, rtol, _ = _tolerance_for(tolerance, dtype_name(dtype))
+def tolerance_for(tolerance: dict, dtype: torch.dtype, output: str | None = None) -> tuple[float, float]:
+    """(atol, rtol): the output's per_output entry, the per_dtype entry, the blanket pair, else the
+    default table (precision.py)."""
+    atol, rtol, _ = _tolerance_for(tolerance, dtype_name(dtype), output)
     return atol, rtol
 
 
@@ -135,7 +136,7 @@ def compare_outputs(candidate, reference, *, names: list[str] | None, tolerance:
         except TypeError as exc:
             comparisons.append(_missing(name, str(exc), r, c))
             continue
-        atol, rtol = tolerance_for(tolerance, c.dtype)
+        atol, rtol = tolerance_for(tolerance, c.dtype, name)
         comparisons.append(compare_tensor(name, c, r, atol=atol, rtol=rtol, strict_dtype=strict_dtype))
     return comparisons
 

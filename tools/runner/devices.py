@@ -51,13 +51,16 @@ class Device:
         raise Unsupported(f"layout {layout} is an Ascend storage format (npu_format_cast); this host's device "
                           f"is {self.kind}", "runner: storage formats need an npu device")
 
-    def compile(self, fn, backend: str | None):
+    def compile(self, fn, backend: str | None, dynamic=False):
+        """``dynamic``: False (static shapes), True (dynamic shapes), or a list of
+        dimensions marked dynamic on the inputs (then dynamo's default, None)."""
         import torch._dynamo
 
         # A fresh dynamo state per case: past recompilation limits, dynamo
         # would fall back to eager silently.
         torch._dynamo.reset()
-        return torch.compile(fn, backend=_backend(backend) or "inductor", dynamic=False, fullgraph=False)
+        return torch.compile(fn, backend=_backend(backend) or "inductor", dynamic=_dynamic(dynamic),
+                             fullgraph=False)
 
     def graph_call(self, fn, args, kwargs, on_captured=None):
         raise Unsupported(f"graph capture needs a cuda or npu device; this host's device is {self.kind}",
@@ -116,19 +119,27 @@ class NpuDevice(Device):
             return tensor
         return self.torch_npu.npu_format_cast(tensor, NPU_FORMATS[layout])
 
-    def compile(self, fn, backend: str | None):
+    def compile(self, fn, backend: str | None, dynamic=False):
         import torch._dynamo
 
         torch._dynamo.reset()
         if backend in (None, "torchair"):
             import torchair
 
+            # torchair's NPU backend compiles the backward too (AOTAutograd), and dynamic shapes
             config = torchair.CompilerConfig()
             backend = torchair.get_npu_backend(compiler_config=config)
-        return torch.compile(fn, backend=_backend(backend), dynamic=False, fullgraph=False)
+        return torch.compile(fn, backend=_backend(backend), dynamic=_dynamic(dynamic), fullgraph=False)
 
     def graph_call(self, fn, args, kwargs, on_captured=None):
         return _graph_capture_replay(torch.npu, torch.npu.NPUGraph, fn, args, kwargs, on_captured)
+
+
+def _dynamic(dynamic):
+    """torch.compile's ``dynamic`` for a case's compile_dynamic: True, or None when dimensions are marked."""
+    if dynamic is True:
+        return True
+    return None if dynamic else False
 
 
 def _backend(backend):

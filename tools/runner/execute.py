@@ -17,13 +17,15 @@ import traceback
 import torch
 
 from . import RUNNER_VERSION
+from .backward import (Backward, Fault, ReferenceGradError, UpstreamError, classify as classify_backward,
+                       mark_dynamic, wants_gradients)
 from .baseline import (BindingError, baseline_inputs, binding_hint, check_binding, is_binding_message,
                        raised_at_call, same_refusal)
 from .callables import ResolveError, ascend_only_reason, call_arguments, load_user_modules, resolve, \
     resolve_attributes
 from .classify import exception_signature, match_unsupported
 from .baseline_side import check_inputs, measure
-from .compare import compare_outputs
+from .compare import compare_outputs, name_outputs
 from .judge import BaselineError, apply_judge
 from .devices import Device, Unsupported
 from .inputs import auto_reference_float, build_case_inputs, case_seed, map_built, reference_inputs, tensors_of
@@ -44,7 +46,7 @@ def environment(device: Device) -> dict:
 
 
 def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_candidate_done=None,
-                 on_imported=None, on_outputs=None, on_compile_done=None) -> dict:
+                 on_imported=None, on_outputs=None, on_compile_done=None, on_backward=None) -> dict:
     """``on_imported()`` is called once the user modules are imported and the
     callables resolved (the import has a budget of its own); ``on_inputs(metadata)`` is called once the inputs are built, before the
     candidate runs (the supervisor keeps it for a worker that dies);
@@ -53,7 +55,9 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
     ``on_candidate_done()`` once the candidate returned, before the reference
     runs (the supervisor's case timeout covers the candidate only);
     ``on_outputs(candidate_out, reference_out)`` with both outputs on CPU,
-    before they are compared (a standalone reproducer saves them for pictures)."""
+    before they are compared (a standalone reproducer saves them for pictures; with gradients, dicts of
+    every output by name, ``grad.<input>`` included); ``on_backward(upstream_metadata)`` once the
+    candidate's forward returned and its backward starts (backward.py: a case with grad_inputs)."""
     config, case = request["config"], request["case"]
     op = config["operator"]
     # role "baseline": this host is a baseline host (baseline_host): the baseline callable runs on the
@@ -78,6 +82,7 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
         return _harness("inputs", exc)
     mode = case.get("mode", "eager")
     seed = case_seed(case)
+    grads = Backward(config, case, seed, request.get("captured_dir")) if wants_gradients(config, case) else None
     # Reference inputs first (the candidate may write into its inputs): the
     # same storages cast by the per-dtype upcast rule (inputs.reference_dtype,
     # recorded per input), viewed with the same strides and offset.
@@ -87,6 +92,8 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
     metadata = {"case_id": case["id"], "seed": seed, "mode": mode, "device": device.label,
                 "reference_dtype": ref_float if asked != "auto" else f"auto: {ref_float}",
                 "inputs": [b.metadata for b in built]}
+    if grads is not None:  # the upstream gradients' metadata fills in once the forward returned
+        metadata.update(grad_inputs=grads.names, grad_outputs=grads.metadata)
     answer = {"input_metadata": metadata}
     if on_inputs is not None:
         on_inputs(metadata)
@@ -121,20 +128,28 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
         cand_inputs = map_built(built, lambda b: device.to_device(b.storage, b.shape, b.strides, b.storage_offset))
     except Exception as exc:  # noqa: BLE001
         return dict(answer, **_harness("inputs", exc))
-    t0 = time.perf_counter()
+    t0 = t_forward = time.perf_counter()
+    cand_grads = None
     try:
         cand_inputs = map_built(built, lambda b: device.format_cast(_member(cand_inputs, b.name), b.layout))
+        leaves = grads.require(cand_inputs) if grads is not None else []
         args, kwargs = call_arguments(op.get("call"), cand_inputs, attributes)
         metadata["seeded"] = seed_everything(seed)
         if mode == "eager":
             out = candidate(*args, **kwargs)
         elif mode == "compile":
             # compile (and warm up) on copies of the inputs, so an in-place candidate applies once
-            compiled = device.compile(candidate, op.get("compile_backend"))
+            dynamic = case.get("compile_dynamic")
+            compiled = device.compile(candidate, op.get("compile_backend"), dynamic=dynamic)
             warm = map_built(built, lambda b: device.format_cast(
                 device.to_device(b.storage.clone(), b.shape, b.strides, b.storage_offset), b.layout))
+            warm_leaves = grads.require(warm) if grads is not None else []
+            mark_dynamic(warm, dynamic)
+            mark_dynamic(cand_inputs, dynamic)
             wargs, wkwargs = call_arguments(op.get("call"), warm, attributes)
-            compiled(*wargs, **wkwargs)
+            warm_out = compiled(*wargs, **wkwargs)
+            if grads is not None:  # the backward graph is compiled within the compile budget too
+                grads.candidate(warm_out, warm_leaves, device)
             device.synchronize()
             timing["compile_us"] = (time.perf_counter() - t0) * 1e6
             if on_compile_done is not None:
@@ -147,16 +162,32 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
                 timing["compile_us"] = (time.perf_counter() - t0) * 1e6
                 if on_compile_done is not None:
                     on_compile_done()
-            out = device.graph_call(candidate, args, kwargs, on_captured=captured)
+            fn = grads.graph_fn(candidate, leaves, device) if grads is not None else candidate
+            out = device.graph_call(fn, args, kwargs, on_captured=captured)
+            if grads is not None:  # forward and backward were captured and replayed together
+                out, graph_grads = out
+                cand_grads = grads.collect(leaves, graph_grads)
         else:
             raise Unsupported(f"mode {mode!r} is not one of eager, compile, graph", "runner: unknown mode")
         device.synchronize()
+        t_forward = time.perf_counter()
+        if grads is not None and cand_grads is None:
+            cand_grads, timing["backward_us"] = grads.candidate(out, leaves, device, on_backward)
         out = _to_cpu(out)
+    except UpstreamError as exc:  # the harness could not build the upstream gradient: pending
+        return dict(answer, **_harness("grad_output", exc))
+    except Fault as exc:  # the candidate's backward raised
+        timing["candidate_us"] = (t_forward - t0) * 1e6
+        answer["needs_health_check"] = True
+        status, fields = classify_backward(exc, op.get("unsupported_rules") or [])
+        return result(status, **fields)
     except Unsupported as exc:
         timing["candidate_us"] = (time.perf_counter() - t0) * 1e6
-        return result("unsupported", error={"type": "Unsupported", "message": exc.reason,
-                                            "signature": f"unsupported: {exc.rule}"[:300],
-                                            "matched_rule": exc.rule})
+        error = {"type": "Unsupported", "message": exc.reason, "signature": f"unsupported: {exc.rule}"[:300],
+                 "matched_rule": exc.rule}
+        if getattr(exc, "phase", None):
+            error["phase"] = exc.phase
+        return result("unsupported", error=error)
     except ResolveError as exc:
         return dict(answer, **_harness("resolve", exc))
     except BaseException as exc:  # noqa: BLE001 - the candidate's failure is the evidence
@@ -168,6 +199,8 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
                 f"the candidate {op['candidate']} refused the call's arguments: {type(exc).__name__}: "
                 f"{_text(exc)}. {binding_hint(op, [b.name for b in built] + list(attributes))}")))
         status, fields = _classify(exc, op.get("unsupported_rules") or [])
+        if grads is not None:
+            fields["error"]["phase"] = "forward"
         if status == "crash" and isinstance(exc, Exception):
             # the same call in the same dtypes on CPU refuses it too: outside the operator's contract
             if _same_on_cpu(baseline, op, base_inputs or baseline_inputs(built), attributes, exc):
@@ -176,15 +209,29 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
                     f"case's dtypes raised the same {type(exc).__name__}")
                 status = "unsupported"
         return result(status, **fields)
-    timing["candidate_us"] = (time.perf_counter() - t0) * 1e6
+    timing["candidate_us"] = (t_forward - t0) * 1e6
     if on_candidate_done is not None:
         on_candidate_done()
 
     t0 = time.perf_counter()
+    ref_grads = base_grads = None
     try:
         rargs, rkwargs = call_arguments(op.get("call"), ref_inputs, attributes)
+        ref_leaves = grads.require(ref_inputs) if grads is not None else []
         seed_everything(seed)
-        ref_out = _to_cpu(reference(*rargs, **rkwargs))
+        ref_out = reference(*rargs, **rkwargs)
+        if grads is not None:  # the reference's backward, CPU autograd, the same upstream values upcast
+            ref_grads = grads.on_cpu(ref_out, ref_leaves, "reference")
+            extra = grads.extra_outputs(ref_out)
+            if extra:
+                return result("unsupported", error={
+                    "type": "NoDerivative", "phase": "backward", "matched_rule": "runner: no derivative",
+                    "signature": "unsupported: runner: no derivative",
+                    "message": (f"phase: backward: the reference's outputs {extra} have gradients with respect to "
+                                f"{', '.join(grads.names)}, the candidate's do not (no grad_fn): the operator has "
+                                "no derivative there; name the outputs to differentiate in grad_output "
+                                "({output: spec}) to compare the others")})
+        ref_out = _to_cpu(ref_out)
         if op.get("random"):
             flags.update(_check_reproducible(reference, op, ref_inputs, attributes, seed, ref_out, device))
     except BaseException as exc:  # noqa: BLE001
@@ -198,24 +245,36 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
     in_dtypes = [b.dtype for b in tensors_of(built)]
     if side is not None:  # where the baseline ran, in the result's environment
         flags["baseline_host"] = {k: side.get(k) for k in ("host", "device", "environment")}
-    if role == "baseline":
-        return result("passed", baseline_side=measure(out, ref_out, names=op.get("outputs"), config=config,
+    if role == "baseline":  # with gradients, the baseline host measures them too (grad.<input>)
+        b_out, b_ref, b_names = (out, ref_out, op.get("outputs")) if grads is None else (
+            dict(name_outputs(out, op.get("outputs")), **cand_grads),
+            dict(name_outputs(ref_out, op.get("outputs")), **(ref_grads if isinstance(ref_grads, dict) else {})), None)
+        return result("passed", baseline_side=measure(b_out, b_ref, names=b_names, config=config,
                                                       in_dtypes=in_dtypes, built=built))
     base_out = None
     if judge != "tolerance" and side is None:  # the baseline: a correct computation in the candidate's dtypes, on CPU
         t0 = time.perf_counter()
         try:
             bargs, bkwargs = call_arguments(op.get("call"), base_inputs, attributes)
+            base_leaves = grads.require(base_inputs) if grads is not None else []
             seed_everything(seed)
-            base_out = _to_cpu(baseline(*bargs, **bkwargs))
+            base_out = baseline(*bargs, **bkwargs)
+            if grads is not None:
+                base_grads = grads.on_cpu(base_out, base_leaves, "baseline")
+                if isinstance(base_grads, str) and isinstance(ref_grads, dict):
+                    raise ReferenceGradError(base_grads)
+            base_out = _to_cpu(base_out)
         except BaseException as exc:  # noqa: BLE001 - a harness matter, not the operator's verdict
             return dict(answer, **_harness("baseline", RuntimeError(
                 f"the baseline ({op.get('baseline') or op['reference']} on CPU in the case's dtypes) failed: "
                 f"{type(exc).__name__}: {_text(exc)}; name another operator.baseline or use judge 'tolerance'")))
         timing["baseline_us"] = (time.perf_counter() - t0) * 1e6
 
+    kept = (out, ref_out) if grads is None else (
+        dict(name_outputs(out, op.get("outputs")), **cand_grads),
+        dict(name_outputs(ref_out, op.get("outputs")), **(ref_grads if isinstance(ref_grads, dict) else {})))
     if on_outputs is not None:
-        on_outputs(out, ref_out)
+        on_outputs(*kept)
     t0 = time.perf_counter()
     try:
         comparisons = compare_outputs(out, ref_out, names=op.get("outputs"), tolerance=config.get("tolerance") or {},
@@ -224,6 +283,12 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
             check_inputs(built, side)
         apply_judge(comparisons, judge, baseline=base_out, reference=ref_out, names=op.get("outputs"), candidate=out,
                     config=config, in_dtypes=in_dtypes, baseline_side=side)
+        if grads is not None:  # each gradient an output grad.<input>, judged like the others
+            grad_comps = grads.compare(cand_grads, ref_grads, config.get("tolerance") or {}, not upcast)
+            apply_judge(grad_comps, judge, baseline=base_grads if isinstance(base_grads, dict) else None,
+                        reference=ref_grads if isinstance(ref_grads, dict) else None, names=None,
+                        candidate=cand_grads, config=config, in_dtypes=in_dtypes, baseline_side=side)
+            comparisons += grad_comps
     except BaselineError as exc:
         return dict(answer, **_harness("baseline", exc))
     except Exception as exc:  # noqa: BLE001
@@ -234,7 +299,7 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
             "neither the candidate nor the reference returned a tensor output to compare")))
     status = "passed" if all(c["passed"] for c in comparisons) else "numerical_mismatch"
     if status == "numerical_mismatch" and config.get("keep_outputs_max_bytes"):
-        answer.update(_kept_outputs(out, ref_out, int(config["keep_outputs_max_bytes"])))
+        answer.update(_kept_outputs(*kept, int(config["keep_outputs_max_bytes"])))
     return result(status, comparisons=comparisons)
 
 

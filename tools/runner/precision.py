@@ -50,9 +50,23 @@ def default_tolerance(dtype: str) -> tuple[float, float]:
     return atol, rtol
 
 
-def tolerance_for(tolerance: dict, dtype: str) -> tuple[float, float, str]:
-    """(atol, rtol, where it came from) for one dtype: the ``per_dtype`` entry,
-    else the blanket ``atol``/``rtol`` when given, else the default table."""
+GRADIENTS = "grad.*"  # the per_output key of every gradient output (grad.<input>)
+
+
+def tolerance_for(tolerance: dict, dtype: str, output: str | None = None) -> tuple[float, float, str]:
+    """(atol, rtol, where it came from) for one output dtype: the output's
+    ``per_output`` entry (its name, else ``grad.*`` for a gradient; its
+    ``per_dtype`` pair first), else the ``per_dtype`` entry, else the blanket
+    ``atol``/``rtol`` when given, else the default table."""
+    per_output = tolerance.get("per_output") or {}
+    if output is not None and per_output:
+        for key in (output, GRADIENTS if output.startswith("grad.") else None):
+            entry = per_output.get(key) if key else None
+            if not entry:
+                continue
+            pair = (entry.get("per_dtype") or {}).get(dtype) or entry
+            if pair.get("atol") is not None:
+                return float(pair["atol"]), float(pair["rtol"]), "per_output"
     per = (tolerance.get("per_dtype") or {}).get(dtype)
     if per and per.get("atol") is not None:
         return float(per["atol"]), float(per["rtol"]), "per_dtype"

@@ -369,6 +369,8 @@ class Supervisor:
         elif watch.phase == "reference":
             self._on_reference_failure(base, watch, kind)
         else:
+            # graph mode replays forward and backward as one graph: no phase to name
+            watch.grads = _wants_gradients(msg.get("config") or {}, case) and case.get("mode") != "graph"
             self._on_candidate_failure(base, watch, kind, case_id)
 
     def _watch_case(self, watch: "_CaseWatch", case_id) -> str:
@@ -453,6 +455,15 @@ class Supervisor:
             watch.enter("candidate", watch.timeout_s, since=at)
             self.send({"event": "compile_done", "request_id": request_id, "case_id": case_id, "at": wall})
             watch.unflushed = False
+        elif name == "backward" and watch.phase == "candidate":
+            # the candidate's forward returned, its backward runs: a timeout of its own, and a
+            # death from here on is blamed on the backward (phase: backward)
+            watch.enter("backward", watch.timeout_s, since=at)
+            if isinstance(watch.input_metadata, dict):
+                watch.input_metadata["grad_outputs"] = step.get("grad_outputs") or []
+            self.send({"event": "backward_started", "request_id": request_id, "case_id": case_id,
+                       "at": wall}, flush=False)  # the client's clock follows: the backward has its own timeout
+            watch.unflushed = True
         elif name == "candidate_done":
             # the CPU reference and the comparison get a timeout of their own:
             # running out of it says nothing about the operator
@@ -520,26 +531,34 @@ class Supervisor:
         """The worker died or ran out of time while the candidate ran: this case's crash."""
         elapsed_us = (time.monotonic() - watch.t0) * 1e6
         rc, stderr, stdout = self._collect_dead(watch.worker, kill=kind == "timeout")
+        backward = watch.phase == "backward"
         if kind == "timeout" and watch.phase == "compile":  # never the same signature as a run-time hang
             error = {"type": "CompileTimeout", "signature": "timeout during compile", "signal": "SIGKILL",
                      "message": (f"compiling or capturing the candidate did not finish within its compile budget "
                                  f"of {watch.compile_s:g} s (compile_timeout_s); the supervisor killed the "
                                  "worker's process group")}
         elif kind == "timeout":
+            what = "the candidate's backward" if backward else "the case"
             error = {"type": "Timeout", "signature": "timeout", "signal": "SIGKILL",
-                     "message": (f"the case did not finish within its timeout of {watch.timeout_s:g} s; the "
+                     "message": (f"{what} did not finish within its timeout of {watch.timeout_s:g} s; the "
                                  "supervisor killed the worker's process group")}
         else:
             sig = signal_name(rc)
-            message = f"the worker died while running the candidate ({_death(rc)})"
+            what = "the candidate's backward" if backward else "the candidate"
+            message = f"the worker died while running {what} ({_death(rc)})"
             if sig in EXTERNAL_SIGNALS:
-                message = (f"the worker was killed by {sig} while the candidate ran (phase: candidate). The "
+                message = (f"the worker was killed by {sig} while {what} ran (phase: {watch.phase}). The "
                            f"supervisor did not send it (the case timeout of {watch.timeout_s:g} s had not passed): "
                            f"the kernel's OOM killer or another process did{watch.memory_note()}; the sender is not "
                            "known to the harness. Re-run it as a new case id (the outcome's rerun_case) to see "
                            "whether the candidate itself causes it")
             error = {"type": "WorkerDied", "signature": sig or f"exit {rc}", "signal": sig,
                      "exit_code": None if sig else rc, "message": message}
+        if backward:  # the forward returned; its backward crashed, timed out or was killed
+            error.update(phase="backward", signature=f"backward: {error['signature']}",
+                         message=f"phase: backward: {error['message']}")
+        elif watch.grads:
+            error["phase"] = "forward"
         error["traceback_tail"] = stderr
         result = {"schema_version": 1, "case_id": case_id, "status": "crash", "comparisons": [], "error": error,
                   "timing_us": {"total_us": elapsed_us}, "environment": self.env}
@@ -599,7 +618,7 @@ class Supervisor:
 
 class _CaseWatch:
     """What the supervisor knows about the case in flight: its phase
-    (import -> inputs -> [compile ->] candidate -> reference), that phase's deadline, the
+    (import -> inputs -> [compile ->] candidate -> [backward ->] reference), that phase's deadline, the
     input metadata once built, and the worker's peak memory so far."""
 
     def __init__(self, worker: Worker, request_id, timeout_s: float, import_budget_s: float, inputs_budget_s: float):
@@ -614,6 +633,7 @@ class _CaseWatch:
         self.seen: set[str] = set()  # progress steps applied (from the board or a message)
         self.board_seen = 0  # steps of the board's post applied
         self.unflushed = False  # news to the client held back for one slice
+        self.grads = False  # the case asks for gradients (its crash says which phase)
 
     def enter(self, phase: str, budget_s: float, since: float | None = None) -> None:
         self.phase, self.deadline = phase, (time.monotonic() if since is None else since) + budget_s
@@ -646,6 +666,12 @@ def compile_budget(config: dict, case: dict) -> float | None:
         return float(case.get("compile_timeout_s") or config.get("compile_timeout_s") or 600.0)
     except (TypeError, ValueError):
         return 600.0
+
+
+def _wants_gradients(config: dict, case: dict) -> bool:
+    """The case compares gradients (its grad_inputs, else the config's): backward.py's rule, stdlib here."""
+    names = case.get("grad_inputs")
+    return bool(config.get("grad_inputs") if names is None else names)
 
 
 def _import_budget(msg: dict) -> float:

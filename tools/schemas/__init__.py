@@ -51,7 +51,9 @@ from .case import (  # noqa: F401
     Case,
     CaseOrigin,
     DtypeArg,
+    GradOutput,
     InputSpec,
+    OutputName,
     SpecialKind,
     SpecialValues,
     StarAxis,
@@ -60,13 +62,16 @@ from .case import (  # noqa: F401
     StarVariation,
     TensorSpec,
     ValueSpec,
+    check_grad_inputs,
     contiguous_strides,
+    grad_output_captures,
     storage_elements,
 )
 from .config import (  # noqa: F401
     CallSpec,
     OperatorConfig,
     OperatorSpec,
+    OutputTolerance,
     Tolerance,
     ToleranceSpec,
 )
@@ -89,6 +94,7 @@ from .analysis import (  # noqa: F401
     IntegrationDiff,
     MinimalPair,
     NextCase,
+    OutputSummary,
 )
 from .tool_io import (  # noqa: F401
     AnalyzeFailuresArgs,

@@ -21,6 +21,8 @@ class CaseFailure(Strict):
     signature: str | None = Field(None, description="crash/mismatch signature")
     reason: str | None = Field(None, description="what failed")
     axes: dict[str, str] = Field(description="the case's axis values")
+    failing_outputs: list[str] = Field(default_factory=list, description="the outputs that failed "
+                                                                         "(forward outputs, grad.<input>)")
 
 
 class FailureAxis(Strict):
@@ -65,6 +67,10 @@ class Finding(Strict):
                                                                         "case differing only there")
     failing: int = Field(description="failing cases (all of them satisfy the predicate)")
     passing: int = Field(description="passing cases (none satisfies it)")
+    failing_outputs: list[str] = Field(
+        default_factory=list, description="the outputs that fail in the cases it covers (e.g. only grad.weight)")
+    passing_outputs: list[str] = Field(
+        default_factory=list, description="the outputs compared in those cases that pass in every one of them")
 
 
 class NextCase(Strict):
@@ -106,6 +112,22 @@ class IntegrationDiff(Strict):
     bridges: list[BridgeCase] = Field(default_factory=list, description="planned cases that cross one feature each")
 
 
+class OutputSummary(Strict):
+    """One output (a forward output or a gradient grad.<input>) over the run's compared cases."""
+
+    output: str = Field(description="the output's name, e.g. 'out', 'grad.weight'")
+    compared: int = Field(description="recorded cases that compared it")
+    failing: int = Field(description="of them, the cases where it failed")
+    failing_cases: list[str] = Field(default_factory=list, description="the first failing case ids")
+    failing_dtypes: list[str] = Field(default_factory=list, description="its dtypes in the failing cases")
+    passing_dtypes: list[str] = Field(default_factory=list, description="its dtypes in the passing cases")
+    worst_case: str | None = Field(None, description="the failing (else compared) case with the largest max_abs")
+    max_abs: float | None = Field(None, description="max_abs in the worst case")
+    max_rel: float | None = Field(None, description="max_rel in the worst case")
+    mismatch_ratio: float | None = Field(None, description="mismatch_ratio in the worst case")
+    verdict: str | None = Field(None, description="the judge's sentence in the worst case")
+
+
 class Analysis(Strict):
     schema_version: Literal[1] = Field(1, description="contract version")
     run_id: str = Field(description="the run")
@@ -125,3 +147,5 @@ class Analysis(Strict):
     integration_diff: list[IntegrationDiff] = Field(
         default_factory=list, description="captured calls vs planned cases: what differs at the integration boundary")
     analyzed_at: datetime = Field(description="when")
+    outputs: list[OutputSummary] = Field(
+        default_factory=list, description="per output (forward outputs and gradients): where it fails")

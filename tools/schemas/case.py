@@ -221,6 +221,72 @@ class DtypeArg(Strict):
 
 AttributeValue = Union[None, bool, int, float, str, DtypeArg, list[Union[None, bool, int, float, str]]]
 
+# --------------------------------------------------------------------------
+# Backward (issue 23): which inputs' gradients are compared, how the upstream
+# gradient is made, compile with dynamic shapes
+# --------------------------------------------------------------------------
+
+# An output's name as comparisons name it: "out", "y", "state.0", "grad.weight", "grad.x[1]"
+# (and "grad.*" for every gradient, in tolerance.per_output).  Checked by the validator, not
+# by a published pattern (the tools/list budget).
+_OUTPUT_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\[\]*-]{0,199}$")
+
+
+def _output_names(value: dict) -> dict:
+    bad = [k for k in value if not _OUTPUT_NAME_RE.fullmatch(k)]
+    if bad:
+        raise ValueError(f"keys {bad} are not output names (e.g. 'out', 'y', 'grad.weight', 'grad.*')")
+    return value
+
+
+def output_map(item):  # dict[output name, item], keys checked
+    return Annotated[dict[str, item], AfterValidator(_output_names)]
+
+
+OutputName = str
+# The upstream gradient: one value spec for every differentiated output, one per output
+# ({output: spec}; only those outputs are differentiated), or the gradient of a reduction
+# of every output ("sum": ones, "mean": 1/numel).
+GradOutput = Union[Literal["sum", "mean"], ValueSpec, output_map(ValueSpec)]
+
+
+def grad_output_captures(spec) -> list[str]:
+    """The captured tensors (artifacts/captured/ names) a grad_output replays."""
+    specs = [] if spec is None or isinstance(spec, str) else [spec] if isinstance(spec, ValueSpec) else list(spec.values())
+    return [v.captured for v in specs if v.kind == "captured" and v.captured]
+
+
+def check_grad_inputs(names: list[str], inputs: list["InputSpec"], where: str) -> None:
+    """``names`` (grad_inputs) name distinct tensor inputs of the case (a None input has no gradient)."""
+    by_name = {i.name: i for i in inputs}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise ValueError(f"{where} names {unknown}, which are not inputs of the case (inputs: {sorted(by_name)})")
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"{where} repeats {dupes}")
+    nones = [n for n in names if by_name[n].none]
+    if nones:
+        raise ValueError(f"{where} names {nones}, passed as None: a None argument has no gradient")
+
+
+def check_dynamic_dims(dims: list[str], inputs: list["InputSpec"]) -> None:
+    """Each ``NAME.shape[INDEX]`` of compile_dynamic names a dimension of a single-tensor input."""
+    by_name = {i.name: i for i in inputs}
+    bad = [d for d in dims if not _DIM_REF_RE.match(d)]
+    if bad:
+        raise ValueError(f"compile_dynamic dims {bad} must read NAME.shape[INDEX], e.g. 'x.shape[0]'")
+    for ref in dims:
+        name, index = ref[:-1].split(".shape[")
+        spec = by_name.get(name)
+        if spec is None:
+            raise ValueError(f"compile_dynamic: {ref!r} names no input of the case (inputs: {sorted(by_name)})")
+        if spec.shape is None or spec.none:
+            raise ValueError(f"compile_dynamic: {ref!r}: input {name!r} is a tensor list or None, not one tensor")
+        rank = len(spec.shape)
+        if not -rank <= int(index) < rank:
+            raise ValueError(f"compile_dynamic: {ref!r} is outside input {name!r} of rank {rank}")
+
 
 class Case(Strict):
     model_config = ConfigDict(extra="forbid", json_schema_extra=drop_titles)  # titles dropped: schema budget
@@ -236,6 +302,12 @@ class Case(Strict):
     description: Annotated[str, Field(max_length=2000)] | None = None
     # set by plan_cases for a case planned from 'captures' (not published in the input schema: agents never write it)
     origin: SkipJsonSchema[CaseOrigin | None] = None
+    grad_inputs: list[Ident] | None = Field(
+        None, description="inputs whose gradients are compared (outputs grad.<input>); null: the config's; []: none")
+    grad_output: GradOutput | None = Field(
+        None, description="upstream gradient from the seed: a value spec, {output: spec}, 'sum' or 'mean'")
+    compile_dynamic: bool | list[str] | None = Field(
+        None, description="compile with dynamic shapes (true) or these dims dynamic (['x.shape[0]'])")
 
     @field_validator("attributes")
     @classmethod
@@ -253,6 +325,10 @@ class Case(Strict):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"input names must be unique; repeated: {dupes}")
+        if self.grad_inputs:
+            check_grad_inputs(self.grad_inputs, self.inputs, "grad_inputs")
+        if isinstance(self.compile_dynamic, list):
+            check_dynamic_dims(self.compile_dynamic, self.inputs)
         return self
 
 
@@ -261,7 +337,7 @@ class Case(Strict):
 # --------------------------------------------------------------------------
 
 StarAxis = Literal["dtype", "shape", "strides", "storage_offset", "layout", "mode", "attribute", "values",
-                   "length", "none", "dim"]
+                   "length", "none", "dim", "grad_inputs", "compile_dynamic"]
 _DIM_REF_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\.shape\[-?[0-9]{1,2}\]$")
 
 

@@ -10,6 +10,7 @@ from pydantic.json_schema import SkipJsonSchema, WithJsonSchema
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from .base import Dotted, Dtype, FreeJson, Ident, ModuleFile, NonNegFinite, Slug, Strict, drop_titles
+from .case import GradOutput, output_map
 
 # --------------------------------------------------------------------------
 # Operator config
@@ -34,8 +35,25 @@ class Tolerance(Strict):
         return self
 
 
+class OutputTolerance(Tolerance):
+    """One output's tolerance."""
+
+    per_dtype: dict[Dtype, Tolerance] = Field(default_factory=dict, description="by output dtype")
+
+    @model_validator(mode="after")
+    def _complete_entries(self) -> "OutputTolerance":
+        empty = sorted(d for d, t in self.per_dtype.items() if t.atol is None)
+        if empty:
+            raise ValueError(f"per_dtype entries {empty} give neither atol nor rtol; give both or drop the entry")
+        if self.atol is None and not self.per_dtype:
+            raise ValueError("a per_output entry gives atol and rtol, per_dtype pairs, or both")
+        return self
+
+
 class ToleranceSpec(Tolerance):
     per_dtype: dict[Dtype, Tolerance] = Field(default_factory=dict, description="by output dtype")
+    per_output: output_map(OutputTolerance) = Field(
+        default_factory=dict, description="by output name ('grad.weight'; 'grad.*': every gradient); first")
 
     @model_validator(mode="after")
     def _complete_entries(self) -> "ToleranceSpec":
@@ -44,11 +62,11 @@ class ToleranceSpec(Tolerance):
             raise ValueError(f"per_dtype entries {empty} give neither atol nor rtol; give both or drop the entry")
         return self
 
-    def for_dtype(self, dtype: str) -> tuple[float, float, str]:
-        """(atol, rtol, source): "per_dtype", "config" (the blanket pair) or "default" (the table)."""
+    def for_dtype(self, dtype: str, output: str | None = None) -> tuple[float, float, str]:
+        """(atol, rtol, source): "per_output", "per_dtype", "config" (the blanket pair) or "default" (the table)."""
         from ..runner.precision import tolerance_for  # stdlib only: the one table, shared with the runner
 
-        return tolerance_for(self.model_dump(), dtype)
+        return tolerance_for(self.model_dump(), dtype, output)
 
 
 class CallSpec(Strict):
@@ -123,6 +141,8 @@ class OperatorConfig(Strict):
     command: Annotated[str, Field(max_length=20000)] | None = None
     default_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
     compile_timeout_s: Annotated[float, Field(gt=0)] = Field(default=600.0, description="compile budget, s")
+    grad_inputs: list[Ident] | None = Field(None, description="default of the cases' grad_inputs")
+    grad_output: GradOutput | None = Field(None, description="default of the cases' grad_output")
     judge_level: JudgeLevel = Field("auto", description="baseline judge's msprobe level; auto: the operator's")
     # standard, output_judges: validated, not published (the schema size budgets of tools/list and
     # PlanRequest); SKILL.md and references/behavior.md describe them

@@ -72,6 +72,9 @@ class StandardVerdict(Strict):
         None, description="The candidate's stage-1 numbers (standards other than benchmark).")
     baseline_metrics: dict[str, StageNumber] | None = Field(
         None, description="The baseline's stage-1 numbers (the ULP standard).")
+    baseline_repaired: Annotated[int, Field(ge=1)] | None = Field(
+        None, description="Baseline elements that overflowed where the truth and the candidate are finite, set to "
+                          "the truth in the baseline's dtype before the standard judged (runner/judge.py).")
 
 
 class Check(Strict):
@@ -145,6 +148,9 @@ class ErrorInfo(Strict):
     traceback_tail: Annotated[str, Field(max_length=20000)] | None = None
     matched_rule: Annotated[str, Field(max_length=500)] | None = Field(
         None, description="unsupported: the rule that matched")
+    # runner-written (like timing_us): accepted, not published (tools/list budget)
+    phase: SkipJsonSchema[Literal["forward", "backward"] | None] = Field(
+        None, description="a case with gradients: forward (the call) or backward (its gradients) failed")
 
 
 class ResultSource(Strict):
@@ -166,6 +172,8 @@ class Timing(Strict):
     baseline_us: NonNegFinite | None = Field(default=None, description="The same-precision baseline's call.")
     compare_us: NonNegFinite | None = None
     total_us: NonNegFinite | None = None
+    backward_us: NonNegFinite | None = Field(default=None, description="the candidate's backward, apart from "
+                                                                       "candidate_us")
 
 
 class CaseResult(Strict):
