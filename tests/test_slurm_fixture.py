@@ -40,8 +40,10 @@ for line in sys.stdin:
 print("bye", flush=True)
 """
 
-# The line slurmstepd writes to the step's stderr when the scheduler kills it.
-CANCELLED = re.compile(r"\*\*\* (?:STEP|JOB) (\d+)(?:\.\d+)? ON (\S+) CANCELLED AT (\S+)(?: DUE TO ([A-Z ]+?))? \*\*\*")
+# The line slurmstepd writes to the step's stderr when the scheduler kills it (22.05:
+# "*** STEP 7.0 ON vm CANCELLED AT <time> ***", "... DUE TO TIME LIMIT ***"; older
+# releases leave out "ON <node>", and PREEMPTION / NODE FAILURE are other reasons).
+CANCELLED = re.compile(r"\*\*\* (?:STEP|JOB) (\d+)(?:\.\d+)?(?: ON (\S+))? CANCELLED AT (\S+)(?: DUE TO ([^*]+?))? \*\*\*")
 
 
 class Step:
