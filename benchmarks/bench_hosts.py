@@ -32,6 +32,8 @@ from sshd_fixture import Sshd, login_user, make_client_key  # noqa: E402
 from tools.evidence import RunStore  # noqa: E402
 from tools.plan_cases import plan_cases  # noqa: E402
 from tools.remote import pool  # noqa: E402
+from tools.remote.slot import RunFiles, slot_specs  # noqa: E402
+from tools.remote.ssh import SSHConnections  # noqa: E402
 from tools.remote.inventory import parse_inventory  # noqa: E402
 from tools.run_case_remote import run_case_remote  # noqa: E402
 
@@ -51,8 +53,8 @@ def plan(root: Path, run_id: str, n: int, delay: float) -> None:
 async def warm(inv, names: list[str], root: Path) -> None:
     plan(root, "warmup", 1, 0.0)
     store = RunStore(root, "warmup")
-    files = pool.RunFiles("warmup", store.read_config().model_dump(mode="json"), store.path("artifacts", "modules"))
-    specs = pool.slot_specs(inv.resolve(names))
+    files = RunFiles("warmup", store.read_config().model_dump(mode="json"), store.path("artifacts", "modules"))
+    specs = slot_specs(inv.resolve(names))
     slots = await asyncio.gather(*(pool.REGISTRY.checkout(s.host, s.device, files) for s in specs))
     for slot in slots:
         pool.REGISTRY.release(slot)
@@ -83,7 +85,7 @@ async def measure(inv, names: list[str], root: Path, run_id: str, n: int, delay:
         finished.append(time.perf_counter())
 
     uploads: list[tuple[float, float]] = []  # (began, ended) of each slot's wait for the run's files
-    real_run_files = pool.REGISTRY.run_files
+    real_run_files = SSHConnections.run_files
 
     async def timed_run_files(*a, **k):
         began = time.perf_counter()
@@ -93,7 +95,7 @@ async def measure(inv, names: list[str], root: Path, run_id: str, n: int, delay:
             uploads.append((began, time.perf_counter()))
 
     rcr._record_event = timed_record
-    pool.REGISTRY.run_files = timed_run_files
+    SSHConnections.run_files = timed_run_files
     busy_before = _cpu_busy()
     t = time.perf_counter()
     try:
@@ -101,7 +103,7 @@ async def measure(inv, names: list[str], root: Path, run_id: str, n: int, delay:
                                      progress=progress)
     finally:
         rcr._record_event = real_record
-        pool.REGISTRY.run_files = real_run_files
+        SSHConnections.run_files = real_run_files
     elapsed = time.perf_counter() - t
     busy = [b - a for a, b in zip(busy_before, _cpu_busy())]
     assert len(resp.recorded) == n, (len(resp.recorded), resp.rerun_hint)

@@ -51,6 +51,8 @@ from sshd_fixture import Sshd, login_user, make_client_key  # noqa: E402
 from tools.evidence import RunStore  # noqa: E402
 from tools.plan_cases import plan_cases  # noqa: E402
 from tools.remote import pool  # noqa: E402
+from tools.remote.slot import RunFiles  # noqa: E402
+from tools.remote.ssh import SSHDeviceSlot  # noqa: E402
 from tools.remote.inventory import parse_inventory  # noqa: E402
 from tools.run_case_remote import run_case_remote  # noqa: E402
 
@@ -107,7 +109,7 @@ async def warm_overhead(inv, root: Path, n: int) -> dict:
     store = RunStore(root, "warm-slot")
     config = store.read_config().model_dump(mode="json")
     cases = {c.id: c.model_dump(mode="json") for c in store.read_cases()}
-    run = pool.RunFiles("warm-slot", config, store.path("artifacts", "modules"), None)
+    run = RunFiles("warm-slot", config, store.path("artifacts", "modules"), None)
     slot = await pool.REGISTRY.checkout(host, 0, run)
     try:
         await slot.run_case(run, cases[ids[0]], 60)  # warm: modules uploaded, worker imported torch
@@ -136,7 +138,7 @@ async def throughput(server_inv: dict, root: Path, n: int, delay: float) -> dict
     warm_inv = parse_inventory({"hosts": {"bench": {**server_inv, "concurrency": 4}}})
     plan(root, "tp-warmup", 1)
     store = RunStore(root, "tp-warmup")
-    files = pool.RunFiles("tp-warmup", store.read_config().model_dump(mode="json"), store.path("artifacts", "modules"))
+    files = RunFiles("tp-warmup", store.read_config().model_dump(mode="json"), store.path("artifacts", "modules"))
     host = warm_inv.get("bench")
     slots = await asyncio.gather(*(pool.REGISTRY.checkout(host, d, files) for d in range(4)))  # all four warm
     for slot in slots:
@@ -182,12 +184,12 @@ async def breakdown(inv, tool_inv, root: Path, n: int, tag: str) -> dict:
     store = RunStore(root, f"bd-slot-{tag}")
     config = store.read_config().model_dump(mode="json")
     cases = {c.id: c.model_dump(mode="json") for c in store.read_cases()}
-    run = pool.RunFiles(f"bd-slot-{tag}", config, store.path("artifacts", "modules"), None)
+    run = RunFiles(f"bd-slot-{tag}", config, store.path("artifacts", "modules"), None)
     tool_ids = plan(root, f"bd-tool-{tag}", n + 1)
 
     spans: dict[str, list[float]] = {"slot": [], "record": []}
     in_tool = [False]
-    real_record, real_slot_run = rcr._record_event, pool.SSHDeviceSlot.run_case
+    real_record, real_slot_run = rcr._record_event, SSHDeviceSlot.run_case
 
     def timed_record(*a, **k):
         t = time.perf_counter()
@@ -205,7 +207,7 @@ async def breakdown(inv, tool_inv, root: Path, n: int, tag: str) -> dict:
                 spans["slot"].append(time.perf_counter() - t)
 
     slot = await pool.REGISTRY.checkout(host, 0, run)  # device 0 here, device 1 for the tool: both warm
-    rcr._record_event, pool.SSHDeviceSlot.run_case = timed_record, timed_slot_run
+    rcr._record_event, SSHDeviceSlot.run_case = timed_record, timed_slot_run
 
     async def slot_round_trip(cid: str) -> dict:
         sent = time.time()
@@ -244,7 +246,7 @@ async def breakdown(inv, tool_inv, root: Path, n: int, tag: str) -> dict:
             raw.append(await raw_round_trip())
             turn.append(await slot_round_trip(cid))
     finally:
-        rcr._record_event, pool.SSHDeviceSlot.run_case = real_record, real_slot_run
+        rcr._record_event, SSHDeviceSlot.run_case = real_record, real_slot_run
         pool.REGISTRY.release(slot)
         proc.stdin.write_eof()
         proc.close()

@@ -1,26 +1,26 @@
-"""The rest of the protocol an IDE expects, beside the tools: the debugging-loop
-prompt, completions (run ids, case ids, raw file names, hosts), per-run
-resources listed as runs appear (with ``list_changed``), raw evidence per case
-as resources, and a ``logging/setLevel`` handler for the log messages the tools
-send.  Wiring only: what is read comes from tools/ (evidence, inventory).
+"""The rest of the protocol an IDE expects, beside the tools and resources: the
+debugging-loop prompt, completions (run ids, case ids, raw file names, hosts,
+tool names), a new run announced as it appears (``list_changed``), and a
+``logging/setLevel`` handler for the log messages the tools send.  Wiring
+only: what is read comes from tools/ (evidence, inventory) and resources.py.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
-from mcp.server.mcpserver.resources import FunctionResource
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp_types import Completion, PromptReference, ResourceTemplateReference
 
 from tools.errors import ToolError
-from tools.evidence import RunStore, safe_component
+from tools.evidence import RunStore
+
+from .resources import add_run_resource, raw_files, run_ids
+from .tooling import ToolCatalog
 
 MAX_COMPLETIONS = 100
-MAX_RAW_FILE_CHARS = 1_000_000
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 DEBUG_LOOP_PROMPT = """\
@@ -40,38 +40,11 @@ Rules: never cast silently or loosen tolerances after a result; unsupported is n
 a harness, reference or connection error leaves a case pending (re-run it)."""
 
 
-def add_protocol(server: MCPServer, root: Path, inventory: str | None) -> None:
-    """Register the prompt, completions, run resources and the logging handler."""
+def add_protocol(server: MCPServer, root: Path, inventory: str | None, catalog: ToolCatalog) -> None:
+    """Register the prompt, completions and the logging handler."""
     _add_prompt(server, inventory)
-    _add_raw_resources(server, root)
-    _add_completions(server, root, inventory)
+    _add_completions(server, root, inventory, catalog)
     _add_logging(server)
-    for run_id in run_ids(root):
-        add_run_resource(server, root, run_id)
-
-
-def run_ids(root: Path, prefix: str = "") -> list[str]:
-    if not root.is_dir():
-        return []
-    return sorted(d.name for d in root.iterdir()
-                  if d.name.startswith(prefix) and (d / "manifest.json").is_file())
-
-
-def add_run_resource(server: MCPServer, root: Path, run_id: str) -> bool:
-    """List one run as a concrete resource (its manifest); False if it already is."""
-    uri = f"opdebug://runs/{run_id}/manifest"
-    if uri in {str(r.uri) for r in server._resource_manager.list_resources()}:
-        return False
-
-    def read() -> str:
-        from .server import read_run_file
-
-        return read_run_file(root, run_id, "manifest")
-
-    server.add_resource(FunctionResource(uri=uri, name=f"run {run_id}", title=f"Run {run_id}",
-                                         mime_type="application/json", fn=read,
-                                         description=f"Manifest of run {run_id}"))
-    return True
 
 
 async def announce_run(ctx: Context, server: MCPServer, root: Path, run_id: str) -> None:
@@ -122,52 +95,7 @@ def _add_prompt(server: MCPServer, inventory: str | None) -> None:
         return DEBUG_LOOP_PROMPT.format(operator=operator, symptom=symptom, host_line=host_line)
 
 
-def _raw_files(root: Path, run_id: str, case_id: str) -> tuple[RunStore, Path]:
-    try:
-        store = RunStore(root, run_id)
-        store.require()
-        raw = store.raw_dir(case_id)
-    except ToolError as exc:
-        raise ResourceNotFoundError(exc.message) from None
-    if not raw.is_dir():
-        raise ResourceNotFoundError(f"case {case_id!r} of run {run_id!r} has no raw evidence (not recorded yet)")
-    return store, raw
-
-
-def _add_raw_resources(server: MCPServer, root: Path) -> None:
-    @server.resource("opdebug://runs/{run_id}/raw/{case_id}", name="raw-evidence-index", title="Raw evidence of a case",
-                     mime_type="application/json",
-                     description="The raw evidence files of one recorded case (read each at .../raw/{case_id}/{name}).")
-    def raw_index(run_id: str, case_id: str) -> str:
-        _store, raw = _raw_files(root, run_id, case_id)
-        files = sorted(p.name for p in raw.iterdir() if p.is_file())
-        return json.dumps({"run_id": run_id, "case_id": case_id, "files": files,
-                           "uris": [f"opdebug://runs/{run_id}/raw/{case_id}/{n}" for n in files]})
-
-    @server.resource("opdebug://runs/{run_id}/raw/{case_id}/{name}", name="raw-evidence-file",
-                     title="One raw evidence file", mime_type="text/plain",
-                     description="One raw evidence file of a recorded case (worker-result.json, stderr.txt...).")
-    def raw_file(run_id: str, case_id: str, name: str) -> str:
-        _store, raw = _raw_files(root, run_id, case_id)
-        try:
-            path = raw / safe_component(name, "raw file name")
-        except ToolError as exc:
-            raise ResourceNotFoundError(exc.message) from None
-        if not path.is_file():
-            raise ResourceNotFoundError(f"case {case_id!r} of run {run_id!r} has no raw file {name!r}")
-        try:
-            with open(path, "r", encoding="utf-8", errors="replace") as fh:
-                text = fh.read(MAX_RAW_FILE_CHARS + 1)
-        except OSError as exc:
-            raise ResourceError(f"cannot read {name} of case {case_id!r}: {exc}") from None
-        if len(text) > MAX_RAW_FILE_CHARS:
-            text = text[:MAX_RAW_FILE_CHARS] + f"\n[... cut at {MAX_RAW_FILE_CHARS} characters; the file is {path}]"
-        return text
-
-
-def _add_completions(server: MCPServer, root: Path, inventory: str | None) -> None:
-    from .server import FULL_OUTPUT_SCHEMAS
-
+def _add_completions(server: MCPServer, root: Path, inventory: str | None, catalog: ToolCatalog) -> None:
     @server.completion()
     async def complete(ref: Any, argument: Any, context: Any) -> Completion | None:
         name, value = argument.name, argument.value or ""
@@ -179,14 +107,14 @@ def _add_completions(server: MCPServer, root: Path, inventory: str | None) -> No
             values = _case_ids(root, known["run_id"], value)
         elif name == "name" and known.get("run_id") and known.get("case_id"):
             try:
-                _store, raw = _raw_files(root, known["run_id"], known["case_id"])
+                _store, raw = raw_files(root, known["run_id"], known["case_id"])
                 values = sorted(p.name for p in raw.iterdir() if p.name.startswith(value))
             except ResourceNotFoundError:
                 values = []
         elif name == "host":
             values = [h for h in _host_names(inventory) if h.startswith(value)]
         elif name == "tool" and isinstance(ref, ResourceTemplateReference):
-            values = [t for t in sorted(FULL_OUTPUT_SCHEMAS) if t.startswith(value)]
+            values = [t for t in catalog.names() if t.startswith(value)]
         elif isinstance(ref, PromptReference):
             return None
         return Completion(values=values[:MAX_COMPLETIONS], total=len(values),

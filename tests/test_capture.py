@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tools import capture_plan
+from tools.capture import plan as capture_plan
 from tools.errors import ToolError
 from tools.evidence import RunStore
 from tools.plan_cases import plan_cases
@@ -340,7 +340,7 @@ def test_a_capture_outside_the_workspace_or_an_object_npy_is_refused(tmp_path: P
     npy = tmp_path / "o.npy"
     header = "{'descr': '|O', 'fortran_order': False, 'shape': (1,), }"
     npy.write_bytes(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + b"\x80\x02N.")
-    from tools.capture_files import CaptureFileError, inspect_file
+    from tools.capture.files import CaptureFileError, inspect_file
 
     with pytest.raises(CaptureFileError) as npy_info:
         inspect_file(npy)

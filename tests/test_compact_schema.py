@@ -14,7 +14,7 @@ import pytest
 
 from conftest import minimal_plan_request, mismatch_result, passed_result
 from mcp_server.compact import compact_schema
-from mcp_server.server import RecordResultArgs, RunCaseRemoteArgs
+from tools.schemas import RecordResultArgs, RunCaseRemoteArgs
 from tools.schemas import PlanRequest
 
 # what a mutation puts in place of a value: each is the wrong type or out of bounds somewhere

@@ -32,16 +32,16 @@ from mcp.client import Client
 from conftest import minimal_plan_request, mismatch_result
 from sshd_fixture import ssh_env  # noqa: F401
 from test_mcp_stdio import error_text, with_server
-from tools.analyze_failures import mismatch_reason
+from tools.analysis.reasons import mismatch_reason
 from tools.check_host import HostCheck
-from tools.describe import describe_comparison
+from tools.render.describe import describe_comparison
 from tools.evidence import RunStore
 from tools.plan_cases import plan_cases
-from tools.protocol import CaseDone
+from tools.remote.envelopes import CaseDone
 from tools.remote import pool
-from tools.remote.errors import SlotCannotStart, SlotGone, WorkerCannotStart
+from tools.remote.errors import SlotCannotStart, SlotGone, SlotLost, WorkerCannotStart
 from tools.remote.local import LocalSlot
-from tools.remote.pool import SlotLost
+from tools.remote.slot import RunFiles
 from tools.remote.ssh import SlotUnavailable
 from tools.remote.supervisor_client import ConnectionLost
 from tools.run_case_remote import _outcome, _record_event, run_case_remote
@@ -204,7 +204,7 @@ def test_one_comparison_description_in_every_renderer() -> None:
     result = {"case_id": "c", "status": "numerical_mismatch", "comparisons": [comparison]}
     assert mismatch_reason(CaseResult.model_validate(result)) == full
     assert _outcome("c", result, "local", "cpu:0", "raw").summary == "numerical mismatch - " + brief
-    from tools.cli import _result_detail
+    from tools.cli.commands import result_detail as _result_detail
     assert _result_detail(CaseResult.model_validate(result)) == brief
     contract = {"output": "y", "passed": False, "contract_mismatch": "shape [2] vs [3]"}
     assert describe_comparison(contract) == describe_comparison(contract, brief=True) == \
@@ -226,7 +226,7 @@ def test_transport_errors_are_one_family() -> None:
 def test_a_worker_that_cannot_start_raises_the_same_error_on_local_and_ssh(ssh_env, tmp_path: Path) -> None:
     # torch_npu is not installed here: an npu worker fails to open its device on either transport
     host = ssh_env.inventory(hosta={"device": "npu", "devices": [0]}).get("hosta")
-    run = pool.RunFiles(run_id="r", config={})
+    run = RunFiles(run_id="r", config={})
 
     async def scenario() -> list[BaseException]:
         errors = []
@@ -267,7 +267,7 @@ def test_a_slow_in_bounds_start_is_not_a_lost_connection(tmp_path: Path, monkeyp
     config = {"run_id": "p", "operator": {"name": "slow", "candidate": "slow_import.cand",
                                           "reference": "slow_import.ref", "modules": ["slow_import.py"]},
               "tolerance": {"atol": 1e-5, "rtol": 1e-5}}
-    run = pool.RunFiles(run_id="p", config=config, modules_dir=modules)
+    run = RunFiles(run_id="p", config=config, modules_dir=modules)
 
     async def scenario():
         slot = LocalSlot()

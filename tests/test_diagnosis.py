@@ -195,7 +195,7 @@ def test_two_axes_changed_at_once_get_the_cases_between_them(tmp_path):
 
 
 def test_a_magnitude_threshold_is_bisected_in_powers_of_two_to_a_factor_two(tmp_path):
-    from tools.analysis.axes import magnitude
+    from tools.cases.derived import magnitude
 
     star = {"base": {"id": "b", "inputs": [_x((4, 8))]},
             "vary": [{"axis": "values", "input": "x", "values": [{"kind": "normal", "std": 10000.0}]},
@@ -262,7 +262,7 @@ def test_with_no_passing_case_one_round_moves_every_axis_toward_a_plain_case(tmp
 
 
 def related(kind: str, axis: str | None) -> bool:
-    from tools.analysis.axes import source_of
+    from tools.cases.derived import source_of
 
     return axis is not None and source_of(axis) == source_of(KINDS[kind]["axis"])
 

@@ -1,4 +1,4 @@
-"""tools/integration_diff.py as pure functions over cases and results."""
+"""tools/analysis/integration_diff.py as pure functions over cases and results."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 from conftest import mismatch_result, passed_result
 
-from tools.integration_diff import features, integration_diff, permuted_strides
-from tools.plan_cases import expand_star
+from tools.analysis.integration_diff import features, integration_diff, permuted_strides
+from tools.cases.stars import expand_star
 from tools.schemas import Case, CaseResult, StarSpec
 
 

@@ -13,7 +13,9 @@ import tools.evidence as evidence
 from tools.analyze_failures import analyze_failures
 from tools.errors import ToolError
 from tools.evidence import RunStore
-from tools.plan_cases import case_axes, expand_star, plan_cases
+from tools.cases.axes import case_axes
+from tools.cases.stars import expand_star
+from tools.plan_cases import plan_cases
 from tools.record_result import record_result
 from tools.schemas import Analysis, Case, StarSpec
 

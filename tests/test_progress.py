@@ -7,7 +7,7 @@ import io
 
 from rich.console import Console
 
-from tools.progress import RunProgress
+from tools.cli.progress import RunProgress
 
 
 def test_the_bar_shows_cases_done_the_case_in_flight_and_lines_above() -> None:

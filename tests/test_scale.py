@@ -9,7 +9,9 @@ import random
 import pytest
 
 from tools.errors import ToolError
-from tools.plan_cases import axes_difference, distance_axes, multi_axis_warnings, plan_cases
+from tools.cases.axes import axes_difference, distance_axes
+from tools.cases.neighbours import multi_axis_warnings
+from tools.plan_cases import plan_cases
 from tools.schemas import Case
 
 

@@ -22,6 +22,7 @@ from tools.errors import ToolError
 from tools.evidence import RunStore
 from tools.plan_cases import plan_cases
 from tools.remote import pool
+from tools.remote.slot import RunFiles
 from tools.run_case_remote import run_case_remote
 
 REPO = Path(__file__).resolve().parent.parent
@@ -124,7 +125,7 @@ def test_a_host_with_more_slots_than_sshd_max_sessions_gets_more_connections(ssh
         inv = ssh_env.inventory(few={"devices": [0, 1, 2], "max_sessions": 2})
         ids = plan(tmp_path, "few", 3)
         store = RunStore(tmp_path, "few")
-        files = pool.RunFiles("few", store.read_config().model_dump(mode="json"),
+        files = RunFiles("few", store.read_config().model_dump(mode="json"),
                               store.path("artifacts", "modules"))
         cases = [c.model_dump(mode="json") for c in store.read_cases()]
 

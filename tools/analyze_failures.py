@@ -9,8 +9,8 @@ processes analyzes the same).  Semantics:
 - ``passed``: every planned case passed (with a source model failure given,
   the failure is then likely at the integration boundary: say so).
 
-Findings (predicates with minimal pairs) and next cases come from the
-``tools.analysis`` package; this module is the entry point that reads the
+The verdict is decided in analysis/verdict.py; findings (predicates with
+minimal pairs) and next cases come from the ``tools.analysis`` package; this module is the entry point that reads the
 evidence and writes analysis.json, report.md and reproduction.md, and sets
 the manifest status (diagnosed -> failed, inconclusive -> inconclusive,
 passed -> passed).
@@ -23,25 +23,14 @@ import json
 from pydantic import ValidationError
 
 from .analysis import build_analysis
-from .analysis.verdict import (  # noqa: F401 - re-exported for callers of this module
-    FAILING,
-    UNSET,
-    case_failure,
-    error_reason,
-    failure_axes,
-    integration_hint,
-    mismatch_reason,
-    mismatch_signature,
-    worst_comparison,
-)
+from .cases.axes import case_axes
 from .errors import ToolError
 from .evidence import ANALYSIS, REPORT, REPRODUCTION, RunStore
-from .report import render_report, render_reproduction
+from .render.report import render_report, render_reproduction
 from .schemas import Analysis
 
 MANIFEST_STATUS = {"diagnosed": "failed", "inconclusive": "inconclusive", "passed": "passed"}
 
-__all__ = ["analyze_failures", "build_analysis", "MANIFEST_STATUS"]
 
 
 def analyze_failures(run_id: str, *, root=None) -> Analysis:
@@ -59,10 +48,11 @@ def analyze_failures(run_id: str, *, root=None) -> Analysis:
         except (ValidationError, json.JSONDecodeError, KeyError) as exc:
             raise ToolError(f"the evidence of run {store.run_id!r} is unreadable: {exc}",
                             code="corrupt_evidence") from None
-        analysis = build_analysis(store.run_id, config, cases, results)
+        labels = {c.id: case_axes(c) for c in cases}  # once per case, for the analysis and the report
+        analysis = build_analysis(store.run_id, config, cases, results, labels)
         files = {
             ANALYSIS: json.dumps(analysis.model_dump(mode="json"), indent=2) + "\n",
-            REPORT: render_report(analysis, config, cases, results, run_dir=str(store.dir)),
+            REPORT: render_report(analysis, config, cases, results, run_dir=str(store.dir), labels=labels),
             REPRODUCTION: render_reproduction(analysis, config, cases, results, run_dir=str(store.dir)),
         }
         store.write_outputs(files, MANIFEST_STATUS[analysis.verdict])

@@ -18,48 +18,15 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
-
-from pydantic import Field
 
 from .errors import ToolError
 from .evidence import resolve_root
 from .remote.inventory import HostConfig, Inventory, as_inventory
-from .schemas import Strict
+from .schemas import EnvScriptCheck, HostCheck
 
 PROBE_SRC = Path(__file__).resolve().parent / "remote" / "host_probe.py"
 PROBE_TIMEOUT_S = 180.0
 MIN_FREE_BYTES = 1 << 30
-
-
-class EnvScriptCheck(Strict):
-    path: str = Field(description="script")
-    exit_status: int | None = Field(description="its exit status")
-    sourced: bool = Field(description="it sourced cleanly")
-
-
-class HostCheck(Strict):
-    host: str = Field(description="inventory name")
-    transport: str = Field(description="local or ssh")
-    address: str | None = Field(None, description="host:port")
-    ok: bool = Field(description="can run cases")
-    python: str | None = Field(None, description="version")
-    python_executable: str | None = Field(None, description="path")
-    torch: str | None = Field(None, description="version")
-    torch_npu: str | None = Field(None, description="version")
-    cann: str | None = Field(None, description="version")
-    cann_home: str | None = Field(None, description="install path")
-    device_kind: str = Field(description="cpu, cuda or npu")
-    devices: list[int] = Field(description="devices the slots use")
-    device_count: int | None = Field(None, description="devices torch sees")
-    visibility: dict[str, str] = Field(default_factory=dict, description="device visibility variables")
-    work_dir: str = Field(description="remote work directory")
-    work_dir_writable: bool | None = Field(None, description="writable")
-    free_disk_bytes: Annotated[int, Field(ge=0)] | None = Field(None, description="free space there")
-    env_scripts: list[EnvScriptCheck] = Field(default_factory=list, description="each environment script")
-    missing: list[str] = Field(default_factory=list, description="what is missing, by name")
-    errors: list[str] = Field(default_factory=list, description="probe errors")
-    elapsed_s: float = Field(description="probe time")
 
 
 def probe_command(host: HostConfig, marker: str = "") -> str:

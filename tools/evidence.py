@@ -43,7 +43,7 @@ from typing import Any, Iterator
 from filelock import FileLock, Timeout as FileLockTimeout
 
 from .errors import ToolError
-from .schemas import SLUG_PATTERN, Case, CaseResult, OperatorConfig, now_utc, _slug
+from .schemas import SLUG_PATTERN, Case, CaseResult, OperatorConfig, check_slug, now_utc
 
 ROOT_ENV = "OPDEBUG_EVIDENCE_ROOT"
 DEFAULT_ROOT = Path(".vaws-local") / "operator-debug"
@@ -91,7 +91,7 @@ def resolve_root(root: str | os.PathLike | None = None) -> Path:
 def safe_component(value: str, what: str = "id") -> str:
     """An id as one path component, or a ToolError. Never a separator, never '..'."""
     try:
-        return _slug(value)
+        return check_slug(value)
     except (ValueError, TypeError) as exc:
         raise ToolError(f"{what} {value!r} {exc}", code="invalid_id") from None
 

@@ -15,7 +15,8 @@ from typing import Awaitable, Callable
 
 from .analyze_failures import analyze_failures
 from .errors import ToolError
-from .plan_cases import expand_star, plan_cases
+from .cases.stars import expand_star
+from .plan_cases import plan_cases
 from .run_case_remote import run_case_remote
 from .schemas import NarrowRequest, NarrowResponse, NarrowStep, StarSpec
 

@@ -19,13 +19,14 @@ from typing import Awaitable, Callable
 
 from filelock import Timeout as FileLockTimeout
 
-from .describe import describe_comparison
+from .cases.ids import rerun_id
 from .errors import ToolError
 from .evidence import ARTIFACTS_DIR, RunStore, few_ids, schedule_manifest_flush
-from .protocol import HARNESS_WHERE_TEXT, WORKER_RESTART_LIMIT, CaseDone, MalformedEnvelope, parse_case_done
+from .remote.envelopes import HARNESS_WHERE_TEXT, WORKER_RESTART_LIMIT, CaseDone, MalformedEnvelope, parse_case_done
 from .record_result import record_result
-from .report import rerun_id
+from .render.describe import describe_comparison
 from .remote import pool
+from .remote.slot import RunFiles, SlotSpec, slot_specs
 from .remote.errors import WorkerCannotStart
 from .remote.inventory import as_inventory
 from .schemas import PENDING_LIST_LIMIT, CaseOutcome, RunResponse
@@ -34,10 +35,10 @@ Progress = Callable[[int, int, CaseOutcome], Awaitable[None]]
 KEEP_OUTPUTS_MAX_BYTES = 8 << 20  # both outputs of one failing case, as torch.save writes them
 
 
-def list_slot_specs(hosts: list[str] | None, inventory=None) -> list[pool.SlotSpec]:
+def list_slot_specs(hosts: list[str] | None, inventory=None) -> list[SlotSpec]:
     """The slot specs (host, device) the chosen hosts lend - nothing is started or
     acquired here (inventory names only; default ``local``)."""
-    return pool.slot_specs(as_inventory(inventory).resolve(hosts))
+    return slot_specs(as_inventory(inventory).resolve(hosts))
 
 
 async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hosts: list[str] | None = None,
@@ -78,7 +79,7 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
     wire_config = config.model_dump(mode="json")
     if keep_outputs:  # read by the runner only, never stored: the planned config is unchanged
         wire_config["keep_outputs_max_bytes"] = KEEP_OUTPUTS_MAX_BYTES
-    run = pool.RunFiles(run_id=store.run_id, config=wire_config,
+    run = RunFiles(run_id=store.run_id, config=wire_config,
                         modules_dir=modules_dir if config.operator.modules and modules_dir.is_dir() else None,
                         captured_dir=captured_dir if captured_dir.is_dir() else None)
     outcomes: dict[str, CaseOutcome] = {}

@@ -1,6 +1,8 @@
-"""Analysis of a run's evidence: structured axes (axes.py), findings with
-minimal pairs (findings.py), next cases that narrow (suggestions.py), the
-per-case reasons and verdict text (verdict.py), and build_analysis (build.py)."""
+"""Analysis of a run's evidence: findings with minimal pairs (findings.py),
+next cases that narrow (suggestions.py), per-case reasons and failure axes
+(reasons.py), the run's verdict and its summary (verdict.py), captured calls
+against planned cases (integration_diff.py), and build_analysis (build.py),
+which calls each stage in turn.  Axes come from the case library (tools/cases)."""
 
 from .build import EXTRA_STAGES, build_analysis, diagnose
 

@@ -1,4 +1,4 @@
-"""build_analysis: the verdict of a run from its cases and results.
+"""build_analysis: the analysis of a run from its cases and results.
 
 One pass per stage, each a plain function over what the previous stages
 made, so a new stage (an integration-boundary diff, a picture) is one more
@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..integration_diff import integration_diff
-from ..plan_cases import axes_difference, case_axes, case_content
+from ..cases.axes import axes_difference, case_axes
+from ..cases.derived import case_distance_axes, structured_axes
+from ..cases.ids import case_content
 from ..schemas import Analysis, Case, CaseResult, Finding, now_utc
-from .axes import case_distance_axes, structured_axes
 from .findings import minimal_pairs, rank_findings, separating_findings
+from .integration_diff import integration_diff
+from .reasons import FAILING, case_failure, failure_axes, integration_hint
 from .suggestions import Context, dim_ties, narrowing, next_cases, unusable_modes
-from .verdict import FAILING, _summary, case_failure, failure_axes, integration_hint
+from .verdict import run_verdict, verdict_summary
 
 # Extra stages: fn(analysis, config, cases, results) -> Analysis (or None to keep it).
 EXTRA_STAGES: list[Callable[..., Any]] = []
@@ -51,26 +53,12 @@ def diagnose(cases: list[Case], results: dict[str, CaseResult], missing: list[st
     return ranked, next_cases(ctx, ranked, narrow, results, missing)
 
 
-def _findings_summary(findings: list[Finding]) -> str:
-    lead = findings[0]
-    text = f"; finding: {lead.predicate}"
-    if lead.exact:
-        text += " (exact"
-        if lead.minimal_pair is not None:
-            text += f"; minimal pair: {lead.minimal_pair.passing!r} passes, {lead.minimal_pair.failing!r} fails"
-        text += ")"
-    else:
-        text += " (not exact yet: run the next cases)"
-    others = [f.predicate for f in findings[1:4]]
-    if others:
-        text += f"; competing: {', '.join(others)}"
-    return text
-
-
-def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, CaseResult]) -> Analysis:
+def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, CaseResult],
+                   labels: dict[str, dict[str, str]] | None = None) -> Analysis:
+    """The analysis of a run; ``labels`` are the cases' axes (``case_axes``) when already at hand."""
     planned_ids = {c.id for c in cases}
     results = {cid: r for cid, r in results.items() if cid in planned_ids}
-    labels = {c.id: case_axes(c) for c in cases}
+    labels = labels if labels is not None else {c.id: case_axes(c) for c in cases}
     counts = {s: 0 for s in ("passed", "numerical_mismatch", "crash", "unsupported")}
     for r in results.values():
         counts[r.status] += 1
@@ -86,25 +74,10 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
         if f.status == "crash":
             crash_groups.setdefault(f.signature or "unknown", []).append(f.case_id)
 
-    if failures:
-        verdict = "diagnosed"
-    elif missing or unsupported:
-        verdict = "inconclusive"
-    else:
-        verdict = "passed"
+    verdict = run_verdict(failures, missing, unsupported)
     axes = failure_axes(cases, results, labels)
     findings, suggested = diagnose(cases, results, missing, labels)
-    summary = _summary(verdict, cases, counts, missing, axes)
-    if verdict == "diagnosed" and findings:
-        if not any(a.explains_all for a in axes):  # "share X but so do passing ones" is noise beside a finding
-            summary = summary.split("; ", 1)[0].rstrip(".") + (
-                f" ({len(missing)} planned case(s) still have no result)" if missing else "")
-        summary = summary.rstrip(".") + _findings_summary(findings) + "."
-    elif verdict == "diagnosed" and counts["passed"] and not any(a.explains_all for a in axes):
-        head = summary.split("; ", 1)[0].rstrip(".")
-        tail = f" ({len(missing)} planned case(s) still have no result)" if missing else ""
-        summary = (head + "; no single axis value separates failing from passing cases: the failure needs "
-                   "several axis values together" + tail + ".")
+    summary = verdict_summary(verdict, cases, counts, missing, axes, findings)
     hint = integration_hint(config.source_model_failure) if (
         verdict == "passed" and config.source_model_failure) else None
     analysis = Analysis(

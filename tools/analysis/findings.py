@@ -15,7 +15,7 @@ from collections import defaultdict
 from typing import Any, Callable
 
 from ..schemas import Finding, MinimalPair
-from .axes import UNSET, is_ordered, parse_dim_axis, source_of
+from ..cases.derived import UNSET, is_ordered, parse_dim_axis, source_of
 
 # Label axes that a structured axis of the same source says better.
 LABEL_FIELDS = (".shape", ".strides", ".values")

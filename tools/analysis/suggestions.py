@@ -24,9 +24,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..plan_cases import apply_variation, axes_difference, case_axes, case_content
-from ..schemas import FLOAT_DTYPES, MODES, Case, Finding, NextCase, StarVariation
-from .axes import CONTIGUITY, DTYPE_BITS, UNSET, alignment, dim_axis, parse_dim_axis, structured_axes
+from ..cases.axes import axes_difference, case_axes
+from ..cases.derived import (CONTIGUITY, DTYPE_BITS, UNSET, alignment, contiguity, dim_axis, parse_dim_axis,
+                             structured_axes)
+from ..cases.ids import case_content
+from ..cases.stars import apply_variation
+from ..schemas import FLOAT_DTYPES, MODES, Case, Finding, NextCase, StarVariation, contiguous_strides
 from .findings import predict
 
 MAX_BISECT_VALUES = 3
@@ -221,9 +224,6 @@ def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, 
 def strides_for(shape: list[int], kind: str) -> list[int] | None:
     """Strides of one non-contiguous pattern of ``shape`` (None when the shape
     cannot have it, e.g. no transposition of a vector)."""
-    from ..schemas import contiguous_strides
-    from .axes import contiguity
-
     if kind == "contiguous" or not shape:
         return None
     big = [i for i, s in enumerate(shape) if s > 1]

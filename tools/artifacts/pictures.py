@@ -33,23 +33,16 @@ from pathlib import Path
 
 from ..errors import ToolError
 from ..evidence import ARTIFACTS_DIR, RunStore
-from ..plan_cases import case_axes, fit_id
+from ..cases.axes import case_axes
+from ..cases.ids import fit_id
 from ..schemas import CaseResult, Comparison
-from .models import PicturesResponse
+from ..schemas import PicturesResponse
+from .records import PICTURES_DIR, available, install_hint
 from .repro import device_kind, export_repro
 
-PICTURES_DIR = "pictures"
 MAX_CELLS = 512
 STATUS_COLOURS = {"passed": "#2e7d32", "numerical_mismatch": "#c62828", "crash": "#6a1b9a",
                   "unsupported": "#9e9e9e", "pending": "#f9a825"}
-
-
-def available() -> bool:
-    return importlib.util.find_spec("matplotlib") is not None
-
-
-def install_hint() -> str:
-    return "pip install 'ascend-operator-debug[pictures]' (matplotlib), then: opdebug pictures RUN_ID"
 
 
 def _name(*parts: str) -> str:
@@ -346,7 +339,3 @@ def render_pictures(run_id: str, *, root=None, case_ids: list[str] | None = None
                             outputs_from=outputs_from)
 
 
-def picture_paths(store: RunStore) -> list[Path]:
-    """The PNGs of a run (absolute paths), sorted; no imports of torch or matplotlib."""
-    folder = store.path(ARTIFACTS_DIR, PICTURES_DIR)
-    return sorted(folder.glob("*.png")) if folder.is_dir() else []

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from ..errors import ToolError
 from ..evidence import RunStore
-from ..plan_cases import differing_axes
+from ..cases.axes import differing_axes
 from .common import GENERATED_MARK, failing_ids, write_text_new
-from .models import RegressionExport
+from ..schemas import RegressionExport
 from .repro import device_kind, export_repro
 
 TEMPLATE = '''"""Regression test for {operator} from run {run_id!r} ({mark}).

@@ -23,7 +23,7 @@ from ..errors import ToolError
 from ..evidence import ARTIFACTS_DIR, RunStore, read_json
 from ..schemas import Case, CaseResult, OperatorConfig
 from .common import GENERATED_MARK, copy_beside, copy_runner, write_text_new
-from .models import ReproExport
+from ..schemas import ReproExport
 
 METRICS = ("max_abs", "max_rel", "mean_abs", "rmse", "cosine", "mismatch_count", "mismatch_ratio",
            "nan_mismatch", "inf_mismatch", "worst_index", "first_mismatch_index")

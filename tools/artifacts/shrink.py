@@ -31,11 +31,12 @@ from pydantic import ValidationError
 
 from ..errors import ToolError
 from ..evidence import RunStore
-from ..plan_cases import fit_id, plan_cases
+from ..cases.ids import fit_id
+from ..plan_cases import plan_cases
 from ..run_case_remote import run_case_remote
 from ..schemas import Case, CaseOutcome, contiguous_strides
 from .common import case_seed
-from .models import ShrinkResponse, ShrinkStep
+from ..schemas import ShrinkResponse, ShrinkStep
 
 Progress = Callable[[int, int, str], Awaitable[None]]
 

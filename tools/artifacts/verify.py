@@ -22,33 +22,19 @@ import time
 from typing import Any, Awaitable, Callable
 
 from ..errors import ToolError
-from ..evidence import ARTIFACTS_DIR, RunStore
-from ..plan_cases import fit_id, plan_cases
+from ..evidence import RunStore
+from ..cases.ids import fit_id
+from ..plan_cases import plan_cases
 from ..remote import pool
 from ..remote.inventory import as_inventory
 from ..run_case_remote import Progress, run_case_remote
 from ..schemas import now_utc
 from .common import case_seed, failing_ids
-from .models import VerifyResponse
+from .records import VERIFY_DIR, verify_records
+from ..schemas import VerifyResponse
 
-VERIFY_DIR = "verify"
 OUTPUT_TAIL = 4000
 VERIFY_MARK = ".verify-"
-
-
-def verify_records(store: RunStore) -> list[dict]:
-    """Every verify evidence file of the run, oldest first."""
-    folder = store.path(ARTIFACTS_DIR, VERIFY_DIR)
-    if not folder.is_dir():
-        return []
-    docs = []
-    for path in folder.glob("*.json"):
-        if path.stem.isdigit():
-            try:
-                docs.append(json.loads(path.read_text(encoding="utf-8")))
-            except (OSError, json.JSONDecodeError):
-                continue
-    return sorted(docs, key=lambda d: d.get("index", 0))
 
 
 def _tail(text: str) -> str:

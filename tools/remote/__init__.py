@@ -6,6 +6,12 @@
   (the slot went away) and ``SlotCannotStart`` (it never became usable).
 - ``local``: the runner as a local subprocess (the embedded default host
   ``local``), staged by content hash like the SSH upload.
-- ``inventory``, ``ssh``, ``pool``, ``lease``, ``host_probe``: the SSH hosts,
-  their warm device slots and device leases.
+- ``slot``: the slot contract every transport implements and the pool
+  schedules over (``RunFiles``, ``DeviceSlot``, ``SlotSpec``).
+- ``ssh``: the SSH hosts' connections (one per host, ``SSHConnections``),
+  the shipped runner and ``SSHDeviceSlot``.
+- ``pool``: the registry of warm slots and the queue that spreads a run's
+  cases over them.
+- ``inventory``, ``lease``, ``host_probe``, ``bundle``, ``safe_stage``: the
+  hosts, device leases, host probing, what is shipped and where it is staged.
 """

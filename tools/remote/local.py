@@ -23,7 +23,7 @@ import tempfile
 from collections import deque
 from pathlib import Path
 
-from .bundle import LEASE_SCRIPT, RUNNER_PACKAGE, RUNNER_SRC, bundle_files, content_hash, runner_sources  # noqa: F401 (re-exported)
+from .bundle import LEASE_SCRIPT, RUNNER_PACKAGE, bundle_files, content_hash
 from .errors import SlotCannotStart, WorkerCannotStart
 from .inventory import VISIBILITY_VARIABLE
 from .safe_stage import stage_tree
@@ -166,6 +166,10 @@ class LocalSlot:
             except (asyncio.TimeoutError, Exception):  # noqa: BLE001
                 pass
         await self._kill()
+
+    async def abort(self) -> None:
+        """Cancelled or broken: the same polite shutdown (a local pipe answers at once or is gone)."""
+        await self.close()
 
     async def _kill(self) -> None:
         self.alive = False

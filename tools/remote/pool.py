@@ -1,8 +1,8 @@
 """The slot pool: warm device workers over every chosen host, shared by tool calls.
 
-A *slot* is one device on one host with one warm supervisor (hence one warm
-worker).  The module-level `REGISTRY` keeps slots and SSH connections alive
-between tool calls while the server lives:
+A *slot* (slot.py) is one device on one host with one warm supervisor (hence
+one warm worker).  The module-level `REGISTRY` keeps slots and SSH connections
+(ssh.SSHConnections) alive between tool calls while the server lives:
 
 - `checkout` gives a tool call exclusive use of a slot (an asyncio lock per
   slot: two tool calls of this server never share a device) and starts the
@@ -22,47 +22,19 @@ pending: nothing is recorded for it); the cases nobody started stay pending.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable
 
 import asyncssh
 
 from ..errors import ToolError
-from .errors import LOST_ERRORS, SlotCannotStart, SlotGone, SlotLost, WorkerCannotStart  # noqa: F401 (re-exported)
+from .errors import LOST_ERRORS, SlotCannotStart
 from .inventory import HostConfig
-from . import ssh as ssh_transport
-from .ssh import SSHDeviceSlot
+from .slot import RunFiles, SlotSpec
+from .ssh import SSHConnections, SSHDeviceSlot
 
 REAP_INTERVAL_S = 5.0
-CONNECT_FAILURE_MEMORY_S = 10.0  # a host that just refused or timed out is not retried per slot
-
-
-@dataclass
-class RunFiles:
-    """What a slot needs to know about the run, besides the case."""
-
-    run_id: str
-    config: dict
-    modules_dir: Path | None = None
-    captured_dir: Path | None = None
-
-
-class DeviceSlot(Protocol):
-    host: str
-    device: str
-    alive: bool
-
-    async def start(self, run: RunFiles) -> None: ...
-    async def run_case(self, run: RunFiles, case: dict, timeout_s: float) -> dict: ...
-    async def close(self) -> None: ...
-
-
-# --------------------------------------------------------------------------
-# The SSH device slot
-# --------------------------------------------------------------------------
 
 
 # --------------------------------------------------------------------------
@@ -96,12 +68,7 @@ class SlotRegistry:
     def _reset(self, loop: asyncio.AbstractEventLoop | None) -> None:
         self._loop = loop
         self._entries: dict[tuple[str, int], _Entry] = {}
-        self._conns: dict[tuple[str, int], asyncssh.SSHClientConnection] = {}
-        self._conn_locks: dict[tuple[str, int], asyncio.Lock] = {}
-        self._conn_cfg: dict[str, HostConfig] = {}
-        self._conn_failures: dict[str, tuple[float, ToolError]] = {}
-        self._runner_roots: dict[str, str] = {}
-        self._uploaded: dict[tuple[str, str, str], tuple[str | None, str | None]] = {}
+        self.ssh = SSHConnections()
         self._reaper: asyncio.Task | None = None
 
     def _bind(self) -> None:
@@ -109,71 +76,10 @@ class SlotRegistry:
         if self._loop is not loop:
             self._reset(loop)
 
-    # -- connections ------------------------------------------------------
-
     async def connection(self, host: HostConfig, index: int = 0) -> asyncssh.SSHClientConnection:
-        """The host's connection number `index` (0 unless the host has more slots
-        than its sshd's MaxSessions allows on one connection)."""
+        """The SSH host's shared connection (see ssh.SSHConnections)."""
         self._bind()
-        previous = self._conn_cfg.get(host.name)
-        if previous is not None and previous.worker_identity() != host.worker_identity():
-            self.forget_connection(host.name)  # the inventory entry changed: start afresh
-            self._conn_failures.pop(host.name, None)
-        self._conn_cfg[host.name] = host
-        key = (host.name, index)
-        lock = self._conn_locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            conn = self._conns.get(key)
-            if conn is not None and not conn.is_closed():
-                return conn
-            failed = self._conn_failures.get(host.name)
-            if failed is not None and time.monotonic() - failed[0] < CONNECT_FAILURE_MEMORY_S:
-                raise failed[1]  # the host's other slots do not each wait out connect_timeout again
-            if index == 0:
-                self._runner_roots.pop(host.name, None)
-            try:
-                conn = await ssh_transport.open_connection(host)
-            except ToolError as exc:
-                self._conn_failures[host.name] = (time.monotonic(), exc)
-                raise
-            self._conn_failures.pop(host.name, None)
-            self._conns[key] = conn
-            return conn
-
-    def forget_connection(self, name: str, conn: asyncssh.SSHClientConnection | None = None) -> None:
-        """Close and drop the host's connections (or only `conn`)."""
-        for key in [k for k in self._conns if k[0] == name]:
-            current = self._conns[key]
-            if conn is None or current is conn:
-                del self._conns[key]
-                current.close()
-        if (name, 0) not in self._conns:
-            self._runner_roots.pop(name, None)
-            for key in [k for k in self._uploaded if k[0] == name]:
-                del self._uploaded[key]
-
-    def _upload_lock(self, name: str) -> asyncio.Lock:
-        # One SFTP session per host at a time: it shares connection 0 with a slot.
-        return self._conn_locks.setdefault((name, -1), asyncio.Lock())
-
-    async def runner_root(self, host: HostConfig, conn: asyncssh.SSHClientConnection) -> str:
-        async with self._upload_lock(host.name):
-            root = self._runner_roots.get(host.name)
-            if root is None:
-                root = await ssh_transport.ensure_runner(conn, host)
-                self._runner_roots[host.name] = root
-            return root
-
-    async def run_files(self, host: HostConfig, run: RunFiles) -> tuple[str | None, str | None]:
-        """Remote (modules_dir, captured_dir) of the run on `host`, uploaded once per connection."""
-        stamp = json.dumps([_stamp(run.modules_dir), _stamp(run.captured_dir)])
-        key = (host.name, run.run_id, stamp)
-        async with self._upload_lock(host.name):
-            if key not in self._uploaded:
-                conn = await self.connection(host)
-                self._uploaded[key] = await ssh_transport.upload_run_files(
-                    conn, host, run.run_id, run.modules_dir, run.captured_dir)
-            return self._uploaded[key]
+        return await self.ssh.connection(host, index)
 
     # -- slots --------------------------------------------------------------
 
@@ -181,7 +87,7 @@ class SlotRegistry:
         if self._slot_factory is not None:
             return self._slot_factory(self, host, device)
         if host.transport == "ssh":
-            return SSHDeviceSlot(self, host, device)
+            return SSHDeviceSlot(self.ssh, host, device)
         from .local import make_local_slot  # RUNNER's local transport
         return make_local_slot(host, device)
 
@@ -224,9 +130,8 @@ class SlotRegistry:
     async def discard(self, slot: Any) -> None:
         """Close a slot that broke or was cancelled, and release it."""
         entry = self._find(slot)
-        stop = getattr(slot, "abort", None) or slot.close
         try:
-            await asyncio.shield(stop())
+            await asyncio.shield(slot.abort())
         except (Exception, asyncio.CancelledError):
             pass
         if entry is not None and entry.lock.locked():
@@ -262,9 +167,7 @@ class SlotRegistry:
             del self._entries[key]
             await entry.slot.close()
             closed.append(key)
-        used_hosts = {k[0] for k in self._entries}
-        for name in {k[0] for k in self._conns} - used_hosts:
-            self.forget_connection(name)
+        self.ssh.close_unused({k[0] for k in self._entries})
         return closed
 
     async def close_idle(self, hosts: list[str]) -> list[tuple[str, int]]:
@@ -288,14 +191,7 @@ class SlotRegistry:
             self._reaper.cancel()
         entries, self._entries = list(self._entries.values()), {}
         await asyncio.gather(*(e.slot.close() for e in entries), return_exceptions=True)
-        for name in {k[0] for k in self._conns}:
-            self.forget_connection(name)
-
-
-def _stamp(path: Path | None) -> list:
-    if path is None or not path.is_dir():
-        return []
-    return sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in path.iterdir() if p.is_file())
+        self.ssh.close_unused(set())
 
 
 REGISTRY = SlotRegistry()
@@ -304,17 +200,6 @@ REGISTRY = SlotRegistry()
 # --------------------------------------------------------------------------
 # Spreading cases over slots
 # --------------------------------------------------------------------------
-
-
-@dataclass
-class SlotSpec:
-    host: HostConfig
-    device: int
-
-
-def slot_specs(hosts: list[HostConfig]) -> list[SlotSpec]:
-    """Every slot the chosen hosts lend: their first `concurrency` devices each."""
-    return [SlotSpec(h, d) for h in hosts for d in h.slot_devices]
 
 
 @dataclass

@@ -30,7 +30,7 @@ import stat
 import time
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import asyncssh
 
@@ -40,8 +40,7 @@ from .errors import LOST_ERRORS, SlotCannotStart, SlotLost, WorkerCannotStart
 from .inventory import VISIBILITY_VARIABLE, HostConfig
 from .safe_stage import CACHE_DIRS, refuse, unsafe_reason
 
-if TYPE_CHECKING:  # the registry and the run files live in pool.py, which imports this module
-    from .pool import RunFiles, SlotRegistry
+from .slot import RunFiles
 from .bundle import LEASE_SCRIPT, RUNNER_PACKAGE, RUNNER_SRC, bundle_files, content_hash
 
 COMPLETE_MARKER = ".complete"
@@ -416,6 +415,102 @@ def shell_command(host: HostConfig, argv: list[str]) -> str:
 
 
 # --------------------------------------------------------------------------
+# The connection cache: one connection per host, shared by its slots
+# --------------------------------------------------------------------------
+
+CONNECT_FAILURE_MEMORY_S = 10.0  # a host that just refused or timed out is not retried per slot
+
+
+class SSHConnections:
+    """One connection per SSH host (more when the host has more slots than its
+    sshd's MaxSessions allows on one), the runner root uploaded on it, and each
+    run's files uploaded once per connection.  Owned by the pool's registry
+    (one per event loop); every SSHDeviceSlot of the loop shares it."""
+
+    def __init__(self) -> None:
+        self._conns: dict[tuple[str, int], asyncssh.SSHClientConnection] = {}
+        self._conn_locks: dict[tuple[str, int], asyncio.Lock] = {}
+        self._conn_cfg: dict[str, HostConfig] = {}
+        self._conn_failures: dict[str, tuple[float, ToolError]] = {}
+        self._runner_roots: dict[str, str] = {}
+        self._uploaded: dict[tuple[str, str, str], tuple[str | None, str | None]] = {}
+
+    async def connection(self, host: HostConfig, index: int = 0) -> asyncssh.SSHClientConnection:
+        """The host's connection number `index` (0 unless the host has more slots
+        than its sshd's MaxSessions allows on one connection)."""
+        previous = self._conn_cfg.get(host.name)
+        if previous is not None and previous.worker_identity() != host.worker_identity():
+            self.forget_connection(host.name)  # the inventory entry changed: start afresh
+            self._conn_failures.pop(host.name, None)
+        self._conn_cfg[host.name] = host
+        key = (host.name, index)
+        lock = self._conn_locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            conn = self._conns.get(key)
+            if conn is not None and not conn.is_closed():
+                return conn
+            failed = self._conn_failures.get(host.name)
+            if failed is not None and time.monotonic() - failed[0] < CONNECT_FAILURE_MEMORY_S:
+                raise failed[1]  # the host's other slots do not each wait out connect_timeout again
+            if index == 0:
+                self._runner_roots.pop(host.name, None)
+            try:
+                conn = await open_connection(host)
+            except ToolError as exc:
+                self._conn_failures[host.name] = (time.monotonic(), exc)
+                raise
+            self._conn_failures.pop(host.name, None)
+            self._conns[key] = conn
+            return conn
+
+    def forget_connection(self, name: str, conn: asyncssh.SSHClientConnection | None = None) -> None:
+        """Close and drop the host's connections (or only `conn`)."""
+        for key in [k for k in self._conns if k[0] == name]:
+            current = self._conns[key]
+            if conn is None or current is conn:
+                del self._conns[key]
+                current.close()
+        if (name, 0) not in self._conns:
+            self._runner_roots.pop(name, None)
+            for key in [k for k in self._uploaded if k[0] == name]:
+                del self._uploaded[key]
+
+    def _upload_lock(self, name: str) -> asyncio.Lock:
+        # One SFTP session per host at a time: it shares connection 0 with a slot.
+        return self._conn_locks.setdefault((name, -1), asyncio.Lock())
+
+    async def runner_root(self, host: HostConfig, conn: asyncssh.SSHClientConnection) -> str:
+        async with self._upload_lock(host.name):
+            root = self._runner_roots.get(host.name)
+            if root is None:
+                root = await ensure_runner(conn, host)
+                self._runner_roots[host.name] = root
+            return root
+
+    async def run_files(self, host: HostConfig, run: RunFiles) -> tuple[str | None, str | None]:
+        """Remote (modules_dir, captured_dir) of the run on `host`, uploaded once per connection."""
+        stamp = json.dumps([_stamp(run.modules_dir), _stamp(run.captured_dir)])
+        key = (host.name, run.run_id, stamp)
+        async with self._upload_lock(host.name):
+            if key not in self._uploaded:
+                conn = await self.connection(host)
+                self._uploaded[key] = await upload_run_files(
+                    conn, host, run.run_id, run.modules_dir, run.captured_dir)
+            return self._uploaded[key]
+
+    def close_unused(self, used_hosts: set[str]) -> None:
+        """Close the connections of every host not in ``used_hosts``."""
+        for name in {k[0] for k in self._conns} - used_hosts:
+            self.forget_connection(name)
+
+
+def _stamp(path: Path | None) -> list:
+    if path is None or not path.is_dir():
+        return []
+    return sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in path.iterdir() if p.is_file())
+
+
+# --------------------------------------------------------------------------
 # The SSH slot: one warm supervisor on one device, under the device lease
 # --------------------------------------------------------------------------
 
@@ -426,8 +521,8 @@ SHUTDOWN_GRACE_S = 5.0
 class SSHDeviceSlot:
     """One warm supervisor on one device of an SSH host, under the device lease."""
 
-    def __init__(self, registry: "SlotRegistry", host: HostConfig, device: int):
-        self.registry = registry
+    def __init__(self, connections: SSHConnections, host: HostConfig, device: int):
+        self.connections = connections
         self.cfg = host
         self.host = host.name
         self.device_id = int(device)
@@ -453,15 +548,15 @@ class SSHDeviceSlot:
     async def start(self, run: RunFiles) -> None:
         from .supervisor_client import SupervisorClient
 
-        root = await self.registry.runner_root(self.cfg, await self.registry.connection(self.cfg))
-        conn = await self.registry.connection(self.cfg, self.conn_index)
+        root = await self.connections.runner_root(self.cfg, await self.connections.connection(self.cfg))
+        conn = await self.connections.connection(self.cfg, self.conn_index)
         cmd = worker_command(self.cfg, self.device_id, root,
                                            owner=server_owner())
         try:
             self.process = await conn.create_process(cmd, encoding=None)
         except (asyncssh.Error, OSError) as exc:
             if conn.is_closed():
-                self.registry.forget_connection(self.cfg.name, conn)
+                self.connections.forget_connection(self.cfg.name, conn)
             raise SlotLost(f"cannot start a worker on {self.host} {self.device}: {exc}") from None
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
         try:
@@ -532,7 +627,7 @@ class SSHDeviceSlot:
     async def run_case(self, run: RunFiles, case: dict, timeout_s: float) -> dict:
         if not self.alive or self.client is None:
             raise SlotLost(f"{self.host} {self.device} is not running")
-        modules, captured = await self.registry.run_files(self.cfg, run)
+        modules, captured = await self.connections.run_files(self.cfg, run)
         try:
             return await self.client.run_case(run.config, case, timeout_s, modules, captured)
         except LOST_ERRORS as exc:
@@ -543,12 +638,12 @@ class SSHDeviceSlot:
     async def abort(self) -> None:
         """Close the channel now (cancelled or broken): the supervisor's stdin hits
         EOF and it kills its worker and exits; no polite shutdown round trip.  A
-        connection found closed is dropped from the registry (the next slot reconnects)."""
+        connection found closed is dropped from the connection cache (the next slot reconnects)."""
         await self._kill()
         if self.process is not None:
             conn = self.process.channel.get_connection()
             if conn.is_closed():
-                self.registry.forget_connection(self.host, conn)
+                self.connections.forget_connection(self.host, conn)
 
     async def _kill(self) -> None:
         self._alive = False

@@ -25,7 +25,7 @@ import sys
 import uuid
 from collections import deque
 
-from ..protocol import MalformedEnvelope, SupervisorDeadlines, parse_deadlines
+from .envelopes import MalformedEnvelope, SupervisorDeadlines, parse_deadlines
 from .errors import SlotCannotStart, SlotGone
 
 # How long to wait for a case's start (or for hello) until the supervisor has

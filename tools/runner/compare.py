@@ -219,7 +219,7 @@ def compare_tensor(name: str, cand: torch.Tensor, ref: torch.Tensor, *, atol: fl
     if ck == "floating":
         comp.update(_float_metrics(cand, ref, atol, rtol))
     else:
-        comp.update(_exact_metrics(cand, ref))
+        comp.update(exact_metrics(cand, ref))
     comp["mismatch_ratio"] = comp["mismatch_count"] / cand.numel()
     comp["passed"] = comp["mismatch_count"] == 0
     return comp
@@ -540,7 +540,7 @@ def precision_metrics(cand: torch.Tensor, ref: torch.Tensor) -> dict:
     return prec.result(n, sum_sq)
 
 
-def _exact_metrics(cand: torch.Tensor, ref: torch.Tensor) -> dict:
+def exact_metrics(cand: torch.Tensor, ref: torch.Tensor) -> dict:
     cflat, rflat = _flat(cand), _flat(ref)
     mismatch, first, max_abs, worst, sum_ad = 0, None, 0, None, 0
     for start in range(0, cflat.numel(), CHUNK):

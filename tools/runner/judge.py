@@ -16,7 +16,7 @@ Standard library and torch only.
 
 from __future__ import annotations
 
-from .compare import _exact_metrics, as_tensor, dtype_name, name_outputs, precision_metrics
+from .compare import exact_metrics, as_tensor, dtype_name, name_outputs, precision_metrics
 from .precision import judge_baseline, judge_exact
 
 JUDGES = ("tolerance", "baseline", "both")
@@ -71,7 +71,7 @@ def apply_judge(comparisons: list[dict], judge: str, *, baseline=None, reference
             decided = judge_baseline(comp["precision"], b_prec, dtype)
             comp["ratios"] = decided["ratios"]
         else:  # exact output
-            bm = _exact_metrics(b, r)
+            bm = exact_metrics(b, r)
             comp["baseline_mismatch_count"] = bm["mismatch_count"]
             decided = judge_exact(comp.get("mismatch_count", 0), bm["mismatch_count"], comp.get("numel", 0), dtype)
         base_text = f"baseline judge: {decided['verdict']}"

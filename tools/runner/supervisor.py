@@ -671,7 +671,7 @@ def _harness_done(base: dict, where: str, type_: str, message: str, stderr: str,
 
 def _case_done(base: dict, *, worker_lost: bool, result: dict | None = None, harness_error: dict | None = None,
                **fields) -> dict:
-    """The one ``case_done`` envelope (its contract: tools/protocol.py ``CaseDone``).
+    """The one ``case_done`` envelope (its contract: tools/remote/envelopes.py ``CaseDone``).
     ``base`` holds event, request_id, case_id, started_at (and worker_pid,
     worker_restarted once a worker took the case); ``fields`` the worker's
     answer or stdout/stderr/traceback/input_metadata/worker_exit."""

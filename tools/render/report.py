@@ -4,35 +4,14 @@ to re-run each failing case) from an analysis and the run's evidence."""
 from __future__ import annotations
 
 import json
-import re
 import shlex
 from pathlib import Path
 
-from .plan_cases import case_axes, fit_id
-from .schemas import Analysis, Case, CaseFailure, CaseResult, OperatorConfig
-
-
-def cell(text: object) -> str:
-    """Text safe inside a markdown table cell."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
-
-
-def one_line(text: object) -> str:
-    """Text folded onto one line (a heading or paragraph it cannot break)."""
-    return " ".join(str(text).split())
-
-
-def fenced(text: str) -> list[str]:
-    """Text in a fenced block whose fence is longer than any backtick run in it."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return [fence, text, fence]
-
-
-def table(header: list[str], rows: list[list[object]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+from ..cases.axes import case_axes
+from ..cases.ids import rerun_id
+from ..schemas import Analysis, Case, CaseFailure, CaseResult, OperatorConfig
+from .markdown import fenced, one_line, table
+from .sections import artifact_sections, latest_verify_line
 
 
 def tolerance_line(config: OperatorConfig) -> str:
@@ -56,8 +35,7 @@ def _axes_text(axes: dict[str, str], keep: set[str] | None = None) -> str:
     return ", ".join(f"{k}={v}" for k, v in items)
 
 
-def _varying_axes(cases: list[Case]) -> set[str]:
-    all_axes = [case_axes(c) for c in cases]
+def _varying_axes(all_axes: list[dict[str, str]]) -> set[str]:
     keys = {k for a in all_axes for k in a}
     return {k for k in keys if len({a.get(k) for a in all_axes}) > 1}
 
@@ -67,14 +45,17 @@ def _failure_rows(items: list[CaseFailure], varying: set[str]) -> list[list[obje
 
 
 def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
-                  results: dict[str, CaseResult], *, run_dir: str) -> str:
-    varying = _varying_axes(cases)
+                  results: dict[str, CaseResult], *, run_dir: str,
+                  labels: dict[str, dict[str, str]] | None = None) -> str:
+    """report.md; ``labels`` are the cases' axes (cases/axes.py ``case_axes``) when already at hand."""
+    labels = labels if labels is not None else {c.id: case_axes(c) for c in cases}
+    varying = _varying_axes(list(labels.values()))
     out = [
         f"# Operator debug report: {one_line(config.operator.name)} (run `{analysis.run_id}`)",
         "",
         f"**Verdict: {analysis.verdict}** - {analysis.summary}",
         "",
-        *_artifact_lines("latest_verify_line", run_dir),
+        *latest_verify_line(run_dir),
         f"- candidate: `{config.operator.candidate}`",
         f"- reference: `{config.operator.reference}` (CPU, {config.operator.reference_dtype})",
         tolerance_line(config),
@@ -144,26 +125,15 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
     for case in cases:
         result = results.get(case.id)
         state = result.status if result else "missing"
-        line = f"- `{case.id}`: **{state}** ({_axes_text(case_axes(case), varying) or 'base'})"
+        line = f"- `{case.id}`: **{state}** ({_axes_text(labels[case.id], varying) or 'base'})"
         if case.id in by_failure and by_failure[case.id].reason:
             line += f" - {by_failure[case.id].reason}"
         elif result is not None and result.status == "passed":
             line += judged_text(result)
         out.append(line)
     out.append("")
-    out += _artifact_lines("artifact_sections", run_dir)
+    out += artifact_sections(run_dir)
     return "\n".join(out)
-
-
-def _artifact_lines(which: str, run_dir: str) -> list[str]:
-    """Verification after a fix and pictures (tools/artifacts), when present."""
-    from .artifacts import sections
-
-    return getattr(sections, which)(run_dir)
-
-
-def rerun_id(case_id: str) -> str:
-    return fit_id(f"{case_id}.rerun")
 
 
 def render_reproduction(analysis: Analysis, config: OperatorConfig, cases: list[Case],

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .evidence import few_ids
+from ..evidence import few_ids
 
 MAX_SUMMARY_CHARS = 800
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .schemas import Comparison
+from ..schemas import Comparison
 
 
 def _num(x: float | None) -> str:

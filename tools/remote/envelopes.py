@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from .schemas import FiniteFloat, NonNegFinite, Strict, format_validation_error
+from ..schemas import FiniteFloat, NonNegFinite, Strict, format_validation_error
 
 # The harness_error type of a case the supervisor answered without trying a worker
 # start: its bound of consecutive start failures was reached (the slot is retired).

@@ -1,4 +1,4 @@
-"""The artefact commands of ``opdebug`` (registered by tools/cli.py):
+"""The artefact commands of ``opdebug`` (registered by cli/__init__.py):
 
     opdebug shrink     RUN CASE [--max-cases N] [--max-seconds S] [--host NAME ...]
     opdebug repro      RUN CASE --out DIR
@@ -7,52 +7,38 @@
     opdebug verify     RUN [--host NAME ...] [--no-command] [--command-timeout S]
 
 RUN is a run directory (a path) or a run id under ``--root``.  Long work
-shows a progress bar on stderr where it is a terminal (tools/progress.py).
+shows a progress bar on stderr where it is a terminal (progress.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from ..errors import ToolError
-
-
-def run_location(args: argparse.Namespace) -> tuple[Path | None, str]:
-    from ..evidence import safe_component
-
-    run = args.run
-    if os.sep in run or run in (".", "..") or (Path(run).is_dir() and (Path(run) / "manifest.json").is_file()):
-        run_dir = Path(run).expanduser().resolve()
-        return run_dir.parent, safe_component(run_dir.name, "run directory name (run_id)")
-    return (Path(args.root).expanduser() if args.root else None), safe_component(run, "run_id")
+from .console import console, escape, inventory, print_json, run_location
 
 
 def _bar(title: str, total: int | None, args: argparse.Namespace) -> Any:
-    from ..cli import _console
-    from ..progress import RunProgress
+    from .progress import RunProgress
 
-    return RunProgress(title, total, enabled=not args.json and sys.stderr.isatty(), console=_console(stderr=True))
+    return RunProgress(title, total, enabled=not args.json and sys.stderr.isatty(), console=console(stderr=True))
 
 
 def _print(args: argparse.Namespace, response: Any, lines: list[str]) -> int:
-    from ..cli import _console, _escape, _print_json
-
     if args.json:
-        _print_json(response)
+        print_json(response)
         return 0
-    out = _console()
+    out = console()
     for line in lines:
-        out.print(_escape(line))
+        out.print(escape(line))
     return 0
 
 
 def cmd_shrink(args: argparse.Namespace) -> int:
-    from .shrink import shrink_case
+    from ..artifacts.shrink import shrink_case
 
     root, run_id = run_location(args)
     with _bar(f"shrink {args.case}", args.max_cases, args) as bar:
@@ -61,7 +47,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
             await bar.started(text)
 
         response = asyncio.run(shrink_case(run_id, args.case, hosts=args.host or None, root=root,
-                                           inventory=_inventory(args), max_cases=args.max_cases,
+                                           inventory=inventory(args), max_cases=args.max_cases,
                                            max_seconds=args.max_seconds, progress=progress))
         bar.complete(response.cases_run, args.max_cases)
     lines = [f"{s.case_id}: {s.change} -> {s.state}{' (same failure, kept)' if s.same_failure else ''}"
@@ -73,7 +59,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
 
 
 def cmd_repro(args: argparse.Namespace) -> int:
-    from .repro import export_repro
+    from ..artifacts.repro import export_repro
 
     root, run_id = run_location(args)
     response = export_repro(run_id, args.case, args.out, root=root)
@@ -82,7 +68,7 @@ def cmd_repro(args: argparse.Namespace) -> int:
 
 
 def cmd_regression(args: argparse.Namespace) -> int:
-    from .regression import export_regression
+    from ..artifacts.regression import export_regression
 
     root, run_id = run_location(args)
     response = export_regression(run_id, args.out, root=root, case_ids=args.case or None,
@@ -94,7 +80,7 @@ def cmd_regression(args: argparse.Namespace) -> int:
 
 def cmd_pictures(args: argparse.Namespace) -> int:
     from ..evidence import RunStore
-    from .pictures import render_pictures
+    from ..artifacts.pictures import render_pictures
 
     root, run_id = run_location(args)
     outputs = {}
@@ -112,14 +98,14 @@ def cmd_pictures(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from .verify import verify_run
+    from ..artifacts.verify import verify_run
 
     root, run_id = run_location(args)
     with _bar(f"verify {run_id}", None, args) as bar:
         async def progress(done: int, total: int, outcome: Any) -> None:
             await bar.finished(done, total, outcome.case_id)
 
-        response = asyncio.run(verify_run(run_id, hosts=args.host or None, root=root, inventory=_inventory(args),
+        response = asyncio.run(verify_run(run_id, hosts=args.host or None, root=root, inventory=inventory(args),
                                           run_command=not args.no_command, command_timeout_s=args.command_timeout,
                                           progress=progress, on_start=bar.started))
     lines = [f"{orig} -> {new}: {response.states.get(new, 'pending')}" for orig, new in response.rerun.items()]
@@ -134,9 +120,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def picture_lines(store) -> list[str]:
     """For ``opdebug show``: the latest verify's conclusion, and the run's
     picture paths (or how to get them)."""
-    from .pictures import available, install_hint, picture_paths
-
-    from .verify import verify_records
+    from ..artifacts.records import available, install_hint, picture_paths, verify_records
 
     records = verify_records(store)
     lines = [f"after the fix (verify {records[-1]['index']}): {records[-1]['conclusion']}"] if records else []
@@ -144,12 +128,6 @@ def picture_lines(store) -> list[str]:
     if paths:
         return lines + ["pictures:"] + [f"  {p}" for p in paths]
     return lines + [f"pictures: none ({'opdebug pictures ' + store.run_id if available() else install_hint()})"]
-
-
-def _inventory(args: argparse.Namespace) -> str | None:
-    from ..cli import _inventory as inventory
-
-    return inventory(args)
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:

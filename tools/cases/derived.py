@@ -11,7 +11,7 @@ alignment, 64 for 0),
 ``x.dtype_family`` / ``x.dtype_bits``, ``x.has_nan`` / ``x.has_inf`` /
 ``x.has_large`` / ``x.has_denormal``, ``x.magnitude`` (the scale of the
 generated values); for the case: ``mode``, ``dtype`` and ``attr.NAME``.
-Each derived axis has a *source*: the variation axis of plan_cases that moves
+Each derived axis has a *source*: the variation axis (axes.distance_axes) that moves
 it (``x.shape``, ``x.strides``, ``x.offset``, ``x.values``, ``dtype``,
 ``mode``, ``attr.NAME``); minimal pairs are looked for among cases that
 differ only in that source.
@@ -23,7 +23,7 @@ import json
 import math
 from typing import Any
 
-from ..plan_cases import distance_axes
+from .axes import distance_axes, input_kinds
 from ..schemas import DTYPE_FAMILIES, Case, TensorSpec, contiguous_strides
 
 UNSET = "unset"
@@ -166,7 +166,7 @@ def structured_axes(case: Case, labels: dict[str, str]) -> dict[str, Any]:
 
 
 def source_of(axis: str) -> str:
-    """The variation axis (a key of plan_cases.distance_axes) that moves ``axis``."""
+    """The variation axis (a key of axes.distance_axes) that moves ``axis``."""
     if axis in ("mode",) or axis.startswith("attr."):
         return axis
     if axis == "dtype" or axis.endswith((".dtype", ".dtype_family", ".dtype_bits")):
@@ -189,16 +189,14 @@ def is_ordered(values) -> bool:
 
 
 def case_distance_axes(case: Case, labels: dict[str, str] | None = None) -> dict[str, str]:
-    """The variation axes of a case (plan_cases.distance_axes), from its
+    """The variation axes of a case (axes.distance_axes), from its
     labels when they are at hand and no value spec depends on the dtype (then
     the planned and effective values are the same): no second pass."""
     members = [m for i in case.inputs for m in i.members()]
     if labels is None or any(m.values.by_dtype for m in members) or any(i.values.by_dtype for i in case.inputs):
         return distance_axes(case)
-    from ..plan_cases import _input_kinds
-
-    out = {"mode": labels["mode"], "dtype": ",".join(_input_kinds(i, "dtype") for i in case.inputs),
-           "layout": ",".join(_input_kinds(i, "layout") for i in case.inputs)}
+    out = {"mode": labels["mode"], "dtype": ",".join(input_kinds(i, "dtype") for i in case.inputs),
+           "layout": ",".join(input_kinds(i, "layout") for i in case.inputs)}
     for key, value in labels.items():
         if key.startswith("attr.") or key.endswith((".shape", ".strides", ".offset", ".values", ".len", ".none")):
             out[key] = value

@@ -1,13 +1,14 @@
 """The report's artefact sections: verification after a fix, and pictures.
-Reads only what the artefact tools wrote; imports neither torch nor matplotlib."""
+Reads only what the artefact tools wrote (artifacts/records.py); imports
+neither torch nor matplotlib, and runs nothing."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from ..artifacts.records import available, install_hint, picture_paths, verify_records
 from ..evidence import RunStore
-from .pictures import available, install_hint, picture_paths
-from .verify import verify_records
+from .markdown import fenced, table
 
 
 def _store(run_dir: Path) -> RunStore | None:
@@ -29,8 +30,6 @@ def latest_verify_line(run_dir: str | Path) -> list[str]:
 
 
 def artifact_sections(run_dir: str | Path) -> list[str]:
-    from ..report import fenced, table
-
     store = _store(Path(run_dir))
     if store is None:
         return []

@@ -25,7 +25,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import ToolError
+from ..errors import ToolError
 
 # typed storage class -> (dtype, bytes per element)
 STORAGES = {

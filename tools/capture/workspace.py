@@ -21,7 +21,7 @@ import stat
 import threading
 from pathlib import Path
 
-from .errors import ToolError
+from ..errors import ToolError
 
 ROOTS_ENV = "OPDEBUG_WORKSPACE"
 READ_TIMEOUT_S = 60.0

@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import json
 
-from .schemas import (BridgeCase, BoundaryFeature, Case, CaseResult, InputSpec, IntegrationDiff, StarSpec,
+from ..cases.stars import expand_star
+from ..errors import ToolError
+from ..schemas import (BridgeCase, BoundaryFeature, Case, CaseResult, InputSpec, IntegrationDiff, StarSpec,
                       contiguous_strides)
 
 CAPTURED = ("captured_call", "accuracy_dump")
@@ -170,8 +172,6 @@ def _variation(failing: Case, base: Case, axis: str) -> list[dict]:
 
 
 def _bridges(failing: Case, base: Case, axis: str) -> list[BridgeCase]:
-    from .plan_cases import expand_star  # noqa: PLC0415 - plan_cases imports nothing from here
-    from .errors import ToolError
 
     out = []
     base_doc = base.model_dump(mode="json")

@@ -33,10 +33,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .capture_files import CaptureFileError, FileInfo, inspect_file
-from .errors import ToolError
-from .evidence import file_sha256, resolve_root
-from .schemas import DTYPES, LAYOUTS, CaptureSelection, Case, contiguous_strides, format_validation_error
+from ..cases.ids import fit_id
+from ..errors import ToolError
+from ..evidence import file_sha256, resolve_root
+from ..schemas import DTYPES, LAYOUTS, CaptureSelection, Case, contiguous_strides, format_validation_error
+from .files import CaptureFileError, FileInfo, inspect_file
+from .workspace import allowed_roots
 
 MAX_FILE_BYTES = 1 << 30          # one captured tensor file
 MAX_CAPTURE_BYTES = 4 << 30       # every file of one capture together
@@ -58,7 +60,6 @@ def workspace_roots(evidence_root=None) -> list[Path]:
     the evidence root's parent) and the directories in $OPDEBUG_WORKSPACE
     (os.pathsep-separated): the same rule as ``captured_files``
     (workspace_files.allowed_roots)."""
-    from .workspace_files import allowed_roots
 
     return allowed_roots(resolve_root(evidence_root))
 
@@ -175,7 +176,6 @@ class _Arg:
 
 
 def _case_id(prefix: str, call: str) -> str:
-    from .plan_cases import fit_id
     return fit_id(prefix + call.replace("#", "-"))
 
 
@@ -218,7 +218,6 @@ def _star(base: Case, tensors: list[tuple[str, dict, str | None]]) -> list[Case]
             for item in doc["inputs"]:
                 if item["name"] == name:
                     item.update(change)
-            from .plan_cases import fit_id
             doc["id"] = fit_id(f"{base.id}.{name}.{slug}")
             doc["origin"] = dict(doc["origin"], kind="capture_star", exact=False)
             doc["description"] = f"{base.id} with {name} {slug.replace('-', ' ')} (one axis changed)"
@@ -304,7 +303,6 @@ def _opdebug_cases(sel: CaptureSelection, base: Path, where: str) -> Planned:
                     budget.take(path)
                     info = inspect_file(path)
                     _check_region(path, info, meta, arg)
-                    from .plan_cases import fit_id
                     stored = fit_id(f"{case_id}.{name}")
                     planned.files[stored] = path
                 else:
@@ -382,7 +380,6 @@ def _dump_cases(sel: CaptureSelection, dump_json: Path, where: str) -> Planned:
                     if info.tensor.dtype != meta["dtype"] or info.tensor.shape != meta["shape"]:
                         raise CaptureFileError(path, f"holds {info.tensor.dtype} {info.tensor.shape}, dump.json says "
                                                f"{meta['dtype']} {meta['shape']}")
-                    from .plan_cases import fit_id
                     stored = fit_id(f"{case_id}.{name}")
                     planned.files[stored] = path
                 else:

@@ -1,0 +1,7 @@
+"""``python -m tools.cli``: the same as ``opdebug``."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

@@ -1,0 +1,58 @@
+"""The slot contract: what every transport's device slot is, and what it is given.
+
+A *slot* is one device on one host with one warm supervisor (hence one warm
+worker).  The pool (pool.py) schedules cases over slots; each transport
+(local.py, ssh.py) implements `DeviceSlot`.  Both sides import this module and
+nothing of each other's internals, as pytest-xdist's scheduler protocol is
+shared by its schedulers and its session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from .inventory import HostConfig
+
+
+@dataclass
+class RunFiles:
+    """What a slot needs to know about the run, besides the case."""
+
+    run_id: str
+    config: dict
+    modules_dir: Path | None = None
+    captured_dir: Path | None = None
+
+
+class DeviceSlot(Protocol):
+    """One warm supervisor on one device.
+
+    ``start`` raises a ``SlotCannotStart`` (nothing ran) or a ``SlotGone``
+    (the connection or process went away); ``run_case`` returns the
+    supervisor's ``case_done`` envelope or raises ``SlotGone`` (the case stays
+    pending).  ``abort`` closes the slot at once (cancelled or broken);
+    ``close`` shuts it down politely."""
+
+    host: str
+    device: str
+    alive: bool
+
+    async def start(self, run: RunFiles) -> None: ...
+    async def run_case(self, run: RunFiles, case: dict, timeout_s: float) -> dict: ...
+    async def abort(self) -> None: ...
+    async def close(self) -> None: ...
+
+
+@dataclass
+class SlotSpec:
+    """One slot a run may use: a device of an inventory host."""
+
+    host: HostConfig
+    device: int
+
+
+def slot_specs(hosts: list[HostConfig]) -> list[SlotSpec]:
+    """Every slot the chosen hosts lend: their first `concurrency` devices each."""
+    return [SlotSpec(h, d) for h in hosts for d in h.slot_devices]

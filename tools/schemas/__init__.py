@@ -1,0 +1,125 @@
+"""Pydantic contracts shared by every tool, one module per kind:
+
+- ``base``: the strict base model, slugs, finite numbers, vocabularies, the error formatter;
+- ``case``: inputs, values, cases, captures' origins, stars;
+- ``config``: the operator config (call, reference, judge, tolerances);
+- ``result``: a case's result (comparisons, errors, evidence);
+- ``analysis``: the analysis of a run (findings, next cases, verdict);
+- ``tool_io``: every tool's request and response.
+
+Every model is strict about its shape: unknown fields are rejected, ids are
+safe slugs, numbers that must be finite are finite.  The runner (which is
+shipped to NPU hosts) never imports this package: it speaks plain JSON whose
+shape these models define, and the server validates what comes back.
+"""
+
+from __future__ import annotations
+
+from .base import (  # noqa: F401
+    ASCEND_ONLY_DTYPES,
+    DTYPES,
+    DTYPE_FAMILIES,
+    Dotted,
+    Dtype,
+    ElementValue,
+    FLOAT_DTYPES,
+    FiniteFloat,
+    FreeJson,
+    Ident,
+    LAYOUTS,
+    Layout,
+    MAX_STORAGE_ELEMENTS,
+    MODES,
+    Mode,
+    ModuleFile,
+    NonNegFinite,
+    SCHEMA_VERSION,
+    SLUG_PATTERN,
+    STATUSES,
+    Slug,
+    Status,
+    Strict,
+    check_slug,
+    drop_titles,
+    dtype_family,
+    format_validation_error,
+    now_utc,
+)
+from .case import (  # noqa: F401
+    AttributeValue,
+    CaptureSelection,
+    Case,
+    CaseOrigin,
+    DtypeArg,
+    InputSpec,
+    SpecialKind,
+    SpecialValues,
+    StarAxis,
+    StarSpec,
+    StarValue,
+    StarVariation,
+    TensorSpec,
+    ValueSpec,
+    contiguous_strides,
+    storage_elements,
+)
+from .config import (  # noqa: F401
+    CallSpec,
+    OperatorConfig,
+    OperatorSpec,
+    Tolerance,
+    ToleranceSpec,
+)
+from .result import (  # noqa: F401
+    CaseResult,
+    Comparison,
+    Element,
+    ErrorInfo,
+    PrecisionMetrics,
+    ResultSource,
+    Timing,
+)
+from .analysis import (  # noqa: F401
+    Analysis,
+    BoundaryFeature,
+    BridgeCase,
+    CaseFailure,
+    FailureAxis,
+    Finding,
+    IntegrationDiff,
+    MinimalPair,
+    NextCase,
+)
+from .tool_io import (  # noqa: F401
+    AnalyzeFailuresArgs,
+    CaseOutcome,
+    CheckHostArgs,
+    EnvScriptCheck,
+    HostCheck,
+    NameArg,
+    NarrowRequest,
+    NarrowResponse,
+    NarrowStep,
+    PENDING_LIST_LIMIT,
+    PLANNED_LIST_LIMIT,
+    PicturesArgs,
+    PicturesResponse,
+    PlanRequest,
+    PlanResponse,
+    PlannedCase,
+    RecordResponse,
+    RecordResultArgs,
+    RegressionArgs,
+    RegressionExport,
+    ReproArgs,
+    ReproExport,
+    RunCaseRemoteArgs,
+    RunId,
+    RunIdArg,
+    RunResponse,
+    ShrinkArgs,
+    ShrinkResponse,
+    ShrinkStep,
+    VerifyArgs,
+    VerifyResponse,
+)

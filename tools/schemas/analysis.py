@@ -1,0 +1,127 @@
+"""The analysis of a run: per-case failures, failure axes, findings with
+minimal pairs, next cases, the integration diff, the verdict."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from .base import Status, Strict
+
+# --------------------------------------------------------------------------
+# Analysis
+# --------------------------------------------------------------------------
+
+
+class CaseFailure(Strict):
+    case_id: str = Field(description="the case")
+    status: Status = Field(description="its status")
+    signature: str | None = Field(None, description="crash/mismatch signature")
+    reason: str | None = Field(None, description="what failed")
+    axes: dict[str, str] = Field(description="the case's axis values")
+
+
+class FailureAxis(Strict):
+    axis: str = Field(description="axis name")
+    value: str = Field(description="axis value")
+    failing: int = Field(description="failing cases with it")
+    total_with_value: int = Field(description="cases with it")
+    explains_all: bool = Field(description="every failure has it and no pass does")
+
+
+class MinimalPair(Strict):
+    """The closest passing and failing cases that differ only in one variation axis."""
+
+    passing: str = Field(description="id of the passing case")
+    failing: str = Field(description="id of the failing case")
+    passing_value: Any = Field(description="the finding's axis value in the passing case")
+    failing_value: Any = Field(description="the finding's axis value in the failing case")
+    differs_in: list[str] = Field(description="the variation axes in which the two cases differ (one, or a shape "
+                                              "and its strides)")
+
+
+class Finding(Strict):
+    """A predicate over one axis that separates every failing case from every passing one."""
+
+    axis: str = Field(description="the axis, e.g. 'x.shape[-1]', 'x.numel', 'x.contiguity', 'attr.approximate'")
+    kind: Literal["value", "set", "threshold", "class"] = Field(
+        description="value (axis == v), set (axis in {...}), threshold (ordered axis above/below a bound), "
+                    "class (a true/false axis such as x.zero_size)")
+    predicate: str = Field(description="the finding as text, e.g. 'x.shape[-1] > 2048'")
+    source: str = Field(description="the variation axis that moves this axis (x.shape, x.strides, dtype, attr.NAME)")
+    failing_values: list[Any] = Field(description="the axis values seen in failing cases")
+    passing_values: list[Any] = Field(description="the axis values seen in passing cases")
+    direction: Literal["above", "below"] | None = Field(
+        default=None, description="threshold only: failures lie above (or below) the bound")
+    largest_passing: float | None = Field(default=None, description="threshold above: the largest passing value")
+    smallest_failing: float | None = Field(default=None, description="threshold above: the smallest failing value")
+    smallest_passing: float | None = Field(default=None, description="threshold below: the smallest passing value")
+    largest_failing: float | None = Field(default=None, description="threshold below: the largest failing value")
+    exact: bool = Field(description="the boundary is exact (no value left between passing and failing) or every "
+                                    "informative value of the axis is tried, and a minimal pair shows it")
+    minimal_pair: MinimalPair | None = Field(default=None, description="the evidence: a passing and a failing "
+                                                                        "case differing only there")
+    failing: int = Field(description="failing cases (all of them satisfy the predicate)")
+    passing: int = Field(description="passing cases (none satisfies it)")
+
+
+class NextCase(Strict):
+    reason: str = Field(description="what it would settle")
+    base_case: str = Field(description="case to vary")
+    change: dict[str, Any] = Field(description="axis changes to plan")
+    kind: Literal["bisect", "probe", "discriminate", "crossing", "explore", "missing"] | None = Field(
+        default=None, description="what it does to the findings")
+    axis: str | None = Field(default=None, description="the finding axis it narrows or tests")
+    star: dict[str, Any] | None = Field(default=None, description="append as is: stars=[star]")
+    if_fails: str | None = Field(default=None, description="what a failure tells")
+    if_passes: str | None = Field(default=None, description="what a pass tells")
+
+
+class BoundaryFeature(Strict):
+    """One thing a failing captured call has that no passing planned case has."""
+
+    axis: str = Field(description="e.g. x.dtype, x.strides_class, x.offset, x.layout, x.values_class, dtypes_mixed, attr.eps")
+    value: str = Field(description="the captured call's value on that axis")
+    passing_values: list[str] = Field(default_factory=list, description="the values the passing planned cases have there")
+
+
+class BridgeCase(Strict):
+    """A planned case between a passing planned case and the failing captured call (one axis)."""
+
+    axis: str = Field(description="the boundary axis this case crosses")
+    base_case: str = Field(description="the passing planned case it starts from")
+    star: dict[str, Any] = Field(description="a StarSpec (include_base false) ready for plan_cases append=true 'stars'")
+
+
+class IntegrationDiff(Strict):
+    """Captured calls vs planned cases at the integration boundary."""
+
+    direction: Literal["captured_fails", "planned_fails"] = Field(
+        description="captured_fails: captured calls fail and planned cases pass; planned_fails: the reverse")
+    failing_case: str = Field(description="the failing case the features belong to")
+    closest_passing: str | None = Field(None, description="the passing case of the other kind closest to it")
+    features: list[BoundaryFeature] = Field(description="what the failing case has that no passing case of the other kind has")
+    bridges: list[BridgeCase] = Field(default_factory=list, description="planned cases that cross one feature each")
+
+
+class Analysis(Strict):
+    schema_version: Literal[1] = Field(1, description="contract version")
+    run_id: str = Field(description="the run")
+    verdict: Literal["diagnosed", "inconclusive", "passed"] = Field(description="diagnosed, inconclusive or passed")
+    summary: str = Field(description="the finding in words")
+    status_counts: dict[str, int] = Field(description="cases per status")
+    planned: int = Field(description="planned cases")
+    recorded: int = Field(description="recorded cases")
+    missing: list[str] = Field(description="pending case ids")
+    failures: list[CaseFailure] = Field(description="mismatches and crashes")
+    unsupported: list[CaseFailure] = Field(description="unsupported, not failures")
+    crash_groups: dict[str, list[str]] = Field(description="signature -> case ids")
+    failure_axes: list[FailureAxis] = Field(description="axis values the failures share")
+    integration_hint: str | None = Field(None, description="when every isolated case passes")
+    next_cases: list[NextCase] = Field(default_factory=list, description="cases that would settle it")
+    findings: list[Finding] = Field(default_factory=list, description="one-axis predicates with minimal pairs")
+    integration_diff: list[IntegrationDiff] = Field(
+        default_factory=list, description="captured calls vs planned cases: what differs at the integration boundary")
+    analyzed_at: datetime = Field(description="when")

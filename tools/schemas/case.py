@@ -1,0 +1,318 @@
+"""A case as data: how each input is made (values, specials, shape, strides,
+offset, dtype, layout), a case with its mode and attributes, where a case
+planned from a capture came from, and stars (a base case plus one-axis
+variations)."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated, Any, Literal, Union
+
+from pydantic.json_schema import SkipJsonSchema
+from pydantic import AfterValidator, ConfigDict, Field, PlainValidator, field_validator, model_validator
+
+from .base import (
+    DTYPES, DTYPE_FAMILIES, Dtype, FLOAT_DTYPES, FiniteFloat, Ident, Layout, MAX_STORAGE_ELEMENTS, Mode,
+    NonNegFinite, Slug, Strict, check_slug, drop_titles, dtype_family,
+)
+
+# --------------------------------------------------------------------------
+# Inputs
+# --------------------------------------------------------------------------
+
+SpecialKind = Literal["nan", "inf", "-inf", "denormal", "+0", "-0", "large", "-large"]
+
+
+class SpecialValues(Strict):
+    """Special values put into a generated tensor."""
+
+    value: SpecialKind
+    positions: list[list[Annotated[int, Field(ge=0)]]] | None = Field(
+        None, description="multi-indices")
+    count: Annotated[int, Field(ge=1)] | None = Field(None, description="or: N seeded random positions")
+
+    @model_validator(mode="after")
+    def _one_way(self) -> "SpecialValues":
+        if (self.positions is None) == (self.count is None):
+            raise ValueError("give exactly one of 'positions' or 'count'")
+        return self
+
+
+class ValueSpec(Strict):
+    """Values made on CPU from the case seed: mean/std normal; low/high uniform, randint; fill full."""
+
+    kind: Literal["normal", "uniform", "randint", "zeros", "ones", "full", "arange", "captured"] = "normal"
+    mean: FiniteFloat = 0.0
+    std: NonNegFinite = 1.0
+    low: FiniteFloat | None = None
+    high: FiniteFloat | None = None
+    fill: FiniteFloat | None = None
+    captured: Annotated[str, AfterValidator(check_slug)] | None = Field(
+        None, description="captured: a captured_files name (artifacts/captured/)")
+    specials: list[SpecialValues] = Field(default_factory=list)
+    exclude_zero: bool = Field(False, description="generated zeros become the smallest non-zero step")
+    by_dtype: dict[str, "ValueSpec"] = Field(
+        default_factory=dict, description="per dtype or family (float, int...): dtype, then family, then this spec")
+
+    @model_validator(mode="after")
+    def _check(self) -> "ValueSpec":
+        if self.kind in ("uniform", "randint"):
+            if self.low is None or self.high is None:
+                raise ValueError(f"kind '{self.kind}' needs 'low' and 'high'")
+            if not self.low < self.high:
+                raise ValueError("'low' must be below 'high'")
+        if self.kind == "full" and self.fill is None:
+            raise ValueError("kind 'full' needs 'fill'")
+        if self.kind == "captured" and not self.captured:
+            raise ValueError("kind 'captured' needs 'captured' (a file in artifacts/captured/)")
+        for key, sub in self.by_dtype.items():
+            if key not in DTYPES and key not in DTYPE_FAMILIES:
+                raise ValueError(f"by_dtype key {key!r} is neither a dtype nor a family {sorted(DTYPE_FAMILIES)}")
+            if sub.by_dtype:
+                raise ValueError(f"by_dtype[{key!r}] cannot have its own by_dtype")
+        return self
+
+    def for_dtype(self, dtype: str) -> "ValueSpec":
+        """The spec that applies to an input of ``dtype``."""
+        sub = self.by_dtype.get(dtype) or self.by_dtype.get(dtype_family(dtype))
+        return sub if sub is not None else self
+
+
+class TensorSpec(Strict):
+    """One tensor of a list."""
+
+    shape: list[Annotated[int, Field(ge=0)]]
+    strides: list[Annotated[int, Field(ge=0)]] | None = Field(None, description="null: contiguous")
+    storage_offset: Annotated[int, Field(ge=0)] = Field(0, description="in elements")
+    dtype: Dtype = "float32"
+    layout: Layout = "ND"  # not ND: torch_npu.npu_format_cast on npu
+    values: ValueSpec = Field(default_factory=ValueSpec)
+
+    @model_validator(mode="after")
+    def _rank(self) -> "TensorSpec":
+        if self.shape is None:  # an InputSpec that is a tensor list or None
+            return self
+        if self.strides is not None and len(self.strides) != len(self.shape):
+            raise ValueError(
+                f"'strides' has rank {len(self.strides)} but 'shape' has rank {len(self.shape)}"
+            )
+        numel = math.prod(self.shape)
+        if numel > MAX_STORAGE_ELEMENTS:
+            raise ValueError(
+                f"shape {self.shape} has {numel} elements, over the limit of {MAX_STORAGE_ELEMENTS} (2**34) per "
+                "input: the call's inputs and outputs would exhaust the host's memory - plan a smaller shape "
+                "that still shows the failure"
+            )
+        strides = self.strides if self.strides is not None else contiguous_strides(self.shape)
+        needed = storage_elements(self.shape, strides, self.storage_offset)
+        if needed > MAX_STORAGE_ELEMENTS:
+            raise ValueError(
+                f"shape {self.shape}, strides {strides} and storage_offset {self.storage_offset} need a storage "
+                f"of {needed} elements, over the limit of {MAX_STORAGE_ELEMENTS} (2**34) per input: building it "
+                "would exhaust the host's memory - plan a smaller shape that still shows the failure"
+            )
+        values = self.values.for_dtype(self.dtype)
+        for special in values.specials:
+            for pos in special.positions or []:
+                if len(pos) != len(self.shape) or any(i >= size for i, size in zip(pos, self.shape)):
+                    raise ValueError(f"special '{special.value}' position {pos} is outside shape {self.shape}")
+            if special.count is not None and special.count > numel:
+                raise ValueError(f"special '{special.value}' count {special.count} is over the {numel} elements "
+                                 f"of shape {self.shape}")
+        floating = FLOAT_DTYPES + DTYPE_FAMILIES["float8"]
+        for special in values.specials:
+            if self.dtype not in floating and special.value != "+0":
+                raise ValueError(f"special value '{special.value}' needs a floating dtype, not {self.dtype}")
+            if self.dtype == "float8_e4m3fn" and special.value in ("inf", "-inf"):
+                raise ValueError("float8_e4m3fn has no infinity (an inf becomes NaN); use 'nan' or 'large'")
+        return self
+
+    def is_contiguous(self) -> bool:
+        return self.strides is None or self.shape is None or self.strides == contiguous_strides(self.shape)
+
+
+class InputSpec(TensorSpec):
+    name: Ident = Field(description="argument name")
+    shape: list[Annotated[int, Field(ge=0)]] | None = None  # type: ignore[assignment]
+    tensors: list[TensorSpec] | None = Field(
+        None, min_length=1, max_length=128, description="a Tensor[] argument: one spec per member")
+    none: bool = Field(False, description="pass None (an optional Tensor? argument)")
+
+    @model_validator(mode="after")
+    def _kind(self) -> "InputSpec":
+        if self.tensors is not None and self.shape is not None and not self.none:
+            raise ValueError("a tensor list ('tensors') has its shapes in its members, not in 'shape'")
+        if self.tensors is None and self.shape is None and not self.none:
+            raise ValueError("give 'shape' (a tensor), 'tensors' (a tensor list) or none=true")
+        return self
+
+    def members(self) -> list[TensorSpec]:
+        """The tensors this input passes: none for None, the members of a list, else itself."""
+        if self.none:
+            return []
+        return list(self.tensors) if self.tensors is not None else [self]
+
+
+def storage_elements(shape: list[int], strides: list[int], offset: int) -> int:
+    """Elements of the storage an as_strided view needs (as the runner builds it)."""
+    if any(size == 0 for size in shape):
+        return offset
+    return offset + sum((size - 1) * stride for size, stride in zip(shape, strides)) + 1
+
+
+def contiguous_strides(shape: list[int]) -> list[int]:
+    strides, acc = [], 1
+    for size in reversed(shape):
+        strides.append(acc)
+        acc *= max(size, 1)
+    return list(reversed(strides))
+
+
+# --------------------------------------------------------------------------
+# Captures: a case planned from a model's real call (issue 14)
+# --------------------------------------------------------------------------
+
+
+class CaseOrigin(Strict):
+    """Where a case came from when it was planned from a capture or a dump."""
+
+    kind: Literal["captured_call", "accuracy_dump", "capture_star"] = Field(
+        description="captured_call/accuracy_dump: the model's real call; capture_star: a one-axis variation around it")
+    source: Annotated[str, Field(max_length=4096)] = Field(description="the capture directory or dump.json it came from")
+    call: Annotated[str, Field(max_length=512)] = Field(description="the call id in the capture index (stage#N) or the dump's API name")
+    target: Annotated[str, Field(max_length=512)] | None = Field(None, description="the operator the model called, as recorded")
+    exact: bool = Field(description="true when every tensor input replays the recorded values exactly")
+    stats: dict[str, dict[str, Union[float, int, str, None]]] = Field(
+        default_factory=dict, description="per input, the recorded value statistics (numel, nan, inf, min, max, mean, absmax)")
+    stack: list[Annotated[str, Field(max_length=1000)]] = Field(
+        default_factory=list, max_length=16, description="the innermost source frames of the recorded call")
+
+
+def _capture_dir(value: str) -> str:
+    if not 1 <= len(value) <= 4096:
+        raise ValueError("must be a path of 1-4096 characters")
+    return value
+
+
+def _capture_calls(value: list[str]) -> list[str]:
+    if len(value) > 256 or any(not 1 <= len(c) <= 512 for c in value):
+        raise ValueError("at most 256 call ids of 1-512 characters")
+    return value
+
+
+class CaptureSelection(Strict):
+    # A capture dir or accuracy-checker dump (references/captures.md); server paths, in the workspace.
+    # validated by the AfterValidators; the published schema stays small (titles and limits left out)
+    model_config = ConfigDict(extra="forbid", json_schema_extra=drop_titles)
+
+    dir: Annotated[str, AfterValidator(_capture_dir)] = Field(description="capture dir or dump.json")
+    calls: Annotated[list[str], AfterValidator(_capture_calls)] = Field(
+        default_factory=list, description="call ids; omit: all")
+    star: bool = Field(False, description="one-axis variations too")
+
+
+class DtypeArg(Strict):
+    """Passed as torch.<value> (torch_npu.<value> if Ascend-only)."""
+
+    kind: Literal["dtype"]
+    value: Dtype
+
+
+AttributeValue = Union[None, bool, int, float, str, DtypeArg, list[Union[None, bool, int, float, str]]]
+
+
+class Case(Strict):
+    model_config = ConfigDict(extra="forbid", json_schema_extra=drop_titles)  # titles dropped: schema budget
+
+    id: Slug
+    mode: Mode = Field("eager", description="graph: capture + replay")
+    inputs: list[InputSpec] = Field(min_length=1)
+    attributes: dict[Ident, AttributeValue] = Field(default_factory=dict, description="non-tensor arguments")
+    seed: Annotated[int, Field(ge=0, lt=2**63)] | None = Field(None, description="null: from the id")
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] | None = Field(
+        None, description="null: default_timeout_s")
+    compile_timeout_s: Annotated[float, Field(gt=0)] | None = Field(default=None, description="compile budget, s")
+    description: Annotated[str, Field(max_length=2000)] | None = None
+    # set by plan_cases for a case planned from 'captures' (not published in the input schema: agents never write it)
+    origin: SkipJsonSchema[CaseOrigin | None] = None
+
+    @field_validator("attributes")
+    @classmethod
+    def _finite_attrs(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key, item in value.items():
+            items = item if isinstance(item, list) else [item]
+            for x in items:
+                if isinstance(x, float) and not math.isfinite(x):
+                    raise ValueError(f"attribute '{key}' must be finite")
+        return value
+
+    @model_validator(mode="after")
+    def _unique_inputs(self) -> "Case":
+        names = [i.name for i in self.inputs]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"input names must be unique; repeated: {dupes}")
+        return self
+
+
+# --------------------------------------------------------------------------
+# Stars: a base case plus one-axis variations
+# --------------------------------------------------------------------------
+
+StarAxis = Literal["dtype", "shape", "strides", "storage_offset", "layout", "mode", "attribute", "values",
+                   "length", "none", "dim"]
+_DIM_REF_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\.shape\[-?[0-9]{1,2}\]$")
+
+
+# What a star value can be on some axis: a dtype, layout or mode name, a shape or strides list, an
+# offset, length or size, a bool (axis none), an attribute value, or a ValueSpec (axis values).
+# Published as that union; the value stays as given (JSON) and expand_star checks it against its
+# axis, naming the variation and the value.
+StarValue = Annotated[Any, PlainValidator(lambda value: value, json_schema_input_type=Union[AttributeValue, ValueSpec])]
+
+
+class StarVariation(Strict):
+    """One axis varied around the base case; one new case per value."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=drop_titles)  # titles dropped: schema budget
+
+    axis: StarAxis
+    input: Ident | None = Field(None, description="null: all (dtype/layout) or the first")
+    name: Ident | None = Field(None, description="axis attribute: name")
+    member: Annotated[int, Field(ge=0)] | None = Field(None, description="tensor-list member the input axis varies")
+    values: list[StarValue] = Field(min_length=1, max_length=64)
+    dims: list[str] = Field(default_factory=list, description="axis 'dim': ['x.shape[0]']")
+
+    @model_validator(mode="after")
+    def _needs_name(self) -> "StarVariation":
+        if self.axis == "attribute" and not self.name:
+            raise ValueError("axis 'attribute' needs 'name'")
+        if self.axis != "attribute" and self.name is not None:
+            raise ValueError("'name' is only for axis 'attribute'")
+        if self.axis in ("length", "none") and not self.input:
+            raise ValueError(f"axis '{self.axis}' needs 'input'")
+        if self.axis == "dim":
+            if not self.dims or len(self.dims) > 16:
+                raise ValueError("axis 'dim' needs 'dims', 1 to 16 of them (e.g. ['x.shape[-1]', 'weight.shape[0]'])")
+            bad_refs = [d for d in self.dims if not _DIM_REF_RE.match(d)]
+            if bad_refs:
+                raise ValueError(f"dims {bad_refs} must read NAME.shape[INDEX], e.g. 'x.shape[-1]'")
+            if self.input is not None:
+                raise ValueError("axis 'dim' names its inputs in 'dims', not 'input'")
+            bad = [v for v in self.values if isinstance(v, bool) or not isinstance(v, int) or v < 0]
+            if bad:
+                raise ValueError(f"axis 'dim' values must be non-negative integers (sizes), not {bad}")
+        elif self.dims:
+            raise ValueError("'dims' is only for axis 'dim'")
+        return self
+
+
+class StarSpec(Strict):
+    """A base case plus one-axis variations (not a product)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=drop_titles)  # titles dropped: schema budget
+
+    base: Union[Case, Annotated[str, AfterValidator(check_slug)]]  # a case, or a planned case's id
+    vary: list[StarVariation] = Field(min_length=1)
+    include_base: bool = True

@@ -1,0 +1,335 @@
+"""Every tool's request and response models (the MCP server publishes these,
+the CLI prints them)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, model_validator
+
+from .base import SLUG_PATTERN, Mode, ModuleFile, Slug, Status, Strict
+from .case import CaptureSelection, Case, StarSpec
+from .config import OperatorConfig
+from .result import CaseResult
+from .analysis import Finding
+
+def _at_most_16(value: list) -> list:
+    if len(value) > 16:
+        raise ValueError("at most 16 captures per request")
+    return value
+
+
+class PlanRequest(Strict):
+    config: OperatorConfig | None = Field(None, description="new run")
+    run_id: Slug | None = Field(None, description="append: the run")
+    append: bool = Field(False, description="add to an existing run")
+    cases: list[Case] = Field(default_factory=list, description="explicit cases")
+    stars: list[StarSpec] = Field(default_factory=list, description="base + one-axis variations")
+    module_sources: dict[ModuleFile, Annotated[str, Field(max_length=2_000_000)]] = Field(
+        default_factory=dict, description="source of each config.operator.modules file")
+    captured_files: dict[Slug, Annotated[str, Field(min_length=1, max_length=4096)]] = Field(
+        default_factory=dict, description="name -> torch.save file path on the server's machine")
+    captures: Annotated[list[CaptureSelection], AfterValidator(_at_most_16)] = Field(
+        default_factory=list, description="calls to replay")
+
+    @model_validator(mode="after")
+    def _shape(self) -> "PlanRequest":
+        if self.append:
+            if self.run_id is None and self.config is None:
+                raise ValueError("append needs 'run_id' (or 'config' whose run_id names the run)")
+        elif self.config is None:
+            raise ValueError("a new run needs 'config' (set append=true to add cases to an existing run)")
+        if self.config is not None and self.run_id is not None and self.run_id != self.config.run_id:
+            raise ValueError(f"'run_id' {self.run_id!r} differs from config.run_id {self.config.run_id!r}")
+        if not self.cases and not self.stars and not self.captures:
+            raise ValueError("give at least one case in 'cases', one star in 'stars' or one capture in 'captures'")
+        if self.config is not None and not self.append:
+            missing = [m for m in self.config.operator.modules if m not in self.module_sources]
+            if missing:
+                raise ValueError(f"config.operator.modules names {missing} but 'module_sources' lacks them")
+        return self
+
+    @property
+    def target_run_id(self) -> str:
+        return self.run_id or self.config.run_id  # type: ignore[union-attr]
+
+
+class PlannedCase(Strict):
+    id: str = Field(description="case id")
+    mode: Mode = Field(description="its mode")
+    axes: dict[str, str] = Field(description="axis -> value")
+    state: Literal["pending", "passed", "numerical_mismatch", "crash", "unsupported"] = Field(
+        "pending", description="pending or its status")
+
+
+class PlanResponse(Strict):
+    run_id: str = Field(description="the run")
+    run_dir: str = Field(description="its evidence directory")
+    created: bool = Field(description="a new run")
+    added: list[str] = Field(description="case ids added")
+    cases: list[PlannedCase] = Field(description="The cases this call added, with their axes (the first 50).")
+    cases_omitted: int = Field(0, description="Added cases left out of 'cases' (see opdebug://runs/{run_id}/matrix).")
+    case_count: int = Field(0, description="Cases planned in the run, this call's included.")
+    recorded_count: int = Field(0, description="Cases of the run that have a result.")
+    warnings: list[str] = Field(default_factory=list, description="e.g. cases differing in several axes")
+
+
+PENDING_LIST_LIMIT = 20
+PLANNED_LIST_LIMIT = 50
+
+
+class RecordResponse(Strict):
+    run_id: str = Field(description="the run")
+    case_id: str = Field(description="the case")
+    status: Status = Field(description="its status")
+    recorded_at: datetime = Field(description="when")
+    raw_path: str = Field(description="raw evidence, relative to the run directory")
+    pending: list[str] = Field(description="The first pending case ids in plan order (at most 20; see pending_count).")
+    pending_count: int = Field(0, description="How many planned cases have no result yet.")
+
+
+class CaseOutcome(Strict):
+    """One normalized outcome of run_case_remote, small enough for an agent."""
+
+    case_id: str = Field(description="the case")
+    state: Literal["passed", "numerical_mismatch", "crash", "unsupported", "pending"] = Field(
+        description="status, or pending (nothing recorded)")
+    recorded: bool = Field(description="a result was recorded")
+    host: str | None = Field(None, description="host")
+    device: str | None = Field(None, description="device")
+    summary: str = Field(description="one line for people")
+    failed_outputs: list[str] = Field(default_factory=list, description="outputs that failed")
+    max_abs: float | None = Field(None, description="largest max_abs")
+    mismatch_ratio: float | None = Field(None, description="largest mismatch_ratio")
+    signature: str | None = Field(None, description="crash/unsupported signature")
+    matched_rule: str | None = Field(None, description="unsupported rule matched")
+    error: str | None = Field(None, description="why it stayed pending (harness, reference, connection)")
+    raw_path: str | None = Field(None, description="raw evidence, relative to the run directory")
+    rerun_case: dict[str, Any] | None = Field(
+        None, description="this case under a new id for plan_cases(append=true, cases=[rerun_case]): killed from "
+                          "outside")
+
+
+class RunResponse(Strict):
+    run_id: str = Field(description="the run")
+    hosts: list[str] = Field(description="hosts used")
+    outcomes: list[CaseOutcome] = Field(description="one per case run")
+    recorded: list[str] = Field(description="case ids recorded")
+    pending: list[str] = Field(description="The first pending case ids in plan order (at most 20; see pending_count).")
+    pending_count: int = Field(0, description="How many planned cases of the run have no result yet.")
+    refused: list[str] = Field(default_factory=list, description="already recorded, not re-run")
+    rerun_hint: str | None = Field(None, description="what to do next")
+
+
+# --------------------------------------------------------------------------
+# narrow_failure (the autopilot)
+# --------------------------------------------------------------------------
+
+
+class NarrowRequest(Strict):
+    run_id: Slug
+    hosts: list[Slug] | None = Field(default=None, description="Default ['local'].")
+    max_cases: Annotated[int, Field(ge=1, le=10000)] = Field(default=40, description="new cases in all")
+    max_seconds: Annotated[float, Field(gt=0, le=86400)] = Field(default=900.0)
+    max_steps: Annotated[int, Field(ge=1, le=100)] = Field(default=12, description="plan-run-analyze rounds")
+    cases_per_step: Annotated[int, Field(ge=1, le=256)] = Field(default=8)
+
+
+class NarrowStep(Strict):
+    index: int = Field(description="1-based round number")
+    kinds: list[str] = Field(description="the kinds of next cases applied (discriminate, bisect, probe, explore)")
+    axes: list[str] = Field(description="the finding axes they narrowed")
+    cases: dict[str, str] = Field(description="new case id -> its state after the run")
+    findings: list[str] = Field(description="the findings' predicates after the round (exact ones marked)")
+
+
+class NarrowResponse(Strict):
+    run_id: str = Field(description="the run")
+    stopped: str = Field(description="why it stopped: exact, nothing_to_try, budget_cases, budget_seconds, "
+                                     "budget_steps, no_progress, no_failure")
+    exact: bool = Field(description="every finding is exact")
+    findings: list[Finding] = Field(description="the final findings with their minimal pairs")
+    steps: list[NarrowStep] = Field(description="the rounds taken, each ordinary planned and recorded cases")
+    cases_run: int = Field(description="new cases planned and run")
+    seconds: float = Field(description="wall time")
+    summary: str = Field(description="the analysis summary after the last round")
+
+
+# --------------------------------------------------------------------------
+# Arguments of the tools whose request is not a model above (the MCP server
+# publishes each as its input schema)
+# --------------------------------------------------------------------------
+
+RunIdArg = Annotated[Slug, Field(pattern=SLUG_PATTERN)]
+NameArg = Annotated[Slug, Field(pattern=SLUG_PATTERN)]
+
+
+class RecordResultArgs(Strict):
+    run_id: RunIdArg
+    result: CaseResult = Field(description="One pending case's result.")
+
+
+class AnalyzeFailuresArgs(Strict):
+    run_id: RunIdArg
+
+
+class RunCaseRemoteArgs(Strict):
+    run_id: RunIdArg
+    case_ids: list[NameArg] | None = Field(
+        default=None, min_length=1,
+        description="Omitted: all pending."
+    )
+    hosts: list[NameArg] | None = Field(
+        default=None, description="Omitted: ['local']."
+    )
+    keep_outputs: bool = Field(
+        default=False, description="Mismatching ones, for render_pictures."
+    )
+
+
+class CheckHostArgs(Strict):
+    host: NameArg
+
+
+def RunId() -> Any:  # noqa: N802 - a Field factory
+    return Field(pattern=SLUG_PATTERN)
+
+
+class ShrinkArgs(Strict):
+    run_id: Slug = RunId()
+    case_id: Slug = Field(pattern=SLUG_PATTERN, description="A recorded failing case.")
+    hosts: list[Slug] | None = Field(default=None, description="Default ['local'].")
+    max_cases: int = Field(default=30, ge=1, le=200)
+    max_seconds: float = Field(default=600.0, gt=0, le=7200)
+
+
+class ReproArgs(Strict):
+    run_id: Slug = RunId()
+    case_id: Slug = Field(pattern=SLUG_PATTERN)
+    out_dir: str | None = Field(default=None, max_length=4096,
+                                description="Server path; default <run>/artifacts/repro.")
+
+
+class RegressionArgs(Strict):
+    run_id: Slug = RunId()
+    out_dir: str | None = Field(default=None, max_length=4096,
+                                description="Server path; default <run>/artifacts/regression.")
+    case_ids: list[Slug] | None = Field(default=None, description="Default: the failing ones.")
+    neighbours: bool = Field(default=False, description="Also passing cases one axis from a failure.")
+
+
+class PicturesArgs(Strict):
+    run_id: Slug = RunId()
+    case_ids: list[Slug] | None = Field(default=None, description="Default: the mismatching ones.")
+    outputs: dict[Slug, str] = Field(default_factory=dict, description=(
+        "Case id -> its reproducer's --save-outputs file (a server path)."))
+
+
+class VerifyArgs(Strict):
+    run_id: Slug = RunId()
+    hosts: list[Slug] | None = Field(default=None, description="Default ['local'].")
+    run_command: bool = Field(default=True, description="Also the config's model command.")
+    command_timeout_s: float = Field(default=600.0, gt=0, le=7200)
+
+
+# --------------------------------------------------------------------------
+# check_host
+# --------------------------------------------------------------------------
+
+
+class EnvScriptCheck(Strict):
+    path: str = Field(description="script")
+    exit_status: int | None = Field(description="its exit status")
+    sourced: bool = Field(description="it sourced cleanly")
+
+
+class HostCheck(Strict):
+    host: str = Field(description="inventory name")
+    transport: str = Field(description="local or ssh")
+    address: str | None = Field(None, description="host:port")
+    ok: bool = Field(description="can run cases")
+    python: str | None = Field(None, description="version")
+    python_executable: str | None = Field(None, description="path")
+    torch: str | None = Field(None, description="version")
+    torch_npu: str | None = Field(None, description="version")
+    cann: str | None = Field(None, description="version")
+    cann_home: str | None = Field(None, description="install path")
+    device_kind: str = Field(description="cpu, cuda or npu")
+    devices: list[int] = Field(description="devices the slots use")
+    device_count: int | None = Field(None, description="devices torch sees")
+    visibility: dict[str, str] = Field(default_factory=dict, description="device visibility variables")
+    work_dir: str = Field(description="remote work directory")
+    work_dir_writable: bool | None = Field(None, description="writable")
+    free_disk_bytes: Annotated[int, Field(ge=0)] | None = Field(None, description="free space there")
+    env_scripts: list[EnvScriptCheck] = Field(default_factory=list, description="each environment script")
+    missing: list[str] = Field(default_factory=list, description="what is missing, by name")
+    errors: list[str] = Field(default_factory=list, description="probe errors")
+    elapsed_s: float = Field(description="probe time")
+
+
+# --------------------------------------------------------------------------
+# The artefact tools
+# --------------------------------------------------------------------------
+
+
+class ReproExport(Strict):
+    run_id: str = Field(description="The run the reproducer was exported from.")
+    case_id: str = Field(description="The case it reproduces.")
+    script: str = Field(description="Path of the standalone script (stdlib + torch; torch_npu on npu).")
+    files: list[str] = Field(description="Every file written or reused beside the script.")
+    device: str = Field(description="Device kind the script runs the candidate on by default.")
+    recorded_status: str = Field(description="Status of the recorded result the script reproduces.")
+    command: str = Field(description="How to run it.")
+
+
+class RegressionExport(Strict):
+    run_id: str = Field(description="The run the test was exported from.")
+    test_file: str = Field(description="Path of the pytest file for the operator's repository.")
+    failing_cases: list[str] = Field(description="Failing cases the test expects to pass once fixed.")
+    neighbour_cases: list[str] = Field(description="Passing neighbours included to guard against regressions.")
+    files: list[str] = Field(description="Every file written or reused beside the test.")
+    command: str = Field(description="How to run it.")
+
+
+class ShrinkStep(Strict):
+    case_id: str = Field(description="The planned and recorded case of this step.")
+    change: str = Field(description="What this step changed from the smallest failing case so far.")
+    numel: int = Field(description="Total input elements of the step's case.")
+    state: str = Field(description="Its recorded status (or pending).")
+    same_failure: bool = Field(description="Whether it fails the same way as the start case.")
+
+
+class ShrinkResponse(Strict):
+    run_id: str = Field(description="The run the steps were planned and recorded in.")
+    start_case: str = Field(description="The failing case shrinking started from.")
+    smallest_case: str = Field(description="The smallest case found that fails the same way.")
+    start_numel: int = Field(description="Total input elements of the start case.")
+    smallest_numel: int = Field(description="Total input elements of the smallest case.")
+    smallest_shapes: dict[str, list[int]] = Field(description="Input shapes of the smallest case.")
+    cases_run: int = Field(description="Cases planned and run by this shrink.")
+    seconds: float = Field(description="Wall time the shrink took.")
+    stopped: Literal["done", "case_budget", "time_budget"] = Field(description="Why shrinking stopped.")
+    signature: str = Field(description="The failure kept: status and signature or failed outputs.")
+    steps: list[ShrinkStep] = Field(description="Every case tried, in order.")
+
+
+class PicturesResponse(Strict):
+    run_id: str = Field(description="The run the pictures are of.")
+    pictures: list[str] = Field(description="PNG paths relative to the run directory.")
+    skipped: list[str] = Field(description="Failing outputs without a picture, with the reason.")
+    available: bool = Field(description="False when matplotlib is missing (pip install '.[pictures]').")
+    outputs_from: dict[str, str] = Field(default_factory=dict,
+                                         description="Case id -> where its outputs came from (kept, saved, recomputed).")
+
+
+class VerifyResponse(Strict):
+    run_id: str = Field(description="The run verified.")
+    verify_index: int = Field(description="n of artifacts/verify/<n>.json, the evidence written.")
+    rerun: dict[str, str] = Field(description="Failing case id -> the new case id planned for it.")
+    states: dict[str, str] = Field(description="New case id -> its recorded status (or pending).")
+    still_failing: list[str] = Field(description="Original case ids whose rerun did not pass.")
+    model_command: dict[str, Any] | None = Field(description="The model command's argv, host, exit status and "
+                                                             "output tail; None when the config names none.")
+    conclusion: str = Field(description="'fixed in isolation', 'fixed in the model', or what still fails.")
+    evidence: str = Field(description="Path of the verify evidence file relative to the run directory.")
