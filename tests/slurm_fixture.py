@@ -69,6 +69,14 @@ def _listening(port: int) -> bool:
     return False
 
 
+def cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()[:300]
+    except OSError:
+        return "?"
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as fh:
@@ -313,6 +321,7 @@ class SlurmCluster:
                 proc.wait(timeout=10)
         self.procs.clear()
         leftovers = processes_mentioning(self.marker)
+        self.killed_at_stop = {pid: cmdline(pid) for pid in leftovers}
         for pid in leftovers:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -380,4 +389,4 @@ def slurm_cluster(tmp_path_factory):
     finally:
         killed = cluster.stop()
         assert not killed, (f"processes of the Slurm cluster were still running after every job was "
-                            f"cancelled and the daemons stopped (SIGKILLed now): {killed}")
+                            f"cancelled and the daemons stopped (SIGKILLed now): {cluster.killed_at_stop}")

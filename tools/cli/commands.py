@@ -205,10 +205,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                            f"\\[{done}/{total}] {outcome.case_id}: {styled(outcome.state)}{escape(where)} - "
                            f"{escape(outcome.summary)}")
 
+    async def news(text: str) -> None:  # a job waiting in a scheduler's queue, a lost slot started again
+        await bar.note(escape(text))
+
     with bar:
         response = asyncio.run(run_case_remote(run_id, case_ids=args.case or None, hosts=args.host or None,
                                                root=root, inventory=inventory(args), progress=progress,
-                                               on_start=bar.started, keep_outputs=args.keep_outputs))
+                                               on_start=bar.started, keep_outputs=args.keep_outputs,
+                                               on_news=news))
     if args.json:
         print_json(response)
         return 0
