@@ -65,7 +65,7 @@ from .errors import SlotCannotStart, SlotExpired, SlotGone, SlotLost, WorkerCann
 from .inventory import VISIBILITY_VARIABLE, HostConfig
 from .safe_stage import private_dir, stage_tree
 from .slot import RunFiles
-from .slurm_step import ACK, LINE, MORE, PLACEMENT_VALUE, frames
+from .slurm_step import ACK, LINE, MORE, NUDGE, PLACEMENT_VALUE, RS as RS_BYTES, frames, unframe
 from .ssh import SSHConnections
 from .supervisor_client import SupervisorClient, within
 
@@ -82,6 +82,7 @@ END_CHECK_S = 1.5  # after a worker killed by a signal: how long to look for the
 COMPLETING_WAIT_S = 3.0  # a job COMPLETING: how long to wait for the state it ends in
 EXPIRY_MARGIN_S = 60.0  # a case needs its timeout plus this before the job's time limit
 ACK_TIMEOUT_S = 60.0  # the step relay's ack of one piece of a long line
+SWEEP_EVERY_S = 30.0  # a host is swept for jobs of servers that are gone at most this often
 
 # Job states in which the scheduler, not the task, ended the job.
 SCHEDULER_END_STATES = {"CANCELLED": "cancelled", "TIMEOUT": "time limit", "PREEMPTED": "preemption",
@@ -302,13 +303,16 @@ class JobState:
 
 class FramedChannel:
     """The supervisor's line streams over a step's stdio, framed as slurm_step
-    describes: long lines go in pieces of at most PIECE bytes, each after the
-    relay's ack of the one before, so none waits behind srun's 1024-byte I/O
-    messages for a delayed ACK (44 ms each way).  Presents what SupervisorClient
-    reads from (``readline``) and writes to (``write``, ``drain``, ``write_eof``).
+    describes: what is written goes as one burst of chunks of at most PIECE
+    bytes, each but the last after the relay's ack of the one before, so no
+    message waits behind another for a delayed ACK (44 ms each way through
+    srun).  Presents what SupervisorClient reads from (``readline``) and writes
+    to (``write``, ``drain``, ``write_eof``).
 
-    A pump task reads the wire at all times: acks release the sender, pieces
-    are acked and joined, whole lines are queued for ``readline``."""
+    A pump task reads the wire at all times: acks release the sender, ``+``
+    chunks are acked, the stream is cut into lines for ``readline``.  A reader
+    that has taken every line of a burst and waits for more sends a nudge: the
+    relay's next message then finds its last one acknowledged."""
 
     def __init__(self, reader, writer):
         self._reader, self._writer = reader, writer
@@ -317,10 +321,11 @@ class FramedChannel:
         self._pending: list[bytes] = []
         self._send_lock = asyncio.Lock()
         self._ended = False
+        self._owe_nudge = False  # a burst ended ("=") and nothing of ours went out since
         self._pump = asyncio.ensure_future(self._read_wire())
 
     async def _read_wire(self) -> None:
-        parts: list[bytes] = []
+        buffer = b""
         try:
             while True:
                 line = await self._reader.readline()
@@ -331,15 +336,19 @@ class FramedChannel:
                 tag, body = line[:1], line[1:].rstrip(b"\n")
                 if tag == ACK:
                     self._acks.release()
-                elif tag == MORE:
-                    parts.append(body)
+                    continue
+                if tag == MORE:
                     self._writer.write(ACK + b"\n")
                 elif tag == LINE:
-                    parts.append(body)
-                    self._lines.put_nowait(b"".join(parts) + b"\n")
-                    parts = []
-                else:  # not framed (cannot come from the relay): passed on as it is
-                    self._lines.put_nowait(line)
+                    self._owe_nudge = True
+                elif tag == NUDGE:
+                    continue
+                else:  # not framed (cannot come from the relay): passed on as a line
+                    body = line.rstrip(b"\n") + RS_BYTES
+                buffer += unframe(body)
+                *complete, buffer = buffer.split(b"\n")
+                for text in complete:
+                    self._lines.put_nowait(text + b"\n")
         except Exception as exc:  # noqa: BLE001 - the stream broke: readline raises it
             self._lines.put_nowait(exc)
         finally:
@@ -348,6 +357,12 @@ class FramedChannel:
             self._lines.put_nowait(b"")
 
     async def readline(self) -> bytes:
+        if self._lines.empty() and self._owe_nudge and not self._ended:
+            self._owe_nudge = False
+            try:
+                self._writer.write(NUDGE + b"\n")
+            except Exception:  # noqa: BLE001 - the stream is going: the read below says so
+                pass
         item = await self._lines.get()
         if isinstance(item, Exception):
             raise item
@@ -361,20 +376,22 @@ class FramedChannel:
     async def drain(self) -> None:
         async with self._send_lock:
             data, self._pending = b"".join(self._pending), []
-            for line in data.splitlines(keepends=True):
-                wire = frames(line)
-                for piece in wire[:-1]:
-                    self._writer.write(piece)
-                    await self._writer.drain()
-                    try:
-                        await within(self._acks.acquire(), ACK_TIMEOUT_S)
-                    except asyncio.TimeoutError:
-                        raise ConnectionError(f"the step relay did not ack a piece within {ACK_TIMEOUT_S:g} s") \
-                            from None
-                    if self._ended:
-                        raise ConnectionError("the step's output ended while a line was being sent")
-                self._writer.write(wire[-1])
+            if not data:
+                return
+            self._owe_nudge = False  # our data carries the ACK
+            wire = frames(data)
+            for piece in wire[:-1]:
+                self._writer.write(piece)
                 await self._writer.drain()
+                try:
+                    await within(self._acks.acquire(), ACK_TIMEOUT_S)
+                except asyncio.TimeoutError:
+                    raise ConnectionError(f"the step relay did not ack a chunk within {ACK_TIMEOUT_S:g} s") \
+                        from None
+                if self._ended:
+                    raise ConnectionError("the step's output ended while a line was being sent")
+            self._writer.write(wire[-1])
+            await self._writer.drain()
 
     def can_write_eof(self) -> bool:
         return True
@@ -653,7 +670,7 @@ class SlurmClusters:
     def __init__(self, ssh: SSHConnections):
         self.ssh = ssh
         self._claims: dict[tuple[str, str], set[int]] = {}
-        self._swept: dict[str, asyncio.Future] = {}
+        self._swept: dict[str, tuple[float, asyncio.Future]] = {}
         self.tag = server_tag()
 
     def login(self, host: HostConfig):
@@ -672,10 +689,12 @@ class SlurmClusters:
         self._claims.get((host, node), set()).discard(index)
 
     async def sweep_once(self, host: HostConfig, login, run: RunFiles | None) -> None:
-        """Cancel, once per host and registry, the jobs a server of this machine that is gone left behind."""
-        fut = self._swept.get(host.name)
-        if fut is None:
-            fut = self._swept[host.name] = asyncio.ensure_future(sweep(login, host.name, run))
+        """Cancel the jobs a server of this machine that is gone left behind: once for
+        the slots a run starts together (at most every SWEEP_EVERY_S per host)."""
+        at, fut = self._swept.get(host.name, (0.0, None))
+        if fut is None or time.monotonic() - at > SWEEP_EVERY_S:
+            fut = asyncio.ensure_future(sweep(login, host.name, run))
+            self._swept[host.name] = (time.monotonic(), fut)
         try:
             await asyncio.shield(fut)
         except Exception:  # noqa: BLE001 - a failed sweep never stops a slot
@@ -724,7 +743,8 @@ class SlurmSlot:
         self.channel: FramedChannel | None = None
         self.hello: dict = {}
         self.cases_run = 0
-        self.start_s: float | None = None  # srun started -> hello
+        self.step_s: float | None = None  # srun started -> the step's first line (queue + launch)
+        self.start_s: float | None = None  # srun started -> hello (the runner's worker ready)
         self._step_started = False
         self._deadline: float | None = None  # monotonic time of the job's time limit
         self._claim: tuple[str, int] | None = None
@@ -753,6 +773,7 @@ class SlurmSlot:
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
         try:
             started = await self._await_step(run)
+            self.step_s = time.monotonic() - t0
             env = await self._place(started)
             self.step.stdin.write(json.dumps({"op": "place", "env": env}).encode() + b"\n")
             await self.step.stdin.drain()

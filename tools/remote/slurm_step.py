@@ -25,22 +25,34 @@ environment scripts::
    its worker and exits); the end of the supervisor's output ends the relay.
 
 **Why a relay and a framing.**  srun and slurmstepd carry a step's stdio in
-I/O messages of at most 1024 bytes over TCP; a line longer than that leaves
-a second message behind the first, and Nagle's algorithm holds it until the
-peer's delayed ACK (40 ms on Linux): every protocol line over 1 KB - a
-``run`` request with its config, a ``case_done`` with its comparisons - cost
-44 ms each way (tests/test_slurm_fixture.py measures it).  Neither socket is
-ours to set TCP_NODELAY on, but an answer from the peer carries the ACK at
-once.  So each side cuts a long line into pieces of at most `PIECE` bytes
-and waits for the other side's ack before sending the next (0.15 ms a round
-trip here instead of 44 ms).  On the wire every line starts with a tag:
+I/O messages of at most 1024 bytes over TCP.  Whenever one side sends a
+message while its previous one is not yet acknowledged - the rest of a line
+over 1 KB, or a second line right behind a first - Nagle's algorithm holds it
+until the peer's delayed ACK (40 ms on Linux): every protocol line over 1 KB
+(a ``run`` request with its config, a ``case_done`` with its comparisons)
+cost 44 ms each way, and so did each of a case's news lines behind another
+(tests/test_slurm_fixture.py and benchmarks/bench_slurm.py measure it).
+Neither socket is ours to set TCP_NODELAY on, but any message from the peer
+carries the ACK at once.  So each side sends what it has as a byte stream cut
+into chunks of at most `PIECE` bytes, one wire line each: every chunk but
+the last of a burst waits for the peer's ack of the one before, and the
+last is not acked - the peer speaks next anyway (a request is answered, an
+answer is followed by the next request), and its message carries the ACK.
+A fast case so costs one message for the rest of its request, one ack, and
+its answer burst (news and ``case_done`` together, as the supervisor writes
+them) in chunks, each acked but the last: 0.2 ms a round trip here instead
+of 44 ms.  On the wire every line is a tag, a chunk, a newline:
 
-- ``=`` + the rest (or all) of a protocol line;
-- ``+`` + a piece of a protocol line that continues; the receiver answers ``.``;
-- ``.``: the ack of one ``+`` piece.
+- ``+`` + a chunk, more of this burst follows: the receiver answers ``.``;
+- ``=`` + the last chunk of a burst (not acked);
+- ``.``: the ack of one ``+`` chunk;
+- ``:``: a nudge, ignored: the server sends one when it has read a whole burst
+  and waits for more (a case's first news came alone; the rest would else wait
+  behind it), so that the relay's next message finds its last one acknowledged.
 
-Protocol lines are JSON (no newline inside), so a piece never holds one.
-The server side of the same framing is ``slurm.FramedChannel``.
+Newlines inside a chunk are sent as 0x1E (RS): protocol lines are JSON, in
+which a raw control character never occurs.  The server side of the same
+framing is ``slurm.FramedChannel``.
 
 stdin is read one byte at a time up to the placement's newline, so nothing
 sent after it is swallowed before the relay reads on.
@@ -58,7 +70,8 @@ import threading
 EXIT_REFUSED = 64  # EX_USAGE
 MAX_LINE = 8192
 PIECE = 1000  # bytes of a protocol line per wire line: tag + piece + newline stay under srun's 1024
-LINE, MORE, ACK = b"=", b"+", b"."
+LINE, MORE, ACK, NUDGE = b"=", b"+", b".", b":"
+RS = b"\x1e"  # a newline inside a chunk
 PLACEMENT_NAMES = ("OPDEBUG_DEVICE_ID", "OPDEBUG_DEVICE_SOURCE", "ASCEND_RT_VISIBLE_DEVICES",
                    "CUDA_VISIBLE_DEVICES")
 PLACEMENT_VALUE = re.compile(r"^[A-Za-z0-9 _.,:;()/=+-]{0,200}$")
@@ -102,15 +115,20 @@ def placement(line: bytes) -> dict:
     return env
 
 
-def frames(line: bytes) -> list[bytes]:
-    """One protocol line as wire lines: ``+piece`` ... then ``=rest``."""
-    body = line[:-1] if line.endswith(b"\n") else line
+def frames(data: bytes) -> list[bytes]:
+    """A burst of the byte stream as wire lines: ``+chunk`` ... then ``=chunk``."""
+    body = data.replace(b"\n", RS)
     out = []
     while len(body) > PIECE:
         out.append(MORE + body[:PIECE] + b"\n")
         body = body[PIECE:]
     out.append(LINE + body + b"\n")
     return out
+
+
+def unframe(chunk: bytes) -> bytes:
+    """A wire line's chunk (tag and newline removed) back as stream bytes."""
+    return chunk.replace(RS, b"\n")
 
 
 class Relay:
@@ -130,10 +148,14 @@ class Relay:
                 view = view[os.write(self.wire_out, view):]
 
     def up(self) -> None:
-        """Supervisor -> wire, each piece after the ack of the one before."""
+        """Supervisor -> wire: what it wrote, as one burst, each chunk but the last after an ack."""
         assert self.proc.stdout is not None
-        for line in iter(self.proc.stdout.readline, b""):
-            wire = frames(line)
+        fd = self.proc.stdout.fileno()
+        while True:
+            data = os.read(fd, 1 << 16)
+            if not data:
+                return
+            wire = frames(data)
             for piece in wire[:-1]:
                 self._send(piece)
                 self._acks.acquire()
@@ -142,23 +164,21 @@ class Relay:
             self._send(wire[-1])
 
     def down(self) -> None:
-        """Wire -> supervisor; acks pieces; end of input closes the supervisor's stdin."""
+        """Wire -> supervisor; acks ``+`` chunks; end of input closes the supervisor's stdin."""
         assert self.proc.stdin is not None
         reader = os.fdopen(self.wire_in, "rb", buffering=1 << 16, closefd=False)
-        parts: list[bytes] = []
         try:
             for line in iter(reader.readline, b""):
                 tag, body = line[:1], line[1:].rstrip(b"\n")
                 if tag == ACK:
                     self._acks.release()
-                elif tag == MORE:
-                    parts.append(body)
-                    self._send(ACK + b"\n")
-                elif tag == LINE:
-                    parts.append(body)
-                    self.proc.stdin.write(b"".join(parts) + b"\n")
+                elif tag == NUDGE:
+                    pass  # only here to carry the TCP ACK of what we sent
+                elif tag in (MORE, LINE):
+                    if tag == MORE:
+                        self._send(ACK + b"\n")
+                    self.proc.stdin.write(unframe(body))
                     self.proc.stdin.flush()
-                    parts = []
         except (BrokenPipeError, OSError):
             pass
         finally:
