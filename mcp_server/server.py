@@ -110,16 +110,19 @@ def build_server(
                        hosts: list[str] | None, keep_outputs: bool = False) -> RunResponse:
         from tools.run_case_remote import run_case_remote
 
-        counts: list[Any] = [0, None]  # cases done, total: news between cases keeps the count
+        # cases done, total, the progress last sent: news between two cases advances it by half of what is
+        # left to the next case (the progress of a notification must increase), never reaching it
+        counts: list[Any] = [0, None, 0.0]
 
         async def progress(done: int, total: int, outcome: Any) -> None:
-            counts[:] = [done, total]
+            counts[:] = [done, total, float(done)]
             message = f"{outcome.case_id}: {outcome.state} - {outcome.summary}"
             await ctx.report_progress(done, total, message)
             await log(ctx, "warning" if outcome.state == "pending" else "info", f"[{done}/{total}] {message}")
 
         async def news(text: str) -> None:  # a job waiting in a scheduler's queue, a lost slot started again
-            await ctx.report_progress(counts[0], counts[1], text)
+            counts[2] += (counts[0] + 1 - counts[2]) / 2
+            await ctx.report_progress(counts[2], counts[1], text)
             await log(ctx, "info", text)
 
         return await run_case_remote(run_id, case_ids=case_ids, hosts=hosts, root=root,

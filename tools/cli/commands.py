@@ -353,6 +353,13 @@ def cmd_hosts_check(args: argparse.Namespace) -> int:
     data = to_jsonable(report)
     table = make_table("field", "value", title=f"host {escape(args.name)}")
     for key, value in (data.items() if isinstance(data, dict) else []):
+        if key == "scheduler" and isinstance(value, dict):  # a Slurm host: what its partition offers, row by row
+            for sub, item in value.items():
+                if sub == "nodes":
+                    item = [f"{n['name']} {n['state']} gres {n['gres']} (used {n['gres_used']}) cpus {n['cpus']}"
+                            for n in item]
+                table.add_row(f"scheduler.{sub}", _field_text(sub, item))
+            continue
         table.add_row(key, _field_text(key, value))
     out.print(table)
     return 0
