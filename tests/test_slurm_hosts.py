@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -284,21 +284,56 @@ def test_a_slot_too_close_to_its_time_limit_hands_its_next_case_to_a_new_job(slu
     assert any("too soon for a case of 90 s" in n for n in news), news
 
 
+def toml_inventory(tmp_path: Path, **over) -> Path:
+    """The host as a hosts.toml file (for a server or CLI process)."""
+    h = host(tmp_path, **over)
+    options = h.pop("slurm")
+    path = write_inventory(tmp_path / "hosts.toml", {"cluster": h})
+    with open(path, "a") as fh:
+        fh.write("\n[hosts.cluster.slurm]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in options.items()))
+    return path
+
+
+def mcp_run(slurm: SlurmCluster, tmp_path: Path, run_id: str) -> tuple[Any, list[tuple[float, float | None, str]]]:
+    """run_case_remote through the real MCP client and a `python -m mcp_server` over stdio."""
+    from mcp.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    progress: list[tuple[float, float | None, str]] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total, message or ""))
+
+    async def main() -> Any:
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "mcp_server", "--evidence-root", str(tmp_path)], cwd=str(REPO),
+            env={**slurm.env, "PYTHONPATH": str(REPO), "OPDEBUG_INVENTORY": str(toml_inventory(tmp_path))})
+        async with Client(params, cache=None, read_timeout_seconds=120) as client:
+            return await client.call_tool("run_case_remote", {"run_id": run_id, "hosts": ["cluster"]},
+                                          progress_callback=on_progress)
+
+    return asyncio.run(main()), progress
+
+
 def test_a_pending_job_is_reported_withdrawn_when_not_needed_and_given_up_after_max_pending(slurm, tmp_path):
     blocker = hold(slurm, "three-npus", "npu:3")
     try:
-        # one npu free: one slot runs every case, the other waits in the queue (said), then is withdrawn
-        news: list[str] = []
-        ids = plan(tmp_path, "one-free", 2, delay=0.6)
-        resp = run(run_case_remote("one-free", hosts=["cluster"], root=tmp_path, inventory=inventory(tmp_path),
-                                   on_news=collect(news)))
-        assert sorted(resp.recorded) == sorted(ids)
+        # one npu free: one slot runs every case, the other waits in the queue - said in the MCP progress -
+        # and is withdrawn once the cases are done
+        ids = plan(tmp_path, "one-free", 2, delay=1.2)
+        result, progress = mcp_run(slurm, tmp_path, "one-free")
+        assert not result.is_error, result.content
+        assert sorted(result.structured_content["recorded"]) == sorted(ids)
         assert len({r["environment"]["placement"]["SLURM_JOB_ID"] for r in recorded(tmp_path, "one-free").values()}) == 1
-        assert any("waiting in the queue, PENDING (Resources)" in n for n in news), news
+        waiting = [m for _, _, m in progress if "waiting in the queue, PENDING (Resources)" in m]
+        assert waiting, progress
+        values = [done for done, _, _ in progress]
+        assert values == sorted(values) and len(set(values)) == len(values)  # every notification advances
+        assert [d for d, _, m in progress if m.startswith("c")][-1] == 2
         # no npu free: the only slot gives up after max_pending_s, and says why
         last = hold(slurm, "the-last-npu", "npu:1")
         try:
-            news.clear()
+            news: list[str] = []
             plan(tmp_path, "none-free", 1)
             t0 = time.monotonic()
             with pytest.raises(ToolError) as err:
@@ -315,10 +350,7 @@ def test_a_pending_job_is_reported_withdrawn_when_not_needed_and_given_up_after_
 
 
 def test_no_job_outlives_an_opdebug_run_killed_with_sigkill(slurm, tmp_path):
-    inv = write_inventory(tmp_path / "hosts.toml", {"cluster": {k: v for k, v in host(tmp_path).items()
-                                                                 if k != "slurm"}})
-    with open(inv, "a") as fh:
-        fh.write('\n[hosts.cluster.slurm]\npartition = "opdebug"\ntime_limit = "10"\n')
+    inv = toml_inventory(tmp_path)
     calls = tmp_path / "calls.log"
     plan(tmp_path, "killed", 4, delay=120, call_log=calls)
     env = dict(slurm.env, OPDEBUG_INVENTORY=str(inv), PYTHONPATH=str(REPO))
