@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -52,7 +53,7 @@ from tools.remote.slot import RunFiles  # noqa: E402
 from tools.remote.slurm_step import frames  # noqa: E402
 from tools.run_case_remote import run_case_remote  # noqa: E402
 
-MODULE = "def cand(x):\n    return x * 2\n\n\ndef ref(x):\n    return x * 2\n"
+MODULE = "def cand(x, wrong=False):\n    return x * 3 if wrong else x * 2\n\n\ndef ref(x, wrong=False):\n    return x * 2\n"
 
 # The echo task for (1): answers "P<n>" with one n-byte line, "F<n>" with the same line framed
 # (pieces acked by the reader with a "." line), and "." acks in between.
@@ -176,6 +177,12 @@ async def main_async(args, cluster: SlurmCluster, sshd: Sshd, key: Path, known_h
                 out["slurm_step_s"] = slot.step_s
             await slot.run_case(files, case, 60)  # the user module imported once
             out[f"{name}_case"] = await per_case(slot, files, case, args.per_case)
+            # a mismatch whose kept outputs (keep_outputs) make a 0.7 MB answer line
+            big = dict(case, id="big", inputs=[dict(case["inputs"][0], shape=[256, 256])], attributes={"wrong": True})
+            kept = RunFiles(files.run_id, dict(files.config, keep_outputs_max_bytes=8 << 20), files.modules_dir)
+            event = await slot.run_case(kept, big, 60)
+            out["big_line_bytes"] = len(json.dumps(event))
+            out[f"{name}_big"] = await per_case(slot, kept, big, max(5, args.per_case // 4))
             await pool.REGISTRY.finished(slot)
         for name in ("slurm", "ssh"):
             await pool.REGISTRY.close_all()  # both from cold: every slot starts within the run
@@ -216,6 +223,8 @@ def main() -> None:
     print(f"  3. one case on a warm slot: Slurm {f['slurm_case']['median_ms']:.2f} ms median "
           f"(p90 {f['slurm_case']['p90_ms']:.2f}), SSH {f['ssh_case']['median_ms']:.2f} ms median "
           f"(p90 {f['ssh_case']['p90_ms']:.2f})")
+    print(f"     one case whose answer is a {f['big_line_bytes'] / 1e6:.1f} MB line (keep_outputs): Slurm "
+          f"{f['slurm_big']['median_ms']:.1f} ms median, SSH {f['ssh_big']['median_ms']:.1f} ms")
     print(f"  4. a run of {args.cases} cases on {args.slots} slots, every slot started within it: Slurm "
           f"{f['slurm_run']['cases_per_s']:.1f} cases/s ({f['slurm_run']['wall_s']:.2f} s, its jobs started and "
           f"ended within), SSH {f['ssh_run']['cases_per_s']:.1f} cases/s ({f['ssh_run']['wall_s']:.2f} s)")

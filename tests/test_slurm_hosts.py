@@ -38,7 +38,7 @@ import signal
 import time
 
 
-def cand(x, delay=0.0, call_log="", rendezvous="", meet=0, sigterm_self=False):
+def cand(x, delay=0.0, call_log="", rendezvous="", meet=0, sigterm_self=False, wrong=False):
     job = os.environ.get("SLURM_JOB_ID", "-")
     if call_log:  # one line per execution: the job it ran in, written as the candidate starts
         fd = os.open(call_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -53,10 +53,10 @@ def cand(x, delay=0.0, call_log="", rendezvous="", meet=0, sigterm_self=False):
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(10)
     time.sleep(delay)
-    return x * 2
+    return x * 3 if wrong else x * 2
 
 
-def ref(x, delay=0.0, call_log="", rendezvous="", meet=0, sigterm_self=False):
+def ref(x, delay=0.0, call_log="", rendezvous="", meet=0, sigterm_self=False, wrong=False):
     return x * 2
 '''
 
@@ -99,11 +99,13 @@ def inventory(tmp_path: Path, **over):
     return parse_inventory({"hosts": {"cluster": host(tmp_path, **over)}})
 
 
-def plan(root: Path, run_id: str, n: int, **attributes) -> list[str]:
+def plan(root: Path, run_id: str, n: int, *, extra: tuple[dict, ...] = (), **attributes) -> list[str]:
+    """n cases of the candidate with these attributes, then the `extra` cases as given."""
     ids = [f"c{i}" for i in range(n)]
     attributes = {k: str(v) if isinstance(v, Path) else v for k, v in attributes.items()}
     cases = [{"id": cid, "inputs": [{"name": "x", "shape": [4, 4]}], "seed": i, "attributes": attributes}
-             for i, cid in enumerate(ids)]
+             for i, cid in enumerate(ids)] + list(extra)
+    ids += [c["id"] for c in extra]
     config = {"run_id": run_id, "operator": {"name": "twice", "candidate": "twice_mod.cand",
                                             "reference": "twice_mod.ref", "modules": ["twice_mod.py"]},
               "default_timeout_s": 90}
@@ -423,9 +425,16 @@ def test_a_login_host_over_ssh(slurm, ssh_env, tmp_path):  # noqa: F811
                          slurm={"partition": "opdebug", "time_limit": "10", "login_env_scripts": [str(script)]})
     del login["devices"]  # the scheduler picks them
     inv = parse_inventory({"hosts": {"hosta": login}})
-    ids = plan(tmp_path, "over-ssh", 2)
-    resp = run(run_case_remote("over-ssh", hosts=["hosta"], root=tmp_path, inventory=inv))
+    # a mismatch whose kept outputs make a 0.7 MB answer line: a long burst through the step's relay
+    big = {"id": "big-wrong", "inputs": [{"name": "x", "shape": [256, 256]}], "seed": 7, "attributes": {"wrong": True}}
+    ids = plan(tmp_path, "over-ssh", 1, extra=(big,))
+    resp = run(run_case_remote("over-ssh", hosts=["hosta"], root=tmp_path, inventory=inv, keep_outputs=True))
     assert sorted(resp.recorded) == sorted(ids), [o.error for o in resp.outcomes]
+    assert {o.case_id: o.state for o in resp.outcomes} == {"c0": "passed", "big-wrong": "numerical_mismatch"}
+    kept = tmp_path / "over-ssh" / "raw-results" / "big-wrong" / "outputs.pt"
+    import torch
+    outputs = torch.load(kept)
+    assert torch.equal(outputs["candidate"], outputs["reference"] * 1.5)  # x*3 against x*2, every element
     jobs = {r["environment"]["placement"]["SLURM_JOB_ID"] for r in recorded(tmp_path, "over-ssh").values()}
     assert len(jobs) == 1 and jobs <= {j.job_id for j in slurm.jobs(states="all")}
     check = run(check_host("hosta", inventory=inv))

@@ -59,13 +59,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import ToolError
 from ..evidence import safe_component
 from .bundle import RUNNER_PACKAGE, STEP_SCRIPT, bundle_files, content_hash
 from .errors import SlotCannotStart, SlotExpired, SlotGone, SlotLost, WorkerCannotStart
 from .inventory import VISIBILITY_VARIABLE, HostConfig
 from .safe_stage import private_dir, stage_tree
 from .slot import RunFiles
-from .slurm_step import ACK, LINE, MORE, NUDGE, PLACEMENT_VALUE, RS as RS_BYTES, frames, unframe
+from .slurm_step import ACK, LINE, MORE, NUDGE, PLACEMENT_VALUE, RS as RS_BYTES, STREAM, frames, unframe
 from .ssh import SSHConnections
 from .supervisor_client import SupervisorClient, within
 
@@ -325,7 +326,7 @@ class FramedChannel:
         self._pump = asyncio.ensure_future(self._read_wire())
 
     async def _read_wire(self) -> None:
-        buffer = b""
+        parts: list[bytes] = []  # the start of a line whose end has not come yet
         try:
             while True:
                 line = await self._reader.readline()
@@ -343,12 +344,17 @@ class FramedChannel:
                     self._owe_nudge = True
                 elif tag == NUDGE:
                     continue
-                else:  # not framed (cannot come from the relay): passed on as a line
+                elif tag != STREAM:  # not framed (cannot come from the relay): passed on as a line
                     body = line.rstrip(b"\n") + RS_BYTES
-                buffer += unframe(body)
-                *complete, buffer = buffer.split(b"\n")
+                chunk = unframe(body)
+                if b"\n" not in chunk:
+                    parts.append(chunk)
+                    continue
+                *complete, rest = chunk.split(b"\n")
+                complete[0] = b"".join(parts) + complete[0]
                 for text in complete:
                     self._lines.put_nowait(text + b"\n")
+                parts = [rest] if rest else []
         except Exception as exc:  # noqa: BLE001 - the stream broke: readline raises it
             self._lines.put_nowait(exc)
         finally:
@@ -379,10 +385,11 @@ class FramedChannel:
             if not data:
                 return
             self._owe_nudge = False  # our data carries the ACK
-            wire = frames(data)
-            for piece in wire[:-1]:
+            for piece in frames(data):
                 self._writer.write(piece)
                 await self._writer.drain()
+                if piece[:1] != MORE:
+                    continue
                 try:
                     await within(self._acks.acquire(), ACK_TIMEOUT_S)
                 except asyncio.TimeoutError:
@@ -390,8 +397,6 @@ class FramedChannel:
                         from None
                 if self._ended:
                     raise ConnectionError("the step's output ended while a line was being sent")
-            self._writer.write(wire[-1])
-            await self._writer.drain()
 
     def can_write_eof(self) -> bool:
         return True
@@ -576,11 +581,7 @@ class SSHLogin:
             done = await asyncio.wait_for(conn.run(login_command(self.cfg, argv), check=False), timeout)
         except asyncio.TimeoutError:
             return None, "", f"{argv[0]} did not answer within {timeout:g} s on {self.cfg.address}"
-        except (asyncssh.Error, OSError) as exc:
-            return None, "", f"{argv[0]} on {self.cfg.address}: {exc}"
-        except SlotCannotStart as exc:
-            return None, "", str(exc)
-        except Exception as exc:  # noqa: BLE001 - a ToolError from connecting
+        except (asyncssh.Error, OSError, ToolError) as exc:  # ToolError: cannot connect, host key refused
             return None, "", f"{argv[0]} on {self.cfg.address}: {exc}"
         out = done.stdout if isinstance(done.stdout, str) else (done.stdout or b"").decode("utf-8", "replace")
         err = done.stderr if isinstance(done.stderr, str) else (done.stderr or b"").decode("utf-8", "replace")
@@ -671,10 +672,16 @@ class SlurmClusters:
         self.ssh = ssh
         self._claims: dict[tuple[str, str], set[int]] = {}
         self._swept: dict[str, tuple[float, asyncio.Future]] = {}
+        self._logins: dict[str, tuple[tuple, Any]] = {}
         self.tag = server_tag()
 
     def login(self, host: HostConfig):
-        return LocalLogin(host) if host.transport == "local" else SSHLogin(self.ssh, host)
+        """The host's login (one per host: its run files are staged once), anew when its entry changed."""
+        known = self._logins.get(host.name)
+        if known is None or known[0] != host.worker_identity():
+            login = LocalLogin(host) if host.transport == "local" else SSHLogin(self.ssh, host)
+            known = self._logins[host.name] = (host.worker_identity(), login)
+        return known[1]
 
     def job_name(self, host: HostConfig, slot: int) -> str:
         return f"{JOB_PREFIX}{self.tag}-{host.name}-{slot}-{next(_SERIAL)}"

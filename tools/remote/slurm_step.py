@@ -44,6 +44,9 @@ them) in chunks, each acked but the last: 0.2 ms a round trip here instead
 of 44 ms.  On the wire every line is a tag, a chunk, a newline:
 
 - ``+`` + a chunk, more of this burst follows: the receiver answers ``.``;
+- ``~`` + a chunk (up to `STREAM_PIECE` bytes) of a burst over `STREAM_MIN`
+  bytes, more follows (not acked: a long burst flows, as a plain stream does;
+  at most its end may wait);
 - ``=`` + the last chunk of a burst (not acked);
 - ``.``: the ack of one ``+`` chunk;
 - ``:``: a nudge, ignored: the server sends one when it has read a whole burst
@@ -70,7 +73,11 @@ import threading
 EXIT_REFUSED = 64  # EX_USAGE
 MAX_LINE = 8192
 PIECE = 1000  # bytes of a protocol line per wire line: tag + piece + newline stay under srun's 1024
-LINE, MORE, ACK, NUDGE = b"=", b"+", b".", b":"
+LINE, MORE, STREAM, ACK, NUDGE = b"=", b"+", b"~", b".", b":"
+# A burst longer than this flows without acks (one ack round trip per 1000 bytes
+# would cap it at a few MB/s; a long burst keeps TCP's window full anyway).
+STREAM_MIN = 32 * PIECE
+STREAM_PIECE = 1 << 16  # a flowing burst's chunks: srun cuts them into its messages anyway
 RS = b"\x1e"  # a newline inside a chunk
 PLACEMENT_NAMES = ("OPDEBUG_DEVICE_ID", "OPDEBUG_DEVICE_SOURCE", "ASCEND_RT_VISIBLE_DEVICES",
                    "CUDA_VISIBLE_DEVICES")
@@ -116,12 +123,14 @@ def placement(line: bytes) -> dict:
 
 
 def frames(data: bytes) -> list[bytes]:
-    """A burst of the byte stream as wire lines: ``+chunk`` ... then ``=chunk``."""
+    """A burst of the byte stream as wire lines: ``+chunk`` (``~chunk`` for a long
+    burst) ... then ``=chunk``."""
     body = data.replace(b"\n", RS)
+    tag, size = (STREAM, STREAM_PIECE) if len(body) > STREAM_MIN else (MORE, PIECE)
     out = []
-    while len(body) > PIECE:
-        out.append(MORE + body[:PIECE] + b"\n")
-        body = body[PIECE:]
+    while len(body) > size:
+        out.append(tag + body[:size] + b"\n")
+        body = body[size:]
     out.append(LINE + body + b"\n")
     return out
 
@@ -155,13 +164,12 @@ class Relay:
             data = os.read(fd, 1 << 16)
             if not data:
                 return
-            wire = frames(data)
-            for piece in wire[:-1]:
+            for piece in frames(data):
                 self._send(piece)
-                self._acks.acquire()
-                if self.ended:
-                    return
-            self._send(wire[-1])
+                if piece[:1] == MORE:
+                    self._acks.acquire()
+                    if self.ended:
+                        return
 
     def down(self) -> None:
         """Wire -> supervisor; acks ``+`` chunks; end of input closes the supervisor's stdin."""
@@ -174,7 +182,7 @@ class Relay:
                     self._acks.release()
                 elif tag == NUDGE:
                     pass  # only here to carry the TCP ACK of what we sent
-                elif tag in (MORE, LINE):
+                elif tag in (MORE, STREAM, LINE):
                     if tag == MORE:
                         self._send(ACK + b"\n")
                     self.proc.stdin.write(unframe(body))
