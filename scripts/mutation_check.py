@@ -210,7 +210,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              "            pass",
              (T_SLURM + "test_sixteen_cases_spread_over_four_slurm_jobs_each_with_its_own_device",)),
     Mutation("slurm-no-sweep", "the jobs of a server that is gone are cancelled by the next run",
-             "tools/remote/slurm.py",
+             "tools/remote/slurm_login.py",
              "    orphans = [job_id for job_id, name, _ in jobs or [] if owner_gone(name)]",
              "    orphans = []",
              (T_SLURM + "test_jobs_of_a_server_that_is_gone_are_reported_by_check_host_and_cancelled_by_the_next_run",)),

@@ -26,7 +26,7 @@ from sshd_fixture import ssh_env, write_inventory  # noqa: F401
 from tools.check_host import check_host
 from tools.errors import ToolError
 from tools.plan_cases import plan_cases
-from tools.remote import pool, slurm as slurm_transport
+from tools.remote import pool, slurm_commands as slurm_transport
 from tools.remote.inventory import parse_inventory
 from tools.run_case_remote import run_case_remote
 

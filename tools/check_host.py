@@ -169,7 +169,7 @@ async def check_host(host: str, *, inventory: Inventory | str | os.PathLike | No
 
 async def _check_slurm(cfg: HostConfig, started: float) -> HostCheck:
     """A Slurm host: what its partition offers and what the request lacks (read-only)."""
-    from .remote.slurm import LocalLogin, SSHLogin
+    from .remote.slurm_login import LocalLogin, SSHLogin
     from .remote.slurm_partition import partition_report
     from .remote.ssh import SSHConnections
 

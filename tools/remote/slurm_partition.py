@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from .inventory import HostConfig
-from .slurm import JOB_PREFIX, duration_s, owner_gone, show_field, time_limit_s
+from .slurm_commands import JOB_PREFIX, duration_s, owner_gone, show_field, time_limit_s
 
 # Node states in which a node takes no new job.
 UNUSABLE_STATES = ("down", "drain", "drained", "draining", "fail", "failing", "future", "inval", "maint",

@@ -55,7 +55,7 @@ of 44 ms.  On the wire every line is a tag, a chunk, a newline:
 
 Newlines inside a chunk are sent as 0x1E (RS): protocol lines are JSON, in
 which a raw control character never occurs.  The server side of the same
-framing is ``slurm.FramedChannel``.
+framing is ``slurm_channel.FramedChannel``.
 
 stdin is read one byte at a time up to the placement's newline, so nothing
 sent after it is swallowed before the relay reads on.
