@@ -416,6 +416,13 @@ def test_check_host_says_what_the_partition_offers_and_what_is_missing(slurm, tm
     many = run(check_host("cluster", inventory=inventory(tmp_path, concurrency=6, slurm={"gres": "npu:2"})))
     assert many.ok and many.scheduler.slots_possible == 2
     assert any("6 slots asked" in n for n in many.scheduler.notes), many.scheduler.notes
+    # a run on the bad request: no slot starts, in srun's own words, and nothing is retried or left behind
+    plan(tmp_path, "bad-partition", 1)
+    with pytest.raises(ToolError) as err:
+        run(run_case_remote("bad-partition", hosts=["cluster"], root=tmp_path,
+                            inventory=inventory(tmp_path, slurm={"partition": "nosuch"})))
+    assert err.value.code == "no_slot" and "invalid partition specified: nosuch" in err.value.message
+    assert "retry" not in err.value.message
 
 
 def test_a_login_host_over_ssh(slurm, ssh_env, tmp_path):  # noqa: F811
