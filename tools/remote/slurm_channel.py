@@ -54,6 +54,8 @@ class FramedChannel:
                 if tag == ACK:
                     self._acks.release()
                     continue
+                if tag in (MORE, STREAM):  # a burst goes on: its ack (or its flow) does what a nudge would
+                    self._owe_nudge = False
                 if tag == MORE:
                     self._writer.write(ACK + b"\n")
                 elif tag == LINE:
