@@ -13,7 +13,9 @@ logging are protocol.py, the artefact tools are artifact_tools.py:
 - errors as tool errors: a ToolError, a validation error or any unexpected
   exception becomes an ``isError`` result whose text says what to fix; the
   server keeps serving;
-- progress: run_case_remote reports one progress notification per case.
+- progress: run_case_remote reports one progress notification per case, and
+  one per piece of news in between (a scheduler job waiting in the queue, a
+  lost slot started again).
 """
 
 from __future__ import annotations
@@ -108,13 +110,24 @@ def build_server(
                        hosts: list[str] | None, keep_outputs: bool = False) -> RunResponse:
         from tools.run_case_remote import run_case_remote
 
+        # cases done, total, the progress last sent: news between two cases advances it by half of what is
+        # left to the next case (the progress of a notification must increase), never reaching it
+        counts: list[Any] = [0, None, 0.0]
+
         async def progress(done: int, total: int, outcome: Any) -> None:
+            counts[:] = [done, total, float(done)]
             message = f"{outcome.case_id}: {outcome.state} - {outcome.summary}"
             await ctx.report_progress(done, total, message)
             await log(ctx, "warning" if outcome.state == "pending" else "info", f"[{done}/{total}] {message}")
 
+        async def news(text: str) -> None:  # a job waiting in a scheduler's queue, a lost slot started again
+            counts[2] += (counts[0] + 1 - counts[2]) / 2
+            await ctx.report_progress(counts[2], counts[1], text)
+            await log(ctx, "info", text)
+
         return await run_case_remote(run_id, case_ids=case_ids, hosts=hosts, root=root,
-                                     inventory=inventory_path, progress=progress, keep_outputs=keep_outputs)
+                                     inventory=inventory_path, progress=progress, keep_outputs=keep_outputs,
+                                     on_news=news)
 
     async def narrow_body(ctx: Context, **fields: Any) -> NarrowResponse:
         from tools.narrow import narrow_failure

@@ -47,6 +47,7 @@ T_SCHEMAS = "tests/test_schemas.py::"
 T_STD = "tests/test_standards.py::"
 T_JUDGE = "tests/test_judge.py::"
 T_BW = "tests/test_backward.py::"
+T_SLURM = "tests/test_slurm_hosts.py::"
 
 
 @dataclass(frozen=True)
@@ -247,6 +248,37 @@ MUTATIONS: tuple[Mutation, ...] = (
              '        return torch.compile(fn, backend=_backend(backend) or "inductor", dynamic=_dynamic(dynamic),',
              '        return torch.compile(fn, backend=_backend(backend) or "inductor", dynamic=False,',
              (T_BW + "test_compile_with_dynamic_shapes_reaches_the_backward",)),
+    Mutation("slurm-kill-is-a-loss", "a job the scheduler ends mid-case leaves the case pending with its reason",
+             "tools/remote/slurm.py",
+             '            return JobEnded(f"{ended} {when}")',
+             '            return SlotLost(f"{exc}")',
+             (T_SLURM + "test_a_job_cancelled_mid_case_leaves_that_case_pending_and_the_rerun_completes",)),
+    Mutation("slurm-crash-hidden", "a worker killed by a signal no scheduler sent stays the operator's crash",
+             "tools/remote/slurm.py",
+             "            ended = await self._scheduler_end(wait_s=END_CHECK_S)",
+             '            ended = "mutation: every signal is the scheduler\'s"',
+             (T_SLURM + "test_a_worker_killed_by_a_signal_the_scheduler_did_not_send_is_the_operators_crash",)),
+    Mutation("slurm-slot-order", "a Slurm slot's device is the GRES index the scheduler gave the job",
+             "tools/remote/slurm.py",
+             "        indexes = gres_indexes(show, gres_name) if show else None",
+             "        indexes = None",
+             (T_SLURM + "test_the_device_index_is_the_one_the_scheduler_gave_the_job",)),
+    Mutation("slurm-job-outlives-run", "every Slurm job a run started is ended with the run",
+             "tools/remote/pool.py",
+             "            await asyncio.shield(slot.close())",
+             "            pass",
+             (T_SLURM + "test_sixteen_cases_spread_over_four_slurm_jobs_each_with_its_own_device",)),
+    Mutation("slurm-no-sweep", "the jobs of a server that is gone are cancelled by the next run",
+             "tools/remote/slurm_login.py",
+             "    orphans = [job_id for job_id, name, _ in jobs or [] if owner_gone(name)]",
+             "    orphans = []",
+             (T_SLURM + "test_jobs_of_a_server_that_is_gone_are_reported_by_check_host_and_cancelled_by_the_next_run",)),
+    Mutation("lost-slot-not-restarted", "a lost slot is started again (bounded) while cases are left",
+             "tools/remote/pool.py",
+             '                    if not await again(label, losses, f"lost ({why})"):',
+             "                    if True:",
+             (T_POOL + "test_a_dropped_connection_is_started_again_and_the_rest_of_the_run_completes",
+              T_SLURM + "test_a_job_cancelled_mid_case_leaves_that_case_pending_and_the_rerun_completes")),
 )
 # fmt: on
 

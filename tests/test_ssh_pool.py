@@ -183,7 +183,8 @@ def test_an_environment_scripts_pythonpath_reaches_the_worker(ssh_env, tmp_path)
     assert resp.outcomes[0].state == "passed", resp.outcomes[0]
 
 
-def test_a_host_lost_mid_run_leaves_unfinished_cases_pending_and_a_rerun_completes(ssh_env, tmp_path):
+def test_a_host_lost_mid_run_leaves_unfinished_cases_pending_and_a_rerun_completes(ssh_env, tmp_path, monkeypatch):
+    monkeypatch.setattr(pool, "RETRY_DELAYS_S", (0.2, 0.5, 1.0))  # the host stays down: every retry fails
     server = Sshd(tmp_path / "sshd-lost", ssh_env.client_key).start()
     try:
         with open(ssh_env.known_hosts, "a") as fh:
@@ -222,6 +223,57 @@ def test_a_host_lost_mid_run_leaves_unfinished_cases_pending_and_a_rerun_complet
     finally:
         server.stop()
         ssh_env.servers.pop("lost", None)
+
+
+def _connection_processes(listener: int) -> list[int]:
+    """The per-connection sshd processes: the listener's children."""
+    out = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                if int(fh.read().rsplit(")", 1)[1].split()[1]) == listener:
+                    out.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def test_a_dropped_connection_is_started_again_and_the_rest_of_the_run_completes(ssh_env, tmp_path, monkeypatch):
+    # Before: one dropped connection left every case not yet run pending ("no slot was left to run it").
+    monkeypatch.setattr(pool, "RETRY_DELAYS_S", (0.2, 0.5, 1.0))
+    server = Sshd(tmp_path / "sshd-drop", ssh_env.client_key).start()
+    try:
+        with open(ssh_env.known_hosts, "a") as fh:
+            fh.write(server.host_key_line + "\n")
+        ssh_env.servers["drop"] = server
+        inv = ssh_env.inventory(drop={})
+        calls = tmp_path / "drop-calls.log"
+        ids = plan(tmp_path, "drop", 8, delay=0.5, call_log=calls)
+        news: list[str] = []
+
+        async def collect(text: str) -> None:
+            news.append(text)
+
+        async def drop_the_connection_mid_case():
+            task = asyncio.ensure_future(run_case_remote("drop", hosts=["drop"], root=tmp_path, inventory=inv,
+                                                         on_news=collect))
+            deadline = time.monotonic() + 60
+            while len(recorded(tmp_path, "drop")) < 2 or executions(calls) < len(recorded(tmp_path, "drop")) + 2:
+                assert time.monotonic() < deadline and not task.done()
+                await asyncio.sleep(0.02)
+            for pid in _connection_processes(server.proc.pid):  # the connection goes, the host stays
+                os.kill(pid, 9)
+            return await asyncio.wait_for(task, 60)
+
+        resp = run(drop_the_connection_mid_case())
+        lost = [o for o in resp.outcomes if o.state == "pending"]
+        assert len(lost) == 2 and all("connection lost" in o.error for o in lost), [o.error for o in lost]
+        assert sorted(resp.recorded) == sorted(set(ids) - {o.case_id for o in lost})  # the rest ran
+        assert sorted(recorded(tmp_path, "drop")) == sorted(resp.recorded)
+        assert any("starting it again in 0.2 s (retry 1 of 3)" in n for n in news), news
+    finally:
+        server.stop()
+        ssh_env.servers.pop("drop", None)
 
 
 def _intervals(root: Path, run_id: str) -> list[tuple[float, float, str]]:

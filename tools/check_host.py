@@ -5,7 +5,10 @@ Connects (host key verified), runs the shipped stdlib probe
 scripts and container, and reports python, torch, torch_npu and CANN
 versions, the visible devices and their count, free disk in the work
 directory, whether each environment script sourced, and `missing`.
-For host ``local`` the same probe runs as a local subprocess.
+For host ``local`` the same probe runs as a local subprocess.  For a Slurm
+host (inventory ``scheduler = "slurm"``) it asks the login host what the
+partition offers and compares it with the inventory's request, read-only
+(tools/remote/slurm_partition.py): no job is started, nothing is written.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pathlib import Path
 from .errors import ToolError
 from .evidence import resolve_root
 from .remote.inventory import HostConfig, Inventory, as_inventory
-from .schemas import EnvScriptCheck, HostCheck
+from .schemas import EnvScriptCheck, HostCheck, SchedulerCheck
 
 PROBE_SRC = Path(__file__).resolve().parent / "remote" / "host_probe.py"
 PROBE_TIMEOUT_S = 180.0
@@ -119,6 +122,8 @@ async def check_host(host: str, *, inventory: Inventory | str | os.PathLike | No
     inv = as_inventory(inventory)
     cfg = inv.get(host)
     started = time.monotonic()
+    if cfg.scheduler == "slurm":
+        return await _check_slurm(cfg, started)
     if cfg.transport == "local":
         work_dir = str(resolve_root(root))
         code, out, err = await _run_probe_local(work_dir, cfg.device)
@@ -160,3 +165,31 @@ async def check_host(host: str, *, inventory: Inventory | str | os.PathLike | No
         work_dir=work_dir, work_dir_writable=probe.get("work_dir_writable"),
         free_disk_bytes=probe.get("free_disk_bytes"), env_scripts=env, missing=missing, errors=errors,
         elapsed_s=round(time.monotonic() - started, 3))
+
+
+async def _check_slurm(cfg: HostConfig, started: float) -> HostCheck:
+    """A Slurm host: what its partition offers and what the request lacks (read-only)."""
+    from .remote.slurm_login import LocalLogin, SSHLogin
+    from .remote.slurm_partition import partition_report
+    from .remote.ssh import SSHConnections
+
+    connections = SSHConnections()  # its own connection, closed at the end (as the probe's)
+    login = LocalLogin(cfg) if cfg.transport == "local" else SSHLogin(connections, cfg)
+    try:
+        report, missing = await partition_report(login, cfg)
+    finally:
+        connections.close_unused(set())
+    errors: list[str] = []
+    if cfg.transport == "local" and not os.access(_existing_parent(cfg.work_dir), os.W_OK):
+        missing.append(f"a writable work_dir ({cfg.work_dir}) on a file system the nodes see")
+    return HostCheck(host=cfg.name, transport=cfg.transport, address=None if cfg.transport == "local" else cfg.address,
+                     ok=not missing, device_kind=cfg.device, devices=[], work_dir=cfg.work_dir,
+                     missing=missing, errors=errors, elapsed_s=round(time.monotonic() - started, 3),
+                     scheduler=SchedulerCheck.model_validate(report))
+
+
+def _existing_parent(path: str) -> str:
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return str(p)

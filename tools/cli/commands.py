@@ -205,10 +205,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                            f"\\[{done}/{total}] {outcome.case_id}: {styled(outcome.state)}{escape(where)} - "
                            f"{escape(outcome.summary)}")
 
+    async def news(text: str) -> None:  # a job waiting in a scheduler's queue, a lost slot started again
+        await bar.note(escape(text))
+
     with bar:
         response = asyncio.run(run_case_remote(run_id, case_ids=args.case or None, hosts=args.host or None,
                                                root=root, inventory=inventory(args), progress=progress,
-                                               on_start=bar.started, keep_outputs=args.keep_outputs))
+                                               on_start=bar.started, keep_outputs=args.keep_outputs,
+                                               on_news=news))
     if args.json:
         print_json(response)
         return 0
@@ -349,6 +353,13 @@ def cmd_hosts_check(args: argparse.Namespace) -> int:
     data = to_jsonable(report)
     table = make_table("field", "value", title=f"host {escape(args.name)}")
     for key, value in (data.items() if isinstance(data, dict) else []):
+        if key == "scheduler" and isinstance(value, dict):  # a Slurm host: what its partition offers, row by row
+            for sub, item in value.items():
+                if sub == "nodes":
+                    item = [f"{n['name']} {n['state']} gres {n['gres']} (used {n['gres_used']}) cpus {n['cpus']}"
+                            for n in item]
+                table.add_row(f"scheduler.{sub}", _field_text(sub, item))
+            continue
         table.add_row(key, _field_text(key, value))
     out.print(table)
     return 0

@@ -54,6 +54,13 @@ class RunProgress:
         elif line:
             self.lines.print(line)
 
+    async def note(self, line: str) -> None:
+        """A line that is not a finished case (a job waiting in the queue, a slot started again)."""
+        if self._bar is not None:
+            self._bar.console.print(line)
+        else:
+            self.lines.print(line)
+
     def complete(self, done: int, total: int | None) -> None:
         """Nothing in flight any more; ``done`` of ``total``."""
         self.in_flight.clear()

@@ -1,5 +1,6 @@
-"""The bundle both transports ship to a host: the runner package and the
-lease helper, stored under one content hash (local stage or SSH work_dir)."""
+"""The bundle every transport ships to a host: the runner package, the
+lease helper and the Slurm step helper, stored under one content hash (local
+stage, SSH work_dir, or a Slurm host's shared work_dir)."""
 
 from __future__ import annotations
 
@@ -25,11 +26,15 @@ def content_hash(files: dict[str, bytes]) -> str:
 
 LEASE_SRC = Path(__file__).resolve().parent / "lease.py"
 LEASE_SCRIPT = "opdebug_lease.py"
+STEP_SRC = Path(__file__).resolve().parent / "slurm_step.py"
+STEP_SCRIPT = "opdebug_step.py"
 
 
 def bundle_files() -> dict[str, bytes]:
-    """Relative path on the host -> content: the runner package and the lease
-    helper (what both transports stage, under one content hash)."""
+    """Relative path on the host -> content: the runner package, the lease
+    helper and the Slurm step helper (what every transport stages, under one
+    content hash)."""
     files = {f"{RUNNER_PACKAGE}/{name}": data for name, data in runner_sources().items()}
     files[LEASE_SCRIPT] = LEASE_SRC.read_bytes()
+    files[STEP_SCRIPT] = STEP_SRC.read_bytes()
     return files

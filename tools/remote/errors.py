@@ -1,11 +1,14 @@
-"""The transport errors: one family for every transport (local, SSH).
+"""The transport errors: one family for every transport (local, SSH, Slurm).
 
 Two bases, by what the caller does next:
 
 - `SlotGone`: the slot's connection or process went away (the stream to the
   supervisor ended or broke, the SSH channel closed).  The case in flight
-  stays pending; the slot is discarded.  Members: `SlotLost`,
-  `supervisor_client.ConnectionLost`.
+  stays pending; the slot is discarded (and started again, a bounded number
+  of times with a backoff, while cases are left: pool.run_queue).  Members:
+  `SlotLost`, `supervisor_client.ConnectionLost`, `slurm.JobEnded` (the
+  scheduler ended the slot's job), and `SlotExpired` (the slot ends before
+  the case could finish: the case was not started and goes back to the queue).
 - `SlotCannotStart`: the slot never became usable (its worker cannot
   start, its device is leased elsewhere, its environment script failed).
   Nothing ran on it; the cases wait for another slot or stay pending with
@@ -38,6 +41,12 @@ class WorkerCannotStart(SlotCannotStart):
 
 class SlotLost(SlotGone):
     """The slot's connection or process went away; the case in flight stays pending."""
+
+
+class SlotExpired(SlotGone):
+    """The slot would end before the case could finish (its scheduler job's time
+    limit is near): the case was not sent; it goes back to the queue and the
+    slot is replaced."""
 
 
 # What a lost slot raises besides the SlotGone family: the raw transport errors of

@@ -19,6 +19,30 @@ With ``container``, the worker runs inside ``docker exec -i NAME``, while
 the runner is uploaded by SFTP to the host's filesystem: ``work_dir`` must be
 mounted into the container at the same path (check_host verifies it).
 
+A host behind a cluster scheduler is a *login host* (``transport = "local"``:
+this machine, or ``"ssh"`` with the fields above) plus ``scheduler = "slurm"``
+and a ``[hosts.NAME.slurm]`` table (`SlurmOptions`); each slot is one ``srun``
+job (``concurrency`` of them at once), the scheduler picks the node and the
+device, ``env_scripts`` are sourced on the node inside the job, and
+``work_dir`` must be on a file system the nodes see (see tools/remote/slurm.py)::
+
+    [hosts.cluster]
+    transport = "local"             # the login host: this machine (or "ssh" + hostname, user, ...)
+    scheduler = "slurm"
+    device = "npu"
+    concurrency = 4                 # jobs at once: one slot each
+    python = "/usr/local/python3.10/bin/python3"
+    env_scripts = ["/usr/local/Ascend/ascend-toolkit/set_env.sh"]
+    work_dir = "/home/me/.opdebug"  # shared with the nodes
+
+    [hosts.cluster.slurm]
+    partition = "ascend"
+    account = "proj42"
+    qos = "normal"
+    time_limit = "02:00:00"
+    gres = "npu:1"
+    srun_options = ["--constraint=910b"]
+
 The host ``local`` (the same runner as a local subprocess, device cpu) is
 always there.  Tools take host *names* only; every field that ends up in a
 remote command line is checked against a strict pattern here and quoted again
@@ -53,6 +77,22 @@ _ALIAS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _ABS_PATH_RE = re.compile(r"^/[A-Za-z0-9._/+@=-]{0,1023}$")
 _COMMAND_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
 _CONTAINER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_SLURM_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# Slurm's --time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
+_SLURM_TIME_RE = re.compile(r"^(?:\d{1,7}(?::\d{1,2}){0,2}|\d{1,4}-\d{1,2}(?::\d{1,2}){0,2})$")
+# name[:type]:count, e.g. npu:1, gpu:a100:2
+_GRES_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}(?::[A-Za-z0-9_.-]{1,64})?:[1-9][0-9]{0,3}$")
+_SRUN_OPTION_RE = re.compile(r"^--[a-z][a-z0-9-]{1,40}(?:=[A-Za-z0-9_.,:=/@%+\[\]-]{1,256})?$")
+# srun options the transport sets itself, or that would break the protocol channel
+# (a pty, labelled or redirected stdio, more than one task) or leave the job's own
+# allocation (--jobid runs a step inside somebody else's job).
+SRUN_RESERVED = frozenset({
+    "--job-name", "--partition", "--account", "--qos", "--time", "--gres", "--nodes", "--ntasks",
+    "--cpus-per-task", "--pty", "--unbuffered", "--label", "--input", "--output", "--error", "--jobid",
+    "--ntasks-per-node", "--multi-prog", "--kill-on-bad-exit", "--quit-on-interrupt", "--overlap",
+    "--het-group", "--open-mode", "--export", "--chdir", "--immediate", "--no-allocate", "--test-only",
+    "--wait", "--bcast", "--propagate", "--task-prolog", "--task-epilog", "--prolog", "--epilog",
+})
 
 
 def _matching(regex: re.Pattern, what: str):
@@ -100,6 +140,48 @@ DeviceKind = Literal["npu", "cuda", "cpu"]
 VISIBILITY_VARIABLE = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE_DEVICES", "cpu": None}
 
 
+def _srun_option(value: str) -> str:
+    if not _SRUN_OPTION_RE.fullmatch(value):
+        raise ValueError(f"{value!r} is not an srun option of the form --name or --name=value (long options "
+                         "only; values of letters, digits and _ . , : = / @ % + [ ] -)")
+    name = value.split("=", 1)[0]
+    if name in SRUN_RESERVED:
+        raise ValueError(f"{name} is set by the transport or breaks the protocol channel; it cannot be given "
+                         "in srun_options")
+    return value
+
+
+SlurmName = Annotated[str, AfterValidator(_matching(_SLURM_NAME_RE, "Slurm partition, account or QoS name"))]
+SlurmTime = Annotated[str, AfterValidator(_matching(_SLURM_TIME_RE, "Slurm time limit (M, H:M:S, D-H:M:S...)"))]
+Gres = Annotated[str, AfterValidator(_matching(_GRES_RE, "GRES request name[:type]:count (e.g. npu:1)"))]
+SrunOption = Annotated[str, AfterValidator(_srun_option)]
+
+
+class SlurmOptions(Strict):
+    """How a scheduler host's slots are asked of Slurm: one ``srun`` job per slot."""
+
+    partition: SlurmName | None = Field(None, description="--partition (none: the cluster's default partition)")
+    account: SlurmName | None = Field(None, description="--account to charge")
+    qos: SlurmName | None = Field(None, description="--qos")
+    time_limit: SlurmTime = Field("01:00:00", description="--time of each slot's job (always passed): the "
+                                  "longest one slot may live; a slot near it is replaced before its next case")
+    gres: Gres = Field("npu:1", description="--gres of each slot: the devices one slot gets (name[:type]:count)")
+    cpus_per_task: Annotated[int, Field(ge=1, le=1024)] | None = Field(None, description="--cpus-per-task")
+    srun_options: list[SrunOption] = Field(default_factory=list, max_length=32, description=(
+        "further srun options, each one argument (--name or --name=value), e.g. --constraint=910b, "
+        "--exclusive, --nodelist=n1; the options the transport sets are refused"))
+    login_env_scripts: list[AbsPath] = Field(default_factory=list, description=(
+        "scripts sourced on the login host before srun, squeue, scancel, scontrol and sinfo (e.g. a module "
+        "setup that puts Slurm on PATH or sets SLURM_CONF)"))
+    max_pending_s: Annotated[float, Field(gt=0, le=86400)] = Field(600.0, description=(
+        "how long a slot's job may wait in the queue (its squeue state and reason are reported meanwhile) "
+        "before the slot gives up and its job is cancelled"))
+
+    @property
+    def gres_name(self) -> str:
+        return self.gres.split(":", 1)[0]
+
+
 class HostConfig(Strict):
     name: Slug
     transport: Literal["ssh", "local"] = "ssh"
@@ -128,11 +210,30 @@ class HostConfig(Strict):
     lease_wait_s: Annotated[float, Field(ge=0, le=3600)] = 30.0
     # A warm worker nobody used for this long is shut down (its lease released).
     idle_timeout_s: Annotated[float, Field(gt=0, le=86400)] = 600.0
+    scheduler: Literal["slurm"] | None = Field(None, description=(
+        "a cluster scheduler between the login host and the devices: each slot is one of its jobs, no lease"))
+    slurm: SlurmOptions | None = Field(None, description="the Slurm request of each slot (scheduler 'slurm')")
 
     @model_validator(mode="after")
     def _shape(self) -> "HostConfig":
         if len(set(self.devices)) != len(self.devices):
             raise ValueError(f"'devices' repeats an id: {self.devices}")
+        if self.scheduler is None and self.slurm is not None:
+            raise ValueError("a [slurm] table needs scheduler = 'slurm'")
+        if self.scheduler == "slurm":
+            if self.slurm is None:
+                self.slurm = SlurmOptions()
+            if "devices" in self.model_fields_set:
+                raise ValueError("a scheduler host takes no 'devices': the scheduler picks them; 'concurrency' "
+                                 "is the number of jobs (slots) at once")
+            if self.container:
+                raise ValueError("a scheduler host takes no 'container' (a site's container plugin goes in "
+                                 "slurm.srun_options)")
+        if self.transport == "local" and self.scheduler:
+            if self.hostname or self.ssh_config_alias:
+                raise ValueError("transport 'local' (the login host is this machine) takes no hostname or "
+                                 "ssh_config_alias")
+            return self
         if self.transport == "local":
             if self.hostname or self.ssh_config_alias or self.container or self.env_scripts:
                 raise ValueError("transport 'local' takes no hostname, ssh_config_alias, container or env_scripts")
@@ -154,11 +255,15 @@ class HostConfig(Strict):
         they are not reused (concurrency, timeouts and lease waits may change freely)."""
         return (self.transport, self.hostname, self.port, self.user, self.ssh_config_alias, self.ssh_config,
                 tuple(self.identity_files), self.known_hosts, self.python, tuple(self.env_scripts),
-                self.container, self.device, self.work_dir, self.max_sessions)
+                self.container, self.device, self.work_dir, self.max_sessions, self.scheduler,
+                self.slurm.model_dump_json() if self.slurm else None)
 
     @property
     def slot_devices(self) -> list[int]:
-        """The devices this host lends to a run: the first `concurrency` ids."""
+        """The devices this host lends to a run: the first `concurrency` ids (a
+        scheduler host: slot numbers 0..concurrency-1, the scheduler picks the devices)."""
+        if self.scheduler:
+            return list(range(self.concurrency or 1))
         return self.devices[: self.concurrency or len(self.devices)]
 
     @property

@@ -16,7 +16,13 @@ one warm worker).  The module-level `REGISTRY` keeps slots and SSH connections
 
 `run_queue` spreads cases over slots: one task per slot consuming a shared
 queue.  A case whose slot is lost mid-case is reported as lost (it stays
-pending: nothing is recorded for it); the cases nobody started stay pending.
+pending: nothing is recorded for it); the slot is then started again, at most
+`RETRY_DELAYS_S` times in a row with those pauses (said in the run's news), so
+one dropped connection or one cancelled job does not leave the rest of the
+run pending; the cases nobody started stay pending.
+
+A scheduler host's slots (Slurm jobs, slurm.py) live for one run: each is
+closed - its job ended - as soon as the queue has nothing more for it.
 """
 
 from __future__ import annotations
@@ -31,10 +37,15 @@ import asyncssh
 from ..errors import ToolError
 from .errors import LOST_ERRORS, SlotCannotStart
 from .inventory import HostConfig
+from .errors import SlotExpired
 from .slot import RunFiles, SlotSpec
+from .slurm import SlurmClusters, make_slurm_slot
 from .ssh import SSHConnections, SSHDeviceSlot
 
 REAP_INTERVAL_S = 5.0
+# The pauses before a lost slot is started again (a bound of len() tries in a row;
+# a case finished on the slot resets the count).
+RETRY_DELAYS_S: tuple[float, ...] = (1.0, 3.0, 9.0)
 
 
 # --------------------------------------------------------------------------
@@ -69,6 +80,7 @@ class SlotRegistry:
         self._loop = loop
         self._entries: dict[tuple[str, int], _Entry] = {}
         self.ssh = SSHConnections()
+        self.slurm = SlurmClusters(self.ssh)
         self._reaper: asyncio.Task | None = None
 
     def _bind(self) -> None:
@@ -86,6 +98,8 @@ class SlotRegistry:
     def _new_slot(self, host: HostConfig, device: int) -> Any:
         if self._slot_factory is not None:
             return self._slot_factory(self, host, device)
+        if host.scheduler == "slurm":
+            return make_slurm_slot(self.slurm, host, device)
         if host.transport == "ssh":
             return SSHDeviceSlot(self.ssh, host, device)
         from .local import make_local_slot  # RUNNER's local transport
@@ -124,6 +138,22 @@ class SlotRegistry:
         entry = self._find(slot)
         if entry is not None:
             entry.last_used = time.monotonic()
+            if entry.lock.locked():
+                entry.lock.release()
+
+    async def finished(self, slot: Any) -> None:
+        """The run needs the slot no more: released (kept warm), or - on a scheduler
+        host, whose jobs live for one run - closed and forgotten."""
+        entry = self._find(slot)
+        if entry is None or not entry.cfg.scheduler:
+            self.release(slot)
+            return
+        for key, e in list(self._entries.items()):
+            if e is entry:
+                del self._entries[key]
+        try:
+            await asyncio.shield(slot.close())
+        finally:
             if entry.lock.locked():
                 entry.lock.release()
 
@@ -217,9 +247,14 @@ async def run_queue(specs: list[SlotSpec], case_ids: list[str], run: RunFiles,
     """One task per slot consuming a shared queue of case ids.
 
     `run_one(slot, case_id)` runs and records one case; a SlotGone (or a
-    connection error) it raises marks that case lost and retires the slot; a
-    SlotCannotStart it raises (the case itself was answered) retires the slot
-    and names why in `slot_errors`.
+    connection error) it raises marks that case lost and discards the slot,
+    which is then started again after a pause (`RETRY_DELAYS_S`, said in
+    ``run.news``) while cases are left - up to that many times in a row, a
+    case finished on it resetting the count; a `SlotExpired` puts its case back
+    in the queue (it was never sent) and replaces the slot; a SlotCannotStart
+    it raises (the case itself was answered) retires the slot and names why
+    in `slot_errors`.  A slot that cannot start is retired at once, unless it
+    is being started again after a loss (then it counts as one more loss).
     Cancellation closes every checked-out slot (no orphaned workers) and
     propagates."""
     registry = registry or REGISTRY
@@ -249,19 +284,49 @@ async def run_queue(specs: list[SlotSpec], case_ids: list[str], run: RunFiles,
                 await asyncio.gather(getting, return_exceptions=True)
         return None if getting.cancelled() else getting.result()
 
+    async def again(label: str, losses: int, why: str) -> bool:
+        """Pause before starting a lost slot again; False when the bound is reached
+        or nothing is left to run."""
+        if losses > len(RETRY_DELAYS_S) or queue.empty():
+            return False
+        delay = RETRY_DELAYS_S[losses - 1]
+        await run.say(f"{label}: {why}; starting it again in {delay:g} s (retry {losses} of {len(RETRY_DELAYS_S)})")
+        sleeping = asyncio.ensure_future(asyncio.sleep(delay))
+        waiting = asyncio.ensure_future(settled.wait())
+        try:
+            await asyncio.wait({sleeping, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeping.cancel()
+            waiting.cancel()
+        return not settled.is_set() and not queue.empty()
+
+    def gave_up(label: str, losses: int, last: str) -> None:
+        if losses > len(RETRY_DELAYS_S):
+            report.slot_errors[label] = f"lost {losses} times in a row, not started again; the last time: {last}"
+
     async def consume(spec: SlotSpec) -> None:
         nonlocal in_flight
         label = f"{spec.host.name} {spec.host.device}:{spec.device}"
-        try:
-            slot = await checkout_unless_settled(spec)
-        except (ToolError, *lost_types, asyncio.TimeoutError) as exc:
-            report.slot_errors[label] = str(exc)
-            return
-        if slot is None:
-            return
-        report.slots_used.append(label)
+        losses, slot = 0, None  # losses: in a row, since a case last finished on this slot
         try:
             while True:
+                if slot is None:
+                    try:
+                        slot = await checkout_unless_settled(spec)
+                    except (ToolError, *lost_types, asyncio.TimeoutError) as exc:
+                        why = str(exc) or type(exc).__name__
+                        if losses == 0 and not isinstance(exc, lost_types):
+                            report.slot_errors[label] = why  # never started: a host that cannot, said at once
+                            return
+                        losses += 1
+                        if await again(label, losses, f"could not start ({why})"):
+                            continue
+                        gave_up(label, losses, why)
+                        return
+                    if slot is None:
+                        return
+                    if label not in report.slots_used:
+                        report.slots_used.append(label)
                 try:
                     cid = queue.get_nowait()
                 except asyncio.QueueEmpty:
@@ -270,11 +335,21 @@ async def run_queue(specs: list[SlotSpec], case_ids: list[str], run: RunFiles,
                 try:
                     await run_one(slot, cid)
                     report.done.append(cid)
-                except lost_types as exc:
-                    report.lost[cid] = str(exc) or type(exc).__name__
+                    losses = 0
+                except SlotExpired as exc:  # the case was never sent: back to the queue
+                    queue.put_nowait(cid)
                     await registry.discard(slot)
                     slot = None
-                    return
+                    await run.say(str(exc))
+                except lost_types as exc:
+                    why = str(exc) or type(exc).__name__
+                    report.lost[cid] = why
+                    await registry.discard(slot)
+                    slot = None
+                    losses += 1
+                    if not await again(label, losses, f"lost ({why})"):
+                        gave_up(label, losses, why)
+                        return
                 except SlotCannotStart as exc:  # e.g. the supervisor gave up restarting its worker
                     report.slot_errors[label] = str(exc)
                     await registry.discard(slot)
@@ -290,7 +365,7 @@ async def run_queue(specs: list[SlotSpec], case_ids: list[str], run: RunFiles,
             raise
         finally:
             if slot is not None:
-                registry.release(slot)
+                await registry.finished(slot)
 
     check_settled()
     tasks = [asyncio.ensure_future(consume(s)) for s in specs]

@@ -2,7 +2,7 @@
 
 A *slot* is one device on one host with one warm supervisor (hence one warm
 worker).  The pool (pool.py) schedules cases over slots; each transport
-(local.py, ssh.py) implements `DeviceSlot`.  Both sides import this module and
+(local.py, ssh.py, slurm.py) implements `DeviceSlot`.  Both sides import this module and
 nothing of each other's internals, as pytest-xdist's scheduler protocol is
 shared by its schedulers and its session.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Awaitable, Callable, Protocol
 
 from .inventory import HostConfig
 
@@ -24,6 +24,16 @@ class RunFiles:
     config: dict
     modules_dir: Path | None = None
     captured_dir: Path | None = None
+    # Progress news that is not a finished case (a scheduler job waiting in the queue,
+    # a lost slot started again): one line of text, for the caller's progress.
+    news: Callable[[str], Awaitable[None]] | None = None
+
+    async def say(self, text: str) -> None:
+        if self.news is not None:
+            try:
+                await self.news(text)
+            except Exception:  # noqa: BLE001 - news is best effort, never a reason to fail a case
+                pass
 
 
 class DeviceSlot(Protocol):

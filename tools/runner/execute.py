@@ -9,6 +9,7 @@ operator, so the case stays pending.
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import time
@@ -38,10 +39,19 @@ def tail(text: str, limit: int = TAIL) -> str:
     return text if len(text) <= limit else "..." + text[-(limit - 3):]
 
 
+# Where the transport placed this worker: the device it was given (and how that was
+# decided), the visibility variables, and the scheduler job it runs in (Slurm hosts).
+PLACEMENT_VARIABLES = ("OPDEBUG_DEVICE_ID", "OPDEBUG_DEVICE_SOURCE", "ASCEND_RT_VISIBLE_DEVICES",
+                       "CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURMD_NODENAME")
+
+
 def environment(device: Device) -> dict:
     env = {"runner_version": RUNNER_VERSION, "hostname": socket.gethostname(), "python": sys.version.split()[0],
            "torch": torch.__version__, "num_threads": torch.get_num_threads()}
     env.update(device.info())
+    placement = {k: os.environ[k] for k in PLACEMENT_VARIABLES if os.environ.get(k)}
+    if placement:
+        env["placement"] = placement
     return env
 
 

@@ -102,6 +102,8 @@ from .tool_io import (  # noqa: F401
     CheckHostArgs,
     EnvScriptCheck,
     HostCheck,
+    SchedulerCheck,
+    SchedulerNode,
     NameArg,
     NarrowRequest,
     NarrowResponse,

@@ -244,6 +244,34 @@ class EnvScriptCheck(Strict):
     sourced: bool = Field(description="it sourced cleanly")
 
 
+class SchedulerNode(Strict):
+    name: str = Field(description="node name")
+    state: str = Field(description="sinfo state (idle, mixed, allocated, down, drained...)")
+    gres: str = Field(description="the GRES it has")
+    gres_used: str = Field(description="the GRES in use now")
+    cpus: str = Field(description="CPUs allocated/idle/other/total")
+    usable: bool = Field(description="takes new jobs (not down, drained, ...)")
+
+
+class SchedulerCheck(Strict):
+    """What a scheduler host's partition offers (read-only: no job is started)."""
+
+    scheduler: str = Field(description="slurm")
+    slurm_version: str | None = Field(None, description="sinfo --version")
+    partition: str | None = Field(None, description="the partition asked (or the cluster's default)")
+    partition_state: str | None = Field(None, description="UP, DOWN, DRAIN, INACTIVE")
+    max_time: str | None = Field(None, description="the partition's MaxTime")
+    default_time: str | None = Field(None, description="the partition's DefaultTime")
+    allow_accounts: str | None = Field(None, description="the partition's AllowAccounts")
+    allow_qos: str | None = Field(None, description="the partition's AllowQos")
+    gres_requested: str = Field(description="the GRES one slot asks for")
+    time_limit: str = Field(description="the --time of each slot's job")
+    slots: int = Field(description="slots (jobs at once) the inventory asks for")
+    slots_possible: int | None = Field(None, description="slots the usable nodes hold at most, all free")
+    nodes: list[SchedulerNode] = Field(default_factory=list, description="the partition's nodes")
+    notes: list[str] = Field(default_factory=list, description="what fits but deserves a look")
+
+
 class HostCheck(Strict):
     host: str = Field(description="inventory name")
     transport: str = Field(description="local or ssh")
@@ -266,6 +294,7 @@ class HostCheck(Strict):
     missing: list[str] = Field(default_factory=list, description="what is missing, by name")
     errors: list[str] = Field(default_factory=list, description="probe errors")
     elapsed_s: float = Field(description="probe time")
+    scheduler: SchedulerCheck | None = Field(None, description="a scheduler host: what its partition offers")
 
 
 # --------------------------------------------------------------------------

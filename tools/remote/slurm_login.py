@@ -1,0 +1,283 @@
+"""The login host of a Slurm host: this machine or an SSH host, where srun and friends run.
+
+`LocalLogin` runs them here as argument vectors (no shell on our side; the
+environment scrubbed of an outer allocation's ``SLURM_*`` and of device
+variables); `SSHLogin` over the host's shared SSH connection, as one quoted
+shell command after the login environment scripts.  Both stage the runner and
+a run's files in ``work_dir`` (which the nodes must see) and start a slot's
+``srun`` as a `LocalStep` / `SSHStep`.  The job queries (`job_state`,
+`jobs_named`, `own_jobs`) and the `sweep` of jobs left by a server that is
+gone run through either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import signal
+from pathlib import Path
+from typing import Any
+
+from ..errors import ToolError
+from ..evidence import safe_component
+from .bundle import bundle_files, content_hash
+from .errors import SlotCannotStart, SlotLost
+from .inventory import HostConfig
+from .safe_stage import private_dir, stage_tree
+from .slot import RunFiles
+from .slurm_commands import JOB_ID, JOB_PREFIX, LOGIN_SCRUB, JobState, local_login_env, login_command, owner_gone
+from .ssh import SSHConnections
+
+STREAM_LIMIT = 1 << 24  # longest protocol line accepted
+COMMAND_TIMEOUT_S = 30.0  # one squeue/scancel/scontrol/sinfo
+
+
+class LocalStep:
+    """srun as a local child process."""
+
+    def __init__(self, proc: asyncio.subprocess.Process):
+        self.proc = proc
+        self.stdin, self.stdout, self.stderr = proc.stdin, proc.stdout, proc.stderr
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.proc.returncode
+
+    async def wait(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(asyncio.shield(self.proc.wait()), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    def close_stdin(self) -> None:
+        try:
+            if self.stdin is not None and not self.stdin.is_closing():
+                self.stdin.close()
+        except Exception:  # noqa: BLE001 - the pipe may be gone
+            pass
+
+    def kill(self) -> None:
+        """SIGKILL srun itself - never its process group: srun's helper child ends the job."""
+        if self.proc.returncode is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+class SSHStep:
+    """srun as a process on the SSH login host."""
+
+    def __init__(self, process: Any):
+        self.process = process
+        self.stdin, self.stdout, self.stderr = process.stdin, process.stdout, process.stderr
+
+    @property
+    def exit_code(self) -> int | None:
+        p = self.process
+        if p.exit_status is not None:
+            return p.exit_status
+        if p.is_closing() or p.channel.get_connection().is_closed():
+            return -1  # the channel is gone: for us the step is over
+        return None
+
+    async def wait(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(asyncio.shield(self.process.wait_closed()), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+        except Exception:  # noqa: BLE001 - a broken connection: closed for us
+            return True
+
+    def close_stdin(self) -> None:
+        try:
+            self.stdin.write_eof()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def kill(self) -> None:
+        """Close the channel: srun's stdin and stdout go, it ends the step."""
+        try:
+            self.process.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+class LocalLogin:
+    """srun and friends run on this machine, as argument vectors (no shell on our side)."""
+
+    def __init__(self, host: HostConfig):
+        self.cfg = host
+        self._files: dict[tuple[str, str], tuple[str | None, str | None]] = {}
+
+    def _argv(self, argv: list[str]) -> list[str]:
+        scripts = self.cfg.slurm.login_env_scripts if self.cfg.slurm else []
+        if not scripts:
+            return list(argv)
+        q = shlex.quote
+        steps = [f"source {q(s)}" for s in scripts] + [LOGIN_SCRUB, 'exec "$@"']
+        return ["bash", "-c", " && ".join(steps), "opdebug-login", *argv]
+
+    async def run(self, argv: list[str], timeout: float = COMMAND_TIMEOUT_S) -> tuple[int | None, str, str]:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *self._argv(argv), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=local_login_env())
+        except OSError as exc:
+            return None, "", f"cannot run {argv[0]}: {exc.strerror or exc}"
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        except asyncio.TimeoutError:
+            proc.kill()
+            await proc.wait()
+            return None, "", f"{argv[0]} did not answer within {timeout:g} s"
+        except BaseException:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+            raise
+        return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+    async def spawn(self, argv: list[str]) -> LocalStep:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *self._argv(argv), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=local_login_env(), start_new_session=True, limit=STREAM_LIMIT)
+        except OSError as exc:
+            raise SlotCannotStart(f"{self.cfg.name}: cannot run srun on this machine: {exc.strerror or exc} "
+                                  "(is Slurm's client installed and on PATH?)", code="slurm_missing") from None
+        return LocalStep(proc)
+
+    async def runner_root(self) -> str:
+        """The runner staged into work_dir (which the nodes must see), once per content hash."""
+        files = bundle_files()
+        root = await asyncio.to_thread(stage_tree, Path(self.cfg.work_dir), f"runner-{content_hash(files)[:12]}",
+                                       files)
+        return str(root)
+
+    async def run_files(self, run: RunFiles) -> tuple[str | None, str | None]:
+        """The run's user modules and captured inputs, copied under work_dir (the
+        evidence directory need not be on a file system the nodes see)."""
+        stamp = json.dumps([_stamp(run.modules_dir), _stamp(run.captured_dir)])
+        key = (run.run_id, stamp)
+        if key not in self._files:
+            self._files[key] = await asyncio.to_thread(self._stage_run_files, run)
+        return self._files[key]
+
+    def _stage_run_files(self, run: RunFiles) -> tuple[str | None, str | None]:
+        run_id = safe_component(run.run_id, "run_id")
+        out: list[str | None] = []
+        for kind, local in (("modules", run.modules_dir), ("captured", run.captured_dir)):
+            files = _dir_files(local)
+            if not files:
+                out.append(None)
+                continue
+            base = private_dir(private_dir(Path(self.cfg.work_dir) / "runs") / run_id)
+            out.append(str(stage_tree(base, f"{kind}-{content_hash(files)[:12]}", files)))
+        return out[0], out[1]
+
+
+class SSHLogin:
+    """srun and friends run on an SSH login host over the host's shared connection."""
+
+    def __init__(self, connections: SSHConnections, host: HostConfig):
+        self.connections = connections
+        self.cfg = host
+
+    async def run(self, argv: list[str], timeout: float = COMMAND_TIMEOUT_S) -> tuple[int | None, str, str]:
+        import asyncssh
+
+        try:
+            conn = await self.connections.connection(self.cfg)
+            done = await asyncio.wait_for(conn.run(login_command(self.cfg, argv), check=False), timeout)
+        except asyncio.TimeoutError:
+            return None, "", f"{argv[0]} did not answer within {timeout:g} s on {self.cfg.address}"
+        except (asyncssh.Error, OSError, ToolError) as exc:  # ToolError: cannot connect, host key refused
+            return None, "", f"{argv[0]} on {self.cfg.address}: {exc}"
+        out = done.stdout if isinstance(done.stdout, str) else (done.stdout or b"").decode("utf-8", "replace")
+        err = done.stderr if isinstance(done.stderr, str) else (done.stderr or b"").decode("utf-8", "replace")
+        return done.exit_status, out or "", err or ""
+
+    async def spawn(self, argv: list[str]) -> SSHStep:
+        import asyncssh
+
+        conn = await self.connections.connection(self.cfg)
+        try:
+            process = await conn.create_process(login_command(self.cfg, argv), encoding=None)
+        except (asyncssh.Error, OSError) as exc:
+            if conn.is_closed():
+                self.connections.forget_connection(self.cfg.name, conn)
+            raise SlotLost(f"cannot start srun on {self.cfg.name} ({self.cfg.address}): {exc}") from None
+        return SSHStep(process)
+
+    async def runner_root(self) -> str:
+        return await self.connections.runner_root(self.cfg, await self.connections.connection(self.cfg))
+
+    async def run_files(self, run: RunFiles) -> tuple[str | None, str | None]:
+        return await self.connections.run_files(self.cfg, run)
+
+
+def _dir_files(local: Path | None) -> dict[str, bytes]:
+    if local is None or not local.is_dir():
+        return {}
+    return {p.name: p.read_bytes() for p in sorted(local.iterdir()) if p.is_file() and not p.name.startswith(".")}
+
+
+def _stamp(path: Path | None) -> list:
+    if path is None or not path.is_dir():
+        return []
+    return sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in path.iterdir() if p.is_file())
+
+
+async def job_state(login, *, job_id: str | None = None, name: str | None = None,
+                    all_states: bool = False) -> JobState:
+    """The job's squeue state and reason (by id, else by name among the caller's jobs)."""
+    argv = ["squeue", "-h", "-o", "%i|%T|%r"]
+    argv += ["-j", job_id] if job_id else ["--me", f"--name={name}"]
+    if all_states:
+        argv.append("--states=all")
+    code, out, _ = await login.run(argv)
+    if code == 0:
+        for line in out.splitlines():
+            parts = line.strip().split("|")
+            if len(parts) == 3 and JOB_ID.fullmatch(parts[0]):
+                return JobState(parts[0], parts[1], parts[2])
+    return JobState(job_id, None, None)
+
+
+async def jobs_named(login, names: list[str]) -> list[tuple[str, str, str]]:
+    """(id, name, state) of the caller's queued or running jobs with these names."""
+    if not names:
+        return []
+    code, out, _ = await login.run(["squeue", "--me", "-h", "-o", "%i|%j|%T", f"--name={','.join(names)}"])
+    if code != 0:
+        return []
+    rows = [line.strip().split("|") for line in out.splitlines()]
+    return [(r[0], r[1], r[2]) for r in rows if len(r) == 3 and JOB_ID.fullmatch(r[0])]
+
+
+async def own_jobs(login) -> list[tuple[str, str, str]] | None:
+    """(id, name, state) of every job of the login user named by this transport; None when squeue fails."""
+    code, out, _ = await login.run(["squeue", "--me", "-h", "-o", "%i|%j|%T"])
+    if code != 0:
+        return None
+    rows = [line.strip().split("|") for line in out.splitlines()]
+    return [(r[0], r[1], r[2]) for r in rows if len(r) == 3 and JOB_ID.fullmatch(r[0])
+            and r[1].startswith(JOB_PREFIX)]
+
+
+async def sweep(login, host_name: str, run: RunFiles | None = None) -> list[str]:
+    """Cancel the login user's jobs whose names say a server of this machine started
+    them and that server no longer runs; returns their ids."""
+    jobs = await own_jobs(login)
+    orphans = [job_id for job_id, name, _ in jobs or [] if owner_gone(name)]
+    if orphans:
+        await login.run(["scancel", *orphans])
+        if run is not None:
+            await run.say(f"{host_name}: cancelled {len(orphans)} Slurm job(s) left by a server of this machine "
+                          f"that is gone: {', '.join(orphans)}")
+    return orphans
