@@ -29,7 +29,7 @@ from .remote import pool
 from .remote.slot import RunFiles, SlotSpec, slot_specs
 from .remote.errors import WorkerCannotStart
 from .remote.inventory import as_inventory
-from .schemas import PENDING_LIST_LIMIT, CaseOutcome, RunResponse
+from .schemas import PENDING_LIST_LIMIT, CaseOutcome, FirstMismatch, RunResponse
 
 Progress = Callable[[int, int, CaseOutcome], Awaitable[None]]
 KEEP_OUTPUTS_MAX_BYTES = 8 << 20  # both outputs of one failing case, as torch.save writes them
@@ -267,7 +267,24 @@ def _outcome(case_id: str, result: dict, host: str, device: str, raw_path: str) 
             (f" (rule {error.get('matched_rule')!r})" if error.get("matched_rule") else "")
     return CaseOutcome(case_id=case_id, state=status, recorded=True, host=host, device=device, summary=summary[:1000],
                        failed_outputs=failed, max_abs=max_abs, mismatch_ratio=ratio,
-                       signature=error.get("signature"), matched_rule=error.get("matched_rule"), raw_path=raw_path)
+                       signature=error.get("signature"), matched_rule=error.get("matched_rule"), raw_path=raw_path,
+                       first_mismatch=first_mismatch(comparisons) if status == "numerical_mismatch" else None)
+
+
+def first_mismatch(comparisons: list[dict]) -> FirstMismatch | None:
+    """Where the first failing output first leaves the tolerance (its first
+    mismatching element; the worst one when the runner located only that)."""
+    for c in comparisons:
+        if c.get("passed"):
+            continue
+        if c.get("first_mismatch_index") is not None:
+            return FirstMismatch(output=c["output"], index=c["first_mismatch_index"],
+                                 candidate=c.get("first_candidate"), reference=c.get("first_reference"))
+        if c.get("worst_index") is not None:
+            return FirstMismatch(output=c["output"], index=c["worst_index"],
+                                 candidate=c.get("worst_candidate"), reference=c.get("worst_reference"))
+        return FirstMismatch(output=c["output"])
+    return None
 
 
 def _fmt(x) -> str:

@@ -95,6 +95,7 @@ from .tool_io import (  # noqa: F401
     CaseOutcome,
     CheckHostArgs,
     EnvScriptCheck,
+    FirstMismatch,
     HostCheck,
     NameArg,
     NarrowRequest,

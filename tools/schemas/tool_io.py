@@ -58,9 +58,13 @@ class PlanRequest(Strict):
 class PlannedCase(Strict):
     id: str = Field(description="case id")
     mode: Mode = Field(description="its mode")
-    axes: dict[str, str] = Field(description="axis -> value")
+    axes: dict[str, str] = Field(description="axis -> value, only where this case differs from 'differs_from' "
+                                             "(every axis when differs_from is null); the full case is in "
+                                             "opdebug://runs/{run_id}/case-matrix")
     state: Literal["pending", "passed", "numerical_mismatch", "crash", "unsupported"] = Field(
         "pending", description="pending or its status")
+    differs_from: str | None = Field(None, description="the case 'axes' is given against: the star's base, or the "
+                                                       "first case of the call; null: 'axes' lists every axis")
 
 
 class PlanResponse(Strict):
@@ -69,7 +73,7 @@ class PlanResponse(Strict):
     created: bool = Field(description="a new run")
     added: list[str] = Field(description="case ids added")
     cases: list[PlannedCase] = Field(description="The cases this call added, with their axes (the first 50).")
-    cases_omitted: int = Field(0, description="Added cases left out of 'cases' (see opdebug://runs/{run_id}/matrix).")
+    cases_omitted: int = Field(0, description="Added cases left out of 'cases' (see opdebug://runs/{run_id}/case-matrix).")
     case_count: int = Field(0, description="Cases planned in the run, this call's included.")
     recorded_count: int = Field(0, description="Cases of the run that have a result.")
     warnings: list[str] = Field(default_factory=list, description="e.g. cases differing in several axes")
@@ -87,6 +91,15 @@ class RecordResponse(Strict):
     raw_path: str = Field(description="raw evidence, relative to the run directory")
     pending: list[str] = Field(description="The first pending case ids in plan order (at most 20; see pending_count).")
     pending_count: int = Field(0, description="How many planned cases have no result yet.")
+
+
+class FirstMismatch(Strict):
+    """The first element (in row-major order) of a failing output outside the tolerance."""
+
+    output: str = Field(description="the failing output's name")
+    index: list[int] | None = Field(None, description="its multi-index (null: not located, e.g. a contract mismatch)")
+    candidate: Any = Field(None, description="the candidate's value there")
+    reference: Any = Field(None, description="the reference's value there")
 
 
 class CaseOutcome(Strict):
@@ -109,6 +122,8 @@ class CaseOutcome(Strict):
     rerun_case: dict[str, Any] | None = Field(
         None, description="this case under a new id for plan_cases(append=true, cases=[rerun_case]): killed from "
                           "outside")
+    first_mismatch: FirstMismatch | None = Field(
+        None, description="where the first failing output first differs (numerical_mismatch only)")
 
 
 class RunResponse(Strict):
