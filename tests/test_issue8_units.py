@@ -32,6 +32,9 @@ SCHEMA_SIZE_BEFORE = 8737
 # issue 9: the plan request's fields carry descriptions (the meaning the agent needs and
 # could not read before); measured +1,445 characters on top of main at 11,643.
 ISSUE9_DESCRIPTIONS = 1500
+# issue 25: every documented input property is described (12,857 -> 16,084 characters); tools/list
+# itself is unchanged (nested descriptions are in opdebug://schemas/{tool}/input only).
+ISSUE25_DESCRIPTIONS = 3400
 
 
 def case(inputs, **kw) -> dict:
@@ -47,7 +50,7 @@ def errors(doc) -> str:
 def test_published_schema_stays_strict_and_within_a_third_more() -> None:
     schema = PlanRequest.model_json_schema()
     size = len(json.dumps(schema))
-    assert size <= SCHEMA_SIZE_BEFORE * 4 // 3 + ISSUE9_DESCRIPTIONS, size
+    assert size <= SCHEMA_SIZE_BEFORE * 4 // 3 + ISSUE9_DESCRIPTIONS + ISSUE25_DESCRIPTIONS, size
     defs = schema["$defs"]
     for name in ("TensorSpec", "InputSpec", "ValueSpec", "DtypeArg", "Case", "StarVariation"):
         assert defs[name]["additionalProperties"] is False, name
@@ -55,7 +58,7 @@ def test_published_schema_stays_strict_and_within_a_third_more() -> None:
     # unknown fields are refused at every new level, named by path
     assert "inputs.0.tensors.1.stride: unknown field" in errors(
         case([{"name": "x", "tensors": [{"shape": [2]}, {"shape": [2], "stride": [1]}]}]))
-    assert "attributes.dtype.DtypeArg.dtyp: unknown field" in errors(
+    assert "attributes.dtype.dtyp: unknown field" in errors(  # the union branch label is not shown (issue 25)
         case([{"name": "x", "shape": [2]}], attributes={"dtype": {"kind": "dtype", "dtyp": "int8"}}))
     assert "inputs.0.values.by_dtype.int.lo: unknown field" in errors(
         case([{"name": "x", "shape": [2], "values": {"by_dtype": {"int": {"kind": "randint", "lo": 1}}}}]))

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from .base import SLUG_PATTERN, Mode, ModuleFile, Slug, Status, Strict
+from .base import DOCUMENTED_ONLY, SLUG_PATTERN, Mode, ModuleFile, Slug, Status, Strict
 from .case import CaptureSelection, Case, StarSpec
 from .config import OperatorConfig
 from .result import CaseResult
@@ -143,12 +143,16 @@ class RunResponse(Strict):
 
 
 class NarrowRequest(Strict):
-    run_id: Slug
+    run_id: Slug = Field(description="The run to narrow: its pending cases run first, then the next cases its "
+                                     "analysis proposes.", json_schema_extra=DOCUMENTED_ONLY)
     hosts: list[Slug] | None = Field(default=None, description="Default ['local'].")
     max_cases: Annotated[int, Field(ge=1, le=10000)] = Field(default=40, description="new cases in all")
-    max_seconds: Annotated[float, Field(gt=0, le=86400)] = Field(default=900.0)
+    max_seconds: Annotated[float, Field(gt=0, le=86400)] = Field(
+        default=900.0, description="Wall-time budget in seconds, checked between rounds (a round runs to its end).",
+        json_schema_extra=DOCUMENTED_ONLY)
     max_steps: Annotated[int, Field(ge=1, le=100)] = Field(default=12, description="plan-run-analyze rounds")
-    cases_per_step: Annotated[int, Field(ge=1, le=256)] = Field(default=8)
+    cases_per_step: Annotated[int, Field(ge=1, le=256)] = Field(
+        default=8, description="At most this many new cases planned per round.", json_schema_extra=DOCUMENTED_ONLY)
 
 
 class NarrowStep(Strict):
@@ -181,16 +185,17 @@ NameArg = Annotated[Slug, Field(pattern=SLUG_PATTERN)]
 
 
 class RecordResultArgs(Strict):
-    run_id: RunIdArg
+    run_id: RunIdArg = Field(description="The run the case is planned in.", json_schema_extra=DOCUMENTED_ONLY)
     result: CaseResult = Field(description="One pending case's result.")
 
 
 class AnalyzeFailuresArgs(Strict):
-    run_id: RunIdArg
+    run_id: RunIdArg = Field(description="The run to analyze (its recorded results; pending cases are listed as "
+                                         "missing).", json_schema_extra=DOCUMENTED_ONLY)
 
 
 class RunCaseRemoteArgs(Strict):
-    run_id: RunIdArg
+    run_id: RunIdArg = Field(description="The run whose cases to run.", json_schema_extra=DOCUMENTED_ONLY)
     case_ids: list[NameArg] | None = Field(
         default=None, min_length=1,
         description="Omitted: all pending."
@@ -204,24 +209,29 @@ class RunCaseRemoteArgs(Strict):
 
 
 class CheckHostArgs(Strict):
-    host: NameArg
+    host: NameArg = Field(description="An inventory host name ('local' is always there).",
+                          json_schema_extra=DOCUMENTED_ONLY)
 
 
 def RunId() -> Any:  # noqa: N802 - a Field factory
-    return Field(pattern=SLUG_PATTERN)
+    return Field(pattern=SLUG_PATTERN, description="The run (its id, as plan_cases created it).",
+                 json_schema_extra=DOCUMENTED_ONLY)
 
 
 class ShrinkArgs(Strict):
     run_id: Slug = RunId()
     case_id: Slug = Field(pattern=SLUG_PATTERN, description="A recorded failing case.")
     hosts: list[Slug] | None = Field(default=None, description="Default ['local'].")
-    max_cases: int = Field(default=30, ge=1, le=200)
-    max_seconds: float = Field(default=600.0, gt=0, le=7200)
+    max_cases: int = Field(default=30, ge=1, le=200, description="At most this many shrink steps (each a planned, "
+                                                                  "recorded case).", json_schema_extra=DOCUMENTED_ONLY)
+    max_seconds: float = Field(default=600.0, gt=0, le=7200, description="Wall-time budget in seconds.",
+                               json_schema_extra=DOCUMENTED_ONLY)
 
 
 class ReproArgs(Strict):
     run_id: Slug = RunId()
-    case_id: Slug = Field(pattern=SLUG_PATTERN)
+    case_id: Slug = Field(pattern=SLUG_PATTERN, description="The recorded case to reproduce (usually a failing one).",
+                          json_schema_extra=DOCUMENTED_ONLY)
     out_dir: str | None = Field(default=None, max_length=4096,
                                 description="Server path; default <run>/artifacts/repro.")
 
@@ -245,7 +255,9 @@ class VerifyArgs(Strict):
     run_id: Slug = RunId()
     hosts: list[Slug] | None = Field(default=None, description="Default ['local'].")
     run_command: bool = Field(default=True, description="Also the config's model command.")
-    command_timeout_s: float = Field(default=600.0, gt=0, le=7200)
+    command_timeout_s: float = Field(default=600.0, gt=0, le=7200, description="Seconds the model command may run "
+                                                                             "before it is killed.",
+                                     json_schema_extra=DOCUMENTED_ONLY)
 
 
 # --------------------------------------------------------------------------
