@@ -21,7 +21,9 @@ being recorded; a writer killed mid-record leaves it, and the next locked
 write (or the first one of a process) repairs the run: a committed case gets
 its index line and input metadata, an uncommitted one leaves nothing behind,
 ``recorded_count`` is recounted and stray ``.tmp`` files go.  ``results.json``
-is a derived view, rewritten by each analysis (:meth:`RunStore.write_results_view`).
+is a derived view of the index for people, appended to in place as each case
+is recorded (results_view.py: current after every call that records, at a
+cost that does not grow with the run) and rewritten whole by each analysis.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from typing import Any, Iterator
 
 from filelock import FileLock, Timeout as FileLockTimeout
 
+from . import results_view
 from .errors import ToolError
 from .schemas import SLUG_PATTERN, Case, CaseResult, OperatorConfig, check_slug, now_utc
 
@@ -489,6 +492,10 @@ class RunStore:
                 os.fsync(fh.fileno())
         if input_metadata is not None:
             self._publish_input_metadata(case_id)
+        try:
+            self.sync_results_view()  # the person's results.json, current with the index
+        except ToolError:
+            pass  # a derived view: the record is whole; the next record or analysis rewrites it
         manifest = self._cached_manifest()
         written = _MANIFEST_WRITTEN_AT.get(str(self.dir), 0.0)
         if lazy_manifest and manifest.get("status") == "running" and time.monotonic() - written < MANIFEST_LAG_S:
@@ -641,8 +648,21 @@ class RunStore:
         self._write_results_view(self._index_docs())
 
     def _write_results_view(self, docs: dict[str, dict]) -> None:
-        atomic_write_json(self.dir / RESULTS, {"schema_version": 1, "run_id": self.run_id,
-                                               "derived_from": RESULTS_INDEX, "results": docs}, fsync=False)
+        atomic_write_bytes(self.dir / RESULTS, results_view.view_bytes(self.run_id, list(docs.values()),
+                                                                       RESULTS_INDEX), fsync=False)
+
+    def sync_results_view(self) -> None:
+        """results.json up to the index: the results it lacks appended in place (a
+        cost that does not grow with the run), or rewritten whole when it is not in
+        that form (caller holds the lock; see results_view.py)."""
+        docs = self._index_docs()
+        path = self.dir / RESULTS
+        try:
+            if results_view.append_view(path, self.run_id, list(docs.values())):
+                return
+        except OSError as exc:
+            raise _write_failed(path, exc) from exc
+        self._write_results_view(docs)
 
     # -- analysis outputs -------------------------------------------------
 
