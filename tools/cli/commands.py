@@ -117,7 +117,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     verb = "created" if response.created else "appended to"
     out.print(f"{verb} run [bold]{response.run_id}[/bold] at {escape(response.run_dir)} "
               f"({len(response.added)} new case(s), {response.case_count} in all)")
-    _print_cases(out, [(c.id, c.mode, c.axes, c.state, "") for c in response.cases])
+    # each case with what differs from its base (the base itself: every axis is in case-matrix.json)
+    _print_cases(out, [(c.id, c.mode, c.axes if c.differs_from else {}, c.state,
+                        f"vs {c.differs_from}" if c.differs_from else "base") for c in response.cases])
     for warning in response.warnings:
         out.print(f"[yellow]warning:[/yellow] {escape(warning)}")
     return 0
