@@ -36,7 +36,9 @@ Follow the ascend-operator-debug loop (SKILL.md):
    request is the resource opdebug://examples/plan-request.
 3. check_host on a new host, then run_case_remote (pending cases; outcomes per case).
 4. analyze_failures; read opdebug://runs/{{run_id}}/report. Append the suggested next cases
-   (plan_cases append=true), changing one axis at a time, run and analyze again.
+   (plan_cases append=true), changing one axis at a time, run and analyze again - or let
+   narrow_failure do that loop under a budget - until the finding is exact.
+5. shrink_case, export_repro and export_regression on the failing case; verify_fix after the fix.
 Rules: never cast silently or loosen tolerances after a result; unsupported is not a failure;
 a harness, reference or connection error leaves a case pending (re-run it)."""
 

@@ -108,21 +108,23 @@ def build_server(
                        hosts: list[str] | None, keep_outputs: bool = False) -> RunResponse:
         from tools.run_case_remote import run_case_remote
 
+        clock = ProgressClock(ctx)
+
         async def progress(done: int, total: int, outcome: Any) -> None:
             message = f"{outcome.case_id}: {outcome.state} - {outcome.summary}"
-            await ctx.report_progress(done, total, message)
+            await clock.step(done, total, message)
             await log(ctx, "warning" if outcome.state == "pending" else "info", f"[{done}/{total}] {message}")
 
         return await run_case_remote(run_id, case_ids=case_ids, hosts=hosts, root=root,
-                                     inventory=inventory_path, progress=progress, keep_outputs=keep_outputs)
+                                     inventory=inventory_path, progress=progress, keep_outputs=keep_outputs,
+                                     on_wait=clock.waiting)
 
     async def narrow_body(ctx: Context, **fields: Any) -> NarrowResponse:
         from tools.narrow import narrow_failure
 
-        async def progress(done: int, total: int, message: str) -> None:
-            await ctx.report_progress(done, total, message)
-
-        return await narrow_failure(NarrowRequest(**fields), root=root, inventory=inventory_path, progress=progress)
+        clock = ProgressClock(ctx)
+        return await narrow_failure(NarrowRequest(**fields), root=root, inventory=inventory_path,
+                                    progress=clock.step, on_wait=clock.waiting)
 
     async def check_body(ctx: Context, *, host: str) -> Any:
         from tools.check_host import check_host
@@ -209,6 +211,24 @@ def build_server(
     add_resources(server, root, catalog)
     add_protocol(server, root, inventory_path, catalog)
     return server
+
+
+class ProgressClock:
+    """One tool call's progress notifications: a step (a case, a round) as ``done`` of
+    ``total``; a line while a device held elsewhere is awaited (who holds it, how long
+    so far) as a fraction after the last step, so the value still increases with every
+    notification, as the protocol asks."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx, self.done, self.total, self.waits = ctx, 0.0, None, 0
+
+    async def step(self, done: int, total: int | None, message: str) -> None:
+        self.done, self.total, self.waits = float(done), total, 0
+        await self.ctx.report_progress(done, total, message)
+
+    async def waiting(self, line: str) -> None:
+        self.waits += 1
+        await self.ctx.report_progress(self.done + 1 - 1 / (self.waits + 1), self.total, line)
 
 
 def server_version() -> str:

@@ -44,12 +44,15 @@ def list_slot_specs(hosts: list[str] | None, inventory=None) -> list[SlotSpec]:
 async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hosts: list[str] | None = None,
                           root=None, inventory=None, progress: Progress | None = None,
                           on_start: Callable[[str], Awaitable[None]] | None = None,
-                          keep_outputs: bool = False) -> RunResponse:
+                          keep_outputs: bool = False, lease_wait_s: float | None = None,
+                          on_wait: Callable[[str], Awaitable[None]] | None = None) -> RunResponse:
     """``progress(done, total, outcome)`` after each case; ``on_start(case_id)``
     when a case goes to a slot (a progress bar shows the cases in flight);
     ``keep_outputs``: the candidate and reference outputs of a mismatching case
     are kept as ``raw-results/<case>/outputs.pt`` (torch.save, at most
-    KEEP_OUTPUTS_MAX_BYTES) for pictures."""
+    KEEP_OUTPUTS_MAX_BYTES) for pictures; ``lease_wait_s``: the most a slot waits for a
+    device held elsewhere (default the host's lease_wait_s; a call with a budget of its
+    own passes what is left of it); ``on_wait(line)`` about once a second of such a wait."""
     store = RunStore(root, run_id)
     store.require()
     config = store.read_config()
@@ -81,7 +84,8 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
         wire_config["keep_outputs_max_bytes"] = KEEP_OUTPUTS_MAX_BYTES
     run = RunFiles(run_id=store.run_id, config=wire_config,
                         modules_dir=modules_dir if config.operator.modules and modules_dir.is_dir() else None,
-                        captured_dir=captured_dir if captured_dir.is_dir() else None)
+                        captured_dir=captured_dir if captured_dir.is_dir() else None,
+                        lease_wait_s=lease_wait_s, on_wait=on_wait)
     outcomes: dict[str, CaseOutcome] = {}
     total = len(todo)
     writer = RunStore(root, run_id, lock_timeout_s=0)  # records inline unless another writer holds the run

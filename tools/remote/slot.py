@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Awaitable, Callable, Protocol
 
 from .inventory import HostConfig
 
@@ -24,6 +24,11 @@ class RunFiles:
     config: dict
     modules_dir: Path | None = None
     captured_dir: Path | None = None
+    # How long a slot may wait for a device another process (or call) holds: None, the
+    # host's lease_wait_s; less when the call has less time left (busy.wait_budget).
+    lease_wait_s: float | None = None
+    # Told one line (busy.waiting_text) about once a second while a slot waits for its device.
+    on_wait: Callable[[str], Awaitable[None]] | None = None
 
 
 class DeviceSlot(Protocol):
