@@ -140,8 +140,9 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
         why = "no slot was left to run it"
         if queue_report.slot_errors:
             why += ": " + "; ".join(f"{k}: {v}" for k, v in queue_report.slot_errors.items())
-        if not queue_report.slots_used and not outcomes:
-            raise ToolError(f"no slot could start on {host_names}: {why}", code="no_slot",
+        if not queue_report.slots_used and not outcomes:  # each slot's own reason (a busy device names its holder)
+            reasons = "; ".join(f"{k}: {v}" for k, v in queue_report.slot_errors.items()) or why
+            raise ToolError(f"no slot could start on {host_names}: {reasons}", code="no_slot",
                             details={"slot_errors": queue_report.slot_errors})
         for case_id in queue_report.not_started:
             await report(_pending(case_id, why))
