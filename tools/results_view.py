@@ -54,11 +54,12 @@ def _prefix(run_id: str) -> bytes:
     return f'{{"schema_version": 1, "run_id": {json.dumps(run_id)}, "result_count": '.encode()
 
 
-def _entries(docs: list[dict], first: bool) -> bytes:
+def _entries(docs: list[dict], first: bool, encoded: dict[str, str] | None = None) -> bytes:
     parts = []
     for i, doc in enumerate(docs):
         sep = "\n" if first and i == 0 else ",\n"
-        parts.append(f"{sep}{json.dumps(doc['case_id'])}: {json.dumps(doc, separators=(',', ':'))}")
+        text = (encoded or {}).get(doc["case_id"]) or json.dumps(doc, separators=(",", ":"))
+        parts.append(f"{sep}{json.dumps(doc['case_id'])}: {text}")
     return "".join(parts).encode("utf-8")
 
 
@@ -67,45 +68,53 @@ def view_bytes(run_id: str, docs: list[dict], index_name: str) -> bytes:
     return _head(run_id, len(docs), index_name) + _entries(docs, first=True) + _tail(len(docs))
 
 
+def _count_of(fd: int, run_id: str) -> tuple[int | None, int]:
+    """(how many results the open view holds, or None when it is not in the
+    appendable form; its size)."""
+    prefix = _prefix(run_id)
+    size = os.fstat(fd).st_size
+    head = os.pread(fd, len(prefix) + COUNT_WIDTH, 0)
+    tail = os.pread(fd, TAIL_LEN, max(0, size - TAIL_LEN))
+    if not head.startswith(prefix) or not tail.startswith(_TAIL_START) or not tail.endswith(b"}\n"):
+        return None, size
+    try:
+        count = int(head[len(prefix):].decode("ascii").strip())
+        at_end = int(tail[len(_TAIL_START):-2].decode("ascii").strip())
+    except ValueError:
+        return None, size
+    return (count if count == at_end else None), size
+
+
 def view_count(path: Path, run_id: str) -> int | None:
     """How many results the view at ``path`` holds, or None when it is not in the
     appendable form (missing, older, torn)."""
-    prefix = _prefix(run_id)
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
     try:
-        head = os.pread(fd, len(prefix) + COUNT_WIDTH, 0)
-        size = os.fstat(fd).st_size
-        tail = os.pread(fd, TAIL_LEN, max(0, size - TAIL_LEN))
+        return _count_of(fd, run_id)[0]
     finally:
         os.close(fd)
-    if not head.startswith(prefix) or not tail.startswith(_TAIL_START) or not tail.endswith(b"}\n"):
-        return None
-    try:
-        count = int(head[len(prefix):].decode("ascii").strip())
-        at_end = int(tail[len(_TAIL_START):-2].decode("ascii").strip())
-    except ValueError:
-        return None
-    return count if count == at_end else None
 
 
-def append_view(path: Path, run_id: str, docs: list[dict]) -> bool:
+def append_view(path: Path, run_id: str, docs: list[dict], encoded: dict[str, str] | None = None) -> bool:
     """Bring the view up to ``docs`` (every recorded result, in recording order) by
-    appending the ones it lacks in place.  False when it must be rewritten whole
-    (not in the appendable form, or holding more than ``docs``): the caller does."""
-    count = view_count(path, run_id)
-    if count is None or count > len(docs):
+    appending the ones it lacks in place (``encoded``: case id -> its compact JSON
+    when the caller has it).  False when it must be rewritten whole (not in the
+    appendable form, or holding more than ``docs``): the caller does."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
         return False
-    if count == len(docs):
+    try:
+        count, size = _count_of(fd, run_id)
+        if count is None or count > len(docs):
+            return False
+        if count == len(docs):
+            return True
+        os.pwrite(fd, _entries(docs[count:], first=count == 0, encoded=encoded) + _tail(len(docs)), size - TAIL_LEN)
+        os.pwrite(fd, _count(len(docs)), len(_prefix(run_id)))
         return True
-    prefix_len = len(_prefix(run_id))
-    with open(path, "r+b") as fh:
-        fh.seek(0, os.SEEK_END)
-        end = fh.tell()
-        fh.seek(end - TAIL_LEN)
-        fh.write(_entries(docs[count:], first=count == 0) + _tail(len(docs)))
-        fh.seek(prefix_len)
-        fh.write(_count(len(docs)))
-    return True
+    finally:
+        os.close(fd)
