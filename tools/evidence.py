@@ -180,6 +180,18 @@ _MANIFEST_LAGGING: dict[str, tuple[Path, str]] = {}
 _FLUSH_PENDING: set[asyncio.AbstractEventLoop] = set()  # event loops with a flush timer set
 # Runs this process has swept for what a killed writer left (once per process).
 _SWEPT: set[str] = set()
+# Directories this process made or found (evidence roots, raw-results/, input-metadata/): not made again.
+_DIRS_MADE: set[str] = set()
+# A store that found no recording journal looks again after this long (a writer killed in the
+# middle of a record leaves one; the next locked write repairs the run whatever the reads saw).
+JOURNAL_RECHECK_S = 1.0
+
+
+def _ensure_dir(path: Path) -> None:
+    key = str(path)
+    if key not in _DIRS_MADE:
+        path.mkdir(exist_ok=True)
+        _DIRS_MADE.add(key)
 
 
 def _stat_key(path: Path) -> tuple:
@@ -213,7 +225,8 @@ class RunStore:
         # polled every 5 ms when contended (filelock's 50 ms default stalls slots recording side by side)
         self._lock = FileLock(str(self.root / f".{self.run_id}.lock"), timeout=lock_timeout_s, poll_interval=0.005)
         self._seen = False  # the run was found to exist (a store lives for one call: not checked again)
-        self._root_made = False
+        self._root_made = str(self.root) in _DIRS_MADE
+        self._journal_checked = -JOURNAL_RECHECK_S  # when this store last found no journal (monotonic)
 
     # -- paths ------------------------------------------------------------
 
@@ -239,6 +252,7 @@ class RunStore:
         if not self._root_made:
             self.root.mkdir(parents=True, exist_ok=True)
             self._root_made = True
+            _DIRS_MADE.add(str(self.root))
         with self._lock:
             yield
 
@@ -342,24 +356,34 @@ class RunStore:
         index read from where this process last stopped, plus a case a killed
         writer committed but did not index (named by the journal)."""
         path = self.dir / RESULTS_INDEX
-        if not path.exists():  # a run made before the index: its results.json is the record
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:  # a run made before the index: its results.json is the record
             legacy = self.dir / RESULTS
             return dict(read_json(legacy)["results"]) if legacy.exists() else {}
-        with open(path, "rb") as fh:
-            ino = os.fstat(fh.fileno()).st_ino
-            hit = _INDEX_CACHE.get(str(path))
-            if hit is None or hit[0] != ino:
-                hit = (ino, 0, {})
-            _, offset, docs = hit
-            fh.seek(offset)
-            data = fh.read()
-        end = data.rfind(b"\n") + 1  # a torn last line (a killed writer) is not read
-        for line in data[:end].splitlines():
-            if line.strip():
-                doc = json.loads(line)
-                docs.setdefault(doc["case_id"], doc)
-        _INDEX_CACHE[str(path)] = (ino, offset + end, docs)
+        hit = _INDEX_CACHE.get(str(path))
+        if hit is None or hit[0] != st.st_ino or hit[1] != st.st_size:  # else nothing new: one stat, no read
+            with open(path, "rb") as fh:
+                ino = os.fstat(fh.fileno()).st_ino
+                if hit is None or hit[0] != ino:
+                    hit = (ino, 0, {})
+                _, offset, docs = hit
+                fh.seek(offset)
+                data = fh.read()
+            end = data.rfind(b"\n") + 1  # a torn last line (a killed writer) is not read
+            for line in data[:end].splitlines():
+                if line.strip():
+                    doc = json.loads(line)
+                    docs.setdefault(doc["case_id"], doc)
+            hit = (ino, offset + end, docs)
+            _INDEX_CACHE[str(path)] = hit
+        docs = hit[2]
+        now = time.monotonic()
+        if now - self._journal_checked < JOURNAL_RECHECK_S:  # looked a moment ago by this store: none then
+            return docs
         journal = self._read_journal()
+        if journal is None:
+            self._journal_checked = now
         if journal and journal["case_id"] not in docs:
             committed = self._committed_result(journal["case_id"])
             if committed is not None:
@@ -474,7 +498,7 @@ class RunStore:
             files[RESULT_FILE] = readable_json(doc)  # last: its presence marks a whole directory
 
             raw_root = self.dir / RAW_DIR
-            raw_root.mkdir(exist_ok=True)
+            _ensure_dir(raw_root)
             final = self.raw_dir(result.case_id)
             with open(self.dir / JOURNAL, "w", encoding="utf-8") as fh:  # torn: the next write reconciles all
                 fh.write(json.dumps({"case_id": result.case_id}))
@@ -558,7 +582,7 @@ class RunStore:
         system call), or a copy where links are not supported."""
         src = self.dir / RAW_DIR / case_id / INPUT_META_FILE
         dst = self.input_meta_path(case_id)
-        dst.parent.mkdir(exist_ok=True)
+        _ensure_dir(dst.parent)
         try:
             try:
                 os.link(src, dst)
