@@ -165,6 +165,9 @@ def atomic_write_json(path: Path, obj: Any, *, fsync: bool = True) -> None:
 # Parsed files shared by every RunStore of this process, keyed by what stat()
 # says of the file: a matrix of 10,000 cases is parsed once, not per record.
 _MATRIX_CACHE: dict[str, tuple[tuple, list[Case], frozenset[str]]] = {}
+_CASES_BY_ID: dict[str, tuple[tuple, dict[str, Case]]] = {}  # the same matrices, by case id
+# operator-config.json as parsed, keyed by what stat() says (it never changes once planned).
+_CONFIG_CACHE: dict[str, tuple[tuple, OperatorConfig]] = {}
 # results.jsonl read incrementally: path -> (inode, bytes read, {case_id: result doc}).
 _INDEX_CACHE: dict[str, tuple[int, int, dict[str, dict]]] = {}
 # Where the first pending case of a matrix was last seen: path -> (matrix key, position).
@@ -330,8 +333,29 @@ class RunStore:
     # -- reads ------------------------------------------------------------
 
     def read_config(self) -> OperatorConfig:
+        """The run's config (parsed once per process while the file is unchanged;
+        treat it as read-only)."""
         self.require()
-        return OperatorConfig.model_validate(read_json(self.dir / CONFIG))
+        path = self.dir / CONFIG
+        key = _stat_key(path)
+        hit = _CONFIG_CACHE.get(str(path))
+        if hit is None or hit[0] != key:
+            hit = (key, OperatorConfig.model_validate(read_json(path)))
+            _CONFIG_CACHE[str(path)] = hit
+        return hit[1]
+
+    def cases_by_id(self) -> dict[str, Case]:
+        """The planned cases by id (shared with later calls while the matrix is
+        unchanged: read it, never change it)."""
+        self.require()
+        cases, _ = self._matrix()
+        path = str(self.dir / MATRIX)
+        key = _MATRIX_CACHE[path][0]
+        hit = _CASES_BY_ID.get(path)
+        if hit is None or hit[0] != key:
+            hit = (key, {c.id: c for c in cases})
+            _CASES_BY_ID[path] = hit
+        return hit[1]
 
     def _matrix(self) -> tuple[list[Case], frozenset[str]]:
         path = self.dir / MATRIX
@@ -607,17 +631,18 @@ class RunStore:
 
         Cheap unless there is something to repair: the journal is one stat; the
         sweep of stray temp files runs once per process and run."""
-        journal = self._read_journal()
         first = str(self.dir) not in _SWEPT
-        if journal is None and not first and not (self.dir / JOURNAL).exists():
+        present = os.path.lexists(self.dir / JOURNAL)
+        if not present and not first:
             return
-        if first and journal is None and not (self.dir / JOURNAL).exists():
+        journal = self._read_journal() if present else None
+        if first and not present:
             # a process that recorded lazily and was killed before syncing the manifest
             self._repair_index_tail()
             count = len(self._index_docs_only())
             if read_json(self.dir / MANIFEST).get("recorded_count") != count:
                 self._update_manifest(recorded_count=count)
-        if journal is not None or (self.dir / JOURNAL).exists():
+        if present:
             case_id = (journal or {}).get("case_id", "")
             if _is_slug(case_id):
                 suspects = [case_id]

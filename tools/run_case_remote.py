@@ -56,7 +56,7 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
     store = RunStore(root, run_id)
     store.require()
     config = store.read_config()
-    cases = {c.id: c for c in store.read_cases()}
+    cases = store.cases_by_id()  # shared while the matrix is unchanged (not rebuilt per call): read only
     recorded = store.recorded_ids()
     if case_ids is not None:
         unknown = [c for c in case_ids if c not in cases]
