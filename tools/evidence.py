@@ -88,7 +88,19 @@ def resolve_root(root: str | os.PathLike | None = None) -> Path:
     .vaws-local/operator-debug under the working directory."""
     if root is None:
         root = os.environ.get(ROOT_ENV) or DEFAULT_ROOT
-    return Path(root).expanduser().resolve()
+    key = os.fspath(root)
+    hit = _RESOLVED_ROOTS.get(key)
+    if hit is not None:
+        return hit
+    resolved = Path(root).expanduser().resolve()
+    if os.path.isabs(key):  # a relative root follows the working directory: resolved every time
+        _RESOLVED_ROOTS[key] = resolved
+    return resolved
+
+
+# Absolute evidence roots as resolved (a realpath walks every component: a store per call would
+# pay it each time; the server resolves its root once at start).
+_RESOLVED_ROOTS: dict[str, Path] = {}
 
 
 def safe_component(value: str, what: str = "id") -> str:

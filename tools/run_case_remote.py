@@ -77,8 +77,8 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
                            pending_count=store.pending_count(), refused=refused,
                            rerun_hint=_refused_hint(refused))
 
-    modules_dir = store.path(ARTIFACTS_DIR, "modules")
-    captured_dir = store.path(ARTIFACTS_DIR, "captured")
+    modules_dir = store.dir / ARTIFACTS_DIR / "modules"  # constant names: nothing to resolve
+    captured_dir = store.dir / ARTIFACTS_DIR / "captured"
     wire_config = config.model_dump(mode="json")
     if keep_outputs:  # read by the runner only, never stored: the planned config is unchanged
         wire_config["keep_outputs_max_bytes"] = KEEP_OUTPUTS_MAX_BYTES
