@@ -237,6 +237,11 @@ class RunStore:
         self.run_id = safe_component(run_id, "run_id")
         self.root = resolve_root(root)
         self.dir = self.root / self.run_id
+        self._index_path = self.dir / RESULTS_INDEX  # joined once (a path join per read adds up)
+        self._matrix_path = self.dir / MATRIX
+        self._manifest_path = self.dir / MANIFEST
+        self._journal_path = self.dir / JOURNAL
+        self._config_path = self.dir / CONFIG
         # polled every 5 ms when contended (filelock's 50 ms default stalls slots recording side by side)
         self._lock = FileLock(str(self.root / f".{self.run_id}.lock"), timeout=lock_timeout_s, poll_interval=0.005)
         self._seen = False  # the run was found to exist (a store lives for one call: not checked again)
@@ -260,7 +265,7 @@ class RunStore:
         return self.dir / INPUT_META_DIR / (safe_component(case_id, "case_id") + ".json")
 
     def exists(self) -> bool:
-        return (self.dir / MANIFEST).is_file()
+        return (self._manifest_path).is_file()
 
     @contextmanager
     def locked(self) -> Iterator[None]:
@@ -295,12 +300,12 @@ class RunStore:
             for sub in (RAW_DIR, INPUT_META_DIR, ARTIFACTS_DIR):
                 (self.dir / sub).mkdir(parents=True, exist_ok=True)
             now = now_utc().isoformat()
-            atomic_write_json(self.dir / CONFIG, config.model_dump(mode="json"))
-            atomic_write_json(self.dir / MATRIX, self._matrix_doc(cases))
-            atomic_write_bytes(self.dir / RESULTS_INDEX, b"")
+            atomic_write_json(self._config_path, config.model_dump(mode="json"))
+            atomic_write_json(self._matrix_path, self._matrix_doc(cases))
+            atomic_write_bytes(self._index_path, b"")
             self._write_results_view({})
             atomic_write_json(
-                self.dir / MANIFEST,
+                self._manifest_path,
                 {
                     "schema_version": 1,
                     "run_id": self.run_id,
@@ -331,9 +336,9 @@ class RunStore:
                     code="duplicate_case",
                 )
             matrix = existing + cases
-            atomic_write_json(self.dir / MATRIX, self._matrix_doc(matrix))
+            atomic_write_json(self._matrix_path, self._matrix_doc(matrix))
             # Results, or an analysis of the smaller matrix: the run is under way again.
-            analyzed = read_json(self.dir / MANIFEST)["status"] in ("passed", "failed", "inconclusive")
+            analyzed = read_json(self._manifest_path)["status"] in ("passed", "failed", "inconclusive")
             self._update_manifest(case_count=len(matrix),
                                   status="running" if analyzed or self._has_results() else None, reopen=True)
             return matrix
@@ -348,7 +353,7 @@ class RunStore:
         """The run's config (parsed once per process while the file is unchanged;
         treat it as read-only)."""
         self.require()
-        path = self.dir / CONFIG
+        path = self._config_path
         key = _stat_key(path)
         hit = _CONFIG_CACHE.get(str(path))
         if hit is None or hit[0] != key:
@@ -361,7 +366,7 @@ class RunStore:
         unchanged: read it, never change it)."""
         self.require()
         cases, _ = self._matrix()
-        path = str(self.dir / MATRIX)
+        path = str(self._matrix_path)
         key = _MATRIX_CACHE[path][0]
         hit = _CASES_BY_ID.get(path)
         if hit is None or hit[0] != key:
@@ -370,7 +375,7 @@ class RunStore:
         return hit[1]
 
     def _matrix(self) -> tuple[list[Case], frozenset[str]]:
-        path = self.dir / MATRIX
+        path = self._matrix_path
         key = _stat_key(path)
         hit = _MATRIX_CACHE.get(str(path))
         if hit is None or hit[0] != key:
@@ -391,7 +396,7 @@ class RunStore:
         """Every recorded result document, by case id, in recording order: the
         index read from where this process last stopped, plus a case a killed
         writer committed but did not index (named by the journal)."""
-        path = self.dir / RESULTS_INDEX
+        path = self._index_path
         try:
             st = os.stat(path)
         except FileNotFoundError:  # a run made before the index: its results.json is the record
@@ -448,14 +453,14 @@ class RunStore:
 
     def _read_journal(self) -> dict | None:
         try:
-            return read_json(self.dir / JOURNAL)
+            return read_json(self._journal_path)
         except (FileNotFoundError, json.JSONDecodeError):
             return None
 
     def read_manifest(self) -> dict:
         self.require()
         flush_lagging_manifests(self.dir)
-        return read_json(self.dir / MANIFEST)
+        return read_json(self._manifest_path)
 
     def _has_results(self) -> bool:
         return bool(self._index_docs())
@@ -467,7 +472,7 @@ class RunStore:
         self.require()
         recorded = self._index_docs()
         cases, _ = self._matrix()
-        key = _MATRIX_CACHE[str(self.dir / MATRIX)][0]
+        key = _MATRIX_CACHE[str(self._matrix_path)][0]
         hint = _PENDING_FROM.get(str(self.dir))
         start = hint[1] if hint is not None and hint[0] == key else 0
         while start < len(cases) and cases[start].id in recorded:
@@ -536,7 +541,7 @@ class RunStore:
             raw_root = self.dir / RAW_DIR
             _ensure_dir(raw_root)
             final = self.raw_dir(result.case_id)
-            with open(self.dir / JOURNAL, "w", encoding="utf-8") as fh:  # torn: the next write reconciles all
+            with open(self._journal_path, "w", encoding="utf-8") as fh:  # torn: the next write reconciles all
                 fh.write(json.dumps({"case_id": result.case_id}))
             tmp = Path(tempfile.mkdtemp(prefix=f"{NEW_RAW_PREFIX}{result.case_id}.", dir=raw_root))
             try:
@@ -548,12 +553,12 @@ class RunStore:
                 os.rename(tmp, final)  # the commit
             except BaseException as exc:  # e.g. a full disk: nothing of this record stays, the case stays pending
                 shutil.rmtree(tmp, ignore_errors=True)
-                (self.dir / JOURNAL).unlink(missing_ok=True)
+                (self._journal_path).unlink(missing_ok=True)
                 if isinstance(exc, OSError):
                     raise _write_failed(final, exc) from exc
                 raise
             self._finish_record(result.case_id, doc, input_metadata, lazy_manifest=lazy_manifest)
-            (self.dir / JOURNAL).unlink()
+            (self._journal_path).unlink()
             return result
 
     def _finish_record(self, case_id: str, doc: dict, input_metadata: dict | None, *,
@@ -561,7 +566,7 @@ class RunStore:
         """After the commit: index line, input metadata, manifest (caller holds the lock)."""
         compact = json.dumps(doc, separators=(",", ":"))
         line = (compact + "\n").encode("utf-8")
-        index = self.dir / RESULTS_INDEX
+        index = self._index_path
         with open(index, "ab") as fh:
             end = fh.tell()
             fh.write(line)
@@ -631,7 +636,7 @@ class RunStore:
             atomic_write_bytes(dst, src.read_bytes(), fsync=False)
 
     def _cached_manifest(self) -> dict:
-        path = self.dir / MANIFEST
+        path = self._manifest_path
         key = _stat_key(path)
         hit = _MANIFEST_CACHE.get(str(path))
         if hit is None or hit[0] != key:
@@ -644,7 +649,7 @@ class RunStore:
         Cheap unless there is something to repair: the journal is one stat; the
         sweep of stray temp files runs once per process and run."""
         first = str(self.dir) not in _SWEPT
-        present = os.path.lexists(self.dir / JOURNAL)
+        present = os.path.lexists(self._journal_path)
         if not present and not first:
             return
         journal = self._read_journal() if present else None
@@ -652,7 +657,7 @@ class RunStore:
             # a process that recorded lazily and was killed before syncing the manifest
             self._repair_index_tail()
             count = len(self._index_docs_only())
-            if read_json(self.dir / MANIFEST).get("recorded_count") != count:
+            if read_json(self._manifest_path).get("recorded_count") != count:
                 self._update_manifest(recorded_count=count)
         if present:
             case_id = (journal or {}).get("case_id", "")
@@ -670,26 +675,26 @@ class RunStore:
                     continue
                 if cid not in indexed:
                     line = (json.dumps(committed, separators=(",", ":")) + "\n").encode("utf-8")
-                    with open(self.dir / RESULTS_INDEX, "ab") as fh:
+                    with open(self._index_path, "ab") as fh:
                         fh.write(line)
                 if (self.dir / RAW_DIR / cid / INPUT_META_FILE).is_file():
                     self._publish_input_metadata(cid)
-            _INDEX_CACHE.pop(str(self.dir / RESULTS_INDEX), None)
+            _INDEX_CACHE.pop(str(self._index_path), None)
             self._update_manifest(recorded_count=len(self._index_docs_only()))
-            (self.dir / JOURNAL).unlink(missing_ok=True)
+            (self._journal_path).unlink(missing_ok=True)
         self._sweep()
         _SWEPT.add(str(self.dir))
 
     def _migrate_legacy(self) -> None:
         """A run made before results.jsonl: its results.json becomes the index."""
-        if (self.dir / RESULTS_INDEX).exists():
+        if (self._index_path).exists():
             return
         legacy = read_json(self.dir / RESULTS)["results"] if (self.dir / RESULTS).exists() else {}
-        atomic_write_bytes(self.dir / RESULTS_INDEX, b"".join(
+        atomic_write_bytes(self._index_path, b"".join(
             (json.dumps(doc, separators=(",", ":")) + "\n").encode("utf-8") for doc in legacy.values()))
 
     def _index_docs_only(self) -> dict[str, dict]:
-        path = self.dir / RESULTS_INDEX
+        path = self._index_path
         if not path.exists():
             return self._index_docs()
         _INDEX_CACHE.pop(str(path), None)
@@ -703,7 +708,7 @@ class RunStore:
 
     def _repair_index_tail(self) -> None:
         """Cut a torn last line off the index (a writer killed inside write())."""
-        path = self.dir / RESULTS_INDEX
+        path = self._index_path
         if not path.exists():
             return
         data = path.read_bytes()
@@ -776,7 +781,7 @@ class RunStore:
                          reopen: bool = False, manifest: dict | None = None) -> None:
         """Caller holds the lock."""
         if manifest is None:
-            manifest = read_json(self.dir / MANIFEST)
+            manifest = read_json(self._manifest_path)
         now = now_utc().isoformat()
         if status is not None and status != manifest["status"]:
             final = manifest["status"] in ("passed", "failed", "inconclusive")
@@ -793,8 +798,8 @@ class RunStore:
             if a not in manifest["artifacts"]:
                 manifest["artifacts"].append(a)
         manifest["updated_at"] = now
-        atomic_write_json(self.dir / MANIFEST, manifest, fsync=False)
-        _MANIFEST_CACHE[str(self.dir / MANIFEST)] = (_stat_key(self.dir / MANIFEST), manifest)
+        atomic_write_json(self._manifest_path, manifest, fsync=False)
+        _MANIFEST_CACHE[str(self._manifest_path)] = (_stat_key(self._manifest_path), manifest)
         _MANIFEST_WRITTEN_AT[str(self.dir)] = time.monotonic()
 
 
