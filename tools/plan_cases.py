@@ -153,9 +153,8 @@ def planned_cases(store: RunStore, only: list[Case] | None = None,
         other = (against or {}).get(case.id)
         if other is not None:
             theirs = case_axes(other)
-            diff = {k: v for k, v in axes.items() if theirs.get(k) != v}
-            diff.update({k: "(none)" for k in theirs if k not in axes})  # an axis the other case has, this one not
-            axes = diff
+            # an axis the other case has and this one lacks is implied by one it has (x.none, x.len)
+            axes = {k: v for k, v in axes.items() if theirs.get(k) != v}
         out.append(PlannedCase(id=case.id, mode=case.mode, axes=axes,
                                state=result["status"] if result else "pending",
                                differs_from=other.id if other is not None else None))
