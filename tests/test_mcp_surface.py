@@ -60,8 +60,11 @@ def text_of(result: Any) -> str:
 
 
 async def _session(root: Path, errlog: Any) -> dict[str, Any]:
+    stage = root.parent / "stage"  # the server's own runner stage and device leases: no other run shares them
+    stage.mkdir(mode=0o700, exist_ok=True)
     params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_server", "--evidence-root", str(root)],
-                                   cwd=str(REPO_ROOT), env={"PYTHONPATH": str(REPO_ROOT)})
+                                   cwd=str(REPO_ROOT),
+                                   env={"PYTHONPATH": str(REPO_ROOT), "OPDEBUG_RUNNER_STAGE": str(stage)})
     notes: list[Any] = []
 
     async def on_message(message: Any) -> None:
