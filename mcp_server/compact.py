@@ -21,13 +21,15 @@ more: what an agent pays for on every ``tools/list``.
   referenced, while that makes the schema shorter (the biggest saving first; a
   description stays beside the ``$ref``, in its property);
 - tools/list keeps the descriptions of the top-level arguments only
-  (``nested_descriptions=False``); every field's description is in the
-  documented input schema, which keeps the models under their own names;
-- output schemas also lose ``description`` and ``default`` (they describe
-  what the server sends; SKILL.md and references/ explain the fields), and
+  (``nested_descriptions=False``), and not those marked ``x-documented-only``
+  (a run_id, a bounded budget: the name says enough there); every field's
+  description is in the documented input schema, which keeps the models under
+  their own names;
+- ``output=True`` also drops ``description`` and ``default``; the output
+  schema resource (``opdebug://schemas/{tool}``) keeps every field's
+  description (what an agent reads in a structured answer), and
   :func:`shallow_output_schema` keeps their top level only (field names,
-  types, enums; not closed): every answer still validates against it, and the
-  full schema is a resource (``opdebug://schemas/{tool}``).
+  types, enums; not closed): every answer still validates against it.
 
 A map whose keys are constrained (``patternProperties``) is closed to other
 keys, as the server is.  ``additionalProperties: false``, ``type``,
@@ -39,6 +41,8 @@ from __future__ import annotations
 
 import json
 from typing import Any
+
+from tools.schemas.base import DOCUMENTED_ONLY_KEY
 
 # Keywords whose meaning does not depend on the instance's type: a branch that
 # has one cannot be merged with {"type": "null"}.
@@ -74,9 +78,14 @@ def _top_descriptions_only(schema: dict[str, Any]) -> dict[str, Any]:
 
     out = strip(schema)
     for name, prop in (schema.get("properties") or {}).items():
-        if isinstance(prop, dict) and "description" in prop:
+        if isinstance(prop, dict) and "description" in prop and not prop.get(DOCUMENTED_ONLY):
             out["properties"][name] = {**out["properties"][name], "description": prop["description"]}
     return out
+
+
+# A property marked so keeps its description in the documented input schema only: its
+# name says enough in tools/list (run_id, case_id, host, a bounded budget).
+DOCUMENTED_ONLY = DOCUMENTED_ONLY_KEY
 
 
 _MAP_KEYS = ("properties", "$defs", "patternProperties")
@@ -256,7 +265,7 @@ def _compact(node: Any, *, output: bool, in_map: bool, defaults: bool = False) -
         return {k: _compact(v, output=output, in_map=False, defaults=defaults) for k, v in node.items()}
     out: dict[str, Any] = {}
     for key, value in node.items():
-        if key == "title" or (output and key in ("description", "default", "examples")):
+        if key == "title" or key == DOCUMENTED_ONLY or (output and key in ("description", "default", "examples")):
             continue
         if key == "description" and isinstance(value, str):
             value = " ".join(value.split())  # a docstring's line breaks and indentation

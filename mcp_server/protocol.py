@@ -12,7 +12,8 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
-from mcp_types import Completion, PromptReference, ResourceTemplateReference
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, Completion, PromptReference, ResourceTemplateReference
 
 from tools.errors import ToolError
 from tools.evidence import RunStore
@@ -35,16 +36,43 @@ Follow the ascend-operator-debug loop (SKILL.md):
    request is the resource opdebug://examples/plan-request.
 3. check_host on a new host, then run_case_remote (pending cases; outcomes per case).
 4. analyze_failures; read opdebug://runs/{{run_id}}/report. Append the suggested next cases
-   (plan_cases append=true), changing one axis at a time, run and analyze again.
+   (plan_cases append=true), changing one axis at a time, run and analyze again - or let
+   narrow_failure do that loop under a budget - until the finding is exact.
+5. shrink_case, export_repro and export_regression on the failing case; verify_fix after the fix.
 Rules: never cast silently or loosen tolerances after a result; unsupported is not a failure;
 a harness, reference or connection error leaves a case pending (re-run it)."""
 
 
 def add_protocol(server: MCPServer, root: Path, inventory: str | None, catalog: ToolCatalog) -> None:
-    """Register the prompt, completions and the logging handler."""
+    """Register the prompt, completions and the logging handler; advertise the
+    notifications the server sends."""
     _add_prompt(server, inventory)
     _add_completions(server, root, inventory, catalog)
     _add_logging(server)
+    _advertise_resource_list_changes(server)
+
+
+def _advertise_resource_list_changes(server: MCPServer) -> None:
+    """``resources.listChanged: true`` in the initialize answer: a new run is announced
+    with ``notifications/resources/list_changed`` (announce_run).  Tools and prompts
+    never change, so their listChanged stays false.  (At 2026-07-28 and later the SDK
+    derives every listChanged from the subscriptions/listen stream it serves.)"""
+    from mcp.server.lowlevel import NotificationOptions
+
+    lowlevel = server._lowlevel_server
+    original = lowlevel.create_initialization_options
+
+    def create_initialization_options(notification_options: Any = None, *args: Any, **kwargs: Any) -> Any:
+        return original(notification_options or NotificationOptions(resources_changed=True), *args, **kwargs)
+
+    lowlevel.create_initialization_options = create_initialization_options  # type: ignore[method-assign]
+    original_capabilities = lowlevel.get_capabilities
+
+    def get_capabilities(notification_options: Any = None, *args: Any, **kwargs: Any) -> Any:
+        return original_capabilities(notification_options or NotificationOptions(resources_changed=True),
+                                     *args, **kwargs)
+
+    lowlevel.get_capabilities = get_capabilities  # type: ignore[method-assign]
 
 
 async def announce_run(ctx: Context, server: MCPServer, root: Path, run_id: str) -> None:
@@ -86,13 +114,40 @@ def _add_logging(server: MCPServer) -> None:
     server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
 
 
+def debug_loop_prompt(operator: str, symptom: str, host: str = "") -> str:
+    """The text of the debug-operator prompt (SKILL.md shows it for one set of arguments)."""
+    host_line = f"Run the cases on inventory host {host!r}." if host else \
+        "Run the cases on host 'local' first, then on an NPU host from the inventory."
+    return DEBUG_LOOP_PROMPT.format(operator=operator, symptom=symptom, host_line=host_line)
+
+
 def _add_prompt(server: MCPServer, inventory: str | None) -> None:
     @server.prompt(name="debug-operator", title="Debug an operator",
                    description="Start the debugging loop for one operator and the symptom the model shows.")
     def debug_operator(operator: str, symptom: str, host: str = "") -> str:
-        host_line = f"Run the cases on inventory host {host!r}." if host else \
-            "Run the cases on host 'local' first, then on an NPU host from the inventory."
-        return DEBUG_LOOP_PROMPT.format(operator=operator, symptom=symptom, host_line=host_line)
+        return debug_loop_prompt(operator, symptom, host)
+
+    original = server.get_prompt
+
+    async def get_prompt(name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
+        """Arguments checked before the prompt renders: a missing, empty or unknown one is
+        a -32602 (invalid params) error with one line naming it, and nothing is logged."""
+        prompt = server._prompt_manager.get_prompt(name)
+        if prompt is None:
+            names = [p.name for p in server._prompt_manager.list_prompts()]
+            raise MCPError(code=INVALID_PARAMS, message=f"unknown prompt {name!r}; prompts: {names}")
+        given = dict(arguments or {})
+        declared = {a.name: a for a in prompt.arguments or []}
+        missing = [n for n, a in declared.items() if a.required and not str(given.get(n) or "").strip()]
+        unknown = sorted(set(given) - set(declared))
+        if missing or unknown:
+            problems = ([f"missing required argument(s) {missing}"] if missing else []) + \
+                ([f"unknown argument(s) {unknown}"] if unknown else [])
+            raise MCPError(code=INVALID_PARAMS, message=f"prompt {name!r}: {'; '.join(problems)} "
+                                                        f"(arguments: {sorted(declared)})")
+        return await original(name, arguments, context)
+
+    server.get_prompt = get_prompt  # type: ignore[method-assign]
 
 
 def _add_completions(server: MCPServer, root: Path, inventory: str | None, catalog: ToolCatalog) -> None:

@@ -8,10 +8,12 @@ slug first, so a URI can never name a file outside the evidence root).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Callable
 
 import anyio.to_thread
+from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.resources import FileResource, FunctionResource
@@ -200,10 +202,11 @@ def _add_raw(server: MCPServer, root: Path) -> None:
         return json.dumps({"run_id": run_id, "case_id": case_id, "files": files,
                            "uris": [f"opdebug://runs/{run_id}/raw/{case_id}/{n}" for n in files]})
 
-    @server.resource("opdebug://runs/{run_id}/raw/{case_id}/{name}", name="raw-evidence-file",
-                     title="One raw evidence file", mime_type="text/plain",
-                     description="One raw evidence file of a recorded case (worker-result.json, stderr.txt...).")
-    def raw_file(run_id: str, case_id: str, name: str) -> str:
+    @server.resource(RAW_FILE_TEMPLATE, name="raw-evidence-file",
+                     title="One raw evidence file", mime_type="application/octet-stream",
+                     description="One raw evidence file of a recorded case: text files (worker-result.json, "
+                                 "stderr.txt...) as text with their MIME type, binary ones (outputs.pt) as blobs.")
+    def raw_file(run_id: str, case_id: str, name: str) -> str | bytes:
         _store, raw = raw_files(root, run_id, case_id)
         try:
             path = raw / safe_component(name, "raw file name")
@@ -212,13 +215,59 @@ def _add_raw(server: MCPServer, root: Path) -> None:
         if not path.is_file():
             raise ResourceNotFoundError(f"case {case_id!r} of run {run_id!r} has no raw file {name!r}")
         try:
-            with open(path, "r", encoding="utf-8", errors="replace") as fh:
-                text = fh.read(MAX_RAW_FILE_CHARS + 1)
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_RAW_FILE_BYTES + 1)
         except OSError as exc:
             raise ResourceError(f"cannot read {name} of case {case_id!r}: {exc}") from None
-        if len(text) > MAX_RAW_FILE_CHARS:
-            text = text[:MAX_RAW_FILE_CHARS] + f"\n[... cut at {MAX_RAW_FILE_CHARS} characters; the file is {path}]"
-        return text
+        mime = raw_file_mime(name)
+        unknown_kind = Path(name).suffix.lower() not in _MIME_BY_SUFFIX
+        if mime.startswith("text/") or mime == "application/json" or (unknown_kind and _is_utf8(data)):
+            text = data.decode("utf-8", "replace")
+            if len(text) > MAX_RAW_FILE_CHARS:
+                text = text[:MAX_RAW_FILE_CHARS] + f"\n[... cut at {MAX_RAW_FILE_CHARS} characters; the file is {path}]"
+            return text
+        if len(data) > MAX_RAW_FILE_BYTES:
+            raise ResourceError(f"{name} of case {case_id!r} is over {MAX_RAW_FILE_BYTES} bytes: read it on the "
+                                f"server's machine at {path}")
+        return data
+
+    original = server.read_resource
+
+    async def read_resource(uri: Any, context: Any = None) -> Any:
+        """Each raw file with its own MIME type (a template has one for all)."""
+        contents = await original(uri, context)
+        match = RAW_FILE_URI.match(str(uri))
+        if match is None or not isinstance(contents, list):
+            return contents
+        mime = raw_file_mime(match.group("name"))
+        return [ReadResourceContents(content=c.content, meta=c.meta,
+                                     mime_type="text/plain" if mime == UNKNOWN_MIME and isinstance(c.content, str)
+                                     else mime)
+                for c in contents]
+
+    server.read_resource = read_resource  # type: ignore[method-assign]
+
+
+RAW_FILE_TEMPLATE = "opdebug://runs/{run_id}/raw/{case_id}/{name}"
+RAW_FILE_URI = re.compile(r"^opdebug://runs/[^/]+/raw/[^/]+/(?P<name>[^/]+)$")
+MAX_RAW_FILE_BYTES = 16 << 20  # a blob (base64 on the wire) at most; a bigger file is read on disk
+UNKNOWN_MIME = "application/octet-stream"
+_MIME_BY_SUFFIX = {".json": "application/json", ".jsonl": "application/json", ".txt": "text/plain",
+                   ".log": "text/plain", ".md": "text/markdown", ".py": "text/x-python", ".csv": "text/csv",
+                   ".png": "image/png", ".pt": UNKNOWN_MIME, ".npy": UNKNOWN_MIME, ".npz": UNKNOWN_MIME}
+
+
+def raw_file_mime(name: str) -> str:
+    """The MIME type of a raw evidence file, by its suffix (application/octet-stream if unknown)."""
+    return _MIME_BY_SUFFIX.get(Path(name).suffix.lower(), UNKNOWN_MIME)
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+        return b"\x00" not in data
+    except UnicodeDecodeError:
+        return False
 
 
 # ---------------------------------------------------------------------------

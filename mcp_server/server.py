@@ -110,32 +110,23 @@ def build_server(
                        hosts: list[str] | None, keep_outputs: bool = False) -> RunResponse:
         from tools.run_case_remote import run_case_remote
 
-        # cases done, total, the progress last sent: news between two cases advances it by half of what is
-        # left to the next case (the progress of a notification must increase), never reaching it
-        counts: list[Any] = [0, None, 0.0]
+        clock = ProgressClock(ctx)
 
         async def progress(done: int, total: int, outcome: Any) -> None:
-            counts[:] = [done, total, float(done)]
             message = f"{outcome.case_id}: {outcome.state} - {outcome.summary}"
-            await ctx.report_progress(done, total, message)
+            await clock.step(done, total, message)
             await log(ctx, "warning" if outcome.state == "pending" else "info", f"[{done}/{total}] {message}")
-
-        async def news(text: str) -> None:  # a job waiting in a scheduler's queue, a lost slot started again
-            counts[2] += (counts[0] + 1 - counts[2]) / 2
-            await ctx.report_progress(counts[2], counts[1], text)
-            await log(ctx, "info", text)
 
         return await run_case_remote(run_id, case_ids=case_ids, hosts=hosts, root=root,
                                      inventory=inventory_path, progress=progress, keep_outputs=keep_outputs,
-                                     on_news=news)
+                                     on_news=clock.news)
 
     async def narrow_body(ctx: Context, **fields: Any) -> NarrowResponse:
         from tools.narrow import narrow_failure
 
-        async def progress(done: int, total: int, message: str) -> None:
-            await ctx.report_progress(done, total, message)
-
-        return await narrow_failure(NarrowRequest(**fields), root=root, inventory=inventory_path, progress=progress)
+        clock = ProgressClock(ctx)
+        return await narrow_failure(NarrowRequest(**fields), root=root, inventory=inventory_path,
+                                    progress=clock.step, on_news=clock.news)
 
     async def check_body(ctx: Context, *, host: str) -> Any:
         from tools.check_host import check_host
@@ -222,6 +213,27 @@ def build_server(
     add_resources(server, root, catalog)
     add_protocol(server, root, inventory_path, catalog)
     return server
+
+
+class ProgressClock:
+    """One tool call's progress notifications: a step (a case, a round) as ``done`` of
+    ``total``; news between steps (who holds an awaited device and for how long, a job
+    waiting in a scheduler's queue, a lost slot started again) as a fraction after the last
+    step, so the value still increases with every notification, as the protocol asks."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx, self.done, self.total, self.waits = ctx, 0.0, None, 0
+
+    async def step(self, done: int, total: int | None, message: str) -> None:
+        self.done, self.total, self.waits = float(done), total, 0
+        await self.ctx.report_progress(done, total, message)
+
+    async def news(self, line: str) -> None:
+        """A line between two steps (a device held elsewhere, a job waiting in a scheduler's queue, a
+        lost slot started again): progress a fraction past the last step, and a log message."""
+        self.waits += 1
+        await self.ctx.report_progress(self.done + 1 - 1 / (self.waits + 1), self.total, line)
+        await log(self.ctx, "info", line)
 
 
 def server_version() -> str:

@@ -143,8 +143,8 @@ class ToolCatalog:
             schemas = self.full_outputs if kind == "output" else self.documented_inputs
             if tool not in schemas:
                 raise ResourceNotFoundError(f"no tool {tool!r}; tools: {sorted(schemas)}")
-            if kind == "output":
-                schema = compact_schema(schemas[tool], output=True)
+            if kind == "output":  # every field described: what the agent reads in the structured answer
+                schema = compact_schema(schemas[tool], share=False)
             else:
                 schema = compact_schema(schemas[tool], defaults=True, share=False)
             self._texts[key] = json.dumps(schema, separators=(",", ":"))

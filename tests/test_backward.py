@@ -392,7 +392,8 @@ def test_planted_backward_bugs_through_the_mcp_client(evidence_root: Path) -> No
             got[run_id] = (ran.structured_content, analysis.structured_content, report)
         return got
 
-    got = with_server(evidence_root, scenario)
+    # its own runner stage (so its own cpu:0 lease): this module's warm slot (the `loop` tests) holds the default one
+    got = with_server(evidence_root, scenario, env={"OPDEBUG_RUNNER_STAGE": str(evidence_root.parent / "mcp-stage")})
     ran, analysis, report = got["gw"]
     states = {o["case_id"]: (o["state"], o["failed_outputs"]) for o in ran["outcomes"]}
     assert states == {"gw": ("passed", []), "gw.dtype-float16": ("passed", []),

@@ -524,3 +524,37 @@ def test_float8_complex_and_wide_unsigned_captures_replay(loop, tmp_path: Path) 
     assert [o.state for o in out.outcomes] == ["passed"], [(o.summary, o.error) for o in out.outcomes]
     meta = json.loads(RunStore(tmp_path / "ev", "odd").input_meta_path(case.id).read_text())
     assert [i["sha256"] for i in meta["inputs"]] == [tensor_sha256(t) for t in tensors.values()]
+
+
+EMPTY_CAPTURE_SCRIPT = """
+import sys, torch
+sys.path.insert(0, {module_dir!r})
+import opdebug_capture
+never = opdebug_capture.capture_calls("torch.add", {empty!r}, install=True)   # the model calls torch.mul only
+failing = opdebug_capture.capture_calls("torch.mul", {failing!r}, install=True, when=lambda *a, **k: 1 / 0)
+recorded = opdebug_capture.capture_calls("torch.sub", {ok!r}, install=True)
+torch.mul(torch.ones(2), 2.0)
+torch.sub(torch.ones(2), 1.0)
+print("model done")
+"""
+
+
+def test_an_empty_capture_says_so_at_exit_and_is_refused_by_name(tmp_path: Path, monkeypatch) -> None:
+    """Issue 25: a wrapper that saw no call, or whose every call failed to record, is
+    named on stderr when the process exits; planning from its directory is refused."""
+    dirs = {k: str(tmp_path / k) for k in ("empty", "failing", "ok")}
+    script = EMPTY_CAPTURE_SCRIPT.format(module_dir=str(MODULE.parent), **dirs)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "model done", proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if "opdebug_capture: WARNING" in line]
+    assert len(warnings) == 2, proc.stderr  # the wrapper that recorded is not named
+    assert "capture_calls('torch.add')" in warnings[0] and "saw no call" in warnings[0] and dirs["empty"] in warnings[0]
+    assert "capture_calls('torch.mul')" in warnings[1] and "every one failed to record" in warnings[1]
+    assert "ZeroDivisionError" in warnings[1]
+    monkeypatch.chdir(tmp_path)
+    for name in ("empty", "failing"):
+        with pytest.raises(ToolError) as info:
+            capture_plan.plan_from_captures([capture_plan.CaptureSelection(dir=dirs[name])], tmp_path)
+        assert info.value.code == "empty_capture" and dirs[name] in info.value.message, info.value.message
+    planned = capture_plan.plan_from_captures([capture_plan.CaptureSelection(dir=dirs["ok"])], tmp_path)
+    assert [c.id for c in planned.cases] == ["cap-sub-0"]

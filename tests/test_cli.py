@@ -253,3 +253,9 @@ def test_demo_runs_the_builtin_example(tmp_path: Path, subprocess_env: dict[str,
     assert analysis["status_counts"] == {"passed": 4, "numerical_mismatch": 1, "crash": 0, "unsupported": 0,
                                          "missing": 0}
     assert not out["run"]["pending"]
+    # issue 25: with matplotlib there (the test extra has it), the demo draws its pictures and
+    # report.md embeds each of them
+    report = Path(out["report"]).read_text()
+    assert "rms.dtype-bfloat16.out.error-map.png" in " ".join(out["pictures"]) and "No pictures" not in report
+    for rel in out["pictures"]:
+        assert (Path(out["run_dir"]) / rel).is_file() and f"]({rel})" in report, rel

@@ -55,7 +55,9 @@ def test_plan_creates_the_evidence_layout(evidence_root, plan_request_dict):
     run = evidence_root / "run-1"
     assert resp.created and resp.added == ["eager-f32", "graph-f32"]
     assert [c.state for c in resp.cases] == ["pending", "pending"]
-    assert resp.cases[1].axes["mode"] == "graph" and resp.cases[1].axes["x.shape"] == "4x8"
+    # the first case with every axis, the others with what differs from it (issue 25)
+    assert resp.cases[0].axes["x.shape"] == "4x8" and resp.cases[0].differs_from is None
+    assert resp.cases[1].axes == {"mode": "graph"} and resp.cases[1].differs_from == "eager-f32"
     for name in ("manifest.json", "operator-config.json", "case-matrix.json", "results.json", "results.jsonl"):
         assert (run / name).is_file()
     assert (run / "artifacts" / "modules" / "scaled_add_mod.py").read_text().startswith("def cand")

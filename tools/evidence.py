@@ -21,7 +21,9 @@ being recorded; a writer killed mid-record leaves it, and the next locked
 write (or the first one of a process) repairs the run: a committed case gets
 its index line and input metadata, an uncommitted one leaves nothing behind,
 ``recorded_count`` is recounted and stray ``.tmp`` files go.  ``results.json``
-is a derived view, rewritten by each analysis (:meth:`RunStore.write_results_view`).
+is a derived view of the index for people, appended to in place as each case
+is recorded (results_view.py: current after every call that records, at a
+cost that does not grow with the run) and rewritten whole by each analysis.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from typing import Any, Iterator
 
 from filelock import FileLock, Timeout as FileLockTimeout
 
+from . import results_view
 from .errors import ToolError
 from .schemas import SLUG_PATTERN, Case, CaseResult, OperatorConfig, check_slug, now_utc
 
@@ -85,7 +88,19 @@ def resolve_root(root: str | os.PathLike | None = None) -> Path:
     .vaws-local/operator-debug under the working directory."""
     if root is None:
         root = os.environ.get(ROOT_ENV) or DEFAULT_ROOT
-    return Path(root).expanduser().resolve()
+    key = os.fspath(root)
+    hit = _RESOLVED_ROOTS.get(key)
+    if hit is not None:
+        return hit
+    resolved = Path(root).expanduser().resolve()
+    if os.path.isabs(key):  # a relative root follows the working directory: resolved every time
+        _RESOLVED_ROOTS[key] = resolved
+    return resolved
+
+
+# Absolute evidence roots as resolved (a realpath walks every component: a store per call would
+# pay it each time; the server resolves its root once at start).
+_RESOLVED_ROOTS: dict[str, Path] = {}
 
 
 def safe_component(value: str, what: str = "id") -> str:
@@ -140,6 +155,21 @@ def atomic_write_text(path: Path, text: str, *, fsync: bool = True) -> None:
     atomic_write_bytes(path, text.encode("utf-8"), fsync=fsync)
 
 
+def readable_json(doc: dict) -> str:
+    """A JSON object with one top-level key per line, each value compact: as
+    readable as an indented file for a person, and encoded by the C encoder
+    (``indent`` takes the pure-Python one, a few hundred microseconds a record)."""
+    if not doc:
+        return "{}\n"
+
+    def value(v: Any) -> str:
+        if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):  # a list of objects: one a line
+            return "[\n" + ",\n".join(f"    {json.dumps(x, separators=(', ', ': '), default=str)}" for x in v) + "\n  ]"
+        return json.dumps(v, separators=(", ", ": "), default=str)
+
+    return "{\n" + ",\n".join(f"  {json.dumps(k)}: {value(v)}" for k, v in doc.items()) + "\n}\n"
+
+
 def atomic_write_json(path: Path, obj: Any, *, fsync: bool = True) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n", fsync=fsync)
 
@@ -147,6 +177,9 @@ def atomic_write_json(path: Path, obj: Any, *, fsync: bool = True) -> None:
 # Parsed files shared by every RunStore of this process, keyed by what stat()
 # says of the file: a matrix of 10,000 cases is parsed once, not per record.
 _MATRIX_CACHE: dict[str, tuple[tuple, list[Case], frozenset[str]]] = {}
+_CASES_BY_ID: dict[str, tuple[tuple, dict[str, Case]]] = {}  # the same matrices, by case id
+# operator-config.json as parsed, keyed by what stat() says (it never changes once planned).
+_CONFIG_CACHE: dict[str, tuple[tuple, OperatorConfig]] = {}
 # results.jsonl read incrementally: path -> (inode, bytes read, {case_id: result doc}).
 _INDEX_CACHE: dict[str, tuple[int, int, dict[str, dict]]] = {}
 # Where the first pending case of a matrix was last seen: path -> (matrix key, position).
@@ -162,6 +195,18 @@ _MANIFEST_LAGGING: dict[str, tuple[Path, str]] = {}
 _FLUSH_PENDING: set[asyncio.AbstractEventLoop] = set()  # event loops with a flush timer set
 # Runs this process has swept for what a killed writer left (once per process).
 _SWEPT: set[str] = set()
+# Directories this process made or found (evidence roots, raw-results/, input-metadata/): not made again.
+_DIRS_MADE: set[str] = set()
+# A store that found no recording journal looks again after this long (a writer killed in the
+# middle of a record leaves one; the next locked write repairs the run whatever the reads saw).
+JOURNAL_RECHECK_S = 1.0
+
+
+def _ensure_dir(path: Path) -> None:
+    key = str(path)
+    if key not in _DIRS_MADE:
+        path.mkdir(exist_ok=True)
+        _DIRS_MADE.add(key)
 
 
 def _stat_key(path: Path) -> tuple:
@@ -192,10 +237,16 @@ class RunStore:
         self.run_id = safe_component(run_id, "run_id")
         self.root = resolve_root(root)
         self.dir = self.root / self.run_id
+        self._index_path = self.dir / RESULTS_INDEX  # joined once (a path join per read adds up)
+        self._matrix_path = self.dir / MATRIX
+        self._manifest_path = self.dir / MANIFEST
+        self._journal_path = self.dir / JOURNAL
+        self._config_path = self.dir / CONFIG
         # polled every 5 ms when contended (filelock's 50 ms default stalls slots recording side by side)
         self._lock = FileLock(str(self.root / f".{self.run_id}.lock"), timeout=lock_timeout_s, poll_interval=0.005)
         self._seen = False  # the run was found to exist (a store lives for one call: not checked again)
-        self._root_made = False
+        self._root_made = str(self.root) in _DIRS_MADE
+        self._journal_checked = -JOURNAL_RECHECK_S  # when this store last found no journal (monotonic)
 
     # -- paths ------------------------------------------------------------
 
@@ -214,13 +265,14 @@ class RunStore:
         return self.dir / INPUT_META_DIR / (safe_component(case_id, "case_id") + ".json")
 
     def exists(self) -> bool:
-        return (self.dir / MANIFEST).is_file()
+        return (self._manifest_path).is_file()
 
     @contextmanager
     def locked(self) -> Iterator[None]:
         if not self._root_made:
             self.root.mkdir(parents=True, exist_ok=True)
             self._root_made = True
+            _DIRS_MADE.add(str(self.root))
         with self._lock:
             yield
 
@@ -248,12 +300,12 @@ class RunStore:
             for sub in (RAW_DIR, INPUT_META_DIR, ARTIFACTS_DIR):
                 (self.dir / sub).mkdir(parents=True, exist_ok=True)
             now = now_utc().isoformat()
-            atomic_write_json(self.dir / CONFIG, config.model_dump(mode="json"))
-            atomic_write_json(self.dir / MATRIX, self._matrix_doc(cases))
-            atomic_write_bytes(self.dir / RESULTS_INDEX, b"")
+            atomic_write_json(self._config_path, config.model_dump(mode="json"))
+            atomic_write_json(self._matrix_path, self._matrix_doc(cases))
+            atomic_write_bytes(self._index_path, b"")
             self._write_results_view({})
             atomic_write_json(
-                self.dir / MANIFEST,
+                self._manifest_path,
                 {
                     "schema_version": 1,
                     "run_id": self.run_id,
@@ -284,9 +336,9 @@ class RunStore:
                     code="duplicate_case",
                 )
             matrix = existing + cases
-            atomic_write_json(self.dir / MATRIX, self._matrix_doc(matrix))
+            atomic_write_json(self._matrix_path, self._matrix_doc(matrix))
             # Results, or an analysis of the smaller matrix: the run is under way again.
-            analyzed = read_json(self.dir / MANIFEST)["status"] in ("passed", "failed", "inconclusive")
+            analyzed = read_json(self._manifest_path)["status"] in ("passed", "failed", "inconclusive")
             self._update_manifest(case_count=len(matrix),
                                   status="running" if analyzed or self._has_results() else None, reopen=True)
             return matrix
@@ -298,11 +350,32 @@ class RunStore:
     # -- reads ------------------------------------------------------------
 
     def read_config(self) -> OperatorConfig:
+        """The run's config (parsed once per process while the file is unchanged;
+        treat it as read-only)."""
         self.require()
-        return OperatorConfig.model_validate(read_json(self.dir / CONFIG))
+        path = self._config_path
+        key = _stat_key(path)
+        hit = _CONFIG_CACHE.get(str(path))
+        if hit is None or hit[0] != key:
+            hit = (key, OperatorConfig.model_validate(read_json(path)))
+            _CONFIG_CACHE[str(path)] = hit
+        return hit[1]
+
+    def cases_by_id(self) -> dict[str, Case]:
+        """The planned cases by id (shared with later calls while the matrix is
+        unchanged: read it, never change it)."""
+        self.require()
+        cases, _ = self._matrix()
+        path = str(self._matrix_path)
+        key = _MATRIX_CACHE[path][0]
+        hit = _CASES_BY_ID.get(path)
+        if hit is None or hit[0] != key:
+            hit = (key, {c.id: c for c in cases})
+            _CASES_BY_ID[path] = hit
+        return hit[1]
 
     def _matrix(self) -> tuple[list[Case], frozenset[str]]:
-        path = self.dir / MATRIX
+        path = self._matrix_path
         key = _stat_key(path)
         hit = _MATRIX_CACHE.get(str(path))
         if hit is None or hit[0] != key:
@@ -323,25 +396,35 @@ class RunStore:
         """Every recorded result document, by case id, in recording order: the
         index read from where this process last stopped, plus a case a killed
         writer committed but did not index (named by the journal)."""
-        path = self.dir / RESULTS_INDEX
-        if not path.exists():  # a run made before the index: its results.json is the record
+        path = self._index_path
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:  # a run made before the index: its results.json is the record
             legacy = self.dir / RESULTS
             return dict(read_json(legacy)["results"]) if legacy.exists() else {}
-        with open(path, "rb") as fh:
-            ino = os.fstat(fh.fileno()).st_ino
-            hit = _INDEX_CACHE.get(str(path))
-            if hit is None or hit[0] != ino:
-                hit = (ino, 0, {})
-            _, offset, docs = hit
-            fh.seek(offset)
-            data = fh.read()
-        end = data.rfind(b"\n") + 1  # a torn last line (a killed writer) is not read
-        for line in data[:end].splitlines():
-            if line.strip():
-                doc = json.loads(line)
-                docs.setdefault(doc["case_id"], doc)
-        _INDEX_CACHE[str(path)] = (ino, offset + end, docs)
+        hit = _INDEX_CACHE.get(str(path))
+        if hit is None or hit[0] != st.st_ino or hit[1] != st.st_size:  # else nothing new: one stat, no read
+            with open(path, "rb") as fh:
+                ino = os.fstat(fh.fileno()).st_ino
+                if hit is None or hit[0] != ino:
+                    hit = (ino, 0, {})
+                _, offset, docs = hit
+                fh.seek(offset)
+                data = fh.read()
+            end = data.rfind(b"\n") + 1  # a torn last line (a killed writer) is not read
+            for line in data[:end].splitlines():
+                if line.strip():
+                    doc = json.loads(line)
+                    docs.setdefault(doc["case_id"], doc)
+            hit = (ino, offset + end, docs)
+            _INDEX_CACHE[str(path)] = hit
+        docs = hit[2]
+        now = time.monotonic()
+        if now - self._journal_checked < JOURNAL_RECHECK_S:  # looked a moment ago by this store: none then
+            return docs
         journal = self._read_journal()
+        if journal is None:
+            self._journal_checked = now
         if journal and journal["case_id"] not in docs:
             committed = self._committed_result(journal["case_id"])
             if committed is not None:
@@ -370,14 +453,14 @@ class RunStore:
 
     def _read_journal(self) -> dict | None:
         try:
-            return read_json(self.dir / JOURNAL)
+            return read_json(self._journal_path)
         except (FileNotFoundError, json.JSONDecodeError):
             return None
 
     def read_manifest(self) -> dict:
         self.require()
         flush_lagging_manifests(self.dir)
-        return read_json(self.dir / MANIFEST)
+        return read_json(self._manifest_path)
 
     def _has_results(self) -> bool:
         return bool(self._index_docs())
@@ -389,7 +472,7 @@ class RunStore:
         self.require()
         recorded = self._index_docs()
         cases, _ = self._matrix()
-        key = _MATRIX_CACHE[str(self.dir / MATRIX)][0]
+        key = _MATRIX_CACHE[str(self._matrix_path)][0]
         hint = _PENDING_FROM.get(str(self.dir))
         start = hint[1] if hint is not None and hint[0] == key else 0
         while start < len(cases) and cases[start].id in recorded:
@@ -452,13 +535,13 @@ class RunStore:
             doc = result.model_dump(mode="json")
             files = {safe_component(name, "raw file name"): content for name, content in (raw_files or {}).items()}
             if input_metadata is not None:
-                files[INPUT_META_FILE] = json.dumps(input_metadata, indent=2) + "\n"
-            files[RESULT_FILE] = json.dumps(doc, indent=2) + "\n"  # last: its presence marks a whole directory
+                files[INPUT_META_FILE] = readable_json(input_metadata)
+            files[RESULT_FILE] = readable_json(doc)  # last: its presence marks a whole directory
 
             raw_root = self.dir / RAW_DIR
-            raw_root.mkdir(exist_ok=True)
+            _ensure_dir(raw_root)
             final = self.raw_dir(result.case_id)
-            with open(self.dir / JOURNAL, "w", encoding="utf-8") as fh:  # torn: the next write reconciles all
+            with open(self._journal_path, "w", encoding="utf-8") as fh:  # torn: the next write reconciles all
                 fh.write(json.dumps({"case_id": result.case_id}))
             tmp = Path(tempfile.mkdtemp(prefix=f"{NEW_RAW_PREFIX}{result.case_id}.", dir=raw_root))
             try:
@@ -470,25 +553,37 @@ class RunStore:
                 os.rename(tmp, final)  # the commit
             except BaseException as exc:  # e.g. a full disk: nothing of this record stays, the case stays pending
                 shutil.rmtree(tmp, ignore_errors=True)
-                (self.dir / JOURNAL).unlink(missing_ok=True)
+                (self._journal_path).unlink(missing_ok=True)
                 if isinstance(exc, OSError):
                     raise _write_failed(final, exc) from exc
                 raise
             self._finish_record(result.case_id, doc, input_metadata, lazy_manifest=lazy_manifest)
-            (self.dir / JOURNAL).unlink()
+            (self._journal_path).unlink()
             return result
 
     def _finish_record(self, case_id: str, doc: dict, input_metadata: dict | None, *,
                        lazy_manifest: bool = False) -> None:
         """After the commit: index line, input metadata, manifest (caller holds the lock)."""
-        line = (json.dumps(doc, separators=(",", ":")) + "\n").encode("utf-8")
-        with open(self.dir / RESULTS_INDEX, "ab") as fh:
+        compact = json.dumps(doc, separators=(",", ":"))
+        line = (compact + "\n").encode("utf-8")
+        index = self._index_path
+        with open(index, "ab") as fh:
+            end = fh.tell()
             fh.write(line)
             if RECORD_FSYNC:
                 fh.flush()
                 os.fsync(fh.fileno())
+            ino = os.fstat(fh.fileno()).st_ino
+        hit = _INDEX_CACHE.get(str(index))
+        if hit is not None and hit[0] == ino and hit[1] == end:  # the cache was current: it is again, read nothing
+            hit[2].setdefault(case_id, doc)
+            _INDEX_CACHE[str(index)] = (ino, end + len(line), hit[2])
         if input_metadata is not None:
             self._publish_input_metadata(case_id)
+        try:  # the person's results.json, current with the index (the line just encoded is reused)
+            self.sync_results_view(encoded={case_id: compact})
+        except ToolError:
+            pass  # a derived view: the record is whole; the next record or analysis rewrites it
         manifest = self._cached_manifest()
         written = _MANIFEST_WRITTEN_AT.get(str(self.dir), 0.0)
         if lazy_manifest and manifest.get("status") == "running" and time.monotonic() - written < MANIFEST_LAG_S:
@@ -528,7 +623,7 @@ class RunStore:
         system call), or a copy where links are not supported."""
         src = self.dir / RAW_DIR / case_id / INPUT_META_FILE
         dst = self.input_meta_path(case_id)
-        dst.parent.mkdir(exist_ok=True)
+        _ensure_dir(dst.parent)
         try:
             try:
                 os.link(src, dst)
@@ -541,7 +636,7 @@ class RunStore:
             atomic_write_bytes(dst, src.read_bytes(), fsync=False)
 
     def _cached_manifest(self) -> dict:
-        path = self.dir / MANIFEST
+        path = self._manifest_path
         key = _stat_key(path)
         hit = _MANIFEST_CACHE.get(str(path))
         if hit is None or hit[0] != key:
@@ -553,17 +648,18 @@ class RunStore:
 
         Cheap unless there is something to repair: the journal is one stat; the
         sweep of stray temp files runs once per process and run."""
-        journal = self._read_journal()
         first = str(self.dir) not in _SWEPT
-        if journal is None and not first and not (self.dir / JOURNAL).exists():
+        present = os.path.lexists(self._journal_path)
+        if not present and not first:
             return
-        if first and journal is None and not (self.dir / JOURNAL).exists():
+        journal = self._read_journal() if present else None
+        if first and not present:
             # a process that recorded lazily and was killed before syncing the manifest
             self._repair_index_tail()
             count = len(self._index_docs_only())
-            if read_json(self.dir / MANIFEST).get("recorded_count") != count:
+            if read_json(self._manifest_path).get("recorded_count") != count:
                 self._update_manifest(recorded_count=count)
-        if journal is not None or (self.dir / JOURNAL).exists():
+        if present:
             case_id = (journal or {}).get("case_id", "")
             if _is_slug(case_id):
                 suspects = [case_id]
@@ -579,26 +675,26 @@ class RunStore:
                     continue
                 if cid not in indexed:
                     line = (json.dumps(committed, separators=(",", ":")) + "\n").encode("utf-8")
-                    with open(self.dir / RESULTS_INDEX, "ab") as fh:
+                    with open(self._index_path, "ab") as fh:
                         fh.write(line)
                 if (self.dir / RAW_DIR / cid / INPUT_META_FILE).is_file():
                     self._publish_input_metadata(cid)
-            _INDEX_CACHE.pop(str(self.dir / RESULTS_INDEX), None)
+            _INDEX_CACHE.pop(str(self._index_path), None)
             self._update_manifest(recorded_count=len(self._index_docs_only()))
-            (self.dir / JOURNAL).unlink(missing_ok=True)
+            (self._journal_path).unlink(missing_ok=True)
         self._sweep()
         _SWEPT.add(str(self.dir))
 
     def _migrate_legacy(self) -> None:
         """A run made before results.jsonl: its results.json becomes the index."""
-        if (self.dir / RESULTS_INDEX).exists():
+        if (self._index_path).exists():
             return
         legacy = read_json(self.dir / RESULTS)["results"] if (self.dir / RESULTS).exists() else {}
-        atomic_write_bytes(self.dir / RESULTS_INDEX, b"".join(
+        atomic_write_bytes(self._index_path, b"".join(
             (json.dumps(doc, separators=(",", ":")) + "\n").encode("utf-8") for doc in legacy.values()))
 
     def _index_docs_only(self) -> dict[str, dict]:
-        path = self.dir / RESULTS_INDEX
+        path = self._index_path
         if not path.exists():
             return self._index_docs()
         _INDEX_CACHE.pop(str(path), None)
@@ -612,7 +708,7 @@ class RunStore:
 
     def _repair_index_tail(self) -> None:
         """Cut a torn last line off the index (a writer killed inside write())."""
-        path = self.dir / RESULTS_INDEX
+        path = self._index_path
         if not path.exists():
             return
         data = path.read_bytes()
@@ -641,8 +737,22 @@ class RunStore:
         self._write_results_view(self._index_docs())
 
     def _write_results_view(self, docs: dict[str, dict]) -> None:
-        atomic_write_json(self.dir / RESULTS, {"schema_version": 1, "run_id": self.run_id,
-                                               "derived_from": RESULTS_INDEX, "results": docs}, fsync=False)
+        atomic_write_bytes(self.dir / RESULTS, results_view.view_bytes(self.run_id, list(docs.values()),
+                                                                       RESULTS_INDEX), fsync=False)
+
+    def sync_results_view(self, encoded: dict[str, str] | None = None) -> None:
+        """results.json up to the index: the results it lacks appended in place (a
+        cost that does not grow with the run), or rewritten whole when it is not in
+        that form (caller holds the lock; see results_view.py).  ``encoded``: case
+        id -> its result already encoded as compact JSON (not encoded again)."""
+        docs = self._index_docs()
+        path = self.dir / RESULTS
+        try:
+            if results_view.append_view(path, self.run_id, list(docs.values()), encoded):
+                return
+        except OSError as exc:
+            raise _write_failed(path, exc) from exc
+        self._write_results_view(docs)
 
     # -- analysis outputs -------------------------------------------------
 
@@ -671,7 +781,7 @@ class RunStore:
                          reopen: bool = False, manifest: dict | None = None) -> None:
         """Caller holds the lock."""
         if manifest is None:
-            manifest = read_json(self.dir / MANIFEST)
+            manifest = read_json(self._manifest_path)
         now = now_utc().isoformat()
         if status is not None and status != manifest["status"]:
             final = manifest["status"] in ("passed", "failed", "inconclusive")
@@ -688,8 +798,8 @@ class RunStore:
             if a not in manifest["artifacts"]:
                 manifest["artifacts"].append(a)
         manifest["updated_at"] = now
-        atomic_write_json(self.dir / MANIFEST, manifest, fsync=False)
-        _MANIFEST_CACHE[str(self.dir / MANIFEST)] = (_stat_key(self.dir / MANIFEST), manifest)
+        atomic_write_json(self._manifest_path, manifest, fsync=False)
+        _MANIFEST_CACHE[str(self._manifest_path)] = (_stat_key(self._manifest_path), manifest)
         _MANIFEST_WRITTEN_AT[str(self.dir)] = time.monotonic()
 
 

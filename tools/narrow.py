@@ -61,12 +61,18 @@ def _done(analysis) -> str | None:
 
 
 async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=None,
-                         progress: Progress | None = None) -> NarrowResponse:
+                         progress: Progress | None = None, on_news=None) -> NarrowResponse:
+    """``on_news(line)``: about once a second while a device held elsewhere is awaited
+    (within what is left of max_seconds)."""
     req = request if isinstance(request, NarrowRequest) else NarrowRequest.model_validate(request)
     t0 = time.monotonic()
+
+    def left() -> dict:  # a device held elsewhere is awaited within what is left of the budget
+        return {"lease_wait_s": max(0.0, req.max_seconds - (time.monotonic() - t0)), "on_news": on_news}
+
     steps: list[NarrowStep] = []
     cases_run = 0
-    await run_case_remote(req.run_id, root=root, hosts=req.hosts, inventory=inventory)  # pending cases first
+    await run_case_remote(req.run_id, root=root, hosts=req.hosts, inventory=inventory, **left())  # pending first
     analysis = analyze_failures(req.run_id, root=root)
     stopped = None
     while stopped is None:
@@ -94,7 +100,8 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
             stopped = "no_progress"
             break
         cases_run += len(added)
-        run = await run_case_remote(req.run_id, case_ids=added, root=root, hosts=req.hosts, inventory=inventory)
+        run = await run_case_remote(req.run_id, case_ids=added, root=root, hosts=req.hosts, inventory=inventory,
+                                    **left())
         analysis = analyze_failures(req.run_id, root=root)
         states = {o.case_id: o.state for o in run.outcomes}
         steps.append(NarrowStep(

@@ -164,15 +164,39 @@ def _captured_to_store(store: RunStore, files: dict[str, str], cases: list[Case]
     return todo
 
 
-def planned_cases(store: RunStore, only: list[Case] | None = None) -> list[PlannedCase]:
-    """The run's cases (or ``only`` these) with their axes and state, read from disk."""
+def planned_cases(store: RunStore, only: list[Case] | None = None,
+                  against: dict[str, Case | None] | None = None) -> list[PlannedCase]:
+    """The run's cases (or ``only`` these) with their axes and state, read from disk.
+    ``against``: case id -> the case its axes are given against (only the axes
+    that differ are listed; None or absent: every axis)."""
     results = store.read_result_docs()
     out = []
     for case in store.read_cases() if only is None else only:
         result = results.get(case.id)
-        out.append(PlannedCase(id=case.id, mode=case.mode, axes=case_axes(case),
-                               state=result["status"] if result else "pending"))
+        axes = case_axes(case)
+        other = (against or {}).get(case.id)
+        if other is not None:
+            theirs = case_axes(other)
+            # an axis the other case has and this one lacks is implied by one it has (x.none, x.len)
+            axes = {k: v for k, v in axes.items() if theirs.get(k) != v}
+        out.append(PlannedCase(id=case.id, mode=case.mode, axes=axes,
+                               state=result["status"] if result else "pending",
+                               differs_from=other.id if other is not None else None))
     return out
+
+
+def _references(cases: list[Case], star_bases: dict[str, Case]) -> dict[str, Case | None]:
+    """What each added case is shown against: its star's base (the base itself:
+    nothing), else the first case of the call (which is shown whole)."""
+    first = cases[0] if cases else None
+    refs: dict[str, Case | None] = {}
+    for case in cases:
+        if case.id in star_bases:
+            base = star_bases[case.id]
+            refs[case.id] = None if base.id == case.id else base
+        else:
+            refs[case.id] = None if first is None or case.id == first.id else first
+    return refs
 
 
 def _resolve_star_bases(store: RunStore, req: PlanRequest) -> list[StarSpec]:
@@ -220,11 +244,14 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
     store = RunStore(root, req.target_run_id)
     stars = _resolve_star_bases(store, req) if req.stars else []
     new_cases = list(req.cases)
+    star_bases: dict[str, Case] = {}  # a star's case -> its base (what its answer is shown against)
     for i, star in enumerate(stars):
         try:
-            new_cases.extend(expand_star(star))
+            expanded = expand_star(star)
         except ToolError as exc:
             raise ToolError(f"stars[{i}]: {exc.message}", code=exc.code) from None
+        new_cases.extend(expanded)
+        star_bases.update({c.id: star.base for c in expanded})
     captured_paths = dict(req.captured_files)
     if req.captures:  # the model's real calls (capture/plan.py), checked before anything is planned
         from .capture.plan import plan_from_captures
@@ -284,7 +311,8 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
         run_dir=str(store.dir),
         created=created,
         added=[c.id for c in new_cases],
-        cases=planned_cases(store, only=new_cases[:PLANNED_LIST_LIMIT]),
+        cases=planned_cases(store, only=new_cases[:PLANNED_LIST_LIMIT],
+                            against=_references(new_cases[:PLANNED_LIST_LIMIT], star_bases)),
         cases_omitted=max(0, len(new_cases) - PLANNED_LIST_LIMIT),
         case_count=len(all_cases),
         recorded_count=len(store.recorded_ids()),

@@ -30,7 +30,7 @@ from .remote import pool
 from .remote.slot import RunFiles, SlotSpec, slot_specs
 from .remote.errors import WorkerCannotStart
 from .remote.inventory import as_inventory
-from .schemas import PENDING_LIST_LIMIT, CaseOutcome, RunResponse
+from .schemas import PENDING_LIST_LIMIT, CaseOutcome, FirstMismatch, RunResponse
 
 Progress = Callable[[int, int, CaseOutcome], Awaitable[None]]
 KEEP_OUTPUTS_MAX_BYTES = 8 << 20  # both outputs of one failing case, as torch.save writes them
@@ -45,18 +45,21 @@ def list_slot_specs(hosts: list[str] | None, inventory=None) -> list[SlotSpec]:
 async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hosts: list[str] | None = None,
                           root=None, inventory=None, progress: Progress | None = None,
                           on_start: Callable[[str], Awaitable[None]] | None = None,
-                          keep_outputs: bool = False,
+                          keep_outputs: bool = False, lease_wait_s: float | None = None,
                           on_news: Callable[[str], Awaitable[None]] | None = None) -> RunResponse:
     """``progress(done, total, outcome)`` after each case; ``on_start(case_id)``
     when a case goes to a slot (a progress bar shows the cases in flight);
     ``keep_outputs``: the candidate and reference outputs of a mismatching case
     are kept as ``raw-results/<case>/outputs.pt`` (torch.save, at most
-    KEEP_OUTPUTS_MAX_BYTES) for pictures; ``on_news(text)`` for progress that is not
-    a finished case (a scheduler job waiting in the queue, a lost slot started again)."""
+    KEEP_OUTPUTS_MAX_BYTES) for pictures; ``lease_wait_s``: the most a slot waits for a
+    device held elsewhere (default the host's lease_wait_s; a call with a budget of its
+    own passes what is left of it); ``on_news(text)`` for progress that is not a finished
+    case (about once a second of such a wait, a scheduler job waiting in the queue, a lost
+    slot started again)."""
     store = RunStore(root, run_id)
     store.require()
     config = store.read_config()
-    cases = {c.id: c for c in store.read_cases()}
+    cases = store.cases_by_id()  # shared while the matrix is unchanged (not rebuilt per call): read only
     recorded = store.recorded_ids()
     if case_ids is not None:
         unknown = [c for c in case_ids if c not in cases]
@@ -77,14 +80,15 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
                            pending_count=store.pending_count(), refused=refused,
                            rerun_hint=_refused_hint(refused))
 
-    modules_dir = store.path(ARTIFACTS_DIR, "modules")
-    captured_dir = store.path(ARTIFACTS_DIR, "captured")
+    modules_dir = store.dir / ARTIFACTS_DIR / "modules"  # constant names: nothing to resolve
+    captured_dir = store.dir / ARTIFACTS_DIR / "captured"
     wire_config = config.model_dump(mode="json")
     if keep_outputs:  # read by the runner only, never stored: the planned config is unchanged
         wire_config["keep_outputs_max_bytes"] = KEEP_OUTPUTS_MAX_BYTES
     run = RunFiles(run_id=store.run_id, config=wire_config,
                         modules_dir=modules_dir if config.operator.modules and modules_dir.is_dir() else None,
-                        captured_dir=captured_dir if captured_dir.is_dir() else None, news=on_news)
+                        captured_dir=captured_dir if captured_dir.is_dir() else None,
+                        lease_wait_s=lease_wait_s, news=on_news)
     outcomes: dict[str, CaseOutcome] = {}
     total = len(todo)
     writer = RunStore(root, run_id, lock_timeout_s=0)  # records inline unless another writer holds the run
@@ -151,8 +155,9 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
         why = "no slot was left to run it"
         if queue_report.slot_errors:
             why += ": " + "; ".join(f"{k}: {v}" for k, v in queue_report.slot_errors.items())
-        if not queue_report.slots_used and not outcomes:
-            raise ToolError(f"no slot could start on {host_names}: {why}", code="no_slot",
+        if not queue_report.slots_used and not outcomes:  # each slot's own reason (a busy device names its holder)
+            reasons = "; ".join(f"{k}: {v}" for k, v in queue_report.slot_errors.items()) or why
+            raise ToolError(f"no slot could start on {host_names}: {reasons}", code="no_slot",
                             details={"slot_errors": queue_report.slot_errors})
         for case_id in queue_report.not_started:
             await report(_pending(case_id, why))
@@ -284,7 +289,24 @@ def _outcome(case_id: str, result: dict, host: str, device: str, raw_path: str) 
             (f" (rule {error.get('matched_rule')!r})" if error.get("matched_rule") else "")
     return CaseOutcome(case_id=case_id, state=status, recorded=True, host=host, device=device, summary=summary[:1000],
                        failed_outputs=failed, max_abs=max_abs, mismatch_ratio=ratio,
-                       signature=error.get("signature"), matched_rule=error.get("matched_rule"), raw_path=raw_path)
+                       signature=error.get("signature"), matched_rule=error.get("matched_rule"), raw_path=raw_path,
+                       first_mismatch=first_mismatch(comparisons) if status == "numerical_mismatch" else None)
+
+
+def first_mismatch(comparisons: list[dict]) -> FirstMismatch | None:
+    """Where the first failing output first leaves the tolerance (its first
+    mismatching element; the worst one when the runner located only that)."""
+    for c in comparisons:
+        if c.get("passed"):
+            continue
+        if c.get("first_mismatch_index") is not None:
+            return FirstMismatch(output=c["output"], index=c["first_mismatch_index"],
+                                 candidate=c.get("first_candidate"), reference=c.get("first_reference"))
+        if c.get("worst_index") is not None:
+            return FirstMismatch(output=c["output"], index=c["worst_index"],
+                                 candidate=c.get("worst_candidate"), reference=c.get("worst_reference"))
+        return FirstMismatch(output=c["output"])
+    return None
 
 
 def _fmt(x) -> str:

@@ -194,7 +194,8 @@ class _Shrinker:
         if self.progress is not None:
             await self.progress(len(self.steps), self.max_cases, f"{case_id}: {change}")
         response = await run_case_remote(self.store.run_id, case_ids=[case_id], hosts=self.hosts, root=self.root,
-                                         inventory=self.inventory)
+                                         inventory=self.inventory,  # a device held elsewhere: within the budget
+                                         lease_wait_s=max(0.0, self.max_seconds - (time.monotonic() - self.t0)))
         outcome: CaseOutcome | None = response.outcomes[0] if response.outcomes else None
         state = outcome.state if outcome else "pending"
         same = outcome is not None and outcome.recorded and \

@@ -32,11 +32,15 @@ tensor in an NPU private format (FRACTAL_NZ...) is saved as its logical
 values with the format in the index.  Everything is data: load it with
 ``torch.load(weights_only=True)``.
 
-Plan cases from it with plan_cases' ``captures: [{"dir": ...}]``.
+Plan cases from it with plan_cases' ``captures: [{"dir": ...}]``.  A wrapper
+that recorded nothing by the time the process exits (it saw no call, or every
+call failed to record) says so on stderr: an empty capture is refused by the
+planner, and it is better found out before the model run is over.
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import fcntl
 import functools
@@ -46,6 +50,7 @@ import inspect
 import json
 import math
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -72,6 +77,7 @@ LARGE_MAGNITUDE = 1e4
 
 _recorders: dict = {}
 _recorders_lock = threading.Lock()
+_wrappers: list = []  # every capture_calls wrapper of this process, checked at exit (see _warn_if_empty)
 
 
 # --------------------------------------------------------------------------
@@ -422,6 +428,7 @@ def capture_calls(target, out_dir=None, *, limit: int | None = 100, when=None, t
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        wrapper.calls_seen += 1
         grad_call = None
         if not wrapper.full:
             try:
@@ -441,6 +448,11 @@ def capture_calls(target, out_dir=None, *, limit: int | None = 100, when=None, t
     wrapper.errors = []
     wrapper.full = False
     wrapper.out_dir = rec.dir
+    wrapper.calls_seen = 0
+    wrapper.target_name = name
+    wrapper.pid = os.getpid()
+    with _recorders_lock:
+        _wrappers.append(wrapper)
 
     def uninstall():
         if isinstance(target, str):
@@ -450,3 +462,37 @@ def capture_calls(target, out_dir=None, *, limit: int | None = 100, when=None, t
     if install and isinstance(target, str):
         setattr(importlib.import_module(module_name), attr, wrapper)
     return wrapper
+
+
+def empty_capture_warnings() -> list:
+    """What ``_warn_if_empty`` prints at exit: one line per wrapper of this process
+    that recorded nothing (it saw no call, ``when`` let none through, or every
+    call failed to record)."""
+    out = []
+    for w in list(_wrappers):
+        if w.pid != os.getpid() or w.recorded or w.full:
+            continue
+        if w.calls_seen == 0:
+            why = ("saw no call: the model may call the operator through another name (a 'from ... import' bound "
+                   "before install=True, a method or a compiled graph); wrap that name, or call capture_inputs at "
+                   "the call site")
+        elif w.errors:
+            why = f"saw {w.calls_seen} call(s) and every one failed to record; the first error: {w.errors[0]}"
+        else:
+            why = f"saw {w.calls_seen} call(s) and 'when' let none through"
+        out.append(f"opdebug_capture: WARNING: capture_calls({w.target_name!r}) recorded nothing in {w.out_dir} "
+                   f"(pid {w.pid}): it {why}. Planning from this capture is refused.")
+    return out
+
+
+def _warn_if_empty() -> None:
+    for line in empty_capture_warnings():
+        try:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001 - stderr gone at exit: nothing more to do
+            pass
+
+
+
+atexit.register(_warn_if_empty)

@@ -288,6 +288,8 @@ def _opdebug_cases(sel: CaptureSelection, base: Path, where: str) -> Planned:
     if not isinstance(index, dict) or index.get("format") != "opdebug-capture" or not isinstance(index.get("calls"), list):
         raise CaptureFileError(base / "index.json", "not an opdebug-capture index")
     calls = {c.get("id"): c for c in index["calls"] if isinstance(c, dict)}
+    if not calls:
+        raise empty_capture(where, sel.dir, f"{str(base / 'index.json')!r} lists no call")
     chosen = sel.calls or list(calls)
     unknown = [c for c in chosen if c not in calls]
     if unknown:
@@ -366,7 +368,12 @@ def _dump_cases(sel: CaptureSelection, dump_json: Path, where: str) -> Planned:
         raise CaptureFileError(dump_json, "not an accuracy-checker dump.json (no 'data' object)")
     data_dir = dump_json.parent / "dump_tensor_data"
     apis = {k: v for k, v in doc["data"].items() if isinstance(v, dict) and ("input_args" in v or "input_kwargs" in v)}
+    if not apis:
+        raise empty_capture(where, str(dump_json), "its 'data' has no API with inputs")
     chosen = sel.calls or [k for k in apis if k.endswith(".forward")]
+    if not chosen:
+        raise empty_capture(where, str(dump_json), f"none of its {len(apis)} APIs is a forward call; name the ones "
+                                                   f"to replay in 'calls' (it has {sorted(apis)[:10]})")
     unknown = [c for c in chosen if c not in apis]
     if unknown:
         raise ToolError(f"{where}: APIs {unknown} are not in {str(dump_json)!r} (it has {sorted(apis)[:20]})",
@@ -433,6 +440,15 @@ def _dump_cases(sel: CaptureSelection, dump_json: Path, where: str) -> Planned:
     return planned
 
 
+def empty_capture(where: str, source: str, detail: str) -> ToolError:
+    """A capture that recorded nothing: refused by name, with the usual cause."""
+    return ToolError(f"{where}.dir: the capture {source!r} recorded no call ({detail}); nothing was planned. A "
+                     "wrapper that saw no call usually means the model calls the operator through another name "
+                     "(a 'from torch_npu import npu_rms_norm' bound before install=True, a method of a module): wrap "
+                     "that name, or call capture_inputs at the call site, and run the model again "
+                     "(opdebug_capture warns at exit when a wrapper saw no call)", code="empty_capture")
+
+
 def plan_from_captures(selections: list[CaptureSelection], evidence_root=None) -> Planned:
     """Every selection's cases and files, all checked before anything is planned."""
     out = Planned()
@@ -445,6 +461,8 @@ def plan_from_captures(selections: list[CaptureSelection], evidence_root=None) -
             planned = _dump_cases(sel, path / "dump.json", where)
         elif path.is_file() and path.suffix == ".json":
             planned = _dump_cases(sel, path, where)
+        elif path.is_dir() and not [p for p in path.iterdir() if p.name != "index.lock"]:
+            raise empty_capture(where, sel.dir, "the directory holds no index.json: no call was recorded")
         else:
             raise ToolError(f"{where}.dir: {sel.dir!r} holds neither an opdebug capture (index.json) nor an "
                             "accuracy-checker dump (dump.json)", code="bad_file")

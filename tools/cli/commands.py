@@ -117,7 +117,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     verb = "created" if response.created else "appended to"
     out.print(f"{verb} run [bold]{response.run_id}[/bold] at {escape(response.run_dir)} "
               f"({len(response.added)} new case(s), {response.case_count} in all)")
-    _print_cases(out, [(c.id, c.mode, c.axes, c.state, "") for c in response.cases])
+    # each case with what differs from its base (the base itself: every axis is in case-matrix.json)
+    _print_cases(out, [(c.id, c.mode, c.axes if c.differs_from else {}, c.state,
+                        f"vs {c.differs_from}" if c.differs_from else "base") for c in response.cases])
     for warning in response.warnings:
         out.print(f"[yellow]warning:[/yellow] {escape(warning)}")
     return 0
@@ -394,17 +396,34 @@ def cmd_demo(args: argparse.Namespace) -> int:
     async def progress(done: int, total: int, outcome: Any) -> None:
         log.print(f"\\[{done}/{total}] {outcome.case_id}: {styled(outcome.state)} - {escape(outcome.summary)}")
 
-    run = asyncio.run(run_case_remote(run_id, root=root, progress=progress))
-    analysis = analyze_failures(run_id, root=root)
+    # the mismatching outputs are kept (raw-results/<case>/outputs.pt): the pictures need no rerun
+    run = asyncio.run(run_case_remote(run_id, root=root, progress=progress, keep_outputs=True))
+    pictures = _demo_pictures(run_id, root, log)
+    analysis = analyze_failures(run_id, root=root)  # report.md embeds the pictures drawn
     report = RunStore(root, run_id).path(REPORT)
     if args.json:
         print_json({"run_id": run_id, "run_dir": plan.run_dir, "report": str(report), "run": run,
-                     "analysis": analysis})
+                     "analysis": analysis, "pictures": pictures})
         return 0
     out = console()
     _print_analysis(out, analysis)
     out.print(f"report: {escape(str(report))}")
     return 0
+
+
+def _demo_pictures(run_id: str, root: Path, log: Any) -> list[str]:
+    """The demo's pictures when matplotlib is there (else how to get them): paths in the run."""
+    from ..artifacts.pictures import render_pictures
+    from ..artifacts.records import available, install_hint
+
+    if not available():
+        log.print(f"no pictures: matplotlib is not installed - {escape(install_hint().replace('RUN_ID', run_id))}")
+        return []
+    drawn = render_pictures(run_id, root=root)
+    for why in drawn.skipped:
+        log.print(f"[yellow]picture skipped:[/yellow] {escape(why)}")
+    log.print(f"drew {len(drawn.pictures)} picture(s): " + ", ".join(escape(p) for p in drawn.pictures))
+    return drawn.pictures
 
 
 def cmd_capture_module(args: argparse.Namespace) -> int:

@@ -8,9 +8,10 @@ device worker through it::
         --owner HOST:PID --device npu:3 -- python -m opdebug_runner supervise ...
 
 It takes an exclusive ``flock`` on the lease file (waiting at most ``--wait``
-seconds), writes who holds it into the file (pid, owner, device,
+seconds), writes who holds it into the file (pid, owner, host, device,
 since), tells the transport on stdout, then ``exec``s the supervisor with the
-locked descriptor inherited.  The supervisor therefore holds the lease for as
+locked descriptor inherited (its number in ``$OPDEBUG_LEASE_FD``: the
+supervisor adds the run id and the case it is running, runner/lease_note.py).  The supervisor therefore holds the lease for as
 long as it lives, and the kernel releases it the moment that process dies,
 whatever the way (exit, kill, lost connection).  Two agents, or two servers,
 can never run on one device at once; the second is told who holds it.
@@ -34,6 +35,7 @@ import stat
 import sys
 import time
 
+LEASE_FD_ENV = "OPDEBUG_LEASE_FD"  # the locked lease file's descriptor, in the supervisor's environment
 EXIT_BUSY = 75  # EX_TEMPFAIL
 EXIT_REFUSED = 77  # EX_NOPERM
 POLL_S = 0.05
@@ -108,7 +110,9 @@ def acquire(path: str, wait_s: float, holder: dict) -> tuple[int | None, dict]:
             os.close(fd)
             return None, current
         time.sleep(POLL_S)
-    holder = {**holder, "pid": os.getpid(), "since": time.time()}
+    since = time.time()
+    holder = {**holder, "pid": os.getpid(), "since": since,
+              "since_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(since))}
     os.ftruncate(fd, 0)
     os.lseek(fd, 0, os.SEEK_SET)
     os.write(fd, (json.dumps(holder) + "\n").encode("utf-8"))
@@ -143,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BUSY
     _emit({"event": "lease_acquired", "lease_file": args.lease_file, "holder": holder})
     os.set_inheritable(fd, True)
+    # the supervisor notes the run and case it is running in the lease file (runner/lease_note.py)
+    os.environ[LEASE_FD_ENV] = str(fd)
     os.execvp(command[0], command)  # the supervisor keeps fd, hence the lock, for its lifetime
     return 127  # not reached
 

@@ -20,9 +20,11 @@ import signal
 import socket
 import sys
 import tempfile
+import time
 from collections import deque
 from pathlib import Path
 
+from .busy import busy_text, wait_budget, waiting_text
 from .bundle import LEASE_SCRIPT, RUNNER_PACKAGE, bundle_files, content_hash
 from .errors import SlotCannotStart, WorkerCannotStart
 from .inventory import VISIBILITY_VARIABLE
@@ -81,6 +83,7 @@ class LocalSlot:
         # The same device lease as on SSH hosts: one case at a time per device across
         # processes and agents (the supervisor holds it for as long as it lives).
         lease_file = stage.parent / "leases" / f"{self.device_kind}-{self.device_id}.lock"
+        wait_s = wait_budget(self.lease_wait_s, run)
         self.process = await asyncio.create_subprocess_exec(
             sys.executable, str(stage / LEASE_SCRIPT), "--lease-file", str(lease_file),
             "--wait", repr(self.lease_wait_s), "--owner", f"{socket.gethostname()}:{os.getpid()}"[:128],
@@ -92,7 +95,7 @@ class LocalSlot:
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
         self.client = SupervisorClient(self.process.stdout, self.process.stdin, label=f"{self.host} {self.device}")
         try:
-            self.lease = await asyncio.wait_for(self._await_lease(), self.lease_wait_s + 60)
+            self.lease = await asyncio.wait_for(self._await_lease(wait_s, run.say if run is not None else None), wait_s + 60)
             self.hello = await self.client.hello(timeout=START_TIMEOUT_S)
         except BaseException:
             await self._kill()
@@ -103,10 +106,13 @@ class LocalSlot:
             raise WorkerCannotStart(f"{self.host} {self.device}: the worker cannot start: {why}")
         self.alive = True
 
-    async def _await_lease(self) -> dict:
-        """The lease helper's answer: acquired, or why the device cannot be had."""
+    async def _await_lease(self, wait_s: float, on_wait=None) -> dict:
+        """The lease helper's answer: acquired, or why the device cannot be had
+        (who holds it, since when, how long this call waited); each second of a
+        wait is told to ``on_wait`` (the run's news)."""
         assert self.process is not None and self.process.stdout is not None
         holder: dict = {}
+        t0 = time.monotonic()
         while True:
             line = await self.process.stdout.readline()
             if not line:
@@ -121,15 +127,22 @@ class LocalSlot:
                 return event
             if kind == "lease_waiting":
                 holder = event.get("holder") or holder
+                waited = time.monotonic() - t0
+                if waited >= wait_s:  # the call's budget is shorter than the helper's --wait: stop here
+                    raise SlotCannotStart(busy_text(self.host, self.device, holder, waited, wait_s,
+                                                    event.get("lease_file")), code="device_busy",
+                                          details={"holder": holder, "waited_s": round(waited, 1), "budget_s": wait_s})
+                if on_wait is not None:
+                    await on_wait(waiting_text(self.host, self.device, holder, waited, wait_s))
             elif kind == "lease_refused":
                 raise SlotCannotStart(f"{self.host} {self.device}: refused to take the device lease: {event.get('reason')}",
                                 code="unsafe_path")
             elif kind == "lease_busy":
                 holder = event.get("holder") or holder
-                raise SlotCannotStart(f"{self.host} {self.device} is leased by pid {holder.get('pid')} "
-                                f"({holder.get('owner') or '?'}) since {holder.get('since')}; waited "
-                                f"{self.lease_wait_s:g} s; run again when it is free", code="device_busy",
-                                details={"holder": holder})
+                waited = time.monotonic() - t0
+                raise SlotCannotStart(busy_text(self.host, self.device, holder, waited, wait_s,
+                                                event.get("lease_file")), code="device_busy",
+                                      details={"holder": holder, "waited_s": round(waited, 1), "budget_s": wait_s})
 
     async def _drain_stderr(self) -> None:
         assert self.process is not None and self.process.stderr is not None

@@ -28,6 +28,8 @@ closed - its job ended - as soon as the queue has nothing more for it.
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
@@ -35,9 +37,9 @@ from typing import Any, Awaitable, Callable
 import asyncssh
 
 from ..errors import ToolError
-from .errors import LOST_ERRORS, SlotCannotStart
+from .busy import busy_text, wait_budget, waiting_text
+from .errors import LOST_ERRORS, SlotCannotStart, SlotExpired
 from .inventory import HostConfig
-from .errors import SlotExpired
 from .slot import RunFiles, SlotSpec
 from .slurm import SlurmClusters, make_slurm_slot
 from .ssh import SSHConnections, SSHDeviceSlot
@@ -60,6 +62,8 @@ class _Entry:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last_used: float = field(default_factory=time.monotonic)
     started: bool = False
+    run_id: str | None = None  # the run of the tool call that holds it (or last held it), and since when
+    since: float | None = None
 
     @property
     def idle_timeout_s(self) -> float:
@@ -115,7 +119,11 @@ class SlotRegistry:
             entry = self._entries[key] = _Entry(self._new_slot(host, device), cfg=host)
         if not wait and entry.lock.locked():
             return None
-        await entry.lock.acquire()
+        if entry.lock.locked():  # another call of this server uses the device: wait within the call's budget
+            await self._wait_for_entry(entry, host, device, run)
+        else:
+            await entry.lock.acquire()
+        entry.run_id, entry.since = getattr(run, "run_id", None), time.time()
         try:
             if entry.cfg.worker_identity() != host.worker_identity():
                 # the inventory entry changed: never reuse a worker started from the old one
@@ -133,6 +141,34 @@ class SlotRegistry:
         entry.last_used = time.monotonic()
         self._ensure_reaper()
         return entry.slot
+
+    async def _wait_for_entry(self, entry: "_Entry", host: HostConfig, device: int, run: RunFiles) -> None:
+        """Wait for the slot another tool call of this server holds, telling ``run.news``
+        who holds it about once a second; past the call's budget, a device_busy refusal."""
+        budget = wait_budget(host.lease_wait_s, run)
+        label = f"{host.device}:{int(device)}"
+        holder = {"pid": os.getpid(), "host": socket.gethostname(), "owner": "this server (another tool call)",
+                  "run_id": entry.run_id, "since": entry.since}
+        t0 = time.monotonic()
+        getting = asyncio.ensure_future(entry.lock.acquire())
+        try:
+            while True:
+                waited = time.monotonic() - t0
+                done, _ = await asyncio.wait({getting}, timeout=min(1.0, max(0.0, budget - waited)))
+                if done:
+                    getting.result()
+                    return
+                waited = time.monotonic() - t0
+                if waited >= budget:
+                    raise SlotCannotStart(busy_text(host.name, label, holder, waited, budget), code="device_busy",
+                                          details={"holder": holder, "waited_s": round(waited, 1), "budget_s": budget})
+                await run.say(waiting_text(host.name, label, holder, waited, budget))
+        except BaseException:
+            if not getting.done():
+                getting.cancel()
+            elif not getting.cancelled() and getting.exception() is None:
+                entry.lock.release()  # granted just as this call gave up
+            raise
 
     def release(self, slot: Any) -> None:
         entry = self._find(slot)
@@ -314,7 +350,8 @@ async def run_queue(specs: list[SlotSpec], case_ids: list[str], run: RunFiles,
                     try:
                         slot = await checkout_unless_settled(spec)
                     except (ToolError, *lost_types, asyncio.TimeoutError) as exc:
-                        why = str(exc) or type(exc).__name__
+                        # a bare timeout says nothing by itself: name what did not answer in time
+                        why = str(exc) or f"{type(exc).__name__}: the slot did not start in time"
                         if losses == 0 and not isinstance(exc, lost_types):
                             report.slot_errors[label] = why  # never started: a host that cannot, said at once
                             return

@@ -24,15 +24,20 @@ class RunFiles:
     config: dict
     modules_dir: Path | None = None
     captured_dir: Path | None = None
-    # Progress news that is not a finished case (a scheduler job waiting in the queue,
-    # a lost slot started again): one line of text, for the caller's progress.
+    # How long a slot may wait for a device another process (or call) holds: None, the
+    # host's lease_wait_s; less when the call has less time left (busy.wait_budget).
+    lease_wait_s: float | None = None
+    # Progress news that is not a finished case - a wait for a device held elsewhere (about
+    # once a second: busy.waiting_text), a scheduler job waiting in the queue, a lost slot
+    # started again: one line of text, for the caller's progress.
     news: Callable[[str], Awaitable[None]] | None = None
 
     async def say(self, text: str) -> None:
+        """Tell ``news`` one line; news is best effort, never a reason to fail a case."""
         if self.news is not None:
             try:
                 await self.news(text)
-            except Exception:  # noqa: BLE001 - news is best effort, never a reason to fail a case
+            except Exception:  # noqa: BLE001
                 pass
 
 

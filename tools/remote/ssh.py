@@ -41,6 +41,7 @@ from .inventory import VISIBILITY_VARIABLE, HostConfig
 from .safe_stage import CACHE_DIRS, refuse, unsafe_reason
 
 from .slot import RunFiles
+from .busy import busy_text, wait_budget, waiting_text
 from .bundle import LEASE_SCRIPT, RUNNER_PACKAGE, RUNNER_SRC, bundle_files, content_hash
 
 COMPLETE_MARKER = ".complete"
@@ -550,6 +551,7 @@ class SSHDeviceSlot:
 
         root = await self.connections.runner_root(self.cfg, await self.connections.connection(self.cfg))
         conn = await self.connections.connection(self.cfg, self.conn_index)
+        wait_s = wait_budget(self.cfg.lease_wait_s, run)
         cmd = worker_command(self.cfg, self.device_id, root,
                                            owner=server_owner())
         try:
@@ -560,7 +562,7 @@ class SSHDeviceSlot:
             raise SlotLost(f"cannot start a worker on {self.host} {self.device}: {exc}") from None
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
         try:
-            self.lease = await asyncio.wait_for(self._await_lease(), self.cfg.lease_wait_s + 60)
+            self.lease = await asyncio.wait_for(self._await_lease(wait_s, run.say), wait_s + 60)
             self.client = SupervisorClient(self.process.stdout, self.process.stdin, label=f"{self.host} {self.device}")
             self.hello = await self.client.hello(timeout=SLOT_START_TIMEOUT_S)
             if self.hello.get("worker_error"):
@@ -571,9 +573,11 @@ class SSHDeviceSlot:
             raise
         self._alive = True
 
-    async def _await_lease(self) -> dict:
+    async def _await_lease(self, wait_s: float, on_wait=None) -> dict:
+        """The lease helper's answer; each second of a wait is told to ``on_wait`` (the run's news)."""
         assert self.process is not None
         waiting_on: dict = {}
+        t0 = time.monotonic()
         while True:
             line = await self.process.stdout.readline()
             if not line:
@@ -595,19 +599,26 @@ class SSHDeviceSlot:
             if kind == "lease_acquired":
                 return event
             if kind == "lease_waiting":
-                waiting_on = event.get("holder") or {}
+                waiting_on = event.get("holder") or waiting_on
+                waited = time.monotonic() - t0
+                if waited >= wait_s:  # the call's budget is shorter than the helper's --wait: stop here
+                    raise SlotUnavailable(busy_text(self.host, self.device, waiting_on, waited, wait_s,
+                                                    event.get("lease_file")), code="device_busy",
+                                          details={"holder": waiting_on, "waited_s": round(waited, 1),
+                                                   "budget_s": wait_s})
+                if on_wait is not None:
+                    await on_wait(waiting_text(self.host, self.device, waiting_on, waited, wait_s))
             if kind == "lease_refused":
                 raise SlotUnavailable(
                     f"{self.host} {self.device}: refused to take the device lease: {event.get('reason')}",
                     code="unsafe_path")
             if kind == "lease_busy":
                 holder = event.get("holder") or waiting_on
-                raise SlotUnavailable(
-                    f"{self.host} {self.device} is leased by {_holder_text(holder)} "
-                    f"(lease file {event.get('lease_file')}); waited {self.cfg.lease_wait_s:g} s. A warm worker "
-                    "holds its device until it has been idle for its server's idle_timeout_s or that server "
-                    "stops; use another device or host, or run again later",
-                    code="device_busy", details={"holder": holder})
+                waited = time.monotonic() - t0
+                raise SlotUnavailable(busy_text(self.host, self.device, holder, waited, wait_s,
+                                                event.get("lease_file")),
+                                      code="device_busy",
+                                      details={"holder": holder, "waited_s": round(waited, 1), "budget_s": wait_s})
 
     async def _drain_stderr(self) -> None:
         """Keep the supervisor's diagnostics (and keep the channel window open)."""
@@ -664,12 +675,3 @@ class SSHDeviceSlot:
             except (asyncio.TimeoutError, Exception):
                 pass
         await self._kill()
-
-
-def _holder_text(holder: dict) -> str:
-    if not holder:
-        return "another process (holder unknown)"
-    since = holder.get("since")
-    age = f", for {time.time() - since:.0f} s" if isinstance(since, (int, float)) else ""
-    return (f"pid {holder.get('pid')} on {holder.get('host')} (owner {holder.get('owner') or '?'}, "
-            f"device {holder.get('device') or '?'}{age})")

@@ -35,6 +35,7 @@ import time
 
 from . import PROTOCOL, RUNNER_VERSION, reaper
 from .board import Board
+from .lease_note import LeaseNote
 from .lines import Lines
 from .classify import signal_name
 
@@ -177,6 +178,7 @@ class Supervisor:
         self.token = secrets.token_hex(16)  # in every worker's environment: how a sweep finds their descendants
         self.watchdog = None
         self.env: dict = {}
+        self.lease_note = LeaseNote()  # the run and case in the device lease, for whoever waits for it
 
     # -- plumbing ---------------------------------------------------------
 
@@ -332,6 +334,7 @@ class Supervisor:
         request_id = msg.get("request_id")
         timeout_s = float(msg.get("timeout_s") or 60.0)
         started_at = time.time()
+        self.lease_note.case_started((msg.get("config") or {}).get("run_id"), case_id)
         base = {"event": "case_done", "request_id": request_id, "case_id": case_id, "started_at": started_at}
         hung = self.import_hung.get(_modules_key(msg))
         if hung is not None:  # the same modules already hung at import in this supervisor

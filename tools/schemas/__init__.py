@@ -101,6 +101,7 @@ from .tool_io import (  # noqa: F401
     CaseOutcome,
     CheckHostArgs,
     EnvScriptCheck,
+    FirstMismatch,
     HostCheck,
     SchedulerCheck,
     SchedulerNode,

@@ -139,6 +139,12 @@ NonNegFinite = Annotated[float, AfterValidator(_finite_non_negative), Field(json
 ElementValue = Union[float, int, bool, Literal["nan", "inf", "-inf"]]
 
 
+# json_schema_extra of a top-level tool argument whose name says enough in tools/list (run_id,
+# case_id, host, a bounded budget): its description is in the documented input schema only.
+DOCUMENTED_ONLY_KEY = "x-documented-only"
+DOCUMENTED_ONLY = {DOCUMENTED_ONLY_KEY: True}
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=False)
 
@@ -158,8 +164,10 @@ def now_utc() -> datetime:
 
 def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
     """All errors at once, each with its field path and what was wrong."""
+    from .union_errors import prune_union_errors  # one line per actual mistake in a union's value
+
     lines = []
-    for err in exc.errors():
+    for err in prune_union_errors(exc.errors()):
         loc = ".".join(str(p) for p in err.get("loc", ())) or "(root)"
         if prefix:
             loc = f"{prefix}.{loc}" if loc != "(root)" else prefix

@@ -27,7 +27,8 @@ SpecialKind = Literal["nan", "inf", "-inf", "denormal", "+0", "-0", "large", "-l
 class SpecialValues(Strict):
     """Special values put into a generated tensor."""
 
-    value: SpecialKind
+    value: SpecialKind = Field(description="the special value: nan, inf, -inf, denormal (the dtype's smallest "
+                                           "subnormal), +0, -0, large/-large (near the dtype's max)")
     positions: list[list[Annotated[int, Field(ge=0)]]] | None = Field(
         None, description="multi-indices")
     count: Annotated[int, Field(ge=1)] | None = Field(None, description="or: N seeded random positions")
@@ -42,15 +43,18 @@ class SpecialValues(Strict):
 class ValueSpec(Strict):
     """Values made on CPU from the case seed: mean/std normal; low/high uniform, randint; fill full."""
 
-    kind: Literal["normal", "uniform", "randint", "zeros", "ones", "full", "arange", "captured"] = "normal"
-    mean: FiniteFloat = 0.0
-    std: NonNegFinite = 1.0
-    low: FiniteFloat | None = None
-    high: FiniteFloat | None = None
-    fill: FiniteFloat | None = None
+    kind: Literal["normal", "uniform", "randint", "zeros", "ones", "full", "arange", "captured"] = Field(
+        "normal", description="how the values are made on CPU from the case seed (the same bits for candidate "
+                              "and reference)")
+    mean: FiniteFloat = Field(0.0, description="normal: the mean")
+    std: NonNegFinite = Field(1.0, description="normal: the standard deviation")
+    low: FiniteFloat | None = Field(None, description="uniform, randint: the lower bound (inclusive)")
+    high: FiniteFloat | None = Field(None, description="uniform, randint: the upper bound (exclusive)")
+    fill: FiniteFloat | None = Field(None, description="full: the value of every element")
     captured: Annotated[str, AfterValidator(check_slug)] | None = Field(
         None, description="captured: a captured_files name (artifacts/captured/)")
-    specials: list[SpecialValues] = Field(default_factory=list)
+    specials: list[SpecialValues] = Field(default_factory=list, description="special values put in after "
+                                                                         "generation (nan, inf, denormal...)")
     exclude_zero: bool = Field(False, description="generated zeros become the smallest non-zero step")
     by_dtype: dict[str, "ValueSpec"] = Field(
         default_factory=dict, description="per dtype or family (float, int...): dtype, then family, then this spec")
@@ -82,12 +86,13 @@ class ValueSpec(Strict):
 class TensorSpec(Strict):
     """One tensor of a list."""
 
-    shape: list[Annotated[int, Field(ge=0)]]
-    strides: list[Annotated[int, Field(ge=0)]] | None = Field(None, description="null: contiguous")
-    storage_offset: Annotated[int, Field(ge=0)] = Field(0, description="in elements")
-    dtype: Dtype = "float32"
-    layout: Layout = "ND"  # not ND: torch_npu.npu_format_cast on npu
-    values: ValueSpec = Field(default_factory=ValueSpec)
+    shape: list[Annotated[int, Field(ge=0)]] = Field(description="sizes per dimension ([] is a scalar tensor)")
+    strides: list[Annotated[int, Field(ge=0)]] | None = Field(
+        None, description="in elements, one per dimension (built with as_strided); null: contiguous")
+    storage_offset: Annotated[int, Field(ge=0)] = Field(0, description="in elements, into the storage")
+    dtype: Dtype = Field("float32", description="the tensor's dtype, built exactly (never cast)")
+    layout: Layout = Field("ND", description="storage format; not ND: torch_npu.npu_format_cast on npu")
+    values: ValueSpec = Field(default_factory=ValueSpec, description="how the values are made (default normal)")
 
     @model_validator(mode="after")
     def _rank(self) -> "TensorSpec":
@@ -134,7 +139,8 @@ class TensorSpec(Strict):
 
 class InputSpec(TensorSpec):
     name: Ident = Field(description="argument name")
-    shape: list[Annotated[int, Field(ge=0)]] | None = None  # type: ignore[assignment]
+    shape: list[Annotated[int, Field(ge=0)]] | None = Field(  # type: ignore[assignment]
+        None, description="sizes per dimension ([] is a scalar tensor); null for a tensor list or none=true")
     tensors: list[TensorSpec] | None = Field(
         None, min_length=1, max_length=128, description="a Tensor[] argument: one spec per member")
     none: bool = Field(False, description="pass None (an optional Tensor? argument)")
@@ -215,8 +221,8 @@ class CaptureSelection(Strict):
 class DtypeArg(Strict):
     """Passed as torch.<value> (torch_npu.<value> if Ascend-only)."""
 
-    kind: Literal["dtype"]
-    value: Dtype
+    kind: Literal["dtype"] = Field(description="always 'dtype': this attribute is a torch dtype")
+    value: Dtype = Field(description="the dtype passed")
 
 
 AttributeValue = Union[None, bool, int, float, str, DtypeArg, list[Union[None, bool, int, float, str]]]
@@ -291,15 +297,15 @@ def check_dynamic_dims(dims: list[str], inputs: list["InputSpec"]) -> None:
 class Case(Strict):
     model_config = ConfigDict(extra="forbid", json_schema_extra=drop_titles)  # titles dropped: schema budget
 
-    id: Slug
+    id: Slug = Field(description="unique in the run; never reused (a recorded case is never overwritten)")
     mode: Mode = Field("eager", description="graph: capture + replay")
-    inputs: list[InputSpec] = Field(min_length=1)
+    inputs: list[InputSpec] = Field(min_length=1, description="the tensor arguments, in call order")
     attributes: dict[Ident, AttributeValue] = Field(default_factory=dict, description="non-tensor arguments")
     seed: Annotated[int, Field(ge=0, lt=2**63)] | None = Field(None, description="null: from the id")
     timeout_s: Annotated[float, Field(gt=0, le=3600)] | None = Field(
         None, description="null: default_timeout_s")
     compile_timeout_s: Annotated[float, Field(gt=0)] | None = Field(default=None, description="compile budget, s")
-    description: Annotated[str, Field(max_length=2000)] | None = None
+    description: Annotated[str, Field(max_length=2000)] | None = Field(None, description="free text for people")
     # set by plan_cases for a case planned from 'captures' (not published in the input schema: agents never write it)
     origin: SkipJsonSchema[CaseOrigin | None] = None
     grad_inputs: list[Ident] | None = Field(
@@ -353,11 +359,14 @@ class StarVariation(Strict):
 
     model_config = ConfigDict(extra="forbid", json_schema_extra=drop_titles)  # titles dropped: schema budget
 
-    axis: StarAxis
+    axis: StarAxis = Field(description="what varies: dtype, shape, strides, storage_offset, layout, mode, "
+                                       "attribute (with name), values, length/none (a list or optional input), "
+                                       "dim (sizes shared by several inputs)")
     input: Ident | None = Field(None, description="null: all (dtype/layout) or the first")
     name: Ident | None = Field(None, description="axis attribute: name")
     member: Annotated[int, Field(ge=0)] | None = Field(None, description="tensor-list member the input axis varies")
-    values: list[StarValue] = Field(min_length=1, max_length=64)
+    values: list[StarValue] = Field(min_length=1, max_length=64, description="one new case per value (of the "
+                                                                             "axis' kind: a dtype, a shape...)")
     dims: list[str] = Field(default_factory=list, description="axis 'dim': ['x.shape[0]']")
 
     @model_validator(mode="after")
@@ -389,6 +398,7 @@ class StarSpec(Strict):
 
     model_config = ConfigDict(extra="forbid", json_schema_extra=drop_titles)  # titles dropped: schema budget
 
-    base: Union[Case, Annotated[str, AfterValidator(check_slug)]]  # a case, or a planned case's id
-    vary: list[StarVariation] = Field(min_length=1)
-    include_base: bool = True
+    base: Union[Case, Annotated[str, AfterValidator(check_slug)]] = Field(
+        description="the base case, or a planned case's id (when appending)")
+    vary: list[StarVariation] = Field(min_length=1, description="one-axis variations of the base (not a product)")
+    include_base: bool = Field(True, description="plan the base case too (false: only the variations)")

@@ -23,8 +23,8 @@ _Tol = Annotated[NonNegFinite | None, WithJsonSchema({"type": "number", "minimum
 class Tolerance(Strict):
     model_config = ConfigDict(extra="forbid", json_schema_extra=drop_titles)
 
-    atol: _Tol = None  # given together with rtol, or neither
-    rtol: _Tol = None
+    atol: _Tol = Field(None, description="absolute tolerance; given together with rtol, or neither")
+    rtol: _Tol = Field(None, description="relative tolerance (times |reference|); given together with atol")
 
     @model_validator(mode="after")
     def _together(self) -> "Tolerance":
@@ -72,7 +72,8 @@ class ToleranceSpec(Tolerance):
 class CallSpec(Strict):
     """How inputs map onto the callable's arguments."""
 
-    style: Literal["keywords", "positional"] = "keywords"
+    style: Literal["keywords", "positional"] = Field(
+        "keywords", description="keywords: each input and attribute by its name; positional: in 'order'")
     order: list[Ident] | None = Field(
         None, description="positional: names in argument order")
 
@@ -84,12 +85,12 @@ class CallSpec(Strict):
 
 
 class OperatorSpec(Strict):
-    name: Annotated[str, Field(min_length=1, max_length=200)]
+    name: Annotated[str, Field(min_length=1, max_length=200)] = Field(description="the operator's name, for people")
     candidate: Dotted = Field(description="run on the device")
     reference: Dotted = Field(description="trusted, run on CPU")
     modules: list[ModuleFile] = Field(
         default_factory=list, description="files given in module_sources")
-    call: CallSpec = Field(default_factory=CallSpec)
+    call: CallSpec = Field(default_factory=CallSpec, description="how inputs and attributes map onto arguments")
     outputs: list[Ident] | None = Field(None, description="tuple/list output names")
     reference_dtype: Literal["auto", "float32", "float64"] = Field(
         "auto", description="floating inputs upcast to it (auto: float64 for float32)")
@@ -129,17 +130,21 @@ class OutputJudge(Strict):
 class OperatorConfig(Strict):
     model_config = ConfigDict(extra="forbid", json_schema_extra=drop_titles)  # schema budget
 
-    schema_version: Literal[1] = 1
-    run_id: Slug
-    operator: OperatorSpec
-    tolerance: ToleranceSpec = Field(default_factory=ToleranceSpec)
+    schema_version: Literal[1] = Field(1, description="contract version")
+    run_id: Slug = Field(description="the new run's id: its evidence directory's name")
+    operator: OperatorSpec = Field(description="the exact call under test and its trusted reference")
+    tolerance: ToleranceSpec = Field(default_factory=ToleranceSpec,
+                                     description="fixed before any result; a dtype without a pair gets the default")
     judge: Literal["tolerance", "baseline", "both"] = Field(
         default="tolerance", description="atol/rtol, error ratio vs the baseline, or both.")
-    source_model_failure: Annotated[str, Field(max_length=20000)] | None = None
-    environment: FreeJson = Field(default_factory=dict)
-    model: Annotated[str, Field(max_length=2000)] | None = None
-    command: Annotated[str, Field(max_length=20000)] | None = None
-    default_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    source_model_failure: Annotated[str, Field(max_length=20000)] | None = Field(
+        None, description="what the model showed (error text, wrong output) that led here")
+    environment: FreeJson = Field(default_factory=dict, description="free JSON about the environment, kept as given")
+    model: Annotated[str, Field(max_length=2000)] | None = Field(None, description="the model, for people")
+    command: Annotated[str, Field(max_length=20000)] | None = Field(
+        None, description="the model command verify_fix runs after a fix (split into words, no shell)")
+    default_timeout_s: Annotated[float, Field(gt=0, le=3600)] = Field(
+        60.0, description="seconds per case (a case's timeout_s overrides it); past it the case is a crash: timeout")
     compile_timeout_s: Annotated[float, Field(gt=0)] = Field(default=600.0, description="compile budget, s")
     grad_inputs: list[Ident] | None = Field(None, description="default of the cases' grad_inputs")
     grad_output: GradOutput | None = Field(None, description="default of the cases' grad_output")

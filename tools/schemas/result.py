@@ -92,18 +92,19 @@ class Comparison(Strict):
     pairs: max_rel = |d|/max(|ref|, guard), max_ulp in ulps of ref, error_balance = mean d;
     mismatch: |d| > atol + rtol*|ref| or a NaN/Inf pattern difference."""
 
-    output: Annotated[str, Field(min_length=1, max_length=200)]
-    passed: bool
-    expected_shape: list[int] | None = None
-    actual_shape: list[int] | None = None
-    expected_dtype: str | None = None
-    actual_dtype: str | None = None
-    contract_mismatch: Annotated[str, Field(max_length=2000)] | None = None
-    atol: NonNegFinite | None = None
-    rtol: NonNegFinite | None = None
-    numel: Annotated[int, Field(ge=0)] = 0
-    max_abs: NonNegFinite | None = None
-    max_rel: NonNegFinite | None = None
+    output: Annotated[str, Field(min_length=1, max_length=200)] = Field(description="the output's name")
+    passed: bool = Field(description="within tolerance (and the same shape, dtype and NaN/Inf pattern)")
+    expected_shape: list[int] | None = Field(None, description="the reference output's shape")
+    actual_shape: list[int] | None = Field(None, description="the candidate output's shape")
+    expected_dtype: str | None = Field(None, description="the dtype the output should have")
+    actual_dtype: str | None = Field(None, description="the candidate output's dtype")
+    contract_mismatch: Annotated[str, Field(max_length=2000)] | None = Field(
+        None, description="shape or dtype differ: what differs (no metrics then)")
+    atol: NonNegFinite | None = Field(None, description="the absolute tolerance applied")
+    rtol: NonNegFinite | None = Field(None, description="the relative tolerance applied")
+    numel: Annotated[int, Field(ge=0)] = Field(0, description="elements compared")
+    max_abs: NonNegFinite | None = Field(None, description="largest |candidate - reference| over finite pairs")
+    max_rel: NonNegFinite | None = Field(None, description="largest |d| / max(|reference|, guard)")
     # The runner's further statistics: accepted from record_result, not published (tools/list
     # budget; references/runner-protocol.md defines them).
     mean_abs: SkipJsonSchema[NonNegFinite | None] = None
@@ -111,11 +112,13 @@ class Comparison(Strict):
     cosine: SkipJsonSchema[FiniteFloat | None] = None
     error_balance: SkipJsonSchema[FiniteFloat | None] = None
     max_ulp: SkipJsonSchema[NonNegFinite | None] = None
-    mismatch_count: Annotated[int, Field(ge=0)] = 0
+    mismatch_count: Annotated[int, Field(ge=0)] = Field(0, description="elements outside atol + rtol*|reference|")
     mismatch_ratio: Annotated[float, AfterValidator(finite_ratio),
-                              Field(json_schema_extra={"minimum": 0, "maximum": 1})] = 0.0
-    nan_mismatch: Annotated[int, Field(ge=0)] = 0
-    inf_mismatch: Annotated[int, Field(ge=0)] = 0
+                              Field(json_schema_extra={"minimum": 0, "maximum": 1})] = Field(
+        0.0, description="mismatch_count / numel")
+    nan_mismatch: Annotated[int, Field(ge=0)] = Field(0, description="elements NaN on one side only")
+    inf_mismatch: Annotated[int, Field(ge=0)] = Field(0, description="elements infinite on one side only (or of "
+                                                                     "another sign)")
     # Where the worst and the first mismatch are, as the runner found them: accepted from
     # record_result too, not published (as above).
     worst_index: SkipJsonSchema[list[int] | None] = None
@@ -139,13 +142,15 @@ class Comparison(Strict):
 
 
 class ErrorInfo(Strict):
-    type: Annotated[str, Field(min_length=1, max_length=200)]
-    message: Annotated[str, Field(max_length=20000)]
+    type: Annotated[str, Field(min_length=1, max_length=200)] = Field(description="the exception type, or "
+                                                                               "'signal' / 'timeout'")
+    message: Annotated[str, Field(max_length=20000)] = Field(description="the error message")
     signature: Annotated[str, Field(min_length=1, max_length=300)] = Field(
         description="short, stable: groups identical crashes")
-    signal: Annotated[str, Field(max_length=32)] | None = None
-    exit_code: int | None = None
-    traceback_tail: Annotated[str, Field(max_length=20000)] | None = None
+    signal: Annotated[str, Field(max_length=32)] | None = Field(None, description="the fatal signal, e.g. SIGSEGV")
+    exit_code: int | None = Field(None, description="the worker's exit code, when it died")
+    traceback_tail: Annotated[str, Field(max_length=20000)] | None = Field(None, description="the traceback's last "
+                                                                                            "lines")
     matched_rule: Annotated[str, Field(max_length=500)] | None = Field(
         None, description="unsupported: the rule that matched")
     # runner-written (like timing_us): accepted, not published (tools/list budget)
@@ -156,11 +161,11 @@ class ErrorInfo(Strict):
 class ResultSource(Strict):
     # kind and raw_path are set by the server when it records: accepted, not published
     kind: SkipJsonSchema[Literal["run_case_remote", "record_result"]] = "record_result"
-    tool: Annotated[str, Field(max_length=200)] | None = None
-    host: Annotated[str, Field(max_length=200)] | None = None
-    device: Annotated[str, Field(max_length=64)] | None = None
+    tool: Annotated[str, Field(max_length=200)] | None = Field(None, description="what produced the result")
+    host: Annotated[str, Field(max_length=200)] | None = Field(None, description="where it ran")
+    device: Annotated[str, Field(max_length=64)] | None = Field(None, description="the device, e.g. npu:3")
     raw_path: SkipJsonSchema[Annotated[str, Field(max_length=500)] | None] = None  # relative to the run directory
-    note: Annotated[str, Field(max_length=5000)] | None = None
+    note: Annotated[str, Field(max_length=5000)] | None = Field(None, description="free text for people")
 
 
 class Timing(Strict):
@@ -177,15 +182,15 @@ class Timing(Strict):
 
 
 class CaseResult(Strict):
-    schema_version: Literal[1] = 1
-    case_id: Slug
-    status: Status
-    comparisons: list[Comparison] = Field(default_factory=list)
-    error: ErrorInfo | None = None
+    schema_version: Literal[1] = Field(1, description="contract version")
+    case_id: Slug = Field(description="a planned, pending case of the run")
+    status: Status = Field(description="passed, numerical_mismatch, crash or unsupported")
+    comparisons: list[Comparison] = Field(default_factory=list, description="one per output")
+    error: ErrorInfo | None = Field(None, description="required for crash and unsupported")
     timing_us: SkipJsonSchema[Timing | None] = None  # runner-measured; accepted, not published (tools/list budget)
-    source: ResultSource = Field(default_factory=ResultSource)
-    environment: FreeJson = Field(default_factory=dict)
-    recorded_at: datetime | None = None
+    source: ResultSource = Field(default_factory=ResultSource, description="where the result came from")
+    environment: FreeJson = Field(default_factory=dict, description="the run's environment (torch, CANN...)")
+    recorded_at: datetime | None = Field(None, description="null: set when recorded")
 
     @model_validator(mode="after")
     def _consistent(self) -> "CaseResult":

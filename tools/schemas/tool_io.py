@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from .base import SLUG_PATTERN, Mode, ModuleFile, Slug, Status, Strict
+from .base import DOCUMENTED_ONLY, SLUG_PATTERN, Mode, ModuleFile, Slug, Status, Strict
 from .case import CaptureSelection, Case, StarSpec
 from .config import OperatorConfig
 from .result import CaseResult
@@ -58,9 +58,13 @@ class PlanRequest(Strict):
 class PlannedCase(Strict):
     id: str = Field(description="case id")
     mode: Mode = Field(description="its mode")
-    axes: dict[str, str] = Field(description="axis -> value")
+    axes: dict[str, str] = Field(description="axis -> value, only where this case differs from 'differs_from' "
+                                             "(every axis when differs_from is null); the full case is in "
+                                             "opdebug://runs/{run_id}/case-matrix")
     state: Literal["pending", "passed", "numerical_mismatch", "crash", "unsupported"] = Field(
         "pending", description="pending or its status")
+    differs_from: str | None = Field(None, description="the case 'axes' is given against: the star's base, or the "
+                                                       "first case of the call; null: 'axes' lists every axis")
 
 
 class PlanResponse(Strict):
@@ -69,7 +73,7 @@ class PlanResponse(Strict):
     created: bool = Field(description="a new run")
     added: list[str] = Field(description="case ids added")
     cases: list[PlannedCase] = Field(description="The cases this call added, with their axes (the first 50).")
-    cases_omitted: int = Field(0, description="Added cases left out of 'cases' (see opdebug://runs/{run_id}/matrix).")
+    cases_omitted: int = Field(0, description="Added cases left out of 'cases' (see opdebug://runs/{run_id}/case-matrix).")
     case_count: int = Field(0, description="Cases planned in the run, this call's included.")
     recorded_count: int = Field(0, description="Cases of the run that have a result.")
     warnings: list[str] = Field(default_factory=list, description="e.g. cases differing in several axes")
@@ -87,6 +91,15 @@ class RecordResponse(Strict):
     raw_path: str = Field(description="raw evidence, relative to the run directory")
     pending: list[str] = Field(description="The first pending case ids in plan order (at most 20; see pending_count).")
     pending_count: int = Field(0, description="How many planned cases have no result yet.")
+
+
+class FirstMismatch(Strict):
+    """The first element (in row-major order) of a failing output outside the tolerance."""
+
+    output: str = Field(description="the failing output's name")
+    index: list[int] | None = Field(None, description="its multi-index (null: not located, e.g. a contract mismatch)")
+    candidate: Any = Field(None, description="the candidate's value there")
+    reference: Any = Field(None, description="the reference's value there")
 
 
 class CaseOutcome(Strict):
@@ -109,6 +122,8 @@ class CaseOutcome(Strict):
     rerun_case: dict[str, Any] | None = Field(
         None, description="this case under a new id for plan_cases(append=true, cases=[rerun_case]): killed from "
                           "outside")
+    first_mismatch: FirstMismatch | None = Field(
+        None, description="where the first failing output first differs (numerical_mismatch only)")
 
 
 class RunResponse(Strict):
@@ -128,12 +143,16 @@ class RunResponse(Strict):
 
 
 class NarrowRequest(Strict):
-    run_id: Slug
+    run_id: Slug = Field(description="The run to narrow: its pending cases run first, then the next cases its "
+                                     "analysis proposes.", json_schema_extra=DOCUMENTED_ONLY)
     hosts: list[Slug] | None = Field(default=None, description="Default ['local'].")
     max_cases: Annotated[int, Field(ge=1, le=10000)] = Field(default=40, description="new cases in all")
-    max_seconds: Annotated[float, Field(gt=0, le=86400)] = Field(default=900.0)
+    max_seconds: Annotated[float, Field(gt=0, le=86400)] = Field(
+        default=900.0, description="Wall-time budget in seconds, checked between rounds (a round runs to its end).",
+        json_schema_extra=DOCUMENTED_ONLY)
     max_steps: Annotated[int, Field(ge=1, le=100)] = Field(default=12, description="plan-run-analyze rounds")
-    cases_per_step: Annotated[int, Field(ge=1, le=256)] = Field(default=8)
+    cases_per_step: Annotated[int, Field(ge=1, le=256)] = Field(
+        default=8, description="At most this many new cases planned per round.", json_schema_extra=DOCUMENTED_ONLY)
 
 
 class NarrowStep(Strict):
@@ -166,16 +185,17 @@ NameArg = Annotated[Slug, Field(pattern=SLUG_PATTERN)]
 
 
 class RecordResultArgs(Strict):
-    run_id: RunIdArg
+    run_id: RunIdArg = Field(description="The run the case is planned in.", json_schema_extra=DOCUMENTED_ONLY)
     result: CaseResult = Field(description="One pending case's result.")
 
 
 class AnalyzeFailuresArgs(Strict):
-    run_id: RunIdArg
+    run_id: RunIdArg = Field(description="The run to analyze (its recorded results; pending cases are listed as "
+                                         "missing).", json_schema_extra=DOCUMENTED_ONLY)
 
 
 class RunCaseRemoteArgs(Strict):
-    run_id: RunIdArg
+    run_id: RunIdArg = Field(description="The run whose cases to run.", json_schema_extra=DOCUMENTED_ONLY)
     case_ids: list[NameArg] | None = Field(
         default=None, min_length=1,
         description="Omitted: all pending."
@@ -189,24 +209,29 @@ class RunCaseRemoteArgs(Strict):
 
 
 class CheckHostArgs(Strict):
-    host: NameArg
+    host: NameArg = Field(description="An inventory host name ('local' is always there).",
+                          json_schema_extra=DOCUMENTED_ONLY)
 
 
 def RunId() -> Any:  # noqa: N802 - a Field factory
-    return Field(pattern=SLUG_PATTERN)
+    return Field(pattern=SLUG_PATTERN, description="The run (its id, as plan_cases created it).",
+                 json_schema_extra=DOCUMENTED_ONLY)
 
 
 class ShrinkArgs(Strict):
     run_id: Slug = RunId()
     case_id: Slug = Field(pattern=SLUG_PATTERN, description="A recorded failing case.")
     hosts: list[Slug] | None = Field(default=None, description="Default ['local'].")
-    max_cases: int = Field(default=30, ge=1, le=200)
-    max_seconds: float = Field(default=600.0, gt=0, le=7200)
+    max_cases: int = Field(default=30, ge=1, le=200, description="At most this many shrink steps (each a planned, "
+                                                                  "recorded case).", json_schema_extra=DOCUMENTED_ONLY)
+    max_seconds: float = Field(default=600.0, gt=0, le=7200, description="Wall-time budget in seconds.",
+                               json_schema_extra=DOCUMENTED_ONLY)
 
 
 class ReproArgs(Strict):
     run_id: Slug = RunId()
-    case_id: Slug = Field(pattern=SLUG_PATTERN)
+    case_id: Slug = Field(pattern=SLUG_PATTERN, description="The recorded case to reproduce (usually a failing one).",
+                          json_schema_extra=DOCUMENTED_ONLY)
     out_dir: str | None = Field(default=None, max_length=4096,
                                 description="Server path; default <run>/artifacts/repro.")
 
@@ -230,7 +255,9 @@ class VerifyArgs(Strict):
     run_id: Slug = RunId()
     hosts: list[Slug] | None = Field(default=None, description="Default ['local'].")
     run_command: bool = Field(default=True, description="Also the config's model command.")
-    command_timeout_s: float = Field(default=600.0, gt=0, le=7200)
+    command_timeout_s: float = Field(default=600.0, gt=0, le=7200, description="Seconds the model command may run "
+                                                                             "before it is killed.",
+                                     json_schema_extra=DOCUMENTED_ONLY)
 
 
 # --------------------------------------------------------------------------
