@@ -58,6 +58,7 @@ from .case import (  # noqa: F401
     StarSpec,
     StarValue,
     StarVariation,
+    StarChange,
     TensorSpec,
     ValueSpec,
     contiguous_strides,
@@ -89,6 +90,8 @@ from .analysis import (  # noqa: F401
     IntegrationDiff,
     MinimalPair,
     NextCase,
+    HypothesisSpace,
+    Term,
 )
 from .tool_io import (  # noqa: F401
     AnalyzeFailuresArgs,
