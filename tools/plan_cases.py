@@ -196,9 +196,11 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
     store = RunStore(root, req.target_run_id)
     stars = _resolve_star_bases(store, req) if req.stars else []
     new_cases = list(req.cases)
+    planned = ({c.id: case_content(c.model_dump(mode="json")) for c in store.read_cases()}
+               if stars and req.append and store.exists() else None)
     for i, star in enumerate(stars):
         try:
-            new_cases.extend(expand_star(star))
+            new_cases.extend(expand_star(star, planned))
         except ToolError as exc:
             raise ToolError(f"stars[{i}]: {exc.message}", code=exc.code) from None
     captured_paths = dict(req.captured_files)

@@ -62,6 +62,7 @@ class Candidate:
     finding: str  # the axis it was made for
     preds: dict = field(default_factory=dict)  # hypothesis text -> 'fail' | 'pass' | None
     hax: dict = field(default_factory=dict)
+    content: str = ""  # the validated case's content (what planned cases are compared by)
 
     @property
     def group(self) -> tuple:
@@ -163,7 +164,7 @@ def make_candidate(ctx: Context, base: Case, var: dict, value: Any, finding: str
         case = Case.model_validate(doc)
     except (ValueError, ValidationError):
         return None
-    content = case_content(doc)
+    content = case_content(case.model_dump(mode="json"))  # as planned cases are compared: validated, defaults in
     if content in ctx.planned or content in ctx.seen_contents:
         return None
     if case.mode in ctx.no_modes:
@@ -172,7 +173,7 @@ def make_candidate(ctx: Context, base: Case, var: dict, value: Any, finding: str
         return None
     axes = structured_axes(case, case_axes(case))
     cand = Candidate(base=base, var=var, value=value, doc=doc, axes=axes, finding=finding,
-                     hax=hypothesis_axes(case, {}, axes))
+                     hax=hypothesis_axes(case, {}, axes), content=content)
     cand.preds = {h.text: h.predict(cand.hax) for h in ctx.hyps}
     return cand
 
@@ -426,7 +427,7 @@ def narrowing(ctx: Context, f: Finding, hyp: str | None = None) -> list[Candidat
                 if best is None or score < best[0]:
                     best = (score, cand)
             if best is not None:
-                ctx.seen_contents.add(case_content(best[1].doc))
+                ctx.seen_contents.add(best[1].content)
                 out.append(best[1])
     return out
 
@@ -503,12 +504,15 @@ def splitting(ctx: Context) -> list[Candidate]:
             cand = make_candidate(ctx, base, var, value, axis)
             if cand is None:
                 continue
-            content = case_content(cand.doc)
+            content = cand.content
             pairs = _split_pairs(cand, names)
             if pairs and content not in contents:
                 contents.add(content)
                 pool.append((cand, pairs))
-    wanted = {(i, j) for i in range(len(names)) for j in range(i + 1, len(names))}
+    # the leading hypothesis against each competitor: pairs of competitors matter only once the leader falls
+    # (the next analysis splits them then), so a round spends no case on them
+    wanted = {(0, j) for j in range(1, len(names))}
+    pool = [(c, p & wanted) for c, p in pool if p & wanted]
     uncovered = wanted - set().union(*(p for _, p in pool)) if pool else set(wanted)
     for i, j in sorted(uncovered)[:6]:  # two axes at once for the pairs no single change splits
         for base, axis, var, value in per_hyp[names[i]][:8]:
@@ -519,8 +523,8 @@ def splitting(ctx: Context) -> list[Candidate]:
                 cand = make_candidate(ctx, base, dict(var, also=[also]), value, axis)
                 if cand is None:
                     continue
-                content = case_content(cand.doc)
-                pairs = _split_pairs(cand, names)
+                content = cand.content
+                pairs = _split_pairs(cand, names) & wanted
                 if (i, j) in pairs and content not in contents:
                     contents.add(content)
                     pool.append((cand, pairs))
@@ -541,7 +545,7 @@ def splitting(ctx: Context) -> list[Candidate]:
         if not pairs - covered:
             break
         covered |= pairs
-        ctx.seen_contents.add(case_content(cand.doc))
+        ctx.seen_contents.add(cand.content)
         chosen.append(cand)
     return chosen
 
@@ -698,12 +702,12 @@ def crossing_candidates(ctx: Context, f: Finding, sources: list[str]) -> list[Ca
         changes = [ch for *_, m in chosen for ch in m]
         cand = combined(changes[:5]) if len(changes) <= 5 else None
         if cand is not None and has(cand, [b[:3] for b in chosen]):
-            ctx.seen_contents.add(case_content(cand.doc))
+            ctx.seen_contents.add(cand.content)
             return [cand]
     for key, value, cid, move in built[:MAX_CROSSINGS]:
         cand = combined(move)
         if cand is not None and has(cand, [(key, value, cid)]):
-            ctx.seen_contents.add(case_content(cand.doc))
+            ctx.seen_contents.add(cand.content)
             out.append(cand)
     return out
 
@@ -855,14 +859,18 @@ def explore(ctx: Context) -> list[NextCase]:
     passing case toward the failing one one axis at a time."""
     failing = sorted(c for c, s in ctx.status.items() if s == "fail")
     passing = sorted(c for c, s in ctx.status.items() if s == "pass")
+    # one failing case, the same from one analysis to the next: the first planned (shortest id: a derived id
+    # extends its base's), then the nearest a passing case; once each of its axes was varied, explore is done
+    failing.sort(key=lambda f: (len(f), min((len(axes_difference(ctx.dist[p], ctx.dist[f])) for p in passing),
+                                            default=0), f))
     out: list[NextCase] = []
-    for fid in failing[:MAX_EXPLORE_BASES]:
+    for fid in failing[:1]:
         cands: list[Candidate] = []
         base = ctx.cases[fid]
         for var, value in _each_axis_once(ctx, base):
             cand = make_candidate(ctx, base, var, value, "explore")
             if cand is not None:
-                ctx.seen_contents.add(case_content(cand.doc))
+                ctx.seen_contents.add(cand.content)
                 cands.append(cand)
         why = (f"no hypothesis separates the failing cases from the passing ones yet: vary each axis of the "
                f"failing case {fid!r} once")
@@ -875,7 +883,7 @@ def explore(ctx: Context) -> list[NextCase]:
                 raw = _raw_value(ctx.cases[fid], key)
                 cand = make_candidate(ctx, ctx.cases[near], var, raw, key)
                 if cand is not None:
-                    ctx.seen_contents.add(case_content(cand.doc))
+                    ctx.seen_contents.add(cand.content)
                     cands.append(cand)
             why += f", and walk from the passing case {near!r} toward it one axis at a time"
         groups: dict[tuple, list[Candidate]] = {}

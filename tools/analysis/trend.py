@@ -11,21 +11,22 @@ from __future__ import annotations
 from typing import Any
 
 from ..cases.derived import source_of
+from .hypotheses import axis_sources
 from ..schemas import CaseResult, Finding
 
 MIN_CASES = 5
 MIN_CORRELATION = 0.6
 
 
-def error_metric(result: CaseResult) -> tuple[str, float] | None:
-    """The worst output's relative error (max_rel), else its absolute error."""
-    rels = [c.max_rel for c in result.comparisons if c.max_rel is not None]
-    if rels and len(rels) == len(result.comparisons):
-        return "max_rel", max(rels)
-    abss = [c.max_abs for c in result.comparisons if c.max_abs is not None]
-    if abss:
-        return "max_abs", max(abss)
-    return None
+METRICS = ("max_rel", "max_abs")
+
+
+def error_metric(result: CaseResult, name: str) -> float | None:
+    """The worst output's error by one metric (None when an output lacks it)."""
+    vals = [getattr(c, name) for c in result.comparisons]
+    if not vals or any(v is None for v in vals):
+        return None
+    return max(vals)
 
 
 def _ranks(values: list[float]) -> list[float]:
@@ -58,43 +59,54 @@ def _interleaved(fvals: list[float], pvals: list[float]) -> bool:
 
 def trend_finding(hax: dict[str, dict[str, Any]], dist: dict[str, dict[str, str]], results: dict[str, CaseResult],
                   failing: list[str], passing: list[str]) -> Finding | None:
-    """The ordered axis the error follows best, among cases in the failing
-    cases' dtypes, when its failing and passing values interleave."""
-    dtypes = {dist[c].get("dtype") for c in failing}
-    ids = sorted(c for c in failing + passing if dist[c].get("dtype") in dtypes)
-    metrics = {c: error_metric(results[c]) for c in ids}
-    ids = [c for c in ids if metrics[c] is not None]
-    kinds = {metrics[c][0] for c in ids}
-    if len(ids) < MIN_CASES or len(kinds) != 1:
-        return None
-    metric = kinds.pop()
-    fset = set(failing)
+    """The ordered axis the error follows best with every other planned axis
+    held (cases grouped by the values of the other variation axes), when its
+    failing and passing values interleave."""
     best = None
-    keys = sorted({k for c in ids for k in hax[c]})
-    for key in keys:
-        vals = {c: hax[c].get(key) for c in ids}
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals.values()):
-            continue
-        if len(set(vals.values())) < 3:
-            continue
-        fv = [vals[c] for c in ids if c in fset]
-        pv = [vals[c] for c in ids if c not in fset]
-        if not _interleaved(fv, pv):
-            continue
-        rho = spearman([float(vals[c]) for c in ids], [metrics[c][1] for c in ids])
-        score = (abs(rho), -len(key), key)
-        if abs(rho) >= MIN_CORRELATION and (best is None or score > best[0]):
-            best = (score, key, rho, fv, pv)
+    for metric in METRICS:
+        best = _best(hax, dist, results, failing, passing, metric, best)
     if best is None:
         return None
-    _, key, rho, fv, pv = best
+    _, key, rho, fv, pv, metric, n = best
     verb = "grows" if rho > 0 else "shrinks"
     overlap = f"failing values {sorted(set(fv))[:6]} and passing values {sorted(set(pv))[:6]} interleave"
-    text = (f"{metric} {verb} with {key} (rank correlation {rho:.2f} over {len(ids)} cases) but {overlap}: a clean "
-            f"boundary does not exist at these tolerances; use the baseline judge (config.judge 'baseline' or "
-            f"'both') to tell the kernel's error from the dtype's")
+    text = (f"{metric} {verb} with {key} (rank correlation {rho:.2f} over {n} cases differing only there) but "
+            f"{overlap}: a clean boundary does not exist at these tolerances; use the baseline judge (config.judge "
+            f"'baseline' or 'both') to tell the kernel's error from the dtype's")
     return Finding(axis=key, kind="trend", predicate=f"{metric} {verb} with {key}", source=source_of(key),
                    failing_values=sorted(set(fv))[:32], passing_values=sorted(set(pv))[:32], exact=False,
                    failing=len(failing), passing=len(passing), statement=text, metric=metric,
                    correlation=round(rho, 3),
                    why_not_exact=["a trend is never exact: failing and passing values interleave"])
+
+
+def _best(hax, dist, results, failing, passing, metric_name, best):
+    fset = set(failing)
+    metrics = {c: error_metric(results[c], metric_name) for c in failing + passing}
+    metrics = {c: (metric_name, v) for c, v in metrics.items() if v is not None}
+    ids = sorted(metrics)
+    keys = sorted({k for c in ids for k in hax[c]
+                   if isinstance(hax[c][k], (int, float)) and not isinstance(hax[c][k], bool)})
+    for key in keys:
+        src = axis_sources(key)
+        held = [k for k in sorted({k for c in ids for k in dist[c]}) if k not in src
+                and not (k.endswith(".strides") and k[: -len(".strides")] + ".shape" in src)]
+        groups: dict[tuple, list[str]] = {}
+        for c in ids:
+            groups.setdefault(tuple(dist[c].get(k) for k in held), []).append(c)
+        for members in groups.values():
+            kinds = {metrics[c][0] for c in members}
+            vals = {c: hax[c].get(key) for c in members}
+            if len(members) < MIN_CASES or len(kinds) != 1 or not any(c in fset for c in members) or \
+                    not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals.values()) or \
+                    len(set(vals.values())) < 3:
+                continue
+            fv = [vals[c] for c in members if c in fset]
+            pv = [vals[c] for c in members if c not in fset]
+            if not _interleaved(fv, pv):
+                continue
+            rho = spearman([float(vals[c]) for c in members], [metrics[c][1] for c in members])
+            score = (abs(rho), len(members), -len(key), key)
+            if abs(rho) >= MIN_CORRELATION and (best is None or score > best[0]):
+                best = (score, key, rho, fv, pv, kinds.pop(), len(members))
+    return best

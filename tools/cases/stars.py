@@ -242,7 +242,7 @@ def _one_id(base: Case, var: StarVariation, value: Any) -> str:
     return fit_id(f"{base.id}.{part}")
 
 
-def expand_star(star: StarSpec) -> list[Case]:
+def expand_star(star: StarSpec, planned: dict[str, str] | None = None) -> list[Case]:
     """A base case plus one case per value per variation, each with exactly one
     axis changed from the base:
 
@@ -262,7 +262,11 @@ def expand_star(star: StarSpec) -> list[Case]:
     ``rms.x.strides-1-4``, ``rms.attr-keepdim-true``), sanitized to the slug
     alphabet, shortened with a hash when over 96 characters, and unique.  A
     value that gives back the base case (or a case already produced) is
-    skipped.  Raises ToolError naming the variation and value that did not fit.
+    skipped.  ``planned`` (id -> content of the run's planned cases, when
+    appending): a derived id planned with another body gets the same hash
+    suffix as a clash inside the star (two value specs with the same text, say),
+    so a next case never collides with the run.  Raises ToolError naming the
+    variation and value that did not fit.
     """
     base = star.base
     produced: list[Case] = [base] if star.include_base else []
@@ -280,15 +284,17 @@ def expand_star(star: StarSpec) -> list[Case]:
             if content in seen_content:
                 continue
             case_id = _derived_id(base, var, value)
-            if case_id in ids:
-                digest = hashlib.sha1(content.encode("utf-8")).hexdigest()[:6]
-                case_id = fit_id(f"{case_id[: MAX_ID_LEN - 7]}-{digest}")
             doc["id"] = case_id
             try:
                 case = Case.model_validate(doc)
             except ValidationError as exc:
                 raise ToolError(f"star {where} gives an invalid case: " + format_validation_error(exc),
                                 code="validation_error") from None
+            if case_id in ids or (planned and case_id in planned and
+                                  planned[case_id] != case_content(case.model_dump(mode="json"))):
+                digest = hashlib.sha1(content.encode("utf-8")).hexdigest()[:6]
+                case_id = fit_id(f"{case_id[: MAX_ID_LEN - 7]}-{digest}")
+                case = case.model_copy(update={"id": case_id})
             seen_content.add(content)
             ids.add(case_id)
             produced.append(case)
