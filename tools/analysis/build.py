@@ -72,7 +72,7 @@ def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: lis
     failing = sorted(c.id for c in ran if status[c.id] == "fail")
     passing = sorted(c.id for c in ran if status[c.id] == "pass")
     ties = dim_ties(ran or cases)  # dimensions equal in every case that ran (a refused case says nothing)
-    aliases = tie_aliases(ties)
+    aliases = tie_aliases(ties, [i.name for i in cases[0].inputs] if cases else [])
     no_modes, cpu_only = unusable_modes(cases, results, status)
     planned = {case_content(c.model_dump(mode="json")) for c in cases}
 

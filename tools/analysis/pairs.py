@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from operator import itemgetter
 from typing import Any, Callable
 
 from ..schemas import MinimalPair
@@ -92,42 +93,60 @@ def _order_key(value: str | None):
         return (0, tuple(shape)) if shape is not None else (1, (value,))
 
 
-def pair_index(dist: dict[str, dict[str, str]], axes: dict[str, dict[str, Any]],
-               status: dict[str, str]) -> dict[str, list[tuple[float, str, str]]]:
+class PairIndex(dict):
     """Per planned axis, the (change, passing, failing) pairs of cases that
-    differ only there, closest first (at most MAX_PAIRS_PER_AXIS each)."""
-    ids = sorted(c for c, s in status.items() if s in ("pass", "fail"))
-    keys = sorted({k for c in ids for k in dist[c]})
-    varying = [k for k in keys if len({dist[c].get(k) for c in ids}) > 1]
-    rows = {c: tuple(dist[c].get(k) for k in keys) for c in ids}
-    index: dict[str, list[tuple[float, str, str]]] = {}
-    for k in varying:
-        i = keys.index(k)
-        name = k[: -len(".shape")] if k.endswith(".shape") else None
-        skip = keys.index(name + ".strides") if name and name + ".strides" in keys else None
-        groups: dict[tuple, list[str]] = defaultdict(list)
-        for c in ids:
-            row = rows[c]
-            rest = tuple(v for j, v in enumerate(row) if j != i and j != skip)
-            if name is not None:  # a shape change keeps the layout class, not the stride numbers
-                rest += (str(axes[c].get(name + ".contiguity")),)
-            groups[rest].append(c)
-        pairs: list[tuple[float, str, str]] = []
-        for members in groups.values():
-            fs = [c for c in members if status[c] == "fail"]
-            ps = [c for c in members if status[c] == "pass"]
-            if not fs or not ps:
-                continue
-            if len(fs) * len(ps) <= MAX_GROUP_PAIRS:
-                cand = [(p, q) for p in ps for q in fs]
-            else:
-                ordered = sorted(members, key=lambda c: (_order_key(dist[c].get(k)), c))
-                cand = [(a, b) if status[a] == "pass" else (b, a) for a, b in zip(ordered, ordered[1:])
-                        if status[a] != status[b]]
-            pairs.extend((change(dist[p].get(k), dist[q].get(k)), p, q) for p, q in cand)
-        if pairs:
-            index[k] = sorted(pairs)[:MAX_PAIRS_PER_AXIS]
-    return index
+    differ only there, closest first (at most MAX_PAIRS_PER_AXIS each); an
+    axis is indexed the first time a hypothesis asks for it."""
+
+    def __init__(self, dist: dict[str, dict[str, str]], axes: dict[str, dict[str, Any]], status: dict[str, str]):
+        super().__init__()
+        self.ids = sorted(c for c, s in status.items() if s in ("pass", "fail"))
+        self.keys = sorted({k for c in self.ids for k in dist[c]})
+        self.rows = {c: tuple(dist[c].get(k) for k in self.keys) for c in self.ids}
+        self.dist, self.axes, self.status = dist, axes, status
+
+    def get(self, k: str, default=None):
+        if k not in self:
+            self[k] = _pairs_of(self, k)
+        return dict.get(self, k) or default
+
+
+def pair_index(dist: dict[str, dict[str, str]], axes: dict[str, dict[str, Any]],
+               status: dict[str, str]) -> PairIndex:
+    """The lazy pair index of a run (see PairIndex)."""
+    return PairIndex(dist, axes, status)
+
+
+def _pairs_of(index: PairIndex, k: str) -> list[tuple[float, str, str]]:
+    """The pairs of cases differing only in planned axis ``k`` (a shape with its strides' layout class kept)."""
+    ids, keys, rows, dist, axes, status = index.ids, index.keys, index.rows, index.dist, index.axes, index.status
+    if k not in keys:
+        return []
+    i = keys.index(k)
+    name = k[: -len(".shape")] if k.endswith(".shape") else None
+    skip = keys.index(name + ".strides") if name and name + ".strides" in keys else None
+    groups: dict[Any, list[str]] = defaultdict(list)
+    others = [j for j in range(len(keys)) if j != i and j != skip]
+    pick = itemgetter(*others) if others else (lambda row: ())
+    for c in ids:
+        rest = pick(rows[c])
+        if name is not None:  # a shape change keeps the layout class, not the stride numbers
+            rest = (rest, str(axes[c].get(name + ".contiguity")))
+        groups[rest].append(c)
+    pairs: list[tuple[float, str, str]] = []
+    for members in groups.values():
+        fs = [c for c in members if status[c] == "fail"]
+        ps = [c for c in members if status[c] == "pass"]
+        if not fs or not ps:
+            continue
+        if len(fs) * len(ps) <= MAX_GROUP_PAIRS:
+            cand = [(p, q) for p in ps for q in fs]
+        else:
+            ordered = sorted(members, key=lambda c: (_order_key(dist[c].get(k)), c))
+            cand = [(a, b) if status[a] == "pass" else (b, a) for a, b in zip(ordered, ordered[1:])
+                    if status[a] != status[b]]
+        pairs.extend((change(dist[p].get(k), dist[q].get(k)), p, q) for p, q in cand)
+    return sorted(pairs)[:MAX_PAIRS_PER_AXIS]
 
 
 def best_pair(index: dict[str, list[tuple[float, str, str]]], sources: list[str],

@@ -84,6 +84,7 @@ class Context:
     hyps: list[Hypothesis] = field(default_factory=list)  # the surviving hypotheses, ranked
     hax: dict[str, dict] = field(default_factory=dict)  # hypothesis axes of the recorded cases
     terms: dict[str, list[Finding]] = field(default_factory=dict)  # hypothesis text -> its terms as findings
+    tried_dtypes: set[str] | None = None
 
 
 # --------------------------------------------------------------------------
@@ -121,12 +122,14 @@ def dim_ties(cases: list[Case]) -> dict[str, list[str]]:
     return ties
 
 
-def tie_aliases(ties: dict[str, list[str]]) -> dict[str, str]:
+def tie_aliases(ties: dict[str, list[str]], inputs: list[str] | None = None) -> dict[str, str]:
     """Axis -> the axis it always equals: a tied dimension's size and
-    alignment read as those of the first dimension of its tie group."""
+    alignment read as those of the dimension of the first input (in the
+    call's order, ``inputs``) of its tie group."""
+    order = {name: i for i, name in enumerate(inputs or [])}
     out: dict[str, str] = {}
     for dim, others in ties.items():
-        rep = min([dim, *others])
+        rep = min([dim, *others], key=lambda d: (order.get(parse_dim_axis(d)[0], len(order)), d))
         if rep == dim:
             continue
         out[dim] = rep
@@ -258,8 +261,10 @@ def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, 
         if spec.values.kind in ("zeros", "ones", "full") and target > 0:
             return [({"axis": "values", "input": name}, {"kind": "normal", "std": target})]
         return []
-    tried = {v for a in ctx.axes.values() for k, v in a.items() if k.endswith(".dtype") and isinstance(v, str)}
-    return flip_moves(ctx.ties, base, axis, target, tried)
+    if ctx.tried_dtypes is None:  # once per analysis
+        ctx.tried_dtypes = {v for a in ctx.axes.values() for k, v in a.items()
+                            if k.endswith(".dtype") and isinstance(v, str)}
+    return flip_moves(ctx.ties, base, axis, target, ctx.tried_dtypes)
 
 
 def strides_for(shape: list[int], kind: str) -> list[int] | None:
@@ -860,9 +865,8 @@ def explore(ctx: Context) -> list[NextCase]:
     failing = sorted(c for c, s in ctx.status.items() if s == "fail")
     passing = sorted(c for c, s in ctx.status.items() if s == "pass")
     # one failing case, the same from one analysis to the next: the first planned (shortest id: a derived id
-    # extends its base's), then the nearest a passing case; once each of its axes was varied, explore is done
-    failing.sort(key=lambda f: (len(f), min((len(axes_difference(ctx.dist[p], ctx.dist[f])) for p in passing),
-                                            default=0), f))
+    # extends its base's), ties by id; once each of its axes was varied, explore is done
+    failing.sort(key=lambda f: (len(f), f))
     out: list[NextCase] = []
     for fid in failing[:1]:
         cands: list[Candidate] = []

@@ -8,6 +8,7 @@ same-dtype computation's) is the way to tell the kernel's fault from the dtype's
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 from ..cases.derived import source_of
@@ -62,9 +63,46 @@ def trend_finding(hax: dict[str, dict[str, Any]], dist: dict[str, dict[str, str]
     """The ordered axis the error follows best with every other planned axis
     held (cases grouped by the values of the other variation axes), when its
     failing and passing values interleave."""
+    ids = sorted(failing + passing)
+    if len(ids) < MIN_CASES:
+        return None
+    fset = set(failing)
+    dist_keys = sorted({k for c in ids for k in dist[c]})
+    rows = {c: tuple(dist[c].get(k) for k in dist_keys) for c in ids}
+    first = hax[ids[0]]
+    keys = sorted({k for c in ids[:64] for k, v in hax[c].items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool)} | {k for k, v in first.items()
+                                                                                 if isinstance(v, (int, float))})
+    groupings: dict[tuple, list[list[str]]] = {}
     best = None
     for metric in METRICS:
-        best = _best(hax, dist, results, failing, passing, metric, best)
+        values = {c: error_metric(results[c], metric) for c in ids}
+        for key in keys:
+            src = tuple(axis_sources(key))
+            if src not in groupings:  # cases that differ only in the key's sources, once per source
+                held = [j for j, k in enumerate(dist_keys) if k not in src
+                        and not (k.endswith(".strides") and k[: -len(".strides")] + ".shape" in src)]
+                pick = itemgetter(*held) if held else (lambda row: ())
+                groups: dict[Any, list[str]] = {}
+                for c in ids:
+                    groups.setdefault(pick(rows[c]), []).append(c)
+                groupings[src] = [g for g in groups.values() if len(g) >= MIN_CASES and any(c in fset for c in g)
+                                  and any(c not in fset for c in g)]
+            for members in groupings[src]:
+                vals = [hax[c].get(key) for c in members]
+                errs = [values[c] for c in members]
+                if any(e is None for e in errs) or \
+                        not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals) or \
+                        len(set(vals)) < 3:
+                    continue
+                fv = [v for c, v in zip(members, vals) if c in fset]
+                pv = [v for c, v in zip(members, vals) if c not in fset]
+                if not _interleaved(fv, pv):
+                    continue
+                rho = spearman([float(v) for v in vals], errs)
+                score = (abs(rho), len(members), -len(key), key)
+                if abs(rho) >= MIN_CORRELATION and (best is None or score > best[0]):
+                    best = (score, key, rho, fv, pv, metric, len(members))
     if best is None:
         return None
     _, key, rho, fv, pv, metric, n = best
@@ -78,35 +116,3 @@ def trend_finding(hax: dict[str, dict[str, Any]], dist: dict[str, dict[str, str]
                    failing=len(failing), passing=len(passing), statement=text, metric=metric,
                    correlation=round(rho, 3),
                    why_not_exact=["a trend is never exact: failing and passing values interleave"])
-
-
-def _best(hax, dist, results, failing, passing, metric_name, best):
-    fset = set(failing)
-    metrics = {c: error_metric(results[c], metric_name) for c in failing + passing}
-    metrics = {c: (metric_name, v) for c, v in metrics.items() if v is not None}
-    ids = sorted(metrics)
-    keys = sorted({k for c in ids for k in hax[c]
-                   if isinstance(hax[c][k], (int, float)) and not isinstance(hax[c][k], bool)})
-    for key in keys:
-        src = axis_sources(key)
-        held = [k for k in sorted({k for c in ids for k in dist[c]}) if k not in src
-                and not (k.endswith(".strides") and k[: -len(".strides")] + ".shape" in src)]
-        groups: dict[tuple, list[str]] = {}
-        for c in ids:
-            groups.setdefault(tuple(dist[c].get(k) for k in held), []).append(c)
-        for members in groups.values():
-            kinds = {metrics[c][0] for c in members}
-            vals = {c: hax[c].get(key) for c in members}
-            if len(members) < MIN_CASES or len(kinds) != 1 or not any(c in fset for c in members) or \
-                    not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals.values()) or \
-                    len(set(vals.values())) < 3:
-                continue
-            fv = [vals[c] for c in members if c in fset]
-            pv = [vals[c] for c in members if c not in fset]
-            if not _interleaved(fv, pv):
-                continue
-            rho = spearman([float(vals[c]) for c in members], [metrics[c][1] for c in members])
-            score = (abs(rho), len(members), -len(key), key)
-            if abs(rho) >= MIN_CORRELATION and (best is None or score > best[0]):
-                best = (score, key, rho, fv, pv, kinds.pop(), len(members))
-    return best
