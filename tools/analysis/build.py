@@ -73,6 +73,11 @@ def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: lis
     passing = sorted(c.id for c in ran if status[c.id] == "pass")
     ties = dim_ties(ran or cases)  # dimensions equal in every case that ran (a refused case says nothing)
     aliases = tie_aliases(ties, [i.name for i in cases[0].inputs] if cases else [])
+    for spec in (cases[0].inputs if cases else []):  # a vector's element count is its one dimension
+        if all(any(i.name == spec.name and not i.none and i.shape is not None and len(i.shape) == 1
+                   for i in c.inputs) for c in (ran or cases)):
+            last = f"{spec.name}.shape[-1]"
+            aliases[f"{spec.name}.numel"] = aliases.get(last, last)
     no_modes, cpu_only = unusable_modes(cases, results, status)
     planned = {case_content(c.model_dump(mode="json")) for c in cases}
 
@@ -87,7 +92,10 @@ def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: lis
                 space, group_status, failing = sub_space, kind, sub
                 status = {c: ("fail" if c in sub else s if s != "fail" else "other") for c, s in status.items()}
                 break
-    index = pair_index(dist, axes, status)
+    tied: dict[str, set[str]] = {}
+    for dim, others in ties.items():
+        tied.setdefault(dim.split(".shape[", 1)[0], set()).update(o.split(".shape[", 1)[0] for o in others)
+    index = pair_index(dist, axes, status, tied)
     dtypes = {}
     for c in failing:
         for spec in by_id[c].inputs:
@@ -110,7 +118,7 @@ def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: lis
     splits = splitting(ctx)  # first: a case that splits hypotheses is a split, whatever else it narrows
     narrow = {t.axis: narrowing(ctx, t, lead_hyp.text) for t in terms}
     cross = crossing_candidates(ctx, lead, lead_hyp.sources())
-    settle(lead, terms, space.hypotheses, space.capped, narrow, cross)
+    settle(lead, terms, space.hypotheses, space.capped, narrow, cross, dtypes)
     for f in findings[1:]:
         competitor_note(f, lead)
     for f in findings:

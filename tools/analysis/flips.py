@@ -167,6 +167,34 @@ def rank_moves(base: Case, name: str, target: int) -> list[tuple[dict, Any]]:
     return [] if new is None else [({"axis": "shape", "input": name}, new)]
 
 
+def exact_count_moves(ties: dict[str, list[str]], base: Case, name: str, count: int) -> list[tuple[dict, Any]]:
+    """Set one input's element count to exactly ``count`` by moving two of
+    its dimensions at once (with the dimensions tied to them): the divisor of
+    the count nearest the first dimension's size, and the quotient."""
+    spec = _spec(base, name)
+    if spec is None or len(spec.shape) < 2 or count <= 0:
+        return []
+    i, j = 0, len(spec.shape) - 1
+    rest = math.prod(s for k, s in enumerate(spec.shape) if k not in (i, j))
+    if rest <= 0 or count % rest:
+        return []
+    pair = count // rest
+    divisors = [d for d in range(1, int(math.isqrt(pair)) + 1) if pair % d == 0]
+    divisors += [pair // d for d in divisors]
+    a = min(divisors, key=lambda d: (abs(d - spec.shape[i]), d))
+    b = pair // a
+    if (a, b) == (spec.shape[i], spec.shape[j]):
+        return []
+    mi, mj = dim_moves(ties, base, name, i), dim_moves(ties, base, name, j)
+    if not mi or not mj:
+        return []
+    if a == spec.shape[i]:
+        return [(mj[0], b)]
+    if b == spec.shape[j]:
+        return [(mi[0], a)]
+    return [(dict(mi[0], also=[dict(mj[0], value=b)]), a)]
+
+
 def byte_moves(ties: dict[str, list[str]], base: Case, name: str, target: float) -> list[tuple[dict, Any]]:
     """Set one input's size in bytes: through one dimension, or through its
     dtype (another floating dtype whose element size makes it)."""
@@ -188,6 +216,8 @@ def byte_moves(ties: dict[str, list[str]], base: Case, name: str, target: float)
             flat = [1] * len(spec.shape)  # the element count in one dimension: any size a dtype step allows
             flat[i] = int(target / size)
             out.append(({"axis": "shape", "input": name}, flat))
+    if (target / size).is_integer():
+        out += exact_count_moves(ties, base, name, int(target / size))
     if numel and spec.dtype in FLOAT_DTYPES:
         for d in FLOAT_DTYPES:
             if d != spec.dtype and numel * DTYPE_BITS[d] / 8 == target:

@@ -298,6 +298,12 @@ def _atoms(axis: str, fvals: list[Any], pvals: list[Any]) -> list[tuple[Atom, in
     return out
 
 
+def covering_atoms(axis: str, fvals: list[Any], pvals: list[Any]) -> list[tuple[Atom, int]]:
+    """The atoms over one axis that hold on every failing value, each with the
+    bit mask of the passing values it holds on (bit i: ``pvals[i]``)."""
+    return _atoms(axis, fvals, pvals)
+
+
 def _mask(pvals: list[Any], atom: Atom) -> int:
     """The bit mask of the passing values the atom holds on (one pass, as a binary string; the common
     kinds inline, the rest through Atom.holds)."""
@@ -401,41 +407,79 @@ def enumerate_hypotheses(axes: dict[str, dict[str, Any]], failing: list[str], pa
     return Space(conj[:MAX_HYPOTHESES], len(keys), len(conj), True, capped)
 
 
+def _float_truth(atom: Atom) -> tuple | None:
+    """What a dtype or dtype-width atom says of each floating dtype (None for another atom)."""
+    from ..cases.derived import DTYPE_BITS
+    from ..schemas import FLOAT_DTYPES
+
+    if atom.axis == "dtype" or atom.axis.endswith(".dtype"):
+        return tuple(atom.holds(d) for d in FLOAT_DTYPES)
+    if atom.axis.endswith(".dtype_bits"):
+        return tuple(atom.holds(DTYPE_BITS[d]) for d in FLOAT_DTYPES)
+    return None
+
+
 def _drop_restatements(hyps: list[Hypothesis]) -> list[Hypothesis]:
     """Hypotheses that restate a simpler one of the space on every case the
-    run can build: a count or size below 1 beside the zero-size class; a
-    magnitude threshold whose failing side is 0 and whose passing side is
-    within :data:`MAGNITUDE_RESOLUTION` of it beside a zero class; the bytes of
-    a tensor beside its element count when the other term fixes the dtype."""
-    texts = {h.text for h in hyps}
-    by_key = {h.key: h for h in hyps}
-    out = []
+    run can build (each is listed in the kept one's ``equivalent``):
+
+    - a count or size below 1 beside the zero-size class;
+    - a magnitude threshold whose failing side is 0 and whose passing side is
+      within :data:`MAGNITUDE_RESOLUTION` of it, beside a zero class;
+    - an alignment still failing at :data:`ALIGN_RESOLUTION` with only 0 on its
+      passing side, beside the offset (or size) being non-zero;
+    - a dtype width that picks the same floating dtypes as a dtype set;
+    - the bytes of a tensor beside its element count when the other term fixes the dtype."""
+    by_text = {h.text: h for h in hyps}
+    dropped: set[int] = set()
+
+    def fold(h: Hypothesis, twin: Hypothesis | None) -> bool:
+        if twin is None or twin is h or id(twin) in dropped:
+            return False
+        twin.equivalent.append(h.text)
+        twin.equivalent.extend(h.equivalent)
+        dropped.add(id(h))
+        return True
+
     for h in hyps:
         a = h.atoms[0]
+        name = a.axis.rsplit(".", 1)[0]
         if len(h.atoms) == 1 and a.kind == "threshold" and a.direction == "below" and a.fails_at == 0:
-            name = a.axis.rsplit(".", 1)[0]
-            if a.axis.endswith((".numel", ".bytes")) and f"{name}.zero_size" in texts:
-                by_key[(( f"{name}.zero_size", "class", (True,), None),)].equivalent.append(h.text)
+            if a.axis.endswith((".numel", ".bytes")) and fold(h, by_text.get(f"{name}.zero_size")):
                 continue
             if a.axis.endswith(".magnitude") and a.passes_at is not None and a.passes_at <= MAGNITUDE_RESOLUTION:
-                twin = next((by_key.get(((f"{name}.{c}", "class", (True,), None),))
-                             for c in ("all_zero", "zero_rows", "has_zero") if f"{name}.{c}" in texts), None)
-                if twin is not None:
-                    twin.equivalent.append(h.text)
+                if any(fold(h, by_text.get(f"{name}.{c}")) for c in ("all_zero", "zero_rows", "has_zero")):
                     continue
         if len(h.atoms) == 1 and a.kind == "threshold" and a.direction == "below" and is_align(a.axis) and \
                 a.passes_at is None and a.fails_at >= ALIGN_RESOLUTION:
-            continue  # misaligned up to the resolution and nothing aligned passed: the size or offset non-zero
+            twin = next((g for g in hyps if len(g.atoms) == 1 and g.atoms[0].axis == f"{name}.offset"
+                         and g.atoms[0].direction == "above"), None) if a.axis.endswith("offset_align") else None
+            if not fold(h, twin):
+                dropped.add(id(h))  # misaligned up to the resolution, nothing aligned passed: says "non-zero"
+            continue
+        for i, t in enumerate(h.atoms):  # a dtype width that is a dtype set in other words
+            if not t.axis.endswith(".dtype_bits"):
+                continue
+            truth = _float_truth(t)
+            for g in hyps:
+                if g is h or len(g.atoms) != len(h.atoms) or id(g) in dropped:
+                    continue
+                rest_h = [x for j, x in enumerate(h.atoms) if j != i]
+                swap = [x for x in g.atoms if x not in rest_h]
+                if len(swap) == 1 and _float_truth(swap[0]) == truth and swap[0].axis != t.axis and \
+                        (swap[0].axis == "dtype" or swap[0].axis == t.axis[: -len("_bits")]) and fold(h, g):
+                    break
+        if id(h) in dropped:
+            continue
         if len(h.atoms) == 2:
             byte = next((t for t in h.atoms if t.axis.endswith(".bytes")), None)
             other = next((t for t in h.atoms if t is not byte), None)
-            if byte is not None and other is not None and other.axis.endswith(_DTYPE_AXES_SUFFIXES + ("dtype",)) \
+            if byte is not None and other is not None and _float_truth(other) is not None \
                     and other.kind != "threshold" and len(other.failing) == 1:
                 numel = byte.axis[: -len(".bytes")] + ".numel"
-                if any(numel == t.axis for g in hyps for t in g.atoms if other in g.atoms):
-                    continue
-        out.append(h)
-    return out
+                twin = next((g for g in hyps if other in g.atoms and any(x.axis == numel for x in g.atoms)), None)
+                fold(h, twin)
+    return [h for h in hyps if id(h) not in dropped]
 
 
 def finite(x: float) -> bool:

@@ -98,8 +98,10 @@ class PairIndex(dict):
     differ only there, closest first (at most MAX_PAIRS_PER_AXIS each); an
     axis is indexed the first time a hypothesis asks for it."""
 
-    def __init__(self, dist: dict[str, dict[str, str]], axes: dict[str, dict[str, Any]], status: dict[str, str]):
+    def __init__(self, dist: dict[str, dict[str, str]], axes: dict[str, dict[str, Any]], status: dict[str, str],
+                 tied: dict[str, set[str]] | None = None):
         super().__init__()
+        self.tied = tied or {}  # input -> the inputs whose dimensions are tied to its (their shapes move with it)
         self.ids = sorted(c for c, s in status.items() if s in ("pass", "fail"))
         self.keys = sorted({k for c in self.ids for k in dist[c]})
         self.rows = {c: tuple(dist[c].get(k) for k in self.keys) for c in self.ids}
@@ -112,9 +114,10 @@ class PairIndex(dict):
 
 
 def pair_index(dist: dict[str, dict[str, str]], axes: dict[str, dict[str, Any]],
-               status: dict[str, str]) -> PairIndex:
-    """The lazy pair index of a run (see PairIndex)."""
-    return PairIndex(dist, axes, status)
+               status: dict[str, str], tied: dict[str, set[str]] | None = None) -> PairIndex:
+    """The lazy pair index of a run (see PairIndex); a shape change of an
+    input with tied dimensions moves the tied inputs' shapes too (one change)."""
+    return PairIndex(dist, axes, status, tied)
 
 
 def _pairs_of(index: PairIndex, k: str) -> list[tuple[float, str, str]]:
@@ -124,9 +127,11 @@ def _pairs_of(index: PairIndex, k: str) -> list[tuple[float, str, str]]:
         return []
     i = keys.index(k)
     name = k[: -len(".shape")] if k.endswith(".shape") else None
-    skip = keys.index(name + ".strides") if name and name + ".strides" in keys else None
+    skip = {name + ".strides"} if name else set()
+    if name:
+        skip |= {f"{t}.shape" for t in index.tied.get(name, ())}
     groups: dict[Any, list[str]] = defaultdict(list)
-    others = [j for j in range(len(keys)) if j != i and j != skip]
+    others = [j for j in range(len(keys)) if j != i and keys[j] not in skip]
     pick = itemgetter(*others) if others else (lambda row: ())
     for c in ids:
         rest = pick(rows[c])

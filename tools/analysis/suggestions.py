@@ -40,7 +40,7 @@ from ..cases.ids import case_content
 from ..cases.relations import REL_VALUES
 from ..cases.stars import apply_variation, restride
 from ..schemas import FLOAT_DTYPES, MODES, Case, Finding, NextCase, StarVariation, contiguous_strides
-from .flips import dim_moves, flip_moves
+from .flips import dim_moves, exact_count_moves, flip_moves
 from .hypotheses import ALIGN_RESOLUTION, Atom, Hypothesis, hypothesis_axes, is_align
 
 MAX_BISECT_VALUES = 3
@@ -237,6 +237,8 @@ def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, 
                 flat = [1] * len(spec.shape)
                 flat[i] = int(target)
                 out.append(({"axis": "shape", "input": name}, flat))
+        if target > 0 and float(target).is_integer():
+            out += exact_count_moves(ctx.ties, base, name, int(target))  # two dimensions at once: exactly it
         return out
     if fld == "last_align" and spec.shape:
         # the nearest last-dimension sizes above the current one aligned exactly to the target
@@ -599,37 +601,53 @@ def _distractor_value(ctx: Context, key: str, cid: str) -> Any:
     return ctx.dist[cid].get(key)
 
 
-def uncrossed(ctx: Context, sources: list[str]) -> list[tuple[str, Any, str]]:
-    """(axis, value, a passing case with it) for the values an axis outside the
-    hypothesis' sources takes in a passing case and in no failing case - for
-    the axes the failure was seen with one value of only (an axis the failing
-    cases show with two values or more is crossed)."""
+def _excluded_keys(ctx: Context, sources: list[str]) -> set[str]:
+    """The hypothesis' sources and what moves with them (the shapes of inputs tied to a source's)."""
     excluded = set(sources)
-    for key in list(excluded):  # an input whose dimensions are tied to a source's moves with it
+    for key in list(excluded):
         if key.endswith(".shape"):
             name = key[: -len(".shape")]
             excluded |= {t.split(".shape[", 1)[0] + ".shape" for d, tied in ctx.ties.items()
                          if d.startswith(name + ".shape[") for t in tied}
     if "dtype" in excluded:
         excluded.add("layout")
-    ran = sorted(c for c, s in ctx.status.items() if s in ("pass", "fail"))
-    keys = sorted({k for c in ran for k in ctx.dist[c]} - excluded)
-    out = []
-    for key in keys:
-        if key == "layout" and ctx.cpu_only:
+    return excluded
+
+
+def uncrossed(ctx: Context, sources: list[str]) -> list[tuple[str, Any, str]]:
+    """(planned axis, value, the passing case it comes from) that would cross
+    the hypothesis with the run's other axes.  Every atom of the space over an
+    axis outside the hypothesis' sources that holds on every failing case and
+    not on some passing case (``x.offset <= 0``, ``x.shape[-1] >= 64``,
+    ``dtype == float32``) is a term the failure might need as well: the case
+    that refutes it is a failing case moved to the planned value of a passing
+    case where the term does not hold.  None left: the finding held across the
+    run's other axes."""
+    from .hypotheses import axis_sources, covering_atoms
+
+    excluded = _excluded_keys(ctx, sources)
+    failing = sorted(c for c, s in ctx.status.items() if s == "fail")
+    passing = sorted(c for c, s in ctx.status.items() if s == "pass")
+    keys = sorted({k for c in failing + passing for k in ctx.hax[c]})
+    out: list[tuple[str, Any, str]] = []
+    seen: set[tuple[str, Any]] = set()
+    for axis in keys:
+        movers = [k for k in axis_sources(axis)]
+        if set(movers) & excluded or any(m == "layout" and ctx.cpu_only for m in movers):
             continue
-        failing_vals = {_distractor_value(ctx, key, c) for c in ran if ctx.status[c] == "fail"}
-        if len(failing_vals) >= 2:
-            continue
-        seen = set()
-        for c in ran:
-            if ctx.status[c] != "pass":
-                continue
-            v = _distractor_value(ctx, key, c)
-            if v in failing_vals or v in seen or v is None:
-                continue
-            seen.add(v)
-            out.append((key, v, c))
+        fvals = [ctx.hax[c].get(axis) for c in failing]
+        pvals = [ctx.hax[c].get(axis) for c in passing]
+        for atom, mask in covering_atoms(axis, fvals, pvals):
+            if mask == (1 << len(passing)) - 1:
+                continue  # holds on every recorded case: the run never varied it
+            p = next(c for i, c in enumerate(passing) if not mask >> i & 1)  # the first passing case without it
+            for key in movers:
+                if key not in ctx.dist[p]:
+                    continue
+                value = _distractor_value(ctx, key, p)
+                if value is not None and (key, value) not in seen:
+                    seen.add((key, value))
+                    out.append((key, value, p))
     return out
 
 
