@@ -59,8 +59,9 @@ def _passing(cid: str) -> CaseResult:
 
 
 def test_a_case_has_bytes_uncapped_alignments_relations_and_values_classes():
+    zero_row = [{"value": "+0", "positions": [[0, j] for j in range(8)]}]
     case = _case("c", {"name": "x", "shape": [16, 8], "dtype": "float16", "storage_offset": 0,
-                       "values": {"kind": "normal", "specials": [{"value": "+0", "positions": [[0, j] for j in range(8)]}]}},
+                       "values": {"kind": "normal", "specials": zero_row}},
                  {"name": "y", "shape": [8], "dtype": "float32"})
     ax = hypothesis_axes(case, case_axes(case))
     assert (ax["x.bytes"], ax["y.bytes"], ax["x.align[0]"], ax["x.last_align"]) == (256, 32, 16, 8)
@@ -81,7 +82,8 @@ def test_hypotheses_do_not_depend_on_the_order_cases_arrived():
                for c in cases}
     one = diagnose_run(cases, results, [])
     two = diagnose_run(cases[::-1], dict(reversed(list(results.items()))), [])
-    assert [f.model_dump() for f in one.findings + one.competing] == [f.model_dump() for f in two.findings + two.competing]
+    assert [f.model_dump() for f in one.findings + one.competing] == \
+        [f.model_dump() for f in two.findings + two.competing]
     assert [n.model_dump() for n in one.next_cases] == [n.model_dump() for n in two.next_cases]
     assert one.findings[0].kind == "conjunction" and "dtype == float16" in one.findings[0].predicate
 
@@ -247,3 +249,87 @@ def test_an_exact_finding_is_consistent_with_every_case_and_unrivalled_in_the_sp
                 if p is not None:
                     assert (p == "fail") == planted(probe), (name, lead.predicate, probe.inputs)
     assert claimed >= 16  # the property was exercised, not skipped
+
+
+# --------------------------------------------------------------------------
+# Planted bugs beyond one axis, through the real MCP client on host "local"
+# --------------------------------------------------------------------------
+
+
+def _check_kind(kind: str, narrow: dict, final: dict) -> None:
+    lead = final["findings"][0] if final["findings"] else None
+    first = narrow["steps"][0]  # the analysis after the star's pending cases: its lead and its competitors
+    everything = final["findings"] + final["competing"]
+    # never a set over a composite axis (a whole shape, strides, a value spec)
+    assert not [f for f in everything if f["axis"].endswith((".shape", ".strides", ".values"))], kind
+    # the pending cases narrow_failure ran first are counted, in cases_run and as its first step
+    assert narrow["pending_run"] > 0 and narrow["steps"][0]["kinds"] == ["pending"], kind
+    assert narrow["cases_run"] == narrow["pending_run"] + narrow["new_cases"] and narrow["new_cases"] <= 40
+    assert [f["predicate"] for f in narrow["findings"]] == [f["predicate"] for f in final["findings"]]
+    expected = HARD_KINDS[kind]["predicate"]
+    if expected is None:  # no clean boundary: no exact finding, a trend
+        assert not narrow["exact"] and narrow["stopped"] != "exact", narrow["findings"]
+        assert (lead["kind"], lead["axis"], lead["exact"]) == ("trend", HARD_KINDS[kind]["trend"], False), lead
+        assert "grows with x.shape[-1]" in lead["predicate"] and "baseline judge" in lead["statement"]
+        return
+    assert (lead["predicate"], lead["exact"], narrow["stopped"], final["competing"]) == \
+        (expected, True, "exact", []), (kind, lead, final["competing"])
+    pair = lead["minimal_pair"]
+    assert pair is not None and pair["passing_planned"] and pair["failing_planned"], lead
+    if kind == "interaction":
+        dtype_term, dim_term = lead["terms"]
+        assert (dim_term["passes_at"], dim_term["fails_at"], dim_term["direction"]) == (1024, 1025, "above")
+        assert (dim_term["minimal_pair"]["passing_planned"], dim_term["minimal_pair"]["failing_planned"]) == \
+            ({"x.shape": "4x1024"}, {"x.shape": "4x1025"})
+        assert dtype_term["minimal_pair"]["differs_in"] == ["dtype"]
+        assert " and " in first["findings"][0]  # the first analysis already names the interaction
+    elif kind == "bytes":
+        assert (lead["passes_at"], lead["direction"]) == (16384, "above") and 16384 < lead["fails_at"] <= 16388
+        assert "16384 bytes (4096 float32 elements" in lead["statement"] and pair["differs_in"] == ["x.shape"]
+    elif kind == "dims_compared":
+        assert lead["kind"] == "relation" and pair["failing_value"] == ">" and pair["passing_value"] in ("=", "<")
+    elif kind == "mixed_dtype":
+        assert first["findings"] == ["x.dtype == bfloat16"] and "x.dtype != y.dtype" in first["competing"]
+        assert pair["differs_in"] == ["dtype"] and pair["failing_planned"] == {"dtype": "bfloat16,float32"}
+    elif kind == "rank":
+        assert (lead["passes_at"], lead["fails_at"]) == (2, 3) and "x.rank > 2" in first["competing"]
+        assert pair["failing_planned"] == {"x.shape": "2x4x32"}
+    elif kind == "zero_rows":
+        assert lead["kind"] == "class" and "x.all_zero" in first["findings"] + first["competing"]
+
+
+def test_planted_bugs_beyond_one_axis_end_on_their_condition_over_stdio(tmp_path, subprocess_env):
+    """Every kind through one server: plan (a star with distractors), narrow_failure (it runs the pending
+    cases first, then 40 new cases at most) on local, analyze; then report.md and `opdebug show` say what
+    the tools said."""
+    from test_mcp_stdio import error_text, with_server
+
+    env = {k: os.environ[k] for k in ("OPDEBUG_RUNNER_STAGE",) if k in os.environ}
+
+    async def scenario(client):
+        out = {}
+        for kind in HARD_KINDS:
+            run = "h-" + kind.replace("_", "-")
+            # as an agent would: plan the star, let narrow_failure run it and go on
+            calls = [await client.call_tool("plan_cases", hard_plan_request(run, kind)),
+                     await client.call_tool("narrow_failure", {"run_id": run, "max_cases": 40}),
+                     await client.call_tool("analyze_failures", {"run_id": run})]
+            for c in calls:
+                assert not c.is_error, error_text(c)
+            out[kind] = [c.structured_content for c in calls[1:]]
+        return out
+
+    root = tmp_path / "evidence"
+    out = with_server(root, scenario, env=env)
+    for kind, (narrow, final) in out.items():
+        _check_kind(kind, narrow, final)
+
+    # the same answer through the other doors: report.md and opdebug show
+    report = (root / "h-interaction" / "report.md").read_text()
+    assert "`dtype == float16 and x.shape[-1] > 1024` | yes | x.shape[-1]: passes at 1024, fails at 1025" in report
+    show = subprocess.run([sys.executable, "-m", "tools.cli", "show", "--root", str(root), "--run-id", "h-bytes"],
+                          env=subprocess_env | {"COLUMNS": "240"}, capture_output=True, text=True, timeout=120)
+    assert show.returncode == 0, show.stderr
+    assert "finding: x.bytes > 16384 (exact)" in show.stdout and "boundary: passes at 16384, fails at" in show.stdout
+    acc = (root / "h-accumulation" / "report.md").read_text()
+    assert "grows with x.shape[-1]" in acc and "| yes |" not in acc.split("## Findings", 1)[1].split("##", 1)[0]

@@ -81,7 +81,8 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
     if first.outcomes:  # the pending cases it ran are the first step
         steps.append(NarrowStep(
             index=1, kinds=["pending"], axes=[], cases={o.case_id: o.state for o in first.outcomes},
-            findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings]))
+            findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings],
+            competing=[f.predicate for f in analysis.competing]))
     stopped = None
     while stopped is None:
         stopped = _done(analysis)
@@ -115,7 +116,8 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
         steps.append(NarrowStep(
             index=len(steps) + 1, kinds=sorted({k for _, k, _ in picked}),
             axes=sorted({a for _, _, a in picked if a}), cases={cid: states.get(cid, "pending") for cid in added},
-            findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings]))
+            findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings],
+            competing=[f.predicate for f in analysis.competing]))
         if progress is not None:
             await progress(len(steps), req.max_steps, f"round {len(steps)}: {len(added)} case(s)")
         if not run.recorded:

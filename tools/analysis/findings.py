@@ -151,7 +151,7 @@ def hypothesis_finding(h: Hypothesis, hax: dict[str, dict[str, Any]], dist: dict
                     failing_values=_values(hax, failing, a.axis, False),
                     passing_values=_values(hax, passing, a.axis, a.direction == "above"),
                     exact=False, failing=len(failing), passing=len(passing),
-                    minimal_pair=make_pair(*pair, hax, dist, differ, UNSET) if pair else None,
+                    minimal_pair=make_pair(pair[0], pair[1], a.axis, hax, dist, differ, UNSET) if pair else None,
                     equivalent=list(h.equivalent), **_bounds(a))
         f.statement = statement(f, dtypes)
         return f
@@ -168,7 +168,8 @@ def hypothesis_finding(h: Hypothesis, hax: dict[str, dict[str, Any]], dist: dict
         terms.append(Term(axis=a.axis, kind=a.kind, predicate=a.text, source=source_of(a.axis),
                           failing_values=_values(hax, failing, a.axis, False),
                           passing_values=_values(hax, ctx_passing, a.axis, a.direction == "above"),
-                          minimal_pair=make_pair(*pair, hax, dist, differ, UNSET) if pair else None, **bounds))
+                          minimal_pair=make_pair(pair[0], pair[1], a.axis, hax, dist, differ, UNSET) if pair else None,
+                          **bounds))
     first = terms[0]
     f = Finding(axis=" & ".join(t.axis for t in terms), kind="conjunction", predicate=h.text,
                 source=", ".join(dict.fromkeys(t.source for t in terms)), failing_values=[], passing_values=[],

@@ -77,7 +77,8 @@ def change(a: str | None, b: str | None) -> float:
             return 100.0
         total = 0.0
         for key in sorted(set(va[1]) | set(vb[1])):
-            x, y = abs(va[1].get(key, _VALUE_DEFAULTS.get(key, 0.0))), abs(vb[1].get(key, _VALUE_DEFAULTS.get(key, 0.0)))
+            default = _VALUE_DEFAULTS.get(key, 0.0)
+            x, y = abs(va[1].get(key, default)), abs(vb[1].get(key, default))
             total += abs(math.log2(x / y)) if x > 0 and y > 0 else (0.0 if x == y else 50.0)
         return total
     return 1.0

@@ -174,7 +174,8 @@ def source_of(axis: str) -> str:
         return "layout"
     name = axis.split(".", 1)[0]
     field = axis[len(name) + 1:]
-    if field in ("shape", "rank", "numel", "zero_size", "last_align", "bytes") or field.startswith(("shape[", "align[")):
+    if field in ("shape", "rank", "numel", "zero_size", "last_align", "bytes") or \
+            field.startswith(("shape[", "align[")):
         return f"{name}.shape"
     if field in ("strides", "contiguity"):
         return f"{name}.strides"

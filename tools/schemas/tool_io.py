@@ -143,6 +143,7 @@ class NarrowStep(Strict):
     axes: list[str] = Field(description="the finding axes they narrowed")
     cases: dict[str, str] = Field(description="new case id -> its state after the run")
     findings: list[str] = Field(description="the findings' predicates after the round (exact ones marked)")
+    competing: list[str] = Field(default_factory=list, description="the competing hypotheses after the round")
 
 
 class NarrowResponse(Strict):
