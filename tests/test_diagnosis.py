@@ -397,7 +397,7 @@ def test_opdebug_narrow_stops_at_once_when_the_finding_is_exact(tmp_path, subpro
             "vary": [{"axis": "attribute", "name": "reduction", "values": ["sum"]},
                      {"axis": "dtype", "values": ["float16"]},
                      {"axis": "attribute", "name": "reduction", "values": ["sum"],
-                      "also": [{"axis": "dtype", "value": "float16"}]}]}
+                      "also": [{"axis": "dtype", "values": ["float16"]}]}]}
     root = Path(subprocess_env["OPDEBUG_EVIDENCE_ROOT"])
     ids = _plan(root, "r", stars=[star])
     _record(root, "r", {i: "sum" in i for i in ids})

@@ -74,7 +74,7 @@ def settle(lead: Finding, terms: list[Finding], hyps: list[Hypothesis], capped: 
             values = ", ".join(str(c.hax.get(t.axis, c.axes.get(t.axis))) for c in narrow[t.axis])
             why.append(f"untried values of {t.axis}: {values}")
     if cross:
-        changes = "; ".join(json.dumps({c.var["axis"]: c.value, **{a["axis"]: a.get("value")
+        changes = "; ".join(json.dumps({c.var["axis"]: c.value, **{a["axis"]: a["values"][0]
                                                                     for a in c.var.get("also") or []}},
                                        default=str) for c in cross)
         why.append(f"not crossed yet with the run's other axes ({changes})")

@@ -192,7 +192,7 @@ def exact_count_moves(ties: dict[str, list[str]], base: Case, name: str, count: 
         return [(mj[0], b)]
     if b == spec.shape[j]:
         return [(mi[0], a)]
-    return [(dict(mi[0], also=[dict(mj[0], value=b)]), a)]
+    return [(dict(mi[0], also=[dict(mj[0], values=[b])]), a)]
 
 
 def byte_moves(ties: dict[str, list[str]], base: Case, name: str, target: float) -> list[tuple[dict, Any]]:

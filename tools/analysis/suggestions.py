@@ -526,7 +526,7 @@ def splitting(ctx: Context) -> list[Candidate]:
             for base2, axis2, var2, value2 in per_hyp[names[j]][:8]:
                 if base2.id != base.id or axis2 == axis or var.get("also") or var2.get("also"):
                     continue
-                also = {k: v for k, v in var2.items()} | {"value": value2}
+                also = dict(var2, values=[value2])
                 cand = make_candidate(ctx, base, dict(var, also=[also]), value, axis)
                 if cand is None:
                     continue
@@ -715,7 +715,7 @@ def crossing_candidates(ctx: Context, f: Finding, sources: list[str]) -> list[Ca
 
     def combined(changes: list[tuple[dict, Any]]) -> Candidate | None:
         (var0, val0), rest = changes[0], changes[1:]
-        var = dict(var0, also=[dict(v, value=x) for v, x in rest]) if rest else var0
+        var = dict(var0, also=[dict(v, values=[x]) for v, x in rest]) if rest else var0
         return make_candidate(ctx, base, var, val0, f.axis)
 
     built = [(k, v, c, m) for k, v, c in firsts.values() if (m := _crossing_move(ctx, base, k, v, c)) is not None]
@@ -776,7 +776,7 @@ def _values_text(cands: list[Candidate], axis: str) -> str:
 
 def _change_text(c: Candidate) -> str:
     parts = [f"{c.var['axis']}={json.dumps(c.value, default=str)}"]
-    parts += [f"{a['axis']}={json.dumps(a.get('value'), default=str)}" for a in c.var.get("also") or []]
+    parts += [f"{a['axis']}={json.dumps(a['values'][0], default=str)}" for a in c.var.get("also") or []]
     return " and ".join(parts)
 
 
@@ -895,7 +895,8 @@ def explore(ctx: Context) -> list[NextCase]:
                 ctx.seen_contents.add(cand.content)
                 cands.append(cand)
         why = (f"no hypothesis separates the failing cases from the passing ones yet: vary each axis of the "
-               f"failing case {fid!r} once")
+               f"failing case {fid!r} once" if passing else
+               f"no case passes yet: vary each axis of the failing case {fid!r} once, toward a plain case")
         if passing:
             near = min(passing, key=lambda p: (len(axes_difference(ctx.dist[p], ctx.dist[fid])), p))
             for key in axes_difference(ctx.dist[near], ctx.dist[fid]):
@@ -911,8 +912,12 @@ def explore(ctx: Context) -> list[NextCase]:
         groups: dict[tuple, list[Candidate]] = {}
         for c in cands:
             groups.setdefault(c.group, []).append(c)
-        for group in _by_base(cands):
+        for group in _by_base(cands) if len(groups) > 1 else []:  # every axis at once first: one round covers them
             out.append(_next("explore", None, group, reason=why + " (every such change at once, one case each)",
+                             if_fails="that axis is not what the failure needs",
+                             if_passes="that axis change removes the failure: a hypothesis on it follows"))
+        for group in groups.values():
+            out.append(_next("explore", None, group, reason=why,
                              if_fails="that axis is not what the failure needs",
                              if_passes="that axis change removes the failure: a hypothesis on it follows"))
         if out:

@@ -111,25 +111,13 @@ def _apply_list_axis(doc: dict, var: StarVariation, value: Any) -> None:
     spec["tensors"] = (members + [copy.deepcopy(members[-1]) for _ in range(value - len(members))])[:value]
 
 
-def change_variation(change) -> StarVariation:
-    """A variation's ``also`` change as a one-value variation of its own."""
-    try:
-        return StarVariation.model_validate({k: v for k, v in change.model_dump(exclude_none=True).items()
-                                             if k != "value" and v != []} | {"values": [change.value]})
-    except ValidationError as exc:
-        raise ValueError("'also': " + format_validation_error(exc)) from None
-
-
 def apply_variation(base: Case, var: StarVariation, value: Any) -> dict:
     """The base case (as a JSON dict, id unchanged) with one axis set to
-    ``value`` (and each of ``var.also`` set to its value: two axes at once).
-    Raises ValueError for a variation that does not fit."""
+    ``value`` (and each variation of ``var.also`` set to its one value: two
+    axes at once).  Raises ValueError for a variation that does not fit."""
     doc = _apply_one(base, var, value)
     for change in var.also:
-        sub = change_variation(change)
-        if sub.also:
-            raise ValueError("an 'also' change cannot have its own 'also'")
-        doc = _apply_one(Case.model_validate(doc), sub, change.value)
+        doc = _apply_one(Case.model_validate(doc), change, change.values[0])
     return doc
 
 
@@ -218,7 +206,7 @@ def _set_dims(doc: dict, dims: list[str], value: Any) -> None:
 def _derived_id(base: Case, var: StarVariation, value: Any) -> str:
     case_id = _one_id(base, var, value)
     for change in var.also:  # two axes at once: <base>.<first change>.<second change>
-        case_id = _one_id(base.model_copy(update={"id": case_id}), change_variation(change), change.value)
+        case_id = _one_id(base.model_copy(update={"id": case_id}), change, change.values[0])
     return case_id
 
 

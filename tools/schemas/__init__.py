@@ -58,7 +58,6 @@ from .case import (  # noqa: F401
     StarSpec,
     StarValue,
     StarVariation,
-    StarChange,
     TensorSpec,
     ValueSpec,
     contiguous_strides,

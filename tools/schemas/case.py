@@ -272,19 +272,6 @@ _DIM_REF_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\.shape\[-?[0-9]{1,2}\]$"
 StarValue = Annotated[Any, PlainValidator(lambda value: value, json_schema_input_type=Union[AttributeValue, ValueSpec])]
 
 
-class StarChange(Strict):
-    """A second axis set with every value of a variation (a 2x2 cell)."""
-
-    model_config = ConfigDict(extra="forbid", json_schema_extra=drop_titles)
-
-    axis: StarAxis = Field(description="the axis, as in a variation")
-    input: Ident | None = Field(None, description="as in a variation")
-    name: Ident | None = Field(None, description="axis attribute: name")
-    member: Annotated[int, Field(ge=0)] | None = Field(None, description="as in a variation")
-    dims: list[str] = Field(default_factory=list, description="axis 'dim': as in a variation")
-    value: StarValue = Field(description="its one value")
-
-
 class StarVariation(Strict):
     """One axis varied around the base case; one new case per value."""
 
@@ -296,8 +283,9 @@ class StarVariation(Strict):
     member: Annotated[int, Field(ge=0)] | None = Field(None, description="tensor-list member the input axis varies")
     values: list[StarValue] = Field(min_length=1, max_length=64)
     dims: list[str] = Field(default_factory=list, description="axis 'dim': ['x.shape[0]']")
-    also: list[StarChange] = Field(default_factory=list, max_length=4,
-                                   description="other axes set with each value (two axes at once)")
+    also: list["StarVariation"] = Field(default_factory=list, max_length=4,
+                                        description="other axes set with each value: variations of one value "
+                                                    "each (two axes at once, e.g. a 2x2 cell)")
 
     @model_validator(mode="after")
     def _needs_name(self) -> "StarVariation":
@@ -320,7 +308,13 @@ class StarVariation(Strict):
                 raise ValueError(f"axis 'dim' values must be non-negative integers (sizes), not {bad}")
         elif self.dims:
             raise ValueError("'dims' is only for axis 'dim'")
+        bad_also = [i for i, a in enumerate(self.also) if len(a.values) != 1 or a.also]
+        if bad_also:
+            raise ValueError(f"'also' entries {bad_also} must have exactly one value and no 'also' of their own")
         return self
+
+
+StarVariation.model_rebuild()
 
 
 class StarSpec(Strict):
