@@ -419,6 +419,8 @@ def narrowing(ctx: Context, f: Finding, hyp: str | None = None) -> list[Candidat
         if f.kind == "threshold":
             integer = all(isinstance(v, int) for v in f.failing_values + f.passing_values)
             targets = bisect_values(f, integer)
+            if f.axis.endswith(".bytes"):  # a size in bytes moves by whole elements of the base's dtype
+                targets = _whole_elements(base, f, targets)
         elif f.kind in ("value", "set", "relation"):
             targets = probe_values(ctx, f, base)
         else:
@@ -430,13 +432,31 @@ def narrowing(ctx: Context, f: Finding, hyp: str | None = None) -> list[Candidat
                 # an untried categorical value is always worth its case; inside a bracket, when it can move it
                 if cand is None or (f.kind == "threshold" and not informative(cand, f, hyp)):
                     continue
-                score = (len(var.get("dims") or [1]) if var["axis"] == "dim" else 5, _others_named(ctx, f, var))
+                got = cand.hax.get(f.axis, cand.axes.get(f.axis))
+                miss = abs(got - target) if f.kind == "threshold" and isinstance(got, (int, float)) and \
+                    isinstance(target, (int, float)) else 0  # the move that lands on the value first
+                score = (miss, len(var.get("dims") or [1]) if var["axis"] == "dim" else 5,
+                         1 if var.get("also") else 0, _others_named(ctx, f, var))
                 if best is None or score < best[0]:
                     best = (score, cand)
             if best is not None:
                 ctx.seen_contents.add(best[1].content)
                 out.append(best[1])
     return out
+
+
+def _whole_elements(base: Case, f: Finding, targets: list) -> list:
+    from ..cases.relations import element_bytes
+
+    name = f.axis[: -len(".bytes")]
+    spec = next((i for i in base.inputs if i.name == name), None)
+    size = element_bytes(spec.dtype) if spec is not None and spec.shape is not None else None
+    if not size or f.passes_at is None or f.fails_at is None:
+        return targets
+    lo, hi = sorted((f.passes_at, f.fails_at))
+    step = [f.passes_at + size if f.direction == "above" else f.passes_at - size]
+    out = [math.ceil(t / size) * size for t in step + list(targets)]
+    return [int(t) if float(t).is_integer() else t for t in dict.fromkeys(out) if lo < t < hi]
 
 
 def _others_named(ctx: Context, f: Finding, var: dict) -> int:
