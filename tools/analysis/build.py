@@ -49,6 +49,18 @@ def diagnose(cases: list[Case], results: dict[str, CaseResult], missing: list[st
     return d.findings, d.next_cases
 
 
+class _Planned:
+    """The planned cases' contents, computed the first time a next case is checked against them."""
+
+    def __init__(self, cases: list[Case]):
+        self.cases, self.contents = cases, None
+
+    def __contains__(self, content: str) -> bool:
+        if self.contents is None:
+            self.contents = {case_content(c.model_dump(mode="json")) for c in self.cases}
+        return content in self.contents
+
+
 def _statuses(cases: list[Case], results: dict[str, CaseResult]) -> dict[str, str]:
     status = {}
     for c in cases:
@@ -79,7 +91,7 @@ def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: lis
             last = f"{spec.name}.shape[-1]"
             aliases[f"{spec.name}.numel"] = aliases.get(last, last)
     no_modes, cpu_only = unusable_modes(cases, results, status)
-    planned = {case_content(c.model_dump(mode="json")) for c in cases}
+    planned = _Planned(cases)
 
     space = enumerate_hypotheses(hax, failing, passing, aliases)
     group_status: str | None = None

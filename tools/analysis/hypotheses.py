@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cases.derived import is_ordered, source_of, structured_axes
+from ..cases.derived import source_of, structured_axes
 from ..cases.relations import relation_axes, relation_sides
 
 MAX_SET_VALUES = 4
@@ -234,14 +234,14 @@ class Space:
 
 
 def _kind_of(values: list[Any]) -> str | None:
-    present = [v for v in values if v is not None]
-    if not present:
+    types = {type(v) for v in values} - {type(None)}
+    if not types:
         return None
-    if all(isinstance(v, bool) for v in present):
+    if types == {bool}:
         return "bool"
-    if is_ordered(present):
+    if types <= {int, float}:
         return "ordered"
-    if all(isinstance(v, str) for v in present):
+    if types == {str}:
         return "str"
     return None
 

@@ -723,7 +723,9 @@ def crossing_candidates(ctx: Context, f: Finding, sources: list[str]) -> list[Ca
     if f.minimal_pair is None:
         return []
     base = ctx.cases[f.minimal_pair.failing]
-    todo = uncrossed(ctx, sources)
+    # a value the failing case already has is no change (bytes move with the shape and the dtype: the one
+    # that differs is the crossing)
+    todo = [t for t in uncrossed(ctx, sources) if _distractor_value(ctx, t[0], base.id) != t[1]]
     if not todo:
         return []
     firsts: dict[str, tuple[str, Any, str]] = {}
