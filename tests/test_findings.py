@@ -88,6 +88,25 @@ def test_hypotheses_do_not_depend_on_the_order_cases_arrived():
     assert one.findings[0].kind == "conjunction" and "dtype == float16" in one.findings[0].predicate
 
 
+def test_a_threshold_is_exact_only_once_its_boundary_is_pinned():
+    """No competitor left, crossed with the dtype: still not exact while a length lies between the
+    passing 64 and the failing 128; exact once 65 fails (adjacent values on each side)."""
+    runs = [("float32", 16, False), ("float32", 64, False), ("float32", 192, True), ("float32", 256, True),
+            ("float16", 16, False), ("float16", 128, True)]
+    cases = [_case(f"c{dt}-{n}", {"name": "x", "shape": [n], "dtype": dt}) for dt, n, _ in runs]
+    results = {c.id: (_failing if fails else _passing)(c.id) for c, (_, _, fails) in zip(cases, runs)}
+    d = diagnose_run(cases, results, [])
+    lead = d.findings[0]
+    assert (lead.predicate, lead.passes_at, lead.fails_at, d.competing) == ("x.shape[-1] > 64", 64, 128, [])
+    assert not lead.exact and lead.why_not_exact == ["the boundary of x.shape[-1] is not pinned: passes at 64, "
+                                                     "fails at 128"]
+    assert d.next_cases[0].kind == "bisect"
+    cases.append(_case("c65", {"name": "x", "shape": [65]}))
+    results["c65"] = _failing("c65")
+    lead = diagnose_run(cases, results, []).findings[0]
+    assert (lead.predicate, lead.exact, lead.passes_at, lead.fails_at) == ("x.shape[-1] > 64", True, 64, 65)
+
+
 # --------------------------------------------------------------------------
 # Property: exact means consistent and unrivalled in the enumerated space
 # --------------------------------------------------------------------------
