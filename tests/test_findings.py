@@ -19,7 +19,7 @@ and planted bugs beyond one clean axis.
 
 from __future__ import annotations
 
-import json
+import itertools
 import math
 import os
 import random
@@ -27,10 +27,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tools.analysis.build import diagnose_run
-from tools.analysis.hypotheses import MAGNITUDE_RESOLUTION, hypothesis_axes, is_align
+from tools.analysis.hypotheses import hypothesis_axes, is_align
 from tools.cases.axes import case_axes
 from tools.cases.ids import case_content
 from tools.cases.stars import expand_star
@@ -180,7 +178,6 @@ def _brute_force(hax: dict, failing: list[str], passing: list[str]) -> set[froze
         elif all(isinstance(v, str) for v in present):
             domain = sorted(set(present))
             for n in range(1, min(4, len(domain)) + 1):
-                import itertools
                 for sub in itertools.combinations(domain, n):
                     atoms.append((k, lambda a, k=k, sub=frozenset(sub): a.get(k) in sub))
     singles = {frozenset([k]) for k, h in atoms if _consistent(h, hax, failing, passing)}

@@ -10,19 +10,13 @@ sets, ties broken by case id.
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
 from typing import Any, Callable
 
-from ..cases.derived import UNSET, is_ordered, parse_dim_axis, source_of
+from ..cases.derived import UNSET, source_of
 from ..cases.relations import element_bytes
 from ..schemas import Finding, Term
 from .hypotheses import Atom, Hypothesis, axis_sources
 from .pairs import best_pair, make_pair
-
-# Label axes that a structured axis of the same source says better.
-LABEL_FIELDS = (".shape", ".strides", ".values")
-
 
 def _fmt(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
@@ -34,89 +28,6 @@ def _fmt(value: Any) -> str:
 
 def _sort_key(value: Any):
     return (0, value, "") if isinstance(value, (int, float)) and not isinstance(value, bool) else (1, 0, str(value))
-
-
-def predicate_text(axis: str, kind: str, failing: list, direction: str | None, bound: Any) -> str:
-    if kind == "threshold":
-        return f"{axis} > {_fmt(bound)}" if direction == "above" else f"{axis} < {_fmt(bound)}"
-    if kind == "class":
-        return axis if failing == [True] else f"not {axis}"
-    if kind == "value":
-        return f"{axis} == {_fmt(failing[0])}"
-    return f"{axis} in {{{', '.join(_fmt(v) for v in failing)}}}"
-
-
-DERIVED_FIELDS = ("rank", "numel", "zero_size", "last_align", "contiguity", "offset_nonzero", "offset_align",
-                  "dtype_family", "dtype_bits", "has_nan", "has_inf", "has_large", "has_denormal", "magnitude")
-
-
-def is_derived(axis: str) -> bool:
-    """A structured axis analysis derives (not a label of case_axes)."""
-    if axis.startswith("attr.") or "." not in axis:
-        return False
-    field = axis.rsplit(".", 1)[1] if "shape[" not in axis else "shape["
-    return field in DERIVED_FIELDS or field == "shape["
-
-
-def _value_sets(axes: dict[str, dict[str, Any]], ids: list[str]) -> dict[str, set]:
-    """key -> the set of its values over ``ids`` (UNSET where a case lacks the key): one pass per case."""
-    sets: dict[str, set] = defaultdict(set)
-    counts: dict[str, int] = defaultdict(int)
-    for cid in ids:
-        for key, value in axes[cid].items():
-            sets[key].add(value)
-            counts[key] += 1
-    for key, n in counts.items():
-        if n < len(ids):
-            sets[key].add(UNSET)
-    return _Missing(sets, bool(ids))
-
-
-class _Missing(dict):
-    """A key no case has reads as {UNSET}."""
-
-    def __init__(self, sets: dict, any_ids: bool):
-        super().__init__(sets)
-        self.any_ids = any_ids
-
-    def __missing__(self, key):
-        return {UNSET} if self.any_ids else set()
-
-
-def predict(f: Finding, value: Any) -> str | None:
-    """What the finding says a case with this axis value does: 'fail', 'pass',
-    or None when the finding does not know (a value inside a threshold's
-    bracket, an untried categorical value)."""
-    if value is None:
-        return None
-    if f.kind == "threshold":
-        if not is_ordered([value]):
-            return None
-        if f.direction == "above":
-            return "fail" if value >= f.smallest_failing else "pass" if value <= f.largest_passing else None
-        return "fail" if value <= f.largest_failing else "pass" if value >= f.smallest_passing else None
-    if value in f.failing_values:
-        return "fail"
-    if value in f.passing_values:
-        return "pass"
-    if f.kind == "class":
-        return "pass" if value not in f.failing_values else "fail"
-    return None
-
-
-def rank_findings(findings: list[Finding]) -> list[Finding]:
-    """Exact first, then with a minimal pair, then structured before labels,
-    class/value before threshold/set; ties by axis name (order independent)."""
-    kind_rank = {"class": 0, "value": 1, "threshold": 2, "set": 3}
-
-    def key(f: Finding):
-        return (not f.exact, f.minimal_pair is None, f.axis.endswith(LABEL_FIELDS), kind_rank[f.kind],
-                f.axis.endswith((".numel", ".rank")), f.axis)
-    return sorted(findings, key=key)
-
-
-def finite(x: float) -> bool:
-    return isinstance(x, (int, float)) and math.isfinite(x)
 
 
 MAX_VALUES_SHOWN = 32

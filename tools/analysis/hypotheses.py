@@ -24,7 +24,6 @@ arrived (ties are broken by names and case ids).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -480,7 +479,3 @@ def _drop_restatements(hyps: list[Hypothesis]) -> list[Hypothesis]:
                 twin = next((g for g in hyps if other in g.atoms and any(x.axis == numel for x in g.atoms)), None)
                 fold(h, twin)
     return [h for h in hyps if id(h) not in dropped]
-
-
-def finite(x: float) -> bool:
-    return isinstance(x, (int, float)) and math.isfinite(x)
