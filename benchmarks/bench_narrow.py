@@ -3,11 +3,16 @@
 1. For each planted kind (benchmarks/narrow_kinds.py, operators in
    tests/operators/): the agent loop (a first star with distractors, run on
    host ``local``, analyze, apply the first next case as it is) and the
-   autopilot (narrow_failure) - steps and cases until the exact finding.
-2. build_analysis on N synthetic cases (a threshold bug on x.shape[-1] among
+   autopilot (narrow_failure) - steps and new cases until the exact finding.
+2. The kinds beyond one axis (HARD_KINDS: an interaction, bytes, two
+   dimensions compared, mixed dtypes, rank, zero rows, an accumulation with no
+   clean boundary): the first analysis' finding, the autopilot's final finding
+   (40 new cases at most), exact or not, and the new cases it used.
+3. build_analysis on N synthetic cases (a threshold bug on x.shape[-1] among
    dtype/stride/offset distractors), in memory: seconds per analysis.
 
-    .venv/bin/python benchmarks/bench_narrow.py            # both
+    .venv/bin/python benchmarks/bench_narrow.py            # all
+    .venv/bin/python benchmarks/bench_narrow.py --kinds-only | --hard-only
     .venv/bin/python benchmarks/bench_narrow.py --analysis-only --sizes 1000 10000
 """
 
@@ -24,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from narrow_kinds import KINDS, plan_request  # noqa: E402
+from narrow_kinds import HARD_KINDS, KINDS, hard_plan_request, plan_request  # noqa: E402
 
 MAX_MANUAL = 8
 
@@ -59,7 +64,8 @@ def autopilot(loop, root: Path, kind: str):
     resp = loop.run_until_complete(narrow_failure({"run_id": "auto", "max_cases": 60}, root=root))
     f = next((f for f in resp.findings if f.axis == KINDS[kind]["axis"]), None)
     ok = f is not None and f.exact and f.predicate == KINDS[kind]["predicate"]
-    return ok, len(resp.steps), resp.cases_run, resp.seconds, resp.stopped
+    rounds = sum(1 for s in resp.steps if s.kinds != ["pending"])  # the pending cases' run is not a round
+    return ok, rounds, resp.new_cases, resp.seconds, resp.stopped
 
 
 def bench_kinds() -> None:
@@ -83,6 +89,52 @@ def bench_kinds() -> None:
     for kind, pred, ms, mc, as_, ac, secs, stopped in rows:
         print(f"| {kind} | `{pred}` | {'not reached' if ms is None else ms} ({mc}) | "
               f"{'not reached' if as_ is None else as_} ({ac}) | {secs:.1f} | {stopped} |")
+
+
+def _finding_text(findings, competing) -> str:
+    if not findings:
+        return "none" + (f" ({len(competing)} competing)" if competing else "")
+    f = findings[0]
+    text = f"`{f.predicate}`" + (" (exact)" if f.exact else "")
+    if f.kind == "threshold" and f.fails_at is not None:
+        text += f" passes at {f.passes_at:g}, fails at {f.fails_at:g}" if f.passes_at is not None else ""
+    if competing:
+        text += f" + {len(competing)} competing"
+    return text
+
+
+def bench_hard() -> None:
+    from tools.analyze_failures import analyze_failures
+    from tools.narrow import narrow_failure
+    from tools.plan_cases import plan_cases
+    from tools.remote.pool import REGISTRY
+    from tools.run_case_remote import run_case_remote
+
+    loop = asyncio.new_event_loop()
+    rows = []
+    try:
+        for kind, spec in HARD_KINDS.items():
+            with tempfile.TemporaryDirectory() as tmp:
+                root = Path(tmp)
+                plan_cases(hard_plan_request("hard", kind), root=root)
+                loop.run_until_complete(run_case_remote("hard", root=root))
+                first = analyze_failures("hard", root=root)
+                resp = loop.run_until_complete(narrow_failure({"run_id": "hard", "max_cases": 40}, root=root))
+            lead = resp.findings[0] if resp.findings else None
+            if spec["predicate"] is None:
+                ok = lead is not None and lead.kind == "trend" and lead.axis == spec["trend"] and not resp.exact
+            else:
+                ok = lead is not None and lead.exact and lead.predicate == spec["predicate"]
+            rows.append((kind, spec["predicate"] or f"no exact finding (trend on {spec['trend']})",
+                         _finding_text(first.findings, first.competing), _finding_text(resp.findings, resp.competing),
+                         "yes" if resp.exact else "no", resp.new_cases, resp.stopped, "right" if ok else "WRONG"))
+    finally:
+        loop.run_until_complete(REGISTRY.close_all())
+        loop.close()
+    print("| planted kind | planted condition | step-1 finding | final finding | exact? | new cases | stopped | verdict |")
+    print("|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(str(c) for c in row) + " |")
 
 
 def synthetic(n: int):
@@ -126,11 +178,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--analysis-only", action="store_true")
     parser.add_argument("--kinds-only", action="store_true")
+    parser.add_argument("--hard-only", action="store_true")
     parser.add_argument("--sizes", type=int, nargs="*", default=[100, 1000, 10000])
     args = parser.parse_args()
-    if not args.analysis_only:
+    if not (args.analysis_only or args.hard_only):
         bench_kinds()
-    if not args.kinds_only:
+    if not (args.analysis_only or args.kinds_only):
+        bench_hard()
+    if not (args.kinds_only or args.hard_only):
         bench_analysis(args.sizes)
 
 

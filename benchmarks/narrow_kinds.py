@@ -100,3 +100,54 @@ def plan_request(run_id: str, kind: str) -> dict:
     spec = KINDS[kind]
     return {"config": config(run_id, spec["module"]), "stars": [spec["star"]],
             "module_sources": {spec["module"]: (OPERATORS / spec["module"]).read_text()}}
+
+
+# Kinds beyond one clean axis (issue 20): an interaction, a derived quantity, a relation between two
+# axes, a values class, and a bug with no clean boundary.  ``predicate`` is the exact finding the loop
+# must end with; None: no exact finding may be claimed (``trend`` names the axis the error grows with).
+HARD_KINDS: dict[str, dict] = {
+    "interaction": dict(
+        module="planted_half_long.py",
+        star={"base": _base([_x((4, 2048), dtype="float16")]),
+              "vary": [{"axis": "dtype", "values": ["float32"]},
+                       {"axis": "shape", "input": "x", "values": [[4, 256]]}, OFFSET_DISTRACTOR]},
+        axis="dtype & x.shape[-1]", predicate="dtype == float16 and x.shape[-1] > 1024"),
+    "bytes": dict(
+        module="planted_bytes.py",
+        star={"base": _base([_x((4, 256))]), "vary": [{"axis": "shape", "input": "x", "values": [[16, 512]]},
+                                                      DTYPE_DISTRACTOR, STRIDE_DISTRACTOR]},
+        axis="x.bytes", predicate="x.bytes > 16384"),
+    "dims_compared": dict(
+        module="planted_tall.py",
+        star={"base": _base(), "vary": [{"axis": "shape", "input": "x", "values": [[64, 32]]},
+                                        DTYPE_DISTRACTOR, STRIDE_DISTRACTOR]},
+        axis="x.shape[0]~x.shape[-1]", predicate="x.shape[0] > x.shape[-1]"),
+    "mixed_dtype": dict(
+        module="planted_mixed_dtype.py",
+        star={"base": _base([_x(), {"name": "y", "shape": [4, 32]}]),
+              "vary": [{"axis": "dtype", "input": "x", "values": ["bfloat16"]}, DTYPE_DISTRACTOR,
+                       OFFSET_DISTRACTOR]},
+        axis="x.dtype~y.dtype", predicate="x.dtype != y.dtype"),
+    "rank": dict(
+        module="planted_rank.py",
+        star={"base": _base(), "vary": [{"axis": "shape", "input": "x", "values": [[2, 4, 32]]},
+                                        DTYPE_DISTRACTOR, STRIDE_DISTRACTOR]},
+        axis="x.rank", predicate="x.rank > 2"),
+    "zero_rows": dict(
+        module="planted_zero_rows.py",
+        star={"base": _base(), "vary": [{"axis": "values", "input": "x", "values": [
+            {"kind": "zeros"}, {"kind": "normal", "std": 0.001}]}, DTYPE_DISTRACTOR, STRIDE_DISTRACTOR]},
+        axis="x.zero_rows", predicate="x.zero_rows"),
+    "accumulation": dict(
+        module="planted_accumulate.py",
+        star={"base": _base([_x((8, 64), dtype="float16")]),
+              "vary": [{"axis": "shape", "input": "x", "values": [[8, 16], [8, 128], [8, 512], [8, 2048]]},
+                       {"axis": "dtype", "values": ["float32"]}]},
+        axis=None, predicate=None, trend="x.shape[-1]"),
+}
+
+
+def hard_plan_request(run_id: str, kind: str) -> dict:
+    spec = HARD_KINDS[kind]
+    return {"config": config(run_id, spec["module"]), "stars": [spec["star"]],
+            "module_sources": {spec["module"]: (OPERATORS / spec["module"]).read_text()}}

@@ -49,6 +49,8 @@ T_JUDGE = "tests/test_judge.py::"
 T_BW = "tests/test_backward.py::"
 T_SLURM = "tests/test_slurm_hosts.py::"
 T_SURFACE = "tests/test_mcp_surface.py::"
+T_DIAG = "tests/test_diagnosis.py::"
+T_FIND = "tests/test_findings.py::"
 
 
 @dataclass(frozen=True)
@@ -218,6 +220,44 @@ MUTATIONS: tuple[Mutation, ...] = (
              '        elif path.is_dir() and not [p for p in path.iterdir() if p.name != "index.lock"]:',
              "        elif False:",
              ("tests/test_capture.py::test_an_empty_capture_says_so_at_exit_and_is_refused_by_name",)),
+    Mutation("exact-with-competitors", "a finding is exact only when no competing hypothesis survives",
+             "tools/analysis/exactness.py",
+             "    if others:",
+             "    if False:",
+             (T_FIND + "test_an_exact_finding_is_consistent_with_every_case_and_unrivalled_in_the_space",
+              T_PRA + "test_analysis_follows_one_failing_dtype")),
+    Mutation("exact-unpinned", "a threshold is exact only with its boundary pinned (adjacent values recorded)",
+             "tools/analysis/exactness.py",
+             '        if t.kind == "threshold" and not pinned(t, dtypes or {}):',
+             "        if False:",
+             (T_FIND + "test_a_threshold_is_exact_only_once_its_boundary_is_pinned",)),
+    Mutation("exact-uncrossed", "a finding is exact only once crossed with the run's other axes",
+             "tools/analysis/exactness.py",
+             "    if cross:",
+             "    if False:",
+             (T_DIAG + "test_a_magnitude_threshold_is_bisected_in_powers_of_two_to_a_factor_two",
+              T_FIND + "test_an_exact_finding_is_consistent_with_every_case_and_unrivalled_in_the_space")),
+    Mutation("composite-set", "a whole shape (or strides, or value spec) is never the axis of a finding",
+             "tools/analysis/hypotheses.py",
+             '_EXCLUDED_SUFFIXES = (".shape", ".strides", ".values", ".offset_nonzero", ".none")',
+             '_EXCLUDED_SUFFIXES = (".strides", ".values", ".offset_nonzero", ".none")',
+             (T_FIND + "test_a_case_has_bytes_uncapped_alignments_relations_and_values_classes",)),
+    Mutation("no-conjunctions", "when no single predicate separates, conjunctions of two are the hypotheses",
+             "tools/analysis/hypotheses.py",
+             "            if a.axis == b.axis or ma & mb:",
+             "            if True:",
+             (T_FIND + "test_hypotheses_do_not_depend_on_the_order_cases_arrived",
+              T_DIAG + "test_two_axes_changed_at_once_get_the_cases_between_them")),
+    Mutation("pair-not-closest", "a minimal pair is the closest pair in the planned space",
+             "tools/analysis/pairs.py",
+             "    return sorted(pairs)[:MAX_PAIRS_PER_AXIS]",
+             "    return sorted(pairs, key=lambda t: t[1:])[:MAX_PAIRS_PER_AXIS]",
+             (T_DIAG + "test_findings_do_not_depend_on_the_order_cases_were_appended",)),
+    Mutation("narrow-pending-uncounted", "narrow_failure counts the pending cases it ran first",
+             "tools/narrow.py",
+             "    cases_run = len(first.outcomes)",
+             "    cases_run = 0",
+             (T_DIAG + "test_narrow_failure_over_stdio_and_the_next_case_appends_as_it_is",)),
     Mutation("tolerance-changeable", "tolerances (the config) are fixed once the run is planned",
              "tools/plan_cases.py",
              '        if req.config is not None and req.config.model_dump(mode="json") != config.model_dump(mode="json"):',

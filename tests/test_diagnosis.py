@@ -29,7 +29,7 @@ from tools.run_case_remote import run_case_remote
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from narrow_kinds import KINDS, OPERATORS, plan_request  # noqa: E402
 
-MANUAL_STEPS = 4
+MANUAL_STEPS = 8  # exact now needs the competitors ruled out and a crossing (issue 20)
 
 
 def _failing(case_id: str) -> dict:
@@ -121,7 +121,7 @@ def test_two_failing_shapes_give_a_threshold_and_bisect_the_named_dimension(tmp_
                              for n in narrowing for v in n.star["vary"])
     bisect = next(n for n in narrowing if n.axis == "x.shape[-1]")
     assert bisect.star["vary"] == [{"axis": "dim", "dims": ["x.shape[-1]"], "values": [512, 1024, 2048]}]
-    assert "x.numel" in {g.axis for g in a.findings}  # the competing hypothesis, not a dtype sweep
+    assert "x.numel" in {g.axis for g in a.competing}  # the competing hypothesis, not a dtype sweep
 
 
 def test_a_dim_variation_moves_a_shared_dimension_and_keeps_the_layout(tmp_path):
@@ -179,19 +179,28 @@ def test_two_axes_changed_at_once_get_the_cases_between_them(tmp_path):
                                 {"id": "both", "inputs": [_x((4, 8), strides=[1, 4], dtype="float16")]}])
     _record(tmp_path, "r", {"b": False, "both": True})
     a = analyze_failures("r", root=tmp_path)
-    assert {f.axis for f in a.findings} >= {"dtype", "x.contiguity"}
-    assert all(f.minimal_pair is None and not f.exact for f in a.findings)
+    every = a.findings + a.competing  # the hypotheses: one leads, the others compete
+    assert {f.axis for f in every} >= {"dtype", "x.contiguity"}
+    assert all(f.minimal_pair is None and not f.exact for f in every)
     first = a.next_cases[0]
-    assert first.kind == "discriminate" and first.base_case == "b"
-    moved = sorted(v["axis"] for v in first.star["vary"])
-    assert moved == ["dtype", "strides"]  # one axis at a time from the passing case
+    assert first.kind == "discriminate" and first.base_case in ("b", "both")
+    assert all(not v.get("also") for v in first.star["vary"])  # one axis at a time from a recorded case
+    assert "dtype == float16" in first.refutes_if_fails + first.refutes_if_passes  # each says what it refutes
 
-    # once both are run and pass, only the interaction is left: nothing single separates, nothing is implied
-    plan_cases({"run_id": "r", "append": True, "stars": [first.star]}, root=tmp_path)
+    # issue 20: once the cells between them are run and pass, the interaction is the finding, with a pair per
+    # term and next cases that split it from its competitors (it used to be "no finding, nothing to try")
+    plan_cases({"run_id": "r", "append": True, "stars": [{"base": "b", "include_base": False, "vary": [
+        {"axis": "dtype", "values": ["float16"]}, {"axis": "strides", "input": "x", "values": [[1, 4]]}]}]},
+        root=tmp_path)
     _record(tmp_path, "r", {c: False for c in RunStore(tmp_path, "r").pending_case_ids()})
     again = analyze_failures("r", root=tmp_path)
-    assert again.findings == [] and "no single axis value separates" in again.summary
-    assert not [n for n in again.next_cases if n.kind in ("discriminate", "bisect", "probe")]
+    lead = again.findings[0]
+    assert (lead.kind, lead.predicate, lead.exact) == \
+        ("conjunction", "dtype == float16 and x.contiguity == transposed", False)
+    assert [(t.minimal_pair.passing, t.minimal_pair.failing) for t in lead.terms] == \
+        [("b.x.strides-1-4", "both"), ("b.dtype-float16", "both")]
+    assert again.competing and again.hypotheses.conjunctions
+    assert [n for n in again.next_cases if n.kind == "discriminate"]
 
 
 def test_a_magnitude_threshold_is_bisected_in_powers_of_two_to_a_factor_two(tmp_path):
@@ -211,13 +220,17 @@ def test_a_magnitude_threshold_is_bisected_in_powers_of_two_to_a_factor_two(tmp_
         if f.exact or steps == 6:
             break
         nxt = a.next_cases[0]
-        assert (nxt.kind, nxt.axis) == ("bisect", "x.magnitude")
-        assert all(v.get("std", 0) in (2.0, 128.0, 8192.0, 256.0, 1024.0, 4096.0, 512.0)
-                   for var in nxt.star["vary"] for v in var["values"])
+        assert (nxt.kind, nxt.axis) in (("bisect", "x.magnitude"), ("crossing", "x.magnitude"))
+        if nxt.kind == "bisect":
+            assert all(v.get("std", 0) in (2.0, 128.0, 8192.0, 256.0, 1024.0, 4096.0, 512.0)
+                       for var in nxt.star["vary"] for v in var["values"])
+        else:  # the boundary is pinned; what is left is the crossing with the float16 distractor
+            assert nxt.star["vary"] == [{"axis": "dtype", "values": ["float16"]}]
         plan_cases({"run_id": "r", "append": True, "stars": [nxt.star]}, root=tmp_path)
         steps += 1
     assert (f.predicate, f.exact, f.largest_passing, f.smallest_failing, steps) == \
-        ("x.magnitude > 256", True, 256, 512, 3)
+        ("x.magnitude > 256", True, 256, 512, 4)
+    assert (f.passes_at, f.fails_at, f.direction) == (256, 512, "above")
 
 
 def _converge(root, star: dict, fails, steps: int = 6) -> list:
@@ -231,7 +244,7 @@ def _converge(root, star: dict, fails, steps: int = 6) -> list:
         _record(root, "r", {c.id: fails(c) for c in store.read_cases() if c.id in pending})
         a = analyze_failures("r", root=root)
         out.append(a)
-        if not [n for n in a.next_cases if n.kind in ("discriminate", "bisect", "probe", "explore")]:
+        if not [n for n in a.next_cases if n.kind in ("discriminate", "bisect", "probe", "crossing", "explore")]:
             break
         plan_cases({"run_id": "r", "append": True, "stars": [a.next_cases[0].star]}, root=root)
     return out
@@ -242,8 +255,10 @@ def test_a_storage_offset_that_must_be_aligned_is_found_as_an_alignment(tmp_path
             "vary": [{"axis": "storage_offset", "input": "x", "values": [5, 64]}, {"axis": "dtype", "values": ["float16"]}]}
     runs = _converge(tmp_path, star, lambda c: c.inputs[0].storage_offset % 16 != 0)
     lead = runs[-1].findings[0]
-    assert (lead.predicate, lead.exact, len(runs) - 1) == ("x.offset_align < 16", True, 2)
+    assert (lead.predicate, lead.exact, len(runs) - 1) == ("x.offset_align < 16", True, 3)
     assert all(n.axis.startswith("x.offset") for a in runs[:-1] for n in a.next_cases[:1])
+    # stated in elements and in bytes, for the dtypes that failed
+    assert "multiple of 16 elements (32 bytes in float16, 64 bytes in float32)" in lead.statement
 
 
 def test_with_no_passing_case_one_round_moves_every_axis_toward_a_plain_case(tmp_path):
@@ -253,7 +268,9 @@ def test_with_no_passing_case_one_round_moves_every_axis_toward_a_plain_case(tmp
     first = runs[0].next_cases[0]
     assert first.kind == "explore" and {v["axis"] for v in first.star["vary"]} >= {"mode", "dim"}
     lead = runs[-1].findings[0]
-    assert (lead.predicate, lead.exact, len(runs) - 1) == ("x.shape[-1] > 16", True, 2)
+    # three rounds: the alignment of the last dimension (16 passes, 32 fails) competes until a case splits them
+    assert (lead.predicate, lead.exact, len(runs) - 1) == ("x.shape[-1] > 16", True, 3)
+    assert runs[1].next_cases[0].kind == "discriminate" and "x.last_align > 16" in runs[1].next_cases[0].reason
 
 
 # --------------------------------------------------------------------------
@@ -262,9 +279,10 @@ def test_with_no_passing_case_one_round_moves_every_axis_toward_a_plain_case(tmp
 
 
 def related(kind: str, axis: str | None) -> bool:
-    from tools.cases.derived import source_of
+    """The axis moves with the planted one (a size in bytes moves with the shape and the dtype)."""
+    from tools.analysis.hypotheses import axis_sources
 
-    return axis is not None and source_of(axis) == source_of(KINDS[kind]["axis"])
+    return axis is not None and bool(set(axis_sources(axis)) & set(axis_sources(KINDS[kind]["axis"])))
 
 
 def manual_loop(loop, root: Path, kind: str) -> tuple[int, object, list]:
@@ -358,21 +376,28 @@ def test_narrow_failure_over_stdio_and_the_next_case_appends_as_it_is(loop, tmp_
         assert not out[key].is_error, error_text(out[key])
     analysis = out["analysis"].structured_content
     assert analysis["findings"][0]["axis"] in ("dtype", "x.dtype_bits")
-    assert out["append"].structured_content["added"] == ["base.dtype-float16"]
+    # the first next case splits the hypotheses: float16 (dtype == bfloat16 says it passes; the width of the
+    # dtype and the size in bytes say it fails) and a shorter row (only the size in bytes says it fails)
+    assert out["append"].structured_content["added"][0] == "base.dtype-float16"
     narrow = out["narrow"].structured_content
     lead = next(f for f in narrow["findings"] if f["axis"] == "dtype")
     assert (lead["predicate"], lead["exact"], narrow["stopped"]) == ("dtype == bfloat16", True, "exact")
     assert lead["minimal_pair"] == {"passing": "base", "failing": "base.dtype-bfloat16", "passing_value": "float32",
-                                    "failing_value": "bfloat16", "differs_in": ["dtype"]}
+                                    "failing_value": "bfloat16", "differs_in": ["dtype"],
+                                    "passing_planned": {"dtype": "float32"}, "failing_planned": {"dtype": "bfloat16"}}
+    assert narrow["competing"] == [] and narrow["cases_run"] == narrow["new_cases"] + narrow["pending_run"]
     assert "max_cases" in error_text(out["bad"])
 
 
 def test_opdebug_narrow_stops_at_once_when_the_finding_is_exact(tmp_path, subprocess_env):
     import subprocess
 
+    # the failing value crossed with the distractor (sum in float16 too, two axes at once): exact at once
     star = {"base": {"id": "b", "inputs": [_x()], "attributes": {"reduction": "mean"}},
             "vary": [{"axis": "attribute", "name": "reduction", "values": ["sum"]},
-                     {"axis": "dtype", "values": ["float16"]}]}
+                     {"axis": "dtype", "values": ["float16"]},
+                     {"axis": "attribute", "name": "reduction", "values": ["sum"],
+                      "also": [{"axis": "dtype", "values": ["float16"]}]}]}
     root = Path(subprocess_env["OPDEBUG_EVIDENCE_ROOT"])
     ids = _plan(root, "r", stars=[star])
     _record(root, "r", {i: "sum" in i for i in ids})

@@ -1,11 +1,18 @@
 """narrow_failure: the autopilot beside the manual loop.
 
-Analyze the run; append the next cases that decide between findings or
-narrow them (discriminate, bisect, probe; explore when nothing separates
+Run the pending cases (that is the first step, counted in ``cases_run``);
+analyze the run; append the next cases that split the surviving hypotheses,
+pin the leading one's boundary, cross it with the run's other axes
+(discriminate, bisect, probe, crossing; explore when no hypothesis exists
 yet) as ordinary stars; run them on the given hosts; analyze again; repeat
-until every finding is exact with nothing left to decide, or a budget (new
-cases, seconds, rounds) runs out.  Every round is planned and recorded like
-any other cases, so the evidence shows the path.
+until the leading finding is exact (references/behavior.md: no competitor
+left, boundary pinned, crossed), or a budget (new cases, seconds, rounds)
+runs out.  It stops ``nothing_to_try`` only when one hypothesis is left and
+nothing can narrow it; ``undecided`` when several survive and no case the
+variations can build tells them apart; ``no_hypothesis`` when every axis
+of the failing cases was varied once and still nothing separates (a trend
+may then be stated).  Every round is planned and recorded like any other
+cases, so the evidence shows the path.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from .plan_cases import plan_cases
 from .run_case_remote import run_case_remote
 from .schemas import NarrowRequest, NarrowResponse, NarrowStep, StarSpec
 
-NARROWING = ("discriminate", "bisect", "probe", "explore")
+NARROWING = ("discriminate", "bisect", "probe", "crossing", "explore")
 Progress = Callable[[int, int, str], Awaitable[None]]
 
 
@@ -52,11 +59,13 @@ def _done(analysis) -> str | None:
     if analysis.verdict != "diagnosed":
         return "no_failure"
     narrowing = [n for n in analysis.next_cases if n.kind in NARROWING]
-    if analysis.findings and all(f.exact for f in analysis.findings) and \
-            not any(n.kind == "discriminate" for n in narrowing):
+    hypotheses = [f for f in analysis.findings if f.kind != "trend"]
+    if hypotheses and all(f.exact for f in hypotheses) and not analysis.competing:
         return "exact"
     if not narrowing:
-        return "nothing_to_try"
+        if analysis.competing:
+            return "undecided"
+        return "nothing_to_try" if hypotheses else "no_hypothesis"
     return None
 
 
@@ -71,24 +80,31 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
         return {"lease_wait_s": max(0.0, req.max_seconds - (time.monotonic() - t0)), "on_news": on_news}
 
     steps: list[NarrowStep] = []
-    cases_run = 0
-    await run_case_remote(req.run_id, root=root, hosts=req.hosts, inventory=inventory, **left())  # pending first
+    new_cases = 0
+    first = await run_case_remote(req.run_id, root=root, hosts=req.hosts, inventory=inventory,
+                                  **left())  # pending first
     analysis = analyze_failures(req.run_id, root=root)
+    cases_run = len(first.outcomes)
+    if first.outcomes:  # the pending cases it ran are the first step
+        steps.append(NarrowStep(
+            index=1, kinds=["pending"], axes=[], cases={o.case_id: o.state for o in first.outcomes},
+            findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings],
+            competing=[f.predicate for f in analysis.competing]))
     stopped = None
     while stopped is None:
         stopped = _done(analysis)
         if stopped:
             break
-        if len(steps) >= req.max_steps:
+        if sum(1 for s in steps if s.kinds != ["pending"]) >= req.max_steps:
             stopped = "budget_steps"
             break
-        if cases_run >= req.max_cases:
+        if new_cases >= req.max_cases:
             stopped = "budget_cases"
             break
         if time.monotonic() - t0 >= req.max_seconds:  # checked between rounds: a round runs to its end
             stopped = "budget_seconds"
             break
-        picked = _pick(analysis, min(req.cases_per_step, req.max_cases - cases_run))
+        picked = _pick(analysis, min(req.cases_per_step, req.max_cases - new_cases))
         added: list[str] = []
         for star, _, _ in picked:
             try:
@@ -99,6 +115,7 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
         if not added:
             stopped = "no_progress"
             break
+        new_cases += len(added)
         cases_run += len(added)
         run = await run_case_remote(req.run_id, case_ids=added, root=root, hosts=req.hosts, inventory=inventory,
                                     **left())
@@ -107,11 +124,13 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
         steps.append(NarrowStep(
             index=len(steps) + 1, kinds=sorted({k for _, k, _ in picked}),
             axes=sorted({a for _, _, a in picked if a}), cases={cid: states.get(cid, "pending") for cid in added},
-            findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings]))
+            findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings],
+            competing=[f.predicate for f in analysis.competing]))
         if progress is not None:
             await progress(len(steps), req.max_steps, f"round {len(steps)}: {len(added)} case(s)")
         if not run.recorded:
             stopped = "no_progress"
     return NarrowResponse(run_id=req.run_id, stopped=stopped, exact=bool(analysis.findings) and all(
         f.exact for f in analysis.findings), findings=analysis.findings, steps=steps, cases_run=cases_run,
-        seconds=round(time.monotonic() - t0, 3), summary=analysis.summary)
+        seconds=round(time.monotonic() - t0, 3), summary=analysis.summary, competing=analysis.competing,
+        new_cases=new_cases, pending_run=len(first.outcomes))

@@ -245,9 +245,11 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
     stars = _resolve_star_bases(store, req) if req.stars else []
     new_cases = list(req.cases)
     star_bases: dict[str, Case] = {}  # a star's case -> its base (what its answer is shown against)
+    planned = ({c.id: case_content(c.model_dump(mode="json")) for c in store.read_cases()}
+               if stars and req.append and store.exists() else None)
     for i, star in enumerate(stars):
         try:
-            expanded = expand_star(star)
+            expanded = expand_star(star, planned)
         except ToolError as exc:
             raise ToolError(f"stars[{i}]: {exc.message}", code=exc.code) from None
         new_cases.extend(expanded)

@@ -3,55 +3,141 @@
 One pass per stage, each a plain function over what the previous stages
 made, so a new stage (an integration-boundary diff, a picture) is one more
 call in :func:`build_analysis` or one entry in :data:`EXTRA_STAGES`.
+
+:func:`diagnose_run` works on the cases and results it is given and reads
+nothing else, so a filter in front of it (cases flagged nondeterministic,
+say) is one line in :func:`build_analysis`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..cases.axes import axes_difference, case_axes
 from ..cases.derived import case_distance_axes, structured_axes
 from ..cases.ids import case_content
-from ..schemas import Analysis, Case, CaseResult, Finding, now_utc
-from .findings import minimal_pairs, rank_findings, separating_findings
+from ..schemas import Analysis, Case, CaseResult, Finding, HypothesisSpace, NextCase, now_utc
+from .exactness import competitor_note, settle
+from .findings import hypothesis_finding, term_findings
+from .hypotheses import CAP_TEXT, enumerate_hypotheses, hypothesis_axes
 from .integration_diff import integration_diff
 from .outputs import annotate_outputs
+from .pairs import pair_index
 from .reasons import FAILING, case_failure, failure_axes, integration_hint
-from .suggestions import Context, dim_ties, narrowing, next_cases, unusable_modes
+from .suggestions import (Context, crossing_candidates, dim_ties, narrowing, next_cases, splitting, tie_aliases,
+                          unusable_modes)
+from .trend import trend_finding
 from .verdict import run_verdict, verdict_summary
 
 # Extra stages: fn(analysis, config, cases, results) -> Analysis (or None to keep it).
 EXTRA_STAGES: list[Callable[..., Any]] = []
+MAX_COMPETING_SHOWN = 24
+
+
+@dataclass
+class Diagnosis:
+    findings: list[Finding]
+    next_cases: list[NextCase]
+    competing: list[Finding] = field(default_factory=list)
+    space: HypothesisSpace | None = None
 
 
 def diagnose(cases: list[Case], results: dict[str, CaseResult], missing: list[str],
              labels: dict[str, dict[str, str]] | None = None) -> tuple[list[Finding], list]:
-    """Findings (ranked, exactness set) and next cases of a run."""
-    labels = labels or {c.id: case_axes(c) for c in cases}
-    by_id = {c.id: c for c in cases}
+    """Findings (the leading hypothesis, exactness set) and next cases of a run."""
+    d = diagnose_run(cases, results, missing, labels)
+    return d.findings, d.next_cases
+
+
+class _Planned:
+    """The planned cases' contents, computed the first time a next case is checked against them."""
+
+    def __init__(self, cases: list[Case]):
+        self.cases, self.contents = cases, None
+
+    def __contains__(self, content: str) -> bool:
+        if self.contents is None:
+            self.contents = {case_content(c.model_dump(mode="json")) for c in self.cases}
+        return content in self.contents
+
+
+def _statuses(cases: list[Case], results: dict[str, CaseResult]) -> dict[str, str]:
     status = {}
     for c in cases:
         r = results.get(c.id)
         if r is not None:
             status[c.id] = "fail" if r.status in FAILING else "pass" if r.status == "passed" else "unsupported"
+    return status
+
+
+def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: list[str],
+                 labels: dict[str, dict[str, str]] | None = None) -> Diagnosis:
+    """Every hypothesis consistent with the given cases, the leading one
+    settled (exact or why not), its competitors, and the next cases."""
+    labels = labels or {c.id: case_axes(c) for c in cases}
+    by_id = {c.id: c for c in cases}
+    status = _statuses(cases, results)
     ran = [c for c in cases if status.get(c.id) in ("fail", "pass")]
     axes = {c.id: structured_axes(c, labels[c.id]) for c in ran}
+    hax = {c.id: hypothesis_axes(c, labels[c.id], axes[c.id]) for c in ran}
     dist = {c.id: case_distance_axes(c, labels[c.id]) for c in ran}
     failing = sorted(c.id for c in ran if status[c.id] == "fail")
     passing = sorted(c.id for c in ran if status[c.id] == "pass")
-    findings = separating_findings(axes, failing, passing)
-    minimal_pairs(findings, axes, dist, failing, passing, axes_difference)
+    ties = dim_ties(ran or cases)  # dimensions equal in every case that ran (a refused case says nothing)
+    aliases = tie_aliases(ties, [i.name for i in cases[0].inputs] if cases else [])
+    for spec in (cases[0].inputs if cases else []):  # a vector's element count is its one dimension
+        if all(any(i.name == spec.name and not i.none and i.shape is not None and len(i.shape) == 1
+                   for i in c.inputs) for c in (ran or cases)):
+            last = f"{spec.name}.shape[-1]"
+            aliases[f"{spec.name}.numel"] = aliases.get(last, last)
     no_modes, cpu_only = unusable_modes(cases, results, status)
-    ctx = Context(cases=by_id, axes=axes, dist=dist, status=status,
-                  planned={case_content(c.model_dump(mode="json")) for c in cases}, findings=findings,
-                  ties=dim_ties(cases), no_modes=no_modes, cpu_only=cpu_only)
-    narrow = {f.axis: narrowing(ctx, f) for f in findings}
+    planned = _Planned(cases)
+
+    space = enumerate_hypotheses(hax, failing, passing, aliases)
+    group_status: str | None = None
+    kinds = sorted({results[c].status for c in failing})
+    if not space.hypotheses and len(kinds) > 1:  # each failing status on its own
+        for kind in kinds:
+            sub = [c for c in failing if results[c].status == kind]
+            sub_space = enumerate_hypotheses(hax, sub, passing, aliases)
+            if sub_space.hypotheses:
+                space, group_status, failing = sub_space, kind, sub
+                status = {c: ("fail" if c in sub else s if s != "fail" else "other") for c, s in status.items()}
+                break
+    tied: dict[str, set[str]] = {}
+    for dim, others in ties.items():
+        tied.setdefault(dim.split(".shape[", 1)[0], set()).update(o.split(".shape[", 1)[0] for o in others)
+    index = pair_index(dist, axes, status, tied)
+    dtypes = {}
+    for c in failing:
+        for spec in by_id[c].inputs:
+            for j, m in enumerate(spec.members()):
+                name = spec.name if spec.tensors is None else f"{spec.name}[{j}]"
+                dtypes.setdefault(name, set()).add(m.dtype)
+    dtypes = {k: sorted(v) for k, v in dtypes.items()}
+    findings = [hypothesis_finding(h, hax, dist, failing, passing, index, axes_difference, dtypes)
+                for h in space.hypotheses]
+    ctx = Context(cases=by_id, axes=axes, dist=dist, status=status, planned=planned, findings=findings,
+                  ties=ties, no_modes=no_modes, cpu_only=cpu_only, hyps=space.hypotheses, hax=hax,
+                  terms={h.text: term_findings(f) for h, f in zip(space.hypotheses, findings)})
+    summary = HypothesisSpace(axes=space.axes, consistent=space.consistent, conjunctions=space.conjunctions,
+                              capped=space.capped, cap=CAP_TEXT)
+    if not findings:
+        trend = trend_finding(hax, dist, results, failing, passing) if failing and passing else None
+        return Diagnosis([trend] if trend else [], next_cases(ctx, None, {}, results, missing), [], summary)
+    lead, lead_hyp = findings[0], space.hypotheses[0]
+    terms = ctx.terms[lead_hyp.text]
+    splits = splitting(ctx)  # first: a case that splits hypotheses is a split, whatever else it narrows
+    narrow = {t.axis: narrowing(ctx, t, lead_hyp.text) for t in terms}
+    cross = crossing_candidates(ctx, lead, lead_hyp.sources())
+    settle(lead, terms, space.hypotheses, space.capped, narrow, cross, dtypes)
+    for f in findings[1:]:
+        competitor_note(f, lead)
     for f in findings:
-        f.exact = f.minimal_pair is not None and not narrow[f.axis]
-        if f.exact and f.kind == "set" and f.axis.endswith(".contiguity") and len(f.passing_values) == 1:
-            f.predicate = f"{f.axis} != {f.passing_values[0]}"  # every other layout it can have fails
-    ranked = rank_findings(findings)
-    return ranked, next_cases(ctx, ranked, narrow, results, missing)
+        f.status = group_status
+    nxt = next_cases(ctx, lead, narrow, results, missing, splits=splits, cross=cross, lead_hyp=lead_hyp.text)
+    return Diagnosis([lead], nxt, findings[1:1 + MAX_COMPETING_SHOWN], summary)
 
 
 def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, CaseResult],
@@ -77,8 +163,9 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
 
     verdict = run_verdict(failures, missing, unsupported)
     axes = failure_axes(cases, results, labels)
-    findings, suggested = diagnose(cases, results, missing, labels)
-    summary = verdict_summary(verdict, cases, counts, missing, axes, findings)
+    diagnosis = diagnose_run(cases, results, missing, labels)
+    findings = diagnosis.findings
+    summary = verdict_summary(verdict, cases, counts, missing, axes, findings, competing=diagnosis.competing)
     hint = integration_hint(config.source_model_failure) if (
         verdict == "passed" and config.source_model_failure) else None
     analysis = Analysis(
@@ -94,11 +181,13 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
         crash_groups=crash_groups,
         failure_axes=axes,
         integration_hint=hint,
-        next_cases=suggested,
+        next_cases=diagnosis.next_cases,
         findings=findings,
         # the model's captured calls vs the planned cases (issue 14): self-contained, pure
         integration_diff=integration_diff(cases, results),
         analyzed_at=now_utc(),
+        competing=diagnosis.competing,
+        hypotheses=diagnosis.space,
     )
     # which output fails (a gradient is an output): failures, findings, per-output summaries
     analysis = annotate_outputs(analysis, cases, results, diagnose)

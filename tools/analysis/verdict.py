@@ -25,7 +25,7 @@ def run_verdict(failures: list[CaseFailure], missing: list[str], unsupported: li
 
 
 def verdict_summary(verdict: str, cases: list[Case], counts: dict[str, int], missing: list[str],
-                    axes: list[FailureAxis], findings: list[Finding]) -> str:
+                    axes: list[FailureAxis], findings: list[Finding], competing: list[Finding] = ()) -> str:
     """The verdict in one sentence: the counts, what the failures follow (the
     lead finding, its exactness and minimal pair, its competitors), what is missing."""
     summary = _summary(verdict, cases, counts, missing, axes)
@@ -33,7 +33,7 @@ def verdict_summary(verdict: str, cases: list[Case], counts: dict[str, int], mis
         if not any(a.explains_all for a in axes):  # "share X but so do passing ones" is noise beside a finding
             summary = summary.split("; ", 1)[0].rstrip(".") + (
                 f" ({len(missing)} planned case(s) still have no result)" if missing else "")
-        summary = summary.rstrip(".") + _findings_summary(findings) + "."
+        summary = summary.rstrip(".") + _findings_summary(findings, list(competing)) + "."
     elif verdict == "diagnosed" and counts["passed"] and not any(a.explains_all for a in axes):
         head = summary.split("; ", 1)[0].rstrip(".")
         tail = f" ({len(missing)} planned case(s) still have no result)" if missing else ""
@@ -74,17 +74,40 @@ def _summary(verdict: str, cases: list[Case], counts: dict[str, int], missing: l
     return f"passed: all {n} planned cases pass in isolation."
 
 
-def _findings_summary(findings: list[Finding]) -> str:
+def _boundary(f: Finding) -> str:
+    if f.kind == "threshold" and f.fails_at is not None:
+        side = f"passes at {_num(f.passes_at)}, " if f.passes_at is not None else ""
+        return f"{side}fails at {_num(f.fails_at)}"
+    if f.kind == "conjunction":
+        return "; ".join(f"{t.axis} passes at {_num(t.passes_at)}, fails at {_num(t.fails_at)}"
+                         for t in f.terms if t.kind == "threshold" and t.passes_at is not None)
+    return ""
+
+
+def _num(v) -> str:
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _findings_summary(findings: list[Finding], competing: list[Finding] = ()) -> str:
     lead = findings[0]
+    if lead.kind == "trend":
+        return f"; no exact finding: {lead.statement or lead.predicate}"
     text = f"; finding: {lead.predicate}"
+    bound = _boundary(lead)
     if lead.exact:
         text += " (exact"
+        if bound:
+            text += f"; {bound}"
         if lead.minimal_pair is not None:
             text += f"; minimal pair: {lead.minimal_pair.passing!r} passes, {lead.minimal_pair.failing!r} fails"
         text += ")"
     else:
-        text += " (not exact yet: run the next cases)"
-    others = [f.predicate for f in findings[1:4]]
+        why = lead.why_not_exact[0] if lead.why_not_exact else "run the next cases"
+        text += f" (not exact yet: {why})" if not competing else " (not exact yet: run the next cases)"
+    others = [f.predicate for f in [*findings[1:], *competing][:3]]
     if others:
-        text += f"; competing: {', '.join(others)}"
+        more = len(findings) - 1 + len(competing) - len(others)
+        text += f"; competing: {', '.join(others)}" + (f" and {more} more" if more > 0 else "")
     return text

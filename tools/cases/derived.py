@@ -4,10 +4,10 @@ magnitudes, numeric attributes) are numbers and the rest are strings or bools.
 
 Axis names (per input ``x``): ``x.rank``, ``x.shape[0]`` ... ``x.shape[-1]``
 (the last dimension is always ``[-1]``, the others count from 0), ``x.numel``,
-``x.zero_size``, ``x.last_align`` (the largest power of two, at most 64,
-dividing the last dimension), ``x.contiguity`` (contiguous / transposed / sliced /
+``x.zero_size``, ``x.last_align`` (the largest power of two dividing the last
+dimension, uncapped; absent for a size of 0), ``x.contiguity`` (contiguous / transposed / sliced /
 broadcast / overlapping), ``x.offset`` (a number), ``x.offset_nonzero`` and ``x.offset_align`` (its
-alignment, 64 for 0),
+alignment, uncapped; absent for offset 0, which every power of two divides),
 ``x.dtype_family`` / ``x.dtype_bits``, ``x.has_nan`` / ``x.has_inf`` /
 ``x.has_large`` / ``x.has_denormal``, ``x.magnitude`` (the scale of the
 generated values); for the case: ``mode``, ``dtype`` and ``attr.NAME``.
@@ -51,14 +51,10 @@ def parse_dim_axis(axis: str) -> tuple[str, int] | None:
         return None
 
 
-MAX_ALIGN = 64
-
-
-def alignment(size: int) -> int:
-    """The largest power of two (at most 64) dividing a size; 64 for 0."""
-    if size == 0:
-        return MAX_ALIGN
-    return min(size & -size, MAX_ALIGN)
+def alignment(size: int) -> int | None:
+    """The largest power of two dividing a size (uncapped: up to the size);
+    None for 0 (every power of two divides it: the axis is left out)."""
+    return size & -size if size > 0 else None
 
 
 def contiguity(shape: list[int], strides: list[int] | None) -> str:
@@ -116,7 +112,7 @@ def input_axes(spec: TensorSpec, n: str) -> dict[str, Any]:
     out: dict[str, Any] = {f"{n}.rank": rank}
     for i, size in enumerate(spec.shape):
         out[dim_axis(n, i, rank)] = size
-    if rank:
+    if rank and spec.shape[-1] > 0:
         out[f"{n}.last_align"] = alignment(spec.shape[-1])
     numel = math.prod(spec.shape)
     out[f"{n}.numel"] = numel
@@ -124,7 +120,8 @@ def input_axes(spec: TensorSpec, n: str) -> dict[str, Any]:
     out[f"{n}.contiguity"] = contiguity(spec.shape, spec.strides)
     out[f"{n}.offset"] = spec.storage_offset
     out[f"{n}.offset_nonzero"] = spec.storage_offset != 0
-    out[f"{n}.offset_align"] = alignment(spec.storage_offset)
+    if spec.storage_offset > 0:
+        out[f"{n}.offset_align"] = alignment(spec.storage_offset)
     out[f"{n}.dtype_family"] = _family(spec.dtype)
     if spec.dtype in DTYPE_BITS:
         out[f"{n}.dtype_bits"] = DTYPE_BITS[spec.dtype]
@@ -169,13 +166,16 @@ def source_of(axis: str) -> str:
     """The variation axis (a key of axes.distance_axes) that moves ``axis``."""
     if axis in ("mode",) or axis in OPTION_AXES or axis.startswith("attr."):
         return axis
+    if "~" in axis:  # a relation: the source of its first side (relations.relation_sides gives both)
+        return source_of(axis.split("~", 1)[0])
     if axis == "dtype" or axis.endswith((".dtype", ".dtype_family", ".dtype_bits")):
         return "dtype"
     if axis.endswith(".layout"):
         return "layout"
     name = axis.split(".", 1)[0]
     field = axis[len(name) + 1:]
-    if field in ("shape", "rank", "numel", "zero_size", "last_align") or field.startswith("shape["):
+    if field in ("shape", "rank", "numel", "zero_size", "last_align", "bytes") or \
+            field.startswith(("shape[", "align[")):
         return f"{name}.shape"
     if field in ("strides", "contiguity"):
         return f"{name}.strides"

@@ -113,7 +113,15 @@ def _apply_list_axis(doc: dict, var: StarVariation, value: Any) -> None:
 
 def apply_variation(base: Case, var: StarVariation, value: Any) -> dict:
     """The base case (as a JSON dict, id unchanged) with one axis set to
-    ``value``.  Raises ValueError for a variation that does not fit."""
+    ``value`` (and each variation of ``var.also`` set to its one value: two
+    axes at once).  Raises ValueError for a variation that does not fit."""
+    doc = _apply_one(base, var, value)
+    for change in var.also:
+        doc = _apply_one(Case.model_validate(doc), change, change.values[0])
+    return doc
+
+
+def _apply_one(base: Case, var: StarVariation, value: Any) -> dict:
     doc = copy.deepcopy(base.model_dump(mode="json", exclude_none=False))
     doc.pop("origin", None)  # a variation of a captured call is a planned case, not the model's call
     if var.axis in ("mode", "attribute", "grad_inputs", "compile_dynamic") and \
@@ -206,6 +214,13 @@ def _set_dims(doc: dict, dims: list[str], value: Any) -> None:
 
 
 def _derived_id(base: Case, var: StarVariation, value: Any) -> str:
+    case_id = _one_id(base, var, value)
+    for change in var.also:  # two axes at once: <base>.<first change>.<second change>
+        case_id = _one_id(base.model_copy(update={"id": case_id}), change, change.values[0])
+    return case_id
+
+
+def _one_id(base: Case, var: StarVariation, value: Any) -> str:
     vslug = value_slug(var.axis, value)
     if var.axis == "dim":
         parts = "_".join(f"{n}.shape{i}" for n, i in (parse_dim(d) for d in var.dims or []))
@@ -225,7 +240,7 @@ def _derived_id(base: Case, var: StarVariation, value: Any) -> str:
     return fit_id(f"{base.id}.{part}")
 
 
-def expand_star(star: StarSpec) -> list[Case]:
+def expand_star(star: StarSpec, planned: dict[str, str] | None = None) -> list[Case]:
     """A base case plus one case per value per variation, each with exactly one
     axis changed from the base:
 
@@ -245,7 +260,11 @@ def expand_star(star: StarSpec) -> list[Case]:
     ``rms.x.strides-1-4``, ``rms.attr-keepdim-true``), sanitized to the slug
     alphabet, shortened with a hash when over 96 characters, and unique.  A
     value that gives back the base case (or a case already produced) is
-    skipped.  Raises ToolError naming the variation and value that did not fit.
+    skipped.  ``planned`` (id -> content of the run's planned cases, when
+    appending): a derived id planned with another body gets the same hash
+    suffix as a clash inside the star (two value specs with the same text, say),
+    so a next case never collides with the run.  Raises ToolError naming the
+    variation and value that did not fit.
     """
     base = star.base
     produced: list[Case] = [base] if star.include_base else []
@@ -263,15 +282,17 @@ def expand_star(star: StarSpec) -> list[Case]:
             if content in seen_content:
                 continue
             case_id = _derived_id(base, var, value)
-            if case_id in ids:
-                digest = hashlib.sha1(content.encode("utf-8")).hexdigest()[:6]
-                case_id = fit_id(f"{case_id[: MAX_ID_LEN - 7]}-{digest}")
             doc["id"] = case_id
             try:
                 case = Case.model_validate(doc)
             except ValidationError as exc:
                 raise ToolError(f"star {where} gives an invalid case: " + format_validation_error(exc),
                                 code="validation_error") from None
+            if case_id in ids or (planned and case_id in planned and
+                                  planned[case_id] != case_content(case.model_dump(mode="json"))):
+                digest = hashlib.sha1(content.encode("utf-8")).hexdigest()[:6]
+                case_id = fit_id(f"{case_id[: MAX_ID_LEN - 7]}-{digest}")
+                case = case.model_copy(update={"id": case_id})
             seen_content.add(content)
             ids.add(case_id)
             produced.append(case)

@@ -182,10 +182,10 @@ def _print_analysis(out: Any, analysis: Any) -> None:
         out.print("[yellow]missing evidence:[/yellow] " + ", ".join(analysis.missing))
     if analysis.integration_hint:
         out.print(f"[yellow]integration hint:[/yellow] {escape(analysis.integration_hint)}")
-    for f in analysis.findings:
-        pair = (f" - minimal pair: {f.minimal_pair.passing} passes, {f.minimal_pair.failing} fails"
-                if f.minimal_pair else "")
-        out.print(escape(f"finding: {f.predicate}{' (exact)' if f.exact else ''}{pair}"))
+    from ..render.findings import finding_lines
+
+    for line in finding_lines(analysis.findings, analysis.competing):
+        out.print(escape(line))
     for nxt in analysis.next_cases:
         out.print(escape(f"next: {nxt.reason} (from {nxt.base_case}: {json.dumps(nxt.change)})"))
 
@@ -238,15 +238,15 @@ def cmd_narrow(args: argparse.Namespace) -> int:
         print_json(response)
         return 0
     out = console()
-    out.print(f"stopped: {response.stopped} after {len(response.steps)} round(s), {response.cases_run} new case(s), "
-              f"{response.seconds:g} s")
+    out.print(f"stopped: {response.stopped} after {len(response.steps)} round(s), {response.cases_run} case(s) run "
+              f"({response.pending_run} pending first, {response.new_cases} new), {response.seconds:g} s")
     for step in response.steps:
         out.print(escape(f"round {step.index} ({', '.join(step.kinds)} on {', '.join(step.axes) or '-'}): "
                           + ", ".join(f"{c}={s}" for c, s in step.cases.items())))
-    for f in response.findings:
-        pair = (f" - minimal pair: {f.minimal_pair.passing} passes, {f.minimal_pair.failing} fails"
-                if f.minimal_pair else "")
-        out.print(escape(f"finding: {f.predicate}{' (exact)' if f.exact else ''}{pair}"))
+    from ..render.findings import finding_lines
+
+    for line in finding_lines(response.findings, response.competing):
+        out.print(escape(line))
     out.print(escape(response.summary))
     return 0
 

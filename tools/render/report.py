@@ -11,6 +11,7 @@ from ..cases.axes import case_axes
 from ..cases.ids import rerun_id
 from ..runner.routing import level_for
 from ..schemas import Analysis, Case, CaseFailure, CaseResult, OperatorConfig
+from .findings import findings_section
 from .markdown import fenced, one_line, table
 from .outputs import outputs_section
 from .sections import artifact_sections, latest_verify_line
@@ -95,14 +96,7 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
         out += ["### Crash groups (by error signature)", "",
                 table(["signature", "cases"], [[s, ", ".join(ids)] for s, ids in analysis.crash_groups.items()]),
                 ""]
-    if analysis.findings:
-        out += ["## Findings", "",
-                "Predicates over one axis that separate every failing case from every passing one.", "",
-                table(["finding", "exact", "minimal pair (passes / fails)", "differs in"],
-                      [[f"`{f.predicate}`", "yes" if f.exact else "no",
-                        f"`{f.minimal_pair.passing}` / `{f.minimal_pair.failing}`" if f.minimal_pair else "-",
-                        ", ".join(f.minimal_pair.differs_in) if f.minimal_pair else "-"]
-                       for f in analysis.findings]), ""]
+    out += findings_section(analysis.findings, analysis.competing, analysis.hypotheses)
     out += outputs_section(analysis, results)
     out += ["## Failure axes", ""]
     if analysis.failure_axes:

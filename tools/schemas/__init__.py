@@ -95,6 +95,8 @@ from .analysis import (  # noqa: F401
     MinimalPair,
     NextCase,
     OutputSummary,
+    HypothesisSpace,
+    Term,
 )
 from .tool_io import (  # noqa: F401
     AnalyzeFailuresArgs,

@@ -42,15 +42,40 @@ class MinimalPair(Strict):
     failing_value: Any = Field(description="the finding's axis value in the failing case")
     differs_in: list[str] = Field(description="the variation axes in which the two cases differ (one, or a shape "
                                               "and its strides)")
+    passing_planned: dict[str, str] = Field(
+        default_factory=dict, description="the passing case's planned values (case-matrix axes) where the two "
+                                          "differ, e.g. {'x.offset': '8'} or {'x.shape': '16x192'}")
+    failing_planned: dict[str, str] = Field(
+        default_factory=dict, description="the failing case's planned values where the two differ")
+
+
+class Term(Strict):
+    """One term of a conjunction finding (``dtype == float16 and x.shape[-1] > 1024``)."""
+
+    axis: str = Field(description="the term's axis")
+    kind: Literal["value", "set", "threshold", "class", "relation"] = Field(description="as a finding's kind")
+    predicate: str = Field(description="the term as text, e.g. 'x.shape[-1] > 1024'")
+    source: str = Field(description="the variation axis that moves it")
+    failing_values: list[Any] = Field(description="its axis values in failing cases")
+    passing_values: list[Any] = Field(description="its axis values in passing cases where the other term holds")
+    direction: Literal["above", "below"] | None = Field(default=None, description="threshold: failures above or below")
+    passes_at: float | None = Field(default=None, description="threshold: the recorded value nearest the boundary "
+                                                              "on the passing side (the other term holding)")
+    fails_at: float | None = Field(default=None, description="threshold: the recorded value nearest the boundary "
+                                                             "on the failing side")
+    minimal_pair: MinimalPair | None = Field(default=None, description="a passing and a failing case, the other term "
+                                                                       "holding in both, differing only there")
 
 
 class Finding(Strict):
     """A predicate over one axis that separates every failing case from every passing one."""
 
     axis: str = Field(description="the axis, e.g. 'x.shape[-1]', 'x.numel', 'x.contiguity', 'attr.approximate'")
-    kind: Literal["value", "set", "threshold", "class"] = Field(
+    kind: Literal["value", "set", "threshold", "class", "relation", "conjunction", "trend"] = Field(
         description="value (axis == v), set (axis in {...}), threshold (ordered axis above/below a bound), "
-                    "class (a true/false axis such as x.zero_size)")
+                    "class (a true/false axis such as x.zero_size), relation (two axes compared: "
+                    "x.shape[0] > x.shape[-1], x.dtype != y.dtype), conjunction (two terms, see terms), trend (no "
+                    "clean boundary: the error grows with an ordered axis; never exact)")
     predicate: str = Field(description="the finding as text, e.g. 'x.shape[-1] > 2048'")
     source: str = Field(description="the variation axis that moves this axis (x.shape, x.strides, dtype, attr.NAME)")
     failing_values: list[Any] = Field(description="the axis values seen in failing cases")
@@ -71,6 +96,22 @@ class Finding(Strict):
         default_factory=list, description="the outputs that fail in the cases it covers (e.g. only grad.weight)")
     passing_outputs: list[str] = Field(
         default_factory=list, description="the outputs compared in those cases that pass in every one of them")
+    passes_at: float | None = Field(default=None, description="threshold: the recorded value nearest the boundary on "
+                                                              "the passing side, whatever the direction")
+    fails_at: float | None = Field(default=None, description="threshold: the recorded value nearest the boundary on "
+                                                             "the failing side, whatever the direction")
+    terms: list[Term] = Field(default_factory=list, description="conjunction: its two terms, each with its "
+                                                                "boundary and minimal pair")
+    statement: str | None = Field(default=None, description="the finding in plain words (alignments and sizes in "
+                                                            "elements and in bytes; a trend's metric)")
+    why_not_exact: list[str] = Field(default_factory=list, description="what is still open: competing hypotheses, "
+                                                                       "an unpinned boundary, distractors not crossed")
+    equivalent: list[str] = Field(default_factory=list, description="predicates that say the same on every case the "
+                                                                    "run can build (tied dimensions, aliases)")
+    status: str | None = Field(default=None, description="set when the failures of one status are explained on "
+                                                          "their own (crash vs numerical_mismatch)")
+    metric: str | None = Field(default=None, description="trend: the error metric that grows (max_rel, max_abs)")
+    correlation: float | None = Field(default=None, description="trend: rank correlation of the metric with the axis")
 
 
 class NextCase(Strict):
@@ -83,6 +124,10 @@ class NextCase(Strict):
     star: dict[str, Any] | None = Field(default=None, description="append as is: stars=[star]")
     if_fails: str | None = Field(default=None, description="what a failure tells")
     if_passes: str | None = Field(default=None, description="what a pass tells")
+    refutes_if_fails: list[str] = Field(default_factory=list, description="the hypotheses a failure of its case(s) "
+                                                                          "rules out")
+    refutes_if_passes: list[str] = Field(default_factory=list, description="the hypotheses a pass of its case(s) "
+                                                                           "rules out")
 
 
 class BoundaryFeature(Strict):
@@ -127,6 +172,15 @@ class OutputSummary(Strict):
     mismatch_ratio: float | None = Field(None, description="mismatch_ratio in the worst case")
     verdict: str | None = Field(None, description="the judge's sentence in the worst case")
 
+class HypothesisSpace(Strict):
+    """The hypothesis space of one analysis (references/behavior.md)."""
+
+    axes: int = Field(description="axes (labelled, derived, relations) the predicates range over")
+    consistent: int = Field(description="hypotheses consistent with every recorded case (before the cap)")
+    conjunctions: bool = Field(description="conjunctions of two were enumerated (no single predicate separates)")
+    capped: bool = Field(description="the cap cut the space: no finding can be exact")
+    cap: str = Field(description="the caps, in words")
+
 
 class Analysis(Strict):
     schema_version: Literal[1] = Field(1, description="contract version")
@@ -149,3 +203,8 @@ class Analysis(Strict):
     analyzed_at: datetime = Field(description="when")
     outputs: list[OutputSummary] = Field(
         default_factory=list, description="per output (forward outputs and gradients): where it fails")
+    competing: list[Finding] = Field(default_factory=list, description="the other hypotheses that separate the "
+                                                                       "recorded cases as well as the leading finding "
+                                                                       "(each with its minimal pair); none is exact")
+    hypotheses: HypothesisSpace | None = Field(default=None, description="how many hypotheses were enumerated and "
+                                                                         "whether the space was capped")

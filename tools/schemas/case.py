@@ -368,6 +368,9 @@ class StarVariation(Strict):
     values: list[StarValue] = Field(min_length=1, max_length=64, description="one new case per value (of the "
                                                                              "axis' kind: a dtype, a shape...)")
     dims: list[str] = Field(default_factory=list, description="axis 'dim': ['x.shape[0]']")
+    also: list["StarVariation"] = Field(default_factory=list, max_length=4,
+                                        description="other axes set with each value: variations of one value "
+                                                    "each (two axes at once, e.g. a 2x2 cell)")
 
     @model_validator(mode="after")
     def _needs_name(self) -> "StarVariation":
@@ -390,7 +393,13 @@ class StarVariation(Strict):
                 raise ValueError(f"axis 'dim' values must be non-negative integers (sizes), not {bad}")
         elif self.dims:
             raise ValueError("'dims' is only for axis 'dim'")
+        bad_also = [i for i, a in enumerate(self.also) if len(a.values) != 1 or a.also]
+        if bad_also:
+            raise ValueError(f"'also' entries {bad_also} must have exactly one value and no 'also' of their own")
         return self
+
+
+StarVariation.model_rebuild()
 
 
 class StarSpec(Strict):

@@ -157,22 +157,31 @@ class NarrowRequest(Strict):
 
 class NarrowStep(Strict):
     index: int = Field(description="1-based round number")
-    kinds: list[str] = Field(description="the kinds of next cases applied (discriminate, bisect, probe, explore)")
+    kinds: list[str] = Field(description="the kinds of next cases applied (discriminate, bisect, probe, crossing, "
+                                         "explore; pending: the pending cases run first)")
     axes: list[str] = Field(description="the finding axes they narrowed")
     cases: dict[str, str] = Field(description="new case id -> its state after the run")
     findings: list[str] = Field(description="the findings' predicates after the round (exact ones marked)")
+    competing: list[str] = Field(default_factory=list, description="the competing hypotheses after the round")
 
 
 class NarrowResponse(Strict):
     run_id: str = Field(description="the run")
-    stopped: str = Field(description="why it stopped: exact, nothing_to_try, budget_cases, budget_seconds, "
+    stopped: str = Field(description="why it stopped: exact, nothing_to_try (one hypothesis, nothing narrows it), "
+                                     "undecided (hypotheses survive, no buildable case splits them), no_hypothesis "
+                                     "(every axis varied once, nothing separates), budget_cases, budget_seconds, "
                                      "budget_steps, no_progress, no_failure")
     exact: bool = Field(description="every finding is exact")
     findings: list[Finding] = Field(description="the final findings with their minimal pairs")
-    steps: list[NarrowStep] = Field(description="the rounds taken, each ordinary planned and recorded cases")
-    cases_run: int = Field(description="new cases planned and run")
+    steps: list[NarrowStep] = Field(description="the rounds taken, each ordinary planned and recorded cases (the "
+                                                "pending cases it ran first are round 1, kind 'pending')")
+    cases_run: int = Field(description="cases it ran: the pending ones first, then the new ones")
     seconds: float = Field(description="wall time")
     summary: str = Field(description="the analysis summary after the last round")
+    competing: list[Finding] = Field(default_factory=list, description="the hypotheses still competing with the "
+                                                                       "leading finding")
+    new_cases: int = Field(0, description="new cases it planned and ran (what max_cases bounds)")
+    pending_run: int = Field(0, description="pending cases it ran first")
 
 
 # --------------------------------------------------------------------------

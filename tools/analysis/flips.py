@@ -1,0 +1,283 @@
+"""Moves that set a derived axis, a relation or a values class of a case to a
+target with one star variation: the ways a next case can flip one term of a
+hypothesis (suggestions.moves covers the labelled axes, dimensions, counts,
+offsets, alignments and contiguity; this module the rest).
+
+Each move is ``(variation without its values, value)``, ready for
+``StarVariation``; a move that does not fit the base is simply not made.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..cases.derived import DTYPE_BITS, alignment, dim_axis, parse_dim_axis
+from ..cases.relations import relation_sides
+from ..schemas import FLOAT_DTYPES, Case
+
+MAX_ZERO_ROW = 4096  # a zero row is planned as explicit +0 positions: at most this many
+
+
+def dim_moves(ties: dict[str, list[str]], base: Case, name: str, index: int) -> list[dict]:
+    """The variation that moves one dimension, with every dimension tied to it."""
+    spec = next((i for i in base.inputs if i.name == name), None)
+    if spec is None or not spec.shape or spec.none or spec.tensors is not None:
+        return []
+    ref = dim_axis(name, index % len(spec.shape), len(spec.shape))
+    return [{"axis": "dim", "dims": [ref] + ties.get(ref, [])}]
+
+
+def _spec(base: Case, name: str):
+    spec = next((i for i in base.inputs if i.name == name), None)
+    if spec is None or spec.shape is None or spec.none or spec.tensors is not None:
+        return None
+    return spec
+
+
+def _size_of(base: Case, ref: str) -> int | None:
+    dim = parse_dim_axis(ref)
+    if dim is None:
+        return None
+    spec = _spec(base, dim[0])
+    if spec is None or not spec.shape or not -len(spec.shape) <= dim[1] < len(spec.shape):
+        return None
+    return spec.shape[dim[1]]
+
+
+def relation_moves(ties: dict[str, list[str]], base: Case, axis: str, target: str) -> list[tuple[dict, Any]]:
+    """Set a relation: two dimensions compared (move either side next to the
+    other), two inputs' dtypes equal or not."""
+    left, right = relation_sides(axis)
+    out: list[tuple[dict, Any]] = []
+    if left.endswith(".dtype"):
+        a, b = left[: -len(".dtype")], right[: -len(".dtype")]
+        sa, sb = _spec(base, a), _spec(base, b)
+        if sa is None or sb is None:
+            return out
+        if target == "=":
+            out += [({"axis": "dtype", "input": a}, sb.dtype), ({"axis": "dtype", "input": b}, sa.dtype)]
+        elif target == "!=":
+            for name, other in ((a, sb.dtype), (b, sa.dtype)):
+                own = _spec(base, name).dtype
+                if own in FLOAT_DTYPES and other in FLOAT_DTYPES:
+                    alt = next((d for d in ("bfloat16", "float16", "float32") if d not in (other, own)), None)
+                    if alt:
+                        out.append(({"axis": "dtype", "input": name}, alt))
+        return out
+    if ".shape[" not in left or ".shape[" not in right:
+        return out
+    va, vb = _size_of(base, left), _size_of(base, right)
+    if va is None or vb is None:
+        return out
+    want = {"<": [(va, vb + 1), (va, 2 * vb + 1), (max(vb - 1, 0), vb), (vb // 2, vb)],
+            "=": [(vb, vb), (va, va)],
+            ">": [(vb + 1, vb), (2 * vb + 1, vb), (va, max(va - 1, 0)), (va, va // 2)]}.get(target, [])
+    for new_a, new_b in want:
+        if (new_a, new_b) == (va, vb) or new_a < 0 or new_b < 0:
+            continue
+        if new_b == vb:
+            da, ia = parse_dim_axis(left)
+            out += [(v, new_a) for v in dim_moves(ties, base, da, ia)]
+        elif new_a == va:
+            db, ib = parse_dim_axis(right)
+            out += [(v, new_b) for v in dim_moves(ties, base, db, ib)]
+    return out
+
+
+def _values(spec) -> dict:
+    return spec.values.model_dump(mode="json", exclude_none=True, exclude_defaults=True) or {"kind": "normal"}
+
+
+def _plain(spec) -> dict:
+    """The input's values without zeros or special values (normal if it had none to keep)."""
+    v = spec.values.for_dtype(spec.dtype)
+    if v.kind in ("zeros", "ones", "full", "arange", "captured") or (v.kind == "normal" and v.std == 0):
+        return {"kind": "normal"}
+    doc = v.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+    doc.pop("specials", None)
+    doc.pop("by_dtype", None)
+    return doc or {"kind": "normal"}
+
+
+def _with_specials(spec, specials: list[dict]) -> dict:
+    doc = _plain(spec)
+    return doc | {"specials": specials}
+
+
+def value_moves(base: Case, axis: str, target: Any) -> list[tuple[dict, Any]]:
+    """Set one input's values class: all zero, a zero element, a zero row,
+    constant, a sign, special values."""
+    name, _, fld = axis.partition(".")
+    spec = _spec(base, name)
+    if spec is None:
+        return []
+    var = {"axis": "values", "input": name}
+    numel = math.prod(spec.shape)
+    specs: list[dict] = []
+    if fld == "all_zero":
+        specs = [{"kind": "zeros"}] if target else [_plain(spec)]
+    elif fld == "has_zero":
+        specs = [_with_specials(spec, [{"value": "+0", "count": 1}])] if target and numel > 0 else (
+            [_plain(spec)] if not target else [])
+    elif fld == "zero_rows":
+        if target and spec.shape and 0 < spec.shape[-1] <= MAX_ZERO_ROW and numel > 0:
+            lead = [0] * (len(spec.shape) - 1)
+            specs = [_with_specials(spec, [{"value": "+0", "positions": [lead + [j] for j in range(spec.shape[-1])]}])]
+        elif not target:
+            specs = [_plain(spec), _with_specials(spec, [{"value": "+0", "count": 1}])] if numel > 1 else [_plain(spec)]
+    elif fld == "constant":
+        specs = [{"kind": "full", "fill": 2.0}, {"kind": "ones"}] if target else [_plain(spec)]
+    elif fld == "sign":
+        specs = {"nonnegative": [{"kind": "uniform", "low": 0.5, "high": 1.5}],
+                 "nonpositive": [{"kind": "uniform", "low": -1.5, "high": -0.5}],
+                 "mixed": [_plain(spec)]}.get(target, [])
+    elif fld in ("has_nan", "has_inf", "has_large", "has_denormal"):
+        kind = {"has_nan": "nan", "has_inf": "inf", "has_large": "large", "has_denormal": "denormal"}[fld]
+        if target and numel > 0:
+            specs = [_with_specials(spec, [{"value": kind, "count": min(2, numel)}])]
+        elif not target:
+            v = spec.values.for_dtype(spec.dtype)
+            keep = [s.model_dump(mode="json", exclude_none=True) for s in v.specials
+                    if not (s.value == kind or (kind == "inf" and s.value == "-inf")
+                            or (kind == "large" and s.value == "-large"))]
+            specs = [_plain(spec) | ({"specials": keep} if keep else {})]
+    out = []
+    current = _values(spec)
+    for s in specs:
+        if s != current:
+            out.append((var, s))
+    return out
+
+
+def rank_moves(base: Case, name: str, target: int) -> list[tuple[dict, Any]]:
+    """Give one input another rank: leading dimensions of 2 added, or the
+    leading dimensions merged."""
+    spec = _spec(base, name)
+    if spec is None or target < 0 or target == len(spec.shape):
+        return []
+    shape = list(spec.shape)
+    if target > len(shape):
+        new = [2] * (target - len(shape)) + shape
+    elif target == 0:
+        new = [] if math.prod(shape) == 1 else None
+    else:
+        cut = len(shape) - target + 1
+        new = [math.prod(shape[:cut])] + shape[cut:]
+    return [] if new is None else [({"axis": "shape", "input": name}, new)]
+
+
+def exact_count_moves(ties: dict[str, list[str]], base: Case, name: str, count: int) -> list[tuple[dict, Any]]:
+    """Set one input's element count to exactly ``count`` by moving two of
+    its dimensions at once (with the dimensions tied to them): the divisor of
+    the count nearest the first dimension's size, and the quotient."""
+    spec = _spec(base, name)
+    if spec is None or len(spec.shape) < 2 or count <= 0:
+        return []
+    i, j = 0, len(spec.shape) - 1
+    rest = math.prod(s for k, s in enumerate(spec.shape) if k not in (i, j))
+    if rest <= 0 or count % rest:
+        return []
+    pair = count // rest
+    divisors = [d for d in range(1, int(math.isqrt(pair)) + 1) if pair % d == 0]
+    divisors += [pair // d for d in divisors]
+    a = min(divisors, key=lambda d: (abs(d - spec.shape[i]), d))
+    b = pair // a
+    if (a, b) == (spec.shape[i], spec.shape[j]):
+        return []
+    mi, mj = dim_moves(ties, base, name, i), dim_moves(ties, base, name, j)
+    if not mi or not mj:
+        return []
+    if a == spec.shape[i]:
+        return [(mj[0], b)]
+    if b == spec.shape[j]:
+        return [(mi[0], a)]
+    return [(dict(mi[0], also=[dict(mj[0], values=[b])]), a)]
+
+
+def byte_moves(ties: dict[str, list[str]], base: Case, name: str, target: float) -> list[tuple[dict, Any]]:
+    """Set one input's size in bytes: through one dimension, or through its
+    dtype (another floating dtype whose element size makes it)."""
+    spec = _spec(base, name)
+    if spec is None or spec.dtype not in DTYPE_BITS or not spec.shape:
+        return []
+    size = DTYPE_BITS[spec.dtype] / 8
+    out: list[tuple[dict, Any]] = []
+    numel = math.prod(spec.shape)
+    for i, dim in enumerate(spec.shape):
+        rest = (numel // dim if dim else math.prod(s for j, s in enumerate(spec.shape) if j != i)) * size
+        if rest <= 0:
+            continue
+        new = max(1, round(target / rest)) if target > 0 else 0
+        if new != dim:
+            out += [(v, int(new)) for v in dim_moves(ties, base, name, i)]
+        tied = any(dim_axis(name, j, len(spec.shape)) in ties for j in range(len(spec.shape)))
+        if not tied and len(spec.shape) > 1 and target > 0 and new * rest != target and (target / size).is_integer():
+            flat = [1] * len(spec.shape)  # the element count in one dimension: any size a dtype step allows
+            flat[i] = int(target / size)
+            out.append(({"axis": "shape", "input": name}, flat))
+    if (target / size).is_integer():
+        out += exact_count_moves(ties, base, name, int(target / size))
+    if numel and spec.dtype in FLOAT_DTYPES:
+        for d in FLOAT_DTYPES:
+            if d != spec.dtype and numel * DTYPE_BITS[d] / 8 == target:
+                out.append(({"axis": "dtype", "input": name} if len([i for i in base.inputs if not i.none]) > 1
+                            else {"axis": "dtype"}, d))
+    return out
+
+
+def align_moves(ties: dict[str, list[str]], base: Case, name: str, index: int, target: int) -> list[tuple[dict, Any]]:
+    """Set one dimension to the nearest size above its own aligned exactly to ``target``."""
+    spec = _spec(base, name)
+    if spec is None or not spec.shape or target < 1 or target & (target - 1):
+        return []
+    cur = spec.shape[index]
+    sizes = [v for v in range((cur // target + 1) * target, (cur // target + 9) * target, target)
+             if alignment(v) == target][:1]
+    return [(v, s) for s in sizes for v in dim_moves(ties, base, name, index)]
+
+
+def dtype_bits_moves(base: Case, name: str, target: int, tried: set[str]) -> list[tuple[dict, Any]]:
+    spec = _spec(base, name)
+    if spec is None or spec.dtype not in FLOAT_DTYPES:
+        return []
+    options = [d for d in FLOAT_DTYPES if DTYPE_BITS[d] == target and d != spec.dtype]
+    options.sort(key=lambda d: (d in tried, d))
+    single = len([i for i in base.inputs if not i.none]) == 1
+    return [({"axis": "dtype"} if single else {"axis": "dtype", "input": name}, d) for d in options[:1]]
+
+
+def flip_moves(ties: dict[str, list[str]], base: Case, axis: str, target: Any,
+               tried_dtypes: set[str] | None = None) -> list[tuple[dict, Any]]:
+    """The moves of this module for one axis and target (empty when none applies)."""
+    if "~" in axis:
+        return relation_moves(ties, base, axis, target)
+    name, _, fld = axis.partition(".")
+    numeric = isinstance(target, (int, float)) and not isinstance(target, bool)
+    if fld in ("all_zero", "has_zero", "zero_rows", "constant", "sign", "has_nan", "has_inf", "has_large",
+               "has_denormal"):
+        return value_moves(base, axis, target)
+    if fld == "zero_size" and isinstance(target, bool):
+        spec = _spec(base, name)
+        if spec is None:
+            return []
+        out = []
+        for i, size in enumerate(spec.shape):
+            if (target and size > 0) or (not target and size == 0):
+                out += [(v, 0 if target else 1) for v in dim_moves(ties, base, name, i)]
+        return out
+    if fld == "rank" and numeric:
+        return rank_moves(base, name, int(target))
+    if fld == "bytes" and numeric:
+        return byte_moves(ties, base, name, float(target))
+    if fld.startswith("align[") and numeric:
+        try:
+            index = int(fld[len("align["):-1])
+        except ValueError:
+            return []
+        return align_moves(ties, base, name, index, int(target))
+    if fld == "dtype_bits" and numeric:
+        return dtype_bits_moves(base, name, int(target), tried_dtypes or set())
+    if fld == "none" and isinstance(target, bool):
+        return [({"axis": "none", "input": name}, target)]
+    return []

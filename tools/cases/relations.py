@@ -1,0 +1,177 @@
+"""Derived quantities, values classes and relations of a case: the axes a
+hypothesis may name beyond one labelled axis (issue 20).
+
+Per tensor input ``x`` (also a list member ``x[1]``):
+
+- ``x.bytes``: element count x element size in bytes;
+- ``x.align[i]`` for each dimension but the last (the last is ``x.last_align``):
+  the largest power of two dividing its size, uncapped (up to the size); a
+  size of 0 has none (0 is divisible by every power of two);
+- values classes from the value spec that applies to the dtype: ``x.all_zero``,
+  ``x.has_zero`` (some element is exactly 0), ``x.zero_rows`` (some row - a
+  slice along the last dimension - is all zero), ``x.constant`` (every element
+  equal), ``x.sign`` (``nonnegative`` / ``nonpositive`` / ``mixed``; absent for an
+  all-zero tensor). A captured input has none of them (its values are data).
+
+Relations (each a small set of values, so a predicate over it is a named class):
+
+- two dimensions of one input: ``x.shape[0]~x.shape[-1]`` = ``<``, ``=`` or ``>``;
+- the same dimension (aligned from the right) of two inputs:
+  ``x.shape[-1]~y.shape[-1]``;
+- two inputs' dtypes: ``x.dtype~y.dtype`` = ``=`` or ``!=``;
+- two inputs' shapes: ``x.shape~y.shape`` = ``equal``, ``broadcast`` (they
+  broadcast to a larger shape) or ``other``.
+
+Relations are made for the first :data:`MAX_RELATION_INPUTS` tensor inputs and
+dimensions of inputs up to rank :data:`MAX_RELATION_RANK`, which bounds the
+hypothesis space (references/behavior.md).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..schemas import Case, TensorSpec
+from .derived import DTYPE_BITS, alignment, dim_axis
+
+MAX_RELATION_INPUTS = 4
+MAX_RELATION_RANK = 6
+REL_VALUES = ("<", "=", ">")
+
+
+def _cmp(a: int, b: int) -> str:
+    return "<" if a < b else ">" if a > b else "="
+
+
+def element_bytes(dtype: str) -> float | None:
+    bits = DTYPE_BITS.get(dtype)
+    return None if bits is None else bits / 8
+
+
+def _zero_row(spec: TensorSpec, positions: list[list[int]]) -> bool:
+    """Do the zero positions cover one whole row (every index of the last dimension)?"""
+    shape = spec.shape
+    if not shape or shape[-1] == 0:
+        return False
+    rows: dict[tuple, set] = {}
+    for pos in positions:
+        if len(pos) == len(shape):
+            rows.setdefault(tuple(pos[:-1]), set()).add(pos[-1])
+    return any(len(cols) >= shape[-1] and set(range(shape[-1])) <= cols for cols in rows.values())
+
+
+def value_classes(spec: TensorSpec, n: str) -> dict[str, Any]:
+    """``all_zero``, ``has_zero``, ``zero_rows``, ``constant``, ``sign`` of one tensor's values."""
+    v = spec.values.for_dtype(spec.dtype)
+    if v.kind == "captured":
+        return {}
+    numel = math.prod(spec.shape)
+    specials = {s.value for s in v.specials}
+    zero_specials = [p for s in v.specials if s.value in ("+0", "-0") for p in (s.positions or [])]
+    counted_zero = any(s.value in ("+0", "-0") for s in v.specials)
+    nonzero_specials = specials - {"+0", "-0"}
+    if v.kind == "zeros" or (v.kind == "full" and v.fill == 0) or (v.kind == "normal" and v.std == 0 and v.mean == 0) \
+            or (v.kind == "randint" and v.low == 0 and v.high == 1):
+        base_zero, base_const = True, True
+    else:
+        base_zero = False
+        base_const = v.kind in ("ones", "full") or (v.kind == "normal" and v.std == 0) or \
+            (v.kind == "randint" and v.high is not None and v.low is not None and v.high - v.low <= 1)
+    if v.exclude_zero and base_zero:
+        base_zero = False  # zeros become the smallest non-zero step
+    all_zero = numel > 0 and base_zero and not nonzero_specials
+    base_has_zero = base_zero or v.kind == "arange" or (
+        v.kind == "randint" and v.low is not None and v.high is not None and v.low <= 0 < v.high)
+    if v.exclude_zero:
+        base_has_zero = False
+    has_zero = numel > 0 and (base_has_zero or counted_zero)
+    rows = numel // spec.shape[-1] if spec.shape and spec.shape[-1] else 0
+    placed = sum(s.count if s.count is not None else len(s.positions or []) for s in v.specials
+                 if s.value not in ("+0", "-0"))
+    # zeros with fewer special elements than rows leave a row untouched
+    zero_rows = all_zero or (numel > 0 and (_zero_row(spec, zero_specials) or (base_zero and placed < rows)))
+    out: dict[str, Any] = {f"{n}.all_zero": all_zero, f"{n}.has_zero": has_zero, f"{n}.zero_rows": zero_rows,
+                           f"{n}.constant": numel > 0 and base_const and not specials}
+    # sign of the non-zero elements
+    if v.kind in ("zeros",) or base_zero:
+        signs: set[str] = set()
+    elif v.kind == "normal":
+        signs = {"+", "-"} if v.std > 0 else ({"+"} if v.mean > 0 else {"-"})
+    elif v.kind in ("uniform", "randint"):
+        signs = ({"+"} if v.high > 0 else set()) | ({"-"} if v.low < 0 else set())
+    elif v.kind == "full":
+        signs = {"+"} if v.fill > 0 else {"-"}
+    else:  # ones, arange
+        signs = {"+"}
+    signs |= {"+" for s in specials if s in ("inf", "large", "denormal")}
+    signs |= {"-" for s in specials if s in ("-inf", "-large")}
+    if signs:
+        out[f"{n}.sign"] = "mixed" if signs == {"+", "-"} else "nonnegative" if signs == {"+"} else "nonpositive"
+    return out
+
+
+def tensor_quantities(spec: TensorSpec, n: str) -> dict[str, Any]:
+    """Bytes, per-dimension alignments (all but the last) and values classes of one tensor."""
+    out: dict[str, Any] = {}
+    size = element_bytes(spec.dtype)
+    if size is not None:
+        b = math.prod(spec.shape) * size
+        out[f"{n}.bytes"] = int(b) if float(b).is_integer() else b
+    rank = len(spec.shape)
+    for i, dim in enumerate(spec.shape[:-1]):
+        a = alignment(dim)
+        if a is not None:
+            out[f"{n}.align[{i}]"] = a
+    out.update(value_classes(spec, n))
+    return out
+
+
+def _broadcast(a: list[int], b: list[int]) -> str:
+    if a == b:
+        return "equal"
+    for x, y in zip(reversed(a), reversed(b)):
+        if x != y and x != 1 and y != 1:
+            return "other"
+    return "broadcast"
+
+
+def relation_axes(case: Case) -> dict[str, Any]:
+    """Every derived quantity and relation of a case (see the module docstring)."""
+    out: dict[str, Any] = {}
+    tensors: list[tuple[str, TensorSpec]] = []
+    for spec in case.inputs:
+        if spec.none:
+            continue
+        if spec.tensors is not None:
+            for j, member in enumerate(spec.tensors):
+                out.update(tensor_quantities(member, f"{spec.name}[{j}]"))
+            continue
+        out.update(tensor_quantities(spec, spec.name))
+        tensors.append((spec.name, spec))
+    for name, spec in tensors:
+        rank = len(spec.shape)
+        if rank > MAX_RELATION_RANK:
+            continue
+        for i in range(rank):
+            for j in range(i + 1, rank):
+                out[f"{dim_axis(name, i, rank)}~{dim_axis(name, j, rank)}"] = _cmp(spec.shape[i], spec.shape[j])
+    plain = tensors[:MAX_RELATION_INPUTS]
+    for ia, (na, sa) in enumerate(plain):
+        for nb, sb in plain[ia + 1:]:
+            out[f"{na}.dtype~{nb}.dtype"] = "=" if sa.dtype == sb.dtype else "!="
+            out[f"{na}.shape~{nb}.shape"] = _broadcast(sa.shape, sb.shape)
+            ra, rb = len(sa.shape), len(sb.shape)
+            if max(ra, rb) > MAX_RELATION_RANK:
+                continue
+            for k in range(1, min(ra, rb) + 1):
+                out[f"{dim_axis(na, ra - k, ra)}~{dim_axis(nb, rb - k, rb)}"] = _cmp(sa.shape[ra - k], sb.shape[rb - k])
+    return out
+
+
+def relation_sides(axis: str) -> tuple[str, str] | None:
+    """``x.shape[0]~x.shape[-1]`` -> ("x.shape[0]", "x.shape[-1]"); None for another axis."""
+    if "~" not in axis:
+        return None
+    a, _, b = axis.partition("~")
+    return a, b

@@ -1,0 +1,106 @@
+"""Findings in words, one renderer for every door: report.md, ``opdebug
+analyze`` / ``show`` / ``narrow`` (the MCP answers carry the same Finding
+objects and the analysis summary).
+
+For each finding: the predicate (exact or not), its minimal pair with the
+planned values where the two cases differ, the boundary in plain names
+(passes at / fails at), its statement (alignments and sizes in elements and
+bytes), what keeps it from being exact; then the competing hypotheses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..schemas import Finding, MinimalPair
+
+
+def _num(v: Any) -> str:
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def pair_text(pair: MinimalPair | None) -> str:
+    if pair is None:
+        return "-"
+    planned = "; ".join(f"{k} {pair.passing_planned.get(k, '?')} -> {pair.failing_planned.get(k, '?')}"
+                        for k in pair.differs_in)
+    return f"{pair.passing} passes, {pair.failing} fails" + (f" ({planned})" if planned else "")
+
+
+def boundary_text(f: Finding) -> str:
+    """passes at / fails at of a threshold (or of each threshold term), '' when there is none."""
+    if f.kind == "threshold" and f.fails_at is not None:
+        passes = f"passes at {_num(f.passes_at)}, " if f.passes_at is not None else ""
+        return f"{passes}fails at {_num(f.fails_at)} (failures {f.direction})"
+    if f.kind == "conjunction":
+        return "; ".join(f"{t.axis}: " + (f"passes at {_num(t.passes_at)}, " if t.passes_at is not None else "")
+                         + f"fails at {_num(t.fails_at)} (failures {t.direction})"
+                         for t in f.terms if t.kind == "threshold" and t.fails_at is not None)
+    return ""
+
+
+def finding_lines(findings: list[Finding], competing: list[Finding]) -> list[str]:
+    """The lines a person reads: each finding, then the competing hypotheses."""
+    out: list[str] = []
+    for f in findings:
+        pair = f" - minimal pair: {f.minimal_pair.passing} passes, {f.minimal_pair.failing} fails" \
+            if f.minimal_pair else ""
+        out.append(f"finding: {f.predicate}{' (exact)' if f.exact else ''}{pair}")
+        bound = boundary_text(f)
+        if bound:
+            out.append(f"  boundary: {bound}")
+        if f.minimal_pair is not None and f.minimal_pair.differs_in:
+            out.append(f"  minimal pair, planned: {pair_text(f.minimal_pair)}")
+        for t in f.terms:
+            out.append(f"  term {t.predicate}: minimal pair {pair_text(t.minimal_pair)}")
+        if f.statement:
+            out.append(f"  {f.statement}")
+        if f.equivalent:
+            out.append(f"  says the same as: {', '.join(f.equivalent)}")
+        for why in f.why_not_exact:
+            out.append(f"  not exact: {why}")
+    if competing:
+        out.append(f"competing ({len(competing)}): " + "; ".join(
+            f.predicate + (f" [{pair_text(f.minimal_pair)}]" if f.minimal_pair else "") for f in competing[:8])
+            + ("; ..." if len(competing) > 8 else ""))
+    return out
+
+
+def findings_section(findings: list[Finding], competing: list[Finding], space) -> list[str]:
+    """The report.md section: a table of the findings and one of the competitors."""
+    from .markdown import table
+
+    if not findings:
+        return []
+    out = ["## Findings", "",
+           "Hypotheses that separate every failing case from every passing one (references/behavior.md: "
+           "exact means every competitor ruled out by a recorded case, the boundary pinned, the run's other axes "
+           "crossed).", ""]
+    rows = []
+    for f in findings:
+        rows.append([f"`{f.predicate}`", "yes" if f.exact else "no", boundary_text(f) or "-",
+                     pair_text(f.minimal_pair), ", ".join(f.minimal_pair.differs_in) if f.minimal_pair else "-"])
+    out += [table(["finding", "exact", "boundary", "minimal pair (planned values)", "differs in"], rows), ""]
+    for f in findings:
+        for t in f.terms:
+            out.append(f"- term `{t.predicate}`: minimal pair {pair_text(t.minimal_pair)}")
+        if f.statement:
+            out.append(f"- {f.statement}")
+        if f.equivalent:
+            out.append(f"- says the same as: {', '.join(f'`{e}`' for e in f.equivalent)}")
+        for why in f.why_not_exact:
+            out.append(f"- not exact: {why}")
+    out.append("")
+    if competing:
+        out += ["### Competing hypotheses", "",
+                "Each separates the recorded cases as well as the finding; the next cases tell them apart.", "",
+                table(["hypothesis", "boundary", "minimal pair (planned values)"],
+                      [[f"`{c.predicate}`", boundary_text(c) or "-", pair_text(c.minimal_pair)] for c in competing]),
+                ""]
+    if space is not None:
+        out += [f"Hypothesis space: {space.axes} axes, {space.consistent} consistent hypothesis(es)"
+                + (", conjunctions of two" if space.conjunctions else "")
+                + (" - **capped**: no finding can be exact" if space.capped else "") + f" ({space.cap}).", ""]
+    return out
