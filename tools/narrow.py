@@ -4,7 +4,9 @@ Analyze the run; append the next cases that decide between findings or
 narrow them (discriminate, bisect, probe; explore when nothing separates
 yet) as ordinary stars; run them on the given hosts; analyze again; repeat
 until every finding is exact with nothing left to decide, or a budget (new
-cases, seconds, rounds) runs out.  Every round is planned and recorded like
+cases, seconds, rounds) runs out.  An order-dependent case (issue 21) first gets
+its probes: the earlier case that poisons it, by delta debugging over its
+worker's history (order_search.py).  Every round is planned and recorded like
 any other cases, so the evidence shows the path.
 """
 
@@ -18,6 +20,7 @@ from .errors import ToolError
 from .cases.stars import expand_star
 from .plan_cases import plan_cases
 from .run_case_remote import run_case_remote
+from .order_search import search_order
 from .schemas import NarrowRequest, NarrowResponse, NarrowStep, StarSpec
 
 NARROWING = ("discriminate", "bisect", "probe", "explore")
@@ -51,6 +54,9 @@ def _pick(analysis, budget: int) -> list[tuple[dict, str, str]]:
 def _done(analysis) -> str | None:
     if analysis.verdict != "diagnosed":
         return "no_failure"
+    excluded = set(analysis.consistency.excluded_from_findings)
+    if analysis.failures and all(f.case_id in excluded for f in analysis.failures):
+        return "consistency"  # every failure is nondeterministic or order-dependent: no axis to narrow
     narrowing = [n for n in analysis.next_cases if n.kind in NARROWING]
     if analysis.findings and all(f.exact for f in analysis.findings) and \
             not any(n.kind == "discriminate" for n in narrowing):
@@ -69,7 +75,16 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
     await run_case_remote(req.run_id, root=root, hosts=req.hosts, inventory=inventory)  # pending cases first
     analysis = analyze_failures(req.run_id, root=root)
     stopped = None
+    searched: set[str] = set()  # order-dependent cases whose poisoning earlier case was looked for
     while stopped is None:
+        order = await search_order(req.run_id, analysis, root=root, hosts=req.hosts, inventory=inventory,
+                                   budget=req.max_cases - cases_run, done=searched)  # order_search.py
+        if order.cases_run:
+            cases_run += order.cases_run
+            analysis = analyze_failures(req.run_id, root=root)
+            steps.append(NarrowStep(index=len(steps) + 1, kinds=["order"], axes=sorted(order.probes),
+                                    cases={c: s for p in order.probes.values() for c, s in p.items()},
+                                    findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings]))
         stopped = _done(analysis)
         if stopped:
             break

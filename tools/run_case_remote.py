@@ -20,6 +20,7 @@ from typing import Awaitable, Callable
 from filelock import Timeout as FileLockTimeout
 
 from .cases.ids import rerun_id
+from .consistency_runs import AloneRuns, outcome_text, repeat_passing_ids, run_after, wire_case
 from .errors import ToolError
 from .evidence import ARTIFACTS_DIR, RunStore, few_ids, schedule_manifest_flush
 from .remote.envelopes import HARNESS_WHERE_TEXT, WORKER_RESTART_LIMIT, CaseDone, MalformedEnvelope, parse_case_done
@@ -84,6 +85,8 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
                         captured_dir=captured_dir if captured_dir.is_dir() else None)
     outcomes: dict[str, CaseOutcome] = {}
     total = len(todo)
+    repeat_passing = repeat_passing_ids(config, list(cases), todo)  # consistency checks (consistency_runs.py)
+    alone = AloneRuns(store, config)
     writer = RunStore(root, run_id, lock_timeout_s=0)  # records inline unless another writer holds the run
 
     async def report(outcome: CaseOutcome) -> None:
@@ -93,13 +96,13 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
 
     recording: list[asyncio.Future] = []  # every case's recording, awaited (errors raised) before the answer
 
-    async def record(host: str, device: str, case, case_id: str, event: dict) -> None:
+    async def record(host: str, device: str, case, case_id: str, event: dict, extra_raw: dict | None = None) -> None:
         # A millisecond or two of file work: done in the loop when the run's lock is free (a
         # thread hand-off costs more than that on a busy host), in a thread when another writer holds it.
         try:
-            outcome = _record_event(writer, host, device, case_id, event)
+            outcome = _record_event(writer, host, device, case_id, event, extra_raw)
         except FileLockTimeout:
-            outcome = await asyncio.to_thread(_record_event, store, host, device, case_id, event)
+            outcome = await asyncio.to_thread(_record_event, store, host, device, case_id, event, extra_raw)
         if outcome is None:  # recorded by another call while this one ran it
             refused.append(case_id)
             return
@@ -114,10 +117,16 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
         timeout_s = case.timeout_s or config.default_timeout_s
         if on_start is not None:
             await on_start(case_id)
-        event = await slot.run_case(run, case.model_dump(mode="json"), timeout_s)
+        extra_raw: dict = {}
+        if case.after:  # a probe: the named cases first, on a fresh worker
+            event, extra_raw = await run_after(slot, run, case, cases, config.default_timeout_s)
+        else:
+            event = await slot.run_case(run, wire_case(case, repeat_passing=case_id in repeat_passing), timeout_s)
+            if alone.wanted(case, event):  # failed after other cases: once more alone, on a fresh worker
+                event, extra_raw = await alone.run(slot, run, case, event, timeout_s)
         # recorded once the slot has been sent its next case: a slot never waits for the client's
         # file work, and slots answering at once do not queue behind each other's recording
-        recording.append(asyncio.ensure_future(record(slot.host, slot.device, case, case_id, event)))
+        recording.append(asyncio.ensure_future(record(slot.host, slot.device, case, case_id, event, extra_raw)))
         gave_up = _worker_gave_up(event)
         if gave_up is not None:  # the slot is retired; the cases left wait for another slot or stay pending
             raise WorkerCannotStart(gave_up)
@@ -204,7 +213,8 @@ def _worker_gave_up(event: dict) -> str | None:
     return err.message if err is not None and err.type == WORKER_RESTART_LIMIT else None
 
 
-def _record_event(store: RunStore, host: str, device: str, case_id: str, event: dict) -> CaseOutcome | None:
+def _record_event(store: RunStore, host: str, device: str, case_id: str, event: dict,
+                  extra_raw: dict | None = None) -> CaseOutcome | None:
     """Record one supervisor answer through ``store`` (in the event loop, or in a
     thread when another writer holds the run's lock); None when another call
     recorded the case first.  The answer is validated as a CaseDone
@@ -229,6 +239,7 @@ def _record_event(store: RunStore, host: str, device: str, case_id: str, event: 
             raw_files[name] = text
     if kept:
         raw_files["outputs.pt"] = base64.b64decode(kept)
+    raw_files.update(extra_raw or {})  # the consistency checks' further answers (alone, a probe's earlier cases)
     try:
         response = record_result(store.run_id, result, raw_files=raw_files, input_metadata=done.input_metadata,
                                  source_kind="run_case_remote", lazy_manifest=True, pending=False, store=store)
@@ -265,9 +276,13 @@ def _outcome(case_id: str, result: dict, host: str, device: str, raw_path: str) 
     else:
         summary = f"unsupported: {error.get('message', '')[:200]}" + \
             (f" (rule {error.get('matched_rule')!r})" if error.get("matched_rule") else "")
+    flagged = outcome_text(result)
+    if flagged:
+        summary = f"{summary} [{flagged}]"
     return CaseOutcome(case_id=case_id, state=status, recorded=True, host=host, device=device, summary=summary[:1000],
                        failed_outputs=failed, max_abs=max_abs, mismatch_ratio=ratio,
-                       signature=error.get("signature"), matched_rule=error.get("matched_rule"), raw_path=raw_path)
+                       signature=error.get("signature"), matched_rule=error.get("matched_rule"), raw_path=raw_path,
+                       flags=list((result.get("consistency") or {}).get("flags") or []))
 
 
 def _fmt(x) -> str:

@@ -13,6 +13,7 @@ from ..cases.axes import axes_difference, case_axes
 from ..cases.derived import case_distance_axes, structured_axes
 from ..cases.ids import case_content
 from ..schemas import Analysis, Case, CaseResult, Finding, now_utc
+from .consistency import amend_summary, annotate_failures, consistency_report, evidence_for_findings
 from .findings import minimal_pairs, rank_findings, separating_findings
 from .integration_diff import integration_diff
 from .reasons import FAILING, case_failure, failure_axes, integration_hint
@@ -75,9 +76,15 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
             crash_groups.setdefault(f.signature or "unknown", []).append(f.case_id)
 
     verdict = run_verdict(failures, missing, unsupported)
-    axes = failure_axes(cases, results, labels)
-    findings, suggested = diagnose(cases, results, missing, labels)
+    # consistency checks (issue 21): nondeterministic and order-dependent cases are evidence of their own kind
+    report = consistency_report(cases, results)
+    annotate_failures(failures, report)
+    ev_cases, ev_results = evidence_for_findings(cases, results, report)
+    axes = failure_axes(ev_cases, ev_results, labels)
+    findings, suggested = diagnose(ev_cases, ev_results, missing, labels)
     summary = verdict_summary(verdict, cases, counts, missing, axes, findings)
+    summary = amend_summary(summary, verdict, counts, len(cases), report,
+                            sum(1 for r in ev_results.values() if r.status in FAILING))
     hint = integration_hint(config.source_model_failure) if (
         verdict == "passed" and config.source_model_failure) else None
     analysis = Analysis(
@@ -98,6 +105,7 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
         # the model's captured calls vs the planned cases (issue 14): self-contained, pure
         integration_diff=integration_diff(cases, results),
         analyzed_at=now_utc(),
+        consistency=report,
     )
     for stage in EXTRA_STAGES:
         analysis = stage(analysis, config, cases, results) or analysis

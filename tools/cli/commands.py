@@ -184,6 +184,10 @@ def _print_analysis(out: Any, analysis: Any) -> None:
         pair = (f" - minimal pair: {f.minimal_pair.passing} passes, {f.minimal_pair.failing} fails"
                 if f.minimal_pair else "")
         out.print(escape(f"finding: {f.predicate}{' (exact)' if f.exact else ''}{pair}"))
+    for flagged in analysis.consistency.flagged:  # issue 21: evidence of its own kind, not of an axis
+        out.print(f"[yellow]{escape(flagged.flag)}:[/yellow] {escape(flagged.case_id)} - {escape(flagged.detail)}")
+    for warning in analysis.consistency.bias:
+        out.print(f"[yellow]bias:[/yellow] {escape(warning.message)}")
     for nxt in analysis.next_cases:
         out.print(escape(f"next: {nxt.reason} (from {nxt.base_case}: {json.dumps(nxt.change)})"))
 

@@ -11,6 +11,7 @@ from ..cases.axes import case_axes
 from ..cases.ids import rerun_id
 from ..schemas import Analysis, Case, CaseFailure, CaseResult, OperatorConfig
 from .markdown import fenced, one_line, table
+from .consistency import consistency_section
 from .sections import artifact_sections, latest_verify_line
 
 
@@ -87,6 +88,7 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
                         f"`{f.minimal_pair.passing}` / `{f.minimal_pair.failing}`" if f.minimal_pair else "-",
                         ", ".join(f.minimal_pair.differs_in) if f.minimal_pair else "-"]
                        for f in analysis.findings]), ""]
+    out += consistency_section(analysis)  # issue 21: repeats, order, inputs written, batch, bias
     out += ["## Failure axes", ""]
     if analysis.failure_axes:
         out += ["Axis values every failing case shares (and not every case has); most explanatory first.", "",

@@ -55,7 +55,7 @@ def _run(r: Any) -> str:
     lines = [f"run {r.run_id} on {', '.join(r.hosts)}: {len(r.outcomes)} outcome(s) "
              f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items())) or 'none'}); "
              f"{len(r.recorded)} recorded, {r.pending_count} pending in the run"]
-    for o in [o for o in r.outcomes if o.state != "passed"][:3]:
+    for o in [o for o in r.outcomes if o.state != "passed" or o.flags][:3]:  # flags: consistency checks
         lines.append(f"- {o.case_id}: {o.summary[:200]}")
     if r.rerun_hint:
         lines.append(r.rerun_hint[:300])

@@ -236,6 +236,7 @@ class _Acc:
         self.n_fin = 0
         self.sum_d = 0.0
         self.sum_ad = 0.0
+        self.sum_ar = 0.0  # sum |ref|: the mean tolerance the bias is measured against
         self.sum_sq = 0.0
         self.dot_cr = 0.0
         self.dot_cc = 0.0
@@ -258,7 +259,8 @@ class _Acc:
         """Rescale to at least 2**exp; the shift to apply to a chunk at 2**exp."""
         if exp > self.exp:
             shift = self.exp - exp
-            self.sum_d, self.sum_ad, self.max_abs = (_ldexp(x, shift) for x in (self.sum_d, self.sum_ad, self.max_abs))
+            self.sum_d, self.sum_ad, self.max_abs, self.sum_ar = (
+                _ldexp(x, shift) for x in (self.sum_d, self.sum_ad, self.max_abs, self.sum_ar))
             self.sum_sq, self.dot_cr, self.dot_cc, self.dot_rr = (
                 _ldexp(x, 2 * shift) for x in (self.sum_sq, self.dot_cr, self.dot_cc, self.dot_rr))
             self.exp = exp
@@ -299,7 +301,7 @@ def _float_metrics(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
             mean_abs=_finite_or_none(_ldexp(acc.sum_ad / nf, acc.exp)),
             rmse=_finite_or_none(_ldexp(math.sqrt(acc.sum_sq / nf), acc.exp)),
             error_balance=_finite_or_none(_ldexp(acc.sum_d / nf, acc.exp)), max_ulp=_finite_or_none(acc.max_ulp),
-            cosine=_cosine(acc),
+            cosine=_cosine(acc), bias=_bias(acc, nf, atol, rtol),
         )
     out["precision"] = acc.prec.result(n, acc.sum_sq, acc.exp)
     if acc.worst is not None and acc.max_abs > 0:
@@ -309,6 +311,15 @@ def _float_metrics(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
         out.update(first_mismatch_index=unravel(acc.first, cand.shape),
                    first_candidate=json_element(cflat[acc.first]), first_reference=json_element(rflat[acc.first]))
     return out
+
+
+def _bias(acc: _Acc, nf: int, atol: float, rtol: float):
+    """Mean signed error over the mean tolerance (atol + rtol*|ref|): how far, and which way, the
+    errors lean against what the judge allows (issue 21)."""
+    tol = atol + rtol * _ldexp(acc.sum_ar / nf, acc.exp)
+    if not tol > 0 or not math.isfinite(tol):
+        return None
+    return _finite_or_none(_ldexp(acc.sum_d / nf, acc.exp) / tol)
 
 
 def _finite_or_none(x: float):
@@ -329,7 +340,7 @@ def _chunk(acc, start, c, r, d, sum_d, nfin, atol, rtol, guard, exp_mask, int_vi
     """Metrics of one chunk whose (masked) values are all finite (``c`` and ``r``
     already divided by 2**scale_exp, and atol, guard and tiny with them)."""
     dot_cr, dot_cc, dot_rr = torch.dot(c, r).item(), torch.dot(c, c).item(), torch.dot(r, r).item()
-    signs = _signs(d) if acc.prec is not None else None
+    signs = _signs(d, r) if acc.prec is not None else None
     ad = d.abs_()
     sum_sq = torch.dot(ad, ad).item()
     if c.dtype == torch.float32 and not all(map(math.isfinite, (sum_d, dot_cr, dot_cc, dot_rr, sum_sq))):
@@ -362,6 +373,7 @@ def _chunk(acc, start, c, r, d, sum_d, nfin, atol, rtol, guard, exp_mask, int_vi
     if _ldexp(mx, shift) > acc.max_abs:  # the index only when the running maximum moves (argmax is slow)
         acc.max_abs, acc.worst = _ldexp(mx, shift), start + ad.argmax().item()
     ar = r.abs()
+    acc.sum_ar += _ldexp(ar.sum().item(), shift)
     if acc.prec is not None:
         acc.prec.add(signs, ad, ar, c.numel() - nfin,
                      0 if extra_mismatch is None else int(torch.count_nonzero(extra_mismatch).item()))
@@ -416,11 +428,12 @@ def _chunk_nonfinite(acc, start, c, r, atol, rtol, guard, exp_mask, int_view, ep
 # --------------------------------------------------------------------------
 
 
-def _signs(d: torch.Tensor) -> tuple[float, int]:
-    """(#(d>0) - #(d<0), #(d != 0)) of one chunk, in float arithmetic (a
-    comparison to bool costs ten times a float op on CPU)."""
+def _signs(d: torch.Tensor, r: torch.Tensor) -> tuple[float, int, float]:
+    """(#(d>0) - #(d<0), #(d != 0), #(|c|>|r|) - #(|c|<|r|)) of one chunk, in
+    float arithmetic (a comparison to bool costs ten times a float op on CPU);
+    the last is sum(sign(d)*sign(r)): -1 per error toward zero (truncation)."""
     s = torch.sign(d)
-    return s.sum().item(), int(torch.dot(s, s).item())
+    return s.sum().item(), int(torch.dot(s, s).item()), torch.dot(s, torch.sign(r)).item()
 
 
 def _count_below(x: torch.Tensor, threshold: float) -> int:
@@ -445,6 +458,7 @@ class _Prec:
         self.within_1e3 = 0
         self.within_1e4 = 0
         self.sign_sum = 0.0
+        self.magnitude_sum = 0.0
         self.nonzero = 0
         self.nonfinite = 0  # pairs not both finite (zeroed by the caller)
         self.special_mismatch = 0  # of which NaN/Inf pattern mismatches
@@ -454,6 +468,7 @@ class _Prec:
         them, ``n_special_mismatch`` of which are NaN/Inf pattern mismatches)."""
         self.sign_sum += signs[0]
         self.nonzero += signs[1]
+        self.magnitude_sum += signs[2]
         self.nonfinite += n_nonfinite
         self.special_mismatch += n_special_mismatch
         # fast paths: no small value in the chunk (one min), every element within 1e-4 (one max)
@@ -502,6 +517,8 @@ class _Prec:
             "thousandth_ratio": self.within_1e3 / numel if numel else 1.0,
             "ten_thousandth_ratio": self.within_1e4 / numel if numel else 1.0,
             "special_mismatch": self.special_mismatch,
+            "sign_balance": max(-1.0, min(1.0, self.sign_sum / numel)) if numel else 0.0,
+            "magnitude_balance": max(-1.0, min(1.0, self.magnitude_sum / numel)) if numel else 0.0,
         }
 
 
@@ -533,7 +550,7 @@ def precision_metrics(cand: torch.Tensor, ref: torch.Tensor) -> dict:
                 zero = torch.zeros((), dtype=c.dtype)
                 c, r = torch.where(fin, c, zero), torch.where(fin, r, zero)
             d = c - r
-        signs = _signs(d)
+        signs = _signs(d, r)
         ad = d.abs_()
         sum_sq += torch.dot(ad, ad).item()
         prec.add(signs, ad, r.abs(), nonfinite, mism)

@@ -23,6 +23,7 @@ from .callables import ResolveError, ascend_only_reason, call_arguments, load_us
     resolve_attributes
 from .classify import exception_signature, match_unsupported
 from .compare import compare_outputs
+from .consistency import InputGuard, batch_slice, check_writes, declared_writes, repeat_runs
 from .judge import BaselineError, apply_judge
 from .devices import Device, Unsupported
 from .inputs import build_case_inputs, case_seed, map_built, reference_inputs, tensors_of
@@ -43,7 +44,7 @@ def environment(device: Device) -> dict:
 
 
 def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_candidate_done=None,
-                 on_imported=None, on_outputs=None, on_compile_done=None) -> dict:
+                 on_imported=None, on_outputs=None, on_compile_done=None, on_step=None) -> dict:
     """``on_imported()`` is called once the user modules are imported and the
     callables resolved (the import has a budget of its own); ``on_inputs(metadata)`` is called once the inputs are built, before the
     candidate runs (the supervisor keeps it for a worker that dies);
@@ -52,7 +53,9 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
     ``on_candidate_done()`` once the candidate returned, before the reference
     runs (the supervisor's case timeout covers the candidate only);
     ``on_outputs(candidate_out, reference_out)`` with both outputs on CPU,
-    before they are compared (a standalone reproducer saves them for pictures)."""
+    before they are compared (a standalone reproducer saves them for pictures);
+    ``on_step(name)`` before each further candidate run of the consistency
+    checks (``repeat1``..., ``batch``: each gets the case timeout again)."""
     config, case = request["config"], request["case"]
     op = config["operator"]
     t_start = time.perf_counter()
@@ -115,9 +118,14 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
     except Exception as exc:  # noqa: BLE001
         return dict(answer, **_harness("inputs", exc))
     t0 = time.perf_counter()
+    compiled = guard = None
     try:
         cand_inputs = map_built(built, lambda b: device.format_cast(_member(cand_inputs, b.name), b.layout))
         args, kwargs = call_arguments(op.get("call"), cand_inputs, attributes)
+        g0 = time.perf_counter()  # fingerprints of the inputs, to see what the candidate writes (consistency.py)
+        guard = InputGuard({b.name: _member(cand_inputs, b.name) for b in tensors_of(built)})
+        timing["input_check_us"] = (time.perf_counter() - g0) * 1e6
+        t0 += time.perf_counter() - g0
         metadata["seeded"] = seed_everything(seed)
         if mode == "eager":
             out = candidate(*args, **kwargs)
@@ -170,6 +178,10 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
                 status = "unsupported"
         return result(status, **fields)
     timing["candidate_us"] = (time.perf_counter() - t0) * 1e6
+    g0 = time.perf_counter()
+    declared = declared_writes(op, case)
+    written, write_comps = check_writes(guard, lambda label: _pristine(case, request, label), declared, judge)
+    timing["input_check_us"] = timing.get("input_check_us", 0.0) + (time.perf_counter() - g0) * 1e6
     if on_candidate_done is not None:
         on_candidate_done()
 
@@ -208,6 +220,8 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
         comparisons = compare_outputs(out, ref_out, names=op.get("outputs"), tolerance=config.get("tolerance") or {},
                                       strict_dtype=not upcast)
         apply_judge(comparisons, judge, baseline=base_out, reference=ref_out, names=op.get("outputs"))
+        comparisons += _declared_comparisons(declared, cand_inputs, ref_inputs, base_inputs, config, judge, upcast)
+        comparisons += write_comps  # an input changed that is not declared written: its own failing comparison
     except BaselineError as exc:
         return dict(answer, **_harness("baseline", exc))
     except Exception as exc:  # noqa: BLE001
@@ -217,9 +231,119 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
         return dict(answer, **_harness("compare", RuntimeError(
             "neither the candidate nor the reference returned a tensor output to compare")))
     status = "passed" if all(c["passed"] for c in comparisons) else "numerical_mismatch"
+
+    # Consistency checks (issue 21, consistency.py): repeats of a failing (or sampled) case, the batch slice.
+    def judged(o) -> tuple:
+        comps = compare_outputs(o, ref_out, names=op.get("outputs"), tolerance=config.get("tolerance") or {},
+                                strict_dtype=not upcast)
+        apply_judge(comps, judge, baseline=base_out, reference=ref_out, names=op.get("outputs"))
+        return ("passed" if all(c["passed"] for c in comps) else "numerical_mismatch"), comps
+
+    def fresh_inputs(slice_of=None) -> dict:  # the inputs again, bit-identical from the case seed
+        again = build_case_inputs(case, request.get("captured_dir"))
+
+        def place(b):
+            view = b.view()
+            if slice_of is not None and b.name == slice_of[0]:
+                view = view.narrow(slice_of[1], slice_of[2], slice_of[3]).contiguous()
+                return device.format_cast(device.to_device(view.reshape(-1), list(view.shape), list(view.stride()),
+                                                           0), b.layout)
+            return device.format_cast(device.to_device(b.storage, b.shape, b.strides, b.storage_offset), b.layout)
+        return map_built(again, place)
+
+    def invoke(inputs):
+        a, k = call_arguments(op.get("call"), inputs, attributes)
+        seed_everything(seed)
+        o = compiled(*a, **k) if compiled is not None else device.graph_call(candidate, a, k) \
+            if mode == "graph" else candidate(*a, **k)
+        device.synchronize()
+        return _to_cpu(o)
+
+    def rerun() -> dict:
+        try:
+            o = invoke(fresh_inputs())
+        except BaseException as exc:  # noqa: BLE001 - a run that raises is that run's crash
+            answer["needs_health_check"] = True
+            st, fields = _classify(exc, op.get("unsupported_rules") or [])
+            return {"status": st, "comparisons": [], "out": None, "error": fields["error"]}
+        st, comps = judged(o)
+        return {"status": st, "comparisons": comps, "out": o, "error": None}
+
+    consistency: dict = {"flags": []}
+    if written:
+        consistency["inputs_written"] = written
+        if any(not w["declared"] for w in written):
+            consistency["flags"].append("writes_input")
+    c0 = time.perf_counter()
+    output_status = "passed" if all(c["passed"] for c in comparisons if not c["output"].startswith("input:")) \
+        else "numerical_mismatch"
+    repeats = case.get("repeats") if case.get("repeats") is not None else config.get("repeats", 0)
+    error = None
+    if repeats and not op.get("random") and (output_status != "passed" or case.get("repeat_passing")):
+        evidence, worst = repeat_runs(int(repeats), {"status": output_status, "out": out, "error": None,
+                                                     "comparisons": [c for c in comparisons
+                                                                     if not c["output"].startswith("input:")]},
+                                      rerun, on_step)
+        consistency["repeats"] = evidence
+        if evidence["distinct"] > 1:
+            consistency["flags"].append("nondeterministic")
+        if evidence["worst_run"]:
+            comparisons = worst["comparisons"] + [c for c in comparisons if c["output"].startswith("input:")]
+            status, error = worst["status"], worst["error"]
+    spec = case.get("batch_invariance") or config.get("batch_invariance")
+    if spec and status != "crash":
+        if on_step is not None:
+            on_step("batch")
+        try:
+            consistency["batch"], batch_comps = batch_slice(
+                spec, {b.name: b for b in built}, out,
+                lambda name, dim, start, length: invoke(fresh_inputs((name, dim, start, length))),
+                config.get("tolerance") or {})
+        except BaseException as exc:  # noqa: BLE001 - the slice's own failure is evidence, not the case's crash
+            answer["needs_health_check"] = True
+            consistency["batch"], batch_comps = {
+                "input": spec.get("input"), "dim": spec.get("dim", 0), "start": spec.get("start", 0),
+                "length": spec.get("length", 1), "exact": spec.get("exact", True), "equal": False,
+                "note": f"the candidate raised on the slice: {type(exc).__name__}: {_text(exc)}"[:500]}, []
+        if not consistency["batch"]["equal"]:
+            consistency["flags"].append("batch_variant")
+        comparisons = comparisons + batch_comps
+    if len(consistency) > 1 or consistency["flags"]:
+        timing["consistency_us"] = (time.perf_counter() - c0) * 1e6
+        if guard is not None and guard.notes:
+            consistency["notes"] = guard.notes[:8]
+    else:
+        consistency = None
+    if status == "crash":
+        return result("crash", error=error, **({"consistency": consistency} if consistency else {}))
+    status = "passed" if all(c["passed"] for c in comparisons) else "numerical_mismatch"
     if status == "numerical_mismatch" and config.get("keep_outputs_max_bytes"):
         answer.update(_kept_outputs(out, ref_out, int(config["keep_outputs_max_bytes"])))
-    return result(status, comparisons=comparisons)
+    return result(status, comparisons=comparisons, **({"consistency": consistency} if consistency else {}))
+
+
+def _pristine(case: dict, request: dict, label: str):
+    """Input ``label`` (``x`` or ``x[1]``) as built from the case seed, a CPU view (for counting what changed)."""
+    for b in tensors_of(build_case_inputs(case, request.get("captured_dir"))):
+        if b.name == label:
+            return b.view()
+    raise KeyError(label)
+
+
+def _declared_comparisons(declared, cand_inputs, ref_inputs, base_inputs, config, judge, upcast) -> list:
+    """Declared written inputs (operator.writes, in-place), compared as outputs ``input:NAME``:
+    the candidate's input after its call against the reference's after its own."""
+    names = [n for n in sorted(declared) if isinstance(cand_inputs.get(n), torch.Tensor)
+             and isinstance(ref_inputs.get(n), torch.Tensor)]
+    if not names:
+        return []
+    label = {n: f"input:{n}" for n in names}
+    comps = compare_outputs({label[n]: cand_inputs[n].detach().cpu() for n in names},
+                            {label[n]: ref_inputs[n] for n in names}, names=None,
+                            tolerance=config.get("tolerance") or {}, strict_dtype=not upcast)
+    base = {label[n]: base_inputs[n] for n in names} if base_inputs is not None else None
+    apply_judge(comps, judge, baseline=base, reference={label[n]: ref_inputs[n] for n in names}, names=None)
+    return comps
 
 
 def _check_bindings(op: dict, names: dict, attributes: dict, callables: list) -> None:

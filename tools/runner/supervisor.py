@@ -50,6 +50,9 @@ PROGRESS_FLUSH_S = 0.05
 # Importing the run's user modules and resolving the callables (a module may
 # JIT-build a custom op); the config's operator.import_timeout_s overrides it.
 IMPORT_TIMEOUT_S = 300.0
+# The cases a worker ran, kept per worker (a case_done names them: a case that fails after them and
+# passes alone on a fresh worker is order-dependent); the latest HISTORY_KEPT are listed.
+HISTORY_KEPT = 64
 # Signals the supervisor never sends on its own outside a timeout: when one
 # kills the worker, someone else (the OOM killer, a person) did.
 EXTERNAL_SIGNALS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
@@ -177,6 +180,8 @@ class Supervisor:
         self.token = secrets.token_hex(16)  # in every worker's environment: how a sweep finds their descendants
         self.watchdog = None
         self.env: dict = {}
+        self.history: list[str] = []  # run_id/case_id of each case the current worker ran, oldest first
+        self.history_total = 0
 
     # -- plumbing ---------------------------------------------------------
 
@@ -220,6 +225,7 @@ class Supervisor:
     # -- worker lifecycle -----------------------------------------------------
 
     def _start_worker(self) -> None:
+        self.history, self.history_total = [], 0  # a new process: nothing ran on it
         self.generation += 1
         self.worker = Worker(self.generation, self.device, self.workdir, self.lines, self.token)
 
@@ -338,6 +344,10 @@ class Supervisor:
             self.send(_harness_done(base, "import", "ImportTimeout", hung + " (not tried again for this "
                                     "case: the same modules hung before)", "", None, worker_lost=False))
             return
+        if case.get("fresh_worker") and self.history_total:  # alone: a new worker, nothing run before it
+            self._replace_worker()
+            self.replaced = False
+            self.needs_health_check = False
         if self.worker is not None and self.worker.ready is not None and self.needs_health_check:
             self._news(request_id, case_id, "health_check", HEALTH_TIMEOUT_S)
             if not self._health_check():
@@ -353,7 +363,9 @@ class Supervisor:
             return
         worker = self.worker
         restarted, self.replaced = self.replaced, False
-        base.update(worker_pid=worker.pid, worker_restarted=restarted)
+        base.update(worker_pid=worker.pid, worker_restarted=restarted, worker_history=list(self.history),
+                    worker_history_total=self.history_total)
+        self._ran(msg)
         watch = _CaseWatch(worker, request_id, timeout_s, _import_budget(msg), self.worker_start_timeout_s)
         watch.compile_s = compile_budget(msg.get("config") or {}, case)
         # held back one slice like every per-case news (a fast case sends the client one message)
@@ -453,6 +465,9 @@ class Supervisor:
             watch.enter("candidate", watch.timeout_s, since=at)
             self.send({"event": "compile_done", "request_id": request_id, "case_id": case_id, "at": wall})
             watch.unflushed = False
+        elif name.startswith(("repeat", "batch")):  # the candidate again (consistency checks): its own timeout
+            watch.enter("candidate", watch.timeout_s, since=at)
+            watch.rerun = name
         elif name == "candidate_done":
             # the CPU reference and the comparison get a timeout of their own:
             # running out of it says nothing about the operator
@@ -460,6 +475,14 @@ class Supervisor:
             self.send({"event": "reference_started", "request_id": request_id, "case_id": case_id,
                        "at": wall}, flush=False)
             watch.unflushed = True
+
+    def _ran(self, msg: dict) -> None:
+        """Note a case the current worker is given (its history)."""
+        run_id = (msg.get("config") or {}).get("run_id")
+        case_id = (msg.get("case") or {}).get("id")
+        self.history.append(f"{run_id}/{case_id}")
+        del self.history[:-HISTORY_KEPT]
+        self.history_total += 1
 
     def _on_answer(self, base: dict, answer: dict) -> None:
         answer.pop("event", None)
@@ -532,6 +555,8 @@ class Supervisor:
         else:
             sig = signal_name(rc)
             message = f"the worker died while running the candidate ({_death(rc)})"
+            if watch.rerun:
+                message += f" (consistency check {watch.rerun}: the candidate run again on the same inputs)"
             if sig in EXTERNAL_SIGNALS:
                 message = (f"the worker was killed by {sig} while the candidate ran (phase: candidate). The "
                            f"supervisor did not send it (the case timeout of {watch.timeout_s:g} s had not passed): "
@@ -614,6 +639,7 @@ class _CaseWatch:
         self.seen: set[str] = set()  # progress steps applied (from the board or a message)
         self.board_seen = 0  # steps of the board's post applied
         self.unflushed = False  # news to the client held back for one slice
+        self.rerun: str | None = None  # a consistency check's further candidate run (repeat1, batch) under way
 
     def enter(self, phase: str, budget_s: float, since: float | None = None) -> None:
         self.phase, self.deadline = phase, (time.monotonic() if since is None else since) + budget_s

@@ -165,7 +165,8 @@ def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str,
                 answer = execute_case(msg, device, env, on_inputs=lambda meta: step(rid, "inputs", input_metadata=meta),
                                       on_candidate_done=lambda: step(rid, "candidate_done"),
                                       on_imported=lambda: step(rid, "imported"),
-                                      on_compile_done=lambda: step(rid, "compile_done"))
+                                      on_compile_done=lambda: step(rid, "compile_done"),
+                                      on_step=lambda name: step(rid, name))
             except BaseException as exc:  # noqa: BLE001 - a bug of the harness, not of the operator
                 tb = traceback.format_exc()[-OUTPUT_TAIL:]
                 answer = {"outcome": "harness_error", "traceback": tb,

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from .base import Status, Strict
+from .consistency import ConsistencyReport
 
 # --------------------------------------------------------------------------
 # Analysis
@@ -21,6 +22,7 @@ class CaseFailure(Strict):
     signature: str | None = Field(None, description="crash/mismatch signature")
     reason: str | None = Field(None, description="what failed")
     axes: dict[str, str] = Field(description="the case's axis values")
+    flags: list[str] = Field(default_factory=list, description="consistency flags: not evidence of an axis")
 
 
 class FailureAxis(Strict):
@@ -125,3 +127,5 @@ class Analysis(Strict):
     integration_diff: list[IntegrationDiff] = Field(
         default_factory=list, description="captured calls vs planned cases: what differs at the integration boundary")
     analyzed_at: datetime = Field(description="when")
+    consistency: ConsistencyReport = Field(default_factory=ConsistencyReport,
+                                           description="repeats, order, inputs written, batch, bias (issue 21)")

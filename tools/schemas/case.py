@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic.json_schema import SkipJsonSchema
 from pydantic import AfterValidator, ConfigDict, Field, PlainValidator, field_validator, model_validator
 
+from .consistency import BatchInvariance
 from .base import (
     DTYPES, DTYPE_FAMILIES, Dtype, FLOAT_DTYPES, FiniteFloat, Ident, Layout, MAX_STORAGE_ELEMENTS, Mode,
     NonNegFinite, Slug, Strict, check_slug, drop_titles, dtype_family,
@@ -236,6 +237,14 @@ class Case(Strict):
     description: Annotated[str, Field(max_length=2000)] | None = None
     # set by plan_cases for a case planned from 'captures' (not published in the input schema: agents never write it)
     origin: SkipJsonSchema[CaseOrigin | None] = None
+    # Validated, not published in tools/list (its size budget; SKILL.md documents them):
+    repeats: SkipJsonSchema[Annotated[int, Field(ge=0, le=10)] | None] = Field(
+        None, description="failing case run again N times (null: config.repeats)")
+    batch_invariance: SkipJsonSchema[BatchInvariance | None] = Field(
+        None, description="null: the config's batch_invariance")
+    after: SkipJsonSchema[list[Slug]] = Field(
+        default_factory=list, max_length=64,
+        description="a probe: these planned cases run first, in order, on a fresh worker (order-dependence)")
 
     @field_validator("attributes")
     @classmethod

@@ -10,6 +10,7 @@ from pydantic.json_schema import SkipJsonSchema, WithJsonSchema
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from .base import Dotted, Dtype, FreeJson, Ident, ModuleFile, NonNegFinite, Slug, Strict, drop_titles
+from .consistency import BatchInvariance
 
 # --------------------------------------------------------------------------
 # Operator config
@@ -85,6 +86,7 @@ class OperatorSpec(Strict):
     # Validated, not published (the plan schema's size budget): see SKILL.md.
     import_timeout_s: SkipJsonSchema[Annotated[float, Field(gt=0, le=3600)]] = 300.0
     random: bool = Field(False, description="draws random numbers (the reference runs twice)")
+    writes: list[Ident] = Field(default_factory=list, description="inputs it writes (compared as outputs)")
 
     @field_validator("unsupported_rules")
     @classmethod
@@ -112,3 +114,9 @@ class OperatorConfig(Strict):
     command: Annotated[str, Field(max_length=20000)] | None = None
     default_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
     compile_timeout_s: Annotated[float, Field(gt=0)] = Field(default=600.0, description="compile budget, s")
+    repeats: Annotated[int, Field(ge=0, le=10)] = Field(2, description="failing cases run again N times, 0 off")
+    # Validated, not published in tools/list (its size budget; SKILL.md documents them):
+    repeats_passing: SkipJsonSchema[Annotated[int, Field(ge=0, le=1000)]] = Field(
+        0, description="also repeat the first case and N-1 sampled others")
+    batch_invariance: SkipJsonSchema[BatchInvariance | None] = Field(
+        None, description="run a slice of the batch too; it must equal the same rows of the full run")

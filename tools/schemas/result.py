@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic.json_schema import SkipJsonSchema
 from pydantic import AfterValidator, Field, model_validator
 
+from .consistency import ConsistencyEvidence
 from .base import ElementValue, FiniteFloat, FreeJson, NonNegFinite, Slug, Status, Strict, finite_ratio
 
 # --------------------------------------------------------------------------
@@ -45,6 +46,10 @@ class PrecisionMetrics(Strict):
     ten_thousandth_ratio: Annotated[float, Field(ge=0, le=1)] = Field(
         description="Share of elements with |d|/(|ref|+eps) < 1e-4.")
     special_mismatch: Annotated[int, Field(ge=0)] = Field(description="NaN/Inf pattern mismatches.")
+    sign_balance: Annotated[float, Field(ge=-1, le=1)] | None = Field(
+        None, description="(#(d>0) - #(d<0)) / count: the signed error balance.")
+    magnitude_balance: Annotated[float, Field(ge=-1, le=1)] | None = Field(
+        None, description="(#(|cand|>|ref|) - #(|cand|<|ref|)) / count: -1 is every error toward zero.")
 
 
 class Comparison(Strict):
@@ -92,6 +97,8 @@ class Comparison(Strict):
     ratios: SkipJsonSchema[dict[str, NonNegFinite] | None] = None  # candidate / baseline error ratios
     judge: SkipJsonSchema[Literal["tolerance", "baseline", "both"] | None] = None  # the judge that decided
     verdict: SkipJsonSchema[Annotated[str, Field(max_length=2000)] | None] = None  # one sentence, with ratios
+    bias: SkipJsonSchema[FiniteFloat | None] = Field(
+        None, description="mean signed error / mean tolerance (atol + rtol*|ref|) over finite pairs")
 
 
 class ErrorInfo(Strict):
@@ -125,6 +132,8 @@ class Timing(Strict):
     baseline_us: NonNegFinite | None = Field(default=None, description="The same-precision baseline's call.")
     compare_us: NonNegFinite | None = None
     total_us: NonNegFinite | None = None
+    input_check_us: NonNegFinite | None = Field(default=None, description="checking the inputs for writes")
+    consistency_us: NonNegFinite | None = Field(default=None, description="repeats and the batch slice")
 
 
 class CaseResult(Strict):
@@ -137,6 +146,8 @@ class CaseResult(Strict):
     source: ResultSource = Field(default_factory=ResultSource)
     environment: FreeJson = Field(default_factory=dict)
     recorded_at: datetime | None = None
+    consistency: SkipJsonSchema[ConsistencyEvidence | None] = Field(
+        None, description="repeats, the run alone, inputs written, batch slice (issue 21)")
 
     @model_validator(mode="after")
     def _consistent(self) -> "CaseResult":

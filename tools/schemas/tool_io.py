@@ -109,6 +109,8 @@ class CaseOutcome(Strict):
     rerun_case: dict[str, Any] | None = Field(
         None, description="this case under a new id for plan_cases(append=true, cases=[rerun_case]): killed from "
                           "outside")
+    flags: list[str] = Field(default_factory=list, description="consistency flags (nondeterministic, "
+                                                               "order_dependent, writes_input, batch_variant)")
 
 
 class RunResponse(Strict):
@@ -147,7 +149,8 @@ class NarrowStep(Strict):
 class NarrowResponse(Strict):
     run_id: str = Field(description="the run")
     stopped: str = Field(description="why it stopped: exact, nothing_to_try, budget_cases, budget_seconds, "
-                                     "budget_steps, no_progress, no_failure")
+                                     "budget_steps, no_progress, no_failure, consistency (every failure is nondeterministic or "
+                                     "order-dependent: no axis to narrow)")
     exact: bool = Field(description="every finding is exact")
     findings: list[Finding] = Field(description="the final findings with their minimal pairs")
     steps: list[NarrowStep] = Field(description="the rounds taken, each ordinary planned and recorded cases")
