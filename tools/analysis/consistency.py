@@ -281,10 +281,13 @@ def annotate_failures(failures: list[CaseFailure], report: ConsistencyReport) ->
     flags: dict[str, list[str]] = {}
     for f in report.flagged:
         flags.setdefault(f.case_id, []).append(f.flag)
+    probes = set(report.probes)
     for f in failures:
         f.flags = flags.get(f.case_id, [])
         if any(x in NOT_EVIDENCE for x in f.flags):
             f.reason = (f.reason or "") + f" [{', '.join(f.flags)}: not evidence of an axis]"
+        elif f.case_id in probes:
+            f.reason = (f.reason or "") + " [order probe: run after earlier cases on a fresh worker]"
 
 
 def amend_summary(summary: str, verdict: str, counts: dict[str, int], planned: int,
@@ -295,7 +298,8 @@ def amend_summary(summary: str, verdict: str, counts: dict[str, int], planned: i
         return summary
     failing = counts.get("numerical_mismatch", 0) + counts.get("crash", 0)
     if verdict == "diagnosed" and failing and not evidence_failing:
+        probes = f"; {len(report.probes)} of the cases are order probes" if report.probes else ""
         return (f"diagnosed: {failing} of {planned} cases fail ({counts.get('numerical_mismatch', 0)} "
-                f"numerical_mismatch, {counts.get('crash', 0)} crash), none as evidence of an axis: "
+                f"numerical_mismatch, {counts.get('crash', 0)} crash{probes}), none as evidence of an axis: "
                 f"{report.summary}.")
     return summary.rstrip(".") + f"; consistency: {report.summary}."

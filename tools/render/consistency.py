@@ -36,7 +36,7 @@ def consistency_section(analysis: Analysis) -> list[str]:
                 extra = f" Ran before it: {', '.join(f'`{h}`' for h in f.history[-5:])}."
             if f.probes:
                 extra += " Probes: " + ", ".join(f"`{p}` {s}" for p, s in f.probes.items()) + "."
-            rows.append([f"`{f.case_id}`", f.flag, f.status, one_line(f.detail + extra)])
+            rows.append([f"`{f.case_id}`", f.flag, f.status, one_line(f.detail.rstrip(".") + "." + extra)])
         out += [table(["case", "flag", "status", "evidence"], rows), ""]
         out += [f"- `{flag}`: {text}" for flag, text in FLAG_TEXT.items() if flag in c.stats] + [""]
     if c.bias:
