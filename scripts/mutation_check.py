@@ -44,6 +44,8 @@ T_LOCAL = "tests/test_run_local.py::"
 T_HOSTS = "tests/test_ssh_hosts.py::"
 T_POOL = "tests/test_ssh_pool.py::"
 T_SCHEMAS = "tests/test_schemas.py::"
+T_CONS = "tests/test_consistency.py::"
+T_CONS_MCP = T_CONS + "test_planted_consistency_bugs_are_named_for_what_they_are_over_mcp"
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,42 @@ MUTATIONS: tuple[Mutation, ...] = (
              '        if req.config is not None and req.config.model_dump(mode="json") != config.model_dump(mode="json"):',
              "        if False:",
              (T_PRA + "test_append_refuses_a_changed_config_or_module",)),
+    # issue 21: consistency checks
+    Mutation("repeats-not-compared", "a case whose repeated runs differ is flagged nondeterministic",
+             "tools/runner/execute.py",
+             '        if evidence["distinct"] > 1:',
+             '        if False:',
+             (T_CONS_MCP,)),
+    Mutation("alone-not-fresh", "the run alone is on a fresh worker (nothing run before it)",
+             "tools/runner/supervisor.py",
+             '        if case.get("fresh_worker") and self.history_total:  # alone: a new worker, nothing run before it',
+             '        if False:',
+             (T_CONS_MCP,)),
+    Mutation("alone-pass-not-order", "a failing case that passes alone is order-dependent",
+             "tools/consistency_runs.py",
+             '        if alone["status"] == "passed" and "order_dependent" not in c["flags"]:',
+             '        if False:',
+             (T_CONS_MCP,)),
+    Mutation("flagged-in-findings", "nondeterministic and order-dependent cases are kept out of the findings",
+             "tools/analysis/consistency.py",
+             '    out = set(report.excluded_from_findings)',
+             '    out = set()',
+             (T_CONS_MCP,)),
+    Mutation("input-write-ignored", "an undeclared input write fails the case on input:x",
+             "tools/runner/execute.py",
+             '        comparisons += write_comps  # an input changed that is not declared written: its own failing comparison',
+             '        pass',
+             (T_CONS + "test_runner_checks_declared_writes_large_inputs_and_batch_check_mode",)),
+    Mutation("batch-not-flagged", "a slice that differs from the full batch's rows is flagged batch_variant",
+             "tools/runner/execute.py",
+             '        if not consistency["batch"]["equal"]:',
+             '        if False:',
+             (T_CONS + "test_runner_checks_declared_writes_large_inputs_and_batch_check_mode",)),
+    Mutation("bias-never-warned", "errors that all lean one way are warned about",
+             "tools/analysis/consistency.py",
+             '                if not far or abs(imbalance) <= BIAS_SIGMAS * math.sqrt(m):',
+             '                if True:',
+             (T_CONS_MCP,)),
 )
 # fmt: on
 

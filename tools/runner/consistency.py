@@ -274,9 +274,10 @@ def repeat_runs(n: int, first: dict, rerun, on_step=None) -> tuple[dict, dict]:
 
 def batch_slice(spec: dict, built_by_name: dict, full_out, run_slice, tolerance: dict) -> tuple[dict, list[dict]]:
     """The candidate on rows ``[start, start+length)`` of input ``spec['input']``
-    (``run_slice(name, dim, start, length)`` runs it and returns its outputs),
-    against the same rows of ``full_out``.  Returns (evidence, failing comparisons
-    when ``spec['check']``)."""
+    (and of the inputs in ``spec['also']`` whose size along the dimension is the
+    batch's; ``run_slice(names, dim, start, length)`` runs it and returns its
+    outputs), against the same rows of ``full_out``.  Returns (evidence, failing
+    comparisons when ``spec['check']``)."""
     name, start, length = spec["input"], int(spec.get("start", 0)), int(spec.get("length", 1))
     exact = bool(spec.get("exact", True))
     ev = {"input": name, "dim": int(spec.get("dim", 0)), "start": start, "length": length, "exact": exact,
@@ -296,18 +297,23 @@ def batch_slice(spec: dict, built_by_name: dict, full_out, run_slice, tolerance:
         ev["note"] = (f"rows [{start}, {start + length}) are not a proper slice of {name!r}'s batch of {size} "
                       f"along dim {dim}")
         return ev, []
-    part = name_outputs(run_slice(name, dim, start, length), None)
+    names = [name] + [n for n in spec.get("also") or [] if n != name and hasattr(built_by_name.get(n), "shape")
+                      and len(built_by_name[n].shape) > dim and built_by_name[n].shape[dim] == size]
+    ev["sliced"] = names
+    part = name_outputs(run_slice(names, dim, start, length), None)
+    odd = []
     comparisons = []
     for out_name, full in name_outputs(full_out, None).items():
         if not isinstance(full, torch.Tensor) or full.dim() <= dim or full.shape[dim] != size:
             continue  # an output without this batch dimension is not compared
         got = part.get(out_name)
         want = full.narrow(dim, start, length)
-        ev["outputs"].append(out_name)
         if not isinstance(got, torch.Tensor) or list(got.shape) != list(want.shape) or got.dtype != want.dtype:
-            ev["equal"] = False
-            ev["differing"] += want.numel()
+            # not the rows' shape: another input shares the batch (name it in 'also'), or the output is not batched
+            odd.append(f"{out_name}: {list(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__} "
+                       f"for rows {list(want.shape)}")
             continue
+        ev["outputs"].append(out_name)
         if exact:
             count, diff = differing(got, want)
         else:
@@ -330,6 +336,9 @@ def batch_slice(spec: dict, built_by_name: dict, full_out, run_slice, tolerance:
                     "verdict": (f"batch_variant: rows [{start}, {start + length}) of {name!r} run alone differ "
                                 f"{how} from the same rows of the full batch of {size} (dim {dim}): {count} of "
                                 f"{want.numel()} elements")})
-    if not ev["outputs"]:
+    if odd:
+        ev["note"] = ("not compared, the slice's output is not the full output's rows (is another input batched "
+                      f"too? name it in batch_invariance.also): {'; '.join(odd)}")[:500]
+    elif not ev["outputs"]:
         ev["note"] = f"no output has {name!r}'s batch dimension {dim} (size {size}) to compare"
     return ev, comparisons

@@ -244,7 +244,7 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
 
         def place(b):
             view = b.view()
-            if slice_of is not None and b.name == slice_of[0]:
+            if slice_of is not None and b.name in slice_of[0]:
                 view = view.narrow(slice_of[1], slice_of[2], slice_of[3]).contiguous()
                 return device.format_cast(device.to_device(view.reshape(-1), list(view.shape), list(view.stride()),
                                                            0), b.layout)
@@ -297,7 +297,7 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
         try:
             consistency["batch"], batch_comps = batch_slice(
                 spec, {b.name: b for b in built}, out,
-                lambda name, dim, start, length: invoke(fresh_inputs((name, dim, start, length))),
+                lambda names, dim, start, length: invoke(fresh_inputs((names, dim, start, length))),
                 config.get("tolerance") or {})
         except BaseException as exc:  # noqa: BLE001 - the slice's own failure is evidence, not the case's crash
             answer["needs_health_check"] = True

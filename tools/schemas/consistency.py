@@ -40,6 +40,8 @@ class BatchInvariance(Strict):
     length: Annotated[int, Field(ge=1)] = Field(1, description="rows in the slice")
     exact: bool = Field(True, description="bit for bit (true) or within the judge's tolerance (false)")
     check: bool = Field(False, description="a difference fails the case (numerical_mismatch), not only flags it")
+    also: list[Ident] = Field(default_factory=list, description="other inputs sliced the same way where their size "
+                                                                "along dim is the batch's (add(x, y): also ['y'])")
 
 
 # --------------------------------------------------------------------------
@@ -96,6 +98,7 @@ class BatchSlice(Strict):
     exact: bool = Field(description="compared bit for bit (else within the judge's tolerance)")
     equal: bool = Field(description="every compared output agrees")
     outputs: list[str] = Field(default_factory=list, description="outputs compared (those with the batch dimension)")
+    sliced: list[str] = Field(default_factory=list, description="the inputs sliced")
     differing: Annotated[int, Field(ge=0)] = Field(0, description="elements that differ")
     max_diff: NonNegFinite | None = Field(None, description="largest |difference|")
     note: str | None = Field(None, description="why nothing could be compared, when so")
