@@ -10,8 +10,8 @@
   failures of one kind pays one worker start.  A case that was already the
   first on its worker ran alone: that is said, at no cost.  Passing alone
   makes it ``order_dependent``; the result names the cases the warm worker ran
-  before it.  Not for timeouts, nondeterministic cases, random operators or
-  probes.
+  before it.  Not for timeouts, kills from outside (they have their own
+  ``rerun_case``), nondeterministic cases, random operators or probes.
 - **Probes** (``case.after``): the named planned cases run first, in order,
   on a fresh worker, then the case; what ran is in its result
   (``consistency.after``) and each earlier answer in its raw evidence.  The
@@ -28,10 +28,12 @@ import json
 from .analysis.consistency import failure_group
 from .evidence import RunStore
 from .remote.envelopes import MalformedEnvelope, parse_case_done
+from .remote.errors import LOST_ERRORS
 from .schemas import Case, OperatorConfig
 
 FAILING = ("numerical_mismatch", "crash")
 NO_ALONE_SIGNATURES = ("timeout", "timeout during compile")
+EXTERNAL_SIGNALS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")  # as run_case_remote's rerun_case
 
 
 def repeat_passing_ids(config: OperatorConfig, planned: list[str], todo: list[str]) -> set[str]:
@@ -126,8 +128,10 @@ class AloneRuns:
         c = result.get("consistency") or {}
         if "nondeterministic" in c.get("flags", []):
             return False
-        if result.get("status") == "crash" and (result.get("error") or {}).get("signature") in NO_ALONE_SIGNATURES:
-            return False
+        error = result.get("error") or {}
+        if result.get("status") == "crash" and (error.get("signature") in NO_ALONE_SIGNATURES or
+                                                error.get("signal") in EXTERNAL_SIGNALS):
+            return False  # a hang costs its timeout again; a kill from outside has its own rerun_case
         history, total = history_of(event, self.store.run_id)
         if total:  # what ran before it (an order_suspect, when another case of its kind passes alone)
             _consistency(result).update(history=history, history_total=total)
@@ -144,7 +148,12 @@ class AloneRuns:
 
     async def run(self, slot, run, case: Case, event: dict, timeout_s: float) -> tuple[dict, dict[str, str]]:
         """Run ``case`` alone on a fresh worker of ``slot``; the evidence goes into ``event``'s result."""
-        alone_event = await slot.run_case(run, wire_case(case, fresh=True, repeats=0), timeout_s)
+        try:
+            alone_event = await slot.run_case(run, wire_case(case, fresh=True, repeats=0), timeout_s)
+        except LOST_ERRORS as exc:  # the first answer stands; the slot is gone for the next case
+            _consistency(event["result"]).setdefault("notes", []).append(
+                f"the run alone was lost ({type(exc).__name__}: {exc})"[:300])
+            return event, {}
         raw = {"alone-result.json": json.dumps({k: v for k, v in alone_event.items() if k != "outputs_b64"},
                                                separators=(",", ":")) + "\n"}
         alone = _result(alone_event)
