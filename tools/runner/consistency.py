@@ -22,6 +22,7 @@ Standard library and torch only; execute.py calls it at three points.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import math
 
@@ -214,8 +215,9 @@ def output_digest(out) -> dict:
     for name, value in name_outputs(out, None).items():
         if isinstance(value, torch.Tensor):
             data = value.detach().cpu().contiguous()
-            raw = _bytes(data.reshape(-1)) if data.numel() else torch.empty(0, dtype=torch.uint8)
-            digests[name] = hashlib.md5(raw.numpy().tobytes()).hexdigest() + f":{list(data.shape)}:{data.dtype}"
+            nbytes = data.numel() * data.element_size()  # no numpy: the runner needs torch alone
+            raw = ctypes.string_at(data.data_ptr(), nbytes) if nbytes else b""
+            digests[name] = hashlib.md5(raw).hexdigest() + f":{list(data.shape)}:{data.dtype}"
         else:
             digests[name] = repr(value)
     return digests
