@@ -123,8 +123,9 @@ class AloneRuns:
     def wanted(self, case: Case, event: dict) -> bool:
         """Whether this answer asks for a run alone (and it is the first of its group); notes it."""
         result = _result(event)
-        if result is None or result.get("status") not in FAILING or case.after or self.config.operator.random:
-            return False
+        if result is None or result.get("status") not in FAILING or case.after or self.config.operator.random \
+                or (case.repeats if case.repeats is not None else self.config.repeats) == 0:
+            return False  # repeats 0: no re-run of a failing case at all, alone or not
         c = result.get("consistency") or {}
         if "nondeterministic" in c.get("flags", []):
             return False
