@@ -17,7 +17,10 @@
   dimension (a new, contiguous tensor); the same rows of the full run's
   outputs must equal it bit for bit (or within the tolerance).
 
-Standard library and torch only; execute.py calls it at three points.
+Standard library and torch only; execute.py calls it at three points: the
+fingerprints before the candidate (InputGuard), the check after it
+(check_writes), and the further runs once the first is judged
+(after_first_run).
 """
 
 from __future__ import annotations
@@ -344,3 +347,72 @@ def batch_slice(spec: dict, built_by_name: dict, full_out, run_slice, tolerance:
     elif not ev["outputs"]:
         ev["note"] = f"no output has {name!r}'s batch dimension {dim} (size {size}) to compare"
     return ev, comparisons
+
+
+# --------------------------------------------------------------------------
+# After the first run: repeats, then the batch slice
+# --------------------------------------------------------------------------
+
+
+def after_first_run(case: dict, config: dict, comparisons: list, out, written: list, notes: list, built: list, *,
+                    invoke, judged, inputs_again, raised, on_step=None) -> tuple[str, list, dict | None, dict | None]:
+    """The checks that run the candidate again, once the first run is judged.
+
+    ``invoke(inputs)`` runs the candidate as the first run did and returns its
+    outputs on CPU; ``judged(outputs)`` gives (status, comparisons) against the
+    reference; ``inputs_again(slice_of=None)`` the inputs rebuilt from the seed on
+    the device (``slice_of``: the batch slice); ``raised(exc)`` the run's crash.
+    Returns (status, comparisons, error of a crash run, the ``consistency`` evidence
+    or None when there is nothing to say)."""
+    op = config["operator"]
+    doc: dict = {"flags": []}
+    if written:
+        doc["inputs_written"] = written
+        if any(not w["declared"] for w in written):
+            doc["flags"].append("writes_input")
+    own = [c for c in comparisons if c["output"].startswith("input:")]  # the inputs' comparisons stay
+    outputs = [c for c in comparisons if not c["output"].startswith("input:")]
+    output_status = "passed" if all(c["passed"] for c in outputs) else "numerical_mismatch"
+    status, error = None, None
+    repeats = case.get("repeats") if case.get("repeats") is not None else config.get("repeats", 0)
+    if repeats and not op.get("random") and (output_status != "passed" or case.get("repeat_passing")):
+        def rerun() -> dict:
+            try:
+                o = invoke(inputs_again())
+            except BaseException as exc:  # noqa: BLE001 - a run that raises is that run's crash
+                failed = raised(exc)
+                return {"status": failed["status"], "comparisons": [], "out": None, "error": failed["error"]}
+            st, comps = judged(o)
+            return {"status": st, "comparisons": comps, "out": o, "error": None}
+
+        evidence, worst = repeat_runs(int(repeats), {"status": output_status, "out": out, "error": None,
+                                                     "comparisons": outputs}, rerun, on_step)
+        doc["repeats"] = evidence
+        if evidence["distinct"] > 1:
+            doc["flags"].append("nondeterministic")
+        if evidence["worst_run"]:
+            comparisons = worst["comparisons"] + own
+            if worst["status"] in ("crash", "unsupported"):  # a run that raised: its error is the result's
+                status, error = worst["status"], worst["error"]
+    spec = case.get("batch_invariance") or config.get("batch_invariance")
+    if spec and status is None:
+        if on_step is not None:
+            on_step("batch")
+        try:
+            doc["batch"], batch_comps = batch_slice(
+                spec, {b.name: b for b in built}, out,
+                lambda names, dim, start, length: invoke(inputs_again((names, dim, start, length))),
+                config.get("tolerance") or {})
+        except BaseException as exc:  # noqa: BLE001 - the slice's own failure is evidence, not the case's crash
+            doc["batch"], batch_comps = {
+                "input": spec.get("input"), "dim": spec.get("dim", 0), "start": spec.get("start", 0),
+                "length": spec.get("length", 1), "exact": spec.get("exact", True), "equal": False,
+                "note": f"the candidate raised on the slice: {raised(exc)['text']}"[:500]}, []
+        if not doc["batch"]["equal"]:
+            doc["flags"].append("batch_variant")
+        comparisons = comparisons + batch_comps
+    if status is None:
+        status = "passed" if all(c["passed"] for c in comparisons) else "numerical_mismatch"
+    if notes:
+        doc["notes"] = notes[:8]
+    return status, comparisons, error, (doc if len(doc) > 1 or doc["flags"] else None)

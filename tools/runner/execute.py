@@ -23,7 +23,7 @@ from .callables import ResolveError, ascend_only_reason, call_arguments, load_us
     resolve_attributes
 from .classify import exception_signature, match_unsupported
 from .compare import compare_outputs
-from .consistency import InputGuard, batch_slice, check_writes, declared_writes, repeat_runs
+from .consistency import InputGuard, after_first_run, check_writes, declared_writes
 from .judge import BaselineError, apply_judge
 from .devices import Device, Unsupported
 from .inputs import build_case_inputs, case_seed, map_built, reference_inputs, tensors_of
@@ -239,19 +239,7 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
         apply_judge(comps, judge, baseline=base_out, reference=ref_out, names=op.get("outputs"))
         return ("passed" if all(c["passed"] for c in comps) else "numerical_mismatch"), comps
 
-    def fresh_inputs(slice_of=None) -> dict:  # the inputs again, bit-identical from the case seed
-        again = build_case_inputs(case, request.get("captured_dir"))
-
-        def place(b):
-            view = b.view()
-            if slice_of is not None and b.name in slice_of[0]:
-                view = view.narrow(slice_of[1], slice_of[2], slice_of[3]).contiguous()
-                return device.format_cast(device.to_device(view.reshape(-1), list(view.shape), list(view.stride()),
-                                                           0), b.layout)
-            return device.format_cast(device.to_device(b.storage, b.shape, b.strides, b.storage_offset), b.layout)
-        return map_built(again, place)
-
-    def invoke(inputs):
+    def invoke(inputs):  # the candidate again, as the first run called it
         a, k = call_arguments(op.get("call"), inputs, attributes)
         seed_everything(seed)
         o = compiled(*a, **k) if compiled is not None else device.graph_call(candidate, a, k) \
@@ -259,67 +247,35 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
         device.synchronize()
         return _to_cpu(o)
 
-    def rerun() -> dict:
-        try:
-            o = invoke(fresh_inputs())
-        except BaseException as exc:  # noqa: BLE001 - a run that raises is that run's crash
-            answer["needs_health_check"] = True
-            st, fields = _classify(exc, op.get("unsupported_rules") or [])
-            return {"status": st, "comparisons": [], "out": None, "error": fields["error"]}
-        st, comps = judged(o)
-        return {"status": st, "comparisons": comps, "out": o, "error": None}
+    def inputs_again(slice_of=None) -> dict:  # bit-identical from the case seed, on the device
+        return map_built(build_case_inputs(case, request.get("captured_dir")), lambda b: _placed(device, b, slice_of))
 
-    consistency: dict = {"flags": []}
-    if written:
-        consistency["inputs_written"] = written
-        if any(not w["declared"] for w in written):
-            consistency["flags"].append("writes_input")
+    def raised(exc) -> dict:  # a further run that raises: that run's crash (or unsupported)
+        answer["needs_health_check"] = True
+        st, fields = _classify(exc, op.get("unsupported_rules") or [])
+        return {"status": st, "error": fields["error"], "text": f"{type(exc).__name__}: {_text(exc)}"}
+
     c0 = time.perf_counter()
-    output_status = "passed" if all(c["passed"] for c in comparisons if not c["output"].startswith("input:")) \
-        else "numerical_mismatch"
-    repeats = case.get("repeats") if case.get("repeats") is not None else config.get("repeats", 0)
-    error = None
-    if repeats and not op.get("random") and (output_status != "passed" or case.get("repeat_passing")):
-        evidence, worst = repeat_runs(int(repeats), {"status": output_status, "out": out, "error": None,
-                                                     "comparisons": [c for c in comparisons
-                                                                     if not c["output"].startswith("input:")]},
-                                      rerun, on_step)
-        consistency["repeats"] = evidence
-        if evidence["distinct"] > 1:
-            consistency["flags"].append("nondeterministic")
-        if evidence["worst_run"]:
-            comparisons = worst["comparisons"] + [c for c in comparisons if c["output"].startswith("input:")]
-            status, error = worst["status"], worst["error"]
-    spec = case.get("batch_invariance") or config.get("batch_invariance")
-    if spec and status != "crash":
-        if on_step is not None:
-            on_step("batch")
-        try:
-            consistency["batch"], batch_comps = batch_slice(
-                spec, {b.name: b for b in built}, out,
-                lambda names, dim, start, length: invoke(fresh_inputs((names, dim, start, length))),
-                config.get("tolerance") or {})
-        except BaseException as exc:  # noqa: BLE001 - the slice's own failure is evidence, not the case's crash
-            answer["needs_health_check"] = True
-            consistency["batch"], batch_comps = {
-                "input": spec.get("input"), "dim": spec.get("dim", 0), "start": spec.get("start", 0),
-                "length": spec.get("length", 1), "exact": spec.get("exact", True), "equal": False,
-                "note": f"the candidate raised on the slice: {type(exc).__name__}: {_text(exc)}"[:500]}, []
-        if not consistency["batch"]["equal"]:
-            consistency["flags"].append("batch_variant")
-        comparisons = comparisons + batch_comps
-    if len(consistency) > 1 or consistency["flags"]:
+    status, comparisons, error, consistency = after_first_run(
+        case, config, comparisons, out, written, guard.notes if guard is not None else [], built,
+        invoke=invoke, judged=judged, inputs_again=inputs_again, raised=raised, on_step=on_step)
+    if consistency is not None and (consistency.get("repeats") or consistency.get("batch")):
         timing["consistency_us"] = (time.perf_counter() - c0) * 1e6
-        if guard is not None and guard.notes:
-            consistency["notes"] = guard.notes[:8]
-    else:
-        consistency = None
-    if status == "crash":
-        return result("crash", error=error, **({"consistency": consistency} if consistency else {}))
-    status = "passed" if all(c["passed"] for c in comparisons) else "numerical_mismatch"
+    if status in ("crash", "unsupported"):  # a further run raised (the worst run's)
+        return result(status, error=error, **({"consistency": consistency} if consistency else {}))
     if status == "numerical_mismatch" and config.get("keep_outputs_max_bytes"):
         answer.update(_kept_outputs(out, ref_out, int(config["keep_outputs_max_bytes"])))
     return result(status, comparisons=comparisons, **({"consistency": consistency} if consistency else {}))
+
+
+def _placed(device: Device, b, slice_of=None):
+    """Built input ``b`` on the device; ``slice_of`` = (names, dim, start, length): rows of those inputs
+    as a new contiguous tensor (the batch slice)."""
+    if slice_of is not None and b.name in slice_of[0]:
+        view = b.view().narrow(slice_of[1], slice_of[2], slice_of[3]).contiguous()
+        return device.format_cast(device.to_device(view.reshape(-1), list(view.shape), list(view.stride()), 0),
+                                  b.layout)
+    return device.format_cast(device.to_device(b.storage, b.shape, b.strides, b.storage_offset), b.layout)
 
 
 def _pristine(case: dict, request: dict, label: str):
