@@ -147,10 +147,11 @@ class AloneRuns:
         tested.add(group)
         return True
 
-    async def run(self, slot, run, case: Case, event: dict, timeout_s: float) -> tuple[dict, dict[str, str]]:
-        """Run ``case`` alone on a fresh worker of ``slot``; the evidence goes into ``event``'s result."""
+    async def run(self, slot, run, payload: dict, event: dict, timeout_s: float) -> tuple[dict, dict[str, str]]:
+        """Run the case again (``payload``: what the first run was sent) alone on a fresh worker of
+        ``slot``; the evidence goes into ``event``'s result."""
         try:
-            alone_event = await slot.run_case(run, wire_case(case, fresh=True, repeats=0), timeout_s)
+            alone_event = await slot.run_case(run, dict(payload, fresh_worker=True, repeats=0), timeout_s)
         except LOST_ERRORS as exc:  # the first answer stands; the slot is gone for the next case
             _consistency(event["result"]).setdefault("notes", []).append(
                 f"the run alone was lost ({type(exc).__name__}: {exc})"[:300])

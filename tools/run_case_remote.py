@@ -121,9 +121,10 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
         if case.after:  # a probe: the named cases first, on a fresh worker
             event, extra_raw = await run_after(slot, run, case, cases, config.default_timeout_s)
         else:
-            event = await slot.run_case(run, wire_case(case, repeat_passing=case_id in repeat_passing), timeout_s)
+            payload = wire_case(case, repeat_passing=case_id in repeat_passing)
+            event = await slot.run_case(run, payload, timeout_s)
             if alone.wanted(case, event):  # failed after other cases: once more alone, on a fresh worker
-                event, extra_raw = await alone.run(slot, run, case, event, timeout_s)
+                event, extra_raw = await alone.run(slot, run, payload, event, timeout_s)
         # recorded once the slot has been sent its next case: a slot never waits for the client's
         # file work, and slots answering at once do not queue behind each other's recording
         recording.append(asyncio.ensure_future(record(slot.host, slot.device, case, case_id, event, extra_raw)))
