@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/bench.py                # every section
     .venv/bin/python benchmarks/bench.py --section 1    # per-case overhead, warm worker vs fresh process
     .venv/bin/python benchmarks/bench.py --section 2    # comparison time on 2**24 float32 elements
+    .venv/bin/python benchmarks/bench.py --section 3    # the input-write check's share of a case
+    .venv/bin/python benchmarks/bench.py --section 4    # repeats + alone-runs: worker starts per failure kind
 
 Section 1 runs a trivial case (torch.add of two 64x64 float32 inputs, full
 input building, reference and comparison) through the real local transport:
@@ -13,6 +15,19 @@ and runs the very same case code once.
 Section 2 times the full metric set of the comparison engine on 2**24
 float32 elements against torch.testing.assert_close and against one
 torch.dot of the two tensors (one read of both), side by side in one run.
+
+Section 3 (issue 21) runs the same 64x64 case and a 2**24-element torch.add
+through the local transport and reports the worker's own timing of the
+input-write check (fingerprints before the candidate, the check after it:
+``timing_us.input_check_us``, the only work it adds) against the case's wall
+time at the client.
+
+Section 4 (issue 21) runs one star of cases three times on the local
+transport - a right operator, an operator with one kind of failure (wrong
+values past a last dimension of 256), and one with two kinds (those, and an
+exception past 16 rows) - and counts the worker processes that ran them
+(distinct worker pids in the raw evidence: the repeats run on the same
+worker, the run alone on a fresh one, once per kind of failure).
 
 SSH sections live in benchmarks/bench_ssh.py.
 """
@@ -146,7 +161,123 @@ def section_2(n: int = 1 << 24, repeats: int = 7) -> dict:
             "metrics_failing_ms": t_metrics_bad * 1e3, "assert_close_failing_ms": t_assert_bad * 1e3}
 
 
-SECTIONS = {"1": section_1, "2": section_2}
+def section_3(small_cases: int = 200, big_cases: int = 7) -> dict:
+    from tools.remote.local import LocalSlot
+
+    class Run:
+        config = CONFIG
+        modules_dir = None
+        captured_dir = None
+
+    def big_case(i: int) -> dict:
+        return {"id": f"big{i}", "mode": "eager", "seed": i,
+                "inputs": [{"name": "input", "shape": [1 << 24]}, {"name": "other", "shape": [1 << 24]}]}
+
+    async def measure() -> dict:
+        slot = LocalSlot()
+        await slot.start()
+        out = {}
+        try:
+            for label, make, n, warm in (("64x64", trivial_case, small_cases, 20), ("2**24", big_case, big_cases, 1)):
+                for i in range(warm):
+                    await slot.run_case(Run, make(i), 120)
+                walls, checks = [], []
+                for i in range(n):
+                    t0 = time.perf_counter()
+                    event = await slot.run_case(Run, make(i), 120)
+                    walls.append(time.perf_counter() - t0)
+                    assert event["result"]["status"] == "passed", event
+                    checks.append(event["result"]["timing_us"]["input_check_us"] / 1e6)
+                out[label] = (statistics.median(walls), statistics.median(checks))
+        finally:
+            await slot.close()
+        return out
+
+    got = asyncio.run(measure())
+    print("== 3. the input-write check (fingerprint before the candidate, check after), local transport ==")
+    figures = {}
+    for label, (wall, check) in got.items():
+        share = check / max(1e-12, wall - check)
+        target = 0.10 if label == "64x64" else 0.05
+        print(f"{label:6s} torch.add: case {wall * 1e3:9.2f} ms at the client, check {check * 1e3:7.3f} ms inside the "
+              f"worker: +{share:.1%} over the case without it (target <= {target:.0%})")
+        figures[label] = {"case_ms": wall * 1e3, "check_ms": check * 1e3, "share": share}
+    return figures
+
+
+FAILING_OPERATOR = """
+import torch
+
+
+def cand(x):
+    if x.shape[0] > 16 and KINDS > 1:
+        raise RuntimeError("tiling: too many rows")
+    out = x * 2
+    if x.shape[-1] > 256 and KINDS > 0:
+        out[..., 256:] = 0
+    return out
+
+
+def ref(x):
+    return x * 2
+"""
+
+
+def section_4() -> dict:
+    import tempfile
+
+    from tools.plan_cases import plan_cases
+    from tools.remote.pool import REGISTRY
+    from tools.run_case_remote import run_case_remote
+    from tools.evidence import RunStore
+
+    root = Path(tempfile.mkdtemp(prefix="bench-consistency-"))
+    rows = [[4, 128], [8, 128], [16, 64], [32, 128], [64, 128], [4, 512], [8, 300], [16, 1024], [4, 2048],
+            [8, 4096], [32, 512], [64, 300]]
+    cases = [{"id": f"c{i}", "seed": i, "inputs": [{"name": "x", "shape": shape}]} for i, shape in enumerate(rows)]
+
+    async def one(kinds: int) -> dict:
+        run_id = f"kinds-{kinds}"
+        plan_cases({"config": {"run_id": run_id, "operator": {"name": "op", "candidate": "op.cand",
+                                                              "reference": "op.ref", "modules": ["op.py"]}},
+                    "cases": cases, "module_sources": {"op.py": FAILING_OPERATOR.replace("KINDS", str(kinds))}},
+                   root=root)
+        t0 = time.perf_counter()
+        resp = await run_case_remote(run_id, root=root)
+        seconds = time.perf_counter() - t0
+        store = RunStore(root, run_id)
+        pids = set()
+        for case in cases:
+            for name in ("worker-result.json", "alone-result.json"):
+                path = store.dir / "raw-results" / case["id"] / name
+                if path.exists():
+                    pids.add(json.loads(path.read_text()).get("worker_pid"))
+        states = {}
+        for o in resp.outcomes:
+            states[o.state] = states.get(o.state, 0) + 1
+        groups = {o.signature or ",".join(o.failed_outputs) for o in resp.outcomes if o.state != "passed"}
+        return {"seconds": seconds, "workers": len(pids - {None}), "states": states, "kinds": len(groups)}
+
+    async def main() -> dict:
+        try:
+            out = {}
+            for kinds in (0, 1, 2):
+                out[kinds] = await one(kinds)
+                await REGISTRY.close_all()  # each run starts from one fresh slot
+            return out
+        finally:
+            await REGISTRY.close_all()
+
+    got = asyncio.run(main())
+    print(f"== 4. repeats (2 more runs, same worker) + the run alone (fresh worker) on failing cases: "
+          f"{len(cases)} cases ==")
+    for kinds, g in got.items():
+        print(f"{kinds} kind(s) of failure: {g['states']}: {g['workers']} worker process(es) "
+              f"({g['workers'] - 1} fresh start(s) beyond the first), {g['seconds']:.2f} s")
+    return {str(k): v for k, v in got.items()}
+
+
+SECTIONS = {"1": section_1, "2": section_2, "3": section_3, "4": section_4}
 
 
 def main() -> int:

@@ -1,6 +1,6 @@
 """The judgement sweep, bigger than the in-suite one (run by hand):
 
-    .venv/bin/python benchmarks/sweep_judge.py [--seeds 3] [--rows 64]
+    .venv/bin/python benchmarks/sweep_judge.py [--seeds 3] [--rows 64] [--consistency]
 
 Every operator of tests/sweep_spec.py x every dtype the runner builds, over
 several seeds and a larger shape, through the real local transport (one warm
@@ -19,6 +19,13 @@ worker), under both judges:
   a table per operator of the cases each judge fails in backward, and
   PyTorch's own answer for the operators without a derivative (unsupported).
   ``--gradients`` runs this part alone.
+
+``--consistency`` (issue 21) instead runs the right operators with every case
+repeated (``repeats_passing``) and the batch slice asked for (input ``input``,
+rows [0, 1), and of the other inputs with those rows), under both judges, and counts the consistency flags and bias
+warnings the analysis raises: a flag on a right operator is a false flag
+(batch-variance of a right operator on this CPU is reported apart: it is real,
+e.g. a matmul that picks another kernel for one row).
 """
 
 from __future__ import annotations
@@ -44,11 +51,15 @@ OPERATORS = REPO / "tests" / "operators"
 GROUP = 80
 
 
-async def run_cases(root: Path, tag: str, operator: dict, module: str, cases: list[dict], judge: str) -> dict:
+async def run_cases(root: Path, tag: str, operator: dict, module: str, cases: list[dict], judge: str,
+                    extra: dict | None = None, run_ids: list | None = None) -> dict:
     got = {}
     for i in range(0, len(cases), GROUP):
         run_id = f"{tag}-{judge}-{i // GROUP}"
-        plan_cases({"config": {"run_id": run_id, "judge": judge, "operator": dict(operator, modules=[module])},
+        if run_ids is not None:
+            run_ids.append(run_id)
+        plan_cases({"config": {"run_id": run_id, "judge": judge, "operator": dict(operator, modules=[module]),
+                               **(extra or {})},
                     "cases": cases[i:i + GROUP], "module_sources": {module: (OPERATORS / module).read_text()}},
                    root=root)
         resp = await run_case_remote(run_id, root=root)
@@ -62,6 +73,49 @@ def shaped(case: dict, rows: int) -> dict:
         if inp["shape"] == [4, 8]:
             inp["shape"] = [rows, 8]
     return case
+
+
+async def consistency_sweep(seeds: int, rows: int) -> None:
+    from tools.analyze_failures import analyze_failures
+
+    root = Path(tempfile.mkdtemp(prefix="sweep-consistency-"))
+    sweep_op = {"name": "sweep", "candidate": "sweep_dispatch.call", "reference": "sweep_dispatch.reference"}
+    cases = []
+    for seed in range(seeds):
+        for op in OPS:
+            for d in DTYPES:
+                for precise in ((False, True) if d in ("float16", "bfloat16") else (False,)):
+                    c = shaped(sweep_case(op, d, precise=precise, seed=seed), rows)
+                    c["id"] = f"{c['id']}-s{seed}"
+                    cases.append(c)
+    extra = {"repeats_passing": 1000, "batch_invariance": {"input": "input", "dim": 0,
+                                                           "also": ["other", "condition", "mat2"]}}
+    t0 = time.perf_counter()
+    for judge in ("tolerance", "baseline"):
+        run_ids: list[str] = []
+        got = await run_cases(root, "consistency", sweep_op, "sweep_dispatch.py", cases, judge, extra, run_ids)
+        flags: dict[str, list[str]] = {}
+        batch: list[str] = []
+        bias: list[str] = []
+        repeated = 0
+        for run_id in run_ids:
+            a = analyze_failures(run_id, root=root)
+            repeated += a.consistency.repeated
+            for f in a.consistency.flagged:
+                (batch if f.flag == "batch_variant" else flags.setdefault(f.flag, [])).append(f.case_id)
+            bias += [f"{w.message} ({', '.join(w.cases[:4])})" for w in a.consistency.bias]
+        ran = sum(1 for o in got.values() if o.state != "pending")
+        print(f"== consistency, judge {judge}: {len(cases)} right-operator cases ({len(OPS)} ops x {len(DTYPES)} dtypes x "
+              f"{seeds} seeds), {ran} ran, {repeated} repeated; {time.perf_counter() - t0:.0f} s so far ==")
+        print(f"false flags (nondeterministic, order, writes): {sum(len(v) for v in flags.values())} {flags or ''}")
+        print(f"bias warnings: {len(bias)}")
+        for line in bias[:10]:
+            print(f"    {line[:220]}")
+        print(f"batch-variant right operators on this CPU (a real property, not a false flag): {len(batch)}")
+        for cid in batch[:12]:
+            print(f"    {cid}")
+    await REGISTRY.close_all()
+    print(f"evidence: {root}")
 
 
 async def main_async(seeds: int, rows: int) -> None:
@@ -175,7 +229,11 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--rows", type=int, default=64)
     parser.add_argument("--gradients", action="store_true", help="only the sweep with gradients (issue 23)")
+    parser.add_argument("--consistency", action="store_true", help="right operators repeated: count false flags")
     args = parser.parse_args()
+    if args.consistency:
+        asyncio.run(consistency_sweep(args.seeds, args.rows))
+        return 0
     if not args.gradients:
         asyncio.run(main_async(args.seeds, args.rows))
     asyncio.run(gradients_async(args.seeds, args.rows))

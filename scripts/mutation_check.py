@@ -51,6 +51,8 @@ T_SLURM = "tests/test_slurm_hosts.py::"
 T_SURFACE = "tests/test_mcp_surface.py::"
 T_DIAG = "tests/test_diagnosis.py::"
 T_FIND = "tests/test_findings.py::"
+T_CONS = "tests/test_consistency.py::"
+T_CONS_MCP = T_CONS + "test_planted_consistency_bugs_are_named_for_what_they_are_over_mcp"
 
 
 @dataclass(frozen=True)
@@ -350,6 +352,42 @@ MUTATIONS: tuple[Mutation, ...] = (
              "                    if True:",
              (T_POOL + "test_a_dropped_connection_is_started_again_and_the_rest_of_the_run_completes",
               T_SLURM + "test_a_job_cancelled_mid_case_leaves_that_case_pending_and_the_rerun_completes")),
+    # issue 21: consistency checks
+    Mutation("repeats-not-compared", "a case whose repeated runs differ is flagged nondeterministic",
+             "tools/runner/consistency.py",
+             '        if evidence["distinct"] > 1:',
+             '        if False:',
+             (T_CONS_MCP,)),
+    Mutation("alone-not-fresh", "the run alone is on a fresh worker (nothing run before it)",
+             "tools/runner/supervisor.py",
+             '        if case.get("fresh_worker") and self.history_total:  # alone: a new worker, nothing run before it',
+             '        if False:',
+             (T_CONS_MCP,)),
+    Mutation("alone-pass-not-order", "a failing case that passes alone is order-dependent",
+             "tools/consistency_runs.py",
+             '        if alone["status"] == "passed" and "order_dependent" not in c["flags"]:',
+             '        if False:',
+             (T_CONS_MCP,)),
+    Mutation("flagged-in-findings", "nondeterministic and order-dependent cases are kept out of the findings",
+             "tools/analysis/consistency.py",
+             '    out = set(report.excluded_from_findings)',
+             '    out = set()',
+             (T_CONS_MCP,)),
+    Mutation("input-write-ignored", "an undeclared input write fails the case on input:x",
+             "tools/runner/execute.py",
+             '        comparisons += write_comps  # an input changed that is not declared written: its own failing comparison',
+             '        pass',
+             (T_CONS + "test_runner_checks_declared_writes_large_inputs_and_batch_check_mode",)),
+    Mutation("batch-not-flagged", "a slice that differs from the full batch's rows is flagged batch_variant",
+             "tools/runner/consistency.py",
+             '        if not doc["batch"]["equal"]:',
+             '        if False:',
+             (T_CONS + "test_runner_checks_declared_writes_large_inputs_and_batch_check_mode",)),
+    Mutation("bias-never-warned", "errors that all lean one way are warned about",
+             "tools/analysis/consistency.py",
+             '                if not far or abs(imbalance) <= BIAS_SIGMAS * math.sqrt(m):',
+             '                if True:',
+             (T_CONS_MCP,)),
 )
 # fmt: on
 

@@ -400,7 +400,10 @@ def test_planted_backward_bugs_through_the_mcp_client(evidence_root: Path) -> No
                       "gw.dtype-bfloat16": ("numerical_mismatch", ["grad.weight"]),
                       "gw.x.shape0-128": ("passed", [])}
     lead = analysis["findings"][0]
-    assert lead["predicate"] == "dtype == bfloat16" and lead["exact"]
+    # one star: the lead is dtype == bfloat16; exact only once every competitor is ruled out, the
+    # boundary pinned and the finding crossed with the other axes (issue 20) - what is open is said
+    assert lead["predicate"] == "dtype == bfloat16"
+    assert lead["exact"] or lead["why_not_exact"], lead
     assert lead["failing_outputs"] == ["grad.weight"] and set(lead["passing_outputs"]) == {"out", "grad.x"}
     assert "Failing output: grad.weight (grad.x, out pass in every failing case)" in analysis["summary"]
     outputs = {o["output"]: o for o in analysis["outputs"]}

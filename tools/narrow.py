@@ -12,7 +12,9 @@ nothing can narrow it; ``undecided`` when several survive and no case the
 variations can build tells them apart; ``no_hypothesis`` when every axis
 of the failing cases was varied once and still nothing separates (a trend
 may then be stated).  Every round is planned and recorded like any other
-cases, so the evidence shows the path.
+cases, so the evidence shows the path.  An order-dependent case (issue 21)
+first gets its probes: the earlier case that poisons it, by delta debugging
+over its worker's history (order_search.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from .errors import ToolError
 from .cases.stars import expand_star
 from .plan_cases import plan_cases
 from .run_case_remote import run_case_remote
+from .order_search import search_order
 from .schemas import NarrowRequest, NarrowResponse, NarrowStep, StarSpec
 
 NARROWING = ("discriminate", "bisect", "probe", "crossing", "explore")
@@ -58,6 +61,9 @@ def _pick(analysis, budget: int) -> list[tuple[dict, str, str]]:
 def _done(analysis) -> str | None:
     if analysis.verdict != "diagnosed":
         return "no_failure"
+    excluded = set(analysis.consistency.excluded_from_findings)
+    if analysis.failures and all(f.case_id in excluded for f in analysis.failures):
+        return "consistency"  # every failure is nondeterministic or order-dependent: no axis to narrow
     narrowing = [n for n in analysis.next_cases if n.kind in NARROWING]
     hypotheses = [f for f in analysis.findings if f.kind != "trend"]
     if hypotheses and all(f.exact for f in hypotheses) and not analysis.competing:
@@ -91,7 +97,18 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
             findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings],
             competing=[f.predicate for f in analysis.competing]))
     stopped = None
+    searched: set[str] = set()  # order-dependent cases whose poisoning earlier case was looked for
     while stopped is None:
+        order = await search_order(req.run_id, analysis, root=root, hosts=req.hosts, inventory=inventory,
+                                   budget=req.max_cases - new_cases, done=searched)  # order_search.py
+        if order.cases_run:
+            new_cases += order.cases_run
+            cases_run += order.cases_run
+            analysis = analyze_failures(req.run_id, root=root)
+            steps.append(NarrowStep(index=len(steps) + 1, kinds=["order"], axes=sorted(order.probes),
+                                    cases={c: s for p in order.probes.values() for c, s in p.items()},
+                                    findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings],
+                                    competing=[f.predicate for f in analysis.competing]))
         stopped = _done(analysis)
         if stopped:
             break

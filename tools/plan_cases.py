@@ -86,6 +86,20 @@ def _check_default_grad_inputs(config: OperatorConfig, cases: list[Case]) -> Non
                         code="validation_error")
 
 
+def _check_after(store: RunStore, append: bool, cases: list[Case]) -> None:
+    """Probe cases (``after``) name planned cases of the run (issue 21)."""
+    if not any(c.after for c in cases):
+        return
+    from .consistency_runs import check_after
+
+    known = {c.id: c for c in store.read_cases()} if append else {}
+    known.update({c.id: c for c in cases})
+    problems = check_after(known, cases)
+    if problems:
+        raise ToolError("cases[].after must name planned cases of this run:\n  - " + "\n  - ".join(problems[:5]),
+                        code="validation_error")
+
+
 def _changed_paths(old: Any, new: Any, path: str) -> list[str]:
     """Dotted paths at which two JSON documents differ."""
     if isinstance(old, dict) and isinstance(new, dict):
@@ -286,6 +300,7 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
                             f"never replaced - give the new cases new ids{hint}", code="duplicate_case")
         _check_call_order(config, new_cases)
         _check_default_grad_inputs(config, new_cases)
+        _check_after(store, True, new_cases)
         modules = _modules_to_store(store, config, req.module_sources)
         captured = _captured_to_store(store, captured_paths, new_cases)
         store.append_cases(new_cases)
@@ -295,6 +310,7 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
         assert config is not None
         _check_call_order(config, new_cases)
         _check_default_grad_inputs(config, new_cases)
+        _check_after(store, False, new_cases)
         if store.exists() or (store.dir.exists() and any(store.dir.iterdir())):
             raise ToolError(f"run {store.run_id!r} already exists at {store.dir}; a run is never overwritten - "
                             "choose another run_id or append cases to it (append=true)", code="run_exists")

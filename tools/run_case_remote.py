@@ -21,6 +21,7 @@ from filelock import Timeout as FileLockTimeout
 
 from .baseline_host import BASELINE_RAW, baseline_sides
 from .cases.ids import rerun_id
+from .consistency_runs import AloneRuns, outcome_text, repeat_passing_ids, run_after, wire_case
 from .errors import ToolError
 from .evidence import ARTIFACTS_DIR, RunStore, few_ids, schedule_manifest_flush
 from .remote.envelopes import HARNESS_WHERE_TEXT, WORKER_RESTART_LIMIT, CaseDone, MalformedEnvelope, parse_case_done
@@ -91,6 +92,8 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
                         lease_wait_s=lease_wait_s, news=on_news)
     outcomes: dict[str, CaseOutcome] = {}
     total = len(todo)
+    repeat_passing = repeat_passing_ids(config, list(cases), todo)  # consistency checks (consistency_runs.py)
+    alone = AloneRuns(store, config)
     writer = RunStore(root, run_id, lock_timeout_s=0)  # records inline unless another writer holds the run
     sides, side_raw, ordered_ids = {}, {}, list(todo)
     if config.baseline_host:  # pass 1: the baseline on its host's device (baseline_host.py)
@@ -108,10 +111,10 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
 
     recording: list[asyncio.Future] = []  # every case's recording, awaited (errors raised) before the answer
 
-    async def record(host: str, device: str, case, case_id: str, event: dict) -> None:
+    async def record(host: str, device: str, case, case_id: str, event: dict, extra_raw: dict | None = None) -> None:
         # A millisecond or two of file work: done in the loop when the run's lock is free (a
         # thread hand-off costs more than that on a busy host), in a thread when another writer holds it.
-        extra = {BASELINE_RAW: side_raw[case_id]} if case_id in side_raw else None
+        extra = dict(extra_raw or {}, **({BASELINE_RAW: side_raw[case_id]} if case_id in side_raw else {}))
         try:
             outcome = _record_event(writer, host, device, case_id, event, extra)
         except FileLockTimeout:
@@ -130,13 +133,19 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
         timeout_s = case.timeout_s or config.default_timeout_s
         if on_start is not None:
             await on_start(case_id)
-        payload = case.model_dump(mode="json")
-        if case_id in sides:  # the baseline host's numbers for this case (case.baseline_side, read by the runner)
-            payload["baseline_side"] = sides[case_id]
-        event = await slot.run_case(run, payload, timeout_s)
+        extra_raw: dict = {}
+        if case.after:  # a probe: the named cases first, on a fresh worker
+            event, extra_raw = await run_after(slot, run, case, cases, config.default_timeout_s)
+        else:
+            payload = wire_case(case, repeat_passing=case_id in repeat_passing)
+            if case_id in sides:  # the baseline host's numbers for this case (case.baseline_side, read by the runner)
+                payload["baseline_side"] = sides[case_id]
+            event = await slot.run_case(run, payload, timeout_s)
+            if alone.wanted(case, event):  # failed after other cases: once more alone, on a fresh worker
+                event, extra_raw = await alone.run(slot, run, payload, event, timeout_s)
         # recorded once the slot has been sent its next case: a slot never waits for the client's
         # file work, and slots answering at once do not queue behind each other's recording
-        recording.append(asyncio.ensure_future(record(slot.host, slot.device, case, case_id, event)))
+        recording.append(asyncio.ensure_future(record(slot.host, slot.device, case, case_id, event, extra_raw)))
         gave_up = _worker_gave_up(event)
         if gave_up is not None:  # the slot is retired; the cases left wait for another slot or stay pending
             raise WorkerCannotStart(gave_up)
@@ -225,7 +234,7 @@ def _worker_gave_up(event: dict) -> str | None:
 
 
 def _record_event(store: RunStore, host: str, device: str, case_id: str, event: dict,
-                  extra_raw: dict[str, str] | None = None) -> CaseOutcome | None:
+                  extra_raw: dict | None = None) -> CaseOutcome | None:
     """Record one supervisor answer through ``store`` (in the event loop, or in a
     thread when another writer holds the run's lock); None when another call
     recorded the case first.  The answer is validated as a CaseDone
@@ -250,7 +259,7 @@ def _record_event(store: RunStore, host: str, device: str, case_id: str, event: 
             raw_files[name] = text
     if kept:
         raw_files["outputs.pt"] = base64.b64decode(kept)
-    raw_files.update(extra_raw or {})  # the baseline host's answer (baseline_host)
+    raw_files.update(extra_raw or {})  # the baseline host's answer, the consistency checks' further answers
     try:
         response = record_result(store.run_id, result, raw_files=raw_files, input_metadata=done.input_metadata,
                                  source_kind="run_case_remote", lazy_manifest=True, pending=False, store=store)
@@ -287,10 +296,14 @@ def _outcome(case_id: str, result: dict, host: str, device: str, raw_path: str) 
     else:
         summary = f"unsupported: {error.get('message', '')[:200]}" + \
             (f" (rule {error.get('matched_rule')!r})" if error.get("matched_rule") else "")
+    flagged = outcome_text(result)
+    if flagged:
+        summary = f"{summary} [{flagged}]"
     return CaseOutcome(case_id=case_id, state=status, recorded=True, host=host, device=device, summary=summary[:1000],
                        failed_outputs=failed, max_abs=max_abs, mismatch_ratio=ratio,
                        signature=error.get("signature"), matched_rule=error.get("matched_rule"), raw_path=raw_path,
-                       first_mismatch=first_mismatch(comparisons) if status == "numerical_mismatch" else None)
+                       first_mismatch=first_mismatch(comparisons) if status == "numerical_mismatch" else None,
+                       flags=list((result.get("consistency") or {}).get("flags") or []))
 
 
 def first_mismatch(comparisons: list[dict]) -> FirstMismatch | None:

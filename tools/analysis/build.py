@@ -18,6 +18,7 @@ from ..cases.axes import axes_difference, case_axes
 from ..cases.derived import case_distance_axes, structured_axes
 from ..cases.ids import case_content
 from ..schemas import Analysis, Case, CaseResult, Finding, HypothesisSpace, NextCase, now_utc
+from .consistency import amend_summary, annotate_failures, consistency_report, evidence_for_findings
 from .exactness import competitor_note, settle
 from .findings import hypothesis_finding, term_findings
 from .hypotheses import CAP_TEXT, enumerate_hypotheses, hypothesis_axes
@@ -162,10 +163,16 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
             crash_groups.setdefault(f.signature or "unknown", []).append(f.case_id)
 
     verdict = run_verdict(failures, missing, unsupported)
-    axes = failure_axes(cases, results, labels)
-    diagnosis = diagnose_run(cases, results, missing, labels)
+    # consistency checks (issue 21): nondeterministic and order-dependent cases are evidence of their own kind
+    report = consistency_report(cases, results)
+    annotate_failures(failures, report)
+    ev_cases, ev_results = evidence_for_findings(cases, results, report)
+    axes = failure_axes(ev_cases, ev_results, labels)
+    diagnosis = diagnose_run(ev_cases, ev_results, missing, labels)
     findings = diagnosis.findings
     summary = verdict_summary(verdict, cases, counts, missing, axes, findings, competing=diagnosis.competing)
+    summary = amend_summary(summary, verdict, counts, len(cases), report,
+                            sum(1 for r in ev_results.values() if r.status in FAILING))
     hint = integration_hint(config.source_model_failure) if (
         verdict == "passed" and config.source_model_failure) else None
     analysis = Analysis(
@@ -188,9 +195,10 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
         analyzed_at=now_utc(),
         competing=diagnosis.competing,
         hypotheses=diagnosis.space,
+        consistency=report,
     )
     # which output fails (a gradient is an output): failures, findings, per-output summaries
-    analysis = annotate_outputs(analysis, cases, results, diagnose)
+    analysis = annotate_outputs(analysis, ev_cases, ev_results, diagnose)
     for stage in EXTRA_STAGES:
         analysis = stage(analysis, config, cases, results) or analysis
     return analysis

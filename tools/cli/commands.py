@@ -186,6 +186,10 @@ def _print_analysis(out: Any, analysis: Any) -> None:
 
     for line in finding_lines(analysis.findings, analysis.competing):
         out.print(escape(line))
+    for flagged in analysis.consistency.flagged:  # issue 21: evidence of its own kind, not of an axis
+        out.print(f"[yellow]{escape(flagged.flag)}:[/yellow] {escape(flagged.case_id)} - {escape(flagged.detail)}")
+    for warning in analysis.consistency.bias:
+        out.print(f"[yellow]bias:[/yellow] {escape(warning.message)}")
     for nxt in analysis.next_cases:
         out.print(escape(f"next: {nxt.reason} (from {nxt.base_case}: {json.dumps(nxt.change)})"))
 

@@ -70,6 +70,9 @@ class CaseDone(Strict):
     outputs_note: str | None = Field(None, description="keep_outputs: why the outputs were not kept")
     worker_replaced_after: str | None = Field(
         None, description="the case left the worker unusable (a closed fd): replaced before the next case")
+    worker_history: list[str] = Field(
+        default_factory=list, description="the cases that worker ran before this one (run_id/case_id), oldest first")
+    worker_history_total: int = Field(0, ge=0, description="how many (the list keeps the latest)")
 
     @model_validator(mode="after")
     def _outcome_has_its_body(self) -> "CaseDone":

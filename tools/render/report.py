@@ -13,6 +13,7 @@ from ..runner.routing import level_for
 from ..schemas import Analysis, Case, CaseFailure, CaseResult, OperatorConfig
 from .findings import findings_section
 from .markdown import fenced, one_line, table
+from .consistency import consistency_section
 from .outputs import outputs_section
 from .sections import artifact_sections, latest_verify_line
 
@@ -98,6 +99,7 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
                 ""]
     out += findings_section(analysis.findings, analysis.competing, analysis.hypotheses)
     out += outputs_section(analysis, results)
+    out += consistency_section(analysis)  # issue 21: repeats, order, inputs written, batch, bias
     out += ["## Failure axes", ""]
     if analysis.failure_axes:
         out += ["Axis values every failing case shares (and not every case has); most explanatory first.", "",

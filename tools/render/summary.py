@@ -175,6 +175,11 @@ def _run(r: Any) -> str:
         lines += _listed(pending, _outcome_line, "pending case(s)", limit=5)
     if r.refused and n:
         lines.append(f"Not re-run, already recorded: {few_ids(r.refused)}.")
+    flagged = [o for o in r.outcomes if o.flags and o.state == "passed"]  # consistency checks (issue 21)
+    if flagged:
+        lines.append(f"{len(flagged)} passed with a consistency flag:")
+        lines += _listed(flagged, lambda o: f"{o.case_id} ({', '.join(o.flags)}): {clip(o.summary, 260)}",
+                         "flagged case(s)", limit=5)
     if r.rerun_hint:
         lines.append(clip(r.rerun_hint, 700))
     elif r.pending_count == 0 and n:

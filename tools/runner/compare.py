@@ -237,6 +237,7 @@ class _Acc:
         self.n_fin = 0
         self.sum_d = 0.0
         self.sum_ad = 0.0
+        self.sum_ar = 0.0  # sum |ref|: the mean tolerance the bias is measured against
         self.sum_sq = 0.0
         self.dot_cr = 0.0
         self.dot_cc = 0.0
@@ -259,7 +260,8 @@ class _Acc:
         """Rescale to at least 2**exp; the shift to apply to a chunk at 2**exp."""
         if exp > self.exp:
             shift = self.exp - exp
-            self.sum_d, self.sum_ad, self.max_abs = (_ldexp(x, shift) for x in (self.sum_d, self.sum_ad, self.max_abs))
+            self.sum_d, self.sum_ad, self.max_abs, self.sum_ar = (
+                _ldexp(x, shift) for x in (self.sum_d, self.sum_ad, self.max_abs, self.sum_ar))
             self.sum_sq, self.dot_cr, self.dot_cc, self.dot_rr = (
                 _ldexp(x, 2 * shift) for x in (self.sum_sq, self.dot_cr, self.dot_cc, self.dot_rr))
             if self.prec is not None:
@@ -302,7 +304,7 @@ def _float_metrics(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
             mean_abs=_finite_or_none(_ldexp(acc.sum_ad / nf, acc.exp)),
             rmse=_finite_or_none(_ldexp(math.sqrt(acc.sum_sq / nf), acc.exp)),
             error_balance=_finite_or_none(_ldexp(acc.sum_d / nf, acc.exp)), max_ulp=_finite_or_none(acc.max_ulp),
-            cosine=_cosine(acc),
+            cosine=_cosine(acc), bias=_bias(acc, nf, atol, rtol),
         )
     out["precision"] = acc.prec.result(n, acc.exp)
     if acc.worst is not None and acc.max_abs > 0:
@@ -312,6 +314,15 @@ def _float_metrics(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
         out.update(first_mismatch_index=unravel(acc.first, cand.shape),
                    first_candidate=json_element(cflat[acc.first]), first_reference=json_element(rflat[acc.first]))
     return out
+
+
+def _bias(acc: _Acc, nf: int, atol: float, rtol: float):
+    """Mean signed error over the mean tolerance (atol + rtol*|ref|): how far, and which way, the
+    errors lean against what the judge allows (issue 21)."""
+    tol = atol + rtol * _ldexp(acc.sum_ar / nf, acc.exp)
+    if not tol > 0 or not math.isfinite(tol):
+        return None
+    return _finite_or_none(_ldexp(acc.sum_d / nf, acc.exp) / tol)
 
 
 def _finite_or_none(x: float):
@@ -368,6 +379,7 @@ def _chunk(acc, start, c, r, d, sum_d, nfin, atol, rtol, guard, exp_mask, int_vi
     if _ldexp(mx, shift) > acc.max_abs:  # the index only when the running maximum moves (argmax is slow)
         acc.max_abs, acc.worst = _ldexp(mx, shift), start + ad.argmax().item()
     ar = r.abs()
+    acc.sum_ar += _ldexp(ar.sum().item(), shift)
     if acc.prec is not None:
         acc.prec.add(signs, ad, ar, c.numel() - nfin,
                      0 if extra_mismatch is None else int(torch.count_nonzero(extra_mismatch).item()),
@@ -425,11 +437,12 @@ def _chunk_nonfinite(acc, start, c, r, atol, rtol, guard, exp_mask, int_view, ep
 # --------------------------------------------------------------------------
 
 
-def _signs(d: torch.Tensor) -> tuple[float, int]:
-    """(#(d>0) - #(d<0), #(d != 0)) of one chunk, in float arithmetic (a
-    comparison to bool costs ten times a float op on CPU)."""
+def _signs(d: torch.Tensor, r: torch.Tensor) -> tuple[float, int, float]:
+    """(#(d>0) - #(d<0), #(d != 0), #(|c|>|r|) - #(|c|<|r|)) of one chunk, in
+    float arithmetic (a comparison to bool costs ten times a float op on CPU);
+    the last is sum(sign(d)*sign(r)): -1 per error toward zero (truncation)."""
     s = torch.sign(d)
-    return s.sum().item(), int(torch.dot(s, s).item())
+    return s.sum().item(), int(torch.dot(s, s).item()), torch.dot(s, torch.sign(r)).item()
 
 
 def _count_below(x: torch.Tensor, threshold: float) -> int:
@@ -474,19 +487,20 @@ class _Prec:
         self.within_1e3 = 0
         self.within_1e4 = 0
         self.sign_sum = 0.0
+        self.magnitude_sum = 0.0
         self.nonzero = 0
         self.special_mismatch = 0  # NaN/Inf pattern mismatches (among the pairs the caller zeroed)
 
-    def signs(self, c: torch.Tensor, r: torch.Tensor, d: torch.Tensor | None) -> tuple[float, int]:
-        """(#(x > g) - #(x < g), #(x != g)) of one chunk with g the truth rounded
-        to the output's dtype; ``d`` = c - r when every value is finite (else None)."""
+    def signs(self, c: torch.Tensor, r: torch.Tensor, d: torch.Tensor | None) -> tuple[float, int, float]:
+        """(#(x > g) - #(x < g), #(x != g), #(|x|>|g|) - #(|x|<|g|)) of one chunk with g the truth
+        rounded to the output's dtype; ``d`` = c - r when every value is finite (else None)."""
         if self.cast is None and d is not None:
-            return _signs(d)
+            return _signs(d, r)
         d = c - (r.to(self.cast).to(r.dtype) if self.cast is not None else r)
         if math.isfinite(d.sum().item()):
-            return _signs(d)
-        pos, neg = int(torch.count_nonzero(d > 0).item()), int(torch.count_nonzero(d < 0).item())
-        return float(pos - neg), pos + neg
+            return _signs(d, r)
+        sd, sr = torch.sign(d).nan_to_num_(0.0), torch.sign(r).nan_to_num_(0.0)  # NaN compares false
+        return sd.sum().item(), int(torch.dot(sd, sd).item()), torch.dot(sd, sr).item()
 
     def add(self, signs, ad: torch.Tensor, ar: torch.Tensor, n_nonfinite: int, n_special_mismatch: int,
             r: torch.Tensor | None = None, shift: int = 0) -> None:
@@ -495,6 +509,7 @@ class _Prec:
         chunk; ``shift``: the power of two that brings this chunk's squares to the running sum's units."""
         self.sign_sum += signs[0]
         self.nonzero += signs[1]
+        self.magnitude_sum += signs[2]
         self.special_mismatch += n_special_mismatch
         n = ad.numel()
         masked = n_nonfinite
@@ -557,6 +572,8 @@ class _Prec:
             "thousandth_ratio": self.within_1e3 / numel if numel else 1.0,
             "ten_thousandth_ratio": self.within_1e4 / numel if numel else 1.0,
             "special_mismatch": self.special_mismatch,
+            "sign_balance": max(-1.0, min(1.0, self.sign_sum / numel)) if numel else 0.0,
+            "magnitude_balance": max(-1.0, min(1.0, self.magnitude_sum / numel)) if numel else 0.0,
         }
 
 

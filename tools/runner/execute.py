@@ -27,6 +27,7 @@ from .callables import ResolveError, ascend_only_reason, call_arguments, load_us
 from .classify import exception_signature, match_unsupported
 from .baseline_side import check_inputs, measure
 from .compare import compare_outputs, name_outputs
+from .consistency import InputGuard, after_first_run, check_writes, declared_writes
 from .judge import BaselineError, apply_judge
 from .devices import Device, Unsupported
 from .inputs import auto_reference_float, build_case_inputs, case_seed, map_built, reference_inputs, tensors_of
@@ -56,7 +57,7 @@ def environment(device: Device) -> dict:
 
 
 def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_candidate_done=None,
-                 on_imported=None, on_outputs=None, on_compile_done=None, on_backward=None) -> dict:
+                 on_imported=None, on_outputs=None, on_compile_done=None, on_backward=None, on_step=None) -> dict:
     """``on_imported()`` is called once the user modules are imported and the
     callables resolved (the import has a budget of its own); ``on_inputs(metadata)`` is called once the inputs are built, before the
     candidate runs (the supervisor keeps it for a worker that dies);
@@ -67,7 +68,9 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
     ``on_outputs(candidate_out, reference_out)`` with both outputs on CPU,
     before they are compared (a standalone reproducer saves them for pictures; with gradients, dicts of
     every output by name, ``grad.<input>`` included); ``on_backward(upstream_metadata)`` once the
-    candidate's forward returned and its backward starts (backward.py: a case with grad_inputs)."""
+    candidate's forward returned and its backward starts (backward.py: a case with grad_inputs);
+    ``on_step(name)`` before each further candidate run of the consistency checks (``repeat1``...,
+    ``batch``: each gets the case timeout again)."""
     config, case = request["config"], request["case"]
     op = config["operator"]
     # role "baseline": this host is a baseline host (baseline_host): the baseline callable runs on the
@@ -140,10 +143,15 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
         return dict(answer, **_harness("inputs", exc))
     t0 = t_forward = time.perf_counter()
     cand_grads = None
+    compiled = guard = None
     try:
         cand_inputs = map_built(built, lambda b: device.format_cast(_member(cand_inputs, b.name), b.layout))
         leaves = grads.require(cand_inputs) if grads is not None else []
         args, kwargs = call_arguments(op.get("call"), cand_inputs, attributes)
+        g0 = time.perf_counter()  # fingerprints of the inputs, to see what the candidate writes (consistency.py)
+        guard = InputGuard({b.name: _member(cand_inputs, b.name) for b in tensors_of(built)})
+        timing["input_check_us"] = (time.perf_counter() - g0) * 1e6
+        t0 += time.perf_counter() - g0
         metadata["seeded"] = seed_everything(seed)
         if mode == "eager":
             out = candidate(*args, **kwargs)
@@ -220,6 +228,10 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
                 status = "unsupported"
         return result(status, **fields)
     timing["candidate_us"] = (t_forward - t0) * 1e6
+    g0 = time.perf_counter()
+    declared = declared_writes(op, case)
+    written, write_comps = check_writes(guard, lambda label: _pristine(case, request, label), declared, judge)
+    timing["input_check_us"] = timing.get("input_check_us", 0.0) + (time.perf_counter() - g0) * 1e6
     if on_candidate_done is not None:
         on_candidate_done()
 
@@ -299,6 +311,9 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
                         reference=ref_grads if isinstance(ref_grads, dict) else None, names=None,
                         candidate=cand_grads, config=config, in_dtypes=in_dtypes, baseline_side=side)
             comparisons += grad_comps
+        comparisons += _declared_comparisons(declared, cand_inputs, ref_inputs, base_inputs, config, judge, upcast,
+                                             in_dtypes, side)
+        comparisons += write_comps  # an input changed that is not declared written: its own failing comparison
     except BaselineError as exc:
         return dict(answer, **_harness("baseline", exc))
     except Exception as exc:  # noqa: BLE001
@@ -308,9 +323,79 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
         return dict(answer, **_harness("compare", RuntimeError(
             "neither the candidate nor the reference returned a tensor output to compare")))
     status = "passed" if all(c["passed"] for c in comparisons) else "numerical_mismatch"
+
+    # Consistency checks (issue 21, consistency.py): repeats of a failing (or sampled) case, the batch slice.
+    def judged(o) -> tuple:
+        comps = compare_outputs(o, ref_out, names=op.get("outputs"), tolerance=config.get("tolerance") or {},
+                                strict_dtype=not upcast)
+        apply_judge(comps, judge, baseline=base_out, reference=ref_out, names=op.get("outputs"), candidate=o,
+                    config=config, in_dtypes=in_dtypes, baseline_side=side)
+        return ("passed" if all(c["passed"] for c in comps) else "numerical_mismatch"), comps
+
+    def invoke(inputs):  # the candidate again, as the first run called it
+        a, k = call_arguments(op.get("call"), inputs, attributes)
+        seed_everything(seed)
+        o = compiled(*a, **k) if compiled is not None else device.graph_call(candidate, a, k) \
+            if mode == "graph" else candidate(*a, **k)
+        device.synchronize()
+        return _to_cpu(o)
+
+    def inputs_again(slice_of=None) -> dict:  # bit-identical from the case seed, on the device
+        return map_built(build_case_inputs(case, request.get("captured_dir")), lambda b: _placed(device, b, slice_of))
+
+    def raised(exc) -> dict:  # a further run that raises: that run's crash (or unsupported)
+        answer["needs_health_check"] = True
+        st, fields = _classify(exc, op.get("unsupported_rules") or [])
+        return {"status": st, "error": fields["error"], "text": f"{type(exc).__name__}: {_text(exc)}"}
+
+    c0 = time.perf_counter()
+    status, comparisons, error, consistency = after_first_run(
+        case, config, comparisons, out, written, guard.notes if guard is not None else [], built,
+        invoke=invoke, judged=judged, inputs_again=inputs_again, raised=raised, on_step=on_step)
+    if consistency is not None and (consistency.get("repeats") or consistency.get("batch")):
+        timing["consistency_us"] = (time.perf_counter() - c0) * 1e6
+    if status in ("crash", "unsupported"):  # a further run raised (the worst run's)
+        return result(status, error=error, **({"consistency": consistency} if consistency else {}))
     if status == "numerical_mismatch" and config.get("keep_outputs_max_bytes"):
         answer.update(_kept_outputs(*kept, int(config["keep_outputs_max_bytes"])))
-    return result(status, comparisons=comparisons)
+    return result(status, comparisons=comparisons, **({"consistency": consistency} if consistency else {}))
+
+
+def _placed(device: Device, b, slice_of=None):
+    """Built input ``b`` on the device; ``slice_of`` = (names, dim, start, length): rows of those inputs
+    as a new contiguous tensor (the batch slice)."""
+    if slice_of is not None and b.name in slice_of[0]:
+        view = b.view().narrow(slice_of[1], slice_of[2], slice_of[3]).contiguous()
+        return device.format_cast(device.to_device(view.reshape(-1), list(view.shape), list(view.stride()), 0),
+                                  b.layout)
+    return device.format_cast(device.to_device(b.storage, b.shape, b.strides, b.storage_offset), b.layout)
+
+
+def _pristine(case: dict, request: dict, label: str):
+    """Input ``label`` (``x`` or ``x[1]``) as built from the case seed, a CPU view (for counting what changed)."""
+    for b in tensors_of(build_case_inputs(case, request.get("captured_dir"))):
+        if b.name == label:
+            return b.view()
+    raise KeyError(label)
+
+
+def _declared_comparisons(declared, cand_inputs, ref_inputs, base_inputs, config, judge, upcast,
+                          in_dtypes=None, side=None) -> list:
+    """Declared written inputs (operator.writes, in-place), compared as outputs ``input:NAME``:
+    the candidate's input after its call against the reference's after its own."""
+    names = [n for n in sorted(declared) if isinstance(cand_inputs.get(n), torch.Tensor)
+             and isinstance(ref_inputs.get(n), torch.Tensor)]
+    if not names:
+        return []
+    label = {n: f"input:{n}" for n in names}
+    comps = compare_outputs({label[n]: cand_inputs[n].detach().cpu() for n in names},
+                            {label[n]: ref_inputs[n] for n in names}, names=None,
+                            tolerance=config.get("tolerance") or {}, strict_dtype=not upcast)
+    base = {label[n]: base_inputs[n] for n in names} if base_inputs is not None else None
+    apply_judge(comps, judge, baseline=base, reference={label[n]: ref_inputs[n] for n in names}, names=None,
+                candidate={label[n]: cand_inputs[n].detach().cpu() for n in names}, config=config,
+                in_dtypes=in_dtypes, baseline_side=side)
+    return comps
 
 
 def _check_bindings(op: dict, names: dict, attributes: dict, callables: list) -> None:

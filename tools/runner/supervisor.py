@@ -51,6 +51,9 @@ PROGRESS_FLUSH_S = 0.05
 # Importing the run's user modules and resolving the callables (a module may
 # JIT-build a custom op); the config's operator.import_timeout_s overrides it.
 IMPORT_TIMEOUT_S = 300.0
+# The cases a worker ran, kept per worker (a case_done names them: a case that fails after them and
+# passes alone on a fresh worker is order-dependent); the latest HISTORY_KEPT are listed.
+HISTORY_KEPT = 64
 # Signals the supervisor never sends on its own outside a timeout: when one
 # kills the worker, someone else (the OOM killer, a person) did.
 EXTERNAL_SIGNALS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
@@ -179,6 +182,8 @@ class Supervisor:
         self.watchdog = None
         self.env: dict = {}
         self.lease_note = LeaseNote()  # the run and case in the device lease, for whoever waits for it
+        self.history: list[str] = []  # run_id/case_id of each case the current worker ran, oldest first
+        self.history_total = 0
 
     # -- plumbing ---------------------------------------------------------
 
@@ -222,6 +227,7 @@ class Supervisor:
     # -- worker lifecycle -----------------------------------------------------
 
     def _start_worker(self) -> None:
+        self.history, self.history_total = [], 0  # a new process: nothing ran on it
         self.generation += 1
         self.worker = Worker(self.generation, self.device, self.workdir, self.lines, self.token)
 
@@ -341,6 +347,10 @@ class Supervisor:
             self.send(_harness_done(base, "import", "ImportTimeout", hung + " (not tried again for this "
                                     "case: the same modules hung before)", "", None, worker_lost=False))
             return
+        if case.get("fresh_worker") and self.history_total:  # alone: a new worker, nothing run before it
+            self._replace_worker()
+            self.replaced = False
+            self.needs_health_check = False
         if self.worker is not None and self.worker.ready is not None and self.needs_health_check:
             self._news(request_id, case_id, "health_check", HEALTH_TIMEOUT_S)
             if not self._health_check():
@@ -356,7 +366,9 @@ class Supervisor:
             return
         worker = self.worker
         restarted, self.replaced = self.replaced, False
-        base.update(worker_pid=worker.pid, worker_restarted=restarted)
+        base.update(worker_pid=worker.pid, worker_restarted=restarted, worker_history=list(self.history),
+                    worker_history_total=self.history_total)
+        self._ran(msg)
         watch = _CaseWatch(worker, request_id, timeout_s, _import_budget(msg), self.worker_start_timeout_s)
         watch.compile_s = compile_budget(msg.get("config") or {}, case)
         # held back one slice like every per-case news (a fast case sends the client one message)
@@ -467,6 +479,9 @@ class Supervisor:
             self.send({"event": "backward_started", "request_id": request_id, "case_id": case_id,
                        "at": wall}, flush=False)  # the client's clock follows: the backward has its own timeout
             watch.unflushed = True
+        elif name.startswith(("repeat", "batch")):  # the candidate again (consistency checks): its own timeout
+            watch.enter("candidate", watch.timeout_s, since=at)
+            watch.rerun = name
         elif name == "candidate_done":
             # the CPU reference and the comparison get a timeout of their own:
             # running out of it says nothing about the operator
@@ -474,6 +489,14 @@ class Supervisor:
             self.send({"event": "reference_started", "request_id": request_id, "case_id": case_id,
                        "at": wall}, flush=False)
             watch.unflushed = True
+
+    def _ran(self, msg: dict) -> None:
+        """Note a case the current worker is given (its history)."""
+        run_id = (msg.get("config") or {}).get("run_id")
+        case_id = (msg.get("case") or {}).get("id")
+        self.history.append(f"{run_id}/{case_id}")
+        del self.history[:-HISTORY_KEPT]
+        self.history_total += 1
 
     def _on_answer(self, base: dict, answer: dict) -> None:
         answer.pop("event", None)
@@ -549,6 +572,8 @@ class Supervisor:
             sig = signal_name(rc)
             what = "the candidate's backward" if backward else "the candidate"
             message = f"the worker died while running {what} ({_death(rc)})"
+            if watch.rerun:
+                message += f" (consistency check {watch.rerun}: the candidate run again on the same inputs)"
             if sig in EXTERNAL_SIGNALS:
                 message = (f"the worker was killed by {sig} while {what} ran (phase: {watch.phase}). The "
                            f"supervisor did not send it (the case timeout of {watch.timeout_s:g} s had not passed): "
@@ -637,6 +662,7 @@ class _CaseWatch:
         self.board_seen = 0  # steps of the board's post applied
         self.unflushed = False  # news to the client held back for one slice
         self.grads = False  # the case asks for gradients (its crash says which phase)
+        self.rerun: str | None = None  # a consistency check's further candidate run (repeat1, batch) under way
 
     def enter(self, phase: str, budget_s: float, since: float | None = None) -> None:
         self.phase, self.deadline = phase, (time.monotonic() if since is None else since) + budget_s

@@ -166,7 +166,8 @@ def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str,
                                       on_candidate_done=lambda: step(rid, "candidate_done"),
                                       on_imported=lambda: step(rid, "imported"),
                                       on_compile_done=lambda: step(rid, "compile_done"),
-                                      on_backward=lambda meta: step(rid, "backward", grad_outputs=meta))
+                                      on_backward=lambda meta: step(rid, "backward", grad_outputs=meta),
+                                      on_step=lambda name: step(rid, name))
             except BaseException as exc:  # noqa: BLE001 - a bug of the harness, not of the operator
                 tb = traceback.format_exc()[-OUTPUT_TAIL:]
                 answer = {"outcome": "harness_error", "traceback": tb,

@@ -5,6 +5,7 @@
 - ``config``: the operator config (call, reference, judge, tolerances);
 - ``result``: a case's result (comparisons, errors, evidence);
 - ``analysis``: the analysis of a run (findings, next cases, verdict);
+- ``consistency``: repeats, order, inputs written, batch invariance, bias (issue 21);
 - ``tool_io``: every tool's request and response.
 
 Every model is strict about its shape: unknown fields are rejected, ids are
@@ -83,6 +84,19 @@ from .result import (  # noqa: F401
     PrecisionMetrics,
     ResultSource,
     Timing,
+)
+from .consistency import (  # noqa: F401
+    AfterRun,
+    AloneRun,
+    BatchInvariance,
+    BatchSlice,
+    BiasWarning,
+    ConsistencyEvidence,
+    ConsistencyReport,
+    Flag,
+    FlaggedCase,
+    InputWrite,
+    RepeatRuns,
 )
 from .analysis import (  # noqa: F401
     Analysis,

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from .base import Status, Strict
+from .consistency import ConsistencyReport
 
 # --------------------------------------------------------------------------
 # Analysis
@@ -23,6 +24,7 @@ class CaseFailure(Strict):
     axes: dict[str, str] = Field(description="the case's axis values")
     failing_outputs: list[str] = Field(default_factory=list, description="the outputs that failed "
                                                                          "(forward outputs, grad.<input>)")
+    flags: list[str] = Field(default_factory=list, description="consistency flags: not evidence of an axis")
 
 
 class FailureAxis(Strict):
@@ -208,3 +210,5 @@ class Analysis(Strict):
                                                                        "(each with its minimal pair); none is exact")
     hypotheses: HypothesisSpace | None = Field(default=None, description="how many hypotheses were enumerated and "
                                                                          "whether the space was capped")
+    consistency: ConsistencyReport = Field(default_factory=ConsistencyReport,
+                                           description="repeats, order, inputs written, batch, bias (issue 21)")

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic.json_schema import SkipJsonSchema
 from pydantic import AfterValidator, ConfigDict, Field, PlainValidator, field_validator, model_validator
 
+from .consistency import BatchInvariance
 from .base import (
     DTYPES, DTYPE_FAMILIES, Dtype, FLOAT_DTYPES, FiniteFloat, Ident, Layout, MAX_STORAGE_ELEMENTS, Mode,
     NonNegFinite, Slug, Strict, check_slug, drop_titles, dtype_family,
@@ -314,6 +315,13 @@ class Case(Strict):
         None, description="upstream gradient from the seed: a value spec, {output: spec}, 'sum' or 'mean'")
     compile_dynamic: bool | list[str] | None = Field(
         None, description="compile with dynamic shapes (true) or these dims dynamic (['x.shape[0]'])")
+    repeats: Annotated[int, Field(ge=0, le=10)] | None = Field(
+        None, description="failing case run again N times (null: config.repeats)")
+    batch_invariance: BatchInvariance | None = Field(
+        None, description="null: the config's batch_invariance")
+    after: list[Slug] = Field(
+        default_factory=list, max_length=64,
+        description="a probe: these planned cases run first, in order, on a fresh worker (order-dependence)")
 
     @field_validator("attributes")
     @classmethod

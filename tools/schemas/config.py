@@ -6,11 +6,12 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic.json_schema import SkipJsonSchema, WithJsonSchema
+from pydantic.json_schema import WithJsonSchema
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from .base import Dotted, Dtype, FreeJson, Ident, ModuleFile, NonNegFinite, Slug, Strict, drop_titles
 from .case import GradOutput, output_map
+from .consistency import BatchInvariance
 
 # --------------------------------------------------------------------------
 # Operator config
@@ -99,11 +100,10 @@ class OperatorSpec(Strict):
         None, description="null: inductor; torchair on NPU")
     unsupported_rules: list[Annotated[str, Field(min_length=1, max_length=500)]] = Field(
         default_factory=list, description="regexes: a candidate error matching one is unsupported")
-    # Seconds the worker may spend importing the user modules and resolving the
-    # callables; past it the case stays pending and the next cases go on.
-    # Validated, not published (the plan schema's size budget): see SKILL.md.
-    import_timeout_s: SkipJsonSchema[Annotated[float, Field(gt=0, le=3600)]] = 300.0
+    import_timeout_s: Annotated[float, Field(gt=0, le=3600)] = Field(
+        300.0, description="seconds to import the user modules and resolve the callables; past it: pending")
     random: bool = Field(False, description="draws random numbers (the reference runs twice)")
+    writes: list[Ident] = Field(default_factory=list, description="inputs it writes (compared as outputs)")
 
     @field_validator("unsupported_rules")
     @classmethod
@@ -149,14 +149,17 @@ class OperatorConfig(Strict):
     grad_inputs: list[Ident] | None = Field(None, description="default of the cases' grad_inputs")
     grad_output: GradOutput | None = Field(None, description="default of the cases' grad_output")
     judge_level: JudgeLevel = Field("auto", description="baseline judge's msprobe level; auto: the operator's")
-    # standard, output_judges: validated, not published (the schema size budgets of tools/list and
-    # PlanRequest); SKILL.md and references/behavior.md describe them
-    standard: SkipJsonSchema[JudgeStandard] = Field(
+    standard: JudgeStandard = Field(
         "auto", description="baseline judge's msprobe standard; auto: msprobe 26.2's routing by output dtype")
-    output_judges: SkipJsonSchema[dict[Annotated[str, Field(min_length=1, max_length=200)], OutputJudge]] = Field(
+    output_judges: dict[Annotated[str, Field(min_length=1, max_length=200)], OutputJudge] = Field(
         default_factory=dict, description="per output name: its own judge_level and/or standard")
     baseline_host: Annotated[Slug | None, WithJsonSchema({"type": "string"})] = Field(
         None, description="inventory host running the baseline")
+    repeats: Annotated[int, Field(ge=0, le=10)] = Field(2, description="failing cases run again N times, 0 off")
+    repeats_passing: Annotated[int, Field(ge=0, le=1000)] = Field(
+        0, description="also repeat the first case and N-1 sampled others")
+    batch_invariance: BatchInvariance | None = Field(
+        None, description="run a slice of the batch too; it must equal the same rows of the full run")
 
     @model_validator(mode="after")
     def _standard_needs_the_baseline_judge(self) -> "OperatorConfig":

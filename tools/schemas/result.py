@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic.json_schema import SkipJsonSchema
 from pydantic import AfterValidator, Field, model_validator
 
+from .consistency import ConsistencyEvidence
 from .base import ElementValue, FiniteFloat, FreeJson, NonNegFinite, Slug, Status, Strict, finite_ratio
 
 # --------------------------------------------------------------------------
@@ -46,6 +47,10 @@ class PrecisionMetrics(Strict):
     ten_thousandth_ratio: Annotated[float, Field(ge=0, le=1)] = Field(
         description="Share of elements with |d|/(|ref|+eps) < 1e-4.")
     special_mismatch: Annotated[int, Field(ge=0)] = Field(description="NaN/Inf pattern mismatches.")
+    sign_balance: Annotated[float, Field(ge=-1, le=1)] | None = Field(
+        None, description="(#(d>0) - #(d<0)) / count: the signed error balance.")
+    magnitude_balance: Annotated[float, Field(ge=-1, le=1)] | None = Field(
+        None, description="(#(|cand|>|ref|) - #(|cand|<|ref|)) / count: -1 is every error toward zero.")
 
 
 StageNumber = FiniteFloat | int | Literal["nan", "inf", "-inf"] | None
@@ -139,6 +144,8 @@ class Comparison(Strict):
         None, description="The msprobe standard's own verdict on this output (the baseline judge).")
     checks: SkipJsonSchema[list[Check] | None] = Field(
         None, description="This project's extra rules beyond the standard, each with its own verdict.")
+    bias: SkipJsonSchema[FiniteFloat | None] = Field(
+        None, description="mean signed error / mean tolerance (atol + rtol*|ref|) over finite pairs")
 
 
 class ErrorInfo(Strict):
@@ -179,6 +186,8 @@ class Timing(Strict):
     total_us: NonNegFinite | None = None
     backward_us: NonNegFinite | None = Field(default=None, description="the candidate's backward, apart from "
                                                                        "candidate_us")
+    input_check_us: NonNegFinite | None = Field(default=None, description="checking the inputs for writes")
+    consistency_us: NonNegFinite | None = Field(default=None, description="repeats and the batch slice")
 
 
 class CaseResult(Strict):
@@ -191,6 +200,8 @@ class CaseResult(Strict):
     source: ResultSource = Field(default_factory=ResultSource, description="where the result came from")
     environment: FreeJson = Field(default_factory=dict, description="the run's environment (torch, CANN...)")
     recorded_at: datetime | None = Field(None, description="null: set when recorded")
+    consistency: SkipJsonSchema[ConsistencyEvidence | None] = Field(
+        None, description="repeats, the run alone, inputs written, batch slice (issue 21)")
 
     @model_validator(mode="after")
     def _consistent(self) -> "CaseResult":

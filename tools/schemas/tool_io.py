@@ -124,6 +124,8 @@ class CaseOutcome(Strict):
                           "outside")
     first_mismatch: FirstMismatch | None = Field(
         None, description="where the first failing output first differs (numerical_mismatch only)")
+    flags: list[str] = Field(default_factory=list, description="consistency flags (nondeterministic, "
+                                                               "order_dependent, writes_input, batch_variant)")
 
 
 class RunResponse(Strict):
@@ -170,7 +172,8 @@ class NarrowResponse(Strict):
     stopped: str = Field(description="why it stopped: exact, nothing_to_try (one hypothesis, nothing narrows it), "
                                      "undecided (hypotheses survive, no buildable case splits them), no_hypothesis "
                                      "(every axis varied once, nothing separates), budget_cases, budget_seconds, "
-                                     "budget_steps, no_progress, no_failure")
+                                     "budget_steps, no_progress, no_failure, consistency (every failure is nondeterministic "
+                                     "or order-dependent: no axis to narrow)")
     exact: bool = Field(description="every finding is exact")
     findings: list[Finding] = Field(description="the final findings with their minimal pairs")
     steps: list[NarrowStep] = Field(description="the rounds taken, each ordinary planned and recorded cases (the "

@@ -1,0 +1,223 @@
+"""The server's side of the consistency checks (issue 21), for run_case_remote.
+
+- **Sampled passing cases**: with ``config.repeats_passing = N`` the run's
+  first planned case and N-1 others (a stable sample by the hash of their id)
+  are repeated even when they pass (the wire case's ``repeat_passing``).
+- **Alone vs after**: a failing case that ran after other cases on a warm
+  worker is run again alone - ``fresh_worker`` on the wire: the supervisor
+  starts a new worker process on the same device, nothing run before it.  One
+  such run per failing signature (and output dtypes) per run, so a run of many
+  failures of one kind pays one worker start.  A case that was already the
+  first on its worker ran alone: that is said, at no cost.  Passing alone
+  makes it ``order_dependent``; the result names the cases the warm worker ran
+  before it.  Not for timeouts, kills from outside (they have their own
+  ``rerun_case``), nondeterministic cases, random operators or probes.
+- **Probes** (``case.after``): the named planned cases run first, in order,
+  on a fresh worker, then the case; what ran is in its result
+  (``consistency.after``) and each earlier answer in its raw evidence.  The
+  autopilot's order search plans such cases (tools/order_search.py).
+
+Nothing here is recorded on its own: the extra answers go into the one result
+of their case and its raw evidence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from .analysis.consistency import failure_group
+from .evidence import RunStore
+from .remote.envelopes import MalformedEnvelope, parse_case_done
+from .remote.errors import LOST_ERRORS
+from .schemas import Case, OperatorConfig
+
+FAILING = ("numerical_mismatch", "crash")
+NO_ALONE_SIGNATURES = ("timeout", "timeout during compile")
+EXTERNAL_SIGNALS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")  # as run_case_remote's rerun_case
+
+
+def repeat_passing_ids(config: OperatorConfig, planned: list[str], todo: list[str]) -> set[str]:
+    """The cases of ``todo`` repeated even when they pass: the run's first planned case
+    and ``repeats_passing - 1`` others, a stable sample (the lowest sha1 of their ids)."""
+    n = config.repeats_passing
+    if n <= 0 or config.repeats <= 0 or not todo:
+        return set()
+    chosen = {planned[0]} if planned and planned[0] in todo else set()
+    rest = sorted((c for c in todo if c not in chosen), key=lambda c: hashlib.sha1(c.encode()).hexdigest())
+    return chosen | set(rest[:max(0, n - len(chosen))])
+
+
+def wire_case(case: Case, *, repeat_passing: bool = False, fresh: bool = False, repeats: int | None = None) -> dict:
+    """The case as the runner gets it, with the wire-only directives (never planned)."""
+    doc = case.model_dump(mode="json")
+    if repeat_passing:
+        doc["repeat_passing"] = True
+    if fresh:
+        doc["fresh_worker"] = True
+    if repeats is not None:
+        doc["repeats"] = repeats
+    return doc
+
+
+def _result(event: dict) -> dict | None:
+    try:
+        done = parse_case_done(event)
+    except MalformedEnvelope:
+        return None
+    return done.result if done.outcome == "result" else None
+
+
+def history_of(event: dict, run_id: str) -> tuple[list[str], int]:
+    """The cases the worker ran before this one: ids of this run bare, others as run_id/case_id."""
+    prefix = f"{run_id}/"
+    entries = [h[len(prefix):] if h.startswith(prefix) else h for h in event.get("worker_history") or []]
+    return entries, int(event.get("worker_history_total") or len(entries))
+
+
+def _consistency(result: dict) -> dict:
+    c = result.get("consistency")
+    if not isinstance(c, dict):
+        c = result["consistency"] = {"flags": []}
+    c.setdefault("flags", [])
+    return c
+
+
+def outcome_text(result: dict) -> str:
+    """The flags of a result in words, for the one-line outcome summary ('' when none)."""
+    c = result.get("consistency") or {}
+    parts = []
+    rep = c.get("repeats") or {}
+    if "nondeterministic" in c.get("flags", []):
+        parts.append(f"nondeterministic: {rep.get('distinct')} distinct results in {rep.get('runs')} runs "
+                     f"(passed: {rep.get('passed_runs')})")
+    alone = c.get("alone") or {}
+    if "order_dependent" in c.get("flags", []):
+        parts.append(f"order-dependent: passes alone on a fresh worker; fails after {alone.get('history_total')} "
+                     f"case(s) on the warm worker (latest {alone.get('history', [])[-3:]})")
+    for w in c.get("inputs_written") or []:
+        if not w.get("declared"):
+            parts.append(f"writes its input {w.get('input')} ({w.get('changed')} elements)")
+    if "batch_variant" in c.get("flags", []):
+        b = c.get("batch") or {}
+        parts.append(f"batch-variant: {b.get('differing')} element(s) of rows [{b.get('start')}, "
+                     f"{(b.get('start') or 0) + (b.get('length') or 1)}) differ run alone")
+    return "; ".join(parts)
+
+
+class AloneRuns:
+    """The alone-runs of one run_case_remote call (at most one per failure group per run)."""
+
+    def __init__(self, store: RunStore, config: OperatorConfig):
+        self.store, self.config = store, config
+        self.tested: set[str] | None = None  # read from the run's results when first needed
+
+    def _load(self) -> set[str]:
+        if self.tested is None:
+            self.tested = set()
+            for doc in self.store.read_result_docs().values():
+                alone = (doc.get("consistency") or {}).get("alone")
+                if alone and alone.get("history_total"):
+                    self.tested.add(failure_group(doc))
+        return self.tested
+
+    def wanted(self, case: Case, event: dict) -> bool:
+        """Whether this answer asks for a run alone (and it is the first of its group); notes it."""
+        result = _result(event)
+        if result is None or result.get("status") not in FAILING or case.after or self.config.operator.random \
+                or (case.repeats if case.repeats is not None else self.config.repeats) == 0:
+            return False  # repeats 0: no re-run of a failing case at all, alone or not
+        c = result.get("consistency") or {}
+        if "nondeterministic" in c.get("flags", []):
+            return False
+        error = result.get("error") or {}
+        if result.get("status") == "crash" and (error.get("signature") in NO_ALONE_SIGNATURES or
+                                                error.get("signal") in EXTERNAL_SIGNALS):
+            return False  # a hang costs its timeout again; a kill from outside has its own rerun_case
+        history, total = history_of(event, self.store.run_id)
+        if total:  # what ran before it (an order_suspect, when another case of its kind passes alone)
+            _consistency(result).update(history=history, history_total=total)
+        if not total:  # it was the first case on a fresh worker: it ran alone already
+            _consistency(result)["alone"] = {"status": result["status"], "history": [], "history_total": 0,
+                                             "summary": "it was the first case on a fresh worker"}
+            return False
+        group = failure_group(result)
+        tested = self._load()
+        if group in tested:
+            return False
+        tested.add(group)
+        return True
+
+    async def run(self, slot, run, payload: dict, event: dict, timeout_s: float) -> tuple[dict, dict[str, str]]:
+        """Run the case again (``payload``: what the first run was sent) alone on a fresh worker of
+        ``slot``; the evidence goes into ``event``'s result."""
+        try:
+            alone_event = await slot.run_case(run, dict(payload, fresh_worker=True, repeats=0), timeout_s)
+        except LOST_ERRORS as exc:  # the first answer stands; the slot is gone for the next case
+            _consistency(event["result"]).setdefault("notes", []).append(
+                f"the run alone was lost ({type(exc).__name__}: {exc})"[:300])
+            return event, {}
+        raw = {"alone-result.json": json.dumps({k: v for k, v in alone_event.items() if k != "outputs_b64"},
+                                               separators=(",", ":")) + "\n"}
+        alone = _result(alone_event)
+        result = event["result"]
+        history, total = history_of(event, self.store.run_id)
+        if alone is None:  # a harness error alone: nothing to conclude
+            return event, raw
+        info = {"status": alone["status"], "history": history, "history_total": total,
+                "summary": _alone_summary(alone)}
+        c = _consistency(result)
+        c["alone"] = info
+        if alone["status"] == "passed" and "order_dependent" not in c["flags"]:
+            c["flags"].append("order_dependent")
+        return event, raw
+
+
+def _alone_summary(result: dict) -> str:
+    if result["status"] == "passed":
+        return "passed alone on a fresh worker"
+    if result["status"] == "crash":
+        return f"crash alone too: {(result.get('error') or {}).get('signature')}"
+    failed = [c.get("output") for c in result.get("comparisons") or [] if not c.get("passed")]
+    return f"{result['status']} alone too ({', '.join(map(str, failed))})"
+
+
+async def run_after(slot, run, case: Case, cases: dict[str, Case], default_timeout_s: float
+                    ) -> tuple[dict, dict[str, str]]:
+    """A probe: ``case.after`` first, in order, on a fresh worker, then ``case`` (no repeats)."""
+    statuses, raw = [], {}
+    for i, pid in enumerate(case.after):
+        pre = cases[pid]
+        ev = await slot.run_case(run, wire_case(pre, fresh=i == 0), pre.timeout_s or default_timeout_s)
+        raw[f"after-{i}-{pid}.json"] = json.dumps({k: v for k, v in ev.items() if k != "outputs_b64"},
+                                                  separators=(",", ":")) + "\n"
+        res = _result(ev)
+        if res is None:
+            statuses.append("pending: harness error")
+        elif ev.get("worker_lost"):
+            statuses.append(f"{res['status']} (the worker died: what ran before is lost)")
+        else:
+            statuses.append(res["status"])
+    event = await slot.run_case(run, wire_case(case, fresh=not case.after, repeats=0),
+                                case.timeout_s or default_timeout_s)
+    result = _result(event)
+    if result is not None:
+        _consistency(event["result"])["after"] = {"cases": list(case.after), "statuses": statuses}
+    return event, raw
+
+
+def check_after(known: dict[str, Case], cases: list[Case]) -> list[str]:
+    """Problems with the ``after`` of new cases (``known``: every planned case and the new
+    ones by id): unknown ids, the case itself, probes of probes."""
+    problems = []
+    for c in cases:
+        if not c.after:
+            continue
+        unknown = [a for a in c.after if a not in known]
+        if unknown:
+            problems.append(f"case {c.id!r}: after names cases that are not planned: {unknown}")
+        if c.id in c.after:
+            problems.append(f"case {c.id!r}: after names the case itself")
+        nested = [a for a in c.after if a in known and known[a].after]
+        if nested:
+            problems.append(f"case {c.id!r}: after names probe cases {nested} (their own after would not run)")
+    return problems
