@@ -37,5 +37,7 @@ bash scripts/setup.sh
 # The SSH and Slurm tests fail (not skip) when their binaries are missing:
 # they were installed above.
 export OPDEBUG_REQUIRE_SSHD=1 OPDEBUG_REQUIRE_SLURM=1
-echo "+ OPDEBUG_REQUIRE_SSHD=1 OPDEBUG_REQUIRE_SLURM=1 .venv/bin/python -m pytest -q $*"
-exec .venv/bin/python -m pytest -q "$@"
+# Two pytest-xdist workers, each test file on one of them (tests/conftest.py: the
+# Slurm files count as one, so two real clusters never run at once).
+echo "+ OPDEBUG_REQUIRE_SSHD=1 OPDEBUG_REQUIRE_SLURM=1 .venv/bin/python -m pytest -q -n 2 --dist loadfile $*"
+exec .venv/bin/python -m pytest -q -n 2 --dist loadfile "$@"

@@ -15,6 +15,37 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+# Under pytest-xdist (scripts/test.sh runs ``-n 2 --dist loadfile``) each worker
+# gets its own default runner stage, so the device leases of one worker's local
+# slots (cpu:0 ...) never make the other's tests wait; the MCP servers and CLIs
+# the tests start inherit it.  A stage already set is kept, one per worker.
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _XDIST_WORKER:
+    import tempfile
+    _stage = os.environ.get("OPDEBUG_RUNNER_STAGE") or os.path.join(tempfile.gettempdir(),
+                                                                    f"opdebug-runner-{os.getuid()}")
+    os.environ["OPDEBUG_RUNNER_STAGE"] = f"{_stage}-{_XDIST_WORKER}"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile``, with every Slurm test file as one file: a file's tests
+    run on one worker (its module-scoped warm slots and clusters start once) and
+    two real Slurm clusters never run at once.  (xdist's ``loadgroup`` marks do
+    not reach its scheduler under pytest 9: it renames ``item._nodeid``, which
+    pytest 9 no longer reads.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SlurmFilesTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return "tests/test_slurm*" if Path(path).name.startswith("test_slurm") else path
+
+    return SlurmFilesTogether(config, log)
+
+
 # A tiny user module: the data for plan/record/analyze tests.  It is valid
 # Python the runner could execute (candidate and reference of a scaled add),
 # but the pure-Python tests only store it.

@@ -87,8 +87,17 @@ def _unpack(wheel: Path, dest: Path) -> Path:
 
 def fetch() -> Path:
     """Download msprobe's wheel into the cache (``pip download --no-deps``) and unpack it."""
+    from filelock import FileLock
+
     dest = cache_dir()
     dest.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(dest.parent / f"msprobe-{VERSION}.lock")):  # test workers fetch it once between them
+        if (dest / MARKER).is_file():
+            return dest
+        return _download(dest)
+
+
+def _download(dest: Path) -> Path:
     wheels = dest.parent / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                     f"mindstudio-probe=={VERSION}", "-d", str(wheels)], check=True, capture_output=True, timeout=600)

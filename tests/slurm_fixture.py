@@ -22,6 +22,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import textwrap
 import time
 from dataclasses import dataclass, field
@@ -146,6 +147,10 @@ class SlurmCluster:
         self.base = Path(self.base)
         self.conf = self.base / "slurm.conf"
         self.munge_dir = self.base / "munge"
+        if len(str(self.munge_dir / "munge.socket")) > 100:  # AF_UNIX paths end at 108 bytes
+            # a deep base (pytest-xdist's popen-gwN level, a long test name): munge's
+            # files go to a short directory of their own, removed with the cluster
+            self.munge_dir = Path(tempfile.mkdtemp(prefix="opdebug-munge-"))
         self.munge_socket = self.munge_dir / "munge.socket"
         self.log_dir = self.base / "log"
 
@@ -180,11 +185,9 @@ class SlurmCluster:
     def _write_config(self) -> None:
         # Fresh runtime directories every start: a stale munge socket or lock,
         # pid file, job state or spool of an earlier run is never read.
-        for sub in ("munge", "state", "spool", "log", "dev"):
-            shutil.rmtree(self.base / sub, ignore_errors=True)
-            (self.base / sub).mkdir(parents=True, mode=0o700)
-        if len(str(self.munge_socket)) > 100:  # AF_UNIX paths end at 108 bytes
-            raise RuntimeError(f"the cluster directory {self.base} is too long for a munge socket path")
+        for d in {self.munge_dir, *(self.base / sub for sub in ("state", "spool", "log", "dev"))}:
+            shutil.rmtree(d, ignore_errors=True)
+            d.mkdir(parents=True, mode=0o700)
         key = self.munge_dir / "munge.key"
         key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
@@ -332,6 +335,8 @@ class SlurmCluster:
             time.sleep(0.05)
         still = processes_mentioning(self.marker)
         assert not still, f"processes of the Slurm cluster at {self.base} outlived stop(): {still}"
+        if not self.munge_dir.is_relative_to(self.base):
+            shutil.rmtree(self.munge_dir, ignore_errors=True)
         return leftovers
 
     # ---------------------------------------------------------------- queries

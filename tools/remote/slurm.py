@@ -401,7 +401,7 @@ class SlurmSlot:
             line = cancelled_line(self.stderr_tail())
         where = f"slurm job {self.job_id or '?'}" + (f" on {self.node}" if self.node else "")
         if line:
-            why = line["due_to"] or "scancel"
+            why = line["due_to"] or SCHEDULER_END_STATES["CANCELLED"]
             return f"{self.host} slot {self.slot}: {where} was ended by the scheduler ({why}; job {state.text()})"
         if state.state in SCHEDULER_END_STATES:
             return (f"{self.host} slot {self.slot}: {where} was ended by the scheduler "

@@ -31,7 +31,9 @@ from .bundle import RUNNER_PACKAGE, STEP_SCRIPT
 from .inventory import HostConfig
 
 # Job states in which the scheduler, not the task, ended the job.
-SCHEDULER_END_STATES = {"CANCELLED": "cancelled", "TIMEOUT": "time limit", "PREEMPTED": "preemption",
+# CANCELLED with no DUE TO reason is an explicit scancel (by a user, an administrator
+# or a script), whether or not slurmstepd's line reached us before the pipe closed.
+SCHEDULER_END_STATES = {"CANCELLED": "scancel by a user or an administrator", "TIMEOUT": "time limit", "PREEMPTED": "preemption",
                         "NODE_FAIL": "node failure", "DEADLINE": "deadline", "OUT_OF_MEMORY": "out of memory",
                         "BOOT_FAIL": "node boot failure", "REVOKED": "revoked"}
 # slurmstepd's line on the step's stderr when the scheduler kills it (22.05:

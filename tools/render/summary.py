@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable
 from pydantic import BaseModel
 
 from ..evidence import few_ids
+from .findings import boundary_text, pair_text
 
 MAX_SUMMARY_CHARS = 4000  # a hard bound for any answer; each summary caps its own lists well below it
 MAX_LISTED = 10  # failures, cases, steps... listed one per line; the rest are counted
@@ -86,13 +87,21 @@ def _num(x: float | None) -> str:
 
 
 def finding_line(f: Any) -> str:
-    """``x.shape[-1] > 2048 (exact; 3 failing, 5 passing): minimal pair a passes at 2048, b fails at 2049``."""
+    """``x.shape[-1] > 2048 (exact; 3 failing, 5 passing): passes at 2048, fails at 2049 (failures above);
+    minimal pair a passes, b fails (x.shape[-1] 2048 -> 2049)`` - and, when not exact, what is still open."""
     head = f"{f.predicate} ({'exact' if f.exact else 'not exact yet'}; {f.failing} failing, {f.passing} passing)"
-    pair = f.minimal_pair
-    if pair is None:
-        return head + ": no minimal pair yet"
-    return (f"{head}: minimal pair {pair.passing} passes at {_value(pair.passing_value)}, "
-            f"{pair.failing} fails at {_value(pair.failing_value)}")
+    parts = [p for p in (boundary_text(f), f"minimal pair {pair_text(f.minimal_pair)}" if f.minimal_pair else
+                         "no minimal pair yet") if p]
+    if not f.exact and getattr(f, "why_not_exact", None):
+        parts.append("open: " + f.why_not_exact[0])
+    return head + ": " + "; ".join(parts)
+
+
+def competing_line(competing: list[Any]) -> str:
+    """The other hypotheses the recorded cases cannot yet tell from the leading one."""
+    return (f"Competing ({len(competing)}, none ruled out yet): "
+            + "; ".join(c.predicate for c in competing[:5]) + ("; ..." if len(competing) > 5 else "")
+            + " - the next cases split them.")
 
 
 def _generic(tool: str, response: Any) -> str:
@@ -196,9 +205,18 @@ def _analysis(a: Any) -> str:
     if a.findings:
         lines.append(f"{len(a.findings)} finding(s), the first leads:")
         lines += _listed(list(a.findings), finding_line, "finding(s)", limit=5)
+        if a.competing:
+            lines.append(competing_line(list(a.competing)))
     elif a.failures:
         lines.append(f"No one-axis finding separates the {len(a.failures)} failing case(s) yet, e.g. "
                      f"{few_ids([f.case_id for f in a.failures], 3)}.")
+    flagged = list(getattr(a.consistency, "flagged", []) or [])  # consistency checks (issue 21)
+    if flagged:
+        lines.append(f"{len(flagged)} case(s) flagged by the consistency checks, kept out of the findings: "
+                     + "; ".join(f"{x.case_id} {x.flag}" for x in flagged[:4]) + ("; ..." if len(flagged) > 4 else "")
+                     + ".")
+    for warning in list(getattr(a.consistency, "bias", []) or [])[:2]:
+        lines.append(f"Bias: {clip(warning.message, 240)}")
     if a.crash_groups:
         groups = sorted(a.crash_groups.items(), key=lambda kv: -len(kv[1]))
         lines.append("Crashes by signature: " + "; ".join(f"{clip(sig, 80)}: {few_ids(ids, 3)}"
@@ -231,6 +249,12 @@ _NARROW_NEXT = {
                     "or raise max_cases",
     "budget_seconds": "the time budget ran out: call narrow_failure again or raise max_seconds",
     "budget_steps": "the round budget ran out: call narrow_failure again or raise max_steps",
+    "undecided": "hypotheses survive and no case the variations can build tells them apart: read the competing "
+                 "ones in the report and plan a case by hand that separates them (plan_cases append=true)",
+    "no_hypothesis": "every axis of the failing cases was varied once and nothing separates them: read the trend "
+                     "and the report; the judge (baseline) or a capture of the real call may be what is missing",
+    "consistency": "every failure is nondeterministic or order-dependent: no axis to narrow; read "
+                   "analysis.consistency (the spread, the earlier case that poisons it)",
 }
 
 
@@ -242,6 +266,8 @@ def _narrow(r: Any) -> str:
     if r.findings:
         lines.append(f"{len(r.findings)} finding(s):")
         lines += _listed(list(r.findings), finding_line, "finding(s)", limit=5)
+        if r.competing:
+            lines.append(competing_line(list(r.competing)))
     else:
         lines.append(f"No finding: {clip(r.summary, 300)}")
 
