@@ -53,19 +53,22 @@ def finding_lines(findings: list[Finding], competing: list[Finding]) -> list[str
             out.append(f"  boundary: {bound}")
         if f.minimal_pair is not None and f.minimal_pair.differs_in:
             out.append(f"  minimal pair, planned: {pair_text(f.minimal_pair)}")
-        for t in f.terms:
-            out.append(f"  term {t.predicate}: minimal pair {pair_text(t.minimal_pair)}")
-        if f.statement:
-            out.append(f"  {f.statement}")
-        if f.equivalent:
-            out.append(f"  says the same as: {', '.join(f.equivalent)}")
-        for why in f.why_not_exact:
-            out.append(f"  not exact: {why}")
+        out += _details(f, "  ", str)
     if competing:
         out.append(f"competing ({len(competing)}): " + "; ".join(
             f.predicate + (f" [{pair_text(f.minimal_pair)}]" if f.minimal_pair else "") for f in competing[:8])
             + ("; ..." if len(competing) > 8 else ""))
     return out
+
+
+def _details(f: Finding, bullet: str, quote) -> list[str]:
+    """A finding's terms, statement, restatements and what keeps it from exact, one line each."""
+    out = [f"{bullet}term {quote(t.predicate)}: minimal pair {pair_text(t.minimal_pair)}" for t in f.terms]
+    if f.statement:
+        out.append(f"{bullet}{f.statement}")
+    if f.equivalent:
+        out.append(f"{bullet}says the same as: {', '.join(quote(e) for e in f.equivalent)}")
+    return out + [f"{bullet}not exact: {why}" for why in f.why_not_exact]
 
 
 def findings_section(findings: list[Finding], competing: list[Finding], space) -> list[str]:
@@ -84,14 +87,7 @@ def findings_section(findings: list[Finding], competing: list[Finding], space) -
                      pair_text(f.minimal_pair), ", ".join(f.minimal_pair.differs_in) if f.minimal_pair else "-"])
     out += [table(["finding", "exact", "boundary", "minimal pair (planned values)", "differs in"], rows), ""]
     for f in findings:
-        for t in f.terms:
-            out.append(f"- term `{t.predicate}`: minimal pair {pair_text(t.minimal_pair)}")
-        if f.statement:
-            out.append(f"- {f.statement}")
-        if f.equivalent:
-            out.append(f"- says the same as: {', '.join(f'`{e}`' for e in f.equivalent)}")
-        for why in f.why_not_exact:
-            out.append(f"- not exact: {why}")
+        out += _details(f, "- ", lambda text: f"`{text}`")
     out.append("")
     if competing:
         out += ["### Competing hypotheses", "",
