@@ -28,16 +28,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sshd_fixture import free_port, processes_mentioning  # noqa: F401 - processes_mentioning is re-exported
+
 MUNGED = "/usr/sbin/munged"
 SLURMCTLD = "/usr/sbin/slurmctld"
 SLURMD = "/usr/sbin/slurmd"
 CLIENTS = ("srun", "squeue", "scancel", "sinfo", "scontrol")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def short_hostname() -> str:
@@ -84,29 +80,6 @@ def _alive(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (FileNotFoundError, ProcessLookupError):
         return False
-
-
-def processes_mentioning(marker: str) -> list[int]:
-    """Live processes (not this one) whose command line or environment contains
-    `marker`: every daemon, slurmstepd, task and srun client of one cluster
-    carries its directory (``-f DIR/slurm.conf`` or ``SLURM_CONF=DIR/...``)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                    continue
-            blob = b""
-            for part in ("cmdline", "environ"):
-                with open(f"/proc/{entry}/{part}", "rb") as fh:
-                    blob += fh.read()
-        except OSError:
-            continue
-        if marker.encode() in blob:
-            found.append(int(entry))
-    return found
 
 
 @dataclass(frozen=True)

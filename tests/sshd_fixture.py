@@ -67,9 +67,9 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-def processes_with_marker(marker: str) -> list[int]:
-    """Live processes whose command line or environment mentions `marker`
-    (the remote runner's PYTHONPATH points into the test's work_dir)."""
+def processes_mentioning(marker: str, also: str | None = None) -> list[int]:
+    """Live processes (not this one, not zombies) whose command line or environment
+    contains `marker` (and `also`, when given)."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
@@ -84,9 +84,15 @@ def processes_with_marker(marker: str) -> list[int]:
                     blob += fh.read()
         except OSError:
             continue
-        if marker.encode() in blob and b"opdebug_runner" in blob:
+        if marker.encode() in blob and (also is None or also.encode() in blob):
             found.append(int(entry))
     return found
+
+
+def processes_with_marker(marker: str) -> list[int]:
+    """Runner processes whose command line or environment mentions `marker`
+    (the remote runner's PYTHONPATH points into the test's work_dir)."""
+    return processes_mentioning(marker, also="opdebug_runner")
 
 
 @dataclass
