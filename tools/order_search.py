@@ -1,4 +1,4 @@
-"""order_search: which earlier case poisons an order-dependent case (issue 21).
+"""order_search: which earlier case poisons an order-dependent case.
 
 A case flagged ``order_dependent`` failed after other cases on a warm worker
 and passed alone on a fresh one.  Its result names the cases that worker ran
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 
 from .cases.ids import fit_id
 from .errors import ToolError
+from .evidence import RunStore
 from .plan_cases import plan_cases
 from .run_case_remote import run_case_remote
-from .evidence import RunStore
 
 FAILING = ("numerical_mismatch", "crash")
 

@@ -11,8 +11,9 @@ say) is one line in :func:`build_analysis`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..cases.axes import axes_difference, case_axes
 from ..cases.derived import case_distance_axes, structured_axes
@@ -26,8 +27,16 @@ from .integration_diff import integration_diff
 from .outputs import annotate_outputs
 from .pairs import pair_index
 from .reasons import FAILING, case_failure, failure_axes, integration_hint
-from .suggestions import (Context, crossing_candidates, dim_ties, narrowing, next_cases, splitting, tie_aliases,
-                          unusable_modes)
+from .suggestions import (
+    Context,
+    crossing_candidates,
+    dim_ties,
+    narrowing,
+    next_cases,
+    splitting,
+    tie_aliases,
+    unusable_modes,
+)
 from .trend import trend_finding
 from .verdict import run_verdict, verdict_summary
 
@@ -163,7 +172,7 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
             crash_groups.setdefault(f.signature or "unknown", []).append(f.case_id)
 
     verdict = run_verdict(failures, missing, unsupported)
-    # consistency checks (issue 21): nondeterministic and order-dependent cases are evidence of their own kind
+    # consistency checks: nondeterministic and order-dependent cases are evidence of their own kind
     report = consistency_report(cases, results)
     annotate_failures(failures, report)
     ev_cases, ev_results = evidence_for_findings(cases, results, report)
@@ -190,7 +199,7 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
         integration_hint=hint,
         next_cases=diagnosis.next_cases,
         findings=findings,
-        # the model's captured calls vs the planned cases (issue 14): self-contained, pure
+        # the model's captured calls vs the planned cases: self-contained, pure
         integration_diff=integration_diff(cases, results),
         analyzed_at=now_utc(),
         competing=diagnosis.competing,

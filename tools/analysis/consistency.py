@@ -1,4 +1,4 @@
-"""The consistency checks over a run (issue 21): which cases are evidence of
+"""The consistency checks over a run: which cases are evidence of
 their own kind, never of an axis, and the warnings a passing run can carry.
 
 - ``nondeterministic`` failing cases (repeated runs gave different results),
@@ -212,7 +212,8 @@ def bias_warnings(cases: list[Case], results: dict[str, CaseResult]) -> list[Bia
         directions.setdefault((w.output, w.dtype), set()).add(w.direction)
     for w in warnings:
         w.message = _bias_message(w, directions[(w.output, w.dtype)])
-    # one warning per output and dtype: the sign one when both lean (it reads as the issue says it)
+    # one warning per output and dtype: the sign one when both lean (its message names
+    # truncation when the magnitude leans toward zero too)
     out, seen = [], set()
     for w in sorted(warnings, key=lambda w: (w.kind != "sign", -abs(w.share))):
         if (w.output, w.dtype) not in seen:

@@ -30,8 +30,16 @@ import json
 
 from ..cases.stars import expand_star
 from ..errors import ToolError
-from ..schemas import (BridgeCase, BoundaryFeature, Case, CaseResult, InputSpec, IntegrationDiff, StarSpec,
-                      contiguous_strides)
+from ..schemas import (
+    BoundaryFeature,
+    BridgeCase,
+    Case,
+    CaseResult,
+    InputSpec,
+    IntegrationDiff,
+    StarSpec,
+    contiguous_strides,
+)
 
 CAPTURED = ("captured_call", "accuracy_dump")
 NOT_PASSING = ("numerical_mismatch", "crash", "unsupported")

@@ -12,8 +12,8 @@ from operator import itemgetter
 from typing import Any
 
 from ..cases.derived import source_of
-from .hypotheses import axis_sources
 from ..schemas import CaseResult, Finding
+from .hypotheses import axis_sources
 
 MIN_CASES = 5
 MIN_CORRELATION = 0.6

@@ -31,12 +31,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..errors import ToolError
-from ..evidence import ARTIFACTS_DIR, RunStore
 from ..cases.axes import case_axes
 from ..cases.ids import fit_id
-from ..schemas import CaseResult, Comparison
-from ..schemas import PicturesResponse
+from ..errors import ToolError
+from ..evidence import ARTIFACTS_DIR, RunStore, file_sha256
+from ..schemas import CaseResult, Comparison, PicturesResponse
 from .records import PICTURES_DIR, available, install_hint
 from .repro import device_kind, export_repro
 
@@ -263,8 +262,6 @@ def default_cases(store: RunStore, results: dict[str, CaseResult]) -> list[str]:
 def store_outputs(store: RunStore, outputs: dict[str, str]) -> None:
     """Copy saved outputs files (the reproducer's --save-outputs on the device
     host) to artifacts/outputs/<case>.pt; other bytes already there are refused."""
-    from .common import file_sha256
-
     planned = {c.id for c in store.read_cases()}
     for case_id, given in outputs.items():
         if case_id not in planned:

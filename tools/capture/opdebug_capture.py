@@ -59,8 +59,8 @@ import traceback
 import torch
 
 try:  # the NPU backend, when this host has it
-    import torch_npu  # type: ignore  # noqa: F401
-except Exception:  # noqa: BLE001 - absent or broken: CPU/CUDA only
+    import torch_npu
+except Exception:  # absent or broken: CPU/CUDA only
     torch_npu = None
 
 FORMAT = "opdebug-capture"
@@ -94,7 +94,7 @@ def storage_format(t) -> str:
     if torch_npu is not None and t.device.type == "npu":
         try:
             fid = int(torch_npu.get_npu_format(t))
-        except Exception:  # noqa: BLE001 - an older torch_npu: say so
+        except Exception:  # an older torch_npu: say so
             return "unknown"
         return NPU_FORMATS.get(fid, f"format-{fid}")
     return "ND"
@@ -384,7 +384,7 @@ def _hook_upstream(rec: Recorder, call_id: str, out, errors: list) -> None:
             def hook(grad, name=name):
                 try:
                     rec.record_grad(call_id, name, grad)
-                except Exception as exc:  # noqa: BLE001 - never break the model's backward
+                except Exception as exc:  # never break the model's backward
                     errors.append(f"{type(exc).__name__}: {exc}")
             t.register_hook(hook)
 
@@ -434,13 +434,13 @@ def capture_calls(target, out_dir=None, *, limit: int | None = 100, when=None, t
             try:
                 if when is None or when(*args, **kwargs):
                     grad_call = _record(args, kwargs)
-            except Exception as exc:  # noqa: BLE001 - never break the model
+            except Exception as exc:  # never break the model
                 wrapper.errors.append(f"{type(exc).__name__}: {exc}")
         out = fn(*args, **kwargs)
         if grad_call is not None:
             try:
                 _hook_upstream(rec, grad_call, out, wrapper.errors)
-            except Exception as exc:  # noqa: BLE001 - never break the model
+            except Exception as exc:  # never break the model
                 wrapper.errors.append(f"{type(exc).__name__}: {exc}")
         return out
 
@@ -490,7 +490,7 @@ def _warn_if_empty() -> None:
         try:
             sys.stderr.write(line + "\n")
             sys.stderr.flush()
-        except Exception:  # noqa: BLE001 - stderr gone at exit: nothing more to do
+        except Exception:  # stderr gone at exit: nothing more to do
             pass
 
 

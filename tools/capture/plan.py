@@ -36,8 +36,7 @@ from pydantic import ValidationError
 from ..cases.ids import fit_id
 from ..errors import ToolError
 from ..evidence import file_sha256, resolve_root
-from ..schemas import DTYPES, FLOAT_DTYPES, LAYOUTS, CaptureSelection, Case, contiguous_strides, \
-    format_validation_error
+from ..schemas import DTYPES, FLOAT_DTYPES, LAYOUTS, CaptureSelection, Case, contiguous_strides, format_validation_error
 from .files import CaptureFileError, FileInfo, inspect_file
 from .workspace import allowed_roots
 
@@ -192,7 +191,7 @@ def _build_case(case_id: str, origin: dict, tensors: list[tuple[str, dict, str |
                        "storage_offset": meta["storage_offset"], "dtype": meta["dtype"],
                        "layout": meta["layout"], "values": values})
     doc = {"id": case_id, "inputs": inputs, "attributes": attributes, "description": description, "origin": origin}
-    # issue 23: a training call (gradients on) replays with its backward for the inputs that required
+    # a training call (gradients on) replays with its backward for the inputs that required
     # grad (the model's own upstream gradients when they were captured, else generated ones)
     grads = [name for name, meta, _ in tensors if training and meta.get("requires_grad")
              and meta["dtype"] in FLOAT_DTYPES]

@@ -91,7 +91,7 @@ def case_axes(case: Case, *, effective_values: bool = True) -> dict[str, str]:
     return axes
 
 
-# Case options that are axes of their own (issue 23): which gradients are compared, dynamic shapes.
+# Case options that are axes of their own: which gradients are compared, dynamic shapes.
 OPTION_AXES = ("grad_inputs", "compile_dynamic")
 
 

@@ -79,8 +79,8 @@ def cmd_regression(args: argparse.Namespace) -> int:
 
 
 def cmd_pictures(args: argparse.Namespace) -> int:
-    from ..evidence import RunStore
     from ..artifacts.pictures import render_pictures
+    from ..evidence import RunStore
 
     root, run_id = run_location(args)
     outputs = {}

@@ -186,7 +186,7 @@ def _print_analysis(out: Any, analysis: Any) -> None:
 
     for line in finding_lines(analysis.findings, analysis.competing):
         out.print(escape(line))
-    for flagged in analysis.consistency.flagged:  # issue 21: evidence of its own kind, not of an axis
+    for flagged in analysis.consistency.flagged:  # evidence of its own kind, not of an axis
         out.print(f"[yellow]{escape(flagged.flag)}:[/yellow] {escape(flagged.case_id)} - {escape(flagged.detail)}")
     for warning in analysis.consistency.bias:
         out.print(f"[yellow]bias:[/yellow] {escape(warning.message)}")
@@ -195,8 +195,8 @@ def _print_analysis(out: Any, analysis: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .progress import RunProgress
     from ..run_case_remote import run_case_remote
+    from .progress import RunProgress
 
     root, run_id = run_location(args)
     progress_out = console(stderr=args.json)
@@ -306,10 +306,10 @@ def result_detail(result: Any) -> str:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from ..artifacts.records import picture_paths
-    from .artifacts import picture_lines
-    from ..evidence import ANALYSIS, RunStore, read_json
     from ..cases.axes import case_axes
+    from ..evidence import ANALYSIS, RunStore, read_json
     from ..schemas import Analysis
+    from .artifacts import picture_lines
 
     root, run_id = run_location(args)
     store = RunStore(root, run_id)

@@ -1,4 +1,4 @@
-"""Backward: the operator's gradients, judged like its outputs (issue 23).
+"""Backward: the operator's gradients, judged like its outputs.
 
 A case whose ``grad_inputs`` (else its config's) name inputs runs the
 candidate forward and backward on the device, and the reference (and the
@@ -181,7 +181,7 @@ class Backward:
                     meta["reduction"] = self.spec
                 self.upstream.append((name, built))
                 self.metadata.append(meta)
-        except Exception as exc:  # noqa: BLE001 - the harness's, not the operator's
+        except Exception as exc:  # the harness's, not the operator's
             self.upstream.clear()
             self.metadata.clear()
             raise UpstreamError(f"the upstream gradient of output {name!r} could not be built: "
@@ -211,7 +211,7 @@ class Backward:
             grads = torch.autograd.grad([t for _, t, _ in chosen], [t for _, t in leaves], grads_out,
                                         allow_unused=True)
             device.synchronize()
-        except BaseException as exc:  # noqa: BLE001 - the candidate's backward failed: the evidence
+        except BaseException as exc:  # the candidate's backward failed: the evidence
             raise Fault(exc) from None
         elapsed = (time.perf_counter() - t0) * 1e6
         return self.collect(leaves, grads), elapsed
@@ -239,7 +239,7 @@ class Backward:
             try:
                 grads = torch.autograd.grad([t for _, t, _ in chosen], [t for _, t in leaves], state["grads_out"],
                                             allow_unused=True)
-            except BaseException as exc:  # noqa: BLE001 - the candidate's backward failed: the evidence
+            except BaseException as exc:  # the candidate's backward failed: the evidence
                 raise Fault(exc) from None
             return out, grads
 
@@ -268,7 +268,7 @@ class Backward:
         try:
             grads = torch.autograd.grad([t for _, t, _ in chosen], [t for _, t in leaves],
                                         [up.view().to(t.dtype) for _, t, up in chosen], allow_unused=True)
-        except Exception as exc:  # noqa: BLE001 - the trusted side failed: the harness's
+        except Exception as exc:  # the trusted side failed: the harness's
             raise ReferenceGradError(f"the {who}'s backward raised {type(exc).__name__}: {exc}") from exc
         return self.collect(leaves, grads)
 
@@ -297,7 +297,7 @@ def classify(fault: Fault, extra_rules: list) -> tuple[str, dict]:
     exc_type = type(exc).__name__
     try:
         message = str(exc) or repr(exc)
-    except Exception:  # noqa: BLE001
+    except Exception:
         message = f"<{exc_type}: str() failed>"
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     tb = tb if len(tb) <= 4000 else "..." + tb[-3997:]

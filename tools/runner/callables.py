@@ -124,7 +124,7 @@ def resolve_attributes(attributes: dict, device_kind: str) -> dict:
             if name in ASCEND_ONLY:
                 if device_kind != "npu":
                     raise ResolveError(f"attribute {key!r}: dtype {name!r} is Ascend-only (torch_npu.{name})")
-                import torch_npu  # noqa: F401 - present on npu hosts
+                import torch_npu  # present on npu hosts
                 value = getattr(torch_npu, name)
             else:
                 import torch

@@ -96,7 +96,7 @@ class NpuDevice(Device):
     kind = "npu"
 
     def __init__(self):
-        import torch_npu  # noqa: F401 - registers the npu device with torch
+        import torch_npu  # registers the npu device with torch
 
         self.torch_npu = torch_npu
         super().__init__()
@@ -107,7 +107,7 @@ class NpuDevice(Device):
                 "torch_npu": getattr(self.torch_npu, "__version__", None)}
         try:
             info["device_name"] = torch.npu.get_device_name(0)
-        except Exception:  # noqa: BLE001 - informational only
+        except Exception:  # informational only
             pass
         return info
 
@@ -183,7 +183,7 @@ def _storage_copy(t: torch.Tensor):
     included), or None where the backend cannot give one (then not restored)."""
     try:
         return t.untyped_storage().clone()
-    except Exception:  # noqa: BLE001 - best effort: a pure candidate needs no restore
+    except Exception:  # best effort: a pure candidate needs no restore
         return None
 
 

@@ -28,7 +28,7 @@ DTYPES = {
     "int8": torch.int8, "uint8": torch.uint8, "int16": torch.int16, "int32": torch.int32,
     "int64": torch.int64, "bool": torch.bool,
 }
-# issue 8: dtypes this torch may have (float8, complex, wide unsigned)
+# dtypes this torch may have (float8, complex, wide unsigned)
 for _name in ("float8_e4m3fn", "float8_e5m2", "complex64", "complex128", "uint16", "uint32", "uint64"):
     if isinstance(getattr(torch, _name, None), torch.dtype):
         DTYPES[_name] = getattr(torch, _name)
@@ -275,7 +275,7 @@ def _fill_captured(view: torch.Tensor, values: dict, captured_dir: str | None, n
         with open(path, "rb") as fh:
             npy = fh.read(6) == b"\x93NUMPY"
         loaded = _load_npy(path) if npy else torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - reported as a harness error
+    except Exception as exc:  # reported as a harness error
         raise InputError(f"input {name!r}: cannot load captured tensor {values['captured']!r}: {exc}") from exc
     region = None
     if isinstance(loaded, dict) and isinstance(loaded.get("region"), torch.Tensor):
@@ -404,7 +404,7 @@ def _stats(view: torch.Tensor) -> dict:
 
 
 # --------------------------------------------------------------------------
-# Arguments (issue 8): tensor lists, None, the reference's upcast rule
+# Arguments: tensor lists, None, the reference's upcast rule
 # --------------------------------------------------------------------------
 
 

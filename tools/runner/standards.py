@@ -378,7 +378,10 @@ def absolute_metrics(out: torch.Tensor, truth: torch.Tensor) -> dict:
             ok = (clipped <= rtol) | (torch.isnan(xc) & torch.isnan(g_clip))
             counts["nonfinite"] += n_special
             counts["nonfinite_bad"] += int((special & ~ok).sum().item())
-    ratio = lambda bad, total: counts[bad] / counts[total] if counts[total] else 0.0  # noqa: E731
+
+    def ratio(bad: str, total: str) -> float:
+        return counts[bad] / counts[total] if counts[total] else 0.0
+
     return {"count": n, "inf_nan_error_ratio": ratio("nonfinite_bad", "nonfinite"),
             "rel_err_ratio": ratio("normal_bad", "normal"), "abs_err_ratio": ratio("small_bad", "small")}
 

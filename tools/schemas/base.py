@@ -9,9 +9,8 @@ import re
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, Union
 
-from typing_extensions import TypeAliasType
-
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from typing_extensions import TypeAliasType
 
 SCHEMA_VERSION = 1
 
@@ -26,7 +25,7 @@ _MODULE_FILE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\.py$")
 DTYPES = (
     "float16", "bfloat16", "float32", "float64",
     "int8", "uint8", "int16", "int32", "int64", "bool",
-    # issue 8: float8, complex, wide unsigned, and the Ascend-only dtypes (torch_npu names; packed carriers)
+    # float8, complex, wide unsigned, and the Ascend-only dtypes (torch_npu names; packed carriers)
     "float8_e4m3fn", "float8_e5m2", "complex64", "complex128", "uint16", "uint32", "uint64",
     "hifloat8", "float4_e2m1fn_x2", "float4_e1m2fn_x2", "int4",
 )
