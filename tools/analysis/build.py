@@ -130,7 +130,7 @@ def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: lis
                 for h in space.hypotheses]
     ctx = Context(cases=by_id, axes=axes, dist=dist, status=status, planned=planned, findings=findings,
                   ties=ties, no_modes=no_modes, cpu_only=cpu_only, hyps=space.hypotheses, hax=hax,
-                  terms={h.text: term_findings(f) for h, f in zip(space.hypotheses, findings)})
+                  terms={h.text: term_findings(f) for h, f in zip(space.hypotheses, findings, strict=True)})
     summary = HypothesisSpace(axes=space.axes, consistent=space.consistent, conjunctions=space.conjunctions,
                               capped=space.capped, cap=CAP_TEXT)
     if not findings:

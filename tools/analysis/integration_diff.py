@@ -67,7 +67,7 @@ def strides_class(spec: InputSpec) -> str:
     if spec.is_contiguous():
         return "contiguous"
     strides = spec.strides or []
-    if any(st == 0 and size > 1 for size, st in zip(spec.shape, strides)):
+    if any(st == 0 and size > 1 for size, st in zip(spec.shape, strides, strict=True)):
         return "expanded"
     perm = _permutation(spec.shape, strides)
     if perm is not None and perm != list(range(len(spec.shape))):

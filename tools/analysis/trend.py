@@ -48,7 +48,7 @@ def spearman(xs: list[float], ys: list[float]) -> float:
     rx, ry = _ranks(xs), _ranks(ys)
     n = len(xs)
     mx, my = sum(rx) / n, sum(ry) / n
-    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
     vx = sum((a - mx) ** 2 for a in rx) ** 0.5
     vy = sum((b - my) ** 2 for b in ry) ** 0.5
     return 0.0 if vx == 0 or vy == 0 else cov / (vx * vy)
@@ -95,8 +95,8 @@ def trend_finding(hax: dict[str, dict[str, Any]], dist: dict[str, dict[str, str]
                         not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals) or \
                         len(set(vals)) < 3:
                     continue
-                fv = [v for c, v in zip(members, vals) if c in fset]
-                pv = [v for c, v in zip(members, vals) if c not in fset]
+                fv = [v for c, v in zip(members, vals, strict=True) if c in fset]
+                pv = [v for c, v in zip(members, vals, strict=True) if c not in fset]
                 if not _interleaved(fv, pv):
                     continue
                 rho = spearman([float(v) for v in vals], errs)

@@ -98,7 +98,7 @@ def _fold(shape: list[int], index: list[int] | None) -> tuple[int, int] | None:
     if not shape:
         return (0, 0)
     row = 0
-    for size, i in zip(shape[:-1], index[:-1]):
+    for size, i in zip(shape[:-1], index[:-1], strict=True):
         row = row * size + i
     return (row, index[-1])
 
@@ -187,7 +187,7 @@ def run_png(store: RunStore) -> bytes | None:
     keys = keys[:12]
     state = {c.id: results[c.id].status if c.id in results else "pending" for c in cases}
     fig, subplots = plt.subplots(len(keys), 1, figsize=(9, 1.2 + 1.1 * len(keys)), dpi=100, squeeze=False)
-    for ax, key in zip(subplots[:, 0], keys):
+    for ax, key in zip(subplots[:, 0], keys, strict=True):
         values = sorted({axes[c][key] for c in axes if key in axes[c]}, key=_sort_key)
         failing_only = {v for v in values
                         if all(state[c] in ("numerical_mismatch", "crash") for c in axes if axes[c].get(key) == v)

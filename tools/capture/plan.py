@@ -272,7 +272,7 @@ def _check_region(path: Path, info: FileInfo, meta: dict, entry: dict) -> None:
         if info.view != view:
             raise CaptureFileError(path, f"holds the view {info.view}, the index says {view}")
         extent = 0 if 0 in meta["shape"] else \
-            sum((s - 1) * st for s, st in zip(meta["shape"], meta["strides"])) + 1
+            sum((s - 1) * st for s, st in zip(meta["shape"], meta["strides"], strict=True)) + 1
         if t.shape != [extent]:
             raise CaptureFileError(path, f"its region has shape {t.shape}, the view spans {extent} elements")
     elif t.shape != meta["shape"]:

@@ -111,7 +111,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     lines = [f"{orig} -> {new}: {response.states.get(new, 'pending')}" for orig, new in response.rerun.items()]
     if response.model_command:
         m = response.model_command
-        lines.append(f"model command on {m['host']}: {m.get('error') or 'exit status %s' % m.get('exit_status')}")
+        said = m.get("error") or f"exit status {m.get('exit_status')}"
+        lines.append(f"model command on {m['host']}: {said}")
     lines += [response.conclusion, f"evidence: {response.evidence}"]
     code = _print(args, response, lines)
     return code if not response.still_failing else 1

@@ -123,7 +123,7 @@ class Backward:
             value = inputs.get(name)
             members = value if isinstance(value, (list, tuple)) else [value]
             labels = [f"{name}[{j}]" for j in range(len(members))] if isinstance(value, (list, tuple)) else [name]
-            for label, t in zip(labels, members):
+            for label, t in zip(labels, members, strict=True):
                 if not isinstance(t, torch.Tensor):
                     raise NoDerivative(f"grad_inputs names {label!r}, which this case passes as None: a None "
                                        "argument has no gradient", NOT_FLOATING_RULE)
@@ -144,7 +144,7 @@ class Backward:
         named = name_outputs(out, self.output_names)
         if _is_output_map(self.spec):
             positional = list(name_outputs(out, None))
-            aliases = dict(zip(positional, named)) if len(positional) == len(named) else {}
+            aliases = dict(zip(positional, named, strict=True)) if len(positional) == len(named) else {}
             chosen = []
             for key in self.spec:
                 name = key if key in named else aliases.get(key)
@@ -219,7 +219,7 @@ class Backward:
     def collect(self, leaves: list, grads) -> dict:
         """Gradients on CPU by output name (an input the outputs do not use: zeros)."""
         out = {}
-        for (label, leaf), g in zip(leaves, grads):
+        for (label, leaf), g in zip(leaves, grads, strict=True):
             g = torch.zeros_like(leaf) if g is None else g
             out[PREFIX + label] = g.detach().cpu()
         return out

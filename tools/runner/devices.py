@@ -168,7 +168,7 @@ def _graph_capture_replay(module, graph_cls, fn, args, kwargs, on_captured=None)
     graph = graph_cls()
     with module.graph(graph):
         out = fn(*args, **kwargs)
-    for t, original in zip(inputs, saved):
+    for t, original in zip(inputs, saved, strict=True):
         if original is not None:
             t.untyped_storage().copy_(original)
     if on_captured is not None:

@@ -77,7 +77,7 @@ def contiguous_strides(shape) -> list:
 def storage_numel(shape, strides, offset: int) -> int:
     if any(s == 0 for s in shape):
         return offset
-    return offset + sum((size - 1) * stride for size, stride in zip(shape, strides)) + 1
+    return offset + sum((size - 1) * stride for size, stride in zip(shape, strides, strict=True)) + 1
 
 
 def case_seed(case: dict) -> int:
@@ -342,7 +342,7 @@ def _inject(view: torch.Tensor, special: dict, gen, dtype_name: str, name: str) 
     if special.get("positions") is not None:
         positions = [list(p) for p in special["positions"]]
         for p in positions:
-            if len(p) != len(shape) or any(i >= s for i, s in zip(p, shape)):
+            if len(p) != len(shape) or any(i >= s for i, s in zip(p, shape, strict=True)):
                 raise InputError(f"input {name!r}: special {kind!r} position {p} is outside shape {shape}")
     else:
         count = int(special["count"])

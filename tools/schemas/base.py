@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from typing_extensions import TypeAliasType
@@ -135,7 +135,7 @@ FiniteFloat = Annotated[float, AfterValidator(_finite)]
 # Non-finite input is refused before the bound is checked: NaN says "must be a finite number".
 NonNegFinite = Annotated[float, AfterValidator(_finite_non_negative), Field(json_schema_extra={"minimum": 0})]
 # A tensor element as JSON: finite numbers as numbers, the rest spelled out.
-ElementValue = Union[float, int, bool, Literal["nan", "inf", "-inf"]]
+ElementValue = float | int | bool | Literal["nan", "inf", "-inf"]
 
 
 # json_schema_extra of a top-level tool argument whose name says enough in tools/list (run_id,

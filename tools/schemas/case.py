@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, ConfigDict, Field, PlainValidator, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
@@ -134,7 +134,7 @@ class TensorSpec(Strict):
         values = self.values.for_dtype(self.dtype)
         for special in values.specials:
             for pos in special.positions or []:
-                if len(pos) != len(self.shape) or any(i >= size for i, size in zip(pos, self.shape)):
+                if len(pos) != len(self.shape) or any(i >= size for i, size in zip(pos, self.shape, strict=True)):
                     raise ValueError(f"special '{special.value}' position {pos} is outside shape {self.shape}")
             if special.count is not None and special.count > numel:
                 raise ValueError(f"special '{special.value}' count {special.count} is over the {numel} elements "
@@ -178,7 +178,7 @@ def storage_elements(shape: list[int], strides: list[int], offset: int) -> int:
     """Elements of the storage an as_strided view needs (as the runner builds it)."""
     if any(size == 0 for size in shape):
         return offset
-    return offset + sum((size - 1) * stride for size, stride in zip(shape, strides)) + 1
+    return offset + sum((size - 1) * stride for size, stride in zip(shape, strides, strict=True)) + 1
 
 
 def contiguous_strides(shape: list[int]) -> list[int]:
@@ -239,7 +239,7 @@ class DtypeArg(Strict):
     value: Dtype = Field(description="the dtype passed")
 
 
-AttributeValue = Union[None, bool, int, float, str, DtypeArg, list[None | bool | int | float | str]]
+AttributeValue = None | bool | int | float | str | DtypeArg | list[None | bool | int | float | str]
 
 # --------------------------------------------------------------------------
 # Backward: which inputs' gradients are compared, how the upstream
@@ -259,15 +259,15 @@ def _output_names(value: dict) -> dict:
     return value
 
 
-def output_map(item):  # dict[output name, item], keys checked
-    return Annotated[dict[str, item], AfterValidator(_output_names)]
+_Item = TypeVar("_Item")
+OutputMap = Annotated[dict[str, _Item], AfterValidator(_output_names)]  # dict[output name, item], keys checked
 
 
 OutputName = str
 # The upstream gradient: one value spec for every differentiated output, one per output
 # ({output: spec}; only those outputs are differentiated), or the gradient of a reduction
 # of every output ("sum": ones, "mean": 1/numel).
-GradOutput = Union[Literal["sum", "mean"], ValueSpec, output_map(ValueSpec)]
+GradOutput = Literal["sum", "mean"] | ValueSpec | OutputMap[ValueSpec]
 
 
 def grad_output_captures(spec) -> list[str]:
@@ -372,7 +372,7 @@ _DIM_REF_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\.shape\[-?[0-9]{1,2}\]$"
 # offset, length or size, a bool (axis none), an attribute value, or a ValueSpec (axis values).
 # Published as that union; the value stays as given (JSON) and expand_star checks it against its
 # axis, naming the variation and the value.
-StarValue = Annotated[Any, PlainValidator(lambda value: value, json_schema_input_type=Union[AttributeValue, ValueSpec])]
+StarValue = Annotated[Any, PlainValidator(lambda value: value, json_schema_input_type=AttributeValue | ValueSpec)]
 
 
 class StarVariation(Strict):

@@ -10,7 +10,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import WithJsonSchema
 
 from .base import Dotted, Dtype, FreeJson, Ident, ModuleFile, NonNegFinite, Slug, Strict, drop_titles
-from .case import GradOutput, output_map
+from .case import GradOutput, OutputMap
 from .consistency import BatchInvariance
 
 # --------------------------------------------------------------------------
@@ -53,7 +53,7 @@ class OutputTolerance(Tolerance):
 
 class ToleranceSpec(Tolerance):
     per_dtype: dict[Dtype, Tolerance] = Field(default_factory=dict, description="by output dtype")
-    per_output: output_map(OutputTolerance) = Field(
+    per_output: OutputMap[OutputTolerance] = Field(
         default_factory=dict, description="by output name ('grad.weight'; 'grad.*': every gradient); first")
 
     @model_validator(mode="after")
