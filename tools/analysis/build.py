@@ -64,9 +64,10 @@ class _Planned:
     """The planned cases' contents, computed the first time a next case is checked against them."""
 
     def __init__(self, cases: list[Case]):
-        self.cases, self.contents = cases, None
+        self.cases = cases
+        self.contents: set[str] | None = None
 
-    def __contains__(self, content: str) -> bool:
+    def __contains__(self, content: object) -> bool:
         if self.contents is None:
             self.contents = {case_content(c.model_dump(mode="json")) for c in self.cases}
         return content in self.contents
@@ -119,13 +120,13 @@ def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: lis
     for dim, others in ties.items():
         tied.setdefault(dim.split(".shape[", 1)[0], set()).update(o.split(".shape[", 1)[0] for o in others)
     index = pair_index(dist, axes, status, tied)
-    dtypes = {}
+    dtype_sets: dict[str, set[str]] = {}
     for c in failing:
         for spec in by_id[c].inputs:
             for j, m in enumerate(spec.members()):
                 name = spec.name if spec.tensors is None else f"{spec.name}[{j}]"
-                dtypes.setdefault(name, set()).add(m.dtype)
-    dtypes = {k: sorted(v) for k, v in dtypes.items()}
+                dtype_sets.setdefault(name, set()).add(m.dtype)
+    dtypes = {k: sorted(v) for k, v in dtype_sets.items()}
     findings = [hypothesis_finding(h, hax, dist, failing, passing, index, axes_difference, dtypes)
                 for h in space.hypotheses]
     ctx = Context(cases=by_id, axes=axes, dist=dist, status=status, planned=planned, findings=findings,

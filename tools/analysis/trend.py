@@ -89,11 +89,10 @@ def trend_finding(hax: dict[str, dict[str, Any]], dist: dict[str, dict[str, str]
                 groupings[src] = [g for g in groups.values() if len(g) >= MIN_CASES and any(c in fset for c in g)
                                   and any(c not in fset for c in g)]
             for members in groupings[src]:
-                vals = [hax[c].get(key) for c in members]
-                errs = [values[c] for c in members]
-                if any(e is None for e in errs) or \
-                        not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals) or \
-                        len(set(vals)) < 3:
+                raw = [hax[c].get(key) for c in members]
+                vals = [v for v in raw if isinstance(v, (int, float)) and not isinstance(v, bool)]
+                errs = [e for e in (values[c] for c in members) if e is not None]
+                if len(errs) < len(members) or len(vals) < len(members) or len(set(vals)) < 3:
                     continue
                 fv = [v for c, v in zip(members, vals, strict=True) if c in fset]
                 pv = [v for c, v in zip(members, vals, strict=True) if c not in fset]
