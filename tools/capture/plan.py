@@ -29,7 +29,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import ValidationError
 
@@ -124,7 +124,7 @@ def _data_file(base: Path, name: Any, where: str) -> Path:
 # --------------------------------------------------------------------------
 
 
-def _finite(x: Any) -> bool:
+def _finite(x: Any) -> TypeGuard[int | float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
@@ -211,7 +211,7 @@ def _star(base: Case, tensors: list[tuple[str, dict, str | None]]) -> list[Case]
     out = []
     for name, meta, stored in tensors:
         spec = next(i for i in base.inputs if i.name == name)
-        variants = []
+        variants: list[tuple[str, dict[str, Any]]] = []
         if stored:
             variants.append(("values-generated", {"values": generated_values(meta.get("stats") or {}, meta["dtype"],
                                                                                math.prod(meta["shape"]))}))
@@ -286,7 +286,7 @@ def _opdebug_cases(sel: CaptureSelection, base: Path, where: str) -> Planned:
     index = _read_json(base / "index.json", where)
     if not isinstance(index, dict) or index.get("format") != "opdebug-capture" or not isinstance(index.get("calls"), list):
         raise CaptureFileError(base / "index.json", "not an opdebug-capture index")
-    calls = {c.get("id"): c for c in index["calls"] if isinstance(c, dict)}
+    calls = {c["id"]: c for c in index["calls"] if isinstance(c, dict) and isinstance(c.get("id"), str)}
     if not calls:
         raise empty_capture(where, sel.dir, f"{str(base / 'index.json')!r} lists no call")
     chosen = sel.calls or list(calls)
