@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from ..cases.axes import case_axes
 from ..cases.ids import fit_id
@@ -54,7 +55,8 @@ def _name(*parts: str) -> str:
     return text
 
 
-def _outputs_of(store: RunStore, case_id: str, result: CaseResult, timeout_s: float):
+def _outputs_of(store: RunStore, case_id: str, result: CaseResult,
+                timeout_s: float) -> tuple[tuple[Any, Any] | None, str | None, str | None]:
     """((candidate, reference) outputs, None, where from) of a case, or (None, why, None)."""
     import torch
 
@@ -131,7 +133,8 @@ def error_map_png(cand, ref, comp: Comparison, title: str) -> bytes:
                                        (comp.first_mismatch_index, "o", "lime", "first mismatch")):
         at = _fold(shape, idx)
         if at is not None:
-            style = {"facecolors": "none", "edgecolors": colour} if marker == "o" else {"color": colour}
+            style: dict[str, Any] = {"facecolors": "none", "edgecolors": colour} if marker == "o" else \
+                {"color": colour}
             ax.scatter([at[1] + 0.5], [at[0] + 0.5], marker=marker, s=90, linewidths=2, label=f"{label} {idx}",
                        **style)
     ax.set_xlabel(f"last dimension ({cols}" + (f"; max of {fc} per cell)" if fc > 1 else ")"))
@@ -250,7 +253,7 @@ def default_cases(store: RunStore, results: dict[str, CaseResult]) -> list[str]:
             continue
         if ".shrink-" in case.id:
             start = case.id.split(".shrink-")[0]
-            numel = sum(_math.prod(i.shape) for i in case.inputs)
+            numel = sum(_math.prod(m.shape) for i in case.inputs for m in i.members())
             if start not in smallest or numel < smallest[start][0]:
                 smallest[start] = (numel, case.id)
             continue
@@ -313,13 +316,13 @@ def render_pictures(run_id: str, *, root=None, case_ids: list[str] | None = None
         if all(c.contract_mismatch for _, c in failed):
             skipped.append(f"{case_id}: contract mismatch only ({failed[0][1].contract_mismatch})")
             continue
-        outputs, why, source = _outputs_of(store, case_id, result, timeout_s)
-        if outputs is None:
+        pair, why, source = _outputs_of(store, case_id, result, timeout_s)
+        if pair is None or source is None:
             skipped.append(f"{case_id}: {why}")
             continue
         outputs_from[case_id] = source
         for index, comp in failed:
-            cand, ref = _pick(outputs[0], comp.output, index), _pick(outputs[1], comp.output, index)
+            cand, ref = _pick(pair[0], comp.output, index), _pick(pair[1], comp.output, index)
             if cand is None or ref is None or list(cand.shape) != list(ref.shape):
                 skipped.append(f"{case_id}/{comp.output}: the outputs cannot be drawn side by side")
                 continue
