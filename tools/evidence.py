@@ -840,7 +840,7 @@ def schedule_manifest_flush() -> None:
 def list_runs(root: str | os.PathLike | None = None) -> list[dict]:
     flush_lagging_manifests()
     base = resolve_root(root)
-    runs = []
+    runs: list[dict] = []
     if not base.is_dir():
         return runs
     for child in sorted(base.iterdir()):

@@ -60,7 +60,7 @@ def _tensor_axes(axes: dict[str, str], prefix: str, spec: TensorSpec, effective_
 def _attr_text(case: Case, name: str) -> str:
     value = case.attributes[name]
     if isinstance(value, BaseModel):  # a dtype argument: {"kind": "dtype", "value": ...}
-        value = value.model_dump(mode="json")
+        return json.dumps(value.model_dump(mode="json"), sort_keys=True)
     return json.dumps(value, sort_keys=True)
 
 

@@ -114,7 +114,8 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
     if analysis.unsupported:
         rows = []
         for f in analysis.unsupported:
-            rule = results[f.case_id].error.matched_rule if results[f.case_id].error else None
+            err = results[f.case_id].error
+            rule = err.matched_rule if err else None
             rows.append([f"`{f.case_id}`", _axes_text(f.axes, varying) or "-", f.reason or "", rule or "-"])
         out += [table(["case", "axes (varying)", "error", "matched rule"], rows), ""]
     else:
@@ -213,7 +214,7 @@ def integration_diff_section(analysis: Analysis) -> list[str]:
            "of the closest passing case (append it with plan_cases `append: true`, `stars: [star]`).", ""]
     rows = []
     for diff in analysis.integration_diff:
-        bridges = {}
+        bridges: dict[str, list[str]] = {}
         for b in diff.bridges:
             bridges.setdefault(b.axis, []).append(json.dumps(b.star["vary"][0], sort_keys=True))
         for feat in diff.features:

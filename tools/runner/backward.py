@@ -188,13 +188,14 @@ class Backward:
                                 f"{type(exc).__name__}: {exc}") from exc
 
     def _values(self, name: str, t: torch.Tensor) -> dict:
-        if self.spec == "sum":
+        spec = self.spec
+        if spec == "sum":
             return {"kind": "ones"}
-        if self.spec == "mean":
+        if spec == "mean":
             return {"kind": "full", "fill": 1.0 / max(t.numel(), 1)}
-        if _is_output_map(self.spec):
-            return self.spec[name]
-        return self.spec
+        if not isinstance(spec, dict):
+            raise ValueError(f"grad_output {spec!r} is not 'sum', 'mean', a value spec or one per output")
+        return spec[name] if _is_output_map(spec) else spec
 
     # -- the candidate ------------------------------------------------------------
 

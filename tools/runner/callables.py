@@ -49,6 +49,8 @@ def load_user_modules(modules_dir: str | None, module_files: list[str]) -> None:
         if _loaded.get(name) == digest and name in sys.modules:
             continue
         spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ResolveError(f"user module {file_name!r} cannot be loaded as a module")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         try:

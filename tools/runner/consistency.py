@@ -76,10 +76,10 @@ class _Print:
     def __init__(self, flat: torch.Tensor):
         raw = _bytes(flat)
         self.nbytes = raw.numel()
+        self.copy: torch.Tensor | None = None
         if self.nbytes <= COPY_BYTES:
             self.copy = flat.clone()
             return
-        self.copy = None
         self.words = self.nbytes // 8
         words = raw[:self.words * 8].view(torch.int64)
         self.total = words.sum()
@@ -227,7 +227,8 @@ def output_digest(out) -> dict:
 
 
 def _max_diff(a, b) -> tuple[float | None, list[str]]:
-    top, names = None, []
+    top = None
+    names: list[str] = []
     oa, ob = name_outputs(a, None), name_outputs(b, None)
     for name in oa:
         x, y = oa.get(name), ob.get(name)
@@ -257,7 +258,8 @@ def repeat_runs(n: int, first: dict, rerun, on_step=None) -> tuple[dict, dict]:
     digests = [output_digest(r["out"]) if r.get("out") is not None else {"error": (r.get("error") or {})
                                                                           .get("signature")} for r in runs]
     distinct = len({tuple(sorted(d.items())) for d in digests})
-    top, names = None, []
+    top = None
+    names: list[str] = []
     for r in runs[1:]:
         if r.get("out") is None or first.get("out") is None:
             continue

@@ -99,20 +99,22 @@ class NpuDevice(Device):
         import torch_npu  # registers the npu device with torch
 
         self.torch_npu = torch_npu
+        # torch.npu exists once torch_npu is imported; torch's own stubs do not declare it
+        self.npu = torch.npu  # type: ignore[attr-defined]
         super().__init__()
-        torch.npu.set_device(self.torch_device)
+        self.npu.set_device(self.torch_device)
 
     def info(self) -> dict:
-        info = {"device": self.label, "device_kind": self.kind, "device_count": torch.npu.device_count(),
+        info = {"device": self.label, "device_kind": self.kind, "device_count": self.npu.device_count(),
                 "torch_npu": getattr(self.torch_npu, "__version__", None)}
         try:
-            info["device_name"] = torch.npu.get_device_name(0)
+            info["device_name"] = self.npu.get_device_name(0)
         except Exception:  # informational only
             pass
         return info
 
     def synchronize(self) -> None:
-        torch.npu.synchronize()
+        self.npu.synchronize()
 
     def format_cast(self, tensor: torch.Tensor, layout: str) -> torch.Tensor:
         if layout == "ND":
@@ -132,7 +134,7 @@ class NpuDevice(Device):
         return torch.compile(fn, backend=_backend(backend), dynamic=_dynamic(dynamic), fullgraph=False)
 
     def graph_call(self, fn, args, kwargs, on_captured=None):
-        return _graph_capture_replay(torch.npu, torch.npu.NPUGraph, fn, args, kwargs, on_captured)
+        return _graph_capture_replay(self.npu, self.npu.NPUGraph, fn, args, kwargs, on_captured)
 
 
 def _dynamic(dynamic):

@@ -20,6 +20,7 @@ import hashlib
 import math
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -112,7 +113,7 @@ def build_input(spec: dict, seed: int, captured_dir: str | None = None) -> Built
     values = effective_values(planned, dtype_name)
     numel_storage = storage_numel(shape, strides, offset)
     gen = torch.Generator().manual_seed(seed)
-    notes = []
+    notes: list[str] = []
     storage = _generate(values, numel_storage, dtype_name, gen, notes, name)
     built = BuiltInput(name, dtype_name, shape, strides, offset, spec.get("layout", "ND"), storage)
     view = built.view()
@@ -386,7 +387,7 @@ def _stats(view: torch.Tensor) -> dict:
             low, high = torch.aminmax(x)
             return {"nan": 0, "inf": 0, "min": float(low), "max": float(high), "mean": total / x.numel()}
         finite = torch.isfinite(x)
-        stats = {"nan": int(torch.isnan(x).sum()), "inf": int(torch.isinf(x).sum())}
+        stats: dict[str, int | float] = {"nan": int(torch.isnan(x).sum()), "inf": int(torch.isinf(x).sum())}
         count = int(finite.sum())
         if count:
             # masked reductions, not x[finite]: boolean indexing runs a parallel region whose
@@ -436,7 +437,7 @@ def build_case_inputs(case: dict, captured_dir: str | None = None) -> list:
     """Every input of the case: a BuiltInput, a BuiltList (a ``tensors`` list,
     each member from its own seed ``input_seed(seed, i, "x[j]")``) or a BuiltNone."""
     seed = case_seed(case)
-    built = []
+    built: list[BuiltInput | BuiltList | BuiltNone] = []
     for i, spec in enumerate(case["inputs"]):
         name = spec["name"]
         if spec.get("none"):
@@ -462,7 +463,7 @@ def tensors_of(built: list) -> list:
 
 def map_built(built: list, fn) -> dict:
     """name -> fn(BuiltInput) for a tensor, [fn(member)...] for a list, None for None."""
-    out = {}
+    out: dict[str, Any] = {}
     for b in built:
         if isinstance(b, BuiltNone):
             out[b.name] = None

@@ -424,5 +424,9 @@ def judge(standard: str, cand: torch.Tensor, bench: torch.Tensor | None, truth: 
           level: str = "L0") -> dict:
     """``standard``'s verdict on ``cand`` (``bench``: a correct same-dtype computation; not read by binary,
     thousandth, absolute and quantization, which decide on the candidate alone)."""
-    base = stage1(standard, bench, truth) if standard in ("benchmark", "ulp") else None
+    base = None
+    if standard in ("benchmark", "ulp"):
+        if bench is None:
+            raise ValueError(f"the {standard} standard compares with a benchmark computation: give bench")
+        base = stage1(standard, bench, truth)
     return decide(standard, stage1(standard, cand, truth), base, dtype_name(cand.dtype), level)
