@@ -27,7 +27,7 @@ class Unsupported(Exception):
 class Device:
     kind = "cpu"
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.torch_device = torch.device(self.kind if self.kind == "cpu" else f"{self.kind}:0")
 
     @property
@@ -77,7 +77,7 @@ class Device:
 class CudaDevice(Device):
     kind = "cuda"
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         torch.cuda.set_device(self.torch_device)
 
@@ -95,7 +95,7 @@ class CudaDevice(Device):
 class NpuDevice(Device):
     kind = "npu"
 
-    def __init__(self):
+    def __init__(self) -> None:
         import torch_npu  # registers the npu device with torch
 
         self.torch_npu = torch_npu

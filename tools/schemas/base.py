@@ -51,7 +51,7 @@ MAX_STORAGE_ELEMENTS = 2**34
 STATUSES = ("passed", "numerical_mismatch", "crash", "unsupported")
 
 # A named alias: published once in $defs and referenced (the schema stays compact).
-Dtype = TypeAliasType("Dtype", Literal[  # type: ignore[valid-type]
+Dtype = TypeAliasType("Dtype", Literal[
     "float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "int32", "int64", "bool",
     "float8_e4m3fn", "float8_e5m2", "complex64", "complex128", "uint16", "uint32", "uint64",
     "hifloat8", "float4_e2m1fn_x2", "float4_e1m2fn_x2", "int4"])
