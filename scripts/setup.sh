@@ -15,5 +15,5 @@ if [ ! -x .venv/bin/python ]; then
 fi
 echo "+ pip install $TORCH_SPEC"
 .venv/bin/python -m pip install --quiet "$TORCH_SPEC"
-echo "+ pip install -e '.[test]'"
-.venv/bin/python -m pip install --quiet -e '.[test]'
+echo "+ pip install -e '.[test,dev]'"
+.venv/bin/python -m pip install --quiet -e '.[test,dev]'

@@ -1,4 +1,4 @@
-"""The catalogue of worked operator configs (issue 8).
+"""The catalogue of worked operator configs.
 
 ``references/operators/<op>.json`` holds a ready plan request for one
 torch_npu LLM-inference operator (config + star), and
@@ -28,7 +28,7 @@ TRAINING_DIR = CATALOGUE_DIR / "training"
 
 
 def training_names() -> list[str]:
-    """The training configs (issue 23): backward operators called directly
+    """The training configs: backward operators called directly
     (``npu_rms_norm_backward``...) and the fused attention's gradients, in
     ``references/operators/training/``."""
     return sorted(p.stem for p in TRAINING_DIR.glob("npu_*.json"))

@@ -38,11 +38,13 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from filelock import FileLock, Timeout as FileLockTimeout
+from filelock import FileLock
+from filelock import Timeout as FileLockTimeout
 
 from . import results_view
 from .errors import ToolError
@@ -224,7 +226,7 @@ def file_sha256(path: Path) -> str:
 
 
 def read_json(path: Path) -> Any:
-    with open(path, "r", encoding="utf-8") as fh:
+    with open(path, encoding="utf-8") as fh:
         return json.load(fh)
 
 
@@ -838,7 +840,7 @@ def schedule_manifest_flush() -> None:
 def list_runs(root: str | os.PathLike | None = None) -> list[dict]:
     flush_lagging_manifests()
     base = resolve_root(root)
-    runs = []
+    runs: list[dict] = []
     if not base.is_dir():
         return runs
     for child in sorted(base.iterdir()):

@@ -1,4 +1,4 @@
-"""order_search: which earlier case poisons an order-dependent case (issue 21).
+"""order_search: which earlier case poisons an order-dependent case.
 
 A case flagged ``order_dependent`` failed after other cases on a warm worker
 and passed alone on a fresh one.  Its result names the cases that worker ran
@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 
 from .cases.ids import fit_id
 from .errors import ToolError
+from .evidence import RunStore
 from .plan_cases import plan_cases
 from .run_case_remote import run_case_remote
-from .evidence import RunStore
+from .schemas import Case
 
 FAILING = ("numerical_mismatch", "crash")
 
@@ -73,9 +74,11 @@ async def search_order(run_id: str, analysis, *, root=None, hosts=None, inventor
         known = {tuple(c.after): c.id for c in cases.values() if c.after and _same_case(c, target)}
         probes = search.probes.setdefault(target.id, {})
 
-        async def test(subsets: list[list[str]]) -> dict[tuple, bool]:
+        # this iteration's target, known and probes bound as defaults: test is awaited within it
+        async def test(subsets: list[list[str]], target: Case = target, known: dict[tuple, str] = known,
+                       probes: dict[str, str] = probes) -> dict[tuple, bool]:
             """Whether the target fails after each subset (planned and run as probes where new)."""
-            new = []
+            new: list[dict] = []
             for sub in subsets:
                 key = tuple(sub)
                 if key in known or any(c["after"] == sub for c in new):
@@ -145,13 +148,13 @@ def _first_failing(subsets: list[list[str]], got: dict[tuple, bool]) -> list[str
     return min(fails, key=len) if fails else None
 
 
-def _same_case(probe, target) -> bool:
+def _same_case(probe: Case, target: Case) -> bool:
     a = probe.model_dump(mode="json", exclude={"id", "after", "description", "repeats"})
     b = target.model_dump(mode="json", exclude={"id", "after", "description", "repeats"})
     return a == b
 
 
-def _probe(target, after: list[str], taken: set[str]) -> dict:
+def _probe(target: Case, after: list[str], taken: set[str]) -> dict:
     """The target under a new id, run after ``after`` on a fresh worker."""
     base = fit_id(f"{target.id}.after-{'_'.join(after)}")
     pid, k = base, 1

@@ -11,8 +11,9 @@ say) is one line in :func:`build_analysis`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..cases.axes import axes_difference, case_axes
 from ..cases.derived import case_distance_axes, structured_axes
@@ -26,8 +27,16 @@ from .integration_diff import integration_diff
 from .outputs import annotate_outputs
 from .pairs import pair_index
 from .reasons import FAILING, case_failure, failure_axes, integration_hint
-from .suggestions import (Context, crossing_candidates, dim_ties, narrowing, next_cases, splitting, tie_aliases,
-                          unusable_modes)
+from .suggestions import (
+    Context,
+    crossing_candidates,
+    dim_ties,
+    narrowing,
+    next_cases,
+    splitting,
+    tie_aliases,
+    unusable_modes,
+)
 from .trend import trend_finding
 from .verdict import run_verdict, verdict_summary
 
@@ -55,9 +64,10 @@ class _Planned:
     """The planned cases' contents, computed the first time a next case is checked against them."""
 
     def __init__(self, cases: list[Case]):
-        self.cases, self.contents = cases, None
+        self.cases = cases
+        self.contents: set[str] | None = None
 
-    def __contains__(self, content: str) -> bool:
+    def __contains__(self, content: object) -> bool:
         if self.contents is None:
             self.contents = {case_content(c.model_dump(mode="json")) for c in self.cases}
         return content in self.contents
@@ -110,18 +120,18 @@ def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: lis
     for dim, others in ties.items():
         tied.setdefault(dim.split(".shape[", 1)[0], set()).update(o.split(".shape[", 1)[0] for o in others)
     index = pair_index(dist, axes, status, tied)
-    dtypes = {}
+    dtype_sets: dict[str, set[str]] = {}
     for c in failing:
         for spec in by_id[c].inputs:
             for j, m in enumerate(spec.members()):
                 name = spec.name if spec.tensors is None else f"{spec.name}[{j}]"
-                dtypes.setdefault(name, set()).add(m.dtype)
-    dtypes = {k: sorted(v) for k, v in dtypes.items()}
+                dtype_sets.setdefault(name, set()).add(m.dtype)
+    dtypes = {k: sorted(v) for k, v in dtype_sets.items()}
     findings = [hypothesis_finding(h, hax, dist, failing, passing, index, axes_difference, dtypes)
                 for h in space.hypotheses]
     ctx = Context(cases=by_id, axes=axes, dist=dist, status=status, planned=planned, findings=findings,
                   ties=ties, no_modes=no_modes, cpu_only=cpu_only, hyps=space.hypotheses, hax=hax,
-                  terms={h.text: term_findings(f) for h, f in zip(space.hypotheses, findings)})
+                  terms={h.text: term_findings(f) for h, f in zip(space.hypotheses, findings, strict=True)})
     summary = HypothesisSpace(axes=space.axes, consistent=space.consistent, conjunctions=space.conjunctions,
                               capped=space.capped, cap=CAP_TEXT)
     if not findings:
@@ -163,7 +173,7 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
             crash_groups.setdefault(f.signature or "unknown", []).append(f.case_id)
 
     verdict = run_verdict(failures, missing, unsupported)
-    # consistency checks (issue 21): nondeterministic and order-dependent cases are evidence of their own kind
+    # consistency checks: nondeterministic and order-dependent cases are evidence of their own kind
     report = consistency_report(cases, results)
     annotate_failures(failures, report)
     ev_cases, ev_results = evidence_for_findings(cases, results, report)
@@ -190,7 +200,7 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
         integration_hint=hint,
         next_cases=diagnosis.next_cases,
         findings=findings,
-        # the model's captured calls vs the planned cases (issue 14): self-contained, pure
+        # the model's captured calls vs the planned cases: self-contained, pure
         integration_diff=integration_diff(cases, results),
         analyzed_at=now_utc(),
         competing=diagnosis.competing,

@@ -1,4 +1,4 @@
-"""The consistency checks over a run (issue 21): which cases are evidence of
+"""The consistency checks over a run: which cases are evidence of
 their own kind, never of an axis, and the warnings a passing run can carry.
 
 - ``nondeterministic`` failing cases (repeated runs gave different results),
@@ -23,7 +23,7 @@ import math
 
 from ..cases.axes import case_axes, differing_axes
 from ..cases.ids import case_content
-from ..schemas import BiasWarning, Case, CaseFailure, CaseResult, ConsistencyReport, FlaggedCase
+from ..schemas import AloneRun, BiasWarning, Case, CaseFailure, CaseResult, ConsistencyReport, FlaggedCase
 
 FAILING = ("numerical_mismatch", "crash")
 NOT_EVIDENCE = ("nondeterministic", "order_dependent", "order_suspect")
@@ -60,10 +60,10 @@ def _relation(poison: Case, target: Case) -> str:
     for key in diff:
         if key.endswith(".shape"):
             name = key[:-len(".shape")]
-            pa = next((i for i in poison.inputs if i.name == name and i.shape is not None), None)
-            pb = next((i for i in target.inputs if i.name == name and i.shape is not None), None)
-            if pa is not None and pb is not None and math.prod(pa.shape) == math.prod(pb.shape):
-                same.append(f"same {name}.numel {math.prod(pa.shape)}")
+            sa = next((i.shape for i in poison.inputs if i.name == name and i.shape is not None), None)
+            sb = next((i.shape for i in target.inputs if i.name == name and i.shape is not None), None)
+            if sa is not None and sb is not None and math.prod(sa) == math.prod(sb):
+                same.append(f"same {name}.numel {math.prod(sa)}")
             parts.append(f"other {key} ({la.get(key)} vs {lb.get(key)})")
         else:
             parts.append(f"other {key} ({la.get(key, '-')} vs {lb.get(key, '-')})")
@@ -109,7 +109,7 @@ def consistency_report(cases: list[Case], results: dict[str, CaseResult]) -> Con
                                               detail=_repeat_detail(r) + "; every run passed the judge"))
         if "order_dependent" in ev.flags and ev.alone is not None:
             order_groups.add(failure_group(r.model_dump(mode="json")))
-            report.flagged.append(_order_case(c, r, probes.get(_probe_key(c), []), by_id))
+            report.flagged.append(_order_case(c, r, ev.alone, probes.get(_probe_key(c), []), by_id))
         for w in ev.inputs_written:
             if not w.declared:
                 where = (f"{w.changed} storage elements outside its view" if w.outside_view else
@@ -146,8 +146,7 @@ def consistency_report(cases: list[Case], results: dict[str, CaseResult]) -> Con
     return report
 
 
-def _order_case(case: Case, r: CaseResult, probes: list, by_id: dict[str, Case]) -> FlaggedCase:
-    alone = r.consistency.alone
+def _order_case(case: Case, r: CaseResult, alone: AloneRun, probes: list, by_id: dict[str, Case]) -> FlaggedCase:
     ran = {p.id: (res.status if res is not None else "pending") for p, res in probes}
     failing = [(len(p.after), i, p) for i, (p, res) in enumerate(probes) if res is not None and res.status in FAILING]
     poisoned = list(min(failing, key=lambda t: t[:2])[2].after) if failing else None
@@ -212,7 +211,8 @@ def bias_warnings(cases: list[Case], results: dict[str, CaseResult]) -> list[Bia
         directions.setdefault((w.output, w.dtype), set()).add(w.direction)
     for w in warnings:
         w.message = _bias_message(w, directions[(w.output, w.dtype)])
-    # one warning per output and dtype: the sign one when both lean (it reads as the issue says it)
+    # one warning per output and dtype: the sign one when both lean (its message names
+    # truncation when the magnitude leans toward zero too)
     out, seen = [], set()
     for w in sorted(warnings, key=lambda w: (w.kind != "sign", -abs(w.share))):
         if (w.output, w.dtype) not in seen:
@@ -279,8 +279,8 @@ def evidence_for_findings(cases: list[Case], results: dict[str, CaseResult],
 def annotate_failures(failures: list[CaseFailure], report: ConsistencyReport) -> None:
     """Each failing case carries its flags (and says it is not evidence of an axis)."""
     flags: dict[str, list[str]] = {}
-    for f in report.flagged:
-        flags.setdefault(f.case_id, []).append(f.flag)
+    for flagged in report.flagged:
+        flags.setdefault(flagged.case_id, []).append(flagged.flag)
     probes = set(report.probes)
     for f in failures:
         f.flags = flags.get(f.case_id, [])

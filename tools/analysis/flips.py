@@ -48,8 +48,11 @@ def _size_of(base: Case, ref: str) -> int | None:
 def relation_moves(ties: dict[str, list[str]], base: Case, axis: str, target: str) -> list[tuple[dict, Any]]:
     """Set a relation: two dimensions compared (move either side next to the
     other), two inputs' dtypes equal or not."""
-    left, right = relation_sides(axis)
     out: list[tuple[dict, Any]] = []
+    sides = relation_sides(axis)
+    if sides is None:
+        return out
+    left, right = sides
     if left.endswith(".dtype"):
         a, b = left[: -len(".dtype")], right[: -len(".dtype")]
         sa, sb = _spec(base, a), _spec(base, b)
@@ -67,8 +70,9 @@ def relation_moves(ties: dict[str, list[str]], base: Case, axis: str, target: st
         return out
     if ".shape[" not in left or ".shape[" not in right:
         return out
+    da, db = parse_dim_axis(left), parse_dim_axis(right)
     va, vb = _size_of(base, left), _size_of(base, right)
-    if va is None or vb is None:
+    if da is None or db is None or va is None or vb is None:
         return out
     want = {"<": [(va, vb + 1), (va, 2 * vb + 1), (max(vb - 1, 0), vb), (vb // 2, vb)],
             "=": [(vb, vb), (va, va)],
@@ -77,11 +81,9 @@ def relation_moves(ties: dict[str, list[str]], base: Case, axis: str, target: st
         if (new_a, new_b) == (va, vb) or new_a < 0 or new_b < 0:
             continue
         if new_b == vb:
-            da, ia = parse_dim_axis(left)
-            out += [(v, new_a) for v in dim_moves(ties, base, da, ia)]
+            out += [(v, new_a) for v in dim_moves(ties, base, *da)]
         elif new_a == va:
-            db, ib = parse_dim_axis(right)
-            out += [(v, new_b) for v in dim_moves(ties, base, db, ib)]
+            out += [(v, new_b) for v in dim_moves(ties, base, *db)]
     return out
 
 
@@ -157,6 +159,7 @@ def rank_moves(base: Case, name: str, target: int) -> list[tuple[dict, Any]]:
     if spec is None or target < 0 or target == len(spec.shape):
         return []
     shape = list(spec.shape)
+    new: list[int] | None
     if target > len(shape):
         new = [2] * (target - len(shape)) + shape
     elif target == 0:

@@ -30,8 +30,16 @@ import json
 
 from ..cases.stars import expand_star
 from ..errors import ToolError
-from ..schemas import (BridgeCase, BoundaryFeature, Case, CaseResult, InputSpec, IntegrationDiff, StarSpec,
-                      contiguous_strides)
+from ..schemas import (
+    BoundaryFeature,
+    BridgeCase,
+    Case,
+    CaseResult,
+    InputSpec,
+    IntegrationDiff,
+    StarSpec,
+    contiguous_strides,
+)
 
 CAPTURED = ("captured_call", "accuracy_dump")
 NOT_PASSING = ("numerical_mismatch", "crash", "unsupported")
@@ -56,13 +64,13 @@ def _permutation(shape: list[int], strides: list[int]) -> list[int] | None:
 
 
 def strides_class(spec: InputSpec) -> str:
-    if spec.is_contiguous():
+    shape, strides = spec.shape, spec.strides
+    if shape is None or strides is None or spec.is_contiguous():
         return "contiguous"
-    strides = spec.strides or []
-    if any(st == 0 and size > 1 for size, st in zip(spec.shape, strides)):
+    if any(st == 0 and size > 1 for size, st in zip(shape, strides, strict=True)):
         return "expanded"
-    perm = _permutation(spec.shape, strides)
-    if perm is not None and perm != list(range(len(spec.shape))):
+    perm = _permutation(shape, strides)
+    if perm is not None and perm != list(range(len(shape))):
         return "permuted(" + ",".join(str(d) for d in perm) + ")"
     return "strided"
 
@@ -81,11 +89,12 @@ def values_class(case: Case, spec: InputSpec) -> str | None:
     classes: set[str] = set()
     stats = case.origin.stats.get(spec.name) if case.origin is not None else None
     if stats:
-        if (stats.get("nan") or 0) > 0:
+        numbers = {k: v for k, v in stats.items() if isinstance(v, (int, float))}  # the rest: not recorded
+        if numbers.get("nan", 0) > 0:
             classes.add("nan")
-        if (stats.get("inf") or 0) > 0:
+        if numbers.get("inf", 0) > 0:
             classes.add("inf")
-        mags = [abs(v) for k in ("absmax", "min", "max") if isinstance((v := stats.get(k)), (int, float))]
+        mags = [abs(numbers[k]) for k in ("absmax", "min", "max") if k in numbers]
         if mags and max(mags) > LARGE_MAGNITUDE:
             classes.add("large")
     else:

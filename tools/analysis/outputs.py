@@ -1,4 +1,4 @@
-"""Which output fails: an axis of its own (issue 23).
+"""Which output fails: an axis of its own.
 
 A case compares several outputs - the forward outputs (``out``, ``y``...) and,
 with gradients, one ``grad.<input>`` per differentiated input.  This stage
@@ -24,7 +24,7 @@ passed in (build.py's ``diagnose``), so nothing here imports it back.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..schemas import Analysis, Case, CaseResult, Comparison, OutputSummary
 

@@ -55,6 +55,7 @@ def error_reason(result: CaseResult) -> str:
 
 
 def case_failure(case: Case, result: CaseResult, axes: dict[str, str] | None = None) -> CaseFailure:
+    signature: str | None
     if result.status == "numerical_mismatch":
         signature, reason = mismatch_signature(result), mismatch_reason(result)
     else:

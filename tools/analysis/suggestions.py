@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,7 +76,7 @@ class Context:
     axes: dict[str, dict]
     dist: dict[str, dict]
     status: dict[str, str]  # 'fail' | 'pass' | 'unsupported'
-    planned: set[str]
+    planned: Container[str]  # the planned cases' contents (build.py's _Planned computes them lazily)
     findings: list[Finding]  # the surviving hypotheses as findings, ranked
     ties: dict[str, list[str]]
     no_modes: set[str]

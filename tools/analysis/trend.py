@@ -12,8 +12,8 @@ from operator import itemgetter
 from typing import Any
 
 from ..cases.derived import source_of
-from .hypotheses import axis_sources
 from ..schemas import CaseResult, Finding
+from .hypotheses import axis_sources
 
 MIN_CASES = 5
 MIN_CORRELATION = 0.6
@@ -48,7 +48,7 @@ def spearman(xs: list[float], ys: list[float]) -> float:
     rx, ry = _ranks(xs), _ranks(ys)
     n = len(xs)
     mx, my = sum(rx) / n, sum(ry) / n
-    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
     vx = sum((a - mx) ** 2 for a in rx) ** 0.5
     vy = sum((b - my) ** 2 for b in ry) ** 0.5
     return 0.0 if vx == 0 or vy == 0 else cov / (vx * vy)
@@ -89,14 +89,13 @@ def trend_finding(hax: dict[str, dict[str, Any]], dist: dict[str, dict[str, str]
                 groupings[src] = [g for g in groups.values() if len(g) >= MIN_CASES and any(c in fset for c in g)
                                   and any(c not in fset for c in g)]
             for members in groupings[src]:
-                vals = [hax[c].get(key) for c in members]
-                errs = [values[c] for c in members]
-                if any(e is None for e in errs) or \
-                        not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals) or \
-                        len(set(vals)) < 3:
+                raw = [hax[c].get(key) for c in members]
+                vals = [v for v in raw if isinstance(v, (int, float)) and not isinstance(v, bool)]
+                errs = [e for e in (values[c] for c in members) if e is not None]
+                if len(errs) < len(members) or len(vals) < len(members) or len(set(vals)) < 3:
                     continue
-                fv = [v for c, v in zip(members, vals) if c in fset]
-                pv = [v for c, v in zip(members, vals) if c not in fset]
+                fv = [v for c, v in zip(members, vals, strict=True) if c in fset]
+                pv = [v for c, v in zip(members, vals, strict=True) if c not in fset]
                 if not _interleaved(fv, pv):
                     continue
                 rho = spearman([float(v) for v in vals], errs)

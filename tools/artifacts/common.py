@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import ToolError
-from ..evidence import file_sha256  # noqa: F401 (used here and by pictures.py)
+from ..evidence import file_sha256
 from ..schemas import CaseResult
 
 RUNNER_SRC = Path(__file__).resolve().parent.parent / "runner"

@@ -30,13 +30,13 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
-from ..errors import ToolError
-from ..evidence import ARTIFACTS_DIR, RunStore
 from ..cases.axes import case_axes
 from ..cases.ids import fit_id
-from ..schemas import CaseResult, Comparison
-from ..schemas import PicturesResponse
+from ..errors import ToolError
+from ..evidence import ARTIFACTS_DIR, RunStore, file_sha256
+from ..schemas import CaseResult, Comparison, PicturesResponse
 from .records import PICTURES_DIR, available, install_hint
 from .repro import device_kind, export_repro
 
@@ -55,7 +55,8 @@ def _name(*parts: str) -> str:
     return text
 
 
-def _outputs_of(store: RunStore, case_id: str, result: CaseResult, timeout_s: float):
+def _outputs_of(store: RunStore, case_id: str, result: CaseResult,
+                timeout_s: float) -> tuple[tuple[Any, Any] | None, str | None, str | None]:
     """((candidate, reference) outputs, None, where from) of a case, or (None, why, None)."""
     import torch
 
@@ -99,7 +100,7 @@ def _fold(shape: list[int], index: list[int] | None) -> tuple[int, int] | None:
     if not shape:
         return (0, 0)
     row = 0
-    for size, i in zip(shape[:-1], index[:-1]):
+    for size, i in zip(shape[:-1], index[:-1], strict=True):
         row = row * size + i
     return (row, index[-1])
 
@@ -132,7 +133,8 @@ def error_map_png(cand, ref, comp: Comparison, title: str) -> bytes:
                                        (comp.first_mismatch_index, "o", "lime", "first mismatch")):
         at = _fold(shape, idx)
         if at is not None:
-            style = {"facecolors": "none", "edgecolors": colour} if marker == "o" else {"color": colour}
+            style: dict[str, Any] = {"facecolors": "none", "edgecolors": colour} if marker == "o" else \
+                {"color": colour}
             ax.scatter([at[1] + 0.5], [at[0] + 0.5], marker=marker, s=90, linewidths=2, label=f"{label} {idx}",
                        **style)
     ax.set_xlabel(f"last dimension ({cols}" + (f"; max of {fc} per cell)" if fc > 1 else ")"))
@@ -188,7 +190,7 @@ def run_png(store: RunStore) -> bytes | None:
     keys = keys[:12]
     state = {c.id: results[c.id].status if c.id in results else "pending" for c in cases}
     fig, subplots = plt.subplots(len(keys), 1, figsize=(9, 1.2 + 1.1 * len(keys)), dpi=100, squeeze=False)
-    for ax, key in zip(subplots[:, 0], keys):
+    for ax, key in zip(subplots[:, 0], keys, strict=True):
         values = sorted({axes[c][key] for c in axes if key in axes[c]}, key=_sort_key)
         failing_only = {v for v in values
                         if all(state[c] in ("numerical_mismatch", "crash") for c in axes if axes[c].get(key) == v)
@@ -251,7 +253,7 @@ def default_cases(store: RunStore, results: dict[str, CaseResult]) -> list[str]:
             continue
         if ".shrink-" in case.id:
             start = case.id.split(".shrink-")[0]
-            numel = sum(_math.prod(i.shape) for i in case.inputs)
+            numel = sum(_math.prod(m.shape) for i in case.inputs for m in i.members())
             if start not in smallest or numel < smallest[start][0]:
                 smallest[start] = (numel, case.id)
             continue
@@ -263,8 +265,6 @@ def default_cases(store: RunStore, results: dict[str, CaseResult]) -> list[str]:
 def store_outputs(store: RunStore, outputs: dict[str, str]) -> None:
     """Copy saved outputs files (the reproducer's --save-outputs on the device
     host) to artifacts/outputs/<case>.pt; other bytes already there are refused."""
-    from .common import file_sha256
-
     planned = {c.id for c in store.read_cases()}
     for case_id, given in outputs.items():
         if case_id not in planned:
@@ -316,13 +316,13 @@ def render_pictures(run_id: str, *, root=None, case_ids: list[str] | None = None
         if all(c.contract_mismatch for _, c in failed):
             skipped.append(f"{case_id}: contract mismatch only ({failed[0][1].contract_mismatch})")
             continue
-        outputs, why, source = _outputs_of(store, case_id, result, timeout_s)
-        if outputs is None:
+        pair, why, source = _outputs_of(store, case_id, result, timeout_s)
+        if pair is None or source is None:
             skipped.append(f"{case_id}: {why}")
             continue
         outputs_from[case_id] = source
         for index, comp in failed:
-            cand, ref = _pick(outputs[0], comp.output, index), _pick(outputs[1], comp.output, index)
+            cand, ref = _pick(pair[0], comp.output, index), _pick(pair[1], comp.output, index)
             if cand is None or ref is None or list(cand.shape) != list(ref.shape):
                 skipped.append(f"{case_id}/{comp.output}: the outputs cannot be drawn side by side")
                 continue

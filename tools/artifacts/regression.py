@@ -13,11 +13,11 @@ import re
 import shlex
 from pathlib import Path
 
+from ..cases.axes import differing_axes
 from ..errors import ToolError
 from ..evidence import RunStore
-from ..cases.axes import differing_axes
-from .common import GENERATED_MARK, failing_ids, write_text_new
 from ..schemas import RegressionExport
+from .common import GENERATED_MARK, failing_ids, write_text_new
 from .repro import device_kind, export_repro
 
 TEMPLATE = '''"""Regression test for {operator} from run {run_id!r} ({mark}).

@@ -82,7 +82,7 @@ class _StorageClass:
         self.name = name
 
 
-def _rebuild_tensor(storage, offset, size, stride, *rest):  # noqa: ANN001 - pickle arguments
+def _rebuild_tensor(storage, offset, size, stride, *rest):  # pickle arguments
     if not isinstance(storage, _Storage):
         raise pickle.UnpicklingError("a tensor without a storage")
     return TensorInfo(storage.dtype, [int(s) for s in size], [int(s) for s in stride], int(offset),
@@ -94,7 +94,7 @@ class _Dtype:
         self.name = name
 
 
-def _rebuild_tensor_v3(storage, offset, size, stride, requires_grad, hooks, dtype, *rest):  # noqa: ANN001
+def _rebuild_tensor_v3(storage, offset, size, stride, requires_grad, hooks, dtype, *rest):
     """torch >= 2.1 for dtypes without a typed storage: an untyped (byte) storage plus the dtype."""
     if not isinstance(storage, _Storage) or storage.dtype != "bytes" or not isinstance(dtype, _Dtype):
         raise pickle.UnpicklingError("a tensor without an untyped storage and a dtype")
@@ -103,14 +103,14 @@ def _rebuild_tensor_v3(storage, offset, size, stride, requires_grad, hooks, dtyp
                       storage.numel // item, storage.key)
 
 
-def _ordered_dict(*args):  # noqa: ANN001
+def _ordered_dict(*args):
     return dict(*args)
 
 
 class _DataOnlyUnpickler(pickle.Unpickler):
     """Resolves only tensor-rebuilding names, to inert stand-ins."""
 
-    def find_class(self, module: str, name: str):  # noqa: ANN201
+    def find_class(self, module: str, name: str):
         if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
             return _rebuild_tensor
         if (module, name) == ("torch._utils", "_rebuild_tensor_v3"):
@@ -125,7 +125,7 @@ class _DataOnlyUnpickler(pickle.Unpickler):
             return _StorageClass(name)
         raise pickle.UnpicklingError(f"it needs {module}.{name}, which is code, not tensor data")
 
-    def persistent_load(self, pid):  # noqa: ANN001, ANN201
+    def persistent_load(self, pid):
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
                 and isinstance(pid[1], _StorageClass)):
             raise pickle.UnpicklingError(f"an unknown persistent id {str(pid)[:80]}")

@@ -55,12 +55,13 @@ import tempfile
 import threading
 import time
 import traceback
+from typing import Any, Callable, Protocol, cast
 
 import torch
 
 try:  # the NPU backend, when this host has it
-    import torch_npu  # type: ignore  # noqa: F401
-except Exception:  # noqa: BLE001 - absent or broken: CPU/CUDA only
+    import torch_npu
+except Exception:  # absent or broken: CPU/CUDA only
     torch_npu = None
 
 FORMAT = "opdebug-capture"
@@ -77,7 +78,7 @@ LARGE_MAGNITUDE = 1e4
 
 _recorders: dict = {}
 _recorders_lock = threading.Lock()
-_wrappers: list = []  # every capture_calls wrapper of this process, checked at exit (see _warn_if_empty)
+_wrappers: list[CaptureWrapper] = []  # every capture_calls wrapper of this process, checked at exit (see _warn_if_empty)
 
 
 # --------------------------------------------------------------------------
@@ -94,7 +95,7 @@ def storage_format(t) -> str:
     if torch_npu is not None and t.device.type == "npu":
         try:
             fid = int(torch_npu.get_npu_format(t))
-        except Exception:  # noqa: BLE001 - an older torch_npu: say so
+        except Exception:  # an older torch_npu: say so
             return "unknown"
         return NPU_FORMATS.get(fid, f"format-{fid}")
     return "ND"
@@ -132,7 +133,8 @@ def value_stats(t) -> dict:
                     "mean": float(x.mean(dtype=torch.float64)), "absmax": max(abs(mn), abs(mx))}
         x = x.float() if x.dtype != torch.float64 else x
         finite = torch.isfinite(x)
-        stats = {"numel": int(t.numel()), "nan": int(torch.isnan(x).sum()), "inf": int(torch.isinf(x).sum())}
+        stats: dict[str, int | float] = {"numel": int(t.numel()), "nan": int(torch.isnan(x).sum()),
+                                         "inf": int(torch.isinf(x).sum())}
         if bool(finite.any()):
             xf = x[finite].to(torch.float64)
             stats.update(min=float(xf.min()), max=float(xf.max()), mean=float(xf.mean()),
@@ -384,13 +386,29 @@ def _hook_upstream(rec: Recorder, call_id: str, out, errors: list) -> None:
             def hook(grad, name=name):
                 try:
                     rec.record_grad(call_id, name, grad)
-                except Exception as exc:  # noqa: BLE001 - never break the model's backward
+                except Exception as exc:  # never break the model's backward
                     errors.append(f"{type(exc).__name__}: {exc}")
             t.register_hook(hook)
 
 
+class CaptureWrapper(Protocol):
+    """What capture_calls returns: the operator, called as before, and what it recorded."""
+
+    recorded: list[str]  # the call ids recorded by this wrapper
+    errors: list[str]  # recording failures (the calls themselves ran)
+    full: bool  # the limit is reached: calls just run
+    out_dir: str
+    calls_seen: int
+    target_name: str
+    pid: int
+    uninstall: Callable[[], None]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
 def capture_calls(target, out_dir=None, *, limit: int | None = 100, when=None, tensors=False,
-                  budget_bytes: int = DEFAULT_BUDGET_BYTES, stage: str | None = None, install: bool = False):
+                  budget_bytes: int = DEFAULT_BUDGET_BYTES, stage: str | None = None,
+                  install: bool = False) -> CaptureWrapper:
     """A wrapper of ``target`` that records each real call under ``out_dir``.
 
     - ``limit``: most calls recorded for this target (all processes together);
@@ -415,7 +433,7 @@ def capture_calls(target, out_dir=None, *, limit: int | None = 100, when=None, t
     def save(n: int) -> bool:
         return bool(tensors) if isinstance(tensors, bool) else n < int(tensors)
 
-    def _record(args, kwargs):
+    def _record(args: tuple, kwargs: dict) -> str | None:
         named = [((params[i] if params and i < len(params) else f"arg{i}"), v, True) for i, v in enumerate(args)]
         named += [(k, v, False) for k, v in kwargs.items()]
         saved: dict = {}
@@ -426,24 +444,25 @@ def capture_calls(target, out_dir=None, *, limit: int | None = 100, when=None, t
         wrapper.recorded.append(call_id)
         return call_id if saved.get("tensors") and torch.is_grad_enabled() else None
 
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def call(*args, **kwargs):
         wrapper.calls_seen += 1
         grad_call = None
         if not wrapper.full:
             try:
                 if when is None or when(*args, **kwargs):
                     grad_call = _record(args, kwargs)
-            except Exception as exc:  # noqa: BLE001 - never break the model
+            except Exception as exc:  # never break the model
                 wrapper.errors.append(f"{type(exc).__name__}: {exc}")
         out = fn(*args, **kwargs)
         if grad_call is not None:
             try:
                 _hook_upstream(rec, grad_call, out, wrapper.errors)
-            except Exception as exc:  # noqa: BLE001 - never break the model
+            except Exception as exc:  # never break the model
                 wrapper.errors.append(f"{type(exc).__name__}: {exc}")
         return out
 
+    # a function with the attributes CaptureWrapper names, all set just below
+    wrapper = cast(CaptureWrapper, functools.wraps(fn)(call))
     wrapper.recorded = []
     wrapper.errors = []
     wrapper.full = False
@@ -490,7 +509,7 @@ def _warn_if_empty() -> None:
         try:
             sys.stderr.write(line + "\n")
             sys.stderr.flush()
-        except Exception:  # noqa: BLE001 - stderr gone at exit: nothing more to do
+        except Exception:  # stderr gone at exit: nothing more to do
             pass
 
 

@@ -29,15 +29,14 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import ValidationError
 
 from ..cases.ids import fit_id
 from ..errors import ToolError
 from ..evidence import file_sha256, resolve_root
-from ..schemas import DTYPES, FLOAT_DTYPES, LAYOUTS, CaptureSelection, Case, contiguous_strides, \
-    format_validation_error
+from ..schemas import DTYPES, FLOAT_DTYPES, LAYOUTS, CaptureSelection, Case, contiguous_strides, format_validation_error
 from .files import CaptureFileError, FileInfo, inspect_file
 from .workspace import allowed_roots
 
@@ -125,7 +124,7 @@ def _data_file(base: Path, name: Any, where: str) -> Path:
 # --------------------------------------------------------------------------
 
 
-def _finite(x: Any) -> bool:
+def _finite(x: Any) -> TypeGuard[int | float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
@@ -192,7 +191,7 @@ def _build_case(case_id: str, origin: dict, tensors: list[tuple[str, dict, str |
                        "storage_offset": meta["storage_offset"], "dtype": meta["dtype"],
                        "layout": meta["layout"], "values": values})
     doc = {"id": case_id, "inputs": inputs, "attributes": attributes, "description": description, "origin": origin}
-    # issue 23: a training call (gradients on) replays with its backward for the inputs that required
+    # a training call (gradients on) replays with its backward for the inputs that required
     # grad (the model's own upstream gradients when they were captured, else generated ones)
     grads = [name for name, meta, _ in tensors if training and meta.get("requires_grad")
              and meta["dtype"] in FLOAT_DTYPES]
@@ -212,7 +211,7 @@ def _star(base: Case, tensors: list[tuple[str, dict, str | None]]) -> list[Case]
     out = []
     for name, meta, stored in tensors:
         spec = next(i for i in base.inputs if i.name == name)
-        variants = []
+        variants: list[tuple[str, dict[str, Any]]] = []
         if stored:
             variants.append(("values-generated", {"values": generated_values(meta.get("stats") or {}, meta["dtype"],
                                                                                math.prod(meta["shape"]))}))
@@ -273,7 +272,7 @@ def _check_region(path: Path, info: FileInfo, meta: dict, entry: dict) -> None:
         if info.view != view:
             raise CaptureFileError(path, f"holds the view {info.view}, the index says {view}")
         extent = 0 if 0 in meta["shape"] else \
-            sum((s - 1) * st for s, st in zip(meta["shape"], meta["strides"])) + 1
+            sum((s - 1) * st for s, st in zip(meta["shape"], meta["strides"], strict=True)) + 1
         if t.shape != [extent]:
             raise CaptureFileError(path, f"its region has shape {t.shape}, the view spans {extent} elements")
     elif t.shape != meta["shape"]:
@@ -287,7 +286,7 @@ def _opdebug_cases(sel: CaptureSelection, base: Path, where: str) -> Planned:
     index = _read_json(base / "index.json", where)
     if not isinstance(index, dict) or index.get("format") != "opdebug-capture" or not isinstance(index.get("calls"), list):
         raise CaptureFileError(base / "index.json", "not an opdebug-capture index")
-    calls = {c.get("id"): c for c in index["calls"] if isinstance(c, dict)}
+    calls = {c["id"]: c for c in index["calls"] if isinstance(c, dict) and isinstance(c.get("id"), str)}
     if not calls:
         raise empty_capture(where, sel.dir, f"{str(base / 'index.json')!r} lists no call")
     chosen = sel.calls or list(calls)

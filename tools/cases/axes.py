@@ -60,7 +60,7 @@ def _tensor_axes(axes: dict[str, str], prefix: str, spec: TensorSpec, effective_
 def _attr_text(case: Case, name: str) -> str:
     value = case.attributes[name]
     if isinstance(value, BaseModel):  # a dtype argument: {"kind": "dtype", "value": ...}
-        value = value.model_dump(mode="json")
+        return json.dumps(value.model_dump(mode="json"), sort_keys=True)
     return json.dumps(value, sort_keys=True)
 
 
@@ -91,7 +91,7 @@ def case_axes(case: Case, *, effective_values: bool = True) -> dict[str, str]:
     return axes
 
 
-# Case options that are axes of their own (issue 23): which gradients are compared, dynamic shapes.
+# Case options that are axes of their own: which gradients are compared, dynamic shapes.
 OPTION_AXES = ("grad_inputs", "compile_dynamic")
 
 

@@ -79,8 +79,8 @@ def cmd_regression(args: argparse.Namespace) -> int:
 
 
 def cmd_pictures(args: argparse.Namespace) -> int:
-    from ..evidence import RunStore
     from ..artifacts.pictures import render_pictures
+    from ..evidence import RunStore
 
     root, run_id = run_location(args)
     outputs = {}
@@ -111,7 +111,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     lines = [f"{orig} -> {new}: {response.states.get(new, 'pending')}" for orig, new in response.rerun.items()]
     if response.model_command:
         m = response.model_command
-        lines.append(f"model command on {m['host']}: {m.get('error') or 'exit status %s' % m.get('exit_status')}")
+        said = m.get("error") or f"exit status {m.get('exit_status')}"
+        lines.append(f"model command on {m['host']}: {said}")
     lines += [response.conclusion, f"evidence: {response.evidence}"]
     code = _print(args, response, lines)
     return code if not response.still_failing else 1

@@ -10,6 +10,7 @@ import asyncio
 import json
 import re
 import sys
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -90,9 +91,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from ..plan_cases import plan_cases
 
     request = _load_plan_request(args)
+    given = request.get("config")
+    config: dict = given if isinstance(given, dict) else {}
     if args.output_dir:
         root, run_id = run_location(args)
-        config = request.get("config") if isinstance(request.get("config"), dict) else {}
         named = request.get("run_id") or config.get("run_id")
         if named is None and request.get("append"):
             request["run_id"] = named = run_id
@@ -105,7 +107,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
             )
     else:
         root = Path(args.root).expanduser() if args.root else None
-        config = request.get("config") if isinstance(request.get("config"), dict) else {}
         if request.get("append") and not (request.get("run_id") or config.get("run_id")):
             raise ToolError("--append needs to know which run to grow: use --output-dir RUN_DIR "
                             "(<root>/<run_id>), or a --config whose run_id names the run", code="missing_run")
@@ -125,7 +126,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_cases(out: Any, rows: list[tuple[str, str, dict[str, str], str, str]]) -> None:
+def _print_cases(out: Any, rows: Sequence[tuple[str, str, dict[str, str], str, str]]) -> None:
     shown = varying_axes([axes for _, _, axes, _, _ in rows])
     table = make_table("case", "mode", "axes (varying)", "state", "detail")
     for case_id, mode, axes, state, detail in rows:
@@ -186,7 +187,7 @@ def _print_analysis(out: Any, analysis: Any) -> None:
 
     for line in finding_lines(analysis.findings, analysis.competing):
         out.print(escape(line))
-    for flagged in analysis.consistency.flagged:  # issue 21: evidence of its own kind, not of an axis
+    for flagged in analysis.consistency.flagged:  # evidence of its own kind, not of an axis
         out.print(f"[yellow]{escape(flagged.flag)}:[/yellow] {escape(flagged.case_id)} - {escape(flagged.detail)}")
     for warning in analysis.consistency.bias:
         out.print(f"[yellow]bias:[/yellow] {escape(warning.message)}")
@@ -195,8 +196,8 @@ def _print_analysis(out: Any, analysis: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .progress import RunProgress
     from ..run_case_remote import run_case_remote
+    from .progress import RunProgress
 
     root, run_id = run_location(args)
     progress_out = console(stderr=args.json)
@@ -306,10 +307,10 @@ def result_detail(result: Any) -> str:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from ..artifacts.records import picture_paths
-    from .artifacts import picture_lines
-    from ..evidence import ANALYSIS, RunStore, read_json
     from ..cases.axes import case_axes
+    from ..evidence import ANALYSIS, RunStore, read_json
     from ..schemas import Analysis
+    from .artifacts import picture_lines
 
     root, run_id = run_location(args)
     store = RunStore(root, run_id)

@@ -3,7 +3,10 @@ cases in flight, and one line per finished case printed above the bar."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # rich is imported when a bar is drawn
+    from rich.progress import Progress, TaskID
 
 
 class RunProgress:
@@ -16,17 +19,17 @@ class RunProgress:
         self.console = console  # where the bar draws
         self.lines = lines or console  # where the lines go when there is no bar
         self.in_flight: list[str] = []
-        self._bar = None
-        self._task = None
+        self._bar: Progress | None = None
+        self._task: TaskID | None = None
 
-    def __enter__(self) -> "RunProgress":
+    def __enter__(self) -> RunProgress:
         if self.enabled:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TextColumn("{task.fields[flight]}"), console=self.console)
-            self._bar.__enter__()
-            self._task = self._bar.add_task(self.title, total=self.total, flight="")
+            bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                           TimeElapsedColumn(), TextColumn("{task.fields[flight]}"), console=self.console)
+            bar.__enter__()
+            self._bar, self._task = bar, bar.add_task(self.title, total=self.total, flight="")
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -39,10 +42,13 @@ class RunProgress:
         shown = ", ".join(self.in_flight[:3]) + (f" +{len(self.in_flight) - 3}" if len(self.in_flight) > 3 else "")
         return f"running: {shown}"
 
+    def _update(self, **fields: Any) -> None:
+        if self._bar is not None and self._task is not None:
+            self._bar.update(self._task, **fields)
+
     async def started(self, case_id: str) -> None:
         self.in_flight.append(case_id)
-        if self._bar is not None:
-            self._bar.update(self._task, flight=self._flight())
+        self._update(flight=self._flight())
 
     async def finished(self, done: int, total: int | None, case_id: str, line: str | None = None) -> None:
         if case_id in self.in_flight:
@@ -50,7 +56,7 @@ class RunProgress:
         if self._bar is not None:
             if line:
                 self._bar.console.print(line)
-            self._bar.update(self._task, completed=done, total=total, flight=self._flight())
+            self._update(completed=done, total=total, flight=self._flight())
         elif line:
             self.lines.print(line)
 
@@ -64,5 +70,4 @@ class RunProgress:
     def complete(self, done: int, total: int | None) -> None:
         """Nothing in flight any more; ``done`` of ``total``."""
         self.in_flight.clear()
-        if self._bar is not None:
-            self._bar.update(self._task, completed=done, total=total, flight="")
+        self._update(completed=done, total=total, flight="")

@@ -1,4 +1,4 @@
-"""The report's consistency section (issue 21): the cases flagged by the
+"""The report's consistency section: the cases flagged by the
 repeats, the run alone, the input-write check and the batch slice, the
 earlier cases that poison an order-dependent case, and the bias warnings."""
 

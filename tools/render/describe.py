@@ -31,7 +31,7 @@ def describe_comparison(comparison: Comparison | dict[str, Any], *, brief: bool 
         return f"{head}: contract mismatch: {c.contract_mismatch}"
     if not c.passed and c.verdict and (c.output.startswith("batch:") or
                                        c.output.startswith("input:") and "modified its input" in c.verdict):
-        return f"{head}: {c.verdict}"  # a consistency check's own sentence (issue 21): an input written, a batch slice
+        return f"{head}: {c.verdict}"  # a consistency check's own sentence: an input written, a batch slice
     if c.judge in ("baseline", "both") and c.verdict and not c.passed:
         # the judge's sentence names the judge that failed and carries the ratios
         text = f"{head}: {c.verdict}"

@@ -4,6 +4,7 @@ blocks, tables."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 
 def cell(text: object) -> str:
@@ -23,7 +24,7 @@ def fenced(text: str) -> list[str]:
     return [fence, text, fence]
 
 
-def table(header: list[str], rows: list[list[object]]) -> str:
+def table(header: list[str], rows: Sequence[Sequence[object]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)

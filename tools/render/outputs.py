@@ -1,4 +1,4 @@
-"""report.md's per-output section: which output fails, and its metrics (issue 23).
+"""report.md's per-output section: which output fails, and its metrics.
 
 Only drawn when the run compares more than one output or a gradient (a plain
 one-output run says it all in its failures table)."""

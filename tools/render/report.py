@@ -11,9 +11,9 @@ from ..cases.axes import case_axes
 from ..cases.ids import rerun_id
 from ..runner.routing import level_for
 from ..schemas import Analysis, Case, CaseFailure, CaseResult, OperatorConfig
+from .consistency import consistency_section
 from .findings import findings_section
 from .markdown import fenced, one_line, table
-from .consistency import consistency_section
 from .outputs import outputs_section
 from .sections import artifact_sections, latest_verify_line
 
@@ -99,7 +99,7 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
                 ""]
     out += findings_section(analysis.findings, analysis.competing, analysis.hypotheses)
     out += outputs_section(analysis, results)
-    out += consistency_section(analysis)  # issue 21: repeats, order, inputs written, batch, bias
+    out += consistency_section(analysis)  # repeats, order, inputs written, batch, bias
     out += ["## Failure axes", ""]
     if analysis.failure_axes:
         out += ["Axis values every failing case shares (and not every case has); most explanatory first.", "",
@@ -114,7 +114,8 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
     if analysis.unsupported:
         rows = []
         for f in analysis.unsupported:
-            rule = results[f.case_id].error.matched_rule if results[f.case_id].error else None
+            err = results[f.case_id].error
+            rule = err.matched_rule if err else None
             rows.append([f"`{f.case_id}`", _axes_text(f.axes, varying) or "-", f.reason or "", rule or "-"])
         out += [table(["case", "axes (varying)", "error", "matched rule"], rows), ""]
     else:
@@ -204,7 +205,7 @@ def render_reproduction(analysis: Analysis, config: OperatorConfig, cases: list[
 
 
 def integration_diff_section(analysis: Analysis) -> list[str]:
-    """The captured call vs the planned cases (issue 14): one row per boundary
+    """The captured call vs the planned cases: one row per boundary
     feature with the bridging case that crosses it; empty when there is none."""
     if not analysis.integration_diff:
         return []
@@ -213,7 +214,7 @@ def integration_diff_section(analysis: Analysis) -> list[str]:
            "of the closest passing case (append it with plan_cases `append: true`, `stars: [star]`).", ""]
     rows = []
     for diff in analysis.integration_diff:
-        bridges = {}
+        bridges: dict[str, list[str]] = {}
         for b in diff.bridges:
             bridges.setdefault(b.axis, []).append(json.dumps(b.star["vary"][0], sort_keys=True))
         for feat in diff.features:

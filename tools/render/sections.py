@@ -14,7 +14,7 @@ from .markdown import fenced, table
 def _store(run_dir: Path) -> RunStore | None:
     try:
         store = RunStore(run_dir.parent, run_dir.name)
-    except Exception:  # noqa: BLE001 - a run dir that is not a slug: no sections
+    except Exception:  # a run dir that is not a slug: no sections
         return None
     return store if store.exists() else None
 

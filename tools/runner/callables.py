@@ -49,6 +49,8 @@ def load_user_modules(modules_dir: str | None, module_files: list[str]) -> None:
         if _loaded.get(name) == digest and name in sys.modules:
             continue
         spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ResolveError(f"user module {file_name!r} cannot be loaded as a module")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         try:
@@ -124,7 +126,7 @@ def resolve_attributes(attributes: dict, device_kind: str) -> dict:
             if name in ASCEND_ONLY:
                 if device_kind != "npu":
                     raise ResolveError(f"attribute {key!r}: dtype {name!r} is Ascend-only (torch_npu.{name})")
-                import torch_npu  # noqa: F401 - present on npu hosts
+                import torch_npu  # present on npu hosts
                 value = getattr(torch_npu, name)
             else:
                 import torch

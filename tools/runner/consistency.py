@@ -1,4 +1,4 @@
-"""Consistency checks of one case, inside the worker (issue 21).
+"""Consistency checks of one case, inside the worker.
 
 - **Inputs the candidate writes**: every tensor input's storage is
   fingerprinted on the device just before the candidate call and checked
@@ -76,10 +76,10 @@ class _Print:
     def __init__(self, flat: torch.Tensor):
         raw = _bytes(flat)
         self.nbytes = raw.numel()
+        self.copy: torch.Tensor | None = None
         if self.nbytes <= COPY_BYTES:
             self.copy = flat.clone()
             return
-        self.copy = None
         self.words = self.nbytes // 8
         words = raw[:self.words * 8].view(torch.int64)
         self.total = words.sum()
@@ -109,7 +109,7 @@ class InputGuard:
         for label, t in self.tensors.items():
             try:
                 self.prints[label] = _Print(_flat_storage(t))
-            except Exception as exc:  # noqa: BLE001 - a check we cannot make is said, never fatal
+            except Exception as exc:  # a check we cannot make is said, never fatal
                 self.notes.append(f"{label}: not checked for writes ({type(exc).__name__}: {exc})"[:300])
 
     def changed(self) -> list[str]:
@@ -119,7 +119,7 @@ class InputGuard:
             try:
                 if fp.changed(_flat_storage(self.tensors[label])):
                     out.append(label)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 self.notes.append(f"{label}: write check failed ({type(exc).__name__}: {exc})"[:300])
         return out
 
@@ -189,7 +189,7 @@ def check_writes(guard: InputGuard, pristine, declared: set[str], judge: str) ->
                 if not changed:  # the view is as built: the write went to the storage around it
                     outside = True
                     changed = _storage_changes(guard, label)
-        except Exception as exc:  # noqa: BLE001 - the count is a detail, the change is the evidence
+        except Exception as exc:  # the count is a detail, the change is the evidence
             guard.notes.append(f"{label}: changed, not counted ({type(exc).__name__}: {exc})"[:300])
         numel = t.numel()
         is_declared = name in declared or label in declared
@@ -227,7 +227,8 @@ def output_digest(out) -> dict:
 
 
 def _max_diff(a, b) -> tuple[float | None, list[str]]:
-    top, names = None, []
+    top = None
+    names: list[str] = []
     oa, ob = name_outputs(a, None), name_outputs(b, None)
     for name in oa:
         x, y = oa.get(name), ob.get(name)
@@ -257,7 +258,8 @@ def repeat_runs(n: int, first: dict, rerun, on_step=None) -> tuple[dict, dict]:
     digests = [output_digest(r["out"]) if r.get("out") is not None else {"error": (r.get("error") or {})
                                                                           .get("signature")} for r in runs]
     distinct = len({tuple(sorted(d.items())) for d in digests})
-    top, names = None, []
+    top = None
+    names: list[str] = []
     for r in runs[1:]:
         if r.get("out") is None or first.get("out") is None:
             continue
@@ -381,7 +383,7 @@ def after_first_run(case: dict, config: dict, comparisons: list, out, written: l
         def rerun() -> dict:
             try:
                 o = invoke(inputs_again())
-            except BaseException as exc:  # noqa: BLE001 - a run that raises is that run's crash
+            except BaseException as exc:  # a run that raises is that run's crash
                 failed = raised(exc)
                 return {"status": failed["status"], "comparisons": [], "out": None, "error": failed["error"]}
             st, comps = judged(o)
@@ -405,7 +407,7 @@ def after_first_run(case: dict, config: dict, comparisons: list, out, written: l
                 spec, {b.name: b for b in built}, out,
                 lambda names, dim, start, length: invoke(inputs_again((names, dim, start, length))),
                 config.get("tolerance") or {})
-        except BaseException as exc:  # noqa: BLE001 - the slice's own failure is evidence, not the case's crash
+        except BaseException as exc:  # the slice's own failure is evidence, not the case's crash
             doc["batch"], batch_comps = {
                 "input": spec.get("input"), "dim": spec.get("dim", 0), "start": spec.get("start", 0),
                 "length": spec.get("length", 1), "exact": spec.get("exact", True), "equal": False,

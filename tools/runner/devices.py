@@ -27,7 +27,7 @@ class Unsupported(Exception):
 class Device:
     kind = "cpu"
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.torch_device = torch.device(self.kind if self.kind == "cpu" else f"{self.kind}:0")
 
     @property
@@ -77,7 +77,7 @@ class Device:
 class CudaDevice(Device):
     kind = "cuda"
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         torch.cuda.set_device(self.torch_device)
 
@@ -95,24 +95,26 @@ class CudaDevice(Device):
 class NpuDevice(Device):
     kind = "npu"
 
-    def __init__(self):
-        import torch_npu  # noqa: F401 - registers the npu device with torch
+    def __init__(self) -> None:
+        import torch_npu  # registers the npu device with torch
 
         self.torch_npu = torch_npu
+        # torch.npu exists once torch_npu is imported; torch's own stubs do not declare it
+        self.npu = torch.npu  # type: ignore[attr-defined]
         super().__init__()
-        torch.npu.set_device(self.torch_device)
+        self.npu.set_device(self.torch_device)
 
     def info(self) -> dict:
-        info = {"device": self.label, "device_kind": self.kind, "device_count": torch.npu.device_count(),
+        info = {"device": self.label, "device_kind": self.kind, "device_count": self.npu.device_count(),
                 "torch_npu": getattr(self.torch_npu, "__version__", None)}
         try:
-            info["device_name"] = torch.npu.get_device_name(0)
-        except Exception:  # noqa: BLE001 - informational only
+            info["device_name"] = self.npu.get_device_name(0)
+        except Exception:  # informational only
             pass
         return info
 
     def synchronize(self) -> None:
-        torch.npu.synchronize()
+        self.npu.synchronize()
 
     def format_cast(self, tensor: torch.Tensor, layout: str) -> torch.Tensor:
         if layout == "ND":
@@ -132,7 +134,7 @@ class NpuDevice(Device):
         return torch.compile(fn, backend=_backend(backend), dynamic=_dynamic(dynamic), fullgraph=False)
 
     def graph_call(self, fn, args, kwargs, on_captured=None):
-        return _graph_capture_replay(torch.npu, torch.npu.NPUGraph, fn, args, kwargs, on_captured)
+        return _graph_capture_replay(self.npu, self.npu.NPUGraph, fn, args, kwargs, on_captured)
 
 
 def _dynamic(dynamic):
@@ -168,7 +170,7 @@ def _graph_capture_replay(module, graph_cls, fn, args, kwargs, on_captured=None)
     graph = graph_cls()
     with module.graph(graph):
         out = fn(*args, **kwargs)
-    for t, original in zip(inputs, saved):
+    for t, original in zip(inputs, saved, strict=True):
         if original is not None:
             t.untyped_storage().copy_(original)
     if on_captured is not None:
@@ -183,7 +185,7 @@ def _storage_copy(t: torch.Tensor):
     included), or None where the backend cannot give one (then not restored)."""
     try:
         return t.untyped_storage().clone()
-    except Exception:  # noqa: BLE001 - best effort: a pure candidate needs no restore
+    except Exception:  # best effort: a pure candidate needs no restore
         return None
 
 

@@ -20,6 +20,7 @@ import hashlib
 import math
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -28,7 +29,7 @@ DTYPES = {
     "int8": torch.int8, "uint8": torch.uint8, "int16": torch.int16, "int32": torch.int32,
     "int64": torch.int64, "bool": torch.bool,
 }
-# issue 8: dtypes this torch may have (float8, complex, wide unsigned)
+# dtypes this torch may have (float8, complex, wide unsigned)
 for _name in ("float8_e4m3fn", "float8_e5m2", "complex64", "complex128", "uint16", "uint32", "uint64"):
     if isinstance(getattr(torch, _name, None), torch.dtype):
         DTYPES[_name] = getattr(torch, _name)
@@ -77,7 +78,7 @@ def contiguous_strides(shape) -> list:
 def storage_numel(shape, strides, offset: int) -> int:
     if any(s == 0 for s in shape):
         return offset
-    return offset + sum((size - 1) * stride for size, stride in zip(shape, strides)) + 1
+    return offset + sum((size - 1) * stride for size, stride in zip(shape, strides, strict=True)) + 1
 
 
 def case_seed(case: dict) -> int:
@@ -112,7 +113,7 @@ def build_input(spec: dict, seed: int, captured_dir: str | None = None) -> Built
     values = effective_values(planned, dtype_name)
     numel_storage = storage_numel(shape, strides, offset)
     gen = torch.Generator().manual_seed(seed)
-    notes = []
+    notes: list[str] = []
     storage = _generate(values, numel_storage, dtype_name, gen, notes, name)
     built = BuiltInput(name, dtype_name, shape, strides, offset, spec.get("layout", "ND"), storage)
     view = built.view()
@@ -275,7 +276,7 @@ def _fill_captured(view: torch.Tensor, values: dict, captured_dir: str | None, n
         with open(path, "rb") as fh:
             npy = fh.read(6) == b"\x93NUMPY"
         loaded = _load_npy(path) if npy else torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - reported as a harness error
+    except Exception as exc:  # reported as a harness error
         raise InputError(f"input {name!r}: cannot load captured tensor {values['captured']!r}: {exc}") from exc
     region = None
     if isinstance(loaded, dict) and isinstance(loaded.get("region"), torch.Tensor):
@@ -342,7 +343,7 @@ def _inject(view: torch.Tensor, special: dict, gen, dtype_name: str, name: str) 
     if special.get("positions") is not None:
         positions = [list(p) for p in special["positions"]]
         for p in positions:
-            if len(p) != len(shape) or any(i >= s for i, s in zip(p, shape)):
+            if len(p) != len(shape) or any(i >= s for i, s in zip(p, shape, strict=True)):
                 raise InputError(f"input {name!r}: special {kind!r} position {p} is outside shape {shape}")
     else:
         count = int(special["count"])
@@ -386,7 +387,7 @@ def _stats(view: torch.Tensor) -> dict:
             low, high = torch.aminmax(x)
             return {"nan": 0, "inf": 0, "min": float(low), "max": float(high), "mean": total / x.numel()}
         finite = torch.isfinite(x)
-        stats = {"nan": int(torch.isnan(x).sum()), "inf": int(torch.isinf(x).sum())}
+        stats: dict[str, int | float] = {"nan": int(torch.isnan(x).sum()), "inf": int(torch.isinf(x).sum())}
         count = int(finite.sum())
         if count:
             # masked reductions, not x[finite]: boolean indexing runs a parallel region whose
@@ -404,7 +405,7 @@ def _stats(view: torch.Tensor) -> dict:
 
 
 # --------------------------------------------------------------------------
-# Arguments (issue 8): tensor lists, None, the reference's upcast rule
+# Arguments: tensor lists, None, the reference's upcast rule
 # --------------------------------------------------------------------------
 
 
@@ -436,7 +437,7 @@ def build_case_inputs(case: dict, captured_dir: str | None = None) -> list:
     """Every input of the case: a BuiltInput, a BuiltList (a ``tensors`` list,
     each member from its own seed ``input_seed(seed, i, "x[j]")``) or a BuiltNone."""
     seed = case_seed(case)
-    built = []
+    built: list[BuiltInput | BuiltList | BuiltNone] = []
     for i, spec in enumerate(case["inputs"]):
         name = spec["name"]
         if spec.get("none"):
@@ -462,7 +463,7 @@ def tensors_of(built: list) -> list:
 
 def map_built(built: list, fn) -> dict:
     """name -> fn(BuiltInput) for a tensor, [fn(member)...] for a list, None for None."""
-    out = {}
+    out: dict[str, Any] = {}
     for b in built:
         if isinstance(b, BuiltNone):
             out[b.name] = None

@@ -17,9 +17,9 @@ warnings), so the tables exist once.  Sources (see references/behavior.md):
   candidate/baseline ratios (``get_benchmark_ratio_threshold``, level L0, and
   ``_small_value_threshold`` / ``_eb_threshold`` error_threshold).
 
-Issue 22: the runner's baseline judge decides with standards.py (msprobe 26.2's
+The runner's baseline judge decides with standards.py (msprobe 26.2's
 standards at the operator's level, routing.py) and checks.py (the project's
-rules); ``judge_baseline`` / ``judge_exact`` below are issue 7's L0 rule (the
+rules); ``judge_baseline`` / ``judge_exact`` below are the earlier L0 rule (the
 error balance and NaN/Inf pattern inside the verdict, exact outputs at 2x the
 baseline's mismatches), kept for readers of old evidence and not used by the
 runner.

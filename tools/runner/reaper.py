@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Collection
 
 SWEEP_ENV = "OPDEBUG_SWEEP_TOKEN"
 PR_SET_CHILD_SUBREAPER = 36
@@ -42,7 +43,8 @@ def become_subreaper() -> bool:
 def token_pids(token: str) -> set[int]:
     """Live processes of this user whose environment carries the token."""
     needle = f"{SWEEP_ENV}={token}".encode()
-    uid, me, out = os.getuid(), os.getpid(), set()
+    uid, me = os.getuid(), os.getpid()
+    out: set[int] = set()
     try:
         names = os.listdir("/proc")
     except OSError:
@@ -72,7 +74,7 @@ def _zombie(pid: int) -> bool:
 
 def children(pid: int) -> set[int]:
     """Direct children of ``pid`` (any state)."""
-    out = set()
+    out: set[int] = set()
     try:
         names = os.listdir("/proc")
     except OSError:
@@ -104,7 +106,7 @@ def own_children() -> set[int] | None:
     return out
 
 
-def reap_children(keep: set[int] = frozenset()) -> None:
+def reap_children(keep: Collection[int] = ()) -> None:
     """Collect exited children of this process that nobody else waits for."""
     for pid in children(os.getpid()) - set(keep):
         try:
@@ -113,7 +115,7 @@ def reap_children(keep: set[int] = frozenset()) -> None:
             pass
 
 
-def sweep(token: str | None, keep: set[int] = frozenset(), reap_keep: set[int] = frozenset()) -> list[int]:
+def sweep(token: str | None, keep: Collection[int] = (), reap_keep: Collection[int] = ()) -> list[int]:
     """SIGKILL every process carrying the token except ``keep``, until none is
     left (a process may be forking while we look); returns the pids killed."""
     if not token:

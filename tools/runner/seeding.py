@@ -1,4 +1,4 @@
-"""Seed the global random generators with the case seed (issue 8).
+"""Seed the global random generators with the case seed.
 
 Random operators (dropout, rrelu, anything calling torch.rand without a
 generator) draw from the global generators.  The runner seeds them with the
@@ -31,7 +31,7 @@ def seed_everything(seed: int) -> list[str]:
         seeded.append("torch.npu")
     numpy = sys.modules.get("numpy")
     if numpy is None and importlib.util.find_spec("numpy") is not None:
-        import numpy  # noqa: F811 - only when installed
+        import numpy  # only when installed
     if numpy is not None:
         numpy.random.seed(seed % 2**32)
         seeded.append("numpy")

@@ -378,7 +378,10 @@ def absolute_metrics(out: torch.Tensor, truth: torch.Tensor) -> dict:
             ok = (clipped <= rtol) | (torch.isnan(xc) & torch.isnan(g_clip))
             counts["nonfinite"] += n_special
             counts["nonfinite_bad"] += int((special & ~ok).sum().item())
-    ratio = lambda bad, total: counts[bad] / counts[total] if counts[total] else 0.0  # noqa: E731
+
+    def ratio(bad: str, total: str) -> float:
+        return counts[bad] / counts[total] if counts[total] else 0.0
+
     return {"count": n, "inf_nan_error_ratio": ratio("nonfinite_bad", "nonfinite"),
             "rel_err_ratio": ratio("normal_bad", "normal"), "abs_err_ratio": ratio("small_bad", "small")}
 
@@ -421,5 +424,9 @@ def judge(standard: str, cand: torch.Tensor, bench: torch.Tensor | None, truth: 
           level: str = "L0") -> dict:
     """``standard``'s verdict on ``cand`` (``bench``: a correct same-dtype computation; not read by binary,
     thousandth, absolute and quantization, which decide on the candidate alone)."""
-    base = stage1(standard, bench, truth) if standard in ("benchmark", "ulp") else None
+    base = None
+    if standard in ("benchmark", "ulp"):
+        if bench is None:
+            raise ValueError(f"the {standard} standard compares with a benchmark computation: give bench")
+        base = stage1(standard, bench, truth)
     return decide(standard, stage1(standard, cand, truth), base, dtype_name(cand.dtype), level)

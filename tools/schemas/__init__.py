@@ -5,7 +5,7 @@
 - ``config``: the operator config (call, reference, judge, tolerances);
 - ``result``: a case's result (comparisons, errors, evidence);
 - ``analysis``: the analysis of a run (findings, next cases, verdict);
-- ``consistency``: repeats, order, inputs written, batch invariance, bias (issue 21);
+- ``consistency``: repeats, order, inputs written, batch invariance, bias;
 - ``tool_io``: every tool's request and response.
 
 Every model is strict about its shape: unknown fields are rejected, ids are
@@ -16,27 +16,41 @@ shape these models define, and the server validates what comes back.
 
 from __future__ import annotations
 
+from .analysis import (  # noqa: F401
+    Analysis,
+    BoundaryFeature,
+    BridgeCase,
+    CaseFailure,
+    FailureAxis,
+    Finding,
+    HypothesisSpace,
+    IntegrationDiff,
+    MinimalPair,
+    NextCase,
+    OutputSummary,
+    Term,
+)
 from .base import (  # noqa: F401
     ASCEND_ONLY_DTYPES,
-    DTYPES,
     DTYPE_FAMILIES,
-    Dotted,
-    Dtype,
-    ElementValue,
+    DTYPES,
     FLOAT_DTYPES,
-    FiniteFloat,
-    FreeJson,
-    Ident,
     LAYOUTS,
-    Layout,
     MAX_STORAGE_ELEMENTS,
     MODES,
-    Mode,
-    ModuleFile,
-    NonNegFinite,
     SCHEMA_VERSION,
     SLUG_PATTERN,
     STATUSES,
+    Dotted,
+    Dtype,
+    ElementValue,
+    FiniteFloat,
+    FreeJson,
+    Ident,
+    Layout,
+    Mode,
+    ModuleFile,
+    NonNegFinite,
     Slug,
     Status,
     Strict,
@@ -76,15 +90,6 @@ from .config import (  # noqa: F401
     Tolerance,
     ToleranceSpec,
 )
-from .result import (  # noqa: F401
-    CaseResult,
-    Comparison,
-    Element,
-    ErrorInfo,
-    PrecisionMetrics,
-    ResultSource,
-    Timing,
-)
 from .consistency import (  # noqa: F401
     AfterRun,
     AloneRun,
@@ -98,40 +103,33 @@ from .consistency import (  # noqa: F401
     InputWrite,
     RepeatRuns,
 )
-from .analysis import (  # noqa: F401
-    Analysis,
-    BoundaryFeature,
-    BridgeCase,
-    CaseFailure,
-    FailureAxis,
-    Finding,
-    IntegrationDiff,
-    MinimalPair,
-    NextCase,
-    OutputSummary,
-    HypothesisSpace,
-    Term,
+from .result import (  # noqa: F401
+    CaseResult,
+    Comparison,
+    Element,
+    ErrorInfo,
+    PrecisionMetrics,
+    ResultSource,
+    Timing,
 )
 from .tool_io import (  # noqa: F401
+    PENDING_LIST_LIMIT,
+    PLANNED_LIST_LIMIT,
     AnalyzeFailuresArgs,
     CaseOutcome,
     CheckHostArgs,
     EnvScriptCheck,
     FirstMismatch,
     HostCheck,
-    SchedulerCheck,
-    SchedulerNode,
     NameArg,
     NarrowRequest,
     NarrowResponse,
     NarrowStep,
-    PENDING_LIST_LIMIT,
-    PLANNED_LIST_LIMIT,
     PicturesArgs,
     PicturesResponse,
+    PlannedCase,
     PlanRequest,
     PlanResponse,
-    PlannedCase,
     RecordResponse,
     RecordResultArgs,
     RegressionArgs,
@@ -142,6 +140,8 @@ from .tool_io import (  # noqa: F401
     RunId,
     RunIdArg,
     RunResponse,
+    SchedulerCheck,
+    SchedulerNode,
     ShrinkArgs,
     ShrinkResponse,
     ShrinkStep,

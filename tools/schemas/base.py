@@ -7,11 +7,10 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal, Union
-
-from typing_extensions import TypeAliasType
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from typing_extensions import TypeAliasType
 
 SCHEMA_VERSION = 1
 
@@ -26,7 +25,7 @@ _MODULE_FILE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\.py$")
 DTYPES = (
     "float16", "bfloat16", "float32", "float64",
     "int8", "uint8", "int16", "int32", "int64", "bool",
-    # issue 8: float8, complex, wide unsigned, and the Ascend-only dtypes (torch_npu names; packed carriers)
+    # float8, complex, wide unsigned, and the Ascend-only dtypes (torch_npu names; packed carriers)
     "float8_e4m3fn", "float8_e5m2", "complex64", "complex128", "uint16", "uint32", "uint64",
     "hifloat8", "float4_e2m1fn_x2", "float4_e1m2fn_x2", "int4",
 )
@@ -52,7 +51,7 @@ MAX_STORAGE_ELEMENTS = 2**34
 STATUSES = ("passed", "numerical_mismatch", "crash", "unsupported")
 
 # A named alias: published once in $defs and referenced (the schema stays compact).
-Dtype = TypeAliasType("Dtype", Literal[  # type: ignore[valid-type]
+Dtype = TypeAliasType("Dtype", Literal[
     "float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "int32", "int64", "bool",
     "float8_e4m3fn", "float8_e5m2", "complex64", "complex128", "uint16", "uint32", "uint64",
     "hifloat8", "float4_e2m1fn_x2", "float4_e1m2fn_x2", "int4"])
@@ -136,7 +135,7 @@ FiniteFloat = Annotated[float, AfterValidator(_finite)]
 # Non-finite input is refused before the bound is checked: NaN says "must be a finite number".
 NonNegFinite = Annotated[float, AfterValidator(_finite_non_negative), Field(json_schema_extra={"minimum": 0})]
 # A tensor element as JSON: finite numbers as numbers, the rest spelled out.
-ElementValue = Union[float, int, bool, Literal["nan", "inf", "-inf"]]
+ElementValue = float | int | bool | Literal["nan", "inf", "-inf"]
 
 
 # json_schema_extra of a top-level tool argument whose name says enough in tools/list (run_id,

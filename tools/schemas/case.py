@@ -7,16 +7,29 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic.json_schema import SkipJsonSchema
 from pydantic import AfterValidator, ConfigDict, Field, PlainValidator, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
-from .consistency import BatchInvariance
 from .base import (
-    DTYPES, DTYPE_FAMILIES, Dtype, FLOAT_DTYPES, FiniteFloat, Ident, Layout, MAX_STORAGE_ELEMENTS, Mode,
-    NonNegFinite, Slug, Strict, check_slug, drop_titles, dtype_family,
+    DTYPE_FAMILIES,
+    DTYPES,
+    FLOAT_DTYPES,
+    MAX_STORAGE_ELEMENTS,
+    Dtype,
+    FiniteFloat,
+    Ident,
+    Layout,
+    Mode,
+    NonNegFinite,
+    Slug,
+    Strict,
+    check_slug,
+    drop_titles,
+    dtype_family,
 )
+from .consistency import BatchInvariance
 
 # --------------------------------------------------------------------------
 # Inputs
@@ -35,7 +48,7 @@ class SpecialValues(Strict):
     count: Annotated[int, Field(ge=1)] | None = Field(None, description="or: N seeded random positions")
 
     @model_validator(mode="after")
-    def _one_way(self) -> "SpecialValues":
+    def _one_way(self) -> SpecialValues:
         if (self.positions is None) == (self.count is None):
             raise ValueError("give exactly one of 'positions' or 'count'")
         return self
@@ -57,11 +70,11 @@ class ValueSpec(Strict):
     specials: list[SpecialValues] = Field(default_factory=list, description="special values put in after "
                                                                          "generation (nan, inf, denormal...)")
     exclude_zero: bool = Field(False, description="generated zeros become the smallest non-zero step")
-    by_dtype: dict[str, "ValueSpec"] = Field(
+    by_dtype: dict[str, ValueSpec] = Field(
         default_factory=dict, description="per dtype or family (float, int...): dtype, then family, then this spec")
 
     @model_validator(mode="after")
-    def _check(self) -> "ValueSpec":
+    def _check(self) -> ValueSpec:
         if self.kind in ("uniform", "randint"):
             if self.low is None or self.high is None:
                 raise ValueError(f"kind '{self.kind}' needs 'low' and 'high'")
@@ -78,7 +91,7 @@ class ValueSpec(Strict):
                 raise ValueError(f"by_dtype[{key!r}] cannot have its own by_dtype")
         return self
 
-    def for_dtype(self, dtype: str) -> "ValueSpec":
+    def for_dtype(self, dtype: str) -> ValueSpec:
         """The spec that applies to an input of ``dtype``."""
         sub = self.by_dtype.get(dtype) or self.by_dtype.get(dtype_family(dtype))
         return sub if sub is not None else self
@@ -96,7 +109,7 @@ class TensorSpec(Strict):
     values: ValueSpec = Field(default_factory=ValueSpec, description="how the values are made (default normal)")
 
     @model_validator(mode="after")
-    def _rank(self) -> "TensorSpec":
+    def _rank(self) -> TensorSpec:
         if self.shape is None:  # an InputSpec that is a tensor list or None
             return self
         if self.strides is not None and len(self.strides) != len(self.shape):
@@ -121,7 +134,7 @@ class TensorSpec(Strict):
         values = self.values.for_dtype(self.dtype)
         for special in values.specials:
             for pos in special.positions or []:
-                if len(pos) != len(self.shape) or any(i >= size for i, size in zip(pos, self.shape)):
+                if len(pos) != len(self.shape) or any(i >= size for i, size in zip(pos, self.shape, strict=True)):
                     raise ValueError(f"special '{special.value}' position {pos} is outside shape {self.shape}")
             if special.count is not None and special.count > numel:
                 raise ValueError(f"special '{special.value}' count {special.count} is over the {numel} elements "
@@ -147,7 +160,7 @@ class InputSpec(TensorSpec):
     none: bool = Field(False, description="pass None (an optional Tensor? argument)")
 
     @model_validator(mode="after")
-    def _kind(self) -> "InputSpec":
+    def _kind(self) -> InputSpec:
         if self.tensors is not None and self.shape is not None and not self.none:
             raise ValueError("a tensor list ('tensors') has its shapes in its members, not in 'shape'")
         if self.tensors is None and self.shape is None and not self.none:
@@ -165,7 +178,7 @@ def storage_elements(shape: list[int], strides: list[int], offset: int) -> int:
     """Elements of the storage an as_strided view needs (as the runner builds it)."""
     if any(size == 0 for size in shape):
         return offset
-    return offset + sum((size - 1) * stride for size, stride in zip(shape, strides)) + 1
+    return offset + sum((size - 1) * stride for size, stride in zip(shape, strides, strict=True)) + 1
 
 
 def contiguous_strides(shape: list[int]) -> list[int]:
@@ -177,7 +190,7 @@ def contiguous_strides(shape: list[int]) -> list[int]:
 
 
 # --------------------------------------------------------------------------
-# Captures: a case planned from a model's real call (issue 14)
+# Captures: a case planned from a model's real call
 # --------------------------------------------------------------------------
 
 
@@ -190,7 +203,7 @@ class CaseOrigin(Strict):
     call: Annotated[str, Field(max_length=512)] = Field(description="the call id in the capture index (stage#N) or the dump's API name")
     target: Annotated[str, Field(max_length=512)] | None = Field(None, description="the operator the model called, as recorded")
     exact: bool = Field(description="true when every tensor input replays the recorded values exactly")
-    stats: dict[str, dict[str, Union[float, int, str, None]]] = Field(
+    stats: dict[str, dict[str, float | int | str | None]] = Field(
         default_factory=dict, description="per input, the recorded value statistics (numel, nan, inf, min, max, mean, absmax)")
     stack: list[Annotated[str, Field(max_length=1000)]] = Field(
         default_factory=list, max_length=16, description="the innermost source frames of the recorded call")
@@ -226,10 +239,10 @@ class DtypeArg(Strict):
     value: Dtype = Field(description="the dtype passed")
 
 
-AttributeValue = Union[None, bool, int, float, str, DtypeArg, list[Union[None, bool, int, float, str]]]
+AttributeValue = None | bool | int | float | str | DtypeArg | list[None | bool | int | float | str]
 
 # --------------------------------------------------------------------------
-# Backward (issue 23): which inputs' gradients are compared, how the upstream
+# Backward: which inputs' gradients are compared, how the upstream
 # gradient is made, compile with dynamic shapes
 # --------------------------------------------------------------------------
 
@@ -246,15 +259,15 @@ def _output_names(value: dict) -> dict:
     return value
 
 
-def output_map(item):  # dict[output name, item], keys checked
-    return Annotated[dict[str, item], AfterValidator(_output_names)]
+_Item = TypeVar("_Item")
+OutputMap = Annotated[dict[str, _Item], AfterValidator(_output_names)]  # dict[output name, item], keys checked
 
 
 OutputName = str
 # The upstream gradient: one value spec for every differentiated output, one per output
 # ({output: spec}; only those outputs are differentiated), or the gradient of a reduction
 # of every output ("sum": ones, "mean": 1/numel).
-GradOutput = Union[Literal["sum", "mean"], ValueSpec, output_map(ValueSpec)]
+GradOutput = Literal["sum", "mean"] | ValueSpec | OutputMap[ValueSpec]
 
 
 def grad_output_captures(spec) -> list[str]:
@@ -263,7 +276,7 @@ def grad_output_captures(spec) -> list[str]:
     return [v.captured for v in specs if v.kind == "captured" and v.captured]
 
 
-def check_grad_inputs(names: list[str], inputs: list["InputSpec"], where: str) -> None:
+def check_grad_inputs(names: list[str], inputs: list[InputSpec], where: str) -> None:
     """``names`` (grad_inputs) name distinct tensor inputs of the case (a None input has no gradient)."""
     by_name = {i.name: i for i in inputs}
     unknown = [n for n in names if n not in by_name]
@@ -277,7 +290,7 @@ def check_grad_inputs(names: list[str], inputs: list["InputSpec"], where: str) -
         raise ValueError(f"{where} names {nones}, passed as None: a None argument has no gradient")
 
 
-def check_dynamic_dims(dims: list[str], inputs: list["InputSpec"]) -> None:
+def check_dynamic_dims(dims: list[str], inputs: list[InputSpec]) -> None:
     """Each ``NAME.shape[INDEX]`` of compile_dynamic names a dimension of a single-tensor input."""
     by_name = {i.name: i for i in inputs}
     bad = [d for d in dims if not _DIM_REF_RE.match(d)]
@@ -334,7 +347,7 @@ class Case(Strict):
         return value
 
     @model_validator(mode="after")
-    def _unique_inputs(self) -> "Case":
+    def _unique_inputs(self) -> Case:
         names = [i.name for i in self.inputs]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -359,7 +372,7 @@ _DIM_REF_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\.shape\[-?[0-9]{1,2}\]$"
 # offset, length or size, a bool (axis none), an attribute value, or a ValueSpec (axis values).
 # Published as that union; the value stays as given (JSON) and expand_star checks it against its
 # axis, naming the variation and the value.
-StarValue = Annotated[Any, PlainValidator(lambda value: value, json_schema_input_type=Union[AttributeValue, ValueSpec])]
+StarValue = Annotated[Any, PlainValidator(lambda value: value, json_schema_input_type=AttributeValue | ValueSpec)]
 
 
 class StarVariation(Strict):
@@ -376,12 +389,12 @@ class StarVariation(Strict):
     values: list[StarValue] = Field(min_length=1, max_length=64, description="one new case per value (of the "
                                                                              "axis' kind: a dtype, a shape...)")
     dims: list[str] = Field(default_factory=list, description="axis 'dim': ['x.shape[0]']")
-    also: list["StarVariation"] = Field(default_factory=list, max_length=4,
+    also: list[StarVariation] = Field(default_factory=list, max_length=4,
                                         description="other axes set with each value: variations of one value "
                                                     "each (two axes at once, e.g. a 2x2 cell)")
 
     @model_validator(mode="after")
-    def _needs_name(self) -> "StarVariation":
+    def _needs_name(self) -> StarVariation:
         if self.axis == "attribute" and not self.name:
             raise ValueError("axis 'attribute' needs 'name'")
         if self.axis != "attribute" and self.name is not None:
@@ -415,7 +428,7 @@ class StarSpec(Strict):
 
     model_config = ConfigDict(extra="forbid", json_schema_extra=drop_titles)  # titles dropped: schema budget
 
-    base: Union[Case, Annotated[str, AfterValidator(check_slug)]] = Field(
+    base: Case | Annotated[str, AfterValidator(check_slug)] = Field(
         description="the base case, or a planned case's id (when appending)")
     vary: list[StarVariation] = Field(min_length=1, description="one-axis variations of the base (not a product)")
     include_base: bool = Field(True, description="plan the base case too (false: only the variations)")

@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic.json_schema import WithJsonSchema
 from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic.json_schema import WithJsonSchema
 
 from .base import Dotted, Dtype, FreeJson, Ident, ModuleFile, NonNegFinite, Slug, Strict, drop_titles
-from .case import GradOutput, output_map
+from .case import GradOutput, OutputMap
 from .consistency import BatchInvariance
 
 # --------------------------------------------------------------------------
@@ -28,7 +28,7 @@ class Tolerance(Strict):
     rtol: _Tol = Field(None, description="relative tolerance (times |reference|); given together with atol")
 
     @model_validator(mode="after")
-    def _together(self) -> "Tolerance":
+    def _together(self) -> Tolerance:
         if (self.atol is None) != (self.rtol is None):
             given, missing = ("atol", "rtol") if self.rtol is None else ("rtol", "atol")
             raise ValueError(f"atol and rtol are given together or not at all: {given} is given, {missing} is "
@@ -42,7 +42,7 @@ class OutputTolerance(Tolerance):
     per_dtype: dict[Dtype, Tolerance] = Field(default_factory=dict, description="by output dtype")
 
     @model_validator(mode="after")
-    def _complete_entries(self) -> "OutputTolerance":
+    def _complete_entries(self) -> OutputTolerance:
         empty = sorted(d for d, t in self.per_dtype.items() if t.atol is None)
         if empty:
             raise ValueError(f"per_dtype entries {empty} give neither atol nor rtol; give both or drop the entry")
@@ -53,11 +53,11 @@ class OutputTolerance(Tolerance):
 
 class ToleranceSpec(Tolerance):
     per_dtype: dict[Dtype, Tolerance] = Field(default_factory=dict, description="by output dtype")
-    per_output: output_map(OutputTolerance) = Field(
+    per_output: OutputMap[OutputTolerance] = Field(
         default_factory=dict, description="by output name ('grad.weight'; 'grad.*': every gradient); first")
 
     @model_validator(mode="after")
-    def _complete_entries(self) -> "ToleranceSpec":
+    def _complete_entries(self) -> ToleranceSpec:
         empty = sorted(d for d, t in self.per_dtype.items() if t.atol is None)
         if empty:
             raise ValueError(f"per_dtype entries {empty} give neither atol nor rtol; give both or drop the entry")
@@ -79,7 +79,7 @@ class CallSpec(Strict):
         None, description="positional: names in argument order")
 
     @model_validator(mode="after")
-    def _order(self) -> "CallSpec":
+    def _order(self) -> CallSpec:
         if self.style == "positional" and not self.order:
             raise ValueError("style 'positional' needs 'order'")
         return self
@@ -162,7 +162,7 @@ class OperatorConfig(Strict):
         None, description="run a slice of the batch too; it must equal the same rows of the full run")
 
     @model_validator(mode="after")
-    def _standard_needs_the_baseline_judge(self) -> "OperatorConfig":
+    def _standard_needs_the_baseline_judge(self) -> OperatorConfig:
         asked = [name for name, value in (("judge_level", self.judge_level), ("standard", self.standard))
                  if value != "auto"] + (["output_judges"] if self.output_judges else []) + \
             (["baseline_host"] if self.baseline_host else [])

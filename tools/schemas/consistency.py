@@ -1,4 +1,4 @@
-"""Consistency checks (issue 21): what a case asks for, what its result
+"""Consistency checks: what a case asks for, what its result
 carries, and what the analysis reports.
 
 - asked for: ``BatchInvariance`` (config or case ``batch_invariance``);
@@ -105,7 +105,7 @@ class BatchSlice(Strict):
 
 
 class ConsistencyEvidence(Strict):
-    """What the consistency checks found for one case (issue 21); flags name what it is."""
+    """What the consistency checks found for one case; flags name what it is."""
 
     flags: list[Flag] = Field(default_factory=list, description="what the checks found")
     repeats: RepeatRuns | None = Field(None, description="the repeated runs (failing cases; sampled passing ones)")

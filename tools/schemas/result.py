@@ -7,11 +7,11 @@ import math
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic.json_schema import SkipJsonSchema
 from pydantic import AfterValidator, Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
-from .consistency import ConsistencyEvidence
 from .base import ElementValue, FiniteFloat, FreeJson, NonNegFinite, Slug, Status, Strict, finite_ratio
+from .consistency import ConsistencyEvidence
 
 # --------------------------------------------------------------------------
 # Results
@@ -201,10 +201,10 @@ class CaseResult(Strict):
     environment: FreeJson = Field(default_factory=dict, description="the run's environment (torch, CANN...)")
     recorded_at: datetime | None = Field(None, description="null: set when recorded")
     consistency: SkipJsonSchema[ConsistencyEvidence | None] = Field(
-        None, description="repeats, the run alone, inputs written, batch slice (issue 21)")
+        None, description="repeats, the run alone, inputs written, batch slice")
 
     @model_validator(mode="after")
-    def _consistent(self) -> "CaseResult":
+    def _consistent(self) -> CaseResult:
         if self.status in ("crash", "unsupported") and self.error is None:
             raise ValueError(f"status '{self.status}' needs 'error' (type, message, signature)")
         if self.status == "passed":

@@ -20,6 +20,7 @@ branches all saw the same input: field names and map keys never match all three.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 _PRIMITIVE_LABELS = {"str", "int", "float", "bool", "bytes", "list", "dict", "tuple", "set", "frozenset",
@@ -37,15 +38,15 @@ def is_branch_label(part: Any) -> bool:
     return part in _PRIMITIVE_LABELS or bool(_CLASS_LABEL.match(part)) or "[" in part
 
 
-def prune_union_errors(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def prune_union_errors(errors: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """``errors`` (pydantic's ``exc.errors()``) with the branches of a union that
     only refused the value's kind dropped, or merged into one line, and the
     branch labels taken out of every location."""
-    errors = [dict(e, loc=tuple(e.get("loc", ()))) for e in errors]
+    pruned = [dict(e, loc=tuple(e.get("loc", ()))) for e in errors]
     changed = True
     while changed:
-        changed, errors = _prune_once(errors)
-    return [dict(e, loc=tuple(p for p in e["loc"] if not isinstance(p, _Label))) for e in errors]
+        changed, pruned = _prune_once(pruned)
+    return [dict(e, loc=tuple(p for p in e["loc"] if not isinstance(p, _Label))) for e in pruned]
 
 
 class _Label(str):
