@@ -1,8 +1,9 @@
 """The slot pool: warm device workers over every chosen host, shared by tool calls.
 
 A *slot* (slot.py) is one device on one host with one warm supervisor (hence
-one warm worker).  The module-level `REGISTRY` keeps slots and SSH connections
-(ssh.SSHConnections) alive between tool calls while the server lives:
+one warm worker).  The module-level `REGISTRY` keeps slots and what their host
+kinds share (host.HostContext: SSH connections...) alive between tool calls
+while the server lives:
 
 - `checkout` gives a tool call exclusive use of a slot (an asyncio lock per
   slot: two tool calls of this server never share a device) and starts the
@@ -32,17 +33,15 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
-
-import asyncssh
+from typing import Awaitable, Callable
 
 from ..errors import ToolError
 from .busy import busy_text, wait_budget, waiting_text
 from .errors import LOST_ERRORS, SlotCannotStart, SlotExpired
+from .host import HostContext, HostKind
 from .inventory import HostConfig
-from .slot import RunFiles, SlotSpec
-from .slurm import SlurmClusters, make_slurm_slot
-from .ssh import SSHConnections, SSHDeviceSlot
+from .kinds import kind_of
+from .slot import DeviceSlot, RunFiles, SlotSpec
 
 REAP_INTERVAL_S = 5.0
 # The pauses before a lost slot is started again (a bound of len() tries in a row;
@@ -57,7 +56,7 @@ RETRY_DELAYS_S: tuple[float, ...] = (1.0, 3.0, 9.0)
 
 @dataclass
 class _Entry:
-    slot: Any
+    slot: DeviceSlot
     cfg: HostConfig
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last_used: float = field(default_factory=time.monotonic)
@@ -71,20 +70,20 @@ class _Entry:
 
 
 class SlotRegistry:
-    """Warm slots keyed by (host, device) and one connection per SSH host.
+    """Warm slots keyed by (host, device) and what their host kinds share (one
+    connection per SSH host...).
 
     Bound to the event loop that first uses it (the server's); a new loop
     (a new asyncio.run in tests or the CLI) starts from a clean registry."""
 
-    def __init__(self, slot_factory: Callable[["SlotRegistry", HostConfig, int], Any] | None = None):
+    def __init__(self, slot_factory: Callable[["SlotRegistry", HostConfig, int], DeviceSlot] | None = None):
         self._slot_factory = slot_factory
         self._reset(None)
 
     def _reset(self, loop: asyncio.AbstractEventLoop | None) -> None:
         self._loop = loop
         self._entries: dict[tuple[str, int], _Entry] = {}
-        self.ssh = SSHConnections()
-        self.slurm = SlurmClusters(self.ssh)
+        self.context = HostContext()
         self._reaper: asyncio.Task | None = None
 
     def _bind(self) -> None:
@@ -92,24 +91,19 @@ class SlotRegistry:
         if self._loop is not loop:
             self._reset(loop)
 
-    async def connection(self, host: HostConfig, index: int = 0) -> asyncssh.SSHClientConnection:
-        """The SSH host's shared connection (see ssh.SSHConnections)."""
+    def host(self, host: HostConfig) -> HostKind:
+        """The host's kind, sharing this registry's connections (a short command runs on it)."""
         self._bind()
-        return await self.ssh.connection(host, index)
+        return kind_of(host)(host, self.context)
 
     # -- slots --------------------------------------------------------------
 
-    def _new_slot(self, host: HostConfig, device: int) -> Any:
+    def _new_slot(self, host: HostConfig, device: int) -> DeviceSlot:
         if self._slot_factory is not None:
             return self._slot_factory(self, host, device)
-        if host.scheduler == "slurm":
-            return make_slurm_slot(self.slurm, host, device)
-        if host.transport == "ssh":
-            return SSHDeviceSlot(self.ssh, host, device)
-        from .local import make_local_slot  # RUNNER's local transport
-        return make_local_slot(host, device)
+        return kind_of(host)(host, self.context).new_slot(device)
 
-    async def checkout(self, host: HostConfig, device: int, run: RunFiles, *, wait: bool = True) -> Any:
+    async def checkout(self, host: HostConfig, device: int, run: RunFiles, *, wait: bool = True) -> DeviceSlot | None:
         """Exclusive use of (host, device), its supervisor started. None when
         `wait` is false and another tool call holds it."""
         self._bind()
@@ -170,18 +164,18 @@ class SlotRegistry:
                 entry.lock.release()  # granted just as this call gave up
             raise
 
-    def release(self, slot: Any) -> None:
+    def release(self, slot: DeviceSlot) -> None:
         entry = self._find(slot)
         if entry is not None:
             entry.last_used = time.monotonic()
             if entry.lock.locked():
                 entry.lock.release()
 
-    async def finished(self, slot: Any) -> None:
-        """The run needs the slot no more: released (kept warm), or - on a scheduler
-        host, whose jobs live for one run - closed and forgotten."""
+    async def finished(self, slot: DeviceSlot) -> None:
+        """The run needs the slot no more: released (kept warm), or - on a host kind whose
+        slots live for one run (a scheduler's jobs) - closed and forgotten."""
         entry = self._find(slot)
-        if entry is None or not entry.cfg.scheduler:
+        if entry is None or kind_of(entry.cfg).keep_warm:
             self.release(slot)
             return
         for key, e in list(self._entries.items()):
@@ -193,7 +187,7 @@ class SlotRegistry:
             if entry.lock.locked():
                 entry.lock.release()
 
-    async def discard(self, slot: Any) -> None:
+    async def discard(self, slot: DeviceSlot) -> None:
         """Close a slot that broke or was cancelled, and release it."""
         entry = self._find(slot)
         try:
@@ -203,14 +197,14 @@ class SlotRegistry:
         if entry is not None and entry.lock.locked():
             entry.lock.release()
 
-    def _find(self, slot: Any) -> _Entry | None:
+    def _find(self, slot: DeviceSlot) -> _Entry | None:
         for entry in self._entries.values():
             if entry.slot is slot:
                 return entry
         return None
 
     def warm_slots(self) -> list[tuple[str, int]]:
-        return [k for k, e in self._entries.items() if getattr(e.slot, "alive", False)]
+        return [k for k, e in self._entries.items() if e.slot.alive]
 
     # -- idle shutdown ------------------------------------------------------
 
@@ -233,7 +227,7 @@ class SlotRegistry:
             del self._entries[key]
             await entry.slot.close()
             closed.append(key)
-        self.ssh.close_unused({k[0] for k in self._entries})
+        self.context.close_unused({k[0] for k in self._entries})
         return closed
 
     async def close_idle(self, hosts: list[str]) -> list[tuple[str, int]]:
@@ -257,7 +251,7 @@ class SlotRegistry:
             self._reaper.cancel()
         entries, self._entries = list(self._entries.values()), {}
         await asyncio.gather(*(e.slot.close() for e in entries), return_exceptions=True)
-        self.ssh.close_unused(set())
+        self.context.close_unused(set())
 
 
 REGISTRY = SlotRegistry()
@@ -278,7 +272,7 @@ class QueueReport:
 
 
 async def run_queue(specs: list[SlotSpec], case_ids: list[str], run: RunFiles,
-                    run_one: Callable[[Any, str], Awaitable[None]], *,
+                    run_one: Callable[[DeviceSlot, str], Awaitable[None]], *,
                     registry: SlotRegistry | None = None) -> QueueReport:
     """One task per slot consuming a shared queue of case ids.
 
@@ -306,7 +300,7 @@ async def run_queue(specs: list[SlotSpec], case_ids: list[str], run: RunFiles,
         if queue.empty() and in_flight == 0:
             settled.set()
 
-    async def checkout_unless_settled(spec: SlotSpec) -> Any:
+    async def checkout_unless_settled(spec: SlotSpec) -> DeviceSlot | None:
         """The slot, or None when the other slots finished every case while this
         one was still starting (or waiting for a device leased elsewhere)."""
         getting = asyncio.ensure_future(registry.checkout(spec.host, spec.device, run))
@@ -343,7 +337,8 @@ async def run_queue(specs: list[SlotSpec], case_ids: list[str], run: RunFiles,
     async def consume(spec: SlotSpec) -> None:
         nonlocal in_flight
         label = f"{spec.host.name} {spec.host.device}:{spec.device}"
-        losses, slot = 0, None  # losses: in a row, since a case last finished on this slot
+        losses = 0  # in a row, since a case last finished on this slot
+        slot: DeviceSlot | None = None
         try:
             while True:
                 if slot is None:

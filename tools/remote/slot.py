@@ -1,8 +1,8 @@
 """The slot contract: what every transport's device slot is, and what it is given.
 
 A *slot* is one device on one host with one warm supervisor (hence one warm
-worker).  The pool (pool.py) schedules cases over slots; each transport
-(local.py, ssh.py, slurm.py) implements `DeviceSlot`.  Both sides import this module and
+worker).  The pool (pool.py) schedules cases over slots; every host kind's slot
+(host.SupervisorSlot, over local.py, ssh.py, slurm.py) implements `DeviceSlot`.  Both sides import this module and
 nothing of each other's internals, as pytest-xdist's scheduler protocol is
 shared by its schedulers and its session.
 """
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Awaitable, Callable, Protocol
 
 from .inventory import HostConfig
+from .kinds import kind_of
 
 
 @dataclass
@@ -52,7 +53,9 @@ class DeviceSlot(Protocol):
 
     host: str
     device: str
-    alive: bool
+
+    @property
+    def alive(self) -> bool: ...
 
     async def start(self, run: RunFiles) -> None: ...
     async def run_case(self, run: RunFiles, case: dict, timeout_s: float) -> dict: ...
@@ -69,5 +72,6 @@ class SlotSpec:
 
 
 def slot_specs(hosts: list[HostConfig]) -> list[SlotSpec]:
-    """Every slot the chosen hosts lend: their first `concurrency` devices each."""
-    return [SlotSpec(h, d) for h in hosts for d in h.slot_devices]
+    """Every slot the chosen hosts lend: their first `concurrency` devices each (a
+    local host with all_devices: every device it sees)."""
+    return [SlotSpec(h, d) for h in hosts for d in kind_of(h).slot_devices(h)]
