@@ -454,7 +454,8 @@ class SlurmSlot(SupervisorSlot):
 
     async def _end(self) -> None:
         """End the step and make sure its job is gone: stdin EOF, then scancel, then
-        SIGKILL of srun's pid; then squeue by name must not list the job."""
+        SIGKILL of srun's pid; then squeue by name must not list the job (a COMPLETING
+        job still has processes on its node: wait for it to end)."""
         self._alive = False
         step = self.step
         if step is not None and step.exit_code is None:
@@ -476,9 +477,22 @@ class SlurmSlot(SupervisorSlot):
             self.clusters.unclaim(self.host, *self._claim)
             self._claim = None
         if self.job_name is not None:
-            left = [job_id for job_id, _, _ in await jobs_named(self.login, [self.job_name])]
-            if left:
-                await self.login.run(["scancel", *left])
+            await self._job_gone()
+
+    async def _job_gone(self) -> None:
+        """Cancel the job if squeue still lists it, and wait (at most SCANCEL_WAIT_S) until it does not."""
+        assert self.job_name is not None
+        deadline = time.monotonic() + SCANCEL_WAIT_S
+        cancelled = False
+        while True:
+            left = await jobs_named(self.login, [self.job_name])
+            if not left or time.monotonic() > deadline:
+                return
+            running = [job_id for job_id, _, state in left if state != "COMPLETING"]
+            if running and not cancelled:
+                await self.login.run(["scancel", *running])
+                cancelled = True
+            await asyncio.sleep(0.1)
 
     async def _scancel(self) -> None:
         target = [self._known_job_id()] if self._known_job_id() else [f"--name={self.job_name}", "--me"]

@@ -561,11 +561,15 @@ class SSHHost(HostKind):
     async def stage_run_files(self, run: Any) -> tuple[str | None, str | None]:
         return await self.connections.run_files(self.cfg, run)
 
-    async def start_process(self, argv: list[str], env: dict[str, str], root: str, device: int) -> SSHProcess:
-        # sshd allows MaxSessions channels per connection; one is kept for SFTP.
+    def conn_index(self, device: int) -> int:
+        """Which of the host's connections a device's supervisor uses: sshd allows
+        MaxSessions channels per connection, and one is kept for SFTP."""
         devices = self.cfg.slot_devices
         position = devices.index(int(device)) if int(device) in devices else 0
-        conn = await self.connections.connection(self.cfg, position // max(1, self.cfg.max_sessions - 1))
+        return position // max(1, self.cfg.max_sessions - 1)
+
+    async def start_process(self, argv: list[str], env: dict[str, str], root: str, device: int) -> SSHProcess:
+        conn = await self.connections.connection(self.cfg, self.conn_index(device))
         try:
             process = await conn.create_process(supervisor_command(self.cfg, argv, env, root), encoding=None)
         except (asyncssh.Error, OSError) as exc:
