@@ -311,7 +311,9 @@ def test_a_step_killed_by_the_scheduler_is_told_apart_from_a_crash(slurm_cluster
 def test_signals_to_the_srun_client(slurm_cluster, steps):
     """What the transport's own signal to srun does: SIGTERM (and SIGHUP) make srun
     SIGKILL the task at once; a single SIGINT only prints status unless ``-X`` or
-    ``--quit-on-interrupt`` is given, then the task gets SIGINT."""
+    ``--quit-on-interrupt`` is given, then the task gets SIGINT.  Each signal goes once
+    srun itself says the task started (``-v``: "_task_start: ... tasks started"): a
+    signal before srun has the launch's answer aborts the step (137, whatever the option)."""
     code = ("import signal, sys, time\n"
             "for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):\n"
             "    signal.signal(s, lambda n, f: (print('got', n, flush=True), sys.exit(7)))\n"
@@ -320,18 +322,20 @@ def test_signals_to_the_srun_client(slurm_cluster, steps):
              (("-X",), signal.SIGINT, 7, f"got {int(signal.SIGINT)}\n"),
              (("--quit-on-interrupt",), signal.SIGINT, 7, f"got {int(signal.SIGINT)}\n")]
     for opts, sig, rc, said in cases:
-        s = Step(slurm_cluster, "opdebug-sig-0", code, *opts)
+        s = Step(slurm_cluster, "opdebug-sig-0", code, "-v", *opts)
         steps.append(s)
         assert s.line() == "up\n"
+        wait_for(lambda: "tasks started" in s.stderr, what="srun's word that the task started")
         s.proc.send_signal(sig)
         assert s.wait() == rc, (opts, sig, s.stderr)
         assert s.line() == said, (opts, sig)
         if said is None:
             assert "srun: forcing job termination" in s.stderr and "task 0: Killed" in s.stderr, s.stderr
         wait_for(lambda: not slurm_cluster.jobs(name="opdebug-sig-0"), what="the job to end")
-    s = Step(slurm_cluster, "opdebug-sig-1", code)
+    s = Step(slurm_cluster, "opdebug-sig-1", code, "-v")
     steps.append(s)
     assert s.line() == "up\n"
+    wait_for(lambda: "tasks started" in s.stderr, what="srun's word that the task started")
     s.proc.send_signal(signal.SIGINT)
     wait_for(lambda: "srun: interrupt (one more within 1 sec to abort)" in s.stderr, what="srun's interrupt notice")
     time.sleep(1.5)
@@ -452,15 +456,10 @@ def test_a_killed_cluster_starts_again_in_the_same_directory_and_device_files_gi
     assert not processes_mentioning(cluster.marker)
 
 
-SLOW = os.environ.get("OPDEBUG_SLURM_SLOW") == "1"
-
-
-@pytest.mark.skipif(not SLOW, reason="OPDEBUG_SLURM_SLOW=1 runs the Slurm time-limit kill (60-90 s: Slurm's "
-                                     "time limits have minute resolution and slurmctld checks them every 30 s)")
 def test_a_step_past_its_time_limit_is_killed_and_says_so(slurm_cluster, steps):
     """``--time=1`` (one minute, the smallest limit there is): slurmctld notices at its
     next 30-second check, SIGTERMs the task, and slurmstepd's CANCELLED line ends with
-    DUE TO TIME LIMIT; the job's state is TIMEOUT."""
+    DUE TO TIME LIMIT; the job's state is TIMEOUT.  60-90 s: as short as Slurm allows."""
     s = Step(slurm_cluster, "opdebug-limit-0", ECHO, "--time=1")
     steps.append(s)
     job_id, _ = hello(s)

@@ -298,7 +298,7 @@ class SupervisorSlot:
         if self.alive and self.client is not None:
             try:
                 await asyncio.wait_for(self.client.close(), SHUTDOWN_GRACE_S)
-            except (asyncio.TimeoutError, Exception):  # noqa: BLE001
+            except (asyncio.TimeoutError, Exception):
                 pass
         await self._end()
 
@@ -331,7 +331,7 @@ class SupervisorSlot:
                 if not line:
                     return
                 self._stderr.append(line.decode("utf-8", "replace") if isinstance(line, bytes) else str(line))
-        except Exception:  # noqa: BLE001 - the stream broke: nothing more to read
+        except Exception:  # the stream broke: nothing more to read
             return
 
     async def _stderr_settled(self, timeout: float = 1.0) -> None:
@@ -340,7 +340,7 @@ class SupervisorSlot:
         if task is not None and not task.done() and self.process is not None and self.process.exit_code is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(task), timeout)
-            except (asyncio.TimeoutError, Exception):  # noqa: BLE001
+            except (asyncio.TimeoutError, Exception):
                 pass
 
     def stderr_tail(self) -> str:

@@ -44,7 +44,10 @@ device, ``env_scripts`` are sourced on the node inside the job, and
     srun_options = ["--constraint=910b"]
 
 The host ``local`` (the same runner as a local subprocess, device cpu) is
-always there.  Tools take host *names* only; every field that ends up in a
+always there; with ``all_devices = true`` a local host lends a slot on every
+device its probe sees (check_host's count), each under its own lease.  The
+``transport`` (and ``scheduler``) names a host kind: a module of tools/remote
+(kinds.py, references/host-kinds.md).  Tools take host *names* only; every field that ends up in a
 remote command line is checked against a strict pattern here and quoted again
 with shlex.quote where the command is built.
 """

@@ -81,7 +81,7 @@ class LocalProcess:
         try:
             if self.stdin is not None and not self.stdin.is_closing():
                 self.stdin.close()
-        except Exception:  # noqa: BLE001 - the pipe may be gone
+        except Exception:  # the pipe may be gone
             pass
 
     def kill(self) -> None:
@@ -179,7 +179,7 @@ class LocalHost(HostKind):
 HOST_KIND = LocalHost
 
 
-def LocalSlot(host: str = "local", device_kind: str = "cpu", device_id: int = 0,  # noqa: N802 - a slot's maker
+def LocalSlot(host: str = "local", device_kind: str = "cpu", device_id: int = 0,
               lease_wait_s: float = 30.0) -> SupervisorSlot:
     """One local supervisor on one device (for cpu the id is only a label), outside any pool."""
     cfg = HostConfig(name=host, transport="local", device=device_kind, devices=[int(device_id)],

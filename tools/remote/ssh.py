@@ -522,7 +522,7 @@ class SSHProcess:
             return True
         except asyncio.TimeoutError:
             return False
-        except Exception:  # noqa: BLE001 - a broken connection: closed for us
+        except Exception:  # a broken connection: closed for us
             return True
         finally:
             self._forget_if_closed()
@@ -530,14 +530,14 @@ class SSHProcess:
     def close_stdin(self) -> None:
         try:
             self.stdin.write_eof()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
     def kill(self) -> None:
         """Close the channel: the remote process's stdin and stdout go, and with them the process."""
         try:
             self.process.close()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
         self._forget_if_closed()
 
