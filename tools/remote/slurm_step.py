@@ -210,12 +210,14 @@ def relay(command: list[str]) -> int:
     slurmstepd) and ends it with SIGTERM to every process, then SIGKILL.  Were this
     helper to die of the SIGTERM, the supervisor - and its watchdog, in a session of
     its own - would be orphaned to init, out of the step's sight: the job could end
-    while they still run.  So it passes the signal on, adopts the supervisor's
-    orphans (a child subreaper) and leaves only once every one of them is gone."""
+    while they still run.  So it outlives the signal (the supervisor gets its own
+    from Slurm, and SIGKILL ends every process of the step after KillWait), adopts
+    the supervisor's orphans (a child subreaper) and leaves only once every one of
+    them is gone."""
     _adopt_orphans()
     proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda signum, _frame: _pass_on(proc, signum))
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # after the Popen: the supervisor keeps its own
+        signal.signal(sig, signal.SIG_IGN)
     r = Relay(proc)
     threading.Thread(target=r.down, daemon=True).start()
     try:
@@ -232,13 +234,6 @@ def _adopt_orphans() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except (OSError, AttributeError):
         pass  # not Linux: nothing to adopt
-
-
-def _pass_on(proc: subprocess.Popen, signum: int) -> None:
-    try:
-        proc.send_signal(signum)
-    except OSError:
-        pass
 
 
 def _reap_adopted(limit_s: float) -> None:
