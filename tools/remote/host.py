@@ -202,7 +202,9 @@ class SupervisorSlot:
         self._alive = True
 
     async def _spawn(self, root: str, run: RunFiles | None) -> HostProcess:
-        argv = supervise_argv(self.kind.python, root, self.cfg.device, self.device_id, self.cfg.lease_wait_s)
+        # the helper waits as long as this call may (run_case_remote's device_wait_s, else the host's)
+        argv = supervise_argv(self.kind.python, root, self.cfg.device, self.device_id,
+                              wait_budget(self.cfg.lease_wait_s, run))
         return await self.kind.start_process(argv, device_env(self.cfg.device, self.device_id), root, self.device_id)
 
     async def _failed_start(self, exc: BaseException) -> BaseException:

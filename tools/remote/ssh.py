@@ -358,13 +358,15 @@ async def upload_run_files(conn: asyncssh.SSHClientConnection, host: HostConfig,
 # --------------------------------------------------------------------------
 
 
-def worker_command(host: HostConfig, device: int, runner_root: str, *, owner: str | None = None) -> str:
+def worker_command(host: HostConfig, device: int, runner_root: str, *, owner: str | None = None,
+                   wait_s: float | None = None) -> str:
     """The remote command line of one device's supervisor, from inventory fields
     and constants only, each piece shlex-quoted:
 
     ``[docker exec -i C] bash -c 'source S && export PYTHONPATH=R${PYTHONPATH:+:$PYTHONPATH} && exec env VAR=ID PY R/opdebug_lease.py ... -- PY -m opdebug_runner supervise --device K'``
     """
-    argv = supervise_argv(host.python, runner_root, host.device, device, host.lease_wait_s, owner)
+    argv = supervise_argv(host.python, runner_root, host.device, device,
+                          host.lease_wait_s if wait_s is None else wait_s, owner)
     return supervisor_command(host, argv, device_env(host.device, device), runner_root)
 
 
