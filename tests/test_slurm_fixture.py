@@ -311,27 +311,33 @@ def test_a_step_killed_by_the_scheduler_is_told_apart_from_a_crash(slurm_cluster
 
 def test_signals_to_the_srun_client(slurm_cluster, steps):
     """What the transport's own signal to srun does: SIGTERM (and SIGHUP) make srun
-    SIGKILL the task at once; a single SIGINT only prints status unless ``-X`` or
-    ``--quit-on-interrupt`` is given, then the task gets SIGINT.  Each signal goes once
-    srun itself says the task started (``-v``: "_task_start: ... tasks started"): a
-    signal before srun has the launch's answer aborts the step (137, whatever the option)."""
+    SIGKILL the task at once; a single SIGINT only prints status unless ``-X`` is
+    given, then the task gets SIGINT; with ``--quit-on-interrupt`` srun sends the task
+    its Ctrl-C *and* ends the step at once, so the task exits by its handler or is
+    killed first, whichever the node's scheduler runs first (7 or 137: a race of
+    srun's own, which the transport never uses - the option is refused).  Each signal
+    goes once srun says the task started (``-v``: "_task_start: ... tasks started")."""
     code = ("import signal, sys, time\n"
             "for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):\n"
             "    signal.signal(s, lambda n, f: (print('got', n, flush=True), sys.exit(7)))\n"
             "print('up', flush=True)\ntime.sleep(60)\n")
-    cases = [((), signal.SIGTERM, 128 + signal.SIGKILL, None), ((), signal.SIGHUP, 128 + signal.SIGKILL, None),
-             (("-X",), signal.SIGINT, 7, f"got {int(signal.SIGINT)}\n"),
-             (("--quit-on-interrupt",), signal.SIGINT, 7, f"got {int(signal.SIGINT)}\n")]
-    for opts, sig, rc, said in cases:
+    got_int = f"got {int(signal.SIGINT)}\n"
+    cases = [((), signal.SIGTERM, {128 + signal.SIGKILL: None}), ((), signal.SIGHUP, {128 + signal.SIGKILL: None}),
+             (("-X",), signal.SIGINT, {7: got_int}),
+             (("--quit-on-interrupt",), signal.SIGINT, {7: got_int, 128 + signal.SIGKILL: None})]
+    for opts, sig, outcomes in cases:
         s = Step(slurm_cluster, "opdebug-sig-0", code, "-v", *opts)
         steps.append(s)
         assert s.line() == "up\n"
         wait_for(lambda: "tasks started" in s.stderr, what="srun's word that the task started")
         s.proc.send_signal(sig)
-        assert s.wait() == rc, (opts, sig, s.stderr)
-        assert s.line() == said, (opts, sig)
-        if said is None:
-            assert "srun: forcing job termination" in s.stderr and "task 0: Killed" in s.stderr, s.stderr
+        rc = s.wait()
+        assert rc in outcomes, (opts, sig, rc, s.stderr)
+        assert s.line() == outcomes[rc], (opts, sig)
+        if outcomes[rc] is None:
+            assert "task 0: Killed" in s.stderr, s.stderr
+        if sig != signal.SIGINT or "--quit-on-interrupt" in opts:
+            assert "srun: forcing job termination" in s.stderr, s.stderr
         wait_for(lambda: not slurm_cluster.jobs(name="opdebug-sig-0"), what="the job to end")
     s = Step(slurm_cluster, "opdebug-sig-1", code, "-v")
     steps.append(s)
