@@ -36,11 +36,17 @@ and SSH transports; srun's and slurmstepd's own messages come on stderr.
 - **Nothing outlives the run**: a slot lives for one run (pool.py closes it
   when its queue is empty); closing ends its step (stdin EOF: the supervisor
   exits), then ``scancel`` and, last, a SIGKILL of srun's pid (never its
-  process group: srun's helper child ends the job).  A server killed outright
+  process group: srun's helper child ends the job); it returns once squeue no
+  longer lists the job.  Every process of the step stays in the step's
+  process tree, which Slurm follows and ends (time limit, scancel): the step's
+  helper outlives the SIGTERM and adopts the supervisor's orphans - its
+  watchdog, in a session of its own - until they are gone (slurm_step.relay).  A server killed outright
   closes every step's stdin with it; the jobs end on their own, and the first
   slot a later server starts on the host cancels the jobs whose names say they
   belong to a server of this machine that is gone (`slurm_login.sweep`).
 
+The host kind ``slurm`` (`SlurmHost`) runs its slots as `SlurmSlot`, the common
+host.SupervisorSlot with the device taken from the scheduler instead of a lease.
 The parts: slurm_commands (job names, command lines, what Slurm prints),
 slurm_login (this machine or an SSH host: srun and the job queries),
 slurm_channel (the framed channel), slurm_step (the step's helper, shipped),
