@@ -287,24 +287,45 @@ async def run_queue(specs: list[SlotSpec], case_ids: list[str], run: RunFiles,
     is being started again after a loss (then it counts as one more loss).
     Cancellation closes every checked-out slot (no orphaned workers) and
     propagates."""
-    registry = registry or REGISTRY
-    queue: asyncio.Queue[str] = asyncio.Queue()
-    for cid in case_ids:
-        queue.put_nowait(cid)
-    report = QueueReport()
-    lost_types = LOST_ERRORS
-    in_flight = 0
-    settled = asyncio.Event()  # every case taken and finished (or lost): slots still starting are not needed
+    return await _CaseQueue(case_ids, run, run_one, registry or REGISTRY).run(specs)
 
-    def check_settled() -> None:
-        if queue.empty() and in_flight == 0:
-            settled.set()
 
-    async def checkout_unless_settled(spec: SlotSpec) -> DeviceSlot | None:
+class _CaseQueue:
+    """The shared queue of one run_queue call and what its slot tasks share."""
+
+    def __init__(self, case_ids: list[str], run: RunFiles, run_one: Callable[[DeviceSlot, str], Awaitable[None]],
+                 registry: SlotRegistry):
+        self.run_files, self.run_one, self.registry = run, run_one, registry
+        self.queue: asyncio.Queue[str] = asyncio.Queue()
+        for cid in case_ids:
+            self.queue.put_nowait(cid)
+        self.report = QueueReport()
+        self.in_flight = 0
+        self.settled = asyncio.Event()  # every case taken and finished (or lost): slots still starting are not needed
+
+    async def run(self, specs: list[SlotSpec]) -> QueueReport:
+        self.check_settled()
+        tasks = [asyncio.ensure_future(self.consume(s)) for s in specs]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        while not self.queue.empty():
+            self.report.not_started.append(self.queue.get_nowait())
+        return self.report
+
+    def check_settled(self) -> None:
+        if self.queue.empty() and self.in_flight == 0:
+            self.settled.set()
+
+    async def checkout_unless_settled(self, spec: SlotSpec) -> DeviceSlot | None:
         """The slot, or None when the other slots finished every case while this
         one was still starting (or waiting for a device leased elsewhere)."""
-        getting = asyncio.ensure_future(registry.checkout(spec.host, spec.device, run))
-        waiting = asyncio.ensure_future(settled.wait())
+        getting = asyncio.ensure_future(self.registry.checkout(spec.host, spec.device, self.run_files))
+        waiting = asyncio.ensure_future(self.settled.wait())
         try:
             await asyncio.wait({getting, waiting}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -314,100 +335,111 @@ async def run_queue(specs: list[SlotSpec], case_ids: list[str], run: RunFiles,
                 await asyncio.gather(getting, return_exceptions=True)
         return None if getting.cancelled() else getting.result()
 
-    async def again(label: str, losses: int, why: str) -> bool:
+    async def again(self, label: str, losses: int, why: str) -> bool:
         """Pause before starting a lost slot again; False when the bound is reached
         or nothing is left to run."""
-        if losses > len(RETRY_DELAYS_S) or queue.empty():
+        if losses > len(RETRY_DELAYS_S) or self.queue.empty():
             return False
         delay = RETRY_DELAYS_S[losses - 1]
-        await run.say(f"{label}: {why}; starting it again in {delay:g} s (retry {losses} of {len(RETRY_DELAYS_S)})")
+        await self.run_files.say(f"{label}: {why}; starting it again in {delay:g} s "
+                                 f"(retry {losses} of {len(RETRY_DELAYS_S)})")
         sleeping = asyncio.ensure_future(asyncio.sleep(delay))
-        waiting = asyncio.ensure_future(settled.wait())
+        waiting = asyncio.ensure_future(self.settled.wait())
         try:
             await asyncio.wait({sleeping, waiting}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             sleeping.cancel()
             waiting.cancel()
-        return not settled.is_set() and not queue.empty()
+        return not self.settled.is_set() and not self.queue.empty()
 
-    def gave_up(label: str, losses: int, last: str) -> None:
+    def gave_up(self, label: str, losses: int, last: str) -> None:
         if losses > len(RETRY_DELAYS_S):
-            report.slot_errors[label] = f"lost {losses} times in a row, not started again; the last time: {last}"
+            self.report.slot_errors[label] = f"lost {losses} times in a row, not started again; the last time: {last}"
 
-    async def consume(spec: SlotSpec) -> None:
-        nonlocal in_flight
-        label = f"{spec.host.name} {spec.host.device}:{spec.device}"
-        losses = 0  # in a row, since a case last finished on this slot
-        slot: DeviceSlot | None = None
+    async def consume(self, spec: SlotSpec) -> None:
+        """One slot's task: check it out (again after a loss), run cases until none is left."""
+        held = _Held(f"{spec.host.name} {spec.host.device}:{spec.device}")
         try:
             while True:
-                if slot is None:
-                    try:
-                        slot = await checkout_unless_settled(spec)
-                    except (ToolError, *lost_types, asyncio.TimeoutError) as exc:
-                        # a bare timeout says nothing by itself: name what did not answer in time
-                        why = str(exc) or f"{type(exc).__name__}: the slot did not start in time"
-                        if losses == 0 and not isinstance(exc, lost_types):
-                            report.slot_errors[label] = why  # never started: a host that cannot, said at once
-                            return
-                        losses += 1
-                        if await again(label, losses, f"could not start ({why})"):
-                            continue
-                        gave_up(label, losses, why)
-                        return
-                    if slot is None:
-                        return
-                    if label not in report.slots_used:
-                        report.slots_used.append(label)
+                if held.slot is None and not await self.start_slot(spec, held):
+                    return
+                if held.slot is None:
+                    continue  # started again after a loss
                 try:
-                    cid = queue.get_nowait()
+                    cid = self.queue.get_nowait()
                 except asyncio.QueueEmpty:
                     break
-                in_flight += 1
-                try:
-                    await run_one(slot, cid)
-                    report.done.append(cid)
-                    losses = 0
-                except SlotExpired as exc:  # the case was never sent: back to the queue
-                    queue.put_nowait(cid)
-                    await registry.discard(slot)
-                    slot = None
-                    await run.say(str(exc))
-                except lost_types as exc:
-                    why = str(exc) or type(exc).__name__
-                    report.lost[cid] = why
-                    await registry.discard(slot)
-                    slot = None
-                    losses += 1
-                    if not await again(label, losses, f"lost ({why})"):
-                        gave_up(label, losses, why)
-                        return
-                except SlotCannotStart as exc:  # e.g. the supervisor gave up restarting its worker
-                    report.slot_errors[label] = str(exc)
-                    await registry.discard(slot)
-                    slot = None
+                if not await self.run_case(held, cid):
                     return
-                finally:
-                    in_flight -= 1
-                    check_settled()
         except BaseException:
-            if slot is not None:
-                await registry.discard(slot)
-                slot = None
+            if held.slot is not None:
+                await self.registry.discard(held.slot)
+                held.slot = None
             raise
         finally:
-            if slot is not None:
-                await registry.finished(slot)
+            if held.slot is not None:
+                await self.registry.finished(held.slot)
 
-    check_settled()
-    tasks = [asyncio.ensure_future(consume(s)) for s in specs]
-    try:
-        await asyncio.gather(*tasks)
-    except BaseException:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
-    while not queue.empty():
-        report.not_started.append(queue.get_nowait())
-    return report
+    async def start_slot(self, spec: SlotSpec, held: "_Held") -> bool:
+        """Check the slot out into ``held`` (None: try again); False when this slot's task is over."""
+        try:
+            held.slot = await self.checkout_unless_settled(spec)
+        except (ToolError, *LOST_ERRORS, asyncio.TimeoutError) as exc:
+            # a bare timeout says nothing by itself: name what did not answer in time
+            why = str(exc) or f"{type(exc).__name__}: the slot did not start in time"
+            if held.losses == 0 and not isinstance(exc, LOST_ERRORS):
+                self.report.slot_errors[held.label] = why  # never started: a host that cannot, said at once
+                return False
+            held.losses += 1
+            if await self.again(held.label, held.losses, f"could not start ({why})"):
+                return True
+            self.gave_up(held.label, held.losses, why)
+            return False
+        if held.slot is None:
+            return False
+        if held.label not in self.report.slots_used:
+            self.report.slots_used.append(held.label)
+        return True
+
+    async def drop(self, held: "_Held") -> None:
+        slot, held.slot = held.slot, None
+        if slot is not None:
+            await self.registry.discard(slot)
+
+    async def run_case(self, held: "_Held", cid: str) -> bool:
+        """One case on the held slot; False when this slot's task is over."""
+        assert held.slot is not None
+        self.in_flight += 1
+        try:
+            await self.run_one(held.slot, cid)
+            self.report.done.append(cid)
+            held.losses = 0
+        except SlotExpired as exc:  # the case was never sent: back to the queue
+            self.queue.put_nowait(cid)
+            await self.drop(held)
+            await self.run_files.say(str(exc))
+        except LOST_ERRORS as exc:
+            why = str(exc) or type(exc).__name__
+            self.report.lost[cid] = why
+            await self.drop(held)
+            held.losses += 1
+            if not await self.again(held.label, held.losses, f"lost ({why})"):
+                self.gave_up(held.label, held.losses, why)
+                return False
+        except SlotCannotStart as exc:  # e.g. the supervisor gave up restarting its worker
+            self.report.slot_errors[held.label] = str(exc)
+            await self.drop(held)
+            return False
+        finally:
+            self.in_flight -= 1
+            self.check_settled()
+        return True
+
+
+@dataclass
+class _Held:
+    """One slot task's slot (None while it has none) and its losses in a row."""
+
+    label: str
+    slot: DeviceSlot | None = None
+    losses: int = 0
