@@ -20,7 +20,7 @@ from tools.errors import ToolError
 from tools.plan_cases import plan_cases
 from tools.remote import kinds, pool
 from tools.remote.host import SupervisorSlot
-from tools.remote.inventory import parse_inventory
+from tools.remote.inventory import LOCAL_HOST, HostConfig, parse_inventory
 from tools.remote.local import LocalHost, LocalProcess, seen_devices
 from tools.remote.slot import slot_specs
 from tools.run_case_remote import run_case_remote
@@ -135,3 +135,9 @@ def test_the_lease_handshake_is_defined_once() -> None:
     readers = [p.name for p in (REPO / "tools" / "remote").glob("*.py")
                if '"lease_acquired"' in p.read_text() or "'lease_acquired'" in p.read_text()]
     assert sorted(readers) == ["host.py", "lease.py"]  # the helper that says it, the slot that reads it
+
+
+def test_the_built_in_local_host_is_a_valid_entry() -> None:
+    """LOCAL_HOST is built without validation (validating imports the kinds, which import the inventory)."""
+    assert HostConfig.model_validate(LOCAL_HOST.model_dump()) == LOCAL_HOST
+    assert kinds.kind_of(LOCAL_HOST) is LocalHost and not LocalHost.remote

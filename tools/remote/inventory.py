@@ -295,7 +295,7 @@ class HostConfig(Strict):
 
 
 # Built without validation: validating asks kinds.py, which imports the host kind modules,
-# which import this one (the entry is the valid default: see test_ssh_inventory).
+# which import this one (tests/test_host_kinds.py validates it).
 LOCAL_HOST = HostConfig.model_construct(name=LOCAL, transport="local", device="cpu", devices=[0])
 
 
