@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sys
 import shutil
 from pathlib import Path
 
@@ -89,9 +90,11 @@ def test_an_unknown_host_kind_is_refused_naming_the_field() -> None:
     with pytest.raises(ToolError) as err:
         parse_inventory({"hosts": {"box": {"transport": "kubectl", "device": "cpu"}}})
     assert "hosts.box.transport" in err.value.message and "no host kind 'kubectl'" in err.value.message
-    with pytest.raises(ToolError) as err:  # a module of tools/remote that is not a host kind
-        parse_inventory({"hosts": {"box": {"transport": "pool", "device": "cpu"}}})
-    assert "no host kind 'pool'" in err.value.message
+    for name in ("pool", "host_probe"):  # modules of tools/remote that are no host kind: never imported
+        with pytest.raises(ToolError) as err:
+            parse_inventory({"hosts": {"box": {"transport": name, "device": "cpu"}}})
+        assert f"no host kind {name!r}" in err.value.message
+    assert "tools.remote.host_probe" not in sys.modules  # it probes when imported
 
 
 def test_the_local_host_lends_every_device_it_sees_when_the_inventory_says_so(tmp_path: Path, monkeypatch) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from pathlib import Path
 from typing import Any
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
@@ -35,10 +36,10 @@ def host_kind(name: str) -> Any:
         return _REGISTERED[name]
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise UnknownHostKind(f"{name!r} is not a host kind name (lower-case letters, digits, _)")
-    try:
-        module = importlib.import_module(f"{__package__}.{name}")
-    except ModuleNotFoundError:
-        module = None
+    source = Path(__file__).resolve().parent / f"{name}.py"
+    # only a module that says it is a kind is imported: a name in the inventory never runs another module
+    declared = source.is_file() and "\nHOST_KIND = " in source.read_text(encoding="utf-8")
+    module = importlib.import_module(f"{__package__}.{name}") if declared else None
     kind = getattr(module, "HOST_KIND", None)
     if kind is None or getattr(kind, "name", None) != name:
         raise UnknownHostKind(f"no host kind {name!r}: tools/remote/{name}.py with HOST_KIND = a HostKind "
