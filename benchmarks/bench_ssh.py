@@ -52,7 +52,7 @@ from tools.evidence import RunStore  # noqa: E402
 from tools.plan_cases import plan_cases  # noqa: E402
 from tools.remote import pool  # noqa: E402
 from tools.remote.slot import RunFiles  # noqa: E402
-from tools.remote.ssh import SSHDeviceSlot  # noqa: E402
+from tools.remote.host import SupervisorSlot  # noqa: E402
 from tools.remote.inventory import parse_inventory  # noqa: E402
 from tools.run_case_remote import run_case_remote  # noqa: E402
 
@@ -170,7 +170,7 @@ async def breakdown(inv, tool_inv, root: Path, n: int, tag: str) -> dict:
     import tools.run_case_remote as rcr
 
     host = inv.get("bench")
-    conn = await pool.REGISTRY.connection(host)
+    conn = await pool.REGISTRY.host(host).connections.connection(host)
     proc = await conn.create_process(f"{sys.executable} -u -c {shlex.quote(ECHO)}", encoding=None)
     line = json.dumps({"op": "run", "pad": "x" * 200}).encode() + b"\n"
 
@@ -189,7 +189,7 @@ async def breakdown(inv, tool_inv, root: Path, n: int, tag: str) -> dict:
 
     spans: dict[str, list[float]] = {"slot": [], "record": []}
     in_tool = [False]
-    real_record, real_slot_run = rcr._record_event, SSHDeviceSlot.run_case
+    real_record, real_slot_run = rcr._record_event, SupervisorSlot.run_case
 
     def timed_record(*a, **k):
         t = time.perf_counter()
@@ -207,7 +207,7 @@ async def breakdown(inv, tool_inv, root: Path, n: int, tag: str) -> dict:
                 spans["slot"].append(time.perf_counter() - t)
 
     slot = await pool.REGISTRY.checkout(host, 0, run)  # device 0 here, device 1 for the tool: both warm
-    rcr._record_event, SSHDeviceSlot.run_case = timed_record, timed_slot_run
+    rcr._record_event, SupervisorSlot.run_case = timed_record, timed_slot_run
 
     async def slot_round_trip(cid: str) -> dict:
         sent = time.time()
@@ -246,7 +246,7 @@ async def breakdown(inv, tool_inv, root: Path, n: int, tag: str) -> dict:
             raw.append(await raw_round_trip())
             turn.append(await slot_round_trip(cid))
     finally:
-        rcr._record_event, SSHDeviceSlot.run_case = real_record, real_slot_run
+        rcr._record_event, SupervisorSlot.run_case = real_record, real_slot_run
         pool.REGISTRY.release(slot)
         proc.stdin.write_eof()
         proc.close()

@@ -42,7 +42,6 @@ from tools.remote import pool
 from tools.remote.errors import SlotCannotStart, SlotGone, SlotLost, WorkerCannotStart
 from tools.remote.local import LocalSlot
 from tools.remote.slot import RunFiles
-from tools.remote.ssh import SlotUnavailable
 from tools.remote.supervisor_client import ConnectionLost
 from tools.run_case_remote import _outcome, _record_event, run_case_remote
 from tools.schemas import Analysis, CaseResult, PlanResponse, RecordResponse, RunResponse
@@ -218,7 +217,7 @@ def test_one_comparison_description_in_every_renderer() -> None:
 
 def test_transport_errors_are_one_family() -> None:
     assert issubclass(SlotLost, SlotGone) and issubclass(ConnectionLost, SlotGone)
-    assert issubclass(SlotUnavailable, SlotCannotStart) and issubclass(WorkerCannotStart, SlotCannotStart)
+    assert issubclass(WorkerCannotStart, SlotCannotStart)
     assert not issubclass(SlotGone, SlotCannotStart) and not issubclass(SlotCannotStart, SlotGone)
     assert not hasattr(pool, "_lost_errors")
 

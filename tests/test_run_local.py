@@ -418,15 +418,18 @@ def test_cancelling_a_run_kills_supervisor_and_worker(loop, tmp_path: Path) -> N
         worker_pid = int(pid_file.read_text())
         slots = [e.slot for e in REGISTRY._entries.values()]
         supervisor_pids = [s.pid for s in slots if getattr(s, "pid", None)]
+        # every process of the slot: its supervisor, the worker and the watchdog (own session)
+        slot_pids = supervisor_pids + [kid for pid in supervisor_pids for kid in live_children(pid)]
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        return worker_pid, supervisor_pids
+        return worker_pid, supervisor_pids, slot_pids
 
-    worker_pid, supervisor_pids = loop.run_until_complete(scenario())
+    worker_pid, supervisor_pids, slot_pids = loop.run_until_complete(scenario())
     assert len(supervisor_pids) == 1  # the one warm local slot
+    assert len(slot_pids) >= 3 and worker_pid in slot_pids  # supervisor, worker, watchdog
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and (alive(worker_pid) or any(map(alive, supervisor_pids))):
+    while time.monotonic() < deadline and any(map(alive, slot_pids)):
         time.sleep(0.1)
-    assert not alive(worker_pid) and not any(map(alive, supervisor_pids))
+    assert not [p for p in slot_pids if alive(p)]
     assert RunStore(tmp_path, "cancel").pending_case_ids() == ["c1"]

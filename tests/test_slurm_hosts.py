@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import time
@@ -448,15 +447,16 @@ def test_a_login_host_over_ssh(slurm, ssh_env, tmp_path):  # noqa: F811
     assert check.ok and check.scheduler.partition == "opdebug", check.missing
 
 
-SLOW = os.environ.get("OPDEBUG_SLURM_SLOW") == "1"
-
-
-@pytest.mark.skipif(not SLOW, reason="OPDEBUG_SLURM_SLOW=1 runs the Slurm time-limit kill of a slot (60-90 s: "
-                    "Slurm's time limits have minute resolution and slurmctld checks them every 30 s)")
 def test_a_slot_past_its_time_limit_leaves_its_case_pending_with_the_reason(slurm, tmp_path, monkeypatch):
+    """60-90 s, as short as Slurm allows: time limits are whole minutes and slurmctld
+    checks them every 30 s.  When the call returns the job has ended and, with it,
+    every process of the slot - the supervisor's watchdog included (nothing_left)."""
     monkeypatch.setattr(pool, "RETRY_DELAYS_S", ())  # no second job: one case, one limit
     plan(tmp_path, "limit", 1, delay=150)
     resp = run(run_case_remote("limit", hosts=["cluster"], root=tmp_path,
                                inventory=inventory(tmp_path, concurrency=1, slurm={"time_limit": "1"})))
     assert [o.state for o in resp.outcomes] == ["pending"]
     assert "ended by the scheduler (time limit" in resp.outcomes[0].error, resp.outcomes[0].error
+    # the call returns once the job has left squeue; by then no process of the slot runs
+    left = {p: cmdline(p) for p in processes_mentioning(slurm.marker)}
+    assert not {p: c for p, c in left.items() if "opdebug_" in c}, left

@@ -135,7 +135,7 @@ def test_a_host_with_more_slots_than_sshd_max_sessions_gets_more_connections(ssh
             events = await asyncio.gather(*(s.run_case(files, c, 30) for s, c in zip(slots, cases)))
             for s in slots:
                 pool.REGISTRY.release(s)
-            return [s.conn_index for s in slots], events
+            return [s.kind.conn_index(s.device_id) for s in slots], events
 
         conn_indexes, events = run(three_slots_at_once())
         assert conn_indexes == [0, 1, 2]  # three sessions on a MaxSessions=2 server: three connections

@@ -5,7 +5,7 @@ Connects (host key verified), runs the shipped stdlib probe
 scripts and container, and reports python, torch, torch_npu and CANN
 versions, the visible devices and their count, free disk in the work
 directory, whether each environment script sourced, and `missing`.
-For host ``local`` the same probe runs as a local subprocess.  For a Slurm
+For a host of this machine (host kind ``local``) the same probe runs as a local subprocess.  For a Slurm
 host (inventory ``scheduler = "slurm"``) it asks the login host what the
 partition offers and compares it with the inventory's request, read-only
 (tools/remote/slurm_partition.py): no job is started, nothing is written.
@@ -24,7 +24,9 @@ from pathlib import Path
 
 from .errors import ToolError
 from .evidence import resolve_root
+from .remote.host import HostContext, HostKind
 from .remote.inventory import HostConfig, Inventory, as_inventory
+from .remote.kinds import kind_of
 from .schemas import EnvScriptCheck, HostCheck, SchedulerCheck
 
 PROBE_SRC = Path(__file__).resolve().parent / "remote" / "host_probe.py"
@@ -67,18 +69,13 @@ async def _run_probe_ssh(host: HostConfig) -> tuple[int | None, str, str]:
         conn.close()
 
 
-async def _run_probe_local(work_dir: str, kind: str) -> tuple[int | None, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-", work_dir, kind, stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "OPDEBUG_ENV_STATUS": ""})
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(PROBE_SRC.read_bytes()), PROBE_TIMEOUT_S)
-    except asyncio.TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise ToolError(f"the local probe did not finish within {PROBE_TIMEOUT_S:.0f} s", code="probe_timeout")
-    return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+async def _run_probe_here(kind: HostKind, work_dir: str) -> tuple[int | None, str, str]:
+    """The probe on this machine, through the host kind's short command."""
+    code, out, err = await kind.run_command([sys.executable, "-", work_dir, kind.cfg.device], PROBE_TIMEOUT_S,
+                                            stdin=PROBE_SRC.read_bytes())
+    if code is None and not out:
+        raise ToolError(f"the local probe did not run: {err}", code="probe_timeout")
+    return code, out, err
 
 
 def _missing(host: HostConfig, probe: dict, env: list[EnvScriptCheck]) -> list[str]:
@@ -102,7 +99,7 @@ def _missing(host: HostConfig, probe: dict, env: list[EnvScriptCheck]) -> list[s
                 missing.append(f"{host.device} devices {absent} (only {count} visible: ids 0..{count - 1})")
     if probe.get("work_dir_writable") is False:
         missing.append(f"a writable work_dir ({host.work_dir})")
-    elif host.transport == "ssh" and not probe.get("marker_seen"):
+    elif kind_of(host).remote and not probe.get("marker_seen"):
         where = f"inside container {host.container!r}" if host.container else "where the worker runs"
         missing.append(f"work_dir {host.work_dir} as uploaded by SFTP is not visible {where}: mount it at the "
                        "same path (docker run -v PATH:PATH)")
@@ -122,16 +119,16 @@ async def check_host(host: str, *, inventory: Inventory | str | os.PathLike | No
     inv = as_inventory(inventory)
     cfg = inv.get(host)
     started = time.monotonic()
-    if cfg.scheduler == "slurm":
-        return await _check_slurm(cfg, started)
-    if cfg.transport == "local":
-        work_dir = str(resolve_root(root))
-        code, out, err = await _run_probe_local(work_dir, cfg.device)
-        address = None
-    else:
+    if cfg.scheduler:
+        return await _check_scheduler(cfg, started)
+    kind = kind_of(cfg)(cfg, HostContext())
+    if kind.remote:  # the files it runs are uploaded: is the upload seen where the worker runs?
         work_dir = cfg.work_dir
         code, out, err = await _run_probe_ssh(cfg)
-        address = cfg.address
+    else:
+        work_dir = str(resolve_root(root))
+        code, out, err = await _run_probe_here(kind, work_dir)
+    address = kind.address
     statuses: list[int] = []
     probe: dict = {}
     errors: list[str] = []
@@ -160,29 +157,34 @@ async def check_host(host: str, *, inventory: Inventory | str | os.PathLike | No
         host=cfg.name, transport=cfg.transport, address=address, ok=not missing,
         python=probe.get("python"), python_executable=probe.get("python_executable"),
         torch=probe.get("torch"), torch_npu=probe.get("torch_npu"), cann=probe.get("cann"),
-        cann_home=probe.get("cann_home"), device_kind=cfg.device, devices=list(cfg.devices),
+        cann_home=probe.get("cann_home"), device_kind=cfg.device, devices=_lent(kind, probe.get("device_count")),
         device_count=probe.get("device_count"), visibility=probe.get("visibility", {}),
         work_dir=work_dir, work_dir_writable=probe.get("work_dir_writable"),
         free_disk_bytes=probe.get("free_disk_bytes"), env_scripts=env, missing=missing, errors=errors,
         elapsed_s=round(time.monotonic() - started, 3))
 
 
-async def _check_slurm(cfg: HostConfig, started: float) -> HostCheck:
-    """A Slurm host: what its partition offers and what the request lacks (read-only)."""
-    from .remote.slurm_login import LocalLogin, SSHLogin
-    from .remote.slurm_partition import partition_report
-    from .remote.ssh import SSHConnections
+def _lent(kind: HostKind, seen: int | None) -> list[int]:
+    """The devices the host's slots use: with all_devices, every one the probe saw."""
+    if kind.cfg.all_devices and seen:
+        return list(range(seen))[: kind.cfg.concurrency or seen]
+    return list(kind.cfg.devices)
 
-    connections = SSHConnections()  # its own connection, closed at the end (as the probe's)
-    login = LocalLogin(cfg) if cfg.transport == "local" else SSHLogin(connections, cfg)
+
+async def _check_scheduler(cfg: HostConfig, started: float) -> HostCheck:
+    """A Slurm host: what its partition offers and what the request lacks (read-only)."""
+    from .remote.slurm_partition import partition_report
+
+    context = HostContext()  # its own connection, closed at the end (as the probe's)
+    kind = kind_of(cfg)(cfg, context)
     try:
-        report, missing = await partition_report(login, cfg)
+        report, missing = await partition_report(kind.login, cfg)
     finally:
-        connections.close_unused(set())
+        context.close_unused(set())
     errors: list[str] = []
-    if cfg.transport == "local" and not os.access(_existing_parent(cfg.work_dir), os.W_OK):
+    if kind.address is None and not os.access(_existing_parent(cfg.work_dir), os.W_OK):
         missing.append(f"a writable work_dir ({cfg.work_dir}) on a file system the nodes see")
-    return HostCheck(host=cfg.name, transport=cfg.transport, address=None if cfg.transport == "local" else cfg.address,
+    return HostCheck(host=cfg.name, transport=cfg.transport, address=kind.address,
                      ok=not missing, device_kind=cfg.device, devices=[], work_dir=cfg.work_dir,
                      missing=missing, errors=errors, elapsed_s=round(time.monotonic() - started, 3),
                      scheduler=SchedulerCheck.model_validate(report))

@@ -14,9 +14,7 @@ isolation", "fixed in the model", or what still fails.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import shlex
 import time
 from typing import Any, Awaitable, Callable
@@ -42,7 +40,7 @@ def _tail(text: str) -> str:
 
 
 async def run_model_command(command: str, host, *, timeout_s: float) -> dict[str, Any]:
-    """Run the config's model command on ``host`` (local or SSH) without a shell
+    """Run the config's model command on ``host`` (any host kind) without a shell
     on our side; returns argv, host, exit status, timing and the output tail."""
     try:
         argv = shlex.split(command)
@@ -52,38 +50,12 @@ async def run_model_command(command: str, host, *, timeout_s: float) -> dict[str
         raise ToolError("config.command is empty", code="validation_error")
     t0 = time.monotonic()
     record: dict[str, Any] = {"command": command, "argv": argv, "host": host.name, "transport": host.transport}
-    if host.transport == "local":
-        try:
-            proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
-                                                        stdout=asyncio.subprocess.PIPE,
-                                                        stderr=asyncio.subprocess.STDOUT, start_new_session=True)
-        except OSError as exc:
-            record.update(exit_status=None, error=f"cannot start: {exc}", output_tail="")
-            record["seconds"] = round(time.monotonic() - t0, 3)
-            return record
-        try:
-            out, _ = await asyncio.wait_for(proc.communicate(), timeout=timeout_s)
-            record.update(exit_status=proc.returncode, output_tail=_tail(out.decode("utf-8", "replace")))
-        except asyncio.TimeoutError:
-            try:
-                os.killpg(proc.pid, 9)
-            except ProcessLookupError:
-                pass
-            await proc.wait()
-            record.update(exit_status=None, error=f"timed out after {timeout_s:g} s (killed)", output_tail="")
-    else:
-        import asyncssh
-
-        from ..remote.ssh import shell_command
-
-        conn = await pool.REGISTRY.connection(host)
-        try:
-            done = await asyncio.wait_for(conn.run(shell_command(host, argv), check=False,
-                                                   stderr=asyncssh.STDOUT), timeout=timeout_s)
-            out = done.stdout if isinstance(done.stdout, str) else (done.stdout or b"").decode("utf-8", "replace")
-            record.update(exit_status=done.exit_status, output_tail=_tail(out or ""))
-        except asyncio.TimeoutError:
-            record.update(exit_status=None, error=f"timed out after {timeout_s:g} s", output_tail="")
+    # the host's kind runs it: a local subprocess (no shell), or each word quoted under the host's
+    # environment scripts and container
+    code, out, why = await pool.REGISTRY.host(host).run_command(argv, timeout_s, merge_stderr=True)
+    record.update(exit_status=code, output_tail=_tail(out))
+    if code is None:
+        record["error"] = why
     record["seconds"] = round(time.monotonic() - t0, 3)
     return record
 

@@ -4,14 +4,19 @@
   byte streams (``ConnectionLost`` when the stream ends or breaks).
 - ``errors``: the transport errors, one family on every transport: ``SlotGone``
   (the slot went away) and ``SlotCannotStart`` (it never became usable).
-- ``local``: the runner as a local subprocess (the embedded default host
-  ``local``), staged by content hash like the SSH upload.
-- ``slot``: the slot contract every transport implements and the pool
-  schedules over (``RunFiles``, ``DeviceSlot``, ``SlotSpec``).
-- ``ssh``: the SSH hosts' connections (one per host, ``SSHConnections``),
-  the shipped runner and ``SSHDeviceSlot``.
-- ``slurm``: hosts behind Slurm: every slot one ``srun`` job on the device
-  the scheduler gave it (``SlurmSlot``); ``slurm_commands`` job names, command
+- ``host``: the host layer - what a host kind does (``HostKind``: start the
+  supervisor with its stdio as the channel, stage files, run a short command,
+  where the device comes from) and the one slot lifecycle and lease handshake
+  over every kind (``SupervisorSlot``); ``kinds``: host kinds by name (a kind
+  NAME is ``HOST_KIND`` of tools/remote/NAME.py; references/host-kinds.md).
+- ``local``: the ``local`` kind, the runner as a local subprocess (the embedded
+  default host ``local``), staged by content hash like the SSH upload.
+- ``slot``: the slot contract the pool schedules over (``RunFiles``,
+  ``DeviceSlot``, ``SlotSpec``).
+- ``ssh``: the ``ssh`` kind: the SSH hosts' connections (one per host,
+  ``SSHConnections``), the shipped runner, ``SSHHost``.
+- ``slurm``: the ``slurm`` kind, hosts behind Slurm: every slot one ``srun`` job on
+  the device the scheduler gave it (``SlurmSlot``); ``slurm_commands`` job names, command
   lines and what Slurm prints; ``slurm_login`` the login host (this machine or
   SSH) and the job queries; ``slurm_channel`` the framed channel through the
   step; ``slurm_step`` the step's own helper (shipped: placement, then a relay

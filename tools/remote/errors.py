@@ -1,4 +1,4 @@
-"""The transport errors: one family for every transport (local, SSH, Slurm).
+"""The transport errors: one family for every host kind (local, SSH, Slurm).
 
 Two bases, by what the caller does next:
 
@@ -12,8 +12,8 @@ Two bases, by what the caller does next:
 - `SlotCannotStart`: the slot never became usable (its worker cannot
   start, its device is leased elsewhere, its environment script failed).
   Nothing ran on it; the cases wait for another slot or stay pending with
-  this message.  A `ToolError`, so it carries a code and details.  Members:
-  `WorkerCannotStart` (both transports), `ssh.SlotUnavailable`.
+  this message.  A `ToolError`, so it carries a code and details (one class on
+  every host kind: host.SupervisorSlot raises it).  Member: `WorkerCannotStart`.
 """
 
 from __future__ import annotations

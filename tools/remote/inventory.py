@@ -44,7 +44,10 @@ device, ``env_scripts`` are sourced on the node inside the job, and
     srun_options = ["--constraint=910b"]
 
 The host ``local`` (the same runner as a local subprocess, device cpu) is
-always there.  Tools take host *names* only; every field that ends up in a
+always there; with ``all_devices = true`` a local host lends a slot on every
+device its probe sees (check_host's count), each under its own lease.  The
+``transport`` (and ``scheduler``) names a host kind: a module of tools/remote
+(kinds.py, references/host-kinds.md).  Tools take host *names* only; every field that ends up in a
 remote command line is checked against a strict pattern here and quoted again
 with shlex.quote where the command is built.
 """
@@ -61,6 +64,7 @@ from pydantic import AfterValidator, Field, ValidationError, model_validator
 
 from ..errors import ToolError
 from ..schemas import Slug, Strict, format_validation_error
+from .kinds import UnknownHostKind, host_kind
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -117,6 +121,14 @@ def _work_dir(value: str) -> str:
     if value == "/":
         raise ValueError("'/' cannot be the work_dir: give a directory of its own (e.g. /home/USER/.opdebug), "
                          "owned by the login user and writable by nobody else")
+    return value
+
+
+def _known_kind(value: str) -> str:
+    try:
+        host_kind(value)
+    except UnknownHostKind as exc:
+        raise ValueError(str(exc)) from None
     return value
 
 
@@ -184,7 +196,8 @@ class SlurmOptions(Strict):
 
 class HostConfig(Strict):
     name: Slug
-    transport: Literal["ssh", "local"] = "ssh"
+    # The host kind: "ssh", "local", or any kind a module of tools/remote defines (kinds.py).
+    transport: Annotated[str, AfterValidator(_known_kind)] = "ssh"
     # Address: hostname (+ port, user), or an alias of an OpenSSH config file.
     hostname: Hostname | None = None
     port: Annotated[int, Field(ge=1, le=65535)] = 22
@@ -213,6 +226,10 @@ class HostConfig(Strict):
     scheduler: Literal["slurm"] | None = Field(None, description=(
         "a cluster scheduler between the login host and the devices: each slot is one of its jobs, no lease"))
     slurm: SlurmOptions | None = Field(None, description="the Slurm request of each slot (scheduler 'slurm')")
+    all_devices: bool = Field(False, description=(
+        "a local host lends a slot on every device its probe sees (check_host's 'devices ... of N seen': cpu "
+        "counts os.cpu_count(), cuda/npu torch's device count), each under its own lease, instead of the listed "
+        "'devices' (still capped by 'concurrency')"))
 
     @model_validator(mode="after")
     def _shape(self) -> "HostConfig":
@@ -229,12 +246,15 @@ class HostConfig(Strict):
             if self.container:
                 raise ValueError("a scheduler host takes no 'container' (a site's container plugin goes in "
                                  "slurm.srun_options)")
-        if self.transport == "local" and self.scheduler:
+        remote = host_kind(self.transport).remote
+        if self.all_devices and (remote or self.scheduler):
+            raise ValueError("'all_devices' is for a host of this machine (transport 'local') without a scheduler")
+        if not remote and self.scheduler:
             if self.hostname or self.ssh_config_alias:
                 raise ValueError("transport 'local' (the login host is this machine) takes no hostname or "
                                  "ssh_config_alias")
             return self
-        if self.transport == "local":
+        if not remote:
             if self.hostname or self.ssh_config_alias or self.container or self.env_scripts:
                 raise ValueError("transport 'local' takes no hostname, ssh_config_alias, container or env_scripts")
             return self
@@ -256,7 +276,7 @@ class HostConfig(Strict):
         return (self.transport, self.hostname, self.port, self.user, self.ssh_config_alias, self.ssh_config,
                 tuple(self.identity_files), self.known_hosts, self.python, tuple(self.env_scripts),
                 self.container, self.device, self.work_dir, self.max_sessions, self.scheduler,
-                self.slurm.model_dump_json() if self.slurm else None)
+                self.slurm.model_dump_json() if self.slurm else None, self.all_devices)
 
     @property
     def slot_devices(self) -> list[int]:
@@ -274,7 +294,9 @@ class HostConfig(Strict):
         return f"{self.user + '@' if self.user else ''}{self.hostname}:{self.port}"
 
 
-LOCAL_HOST = HostConfig(name=LOCAL, transport="local", device="cpu", devices=[0])
+# Built without validation: validating asks kinds.py, which imports the host kind modules,
+# which import this one (tests/test_host_kinds.py validates it).
+LOCAL_HOST = HostConfig.model_construct(name=LOCAL, transport="local", device="cpu", devices=[0])
 
 
 class Inventory:
@@ -323,7 +345,7 @@ def parse_inventory(data: dict, path: Path | None = None) -> Inventory:
         except ValidationError as exc:
             errors.append(format_validation_error(exc, prefix=f"hosts.{name}"))
             continue
-        if name == LOCAL and host.transport != "local":
+        if name == LOCAL and host_kind(host.transport).remote:
             errors.append(f"hosts.{LOCAL}.transport: the name 'local' is reserved for the local transport")
             continue
         hosts[name] = host

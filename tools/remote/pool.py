@@ -1,8 +1,9 @@
 """The slot pool: warm device workers over every chosen host, shared by tool calls.
 
 A *slot* (slot.py) is one device on one host with one warm supervisor (hence
-one warm worker).  The module-level `REGISTRY` keeps slots and SSH connections
-(ssh.SSHConnections) alive between tool calls while the server lives:
+one warm worker).  The module-level `REGISTRY` keeps slots and what their host
+kinds share (host.HostContext: SSH connections...) alive between tool calls
+while the server lives:
 
 - `checkout` gives a tool call exclusive use of a slot (an asyncio lock per
   slot: two tool calls of this server never share a device) and starts the
@@ -32,17 +33,15 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
-
-import asyncssh
+from typing import Awaitable, Callable
 
 from ..errors import ToolError
 from .busy import busy_text, wait_budget, waiting_text
 from .errors import LOST_ERRORS, SlotCannotStart, SlotExpired
+from .host import HostContext, HostKind
 from .inventory import HostConfig
-from .slot import RunFiles, SlotSpec
-from .slurm import SlurmClusters, make_slurm_slot
-from .ssh import SSHConnections, SSHDeviceSlot
+from .kinds import kind_of
+from .slot import DeviceSlot, RunFiles, SlotSpec
 
 REAP_INTERVAL_S = 5.0
 # The pauses before a lost slot is started again (a bound of len() tries in a row;
@@ -57,7 +56,7 @@ RETRY_DELAYS_S: tuple[float, ...] = (1.0, 3.0, 9.0)
 
 @dataclass
 class _Entry:
-    slot: Any
+    slot: DeviceSlot
     cfg: HostConfig
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last_used: float = field(default_factory=time.monotonic)
@@ -71,20 +70,20 @@ class _Entry:
 
 
 class SlotRegistry:
-    """Warm slots keyed by (host, device) and one connection per SSH host.
+    """Warm slots keyed by (host, device) and what their host kinds share (one
+    connection per SSH host...).
 
     Bound to the event loop that first uses it (the server's); a new loop
     (a new asyncio.run in tests or the CLI) starts from a clean registry."""
 
-    def __init__(self, slot_factory: Callable[["SlotRegistry", HostConfig, int], Any] | None = None):
+    def __init__(self, slot_factory: Callable[["SlotRegistry", HostConfig, int], DeviceSlot] | None = None):
         self._slot_factory = slot_factory
         self._reset(None)
 
     def _reset(self, loop: asyncio.AbstractEventLoop | None) -> None:
         self._loop = loop
         self._entries: dict[tuple[str, int], _Entry] = {}
-        self.ssh = SSHConnections()
-        self.slurm = SlurmClusters(self.ssh)
+        self.context = HostContext()
         self._reaper: asyncio.Task | None = None
 
     def _bind(self) -> None:
@@ -92,24 +91,19 @@ class SlotRegistry:
         if self._loop is not loop:
             self._reset(loop)
 
-    async def connection(self, host: HostConfig, index: int = 0) -> asyncssh.SSHClientConnection:
-        """The SSH host's shared connection (see ssh.SSHConnections)."""
+    def host(self, host: HostConfig) -> HostKind:
+        """The host's kind, sharing this registry's connections (a short command runs on it)."""
         self._bind()
-        return await self.ssh.connection(host, index)
+        return kind_of(host)(host, self.context)
 
     # -- slots --------------------------------------------------------------
 
-    def _new_slot(self, host: HostConfig, device: int) -> Any:
+    def _new_slot(self, host: HostConfig, device: int) -> DeviceSlot:
         if self._slot_factory is not None:
             return self._slot_factory(self, host, device)
-        if host.scheduler == "slurm":
-            return make_slurm_slot(self.slurm, host, device)
-        if host.transport == "ssh":
-            return SSHDeviceSlot(self.ssh, host, device)
-        from .local import make_local_slot  # RUNNER's local transport
-        return make_local_slot(host, device)
+        return kind_of(host)(host, self.context).new_slot(device)
 
-    async def checkout(self, host: HostConfig, device: int, run: RunFiles, *, wait: bool = True) -> Any:
+    async def checkout(self, host: HostConfig, device: int, run: RunFiles, *, wait: bool = True) -> DeviceSlot | None:
         """Exclusive use of (host, device), its supervisor started. None when
         `wait` is false and another tool call holds it."""
         self._bind()
@@ -170,18 +164,18 @@ class SlotRegistry:
                 entry.lock.release()  # granted just as this call gave up
             raise
 
-    def release(self, slot: Any) -> None:
+    def release(self, slot: DeviceSlot) -> None:
         entry = self._find(slot)
         if entry is not None:
             entry.last_used = time.monotonic()
             if entry.lock.locked():
                 entry.lock.release()
 
-    async def finished(self, slot: Any) -> None:
-        """The run needs the slot no more: released (kept warm), or - on a scheduler
-        host, whose jobs live for one run - closed and forgotten."""
+    async def finished(self, slot: DeviceSlot) -> None:
+        """The run needs the slot no more: released (kept warm), or - on a host kind whose
+        slots live for one run (a scheduler's jobs) - closed and forgotten."""
         entry = self._find(slot)
-        if entry is None or not entry.cfg.scheduler:
+        if entry is None or kind_of(entry.cfg).keep_warm:
             self.release(slot)
             return
         for key, e in list(self._entries.items()):
@@ -193,7 +187,7 @@ class SlotRegistry:
             if entry.lock.locked():
                 entry.lock.release()
 
-    async def discard(self, slot: Any) -> None:
+    async def discard(self, slot: DeviceSlot) -> None:
         """Close a slot that broke or was cancelled, and release it."""
         entry = self._find(slot)
         try:
@@ -203,14 +197,14 @@ class SlotRegistry:
         if entry is not None and entry.lock.locked():
             entry.lock.release()
 
-    def _find(self, slot: Any) -> _Entry | None:
+    def _find(self, slot: DeviceSlot) -> _Entry | None:
         for entry in self._entries.values():
             if entry.slot is slot:
                 return entry
         return None
 
     def warm_slots(self) -> list[tuple[str, int]]:
-        return [k for k, e in self._entries.items() if getattr(e.slot, "alive", False)]
+        return [k for k, e in self._entries.items() if e.slot.alive]
 
     # -- idle shutdown ------------------------------------------------------
 
@@ -233,7 +227,7 @@ class SlotRegistry:
             del self._entries[key]
             await entry.slot.close()
             closed.append(key)
-        self.ssh.close_unused({k[0] for k in self._entries})
+        self.context.close_unused({k[0] for k in self._entries})
         return closed
 
     async def close_idle(self, hosts: list[str]) -> list[tuple[str, int]]:
@@ -257,7 +251,7 @@ class SlotRegistry:
             self._reaper.cancel()
         entries, self._entries = list(self._entries.values()), {}
         await asyncio.gather(*(e.slot.close() for e in entries), return_exceptions=True)
-        self.ssh.close_unused(set())
+        self.context.close_unused(set())
 
 
 REGISTRY = SlotRegistry()
@@ -278,7 +272,7 @@ class QueueReport:
 
 
 async def run_queue(specs: list[SlotSpec], case_ids: list[str], run: RunFiles,
-                    run_one: Callable[[Any, str], Awaitable[None]], *,
+                    run_one: Callable[[DeviceSlot, str], Awaitable[None]], *,
                     registry: SlotRegistry | None = None) -> QueueReport:
     """One task per slot consuming a shared queue of case ids.
 
@@ -293,24 +287,45 @@ async def run_queue(specs: list[SlotSpec], case_ids: list[str], run: RunFiles,
     is being started again after a loss (then it counts as one more loss).
     Cancellation closes every checked-out slot (no orphaned workers) and
     propagates."""
-    registry = registry or REGISTRY
-    queue: asyncio.Queue[str] = asyncio.Queue()
-    for cid in case_ids:
-        queue.put_nowait(cid)
-    report = QueueReport()
-    lost_types = LOST_ERRORS
-    in_flight = 0
-    settled = asyncio.Event()  # every case taken and finished (or lost): slots still starting are not needed
+    return await _CaseQueue(case_ids, run, run_one, registry or REGISTRY).run(specs)
 
-    def check_settled() -> None:
-        if queue.empty() and in_flight == 0:
-            settled.set()
 
-    async def checkout_unless_settled(spec: SlotSpec) -> Any:
+class _CaseQueue:
+    """The shared queue of one run_queue call and what its slot tasks share."""
+
+    def __init__(self, case_ids: list[str], run: RunFiles, run_one: Callable[[DeviceSlot, str], Awaitable[None]],
+                 registry: SlotRegistry):
+        self.run_files, self.run_one, self.registry = run, run_one, registry
+        self.queue: asyncio.Queue[str] = asyncio.Queue()
+        for cid in case_ids:
+            self.queue.put_nowait(cid)
+        self.report = QueueReport()
+        self.in_flight = 0
+        self.settled = asyncio.Event()  # every case taken and finished (or lost): slots still starting are not needed
+
+    async def run(self, specs: list[SlotSpec]) -> QueueReport:
+        self.check_settled()
+        tasks = [asyncio.ensure_future(self.consume(s)) for s in specs]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        while not self.queue.empty():
+            self.report.not_started.append(self.queue.get_nowait())
+        return self.report
+
+    def check_settled(self) -> None:
+        if self.queue.empty() and self.in_flight == 0:
+            self.settled.set()
+
+    async def checkout_unless_settled(self, spec: SlotSpec) -> DeviceSlot | None:
         """The slot, or None when the other slots finished every case while this
         one was still starting (or waiting for a device leased elsewhere)."""
-        getting = asyncio.ensure_future(registry.checkout(spec.host, spec.device, run))
-        waiting = asyncio.ensure_future(settled.wait())
+        getting = asyncio.ensure_future(self.registry.checkout(spec.host, spec.device, self.run_files))
+        waiting = asyncio.ensure_future(self.settled.wait())
         try:
             await asyncio.wait({getting, waiting}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -320,99 +335,111 @@ async def run_queue(specs: list[SlotSpec], case_ids: list[str], run: RunFiles,
                 await asyncio.gather(getting, return_exceptions=True)
         return None if getting.cancelled() else getting.result()
 
-    async def again(label: str, losses: int, why: str) -> bool:
+    async def again(self, label: str, losses: int, why: str) -> bool:
         """Pause before starting a lost slot again; False when the bound is reached
         or nothing is left to run."""
-        if losses > len(RETRY_DELAYS_S) or queue.empty():
+        if losses > len(RETRY_DELAYS_S) or self.queue.empty():
             return False
         delay = RETRY_DELAYS_S[losses - 1]
-        await run.say(f"{label}: {why}; starting it again in {delay:g} s (retry {losses} of {len(RETRY_DELAYS_S)})")
+        await self.run_files.say(f"{label}: {why}; starting it again in {delay:g} s "
+                                 f"(retry {losses} of {len(RETRY_DELAYS_S)})")
         sleeping = asyncio.ensure_future(asyncio.sleep(delay))
-        waiting = asyncio.ensure_future(settled.wait())
+        waiting = asyncio.ensure_future(self.settled.wait())
         try:
             await asyncio.wait({sleeping, waiting}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             sleeping.cancel()
             waiting.cancel()
-        return not settled.is_set() and not queue.empty()
+        return not self.settled.is_set() and not self.queue.empty()
 
-    def gave_up(label: str, losses: int, last: str) -> None:
+    def gave_up(self, label: str, losses: int, last: str) -> None:
         if losses > len(RETRY_DELAYS_S):
-            report.slot_errors[label] = f"lost {losses} times in a row, not started again; the last time: {last}"
+            self.report.slot_errors[label] = f"lost {losses} times in a row, not started again; the last time: {last}"
 
-    async def consume(spec: SlotSpec) -> None:
-        nonlocal in_flight
-        label = f"{spec.host.name} {spec.host.device}:{spec.device}"
-        losses, slot = 0, None  # losses: in a row, since a case last finished on this slot
+    async def consume(self, spec: SlotSpec) -> None:
+        """One slot's task: check it out (again after a loss), run cases until none is left."""
+        held = _Held(f"{spec.host.name} {spec.host.device}:{spec.device}")
         try:
             while True:
-                if slot is None:
-                    try:
-                        slot = await checkout_unless_settled(spec)
-                    except (ToolError, *lost_types, asyncio.TimeoutError) as exc:
-                        # a bare timeout says nothing by itself: name what did not answer in time
-                        why = str(exc) or f"{type(exc).__name__}: the slot did not start in time"
-                        if losses == 0 and not isinstance(exc, lost_types):
-                            report.slot_errors[label] = why  # never started: a host that cannot, said at once
-                            return
-                        losses += 1
-                        if await again(label, losses, f"could not start ({why})"):
-                            continue
-                        gave_up(label, losses, why)
-                        return
-                    if slot is None:
-                        return
-                    if label not in report.slots_used:
-                        report.slots_used.append(label)
+                if held.slot is None and not await self.start_slot(spec, held):
+                    return
+                if held.slot is None:
+                    continue  # started again after a loss
                 try:
-                    cid = queue.get_nowait()
+                    cid = self.queue.get_nowait()
                 except asyncio.QueueEmpty:
                     break
-                in_flight += 1
-                try:
-                    await run_one(slot, cid)
-                    report.done.append(cid)
-                    losses = 0
-                except SlotExpired as exc:  # the case was never sent: back to the queue
-                    queue.put_nowait(cid)
-                    await registry.discard(slot)
-                    slot = None
-                    await run.say(str(exc))
-                except lost_types as exc:
-                    why = str(exc) or type(exc).__name__
-                    report.lost[cid] = why
-                    await registry.discard(slot)
-                    slot = None
-                    losses += 1
-                    if not await again(label, losses, f"lost ({why})"):
-                        gave_up(label, losses, why)
-                        return
-                except SlotCannotStart as exc:  # e.g. the supervisor gave up restarting its worker
-                    report.slot_errors[label] = str(exc)
-                    await registry.discard(slot)
-                    slot = None
+                if not await self.run_case(held, cid):
                     return
-                finally:
-                    in_flight -= 1
-                    check_settled()
         except BaseException:
-            if slot is not None:
-                await registry.discard(slot)
-                slot = None
+            if held.slot is not None:
+                await self.registry.discard(held.slot)
+                held.slot = None
             raise
         finally:
-            if slot is not None:
-                await registry.finished(slot)
+            if held.slot is not None:
+                await self.registry.finished(held.slot)
 
-    check_settled()
-    tasks = [asyncio.ensure_future(consume(s)) for s in specs]
-    try:
-        await asyncio.gather(*tasks)
-    except BaseException:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
-    while not queue.empty():
-        report.not_started.append(queue.get_nowait())
-    return report
+    async def start_slot(self, spec: SlotSpec, held: "_Held") -> bool:
+        """Check the slot out into ``held`` (None: try again); False when this slot's task is over."""
+        try:
+            held.slot = await self.checkout_unless_settled(spec)
+        except (ToolError, *LOST_ERRORS, asyncio.TimeoutError) as exc:
+            # a bare timeout says nothing by itself: name what did not answer in time
+            why = str(exc) or f"{type(exc).__name__}: the slot did not start in time"
+            if held.losses == 0 and not isinstance(exc, LOST_ERRORS):
+                self.report.slot_errors[held.label] = why  # never started: a host that cannot, said at once
+                return False
+            held.losses += 1
+            if await self.again(held.label, held.losses, f"could not start ({why})"):
+                return True
+            self.gave_up(held.label, held.losses, why)
+            return False
+        if held.slot is None:
+            return False
+        if held.label not in self.report.slots_used:
+            self.report.slots_used.append(held.label)
+        return True
+
+    async def drop(self, held: "_Held") -> None:
+        slot, held.slot = held.slot, None
+        if slot is not None:
+            await self.registry.discard(slot)
+
+    async def run_case(self, held: "_Held", cid: str) -> bool:
+        """One case on the held slot; False when this slot's task is over."""
+        assert held.slot is not None
+        self.in_flight += 1
+        try:
+            await self.run_one(held.slot, cid)
+            self.report.done.append(cid)
+            held.losses = 0
+        except SlotExpired as exc:  # the case was never sent: back to the queue
+            self.queue.put_nowait(cid)
+            await self.drop(held)
+            await self.run_files.say(str(exc))
+        except LOST_ERRORS as exc:
+            why = str(exc) or type(exc).__name__
+            self.report.lost[cid] = why
+            await self.drop(held)
+            held.losses += 1
+            if not await self.again(held.label, held.losses, f"lost ({why})"):
+                self.gave_up(held.label, held.losses, why)
+                return False
+        except SlotCannotStart as exc:  # e.g. the supervisor gave up restarting its worker
+            self.report.slot_errors[held.label] = str(exc)
+            await self.drop(held)
+            return False
+        finally:
+            self.in_flight -= 1
+            self.check_settled()
+        return True
+
+
+@dataclass
+class _Held:
+    """One slot task's slot (None while it has none) and its losses in a row."""
+
+    label: str
+    slot: DeviceSlot | None = None
+    losses: int = 0

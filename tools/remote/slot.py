@@ -1,8 +1,8 @@
 """The slot contract: what every transport's device slot is, and what it is given.
 
 A *slot* is one device on one host with one warm supervisor (hence one warm
-worker).  The pool (pool.py) schedules cases over slots; each transport
-(local.py, ssh.py, slurm.py) implements `DeviceSlot`.  Both sides import this module and
+worker).  The pool (pool.py) schedules cases over slots; every host kind's slot
+(host.SupervisorSlot, over local.py, ssh.py, slurm.py) implements `DeviceSlot`.  Both sides import this module and
 nothing of each other's internals, as pytest-xdist's scheduler protocol is
 shared by its schedulers and its session.
 """
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Awaitable, Callable, Protocol
 
 from .inventory import HostConfig
+from .kinds import kind_of
 
 
 @dataclass
@@ -31,6 +32,9 @@ class RunFiles:
     # once a second: busy.waiting_text), a scheduler job waiting in the queue, a lost slot
     # started again: one line of text, for the caller's progress.
     news: Callable[[str], Awaitable[None]] | None = None
+    # The wait for a busy device the call asked for (run_case_remote's device_wait_s), in
+    # place of the host's lease_wait_s; None, the host's (busy.wait_budget).
+    device_wait_s: float | None = None
 
     async def say(self, text: str) -> None:
         """Tell ``news`` one line; news is best effort, never a reason to fail a case."""
@@ -52,7 +56,9 @@ class DeviceSlot(Protocol):
 
     host: str
     device: str
-    alive: bool
+
+    @property
+    def alive(self) -> bool: ...
 
     async def start(self, run: RunFiles) -> None: ...
     async def run_case(self, run: RunFiles, case: dict, timeout_s: float) -> dict: ...
@@ -69,5 +75,6 @@ class SlotSpec:
 
 
 def slot_specs(hosts: list[HostConfig]) -> list[SlotSpec]:
-    """Every slot the chosen hosts lend: their first `concurrency` devices each."""
-    return [SlotSpec(h, d) for h in hosts for d in h.slot_devices]
+    """Every slot the chosen hosts lend: their first `concurrency` devices each (a
+    local host with all_devices: every device it sees)."""
+    return [SlotSpec(h, d) for h in hosts for d in kind_of(h).slot_devices(h)]

@@ -36,11 +36,17 @@ and SSH transports; srun's and slurmstepd's own messages come on stderr.
 - **Nothing outlives the run**: a slot lives for one run (pool.py closes it
   when its queue is empty); closing ends its step (stdin EOF: the supervisor
   exits), then ``scancel`` and, last, a SIGKILL of srun's pid (never its
-  process group: srun's helper child ends the job).  A server killed outright
+  process group: srun's helper child ends the job); it returns once squeue no
+  longer lists the job.  Every process of the step stays in the step's
+  process tree, which Slurm follows and ends (time limit, scancel): the step's
+  helper outlives the SIGTERM and adopts the supervisor's orphans - its
+  watchdog, in a session of its own - until they are gone (slurm_step.relay).  A server killed outright
   closes every step's stdin with it; the jobs end on their own, and the first
   slot a later server starts on the host cancels the jobs whose names say they
   belong to a server of this machine that is gone (`slurm_login.sweep`).
 
+The host kind ``slurm`` (`SlurmHost`) runs its slots as `SlurmSlot`, the common
+host.SupervisorSlot with the device taken from the scheduler instead of a lease.
 The parts: slurm_commands (job names, command lines, what Slurm prints),
 slurm_login (this machine or an SSH host: srun and the job queries),
 slurm_channel (the framed channel), slurm_step (the step's helper, shipped),
@@ -54,19 +60,20 @@ import itertools
 import json
 import re
 import time
-from collections import deque
 from typing import Any
 
-from .errors import SlotCannotStart, SlotExpired, SlotGone, SlotLost, WorkerCannotStart
+from .errors import SlotCannotStart, SlotExpired, SlotGone, SlotLost
+from .host import HostContext, HostKind, HostProcess, SupervisorSlot
 from .inventory import VISIBILITY_VARIABLE, HostConfig
+from .kinds import host_kind
 from .slot import RunFiles
 from .slurm_channel import FramedChannel
 from .slurm_commands import (ALLOCATED_LINE, JOB_ID, JOB_PREFIX, NODE_NAME, QUEUED_LINE, SCHEDULER_END_STATES,
                              cancelled_line, duration_s, gres_indexes, server_tag, show_field, srun_argv)
-from .slurm_login import LocalLogin, LocalStep, SSHLogin, SSHStep, job_state, jobs_named, sweep
+from .slurm_login import job_state, jobs_named, login_for, sweep
 from .slurm_step import PLACEMENT_VALUE
 from .ssh import SSHConnections
-from .supervisor_client import SupervisorClient, within
+from .supervisor_client import within
 
 FIRST_POLL_S = 1.0  # a free slot starts in ~50 ms: squeue only when it did not
 POLL_S = 3.0
@@ -106,7 +113,7 @@ class SlurmClusters:
         """The host's login (one per host: its run files are staged once), anew when its entry changed."""
         known = self._logins.get(host.name)
         if known is None or known[0] != host.worker_identity():
-            login = LocalLogin(host) if host.transport == "local" else SSHLogin(self.ssh, host)
+            login = login_for(host, self.ssh)
             known = self._logins[host.name] = (host.worker_identity(), login)
         return known[1]
 
@@ -145,78 +152,112 @@ class JobEnded(SlotLost):
     scancel): the case in flight stays pending with the scheduler's reason."""
 
 
-class SlurmSlot:
-    """One srun job whose single step runs the supervisor on the device the scheduler gave it."""
+class SlurmHost(HostKind):
+    """A Slurm host: a login host (this machine or SSH) where srun starts each slot as a job."""
 
-    def __init__(self, clusters: SlurmClusters, host: HostConfig, slot: int):
-        self.clusters = clusters
-        self.cfg = host
-        self.host = host.name
+    name = "slurm"
+    device_source = "scheduler"
+    keep_warm = False  # a slot is a job: it lives for one run
+
+    def __init__(self, cfg: HostConfig, context: HostContext):
+        super().__init__(cfg, context)
+        ssh = context.shared("ssh", SSHConnections)
+        self.clusters: SlurmClusters = context.shared("slurm", lambda: SlurmClusters(ssh))
+        self.login = self.clusters.login(cfg)
+
+    @property
+    def address(self) -> str | None:
+        return self.cfg.address if host_kind(self.cfg.transport).remote else None
+
+    async def stage_runner(self) -> str:
+        return await self.login.runner_root()
+
+    async def stage_run_files(self, run: Any) -> tuple[str | None, str | None]:
+        return await self.login.run_files(run)
+
+    async def start_process(self, argv: list[str], env: dict[str, str], root: str, device: int) -> HostProcess:
+        """``argv`` is srun's: the environment reaches the step through its placement."""
+        return await self.login.spawn(argv)
+
+    async def run_command(self, argv: list[str], timeout: float, *, stdin: bytes | None = None,
+                          merge_stderr: bool = False) -> tuple[int | None, str, str]:
+        code, out, err = await self.login.run(argv, timeout)
+        return (code, out + err, "") if merge_stderr else (code, out, err)
+
+    def new_slot(self, device: int) -> "SlurmSlot":
+        return SlurmSlot(self, device)
+
+
+HOST_KIND = SlurmHost
+
+
+class SlurmSlot(SupervisorSlot):
+    """One srun job whose single step runs the supervisor on the device the scheduler gave it:
+    the common slot lifecycle, with the device taken from the scheduler instead of a lease."""
+
+    kind: SlurmHost
+
+    def __init__(self, kind: SlurmHost, slot: int):
+        super().__init__(kind, slot)
+        self.clusters = kind.clusters
         self.slot = int(slot)
-        self.device = f"{host.device}:slot{self.slot}"  # until the scheduler places it
-        self.login = clusters.login(host)
+        self.device = f"{self.cfg.device}:slot{self.slot}"  # until the scheduler places it
+        self.login = kind.login
+        self.stderr_chars = 4000  # srun's and slurmstepd's lines are read for the scheduler's hand
         self.job_name: str | None = None
         self.job_id: str | None = None
         self.node: str | None = None
         self.placement: dict[str, str] = {}
-        self.step: LocalStep | SSHStep | None = None
-        self.client: SupervisorClient | None = None
         self.channel: FramedChannel | None = None
-        self.hello: dict = {}
-        self.cases_run = 0
         self.step_s: float | None = None  # srun started -> the step's first line (queue + launch)
         self.start_s: float | None = None  # srun started -> hello (the runner's worker ready)
+        self._t0 = 0.0
         self._step_started = False
         self._deadline: float | None = None  # monotonic time of the job's time limit
         self._claim: tuple[str, int] | None = None
-        self._alive = False
-        self._stderr: deque[str] = deque(maxlen=200)
-        self._stderr_task: asyncio.Task | None = None
+
+    @property
+    def step(self) -> HostProcess | None:
+        return self.process
 
     @property
     def label(self) -> str:
         job = f" (slurm job {self.job_id})" if self.job_id else ""
         return f"{self.host} slot {self.slot}{job}"
 
-    @property
-    def alive(self) -> bool:
-        return (self._alive and self.step is not None and self.step.exit_code is None
-                and self.client is not None and not self.client.closed)
-
     # -- start ---------------------------------------------------------------
 
     async def start(self, run: RunFiles | None = None) -> None:
-        t0 = time.monotonic()
+        self._t0 = time.monotonic()
+        await super().start(run)
+        self.start_s = time.monotonic() - self._t0
+
+    async def _spawn(self, root: str, run: RunFiles | None) -> HostProcess:
         await self.clusters.sweep_once(self.cfg, self.login, run)
-        root = await self.login.runner_root()
         self.job_name = self.clusters.job_name(self.cfg, self.slot)
-        self.step = await self.login.spawn(srun_argv(self.cfg, self.job_name, root))
-        self._stderr_task = asyncio.ensure_future(self._drain_stderr())
-        try:
-            started = await self._await_step(run)
-            self.step_s = time.monotonic() - t0
-            env = await self._place(started)
-            self.step.stdin.write(json.dumps({"op": "place", "env": env}).encode() + b"\n")
-            await self.step.stdin.drain()
-            await self._await_placed()
-            self.channel = FramedChannel(self.step.stdout, self.step.stdin)
-            self.client = SupervisorClient(self.channel, self.channel, label=self.label)
-            self.hello = await self.client.hello(timeout=SLOT_START_TIMEOUT_S)
-            if self.hello.get("worker_error"):
-                raise WorkerCannotStart(f"{self.label}: the worker cannot start: {self.hello['worker_error']}")
-        except JobEnded:
-            await self._end()
-            raise
-        except SlotGone as exc:
-            raise await self._explain_loss(exc, "before its first case") from None
-        except (ConnectionError, OSError) as exc:
-            raise await self._explain_loss(SlotLost(f"{self.label}: {type(exc).__name__}: {exc}"),
-                                           "before its first case") from None
-        except BaseException:
-            await self._end()
-            raise
-        self.start_s = time.monotonic() - t0
-        self._alive = True
+        return await self.kind.start_process(srun_argv(self.cfg, self.job_name, root), {}, root, self.slot)
+
+    async def _take_device(self, run: RunFiles | None) -> tuple[Any, Any]:
+        """The scheduler's device: the step says where it runs, the server settles the
+        device and sends it; then the supervisor speaks through the framed channel."""
+        assert self.process is not None
+        started = await self._await_step(run)
+        self.step_s = time.monotonic() - self._t0
+        env = await self._place(started)
+        self.process.stdin.write(json.dumps({"op": "place", "env": env}).encode() + b"\n")
+        await self.process.stdin.drain()
+        await self._await_placed()
+        self.channel = FramedChannel(self.process.stdout, self.process.stdin)
+        return self.channel, self.channel
+
+    async def _failed_start(self, exc: BaseException) -> BaseException:
+        if isinstance(exc, SlotGone) and not isinstance(exc, JobEnded):
+            return await self._explain_loss(exc, "before its first case")
+        if isinstance(exc, (ConnectionError, OSError)):
+            return await self._explain_loss(SlotLost(f"{self.label}: {type(exc).__name__}: {exc}"),
+                                            "before its first case")
+        await self._end()
+        return exc
 
     async def _await_step(self, run: RunFiles | None) -> dict:
         """The step helper's first line; meanwhile, a pending job's state is reported
@@ -359,22 +400,16 @@ class SlurmSlot:
 
     # -- cases -----------------------------------------------------------------
 
-    async def run_case(self, run: RunFiles, case: dict, timeout_s: float) -> dict:
-        if not self.alive or self.client is None:
-            raise SlotLost(f"{self.label} is not running")
+    async def _before_case(self, timeout_s: float) -> None:
         if (self.cases_run and self._deadline is not None
                 and time.monotonic() + float(timeout_s) + EXPIRY_MARGIN_S > self._deadline):
             self._alive = False
-            raise SlotExpired(f"{self.label}: its job's time limit ({self.cfg.slurm.time_limit}) ends in "
+            limit = self.cfg.slurm.time_limit if self.cfg.slurm else "?"
+            raise SlotExpired(f"{self.label}: its job's time limit ({limit}) ends in "
                               f"{max(0.0, self._deadline - time.monotonic()):.0f} s, too soon for a case of "
                               f"{timeout_s:g} s; the slot is replaced")
-        modules, captured = await self.login.run_files(run)
-        self.cases_run += 1
-        try:
-            event = await self.client.run_case(run.config, case, timeout_s, modules, captured)
-        except SlotGone as exc:
-            self._alive = False
-            raise await self._explain_loss(exc, "mid-case; nothing recorded") from None
+
+    async def _after_case(self, event: dict) -> dict:
         if _killed_from_outside(event):
             ended = await self._scheduler_end(wait_s=END_CHECK_S)
             if ended:
@@ -408,7 +443,7 @@ class SlurmSlot:
                     f"({SCHEDULER_END_STATES[state.state]}; job {state.text()})")
         return None
 
-    async def _explain_loss(self, exc: BaseException, when: str) -> SlotGone:
+    async def _explain_loss(self, exc: BaseException, when: str = "mid-case; nothing recorded") -> SlotGone:
         """The channel ended: the scheduler's doing (JobEnded) or a plain loss, with srun's words."""
         if self.step is not None:
             await self.step.wait(STOP_GRACE_S)  # a cancelled step's srun exits within KillWait + 2 s
@@ -423,22 +458,10 @@ class SlurmSlot:
 
     # -- stop --------------------------------------------------------------------
 
-    async def close(self) -> None:
-        """Polite shutdown (the supervisor stops its worker and exits, the job completes), then _end."""
-        if self.alive and self.client is not None:
-            try:
-                await asyncio.wait_for(self.client.close(), STOP_GRACE_S)
-            except (asyncio.TimeoutError, Exception):  # noqa: BLE001
-                pass
-        await self._end()
-
-    async def abort(self) -> None:
-        """Cancelled or broken: end the step now (stdin EOF ends the supervisor even mid-case)."""
-        await self._end()
-
     async def _end(self) -> None:
         """End the step and make sure its job is gone: stdin EOF, then scancel, then
-        SIGKILL of srun's pid; then squeue by name must not list the job."""
+        SIGKILL of srun's pid; then squeue by name must not list the job (a COMPLETING
+        job still has processes on its node: wait for it to end)."""
         self._alive = False
         step = self.step
         if step is not None and step.exit_code is None:
@@ -460,39 +483,27 @@ class SlurmSlot:
             self.clusters.unclaim(self.host, *self._claim)
             self._claim = None
         if self.job_name is not None:
-            left = [job_id for job_id, _, _ in await jobs_named(self.login, [self.job_name])]
-            if left:
-                await self.login.run(["scancel", *left])
+            await self._job_gone()
+
+    async def _job_gone(self) -> None:
+        """Cancel the job if squeue still lists it, and wait (at most SCANCEL_WAIT_S) until it does not."""
+        assert self.job_name is not None
+        deadline = time.monotonic() + SCANCEL_WAIT_S
+        cancelled = False
+        while True:
+            left = await jobs_named(self.login, [self.job_name])
+            if not left or time.monotonic() > deadline:
+                return
+            running = [job_id for job_id, _, state in left if state != "COMPLETING"]
+            if running and not cancelled:
+                await self.login.run(["scancel", *running])
+                cancelled = True
+            await asyncio.sleep(0.1)
 
     async def _scancel(self) -> None:
         target = [self._known_job_id()] if self._known_job_id() else [f"--name={self.job_name}", "--me"]
         if self.job_name or self.job_id:
             await self.login.run(["scancel", *target])
-
-    # -- stderr --------------------------------------------------------------------
-
-    async def _drain_stderr(self) -> None:
-        assert self.step is not None
-        try:
-            while True:
-                line = await self.step.stderr.readline()
-                if not line:
-                    return
-                self._stderr.append(line.decode("utf-8", "replace") if isinstance(line, bytes) else str(line))
-        except Exception:  # noqa: BLE001 - the stream broke: nothing more to read
-            return
-
-    async def _stderr_settled(self, timeout: float = 1.0) -> None:
-        """Let srun's last words arrive (its stderr ends when it exits)."""
-        task = self._stderr_task
-        if task is not None and not task.done() and self.step is not None and self.step.exit_code is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(task), timeout)
-            except (asyncio.TimeoutError, Exception):  # noqa: BLE001
-                pass
-
-    def stderr_tail(self) -> str:
-        return "".join(self._stderr)[-4000:]
 
 
 def _event(line) -> dict:
@@ -522,7 +533,3 @@ async def _say(run: RunFiles | None, text: str) -> None:
     if run is not None:
         await run.say(text)
 
-
-def make_slurm_slot(clusters: SlurmClusters, host: HostConfig, slot: int) -> SlurmSlot:
-    """The pool's factory for an inventory host with scheduler 'slurm'."""
-    return SlurmSlot(clusters, host, slot)

@@ -5,7 +5,7 @@ environment scrubbed of an outer allocation's ``SLURM_*`` and of device
 variables); `SSHLogin` over the host's shared SSH connection, as one quoted
 shell command after the login environment scripts.  Both stage the runner and
 a run's files in ``work_dir`` (which the nodes must see) and start a slot's
-``srun`` as a `LocalStep` / `SSHStep`.  The job queries (`job_state`,
+``srun`` as a `local.LocalProcess` / `ssh.SSHProcess`.  The job queries (`job_state`,
 `jobs_named`, `own_jobs`) and the `sweep` of jobs left by a server that is
 gone run through either.
 """
@@ -14,97 +14,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shlex
-import signal
 from pathlib import Path
-from typing import Any
 
 from ..errors import ToolError
 from ..evidence import safe_component
 from .bundle import bundle_files, content_hash
 from .errors import SlotCannotStart, SlotLost
 from .inventory import HostConfig
+from .kinds import host_kind
+from .local import LocalProcess, run_local, spawn
 from .safe_stage import private_dir, stage_tree
 from .slot import RunFiles
 from .slurm_commands import JOB_ID, JOB_PREFIX, LOGIN_SCRUB, JobState, local_login_env, login_command, owner_gone
-from .ssh import SSHConnections
+from .ssh import SSHConnections, SSHProcess
 
-STREAM_LIMIT = 1 << 24  # longest protocol line accepted
 COMMAND_TIMEOUT_S = 30.0  # one squeue/scancel/scontrol/sinfo
-
-
-class LocalStep:
-    """srun as a local child process."""
-
-    def __init__(self, proc: asyncio.subprocess.Process):
-        self.proc = proc
-        self.stdin, self.stdout, self.stderr = proc.stdin, proc.stdout, proc.stderr
-
-    @property
-    def exit_code(self) -> int | None:
-        return self.proc.returncode
-
-    async def wait(self, timeout: float) -> bool:
-        try:
-            await asyncio.wait_for(asyncio.shield(self.proc.wait()), timeout)
-            return True
-        except asyncio.TimeoutError:
-            return False
-
-    def close_stdin(self) -> None:
-        try:
-            if self.stdin is not None and not self.stdin.is_closing():
-                self.stdin.close()
-        except Exception:  # noqa: BLE001 - the pipe may be gone
-            pass
-
-    def kill(self) -> None:
-        """SIGKILL srun itself - never its process group: srun's helper child ends the job."""
-        if self.proc.returncode is None:
-            try:
-                os.kill(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-
-class SSHStep:
-    """srun as a process on the SSH login host."""
-
-    def __init__(self, process: Any):
-        self.process = process
-        self.stdin, self.stdout, self.stderr = process.stdin, process.stdout, process.stderr
-
-    @property
-    def exit_code(self) -> int | None:
-        p = self.process
-        if p.exit_status is not None:
-            return p.exit_status
-        if p.is_closing() or p.channel.get_connection().is_closed():
-            return -1  # the channel is gone: for us the step is over
-        return None
-
-    async def wait(self, timeout: float) -> bool:
-        try:
-            await asyncio.wait_for(asyncio.shield(self.process.wait_closed()), timeout)
-            return True
-        except asyncio.TimeoutError:
-            return False
-        except Exception:  # noqa: BLE001 - a broken connection: closed for us
-            return True
-
-    def close_stdin(self) -> None:
-        try:
-            self.stdin.write_eof()
-        except Exception:  # noqa: BLE001
-            pass
-
-    def kill(self) -> None:
-        """Close the channel: srun's stdin and stdout go, it ends the step."""
-        try:
-            self.process.close()
-        except Exception:  # noqa: BLE001
-            pass
 
 
 class LocalLogin:
@@ -123,34 +48,14 @@ class LocalLogin:
         return ["bash", "-c", " && ".join(steps), "opdebug-login", *argv]
 
     async def run(self, argv: list[str], timeout: float = COMMAND_TIMEOUT_S) -> tuple[int | None, str, str]:
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *self._argv(argv), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=local_login_env())
-        except OSError as exc:
-            return None, "", f"cannot run {argv[0]}: {exc.strerror or exc}"
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(), timeout)
-        except asyncio.TimeoutError:
-            proc.kill()
-            await proc.wait()
-            return None, "", f"{argv[0]} did not answer within {timeout:g} s"
-        except BaseException:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
-            raise
-        return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+        return await run_local(self._argv(argv), timeout, env=local_login_env())
 
-    async def spawn(self, argv: list[str]) -> LocalStep:
+    async def spawn(self, argv: list[str]) -> LocalProcess:
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *self._argv(argv), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=local_login_env(), start_new_session=True, limit=STREAM_LIMIT)
+            return await spawn(self._argv(argv), local_login_env(), whole_group=False)
         except OSError as exc:
             raise SlotCannotStart(f"{self.cfg.name}: cannot run srun on this machine: {exc.strerror or exc} "
                                   "(is Slurm's client installed and on PATH?)", code="slurm_missing") from None
-        return LocalStep(proc)
 
     async def runner_root(self) -> str:
         """The runner staged into work_dir (which the nodes must see), once per content hash."""
@@ -202,7 +107,7 @@ class SSHLogin:
         err = done.stderr if isinstance(done.stderr, str) else (done.stderr or b"").decode("utf-8", "replace")
         return done.exit_status, out or "", err or ""
 
-    async def spawn(self, argv: list[str]) -> SSHStep:
+    async def spawn(self, argv: list[str]) -> SSHProcess:
         import asyncssh
 
         conn = await self.connections.connection(self.cfg)
@@ -212,13 +117,18 @@ class SSHLogin:
             if conn.is_closed():
                 self.connections.forget_connection(self.cfg.name, conn)
             raise SlotLost(f"cannot start srun on {self.cfg.name} ({self.cfg.address}): {exc}") from None
-        return SSHStep(process)
+        return SSHProcess(process, self.connections, self.cfg.name)
 
     async def runner_root(self) -> str:
         return await self.connections.runner_root(self.cfg, await self.connections.connection(self.cfg))
 
     async def run_files(self, run: RunFiles) -> tuple[str | None, str | None]:
         return await self.connections.run_files(self.cfg, run)
+
+
+def login_for(host: HostConfig, connections: SSHConnections) -> "LocalLogin | SSHLogin":
+    """The login host of a Slurm host: this machine, or an SSH host over ``connections``."""
+    return SSHLogin(connections, host) if host_kind(host.transport).remote else LocalLogin(host)
 
 
 def _dir_files(local: Path | None) -> dict[str, bytes]:

@@ -63,12 +63,15 @@ sent after it is swallowed before the relay reads on.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
+import time
 
 EXIT_REFUSED = 64  # EX_USAGE
 MAX_LINE = 8192
@@ -79,6 +82,8 @@ LINE, MORE, STREAM, ACK, NUDGE = b"=", b"+", b"~", b".", b":"
 STREAM_MIN = 32 * PIECE
 STREAM_PIECE = 1 << 16  # a flowing burst's chunks: srun cuts them into its messages anyway
 RS = b"\x1e"  # a newline inside a chunk
+PR_SET_CHILD_SUBREAPER = 36
+ADOPTED_WAIT_S = 10.0  # the supervisor's watchdog sweeps for about 0.3 s once the supervisor is gone
 PLACEMENT_NAMES = ("OPDEBUG_DEVICE_ID", "OPDEBUG_DEVICE_SOURCE", "ASCEND_RT_VISIBLE_DEVICES",
                    "CUDA_VISIBLE_DEVICES")
 PLACEMENT_VALUE = re.compile(r"^[A-Za-z0-9 _.,:;()/=+-]{0,200}$")
@@ -199,8 +204,20 @@ class Relay:
 
 
 def relay(command: list[str]) -> int:
-    """Run the supervisor and relay its protocol until it exits; its exit status."""
+    """Run the supervisor and relay its protocol until it exits; its exit status.
+
+    Slurm follows a step by its process tree (proctrack/linuxproc: the offspring of
+    slurmstepd) and ends it with SIGTERM to every process, then SIGKILL.  Were this
+    helper to die of the SIGTERM, the supervisor - and its watchdog, in a session of
+    its own - would be orphaned to init, out of the step's sight: the job could end
+    while they still run.  So it outlives the signal (the supervisor gets its own
+    from Slurm, and SIGKILL ends every process of the step after KillWait), adopts
+    the supervisor's orphans (a child subreaper) and leaves only once every one of
+    them is gone."""
+    _adopt_orphans()
     proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # after the Popen: the supervisor keeps its own
+        signal.signal(sig, signal.SIG_IGN)
     r = Relay(proc)
     threading.Thread(target=r.down, daemon=True).start()
     try:
@@ -208,7 +225,29 @@ def relay(command: list[str]) -> int:
     except (BrokenPipeError, OSError):
         pass  # the step's stdout is gone: the supervisor's stdin closes when down() ends
     code = proc.wait()
+    _reap_adopted(ADOPTED_WAIT_S)
     return code if code >= 0 else 128 - code
+
+
+def _adopt_orphans() -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: nothing to adopt
+
+
+def _reap_adopted(limit_s: float) -> None:
+    """Wait for the children this helper adopted (the supervisor's watchdog) to exit."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return  # none left
+        if pid == 0:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.02)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,22 +13,19 @@
 - Remote command lines are built from validated inventory fields and
   constants only, every piece shlex-quoted.  Nothing from a tool argument
   reaches a shell: not even the run id (the lease names the server that holds it).
-- One `SSHDeviceSlot` is one warm supervisor (hence one warm worker) on one
-  device, started under the device lease (see lease.py).
+- The ``ssh`` host kind (`SSHHost`): a slot is the common `host.SupervisorSlot`,
+  its supervisor a process on the host's shared connection, started under the
+  device lease (see lease.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import re
 import secrets
 import shlex
-import socket
 import stat
 import time
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -36,24 +33,18 @@ import asyncssh
 
 from ..errors import ToolError
 from ..evidence import safe_component
-from .errors import LOST_ERRORS, SlotCannotStart, SlotLost, WorkerCannotStart
-from .inventory import VISIBILITY_VARIABLE, HostConfig
+from .bundle import RUNNER_SRC, bundle_files, content_hash
+from .errors import SlotLost
+from .host import HostContext, HostKind, device_env, supervise_argv
+from .inventory import HostConfig
 from .safe_stage import CACHE_DIRS, refuse, unsafe_reason
-
 from .slot import RunFiles
-from .busy import busy_text, wait_budget, waiting_text
-from .bundle import LEASE_SCRIPT, RUNNER_PACKAGE, RUNNER_SRC, bundle_files, content_hash
 
 COMPLETE_MARKER = ".complete"
-_OWNER_SAFE = re.compile(r"[^A-Za-z0-9._:-]")
 
 
 class HostKeyRefused(ToolError):
     pass
-
-
-class SlotUnavailable(SlotCannotStart):
-    """The device could not be started: leased by someone else, env script failed, ..."""
 
 
 # --------------------------------------------------------------------------
@@ -367,42 +358,30 @@ async def upload_run_files(conn: asyncssh.SSHClientConnection, host: HostConfig,
 # --------------------------------------------------------------------------
 
 
-def server_owner() -> str:
-    return _OWNER_SAFE.sub("_", f"{socket.gethostname()}:{os.getpid()}")[:128]
-
-
-def lease_file(host: HostConfig, device: int) -> str:
-    return f"{host.work_dir}/leases/{host.device}-{int(device)}.lock"
-
-
-def worker_command(host: HostConfig, device: int, runner_root: str, *, owner: str = "") -> str:
+def worker_command(host: HostConfig, device: int, runner_root: str, *, owner: str | None = None,
+                   wait_s: float | None = None) -> str:
     """The remote command line of one device's supervisor, from inventory fields
     and constants only, each piece shlex-quoted:
 
     ``[docker exec -i C] bash -c 'source S && export PYTHONPATH=R${PYTHONPATH:+:$PYTHONPATH} && exec env VAR=ID PY R/opdebug_lease.py ... -- PY -m opdebug_runner supervise --device K'``
-
-    The runner's directory goes in front of the PYTHONPATH the environment
-    scripts set (CANN's set_env.sh puts its te/tbe packages there), never
-    replacing it.
     """
+    argv = supervise_argv(host.python, runner_root, host.device, device,
+                          host.lease_wait_s if wait_s is None else wait_s, owner)
+    return supervisor_command(host, argv, device_env(host.device, device), runner_root)
+
+
+def supervisor_command(host: HostConfig, argv: list[str], env: dict[str, str], runner_root: str) -> str:
+    """``argv`` with ``env`` set, under the host's env scripts and container, the runner's
+    directory in front of the PYTHONPATH the environment scripts set (CANN's
+    set_env.sh puts its te/tbe packages there), never replacing it."""
     q = shlex.quote
-    device = int(device)
-    env = [f"OPDEBUG_DEVICE_ID={device}", "PYTHONUNBUFFERED=1"]
-    variable = VISIBILITY_VARIABLE[host.device]
-    if variable:
-        env.append(f"{variable}={device}")
-    lease = [host.python, f"{runner_root}/{LEASE_SCRIPT}", "--lease-file", lease_file(host, device),
-             "--wait", repr(float(host.lease_wait_s)), "--owner", _OWNER_SAFE.sub("_", owner)[:128],
-             "--device", f"{host.device}:{device}", "--"]
-    supervise = [host.python, "-m", RUNNER_PACKAGE, "supervise", "--device", host.device]
     steps = [f"source {q(script)}" for script in host.env_scripts]
     steps.append(f"export PYTHONPATH={q(runner_root)}" + "${PYTHONPATH:+:$PYTHONPATH}")
-    steps.append(" ".join(["exec", "env", *map(q, env), *map(q, lease), *map(q, supervise)]))
-    script = " && ".join(steps)
-    argv = ["bash", "-c", script]
+    steps.append(" ".join(["exec", "env", *(q(f"{k}={v}") for k, v in env.items()), *map(q, argv)]))
+    outer = ["bash", "-c", " && ".join(steps)]
     if host.container:
-        argv = ["docker", "exec", "-i", host.container, *argv]
-    return " ".join(q(a) for a in argv)
+        outer = ["docker", "exec", "-i", host.container, *outer]
+    return " ".join(q(a) for a in outer)
 
 
 def shell_command(host: HostConfig, argv: list[str]) -> str:
@@ -512,166 +491,111 @@ def _stamp(path: Path | None) -> list:
 
 
 # --------------------------------------------------------------------------
-# The SSH slot: one warm supervisor on one device, under the device lease
+# The SSH host kind: a supervisor is a process on the host's shared connection
 # --------------------------------------------------------------------------
 
-SLOT_START_TIMEOUT_S = 180.0  # until the supervisor first answers hello (then the budget it announces)
-SHUTDOWN_GRACE_S = 5.0
 
+class SSHProcess:
+    """A process on an SSH host (a `host.HostProcess`); a connection found closed
+    when it ends is dropped from the connection cache (the next slot reconnects)."""
 
-class SSHDeviceSlot:
-    """One warm supervisor on one device of an SSH host, under the device lease."""
-
-    def __init__(self, connections: SSHConnections, host: HostConfig, device: int):
-        self.connections = connections
-        self.cfg = host
-        self.host = host.name
-        self.device_id = int(device)
-        self.device = f"{host.device}:{self.device_id}"
-        # sshd allows MaxSessions channels per connection; one is kept for SFTP.
-        position = host.slot_devices.index(self.device_id) if self.device_id in host.slot_devices else 0
-        self.conn_index = position // max(1, host.max_sessions - 1)
-        self.process: asyncssh.SSHClientProcess | None = None
-        self.client: Any = None
-        self.hello: dict = {}
-        self.lease: dict = {}
-        self._alive = False
-        self._stderr: deque[bytes] = deque(maxlen=100)
-        self._stderr_task: asyncio.Task | None = None
+    def __init__(self, process: Any, connections: SSHConnections | None = None, host: str = ""):
+        self.process = process
+        self.conn = process.channel.get_connection()  # a closed channel forgets its connection
+        self.connections, self.host = connections, host
+        self.stdin, self.stdout, self.stderr = process.stdin, process.stdout, process.stderr
 
     @property
-    def alive(self) -> bool:
-        """Started, and neither the process nor its connection has gone away."""
+    def exit_code(self) -> int | None:
         p = self.process
-        return (self._alive and p is not None and p.exit_status is None and not p.is_closing()
-                and not p.channel.get_connection().is_closed())
+        if p.exit_status is not None:
+            return p.exit_status
+        if p.is_closing() or self.conn.is_closed():
+            return -1  # the channel is gone: for us the process is over
+        return None
 
-    async def start(self, run: RunFiles) -> None:
-        from .supervisor_client import SupervisorClient
+    @property
+    def pid(self) -> int | None:
+        return None
 
-        root = await self.connections.runner_root(self.cfg, await self.connections.connection(self.cfg))
-        conn = await self.connections.connection(self.cfg, self.conn_index)
-        wait_s = wait_budget(self.cfg.lease_wait_s, run)
-        cmd = worker_command(self.cfg, self.device_id, root,
-                                           owner=server_owner())
+    async def wait(self, timeout: float) -> bool:
         try:
-            self.process = await conn.create_process(cmd, encoding=None)
+            await asyncio.wait_for(asyncio.shield(self.process.wait_closed()), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+        except Exception:  # a broken connection: closed for us
+            return True
+        finally:
+            self._forget_if_closed()
+
+    def close_stdin(self) -> None:
+        try:
+            self.stdin.write_eof()
+        except Exception:
+            pass
+
+    def kill(self) -> None:
+        """Close the channel: the remote process's stdin and stdout go, and with them the process."""
+        try:
+            self.process.close()
+        except Exception:
+            pass
+        self._forget_if_closed()
+
+    def _forget_if_closed(self) -> None:
+        if self.connections is not None and self.conn.is_closed():
+            self.connections.forget_connection(self.host, self.conn)
+
+
+class SSHHost(HostKind):
+    """A host reached over SSH (asyncssh): one connection per host shared by its slots."""
+
+    name = "ssh"
+
+    def __init__(self, cfg: HostConfig, context: HostContext):
+        super().__init__(cfg, context)
+        self.connections: SSHConnections = context.shared("ssh", SSHConnections)
+
+    async def stage_runner(self) -> str:
+        return await self.connections.runner_root(self.cfg, await self.connections.connection(self.cfg))
+
+    async def stage_run_files(self, run: Any) -> tuple[str | None, str | None]:
+        return await self.connections.run_files(self.cfg, run)
+
+    def conn_index(self, device: int) -> int:
+        """Which of the host's connections a device's supervisor uses: sshd allows
+        MaxSessions channels per connection, and one is kept for SFTP."""
+        devices = self.cfg.slot_devices
+        position = devices.index(int(device)) if int(device) in devices else 0
+        return position // max(1, self.cfg.max_sessions - 1)
+
+    async def start_process(self, argv: list[str], env: dict[str, str], root: str, device: int) -> SSHProcess:
+        conn = await self.connections.connection(self.cfg, self.conn_index(device))
+        try:
+            process = await conn.create_process(supervisor_command(self.cfg, argv, env, root), encoding=None)
         except (asyncssh.Error, OSError) as exc:
             if conn.is_closed():
                 self.connections.forget_connection(self.cfg.name, conn)
-            raise SlotLost(f"cannot start a worker on {self.host} {self.device}: {exc}") from None
-        self._stderr_task = asyncio.ensure_future(self._drain_stderr())
+            raise SlotLost(f"cannot start a worker on {self.cfg.name} {self.cfg.device}:{device}: {exc}") from None
+        return SSHProcess(process, self.connections, self.cfg.name)
+
+    async def run_command(self, argv: list[str], timeout: float, *, stdin: bytes | None = None,
+                          merge_stderr: bool = False) -> tuple[int | None, str, str]:
         try:
-            self.lease = await asyncio.wait_for(self._await_lease(wait_s, run.say), wait_s + 60)
-            self.client = SupervisorClient(self.process.stdout, self.process.stdin, label=f"{self.host} {self.device}")
-            self.hello = await self.client.hello(timeout=SLOT_START_TIMEOUT_S)
-            if self.hello.get("worker_error"):
-                raise WorkerCannotStart(f"{self.host} {self.device}: the worker cannot start: "
-                                        f"{self.hello['worker_error']}")
-        except BaseException:
-            await self._kill()
-            raise
-        self._alive = True
+            conn = await self.connections.connection(self.cfg)
+            done = await asyncio.wait_for(
+                conn.run(shell_command(self.cfg, argv), check=False, input=stdin, encoding=None,
+                         stderr=asyncssh.STDOUT if merge_stderr else asyncssh.PIPE), timeout)
+        except asyncio.TimeoutError:
+            return None, "", f"{argv[0]} did not finish within {timeout:g} s on {self.cfg.address}"
+        except (asyncssh.Error, OSError) as exc:
+            return None, "", f"{argv[0]} on {self.cfg.address}: {exc}"
+        return done.exit_status, _text(done.stdout), _text(done.stderr)
 
-    async def _await_lease(self, wait_s: float, on_wait=None) -> dict:
-        """The lease helper's answer; each second of a wait is told to ``on_wait`` (the run's news)."""
-        assert self.process is not None
-        waiting_on: dict = {}
-        t0 = time.monotonic()
-        while True:
-            line = await self.process.stdout.readline()
-            if not line:
-                if self._stderr_task is not None:  # let the last words of the failed command arrive
-                    try:
-                        await asyncio.wait_for(asyncio.shield(self._stderr_task), 2.0)
-                    except (asyncio.TimeoutError, asyncssh.Error, OSError):
-                        pass
-                await self._kill()
-                raise SlotUnavailable(
-                    f"{self.host} {self.device}: the worker exited before taking the device lease "
-                    f"(exit status {self.process.exit_status}); stderr: {self.stderr_tail() or '-'}",
-                    code="slot_start_failed")
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue  # noise from an environment script on stdout
-            kind = event.get("event") if isinstance(event, dict) else None
-            if kind == "lease_acquired":
-                return event
-            if kind == "lease_waiting":
-                waiting_on = event.get("holder") or waiting_on
-                waited = time.monotonic() - t0
-                if waited >= wait_s:  # the call's budget is shorter than the helper's --wait: stop here
-                    raise SlotUnavailable(busy_text(self.host, self.device, waiting_on, waited, wait_s,
-                                                    event.get("lease_file")), code="device_busy",
-                                          details={"holder": waiting_on, "waited_s": round(waited, 1),
-                                                   "budget_s": wait_s})
-                if on_wait is not None:
-                    await on_wait(waiting_text(self.host, self.device, waiting_on, waited, wait_s))
-            if kind == "lease_refused":
-                raise SlotUnavailable(
-                    f"{self.host} {self.device}: refused to take the device lease: {event.get('reason')}",
-                    code="unsafe_path")
-            if kind == "lease_busy":
-                holder = event.get("holder") or waiting_on
-                waited = time.monotonic() - t0
-                raise SlotUnavailable(busy_text(self.host, self.device, holder, waited, wait_s,
-                                                event.get("lease_file")),
-                                      code="device_busy",
-                                      details={"holder": holder, "waited_s": round(waited, 1), "budget_s": wait_s})
 
-    async def _drain_stderr(self) -> None:
-        """Keep the supervisor's diagnostics (and keep the channel window open)."""
-        assert self.process is not None
-        try:
-            while True:
-                line = await self.process.stderr.readline()
-                if not line:
-                    return
-                self._stderr.append(line)
-        except (asyncssh.Error, OSError):
-            return
+def _text(data: Any) -> str:
+    return data if isinstance(data, str) else (data or b"").decode("utf-8", "replace")
 
-    def stderr_tail(self) -> str:
-        return b"".join(self._stderr).decode("utf-8", "replace").strip()[-1500:]
 
-    async def run_case(self, run: RunFiles, case: dict, timeout_s: float) -> dict:
-        if not self.alive or self.client is None:
-            raise SlotLost(f"{self.host} {self.device} is not running")
-        modules, captured = await self.connections.run_files(self.cfg, run)
-        try:
-            return await self.client.run_case(run.config, case, timeout_s, modules, captured)
-        except LOST_ERRORS as exc:
-            self._alive = False
-            raise SlotLost(f"{self.host} {self.device}: connection lost mid-case ({type(exc).__name__}: {exc})") \
-                from None
-
-    async def abort(self) -> None:
-        """Close the channel now (cancelled or broken): the supervisor's stdin hits
-        EOF and it kills its worker and exits; no polite shutdown round trip.  A
-        connection found closed is dropped from the connection cache (the next slot reconnects)."""
-        await self._kill()
-        if self.process is not None:
-            conn = self.process.channel.get_connection()
-            if conn.is_closed():
-                self.connections.forget_connection(self.host, conn)
-
-    async def _kill(self) -> None:
-        self._alive = False
-        if self.process is not None:
-            try:
-                self.process.close()  # closes the channel: the supervisor's stdin hits EOF
-                await asyncio.wait_for(self.process.wait_closed(), SHUTDOWN_GRACE_S)
-            except (asyncio.TimeoutError, asyncssh.Error, OSError):
-                pass
-        if self._stderr_task is not None and not self._stderr_task.done():
-            self._stderr_task.cancel()
-
-    async def close(self) -> None:
-        """Polite shutdown (the supervisor kills its worker and exits), then close the channel."""
-        if self.alive and self.client is not None:
-            try:
-                await asyncio.wait_for(self.client.close(), SHUTDOWN_GRACE_S)
-            except (asyncio.TimeoutError, Exception):
-                pass
-        await self._kill()
+HOST_KIND = SSHHost
