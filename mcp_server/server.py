@@ -28,7 +28,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 import anyio
 import anyio.to_thread
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp_types import ToolAnnotations
 
 from tools.evidence import resolve_root
@@ -52,6 +52,7 @@ from . import SERVER_NAME
 from .artifact_tools import artifact_tools
 from .protocol import add_protocol, announce_run, log
 from .resources import PLAN_EXAMPLE_URI, add_resources
+from .sdk_adapter import AdaptedServer
 from .tooling import ToolCatalog
 
 INSTRUCTIONS = """\
@@ -76,7 +77,7 @@ def build_server(
     inventory: str | Path | None = None,
     *,
     log_level: str = "WARNING",
-) -> MCPServer:
+) -> AdaptedServer:
     """Build the MCP server.  ``evidence_root`` None means $OPDEBUG_EVIDENCE_ROOT
     or .vaws-local/operator-debug under the working directory (resolved now,
     so a later change of directory does not move it)."""
@@ -201,7 +202,7 @@ def build_server(
     ]
 
     tools += artifact_tools(root, inventory_path, catalog, in_thread)
-    server = MCPServer(
+    server = AdaptedServer(
         SERVER_NAME,
         version=server_version(),
         title="Ascend operator debug",
@@ -247,7 +248,7 @@ def server_version() -> str:
 
 
 @asynccontextmanager
-async def close_warm_workers_on_exit(_server: MCPServer) -> AsyncIterator[dict[str, Any]]:
+async def close_warm_workers_on_exit(_server: AdaptedServer) -> AsyncIterator[dict[str, Any]]:
     """Warm device workers and SSH connections live while the server does;
     when it stops (the client went away), shut them down so nothing is left
     running on the hosts.  The pool is only looked at if a run imported it."""
