@@ -108,7 +108,8 @@ def build_server(
         return await in_thread(analyze_failures, run_id, root=root)
 
     async def run_body(ctx: Context, *, run_id: str, case_ids: list[str] | None,
-                       hosts: list[str] | None, keep_outputs: bool = False) -> RunResponse:
+                       hosts: list[str] | None, keep_outputs: bool = False,
+                       device_wait_s: float | None = None) -> RunResponse:
         from tools.run_case_remote import run_case_remote
 
         clock = ProgressClock(ctx)
@@ -120,7 +121,7 @@ def build_server(
 
         return await run_case_remote(run_id, case_ids=case_ids, hosts=hosts, root=root,
                                      inventory=inventory_path, progress=progress, keep_outputs=keep_outputs,
-                                     on_news=clock.news)
+                                     on_news=clock.news, device_wait_s=device_wait_s)
 
     async def narrow_body(ctx: Context, **fields: Any) -> NarrowResponse:
         from tools.narrow import narrow_failure

@@ -47,14 +47,15 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
                           root=None, inventory=None, progress: Progress | None = None,
                           on_start: Callable[[str], Awaitable[None]] | None = None,
                           keep_outputs: bool = False, lease_wait_s: float | None = None,
-                          on_news: Callable[[str], Awaitable[None]] | None = None) -> RunResponse:
+                          device_wait_s: float | None = None, on_news: Callable[[str], Awaitable[None]] | None = None) -> RunResponse:
     """``progress(done, total, outcome)`` after each case; ``on_start(case_id)``
     when a case goes to a slot (a progress bar shows the cases in flight);
     ``keep_outputs``: the candidate and reference outputs of a mismatching case
     are kept as ``raw-results/<case>/outputs.pt`` (torch.save, at most
     KEEP_OUTPUTS_MAX_BYTES) for pictures; ``lease_wait_s``: the most a slot waits for a
     device held elsewhere (default the host's lease_wait_s; a call with a budget of its
-    own passes what is left of it); ``on_news(text)`` for progress that is not a finished
+    own passes what is left of it); ``device_wait_s``: the wait the caller asked for, in place of
+    the host's lease_wait_s (still cut to ``lease_wait_s``); ``on_news(text)`` for progress that is not a finished
     case (about once a second of such a wait, a scheduler job waiting in the queue, a lost
     slot started again)."""
     store = RunStore(root, run_id)
@@ -89,7 +90,7 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
     run = RunFiles(run_id=store.run_id, config=wire_config,
                         modules_dir=modules_dir if config.operator.modules and modules_dir.is_dir() else None,
                         captured_dir=captured_dir if captured_dir.is_dir() else None,
-                        lease_wait_s=lease_wait_s, news=on_news)
+                        lease_wait_s=lease_wait_s, news=on_news, device_wait_s=device_wait_s)
     outcomes: dict[str, CaseOutcome] = {}
     total = len(todo)
     repeat_passing = repeat_passing_ids(config, list(cases), todo)  # consistency checks (consistency_runs.py)

@@ -64,7 +64,10 @@ def busy_text(host: str, device: str, holder: dict | None, waited_s: float, budg
 
 
 def wait_budget(host_wait_s: float, run: Any) -> float:
-    """How long a slot may wait for its device: the host's lease_wait_s, or less when
-    the call has less time left (``run.lease_wait_s``, e.g. narrow_failure's budget)."""
+    """How long a slot may wait for its device: what the call asked for (``run.device_wait_s``,
+    run_case_remote's device_wait_s) or else the host's lease_wait_s; less when the call has
+    less time left (``run.lease_wait_s``, e.g. narrow_failure's budget)."""
+    asked = getattr(run, "device_wait_s", None)
+    wait = float(host_wait_s) if asked is None else float(asked)
     limit = getattr(run, "lease_wait_s", None)
-    return float(host_wait_s) if limit is None else max(0.0, min(float(host_wait_s), float(limit)))
+    return wait if limit is None else max(0.0, min(wait, float(limit)))

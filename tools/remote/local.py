@@ -86,7 +86,7 @@ class LocalSlot:
         wait_s = wait_budget(self.lease_wait_s, run)
         self.process = await asyncio.create_subprocess_exec(
             sys.executable, str(stage / LEASE_SCRIPT), "--lease-file", str(lease_file),
-            "--wait", repr(self.lease_wait_s), "--owner", f"{socket.gethostname()}:{os.getpid()}"[:128],
+            "--wait", repr(wait_s), "--owner", f"{socket.gethostname()}:{os.getpid()}"[:128],
             "--device", self.device, "--",
             sys.executable, "-m", RUNNER_PACKAGE, "supervise", "--device", self.device_kind,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,

@@ -31,6 +31,9 @@ class RunFiles:
     # once a second: busy.waiting_text), a scheduler job waiting in the queue, a lost slot
     # started again: one line of text, for the caller's progress.
     news: Callable[[str], Awaitable[None]] | None = None
+    # The wait for a busy device the call asked for (run_case_remote's device_wait_s), in
+    # place of the host's lease_wait_s; None, the host's (busy.wait_budget).
+    device_wait_s: float | None = None
 
     async def say(self, text: str) -> None:
         """Tell ``news`` one line; news is best effort, never a reason to fail a case."""

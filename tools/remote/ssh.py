@@ -375,7 +375,8 @@ def lease_file(host: HostConfig, device: int) -> str:
     return f"{host.work_dir}/leases/{host.device}-{int(device)}.lock"
 
 
-def worker_command(host: HostConfig, device: int, runner_root: str, *, owner: str = "") -> str:
+def worker_command(host: HostConfig, device: int, runner_root: str, *, owner: str = "",
+                   wait_s: float | None = None) -> str:
     """The remote command line of one device's supervisor, from inventory fields
     and constants only, each piece shlex-quoted:
 
@@ -392,7 +393,7 @@ def worker_command(host: HostConfig, device: int, runner_root: str, *, owner: st
     if variable:
         env.append(f"{variable}={device}")
     lease = [host.python, f"{runner_root}/{LEASE_SCRIPT}", "--lease-file", lease_file(host, device),
-             "--wait", repr(float(host.lease_wait_s)), "--owner", _OWNER_SAFE.sub("_", owner)[:128],
+             "--wait", repr(float(host.lease_wait_s if wait_s is None else wait_s)), "--owner", _OWNER_SAFE.sub("_", owner)[:128],
              "--device", f"{host.device}:{device}", "--"]
     supervise = [host.python, "-m", RUNNER_PACKAGE, "supervise", "--device", host.device]
     steps = [f"source {q(script)}" for script in host.env_scripts]
@@ -553,7 +554,7 @@ class SSHDeviceSlot:
         conn = await self.connections.connection(self.cfg, self.conn_index)
         wait_s = wait_budget(self.cfg.lease_wait_s, run)
         cmd = worker_command(self.cfg, self.device_id, root,
-                                           owner=server_owner())
+                                           owner=server_owner(), wait_s=wait_s)
         try:
             self.process = await conn.create_process(cmd, encoding=None)
         except (asyncssh.Error, OSError) as exc:

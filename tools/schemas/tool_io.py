@@ -206,6 +206,9 @@ class AnalyzeFailuresArgs(Strict):
                                          "missing).", json_schema_extra=DOCUMENTED_ONLY)
 
 
+MAX_DEVICE_WAIT_S = 600.0  # a call waits at most 10 min for a busy device, with a progress line about once a second
+
+
 class RunCaseRemoteArgs(Strict):
     run_id: RunIdArg = Field(description="The run whose cases to run.", json_schema_extra=DOCUMENTED_ONLY)
     case_ids: list[NameArg] | None = Field(
@@ -216,7 +219,14 @@ class RunCaseRemoteArgs(Strict):
         default=None, description="Omitted: ['local']."
     )
     keep_outputs: bool = Field(
-        default=False, description="Mismatching ones, for render_pictures."
+        default=False, description="Keep mismatching outputs: opdebug://runs/{run_id}/outputs/{case_id}."
+    )
+    device_wait_s: float | None = Field(
+        default=None, ge=0, le=MAX_DEVICE_WAIT_S,
+        description="The most seconds each slot waits for a device another agent or process holds (about one "
+                    "progress line a second names the holder); default: the host's lease_wait_s (30 s). Still busy "
+                    "then: a [device_busy] error naming the holder, and the cases stay pending.",
+        json_schema_extra=DOCUMENTED_ONLY
     )
 
 
