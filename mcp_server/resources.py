@@ -17,6 +17,7 @@ from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.resources import FileResource, FunctionResource
 
+from tools import results_view
 from tools.errors import ToolError
 from tools.evidence import (
     ANALYSIS,
@@ -27,6 +28,7 @@ from tools.evidence import (
     REPORT,
     REPRODUCTION,
     RESULTS,
+    RESULTS_INDEX,
     RunStore,
     list_runs,
     run_index,
@@ -74,6 +76,8 @@ def add_resources(server: AdaptedServer, root: Path, catalog: ToolCatalog) -> No
     _add_static(server, root, catalog)
     _add_run_files(server, root)
     _add_raw(server, root)
+    _add_kept_outputs(server, root)
+    _add_full_answers(server, root)
     _add_pictures(server, root)
     for run_id in run_ids(root):
         add_run_resource(server, root, run_id)
@@ -92,7 +96,8 @@ def _add_static(server: AdaptedServer, root: Path, catalog: ToolCatalog) -> None
 
     @server.resource("opdebug://schemas/{tool}", name="output-schema", title="A tool's full output schema",
                      mime_type="application/schema+json",
-                     description="The complete output schema of a tool (tools/list shows its top level).")
+                     description="A tool's complete output schema, every field described (tools/list carries no "
+                                 "output schema; each answer is validated against this one).")
     def output_schema(tool: str) -> str:
         return catalog.schema_text("output", tool)
 
@@ -123,9 +128,9 @@ def read_run_file(root: Path, run_id: str, kind: str) -> str:
         store.require()
     except ToolError as exc:
         raise ResourceNotFoundError(exc.message) from None
-    if kind == "results":  # current, from the index (results.json is the view the last analysis wrote)
-        return json.dumps({"schema_version": 1, "run_id": store.run_id, "results": store.read_result_docs()},
-                          indent=1)
+    if kind == "results":  # current and whole, from the index, in results.json's form (result_count, record_index)
+        return results_view.view_bytes(store.run_id, list(store.read_result_docs().values()),
+                                       RESULTS_INDEX).decode("utf-8")
     path = store.path(filename)
     if not path.is_file():
         raise ResourceNotFoundError(f"run {run_id!r} has no {filename} yet (it is written by {producer})")
@@ -260,6 +265,38 @@ def _is_utf8(data: bytes) -> bool:
         return b"\x00" not in data
     except UnicodeDecodeError:
         return False
+
+
+def _add_kept_outputs(server: AdaptedServer, root: Path) -> None:
+    @server.resource(KEPT_OUTPUTS_TEMPLATE, name="kept-outputs", title="Kept outputs of a case",
+                     mime_type="application/json",
+                     description="Both outputs of a mismatching case run with keep_outputs: per output its shape, "
+                                 "dtype, NaN/Inf counts, where they differ most and the first values of each side.")
+    async def kept(run_id: str, case_id: str) -> str:
+        from tools.kept_outputs import kept_outputs
+
+        try:
+            view = await anyio.to_thread.run_sync(kept_outputs, root, run_id, case_id)
+        except ToolError as exc:
+            raise ResourceNotFoundError(exc.message) from None
+        return json.dumps(view, separators=(",", ":"))
+
+
+KEPT_OUTPUTS_TEMPLATE = "opdebug://runs/{run_id}/outputs/{case_id}"
+
+
+def _add_full_answers(server: AdaptedServer, root: Path) -> None:
+    @server.resource("opdebug://runs/{run_id}/answers/{tool}", name="full-answer", title="A whole tool answer",
+                     mime_type="application/json",
+                     description="The whole structured answer of a tool's last call on a run whose answer had lists "
+                                 "cut (its full_answer).")
+    def full_answer(run_id: str, tool: str) -> str:
+        from tools.answers import read_full_answer
+
+        try:
+            return read_full_answer(root, run_id, tool)
+        except ToolError as exc:
+            raise ResourceNotFoundError(exc.message) from None
 
 
 # ---------------------------------------------------------------------------

@@ -31,6 +31,7 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context
 from mcp_types import ToolAnnotations
 
+from tools.answers import capped_answer
 from tools.evidence import resolve_root
 from tools.schemas import (
     AnalyzeFailuresArgs,
@@ -105,7 +106,7 @@ def build_server(
     async def analyze_body(ctx: Context, *, run_id: str) -> Analysis:
         from tools.analyze_failures import analyze_failures
 
-        return await in_thread(analyze_failures, run_id, root=root)
+        return capped_answer(await in_thread(analyze_failures, run_id, root=root), tool="analyze_failures", root=root)
 
     async def run_body(ctx: Context, *, run_id: str, case_ids: list[str] | None,
                        hosts: list[str] | None, keep_outputs: bool = False,
@@ -128,7 +129,7 @@ def build_server(
 
         clock = ProgressClock(ctx)
         return await narrow_failure(NarrowRequest(**fields), root=root, inventory=inventory_path,
-                                    progress=clock.step, on_news=clock.news)
+                                    progress=clock.step, on_news=clock.news, detach=True)
 
     async def check_body(ctx: Context, *, host: str) -> Any:
         from tools.check_host import check_host
@@ -212,6 +213,7 @@ def build_server(
         log_level=log_level,  # type: ignore[arg-type]
         lifespan=close_warm_workers_on_exit,
     )
+    server.tool_checks.append(catalog.check_known)
     add_resources(server, root, catalog)
     add_protocol(server, root, inventory_path, catalog)
     return server

@@ -185,6 +185,9 @@ class NarrowResponse(Strict):
                                                                        "leading finding")
     new_cases: int = Field(0, description="new cases it planned and ran (what max_cases bounds)")
     pending_run: int = Field(0, description="pending cases it ran first")
+    still_running: list[str] = Field(default_factory=list, description="cases started before max_seconds and "
+                                     "still running when it answered: each is recorded when it ends (read "
+                                     "opdebug://runs/{run_id}/results, or analyze_failures, later)")
 
 
 # --------------------------------------------------------------------------
@@ -223,10 +226,7 @@ class RunCaseRemoteArgs(Strict):
     )
     device_wait_s: float | None = Field(
         default=None, ge=0, le=MAX_DEVICE_WAIT_S,
-        description="The most seconds each slot waits for a device another agent or process holds (about one "
-                    "progress line a second names the holder); default: the host's lease_wait_s (30 s). Still busy "
-                    "then: a [device_busy] error naming the holder, and the cases stay pending.",
-        json_schema_extra=DOCUMENTED_ONLY
+        description="Max wait for a busy device, s (default: the host's lease_wait_s, 30)."
     )
 
 
@@ -368,6 +368,10 @@ class RegressionExport(Strict):
     neighbour_cases: list[str] = Field(description="Passing neighbours included to guard against regressions.")
     files: list[str] = Field(description="Every file written or reused beside the test.")
     command: str = Field(description="How to run it.")
+    # Capped lists (tools/answers.py): which lists this answer cut and where the whole answer is
+    truncated: dict[str, int] = Field(default_factory=dict, description="lists cut to their first 20 items in this "
+                                      "answer: JSON path -> full length (empty: nothing was cut)")
+    full_answer: str | None = Field(None, description="when a list was cut: the resource holding the whole answer")
 
 
 class ShrinkStep(Strict):
