@@ -53,7 +53,7 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
     when a case goes to a slot (a progress bar shows the cases in flight);
     ``keep_outputs``: the candidate and reference outputs of a mismatching case
     are kept as ``raw-results/<case>/outputs.pt`` (torch.save, at most
-    KEEP_OUTPUTS_MAX_BYTES) for pictures; ``lease_wait_s``: the most a slot waits for a
+    KEEP_OUTPUTS_MAX_BYTES), read as JSON through kept_outputs.py and drawn by render_pictures; ``lease_wait_s``: the most a slot waits for a
     device held elsewhere (default the host's lease_wait_s; a call with a budget of its
     own passes what is left of it); ``device_wait_s``: the wait the caller asked for, in place of
     the host's lease_wait_s (still cut to ``lease_wait_s``); ``deadline`` (time.monotonic()):
