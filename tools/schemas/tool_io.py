@@ -150,7 +150,9 @@ class NarrowRequest(Strict):
     hosts: list[Slug] | None = Field(default=None, description="Default ['local'].")
     max_cases: Annotated[int, Field(ge=1, le=10000)] = Field(default=40, description="new cases in all")
     max_seconds: Annotated[float, Field(gt=0, le=86400)] = Field(
-        default=900.0, description="Wall-time budget in seconds, checked between rounds (a round runs to its end).",
+        default=900.0, description="Wall-time budget in seconds: no case starts after it (a round holds the cases "
+                                   "that fit); over MCP the answer comes by then, a case still running is recorded "
+                                   "after it (still_running).",
         json_schema_extra=DOCUMENTED_ONLY)
     max_steps: Annotated[int, Field(ge=1, le=100)] = Field(default=12, description="plan-run-analyze rounds")
     cases_per_step: Annotated[int, Field(ge=1, le=256)] = Field(
