@@ -39,11 +39,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def inventory_problem(path: str, source: str) -> str | None:
+    """Why the inventory file ``path`` (named by ``source``) cannot serve, or None."""
+    from tools.errors import ToolError
+    from tools.remote.inventory import load_inventory
+
+    try:
+        load_inventory(path)
+    except ToolError as exc:
+        return f"{exc.message} (given by {source})"
+    except OSError as exc:
+        return f"cannot read the inventory file {path} (given by {source}): {exc.strerror or exc}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from .server import build_server
 
     inventory = args.inventory or os.environ.get(INVENTORY_ENV) or None
+    if inventory is not None:  # refused now, not by every call later
+        problem = inventory_problem(inventory, "--inventory" if args.inventory else f"${INVENTORY_ENV}")
+        if problem:
+            print(f"opdebug-mcp: {problem}", file=sys.stderr)
+            return 2
     policy = None
     if args.transport == "streamable-http":
         from .http_security import UnsafeHttpConfig, http_policy, read_token

@@ -10,7 +10,8 @@ from typing import Any, Awaitable, Callable
 from mcp.server.mcpserver import Context
 from mcp_types import ToolAnnotations
 
-from tools.evidence import ARTIFACTS_DIR, RunStore
+from tools.answers import capped_answer
+from tools.evidence import ARTIFACTS_DIR, RunStore, writable_dir
 from tools.schemas import (PicturesArgs, PicturesResponse, RegressionArgs, RegressionExport, ReproArgs, ReproExport,
                            ShrinkArgs, ShrinkResponse, VerifyArgs, VerifyResponse)
 
@@ -24,7 +25,7 @@ def artifact_tools(root: Path, inventory: str | None, catalog: ToolCatalog,
 
     def default_dir(run_id: str, sub: str, given: str | None) -> str:
         if given:
-            return given
+            return str(writable_dir(given, "out_dir"))
         return str(RunStore(root, run_id).path(ARTIFACTS_DIR, sub))
 
     async def shrink_body(ctx: Context, **f: Any) -> Any:
@@ -45,8 +46,9 @@ def artifact_tools(root: Path, inventory: str | None, catalog: ToolCatalog,
     async def regression_body(ctx: Context, **f: Any) -> Any:
         from tools.artifacts.regression import export_regression
 
-        return await in_thread(export_regression, f["run_id"], default_dir(f["run_id"], "regression", f["out_dir"]),
-                               root=root, case_ids=f["case_ids"], neighbours=f["neighbours"])
+        export = await in_thread(export_regression, f["run_id"], default_dir(f["run_id"], "regression", f["out_dir"]),
+                                 root=root, case_ids=f["case_ids"], neighbours=f["neighbours"])
+        return capped_answer(export, tool="export_regression", root=root)
 
     async def pictures_body(ctx: Context, **f: Any) -> Any:
         from tools.artifacts.pictures import render_pictures

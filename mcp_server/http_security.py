@@ -19,6 +19,7 @@ it reaches the MCP session.  See references/http-security.md.
 from __future__ import annotations
 
 import hmac
+import sys
 import ipaddress
 import socket
 from dataclasses import dataclass
@@ -114,4 +115,7 @@ def serve_http(server: Any, host: str, port: int, policy: HttpPolicy, log_level:
     app: Any = server.streamable_http_app(transport_security=security, host=host)
     if policy.token is not None:
         app = BearerTokenMiddleware(app, policy.token)
+    where = f"[{host}]" if ":" in host else host
+    print(f"opdebug-mcp: serving MCP over streamable HTTP at http://{where}:{port}/mcp"
+          f" ({'bearer token required' if policy.token is not None else 'no token'})", file=sys.stderr, flush=True)
     uvicorn.run(app, host=host, port=port, log_level=log_level.lower())

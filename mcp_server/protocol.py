@@ -7,10 +7,11 @@ only: what is read comes from tools/ (evidence, inventory) and resources.py.
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 from typing import Any
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, Completion, PromptReference, ResourceTemplateReference
@@ -19,6 +20,7 @@ from tools.errors import ToolError
 from tools.evidence import RunStore
 
 from .resources import add_run_resource, raw_files, run_ids
+from .sdk_adapter import AdaptedServer, add_request_handler, advertise_resource_list_changes
 from .tooling import ToolCatalog
 
 MAX_COMPLETIONS = 100
@@ -43,39 +45,16 @@ Rules: never cast silently or loosen tolerances after a result; unsupported is n
 a harness, reference or connection error leaves a case pending (re-run it)."""
 
 
-def add_protocol(server: MCPServer, root: Path, inventory: str | None, catalog: ToolCatalog) -> None:
+def add_protocol(server: AdaptedServer, root: Path, inventory: str | None, catalog: ToolCatalog) -> None:
     """Register the prompt, completions and the logging handler; advertise the
     notifications the server sends."""
     _add_prompt(server, inventory)
     _add_completions(server, root, inventory, catalog)
     _add_logging(server)
-    _advertise_resource_list_changes(server)
+    advertise_resource_list_changes(server)  # a new run is announced: announce_run
 
 
-def _advertise_resource_list_changes(server: MCPServer) -> None:
-    """``resources.listChanged: true`` in the initialize answer: a new run is announced
-    with ``notifications/resources/list_changed`` (announce_run).  Tools and prompts
-    never change, so their listChanged stays false.  (At 2026-07-28 and later the SDK
-    derives every listChanged from the subscriptions/listen stream it serves.)"""
-    from mcp.server.lowlevel import NotificationOptions
-
-    lowlevel = server._lowlevel_server
-    original = lowlevel.create_initialization_options
-
-    def create_initialization_options(notification_options: Any = None, *args: Any, **kwargs: Any) -> Any:
-        return original(notification_options or NotificationOptions(resources_changed=True), *args, **kwargs)
-
-    lowlevel.create_initialization_options = create_initialization_options  # type: ignore[method-assign]
-    original_capabilities = lowlevel.get_capabilities
-
-    def get_capabilities(notification_options: Any = None, *args: Any, **kwargs: Any) -> Any:
-        return original_capabilities(notification_options or NotificationOptions(resources_changed=True),
-                                     *args, **kwargs)
-
-    lowlevel.get_capabilities = get_capabilities  # type: ignore[method-assign]
-
-
-async def announce_run(ctx: Context, server: MCPServer, root: Path, run_id: str) -> None:
+async def announce_run(ctx: Context, server: AdaptedServer, root: Path, run_id: str) -> None:
     """After a run is created: list it and tell the client the resource list changed."""
     if not add_run_resource(server, root, run_id):
         return
@@ -91,7 +70,7 @@ async def announce_run(ctx: Context, server: MCPServer, root: Path, run_id: str)
 
 async def log(ctx: Context, level: str, message: str) -> None:
     """A log notification to the client, when its level lets it through; never fails a tool."""
-    wanted = getattr(ctx.request_context.session, "_opdebug_log_level", "info")
+    wanted = _LOG_LEVEL_OF_SESSION.get(ctx.request_context.session, "info")
     if LOG_LEVELS.index(level) < LOG_LEVELS.index(wanted):
         return
     try:
@@ -104,14 +83,18 @@ async def log(ctx: Context, level: str, message: str) -> None:
         pass
 
 
-def _add_logging(server: MCPServer) -> None:
+def _add_logging(server: AdaptedServer) -> None:
     from mcp_types import EmptyResult, SetLevelRequestParams
 
     async def set_level(ctx: Any, params: SetLevelRequestParams) -> EmptyResult:
-        ctx.session._opdebug_log_level = params.level
+        _LOG_LEVEL_OF_SESSION[ctx.session] = params.level
         return EmptyResult()
 
-    server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
+    add_request_handler(server, "logging/setLevel", SetLevelRequestParams, set_level)
+
+
+# The level each client session asked for (logging/setLevel); a session gone is forgotten.
+_LOG_LEVEL_OF_SESSION: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
 
 
 def debug_loop_prompt(operator: str, symptom: str, host: str = "") -> str:
@@ -121,21 +104,19 @@ def debug_loop_prompt(operator: str, symptom: str, host: str = "") -> str:
     return DEBUG_LOOP_PROMPT.format(operator=operator, symptom=symptom, host_line=host_line)
 
 
-def _add_prompt(server: MCPServer, inventory: str | None) -> None:
+def _add_prompt(server: AdaptedServer, inventory: str | None) -> None:
     @server.prompt(name="debug-operator", title="Debug an operator",
                    description="Start the debugging loop for one operator and the symptom the model shows.")
     def debug_operator(operator: str, symptom: str, host: str = "") -> str:
         return debug_loop_prompt(operator, symptom, host)
 
-    original = server.get_prompt
-
-    async def get_prompt(name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
+    async def check_arguments(name: str, arguments: dict[str, Any] | None) -> None:
         """Arguments checked before the prompt renders: a missing, empty or unknown one is
         a -32602 (invalid params) error with one line naming it, and nothing is logged."""
-        prompt = server._prompt_manager.get_prompt(name)
+        prompts = {p.name: p for p in await server.list_prompts()}
+        prompt = prompts.get(name)
         if prompt is None:
-            names = [p.name for p in server._prompt_manager.list_prompts()]
-            raise MCPError(code=INVALID_PARAMS, message=f"unknown prompt {name!r}; prompts: {names}")
+            raise MCPError(code=INVALID_PARAMS, message=f"unknown prompt {name!r}; prompts: {sorted(prompts)}")
         given = dict(arguments or {})
         declared = {a.name: a for a in prompt.arguments or []}
         missing = [n for n, a in declared.items() if a.required and not str(given.get(n) or "").strip()]
@@ -145,12 +126,11 @@ def _add_prompt(server: MCPServer, inventory: str | None) -> None:
                 ([f"unknown argument(s) {unknown}"] if unknown else [])
             raise MCPError(code=INVALID_PARAMS, message=f"prompt {name!r}: {'; '.join(problems)} "
                                                         f"(arguments: {sorted(declared)})")
-        return await original(name, arguments, context)
 
-    server.get_prompt = get_prompt  # type: ignore[method-assign]
+    server.prompt_checks.append(check_arguments)
 
 
-def _add_completions(server: MCPServer, root: Path, inventory: str | None, catalog: ToolCatalog) -> None:
+def _add_completions(server: AdaptedServer, root: Path, inventory: str | None, catalog: ToolCatalog) -> None:
     @server.completion()
     async def complete(ref: Any, argument: Any, context: Any) -> Completion | None:
         name, value = argument.name, argument.value or ""

@@ -14,10 +14,10 @@ from typing import Any, Callable
 
 import anyio.to_thread
 from mcp.server.lowlevel.helper_types import ReadResourceContents
-from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.resources import FileResource, FunctionResource
 
+from tools import results_view
 from tools.errors import ToolError
 from tools.evidence import (
     ANALYSIS,
@@ -28,12 +28,14 @@ from tools.evidence import (
     REPORT,
     REPRODUCTION,
     RESULTS,
+    RESULTS_INDEX,
     RunStore,
     list_runs,
     run_index,
     safe_component,
 )
 
+from .sdk_adapter import AdaptedServer
 from .tooling import ToolCatalog
 
 MAX_RAW_FILE_CHARS = 1_000_000
@@ -69,11 +71,13 @@ RUN_FILES = {
 }
 
 
-def add_resources(server: MCPServer, root: Path, catalog: ToolCatalog) -> None:
+def add_resources(server: AdaptedServer, root: Path, catalog: ToolCatalog) -> None:
     """Register every resource and template; list the runs already on disk."""
     _add_static(server, root, catalog)
     _add_run_files(server, root)
     _add_raw(server, root)
+    _add_kept_outputs(server, root)
+    _add_full_answers(server, root)
     _add_pictures(server, root)
     for run_id in run_ids(root):
         add_run_resource(server, root, run_id)
@@ -84,7 +88,7 @@ def add_resources(server: MCPServer, root: Path, catalog: ToolCatalog) -> None:
 # ---------------------------------------------------------------------------
 
 
-def _add_static(server: MCPServer, root: Path, catalog: ToolCatalog) -> None:
+def _add_static(server: AdaptedServer, root: Path, catalog: ToolCatalog) -> None:
     @server.resource(PLAN_EXAMPLE_URI, name="plan-request-example", title="Example plan_cases request",
                      mime_type="application/json", description="A complete plan_cases request: config, module, star.")
     def plan_example() -> str:
@@ -92,7 +96,8 @@ def _add_static(server: MCPServer, root: Path, catalog: ToolCatalog) -> None:
 
     @server.resource("opdebug://schemas/{tool}", name="output-schema", title="A tool's full output schema",
                      mime_type="application/schema+json",
-                     description="The complete output schema of a tool (tools/list shows its top level).")
+                     description="A tool's complete output schema, every field described (tools/list carries no "
+                                 "output schema; each answer is validated against this one).")
     def output_schema(tool: str) -> str:
         return catalog.schema_text("output", tool)
 
@@ -123,9 +128,9 @@ def read_run_file(root: Path, run_id: str, kind: str) -> str:
         store.require()
     except ToolError as exc:
         raise ResourceNotFoundError(exc.message) from None
-    if kind == "results":  # current, from the index (results.json is the view the last analysis wrote)
-        return json.dumps({"schema_version": 1, "run_id": store.run_id, "results": store.read_result_docs()},
-                          indent=1)
+    if kind == "results":  # current and whole, from the index, in results.json's form (result_count, record_index)
+        return results_view.view_bytes(store.run_id, list(store.read_result_docs().values()),
+                                       RESULTS_INDEX).decode("utf-8")
     path = store.path(filename)
     if not path.is_file():
         raise ResourceNotFoundError(f"run {run_id!r} has no {filename} yet (it is written by {producer})")
@@ -135,7 +140,7 @@ def read_run_file(root: Path, run_id: str, kind: str) -> str:
         raise ResourceError(f"cannot read {filename} of run {run_id!r}: {exc}") from None
 
 
-def _add_run_files(server: MCPServer, root: Path) -> None:
+def _add_run_files(server: AdaptedServer, root: Path) -> None:
     for kind, (filename, mime, _producer) in RUN_FILES.items():
         def make(kind: str = kind) -> Callable[[str], str]:
             def read(run_id: str) -> str:
@@ -159,19 +164,14 @@ def run_ids(root: Path, prefix: str = "") -> list[str]:
                   if d.name.startswith(prefix) and (d / "manifest.json").is_file())
 
 
-def add_run_resource(server: MCPServer, root: Path, run_id: str) -> bool:
+def add_run_resource(server: AdaptedServer, root: Path, run_id: str) -> bool:
     """List one run as a concrete resource (its manifest); False if it already is."""
-    uri = f"opdebug://runs/{run_id}/manifest"
-    if uri in {str(r.uri) for r in server._resource_manager.list_resources()}:
-        return False
-
     def read() -> str:
         return read_run_file(root, run_id, "manifest")
 
-    server.add_resource(FunctionResource(uri=uri, name=f"run {run_id}", title=f"Run {run_id}",
-                                         mime_type="application/json", fn=read,
-                                         description=f"Manifest of run {run_id}"))
-    return True
+    return server.add_listed_resource(FunctionResource(uri=f"opdebug://runs/{run_id}/manifest", name=f"run {run_id}",
+                                                       title=f"Run {run_id}", mime_type="application/json", fn=read,
+                                                       description=f"Manifest of run {run_id}"))
 
 
 # ---------------------------------------------------------------------------
@@ -192,7 +192,7 @@ def raw_files(root: Path, run_id: str, case_id: str) -> tuple[RunStore, Path]:
     return store, raw
 
 
-def _add_raw(server: MCPServer, root: Path) -> None:
+def _add_raw(server: AdaptedServer, root: Path) -> None:
     @server.resource("opdebug://runs/{run_id}/raw/{case_id}", name="raw-evidence-index", title="Raw evidence of a case",
                      mime_type="application/json",
                      description="The raw evidence files of one recorded case (read each at .../raw/{case_id}/{name}).")
@@ -231,12 +231,9 @@ def _add_raw(server: MCPServer, root: Path) -> None:
                                 f"server's machine at {path}")
         return data
 
-    original = server.read_resource
-
-    async def read_resource(uri: Any, context: Any = None) -> Any:
+    def with_mime_type(uri: str, contents: Any) -> Any:
         """Each raw file with its own MIME type (a template has one for all)."""
-        contents = await original(uri, context)
-        match = RAW_FILE_URI.match(str(uri))
+        match = RAW_FILE_URI.match(uri)
         if match is None or not isinstance(contents, list):
             return contents
         mime = raw_file_mime(match.group("name"))
@@ -245,7 +242,7 @@ def _add_raw(server: MCPServer, root: Path) -> None:
                                      else mime)
                 for c in contents]
 
-    server.read_resource = read_resource  # type: ignore[method-assign]
+    server.after_reading.append(with_mime_type)
 
 
 RAW_FILE_TEMPLATE = "opdebug://runs/{run_id}/raw/{case_id}/{name}"
@@ -270,6 +267,38 @@ def _is_utf8(data: bytes) -> bool:
         return False
 
 
+def _add_kept_outputs(server: AdaptedServer, root: Path) -> None:
+    @server.resource(KEPT_OUTPUTS_TEMPLATE, name="kept-outputs", title="Kept outputs of a case",
+                     mime_type="application/json",
+                     description="Both outputs of a mismatching case run with keep_outputs: per output its shape, "
+                                 "dtype, NaN/Inf counts, where they differ most and the first values of each side.")
+    async def kept(run_id: str, case_id: str) -> str:
+        from tools.kept_outputs import kept_outputs
+
+        try:
+            view = await anyio.to_thread.run_sync(kept_outputs, root, run_id, case_id)
+        except ToolError as exc:
+            raise ResourceNotFoundError(exc.message) from None
+        return json.dumps(view, separators=(",", ":"))
+
+
+KEPT_OUTPUTS_TEMPLATE = "opdebug://runs/{run_id}/outputs/{case_id}"
+
+
+def _add_full_answers(server: AdaptedServer, root: Path) -> None:
+    @server.resource("opdebug://runs/{run_id}/answers/{tool}", name="full-answer", title="A whole tool answer",
+                     mime_type="application/json",
+                     description="The whole structured answer of a tool's last call on a run whose answer had lists "
+                                 "cut (its full_answer).")
+    def full_answer(run_id: str, tool: str) -> str:
+        from tools.answers import read_full_answer
+
+        try:
+            return read_full_answer(root, run_id, tool)
+        except ToolError as exc:
+            raise ResourceNotFoundError(exc.message) from None
+
+
 # ---------------------------------------------------------------------------
 # Pictures
 # ---------------------------------------------------------------------------
@@ -281,12 +310,11 @@ def _picture_resource(run_id: str, png: Path) -> FileResource:
                         mime_type="image/png", path=png, encoding=None)
 
 
-def _add_pictures(server: MCPServer, root: Path) -> None:
+def _add_pictures(server: AdaptedServer, root: Path) -> None:
     """Every run's PNGs as listed resources (image/png, read as blobs), found anew
     on each listing; plus a template for reading one by name."""
 
     def sync() -> None:
-        known = {str(r.uri) for r in server._resource_manager.list_resources()}
         for run in list_runs(root):
             try:
                 store = RunStore(root, str(run.get("run_id")))
@@ -294,17 +322,12 @@ def _add_pictures(server: MCPServer, root: Path) -> None:
                 continue
             folder = store.dir / ARTIFACTS_DIR / "pictures"
             for png in sorted(folder.glob("*.png")) if folder.is_dir() else []:
-                resource = _picture_resource(store.run_id, png.resolve())
-                if str(resource.uri) not in known:
-                    server.add_resource(resource)
+                server.add_listed_resource(_picture_resource(store.run_id, png.resolve()))
 
-    original = server.list_resources
-
-    async def list_resources() -> Any:
+    async def find_pictures() -> None:
         await anyio.to_thread.run_sync(sync)
-        return await original()
 
-    server.list_resources = list_resources  # type: ignore[method-assign]
+    server.before_listing.append(find_pictures)
 
     @server.resource("opdebug://runs/{run_id}/pictures/{name}", name="run-picture", title="Run picture",
                      mime_type="image/png", description="One PNG of a run's artifacts/pictures/.")

@@ -28,9 +28,10 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 import anyio
 import anyio.to_thread
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp_types import ToolAnnotations
 
+from tools.answers import capped_answer
 from tools.evidence import resolve_root
 from tools.schemas import (
     AnalyzeFailuresArgs,
@@ -52,6 +53,7 @@ from . import SERVER_NAME
 from .artifact_tools import artifact_tools
 from .protocol import add_protocol, announce_run, log
 from .resources import PLAN_EXAMPLE_URI, add_resources
+from .sdk_adapter import AdaptedServer
 from .tooling import ToolCatalog
 
 INSTRUCTIONS = """\
@@ -76,7 +78,7 @@ def build_server(
     inventory: str | Path | None = None,
     *,
     log_level: str = "WARNING",
-) -> MCPServer:
+) -> AdaptedServer:
     """Build the MCP server.  ``evidence_root`` None means $OPDEBUG_EVIDENCE_ROOT
     or .vaws-local/operator-debug under the working directory (resolved now,
     so a later change of directory does not move it)."""
@@ -104,10 +106,11 @@ def build_server(
     async def analyze_body(ctx: Context, *, run_id: str) -> Analysis:
         from tools.analyze_failures import analyze_failures
 
-        return await in_thread(analyze_failures, run_id, root=root)
+        return capped_answer(await in_thread(analyze_failures, run_id, root=root), tool="analyze_failures", root=root)
 
     async def run_body(ctx: Context, *, run_id: str, case_ids: list[str] | None,
-                       hosts: list[str] | None, keep_outputs: bool = False) -> RunResponse:
+                       hosts: list[str] | None, keep_outputs: bool = False,
+                       device_wait_s: float | None = None) -> RunResponse:
         from tools.run_case_remote import run_case_remote
 
         clock = ProgressClock(ctx)
@@ -119,14 +122,14 @@ def build_server(
 
         return await run_case_remote(run_id, case_ids=case_ids, hosts=hosts, root=root,
                                      inventory=inventory_path, progress=progress, keep_outputs=keep_outputs,
-                                     on_news=clock.news)
+                                     on_news=clock.news, device_wait_s=device_wait_s)
 
     async def narrow_body(ctx: Context, **fields: Any) -> NarrowResponse:
         from tools.narrow import narrow_failure
 
         clock = ProgressClock(ctx)
         return await narrow_failure(NarrowRequest(**fields), root=root, inventory=inventory_path,
-                                    progress=clock.step, on_news=clock.news)
+                                    progress=clock.step, on_news=clock.news, detach=True)
 
     async def check_body(ctx: Context, *, host: str) -> Any:
         from tools.check_host import check_host
@@ -201,7 +204,7 @@ def build_server(
     ]
 
     tools += artifact_tools(root, inventory_path, catalog, in_thread)
-    server = MCPServer(
+    server = AdaptedServer(
         SERVER_NAME,
         version=server_version(),
         title="Ascend operator debug",
@@ -210,6 +213,7 @@ def build_server(
         log_level=log_level,  # type: ignore[arg-type]
         lifespan=close_warm_workers_on_exit,
     )
+    server.tool_checks.append(catalog.check_known)
     add_resources(server, root, catalog)
     add_protocol(server, root, inventory_path, catalog)
     return server
@@ -247,7 +251,7 @@ def server_version() -> str:
 
 
 @asynccontextmanager
-async def close_warm_workers_on_exit(_server: MCPServer) -> AsyncIterator[dict[str, Any]]:
+async def close_warm_workers_on_exit(_server: AdaptedServer) -> AsyncIterator[dict[str, Any]]:
     """Warm device workers and SSH connections live while the server does;
     when it stops (the client went away), shut them down so nothing is left
     running on the hosts.  The pool is only looked at if a run imported it."""

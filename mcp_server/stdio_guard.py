@@ -20,6 +20,8 @@ import mcp_types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
+from .sdk_adapter import serve_streams
+
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 _ID_RE = re.compile(r'"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?\d{1,18})')
@@ -45,7 +47,6 @@ def parse_error_reply(exc: Exception) -> types.JSONRPCError:
 
 async def run_stdio(server) -> None:
     """``server.run("stdio")``, with every unreadable line answered."""
-    lowlevel = server._lowlevel_server
     async with stdio_server() as (read_stream, write_stream):
         send, receive = anyio.create_memory_object_stream(0)
 
@@ -59,5 +60,5 @@ async def run_stdio(server) -> None:
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(pump)
-            await lowlevel.run(receive, write_stream, lowlevel.create_initialization_options())
+            await serve_streams(server, receive, write_stream)
             tg.cancel_scope.cancel()

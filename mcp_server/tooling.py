@@ -115,6 +115,11 @@ class ToolCatalog:
     def names(self) -> list[str]:
         return sorted(self.full_outputs)
 
+    async def check_known(self, name: str) -> None:
+        """An unknown tool name is refused with the list of the tools (the SDK's error names none)."""
+        if name not in self.full_outputs:
+            raise MCPToolError(f"[unknown_tool] no tool {name!r}; the tools: {', '.join(self.names())}")
+
     def tool(self, name: str, *, description: str, arguments: type[BaseModel], output: Any,
              annotations: ToolAnnotations, body: Callable[..., Awaitable[Any]]) -> Tool:
         arg_model = arguments_model(name, arguments)

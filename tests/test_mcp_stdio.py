@@ -352,6 +352,8 @@ def test_streamable_http_transport_serves_the_same_tools(evidence_root: Path, tm
         proc.wait(timeout=10)
         log.close()
     assert {t.name for t in tools} == TOOLS
+    # it says where it listens when it starts
+    assert f"serving MCP over streamable HTTP at http://127.0.0.1:{port}/mcp" in (tmp_path / "server.log").read_text()
     assert not plan.is_error and plan.structured_content["run_id"] == "over-http"
     assert (evidence_root / "over-http" / "manifest.json").is_file()
     assert "[run_exists]" in error_text(refused)

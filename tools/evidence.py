@@ -120,6 +120,33 @@ def few_ids(ids, limit: int = MAX_IDS_IN_ERROR) -> str:
     return f"[{shown}{f', ... ({len(ids) - limit} more)' if len(ids) > limit else ''}]"
 
 
+def unknown_cases(run_id: str, unknown, planned) -> ToolError:
+    """The refusal of case ids a run does not plan: at most MAX_IDS_IN_ERROR of them and of
+    the planned ones, with both counts (a run may plan thousands)."""
+    unknown, planned = list(dict.fromkeys(unknown)), list(planned)
+    what = f"case {unknown[0]!r} is" if len(unknown) == 1 else f"{len(unknown)} case ids are"
+    shown = "" if len(unknown) == 1 else f" {few_ids(unknown)}"
+    return ToolError(f"{what} not planned in run {run_id!r}{shown}; the run plans {len(planned)} case(s), e.g. "
+                     f"{few_ids(planned[:3])} (all of them: opdebug://runs/{run_id}/case-matrix)",
+                     code="unknown_case", details={"unknown_count": len(unknown), "planned_count": len(planned)})
+
+
+def writable_dir(given: str, field: str) -> Path:
+    """A directory the caller named (an export's ``out_dir``), created when missing.  One
+    that cannot be made or written is the caller's ``[bad_path]`` error naming the field and
+    the path, not a server failure."""
+    path = Path(given).expanduser()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ToolError(f"{field}: cannot create the directory {str(path)!r}: {exc.strerror or exc}",
+                        code="bad_path", details={"field": field, "path": str(path)}) from None
+    if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
+        raise ToolError(f"{field}: {str(path)!r} is not a directory this server can write",
+                        code="bad_path", details={"field": field, "path": str(path)})
+    return path
+
+
 def atomic_write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> None:
     """Write ``path`` atomically; a failing write (a full disk, a read-only
     file system) is a ``[write_failed]`` ToolError naming the file, and leaves

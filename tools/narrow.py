@@ -19,11 +19,13 @@ over its worker's history (order_search.py).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Awaitable, Callable
 
 from .analyze_failures import analyze_failures
 from .errors import ToolError
+from .evidence import RunStore, read_json
 from .cases.stars import expand_star
 from .plan_cases import plan_cases
 from .run_case_remote import run_case_remote
@@ -75,30 +77,134 @@ def _done(analysis) -> str | None:
     return None
 
 
+PACE_SAMPLE = 200  # the most recent recorded cases whose wall time seeds the pace
+
+
+def slowest_recorded_case_s(store: RunStore) -> float:
+    """The longest wall time (the supervisor's started_at to finished_at) of the run's most
+    recently recorded cases that ran on a host; 0 when none did."""
+    slowest = 0.0
+    for case_id in list(store.read_result_docs())[-PACE_SAMPLE:]:
+        try:
+            done = read_json(store.raw_dir(case_id) / "worker-result.json")
+            slowest = max(slowest, float(done["finished_at"]) - float(done["started_at"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return slowest
+
+
+class _Runs:
+    """The execution side of one narrow_failure: every run of cases within its deadline
+    (no case starts after max_seconds; a device held elsewhere is awaited within what is
+    left), one progress notification per case, and a round trimmed to the cases that fit
+    in the time left at the slowest pace seen so far.  ``detach``: a case still running at
+    the deadline is not waited for - it goes on, and is recorded, after the answer."""
+
+    def __init__(self, req: NarrowRequest, root, inventory, progress: Progress | None, on_news,
+                 detach: bool) -> None:
+        self.req, self.root, self.inventory, self.detach = req, root, inventory, detach
+        self.progress, self.on_news = progress, on_news
+        self.t0 = time.monotonic()
+        self.deadline = self.t0 + req.max_seconds
+        self.done = 0  # cases answered, each one progress step
+        self.started: list[str] = []
+        self.answered: dict[str, str] = {}  # case id -> its state
+        self.answering = True  # False once the call answered: no more progress for it
+        # the slowest pace seen: wall seconds per case of a round (its analysis included), at
+        # first the slowest recorded case of the run (a compile-mode case may take many seconds)
+        self.per_case_s = slowest_recorded_case_s(RunStore(root, req.run_id))
+
+    def left(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def fits(self, wanted: int) -> int:
+        """How many of ``wanted`` new cases fit in the time left."""
+        if self.per_case_s <= 0:
+            return wanted if self.left() > 0 else 0
+        return max(0, min(wanted, int(self.left() / self.per_case_s)))
+
+    def still_running(self) -> list[str]:
+        return [c for c in self.started if c not in self.answered]
+
+    def ran(self) -> list[str]:
+        """The cases it started or answered (a case left pending may not have started), in order."""
+        return list(dict.fromkeys(self.started + list(self.answered)))
+
+    def states(self, case_ids: list[str]) -> dict[str, str]:
+        """Each case's state: as answered, else running (past the deadline) or pending."""
+        return {c: self.answered.get(c, "running" if c in self.started else "pending") for c in case_ids}
+
+    async def run(self, case_ids: list[str] | None = None):
+        """run_case_remote on the pending cases (or ``case_ids``) and the analysis after it;
+        the response is None when the deadline came first (``detach``: the run goes on)."""
+        task = asyncio.ensure_future(self._run(case_ids))
+        if not self.detach:
+            return await task
+        done, _ = await asyncio.wait({task}, timeout=self.left() + ANSWER_GRACE_S)
+        if done:
+            return task.result()
+        _LATE_RUNS.add(task)  # kept until it ends (its cases are recorded then)
+        task.add_done_callback(_forget_late_run)
+        self.answering = False
+        return None, analyze_failures(self.req.run_id, root=self.root)
+
+    async def _run(self, case_ids: list[str] | None):
+        started = time.monotonic()
+        response = await run_case_remote(self.req.run_id, case_ids=case_ids, root=self.root, hosts=self.req.hosts,
+                                         inventory=self.inventory, progress=self._answered, on_news=self.say,
+                                         on_start=self._started, lease_wait_s=self.left(), deadline=self.deadline)
+        analysis = analyze_failures(self.req.run_id, root=self.root)
+        if response.outcomes:
+            self.per_case_s = max(self.per_case_s, (time.monotonic() - started) / len(response.outcomes))
+        return response, analysis
+
+    async def _started(self, case_id: str) -> None:
+        self.started.append(case_id)
+
+    async def _answered(self, _done: int, _total: int, outcome) -> None:
+        self.answered[outcome.case_id] = outcome.state
+        self.done += 1
+        if self.progress is not None and self.answering:
+            await self.progress(self.done, None, f"{outcome.case_id}: {outcome.state} - {outcome.summary}")
+
+    async def say(self, line: str) -> None:
+        if self.on_news is not None and self.answering:
+            await self.on_news(line)
+
+
+ANSWER_GRACE_S = 2.0  # the answer comes at most this long after max_seconds
+_LATE_RUNS: set[asyncio.Future] = set()
+
+
+def _forget_late_run(task: asyncio.Future) -> None:
+    _LATE_RUNS.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved: a late run's failure leaves its cases pending, as any run's does
+
+
 async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=None,
-                         progress: Progress | None = None, on_news=None) -> NarrowResponse:
-    """``on_news(line)``: about once a second while a device held elsewhere is awaited
-    (within what is left of max_seconds)."""
+                         progress: Progress | None = None, on_news=None, detach: bool = False) -> NarrowResponse:
+    """``progress(done, None, text)`` after each case it runs; ``on_news(line)`` after each
+    round, and about once a second while a device held elsewhere is awaited (within what is
+    left of max_seconds).  ``detach`` (a server, whose clients time out): answer by
+    max_seconds, and leave a case still running then to finish and be recorded after the
+    answer (``still_running``); else wait for it."""
     req = request if isinstance(request, NarrowRequest) else NarrowRequest.model_validate(request)
-    t0 = time.monotonic()
-
-    def left() -> dict:  # a device held elsewhere is awaited within what is left of the budget
-        return {"lease_wait_s": max(0.0, req.max_seconds - (time.monotonic() - t0)), "on_news": on_news}
-
+    runs = _Runs(req, root, inventory, progress, on_news, detach)
+    t0 = runs.t0
     steps: list[NarrowStep] = []
     new_cases = 0
-    first = await run_case_remote(req.run_id, root=root, hosts=req.hosts, inventory=inventory,
-                                  **left())  # pending first
-    analysis = analyze_failures(req.run_id, root=root)
-    cases_run = len(first.outcomes)
-    if first.outcomes:  # the pending cases it ran are the first step
+    first, analysis = await runs.run()  # pending first
+    ran_first = runs.ran()
+    cases_run = len(ran_first)
+    if ran_first:  # the pending cases it ran are the first step
         steps.append(NarrowStep(
-            index=1, kinds=["pending"], axes=[], cases={o.case_id: o.state for o in first.outcomes},
+            index=1, kinds=["pending"], axes=[], cases=runs.states(ran_first),
             findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings],
             competing=[f.predicate for f in analysis.competing]))
     stopped = None
     searched: set[str] = set()  # order-dependent cases whose poisoning earlier case was looked for
-    while stopped is None:
+    while stopped is None and first is not None:
         order = await search_order(req.run_id, analysis, root=root, hosts=req.hosts, inventory=inventory,
                                    budget=req.max_cases - new_cases, done=searched)  # order_search.py
         if order.cases_run:
@@ -118,10 +224,11 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
         if new_cases >= req.max_cases:
             stopped = "budget_cases"
             break
-        if time.monotonic() - t0 >= req.max_seconds:  # checked between rounds: a round runs to its end
+        room = runs.fits(min(req.cases_per_step, req.max_cases - new_cases))
+        if room <= 0:  # no case would start in time (run_case_remote starts none after the deadline either)
             stopped = "budget_seconds"
             break
-        picked = _pick(analysis, min(req.cases_per_step, req.max_cases - new_cases))
+        picked = _pick(analysis, room)
         added: list[str] = []
         for star, _, _ in picked:
             try:
@@ -134,20 +241,20 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
             break
         new_cases += len(added)
         cases_run += len(added)
-        run = await run_case_remote(req.run_id, case_ids=added, root=root, hosts=req.hosts, inventory=inventory,
-                                    **left())
-        analysis = analyze_failures(req.run_id, root=root)
-        states = {o.case_id: o.state for o in run.outcomes}
+        run, analysis = await runs.run(added)
         steps.append(NarrowStep(
             index=len(steps) + 1, kinds=sorted({k for _, k, _ in picked}),
-            axes=sorted({a for _, _, a in picked if a}), cases={cid: states.get(cid, "pending") for cid in added},
+            axes=sorted({a for _, _, a in picked if a}), cases=runs.states(added),
             findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings],
             competing=[f.predicate for f in analysis.competing]))
-        if progress is not None:
-            await progress(len(steps), req.max_steps, f"round {len(steps)}: {len(added)} case(s)")
-        if not run.recorded:
+        await runs.say(f"round {len(steps)}: {len(added)} case(s); findings: "
+                       f"{', '.join(steps[-1].findings[:3]) or 'none yet'}")
+        if run is None:
+            stopped = "budget_seconds"  # answered at the deadline: a case is still running
+        elif not run.recorded:
             stopped = "no_progress"
     return NarrowResponse(run_id=req.run_id, stopped=stopped, exact=bool(analysis.findings) and all(
         f.exact for f in analysis.findings), findings=analysis.findings, steps=steps, cases_run=cases_run,
         seconds=round(time.monotonic() - t0, 3), summary=analysis.summary, competing=analysis.competing,
-        new_cases=new_cases, pending_run=len(first.outcomes))
+        new_cases=new_cases, pending_run=len(ran_first),
+        still_running=runs.still_running())

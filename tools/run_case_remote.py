@@ -15,6 +15,7 @@ import asyncio
 import base64
 import errno
 import json
+import time
 from typing import Awaitable, Callable
 
 from filelock import Timeout as FileLockTimeout
@@ -23,7 +24,7 @@ from .baseline_host import BASELINE_RAW, baseline_sides
 from .cases.ids import rerun_id
 from .consistency_runs import AloneRuns, outcome_text, repeat_passing_ids, run_after, wire_case
 from .errors import ToolError
-from .evidence import ARTIFACTS_DIR, RunStore, few_ids, schedule_manifest_flush
+from .evidence import ARTIFACTS_DIR, RunStore, few_ids, schedule_manifest_flush, unknown_cases
 from .remote.envelopes import HARNESS_WHERE_TEXT, WORKER_RESTART_LIMIT, CaseDone, MalformedEnvelope, parse_case_done
 from .record_result import record_result
 from .render.describe import describe_comparison
@@ -47,14 +48,16 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
                           root=None, inventory=None, progress: Progress | None = None,
                           on_start: Callable[[str], Awaitable[None]] | None = None,
                           keep_outputs: bool = False, lease_wait_s: float | None = None,
-                          on_news: Callable[[str], Awaitable[None]] | None = None) -> RunResponse:
+                          device_wait_s: float | None = None, deadline: float | None = None, on_news: Callable[[str], Awaitable[None]] | None = None) -> RunResponse:
     """``progress(done, total, outcome)`` after each case; ``on_start(case_id)``
     when a case goes to a slot (a progress bar shows the cases in flight);
     ``keep_outputs``: the candidate and reference outputs of a mismatching case
     are kept as ``raw-results/<case>/outputs.pt`` (torch.save, at most
-    KEEP_OUTPUTS_MAX_BYTES) for pictures; ``lease_wait_s``: the most a slot waits for a
+    KEEP_OUTPUTS_MAX_BYTES), read as JSON through kept_outputs.py and drawn by render_pictures; ``lease_wait_s``: the most a slot waits for a
     device held elsewhere (default the host's lease_wait_s; a call with a budget of its
-    own passes what is left of it); ``on_news(text)`` for progress that is not a finished
+    own passes what is left of it); ``device_wait_s``: the wait the caller asked for, in place of
+    the host's lease_wait_s (still cut to ``lease_wait_s``); ``deadline`` (time.monotonic()):
+    no case starts after it - those left stay pending, said so; ``on_news(text)`` for progress that is not a finished
     case (about once a second of such a wait, a scheduler job waiting in the queue, a lost
     slot started again)."""
     store = RunStore(root, run_id)
@@ -65,8 +68,7 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
     if case_ids is not None:
         unknown = [c for c in case_ids if c not in cases]
         if unknown:
-            raise ToolError(f"case ids not planned in run {run_id!r}: {few_ids(unknown)}; the run plans "
-                            f"{len(cases)} cases (e.g. {few_ids(list(cases)[:3])})", code="unknown_case")
+            raise unknown_cases(run_id, unknown, cases)
         wanted = list(dict.fromkeys(case_ids))
         refused = [c for c in wanted if c in recorded]
         todo = [c for c in wanted if c not in recorded]
@@ -89,7 +91,7 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
     run = RunFiles(run_id=store.run_id, config=wire_config,
                         modules_dir=modules_dir if config.operator.modules and modules_dir.is_dir() else None,
                         captured_dir=captured_dir if captured_dir.is_dir() else None,
-                        lease_wait_s=lease_wait_s, news=on_news)
+                        lease_wait_s=lease_wait_s, news=on_news, device_wait_s=device_wait_s)
     outcomes: dict[str, CaseOutcome] = {}
     total = len(todo)
     repeat_passing = repeat_passing_ids(config, list(cases), todo)  # consistency checks (consistency_runs.py)
@@ -126,6 +128,9 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
         await report(outcome)
 
     async def run_one(slot, case_id: str) -> None:
+        if deadline is not None and time.monotonic() >= deadline:
+            await report(_pending(case_id, NOT_STARTED_AFTER_DEADLINE))
+            return
         if case_id in _recorded_ids(store):  # reads only what the index gained since the last look
             refused.append(case_id)  # another call on this run recorded it meanwhile: not run twice
             return
@@ -194,6 +199,8 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
                        pending_count=store.pending_count(), refused=refused,
                        rerun_hint=hint)
 
+
+NOT_STARTED_AFTER_DEADLINE = "not started: the call's time budget (max_seconds) ran out before its turn"
 
 EXTERNAL_SIGNALS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
 

@@ -35,7 +35,7 @@ from typing import Any
 from ..cases.axes import case_axes
 from ..cases.ids import fit_id
 from ..errors import ToolError
-from ..evidence import ARTIFACTS_DIR, RunStore, file_sha256
+from ..evidence import ARTIFACTS_DIR, RunStore, file_sha256, unknown_cases
 from ..schemas import CaseResult, Comparison, PicturesResponse
 from .records import PICTURES_DIR, available, install_hint
 from .repro import device_kind, export_repro
@@ -268,7 +268,7 @@ def store_outputs(store: RunStore, outputs: dict[str, str]) -> None:
     planned = {c.id for c in store.read_cases()}
     for case_id, given in outputs.items():
         if case_id not in planned:
-            raise ToolError(f"outputs: case {case_id!r} is not planned in run {store.run_id!r}", code="unknown_case")
+            raise unknown_cases(store.run_id, [case_id], planned)
         src = Path(given).expanduser()
         if not src.is_file():
             raise ToolError(f"outputs.{case_id}: {given!r} is not a readable file", code="bad_file")
@@ -302,7 +302,7 @@ def render_pictures(run_id: str, *, root=None, case_ids: list[str] | None = None
     if case_ids:
         unknown = [c for c in case_ids if c not in order]
         if unknown:
-            raise ToolError(f"case ids not planned in run {run_id!r}: {unknown}", code="unknown_case")
+            raise unknown_cases(run_id, unknown, order)
         wanted = case_ids
     else:
         wanted = default_cases(store, results)

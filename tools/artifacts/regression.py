@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..cases.axes import differing_axes
 from ..errors import ToolError
-from ..evidence import RunStore
+from ..evidence import RunStore, unknown_cases
 from ..schemas import RegressionExport
 from .common import GENERATED_MARK, failing_ids, write_text_new
 from .repro import device_kind, export_repro
@@ -94,7 +94,7 @@ def export_regression(run_id: str, out_dir: str | Path, *, root=None, case_ids: 
     if case_ids:
         unknown = [c for c in case_ids if c not in by_id]
         if unknown:
-            raise ToolError(f"case ids not planned in run {run_id!r}: {unknown}", code="unknown_case")
+            raise unknown_cases(run_id, unknown, by_id)
         failing = list(dict.fromkeys(case_ids))
     else:
         failing = failing_ids(results, [c.id for c in cases])

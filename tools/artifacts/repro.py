@@ -21,7 +21,7 @@ import shlex
 from pathlib import Path
 
 from ..errors import ToolError
-from ..evidence import ARTIFACTS_DIR, RunStore, read_json
+from ..evidence import ARTIFACTS_DIR, RunStore, read_json, unknown_cases
 from ..schemas import Case, CaseResult, OperatorConfig, grad_output_captures
 from .common import GENERATED_MARK, copy_beside, copy_runner, write_text_new
 from ..schemas import ReproExport
@@ -312,8 +312,7 @@ def _load(store: RunStore, case_id: str) -> tuple[OperatorConfig, Case, CaseResu
     config = store.read_config()
     cases = {c.id: c for c in store.read_cases()}
     if case_id not in cases:
-        raise ToolError(f"case {case_id!r} is not planned in run {store.run_id!r}; planned: {sorted(cases)}",
-                        code="unknown_case")
+        raise unknown_cases(store.run_id, [case_id], cases)
     result = store.read_results().get(case_id)
     meta_path = store.input_meta_path(case_id)
     meta = read_json(meta_path) if meta_path.is_file() else None

@@ -32,7 +32,7 @@ from typing import Awaitable, Callable
 from pydantic import ValidationError
 
 from ..errors import ToolError
-from ..evidence import RunStore
+from ..evidence import RunStore, unknown_cases
 from ..cases.ids import fit_id
 from ..plan_cases import plan_cases
 from ..run_case_remote import run_case_remote
@@ -316,8 +316,7 @@ async def shrink_case(run_id: str, case_id: str, *, hosts: list[str] | None = No
     store.require()
     cases = {c.id: c for c in store.read_cases()}
     if case_id not in cases:
-        raise ToolError(f"case {case_id!r} is not planned in run {run_id!r}; planned: {sorted(cases)}",
-                        code="unknown_case")
+        raise unknown_cases(run_id, [case_id], cases)
     result = store.read_results().get(case_id)
     if result is None or result.status == "passed":
         raise ToolError(f"case {case_id!r} is {'not recorded' if result is None else 'passed'}: shrink starts from a "

@@ -203,13 +203,13 @@ def _analysis(a: Any) -> str:
     lines = [f"run {a.run_id}: verdict {a.verdict} ({a.recorded}/{a.planned} recorded; "
              f"{_counts(s for s, k in a.status_counts.items() for _ in range(k))}) - {clip(a.summary, 400)}"]
     if a.findings:
-        lines.append(f"{len(a.findings)} finding(s), the first leads:")
+        lines.append(f"{_n(a, 'findings')} finding(s), the first leads:")
         lines += _listed(list(a.findings), finding_line, "finding(s)", limit=5)
         if a.competing:
             lines.append(competing_line(list(a.competing)))
     elif a.failures:
-        lines.append(f"No one-axis finding separates the {len(a.failures)} failing case(s) yet, e.g. "
-                     f"{few_ids([f.case_id for f in a.failures], 3)}.")
+        lines.append(f"No one-axis finding separates the {_n(a, 'failures')} failing case(s) yet, e.g. "
+                     f"{_few([f.case_id for f in a.failures], _n(a, 'failures'))}.")
     flagged = list(getattr(a.consistency, "flagged", []) or [])  # consistency checks (issue 21)
     if flagged:
         lines.append(f"{len(flagged)} case(s) flagged by the consistency checks, kept out of the findings: "
@@ -222,19 +222,39 @@ def _analysis(a: Any) -> str:
         lines.append("Crashes by signature: " + "; ".join(f"{clip(sig, 80)}: {few_ids(ids, 3)}"
                                                           for sig, ids in groups[:3]) + ".")
     if a.unsupported:
-        lines.append(f"{len(a.unsupported)} unsupported (not failures), e.g. {few_ids([u.case_id for u in a.unsupported], 3)}.")
+        lines.append(f"{_n(a, 'unsupported')} unsupported (not failures), e.g. "
+                     f"{_few([u.case_id for u in a.unsupported], _n(a, 'unsupported'))}.")
     if a.missing:
-        lines.append(f"{len(a.missing)} case(s) missing a result, e.g. {few_ids(a.missing, 3)}: "
+        lines.append(f"{_n(a, 'missing')} case(s) missing a result, e.g. {_few(a.missing, _n(a, 'missing'))}: "
                      f"run_case_remote run_id={a.run_id}.")
     if a.integration_hint:
         lines.append(clip(a.integration_hint, 300))
     if a.next_cases:
         first = a.next_cases[0]
-        lines.append(f"{len(a.next_cases)} next case(s) proposed; the first ({first.kind or 'next'}"
+        lines.append(f"{_n(a, 'next_cases')} next case(s) proposed; the first ({first.kind or 'next'}"
                      f"{', on ' + first.axis if first.axis else ''}): {clip(first.reason, 200)} - append it with "
                      f"plan_cases {{\"run_id\": \"{a.run_id}\", \"append\": true, \"stars\": [next_cases[0].star]}}.")
     lines.append(f"report: opdebug://runs/{a.run_id}/report")
-    return "\n".join(lines)
+    return "\n".join(lines + _cut_line(a))
+
+
+def _n(answer: Any, field: str) -> int:
+    """How many items a list of the answer has in full (tools/answers.py may have cut it)."""
+    return (getattr(answer, "truncated", None) or {}).get(field, len(getattr(answer, field)))
+
+
+def _few(ids: list, total: int, k: int = 3) -> str:
+    """At most ``k`` ids, and how many more of ``total`` there are."""
+    more = total - min(k, len(ids))
+    return "[" + ", ".join(repr(i) for i in ids[:k]) + (f", ... ({more} more)" if more > 0 else "") + "]"
+
+
+def _cut_line(answer: Any) -> list[str]:
+    cut = getattr(answer, "truncated", None) or {}
+    if not cut:
+        return []
+    return [f"Lists cut to their first 20 here: {', '.join(f'{k} ({v})' for k, v in list(cut.items())[:6])}"
+            f"{' ...' if len(cut) > 6 else ''}; the whole answer: {answer.full_answer}"]
 
 
 _NARROW_NEXT = {
@@ -279,6 +299,10 @@ def _narrow(r: Any) -> str:
     if steps:
         lines.append("Rounds:")
         lines += _listed(steps, show, "round(s)", limit=6)
+    running = list(getattr(r, "still_running", None) or [])
+    if running:
+        lines.append(f"Still running at max_seconds, recorded when done: {few_ids(running, 4)} (read "
+                     f"opdebug://runs/{r.run_id}/results or call analyze_failures later).")
     lines.append("next: " + _NARROW_NEXT.get(r.stopped, f"read opdebug://runs/{r.run_id}/report"))
     return "\n".join(lines)
 
@@ -340,12 +364,13 @@ def _repro(r: Any) -> str:
 
 
 def _regression(r: Any) -> str:
-    lines = [f"wrote {r.test_file}: a pytest file over {len(r.failing_cases)} failing case(s) of run {r.run_id}, "
-             f"{few_ids(r.failing_cases)}, expected to pass once fixed"
-             + (f", and {len(r.neighbour_cases)} passing neighbour(s) {few_ids(r.neighbour_cases)}"
+    lines = [f"wrote {r.test_file}: a pytest file over {_n(r, 'failing_cases')} failing case(s) of run {r.run_id}, "
+             f"{_few(r.failing_cases, _n(r, 'failing_cases'), 5)}, expected to pass once fixed"
+             + (f", and {_n(r, 'neighbour_cases')} passing neighbour(s) "
+                f"{_few(r.neighbour_cases, _n(r, 'neighbour_cases'), 5)}"
                 if r.neighbour_cases else "") + ".",
              f"run it: {r.command}"]
-    return "\n".join(lines)
+    return "\n".join(lines + _cut_line(r))
 
 
 def _pictures(r: Any) -> str:

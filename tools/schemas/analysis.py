@@ -212,3 +212,7 @@ class Analysis(Strict):
                                                                          "whether the space was capped")
     consistency: ConsistencyReport = Field(default_factory=ConsistencyReport,
                                            description="repeats, order, inputs written, batch, bias (issue 21)")
+    # Capped lists (tools/answers.py): which lists this answer cut and where the whole answer is
+    truncated: dict[str, int] = Field(default_factory=dict, description="lists cut to their first 20 items in this "
+                                      "answer: JSON path -> full length (empty: nothing was cut)")
+    full_answer: str | None = Field(None, description="when a list was cut: the resource holding the whole answer")

@@ -150,7 +150,9 @@ class NarrowRequest(Strict):
     hosts: list[Slug] | None = Field(default=None, description="Default ['local'].")
     max_cases: Annotated[int, Field(ge=1, le=10000)] = Field(default=40, description="new cases in all")
     max_seconds: Annotated[float, Field(gt=0, le=86400)] = Field(
-        default=900.0, description="Wall-time budget in seconds, checked between rounds (a round runs to its end).",
+        default=900.0, description="Wall-time budget in seconds: no case starts after it (a round holds the cases "
+                                   "that fit); over MCP the answer comes by then, a case still running is recorded "
+                                   "after it (still_running).",
         json_schema_extra=DOCUMENTED_ONLY)
     max_steps: Annotated[int, Field(ge=1, le=100)] = Field(default=12, description="plan-run-analyze rounds")
     cases_per_step: Annotated[int, Field(ge=1, le=256)] = Field(
@@ -185,6 +187,9 @@ class NarrowResponse(Strict):
                                                                        "leading finding")
     new_cases: int = Field(0, description="new cases it planned and ran (what max_cases bounds)")
     pending_run: int = Field(0, description="pending cases it ran first")
+    still_running: list[str] = Field(default_factory=list, description="cases started before max_seconds and "
+                                     "still running when it answered: each is recorded when it ends (read "
+                                     "opdebug://runs/{run_id}/results, or analyze_failures, later)")
 
 
 # --------------------------------------------------------------------------
@@ -206,6 +211,9 @@ class AnalyzeFailuresArgs(Strict):
                                          "missing).", json_schema_extra=DOCUMENTED_ONLY)
 
 
+MAX_DEVICE_WAIT_S = 600.0  # a call waits at most 10 min for a busy device, with a progress line about once a second
+
+
 class RunCaseRemoteArgs(Strict):
     run_id: RunIdArg = Field(description="The run whose cases to run.", json_schema_extra=DOCUMENTED_ONLY)
     case_ids: list[NameArg] | None = Field(
@@ -216,7 +224,11 @@ class RunCaseRemoteArgs(Strict):
         default=None, description="Omitted: ['local']."
     )
     keep_outputs: bool = Field(
-        default=False, description="Mismatching ones, for render_pictures."
+        default=False, description="Keep mismatching outputs: opdebug://runs/{run_id}/outputs/{case_id}."
+    )
+    device_wait_s: float | None = Field(
+        default=None, ge=0, le=MAX_DEVICE_WAIT_S,
+        description="Max wait for a busy device, s (default: the host's lease_wait_s, 30)."
     )
 
 
@@ -358,6 +370,10 @@ class RegressionExport(Strict):
     neighbour_cases: list[str] = Field(description="Passing neighbours included to guard against regressions.")
     files: list[str] = Field(description="Every file written or reused beside the test.")
     command: str = Field(description="How to run it.")
+    # Capped lists (tools/answers.py): which lists this answer cut and where the whole answer is
+    truncated: dict[str, int] = Field(default_factory=dict, description="lists cut to their first 20 items in this "
+                                      "answer: JSON path -> full length (empty: nothing was cut)")
+    full_answer: str | None = Field(None, description="when a list was cut: the resource holding the whole answer")
 
 
 class ShrinkStep(Strict):
