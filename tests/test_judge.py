@@ -443,3 +443,25 @@ def test_the_planted_bug_fails_and_binding_stays_pending_through_the_local_trans
     assert out.state == "pending" and not out.recorded and resp.pending == ["silu-x"]
     assert "operator.call" in out.error and "has no parameter named 'x'" in out.error
     assert RunStore(tmp_path, "bind").read_results() == {}
+
+
+@pytest.mark.parametrize("judge", ["tolerance", "both", "baseline"])
+def test_the_plan_warns_of_a_tolerance_below_a_dtypes_resolution(tmp_path: Path, judge: str) -> None:
+    # the blind plan: atol = rtol = 1e-5 with float16 and bfloat16 cases (fp32-level on half precision)
+    req = {"config": {"run_id": f"tight-{judge}", "judge": judge, "tolerance": {"atol": 1e-5, "rtol": 1e-5},
+                      "operator": {"name": "x", "candidate": "torch.add", "reference": "torch.add"}},
+           "cases": [a_case(one(dtype=d), cid=f"c-{d}") for d in ("float16", "bfloat16", "float32", "int8")]}
+    tight = [w for w in plan_cases(req, root=tmp_path).warnings if "resolution" in w]
+    if judge == "baseline":  # the tolerance decides nothing
+        assert tight == []
+        return
+    assert len(tight) == 2, tight
+    f16, bf16 = sorted(tight, key=lambda w: "bfloat16" in w)
+    assert "below float16's resolution (eps 0.000976562)" in f16 and "atol 1e-05, rtol 0.001" in f16
+    assert "below bfloat16's resolution (eps 0.0078125)" in bf16 and "atol 1e-05, rtol 0.016" in bf16
+    assert all("torch.testing" in w for w in tight)
+    # a per_dtype pair at the dtype's resolution or the default table: no such warning
+    req["config"]["run_id"] = f"loose-{judge}"
+    req["config"]["tolerance"]["per_dtype"] = {"float16": {"atol": 1e-3, "rtol": 1e-3},
+                                               "bfloat16": {"atol": 1e-2, "rtol": 1.6e-2}}
+    assert not [w for w in plan_cases(req, root=tmp_path).warnings if "resolution" in w]

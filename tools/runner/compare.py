@@ -41,6 +41,7 @@ from .precision import BFLOAT16_EPS, TEN_THOUSANDTH, THOUSANDTH, benchmark_for
 from .precision import tolerance_for as _tolerance_for
 
 CHUNK = 1 << 18
+SQUARE_SAFE = 2.0 ** 63  # |x| above it: x*x overflows float32 (max ~2**128)
 
 _FLOAT = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -641,6 +642,11 @@ def precision_metrics(cand: torch.Tensor, ref: torch.Tensor) -> dict:
         if signs is None:
             signs = prec.signs(c, r, d)
         ad = d.abs_()
+        if ad.dtype == torch.float32 and ad.max().item() > SQUARE_SAFE:
+            # errors whose squares overflow float32 (above ~1.8e19): the chunk in float64, as the
+            # candidate's own pass does (_chunk), so both sides' RMSE stay finite
+            c, r = c.to(torch.float64), r.to(torch.float64)
+            ad = (c - r).abs_()
         prec.add(signs, ad, r.abs(), nonfinite, mism, r=r)
     return prec.result(n)
 
