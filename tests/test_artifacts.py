@@ -428,3 +428,23 @@ def test_a_run_keeps_the_outputs_of_its_mismatching_cases_when_asked(loop, tmp_p
     drawn = render_pictures("keep", root=root)
     assert drawn.outputs_from == {"bf16": "kept by the run (raw-results)"}
     assert "artifacts/pictures/bf16.out.error-map.png" in drawn.pictures
+
+
+def test_the_reproducer_shows_the_call_as_made_and_the_full_value_spec(tmp_path) -> None:
+    plan_cases({"config": {"run_id": "pos", "operator": {
+        "name": "mm", "candidate": "torch.matmul", "reference": "torch.matmul",
+        "call": {"style": "positional", "order": ["a", "b"]}}},
+        "cases": [{"id": "c", "attributes": {}, "inputs": [
+            {"name": "a", "shape": [4, 8], "dtype": "float16", "strides": [1, 4],
+             "values": {"kind": "normal", "mean": 90.0, "std": 1.5,
+                        "specials": [{"value": "-large", "count": 2}, {"value": "nan", "positions": [[0, 1]]}]}},
+            {"name": "b", "shape": [8, 3], "dtype": "float16"}]}]}, root=tmp_path)
+    exported = export_repro("pos", "c", tmp_path / "repro", root=tmp_path)
+    doc = Path(exported.script).read_text().split('"""')[1]
+    assert ("Call (eager): torch.matmul(<float16 [4, 8], strides [1, 4], normal(mean=90.0,std=1.5), specials "
+            "-large x2, nan at [[0, 1]]>, <float16 [8, 3], normal>)") in doc
+    # what the export ships, as the docstring and SKILL.md say: the runner package beside the script
+    assert (tmp_path / "repro" / "opdebug_runner" / "execute.py").is_file()
+    assert "Beside it: opdebug_runner/" in doc
+    skill = (Path(__file__).resolve().parent.parent / "SKILL.md").read_text()
+    assert "`<case>.py` plus, beside it, `opdebug_runner/`" in skill
