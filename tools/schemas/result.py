@@ -168,6 +168,8 @@ class ErrorInfo(Strict):
     # runner-written (like timing_us): accepted, not published (tools/list budget)
     phase: SkipJsonSchema[Literal["forward", "backward"] | None] = Field(
         None, description="a case with gradients: forward (the call) or backward (its gradients) failed")
+    # the reference's own refusal of the call, when it differs from the candidate's (an invalid call)
+    reference_error: SkipJsonSchema[Annotated[str, Field(max_length=500)] | None] = None
 
 
 class ResultSource(Strict):
