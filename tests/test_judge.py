@@ -41,10 +41,11 @@ def device():
 
 
 def execute(device, candidate: str, reference: str, case: dict, *, judge: str = "tolerance", tolerance=None,
-            modules_dir=None, **operator) -> dict:
+            modules_dir=None, standard=None, **operator) -> dict:
     dev, env = device
     config = {"run_id": "r", "judge": judge, "tolerance": tolerance or {},
-              "operator": {"name": "op", "candidate": candidate, "reference": reference, **operator}}
+              "operator": {"name": "op", "candidate": candidate, "reference": reference, **operator},
+              **({"standard": standard} if standard else {})}
     if modules_dir:
         config["operator"]["modules"] = [p.name for p in Path(modules_dir).glob("*.py")]
     return execute_case({"config": config, "case": case, "modules_dir": modules_dir}, dev, env)
@@ -211,6 +212,19 @@ def test_a_result_beyond_the_dtypes_range_is_the_infinity_a_correct_computation_
         assert f"6 infinite where the truth is beyond {dtype}'s range" in comp["verdict"]
     if judge != "tolerance":
         assert comp["benchmark"]["passed"] and all(c["passed"] for c in comp["checks"])
+
+
+@pytest.mark.parametrize("standard", ["ulp", "thousandth", "absolute"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_the_other_standards_count_the_truths_overflow_as_exact(device, overflow_ops, standard, dtype) -> None:
+    # msprobe's ULP and thousandth stage 1 would count an infinite error where the candidate is the
+    # infinity the truth rounds to (and so would the same-dtype baseline's): a false failure
+    op, case = overflowing(dtype)
+    for judge in ("baseline", "both"):
+        result = execute(device, op, op, case, judge=judge, modules_dir=overflow_ops, standard=standard)["result"]
+        comp = result["comparisons"][0]
+        assert comp["benchmark"]["standard"] == standard
+        assert result["status"] == "passed", comp["verdict"]
 
 
 @pytest.mark.parametrize("judge", ["tolerance", "baseline", "both"])

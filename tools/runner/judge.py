@@ -209,8 +209,8 @@ def _judge_local(comp: dict, c, b, r, chosen: dict, dtype: str) -> tuple[dict, l
     if standard == "benchmark":
         decided = standards.decide_benchmark(comp["precision"], b_prec, dtype, level)
     else:
-        cand_s1 = standards.stage1(standard, _cand_of(comp, c), r)
-        base_s1 = standards.stage1(standard, b, r) if needs_baseline(standard) else None
+        cand_s1 = standards.stage1_in_dtype(standard, _cand_of(comp, c), r)
+        base_s1 = standards.stage1_in_dtype(standard, b, r) if needs_baseline(standard) else None
         decided = standards.decide(standard, cand_s1, base_s1, dtype, level)
         decided.update(candidate=cand_s1, **({"baseline_metrics": base_s1} if base_s1 else {}))
     return _levelled(decided, standard, level), _checks(comp, b_prec, decided, dtype)
@@ -236,7 +236,7 @@ def _judge_from_side(comp: dict, c, side: dict, r, chosen: dict, dtype: str) -> 
     if standard == "benchmark":
         decided = standards.decide_benchmark(comp["precision"], b_prec, dtype, level)
     else:
-        cand_s1 = standards.stage1(standard, _cand_of(comp, c), r)
+        cand_s1 = standards.stage1_in_dtype(standard, _cand_of(comp, c), r)
         decided = standards.decide(standard, cand_s1, side.get("metrics"), dtype, level)
         decided.update(candidate=cand_s1, **({"baseline_metrics": side["metrics"]} if side.get("metrics") else {}))
     return _levelled(decided, standard, level), _checks(comp, b_prec, decided, dtype)
