@@ -175,8 +175,9 @@ def _layout_text(spec: dict) -> str:
 
 
 def changes_text(old: dict, new: dict) -> str:
-    """Every difference between two cases, input by input: ``a shape [32, 128, 64] -> [128, 64], strides
-    [8192, 1, 128] -> [1, 128]; b ...`` (a rank reduction that changes the layout says so)."""
+    """Every difference between two cases' inputs, input by input: ``a shape [32, 128, 64] -> [128, 64],
+    strides [8192, 1, 128] -> [1, 128]; b ...`` (a rank reduction that changes the layout says so); ""
+    when only grad_inputs changed (the step's own text says how)."""
     parts = []
     before = {s["name"]: s for s in old["inputs"]}
     for spec in new["inputs"]:
@@ -192,9 +193,7 @@ def changes_text(old: dict, new: dict) -> str:
             diff.append(f"specials {_specials_text(was)} -> {_specials_text(spec)}")
         if diff:
             parts.append(f"{spec['name']} " + ", ".join(diff))
-    if old.get("grad_inputs") != new.get("grad_inputs"):
-        parts.append(f"grad_inputs {old.get('grad_inputs')} -> {new.get('grad_inputs')}")
-    return "; ".join(parts) or "no change"
+    return "; ".join(parts)
 
 
 def _specials_text(spec: dict) -> str:
@@ -253,7 +252,8 @@ class _Shrinker:
             if case_id not in self.planned:
                 break
         doc["id"] = case_id
-        change = f"{change}: {changes_text(self.best, doc)}"
+        diff = changes_text(self.best, doc)
+        change = f"{change}: {diff}" if diff else change
         doc["description"] = f"shrink step {self.n} from {self.start.id!r} (best so far {self.best_id!r}): {change}"
         try:
             Case.model_validate(doc)
