@@ -1,6 +1,6 @@
 """The judgement sweep, bigger than the in-suite one (run by hand):
 
-    .venv/bin/python benchmarks/sweep_judge.py [--seeds 3] [--rows 64] [--consistency]
+    .venv/bin/python benchmarks/sweep_judge.py [--seeds 3] [--rows 64] [--consistency] [--overflow]
 
 Every operator of tests/sweep_spec.py x every dtype the runner builds, over
 several seeds and a larger shape, through the real local transport (one warm
@@ -19,6 +19,11 @@ worker), under both judges:
   a table per operator of the cases each judge fails in backward, and
   PyTorch's own answer for the operators without a derivative (unsupported).
   ``--gradients`` runs this part alone.
+
+``--overflow`` runs the right operators in float16 and bfloat16 with values
+whose results overflow the dtype (std 2*sqrt(max) and max/3) under the
+tolerance, baseline and both judges: the failing cases per judge (a correct
+kernel's infinity where the truth is beyond the dtype's range is no failure).
 
 ``--consistency`` (issue 21) instead runs the right operators with every case
 repeated (``repeats_passing``) and the batch slice asked for (input ``input``,
@@ -171,6 +176,58 @@ async def main_async(seeds: int, rows: int) -> None:
     print(f"evidence: {root}")
 
 
+# Scales that overflow half precision (issue: judges that agree with a correct computation): the values'
+# std as a fraction of the dtype's range - sqrt(max)*2 overflows products and sums of squares (mul,
+# matmul, var, prod...), max/3 overflows sums (add, sum, cumsum) and anything larger; exp overflows at both.
+OVERFLOW_SCALES = {"sqrt": lambda top: 2.0 * top ** 0.5, "edge": lambda top: top / 3.0}
+
+
+def overflow_case(op: str, dtype: str, scale: str, *, precise: bool, seed: int) -> dict:
+    """The sweep's right-operator case with values that overflow ``dtype`` (positive inputs stay positive)."""
+    import torch
+
+    c = sweep_case(op, dtype, precise=precise, seed=seed)
+    std = OVERFLOW_SCALES[scale](float(torch.finfo(getattr(torch, dtype)).max))
+    for inp in c["inputs"]:
+        if inp["name"] != "condition":
+            inp["values"] = ({"kind": "uniform", "low": 0.5, "high": std} if inp["values"]["kind"] == "uniform"
+                             else {"kind": "normal", "std": std})
+    c["id"] = f"{c['id']}-{scale}-s{seed}"
+    return c
+
+
+async def overflow_async(seeds: int, truth: str) -> None:
+    """The right operators in float16 and bfloat16 with values whose results overflow the dtype (the
+    truth in float32 is finite, or not): failing cases per judge - a correct kernel's infinity where the
+    truth rounded to the dtype is infinite, or where the same-dtype baseline has it, is no failure."""
+    root = Path(tempfile.mkdtemp(prefix="sweep-overflow-"))
+    sweep_op = {"name": "sweep", "candidate": "sweep_dispatch.call", "reference": "sweep_dispatch.reference",
+                "reference_dtype": truth}
+    cases = [overflow_case(op, d, scale, precise=precise, seed=seed)
+             for seed in range(seeds) for op in OPS for d in ("float16", "bfloat16") for scale in OVERFLOW_SCALES
+             for precise in (False, True)]
+    t0 = time.perf_counter()
+    results = {j: await run_cases(root, "overflow", sweep_op, "sweep_dispatch.py", cases, j)
+               for j in ("tolerance", "baseline", "both")}
+    print(f"== right operators with values that overflow half precision, truth {truth}: {len(cases)} cases per judge "
+          f"({len(OPS)} "
+          f"ops x 2 dtypes x {len(OVERFLOW_SCALES)} scales x {seeds} seeds x (op, float32-then-rounded)), "
+          f"{time.perf_counter() - t0:.0f} s ==")
+    for judge, got in results.items():
+        ran = [cid for cid in got if got[cid].state not in ("pending", "unsupported")]
+        failing = [cid for cid in ran if got[cid].state in ("numerical_mismatch", "crash")]
+        special = [cid for cid in failing if "NaN" in got[cid].summary or "Inf" in got[cid].summary]
+        f16 = [cid for cid in failing if "-float16-" in cid]
+        print(f"judge {judge:9s}: failing {len(failing)}/{len(ran)} ran, {len(special)} of them on a NaN/Inf pattern, "
+              f"{len(f16)} float16 (unsupported "
+              f"{sum(1 for o in got.values() if o.state == 'unsupported')}, pending "
+              f"{sum(1 for o in got.values() if o.state == 'pending')})")
+        for cid in failing[:12]:
+            print(f"    {cid}: {got[cid].summary[:200]}")
+    await REGISTRY.close_all()
+    print(f"evidence: {root}")
+
+
 async def gradients_async(seeds: int, rows: int) -> None:
     """The right operators with gradients: per operator, the cases each judge fails in backward."""
     root = Path(tempfile.mkdtemp(prefix="sweep-grad-"))
@@ -230,7 +287,14 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=64)
     parser.add_argument("--gradients", action="store_true", help="only the sweep with gradients (issue 23)")
     parser.add_argument("--consistency", action="store_true", help="right operators repeated: count false flags")
+    parser.add_argument("--overflow", action="store_true", help="right operators with values that overflow half "
+                                                                "precision: failing cases per judge")
+    parser.add_argument("--truth", choices=("auto", "float64"), default="auto",
+                        help="--overflow: the reference's dtype (auto: float32 for half precision, as msprobe)")
     args = parser.parse_args()
+    if args.overflow:
+        asyncio.run(overflow_async(args.seeds, args.truth))
+        return 0
     if args.consistency:
         asyncio.run(consistency_sweep(args.seeds, args.rows))
         return 0

@@ -397,8 +397,9 @@ def test_shrink_keeps_the_one_special_value_a_nan_bug_needs(loop, tmp_path) -> N
             [{"id": "nans", "inputs": [{"name": "x", "shape": [16, 32],
                                         "values": {"kind": "normal", "specials": [{"value": "nan", "count": 8}]}}]}])
     response = loop.run_until_complete(shrink_case("nan", "nans", root=root, max_cases=20))
-    steps = {s.change: s for s in response.steps}
+    steps = {s.change.split(": ", 1)[0]: s for s in response.steps}
     assert steps["no special values"].state == "passed" and not steps["no special values"].same_failure
+    assert steps["no special values"].change == "no special values: x specials [nan x8] -> []"  # every change said
     smallest = next(c for c in RunStore(root, "nan").read_cases() if c.id == response.smallest_case)
     assert smallest.inputs[0].values.specials[0].count == 1  # 8 -> 4 -> 2 -> 1, each still failing
     assert response.smallest_numel < 16 * 32
@@ -428,3 +429,53 @@ def test_a_run_keeps_the_outputs_of_its_mismatching_cases_when_asked(loop, tmp_p
     drawn = render_pictures("keep", root=root)
     assert drawn.outputs_from == {"bf16": "kept by the run (raw-results)"}
     assert "artifacts/pictures/bf16.out.error-map.png" in drawn.pictures
+
+
+def test_the_reproducer_shows_the_call_as_made_and_the_full_value_spec(tmp_path) -> None:
+    plan_cases({"config": {"run_id": "pos", "operator": {
+        "name": "mm", "candidate": "torch.matmul", "reference": "torch.matmul",
+        "call": {"style": "positional", "order": ["a", "b"]}}},
+        "cases": [{"id": "c", "attributes": {}, "inputs": [
+            {"name": "a", "shape": [4, 8], "dtype": "float16", "strides": [1, 4],
+             "values": {"kind": "normal", "mean": 90.0, "std": 1.5,
+                        "specials": [{"value": "-large", "count": 2}, {"value": "nan", "positions": [[0, 1]]}]}},
+            {"name": "b", "shape": [8, 3], "dtype": "float16"}]}]}, root=tmp_path)
+    exported = export_repro("pos", "c", tmp_path / "repro", root=tmp_path)
+    doc = Path(exported.script).read_text().split('"""')[1]
+    assert ("Call (eager): torch.matmul(<float16 [4, 8], strides [1, 4], normal(mean=90.0,std=1.5), specials "
+            "-large x2, nan at [[0, 1]]>, <float16 [8, 3], normal>)") in doc
+    # what the export ships, as the docstring and SKILL.md say: the runner package beside the script
+    assert (tmp_path / "repro" / "opdebug_runner" / "execute.py").is_file()
+    assert "Beside it: opdebug_runner/" in doc
+    skill = (Path(__file__).resolve().parent.parent / "SKILL.md").read_text()
+    assert "`<case>.py` plus, beside it, `opdebug_runner/`" in skill
+
+
+def test_shrink_steps_are_valid_calls_that_say_every_change(loop, tmp_path) -> None:
+    root = tmp_path / "root"
+    # a matmul that raises for a transposed `a` before any shape check (tests/operators/aclnn_errors.py):
+    # a's batch and k are sizes b shares; every step keeps them equal and keeps `a` transposed
+    planted(loop, root, "mm", "aclnn_errors.py", [{"id": "t", "inputs": [
+        {"name": "a", "shape": [4, 16, 8], "strides": [128, 1, 16]}, {"name": "b", "shape": [4, 8, 6]}]}])
+    response = loop.run_until_complete(shrink_case("mm", "t", root=root, max_cases=16))
+    cases = {c.id: c for c in RunStore(root, "mm").read_cases()}
+    for step in response.steps:
+        a, b = cases[step.case_id].inputs
+        assert a.shape[-1] == b.shape[-2] and a.shape[:-2] == b.shape[:-2], (step.change, a.shape, b.shape)
+    ranked = [s for s in response.steps if "leading dimension" in s.change]
+    assert ranked and "a shape [4, 16, 8] -> [16, 8], strides [128, 1, 16] -> strides [1, 16]" in ranked[0].change
+    assert "b shape [4, 8, 6] -> [8, 6]" in ranked[0].change and ranked[0].same_failure
+    smallest = cases[response.smallest_case].inputs[0]
+    assert not smallest.is_contiguous() and response.smallest_shapes["b"][0] == response.smallest_shapes["a"][-1]
+
+    # a layout check before the shape check: bisecting x's last dimension below 8 still fails the same
+    # way, but the reference refuses the call - recorded, not taken
+    planted(loop, root, "grp", "layout_first.py",
+            [{"id": "t", "inputs": [{"name": "x", "shape": [4, 64], "strides": [1, 4]}]}])
+    response = loop.run_until_complete(shrink_case("grp", "t", root=root, max_cases=16))
+    rejected = [s for s in response.steps if s.rejected]
+    assert rejected and all(s.same_failure and "not a valid call: the reference refuses it (RuntimeError: shape"
+                            in s.rejected for s in rejected), [(s.change, s.rejected) for s in response.steps]
+    assert response.smallest_shapes == {"x": [2, 8]}, response.steps
+    results = RunStore(root, "grp").read_results()
+    assert results[response.smallest_case].error.reference_error is None

@@ -250,6 +250,10 @@ def test_demo_runs_the_builtin_example(tmp_path: Path, subprocess_env: dict[str,
     # bfloat16 and nothing else explains the failure: the passing cases share every other axis value
     explaining = [(a["axis"], a["value"]) for a in analysis["failure_axes"] if a["explains_all"]]
     assert explaining == [("dtype", "bfloat16")], analysis["failure_axes"]
+    # the verdict sentence names the bfloat16 failure and no bias: the passing float32 case's errors lean
+    # as float32 arithmetic against a float64 truth does, and a lean is judged only against a same-dtype baseline
+    assert "bfloat16" in analysis["summary"], analysis["summary"]
+    assert analysis["consistency"]["bias"] == [] and "away from zero" not in analysis["summary"], analysis["summary"]
     assert analysis["status_counts"] == {"passed": 4, "numerical_mismatch": 1, "crash": 0, "unsupported": 0,
                                          "missing": 0}
     assert not out["run"]["pending"]

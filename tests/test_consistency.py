@@ -53,7 +53,7 @@ def test_planted_consistency_bugs_are_named_for_what_they_are_over_mcp(evidence_
             "base": x_case("base", [8, 64]), "vary": [{"axis": "shape", "input": "x", "values": [[4, 64], [8, 32]]}]}]),
         "batch": request("batch", "batch_split", batch_invariance={"input": "x", "dim": 0}, stars=[{
             "base": x_case("base", [8, 1024]), "vary": [{"axis": "shape", "input": "x", "values": [[16, 1024]]}]}]),
-        "bias": request("bias", "truncating_exp", stars=[{
+        "bias": request("bias", "truncating_exp", judge="baseline", stars=[{
             "base": x_case("base", [16, 64], "bfloat16"), "vary": [{"axis": "shape", "input": "x",
                                                                     "values": [[8, 64], [32, 16]]}]}]),
     }
@@ -124,12 +124,13 @@ def test_planted_consistency_bugs_are_named_for_what_they_are_over_mcp(evidence_
     assert {f["flag"] for f in batch["consistency"]["flagged"]} == {"batch_variant"}
     assert "batch-variant" in batch["summary"] and "bit for bit" in batch["summary"]
 
-    # biased: within the bfloat16 tolerance, but every error negative - a warning, not a failure
+    # biased: within the bfloat16 tolerance, but every error negative where a correct bfloat16 computation's
+    # are balanced - the baseline judge's error-balance check fails it (a lean is measured against the
+    # baseline's, never against zero: no separate bias warning)
     bias = a["bias"]
-    assert bias["verdict"] == "passed" and bias["consistency"]["bias"], bias["summary"]
-    assert "bfloat16 errors all negative (toward zero)" in bias["summary"]
-    assert "truncation instead of round-to-nearest?" in bias["summary"]
-    assert "bfloat16 errors all negative" in text["bias"] and "truncation" in got["bias"]["report"]
+    assert bias["status_counts"]["numerical_mismatch"] == 3 and bias["consistency"]["bias"] == [], bias["summary"]
+    reasons = " ".join(f["reason"] for f in bias["failures"])
+    assert "the sign imbalance of a correct bfloat16 computation" in reasons and "a biased rounding" in reasons
 
 
 def test_right_operators_repeated_get_no_flag(evidence_root: Path) -> None:

@@ -21,9 +21,10 @@ from tools.evidence import RunStore
 from tools.plan_cases import plan_cases
 from tools.run_case_remote import run_case_remote
 from tools.runner import compare as compare_mod
-from tools.runner.compare import compare_tensor, precision_metrics
+from tools.runner.compare import compare_outputs, compare_tensor, precision_metrics
 from tools.runner.devices import make_device
 from tools.runner.execute import environment, execute_case
+from tools.runner.judge import apply_judge
 from tools.runner.precision import DEFAULT_TOLERANCES, RATIO_THRESHOLDS
 from tools.schemas import OperatorConfig, PlanRequest
 
@@ -40,10 +41,11 @@ def device():
 
 
 def execute(device, candidate: str, reference: str, case: dict, *, judge: str = "tolerance", tolerance=None,
-            modules_dir=None, **operator) -> dict:
+            modules_dir=None, standard=None, **operator) -> dict:
     dev, env = device
     config = {"run_id": "r", "judge": judge, "tolerance": tolerance or {},
-              "operator": {"name": "op", "candidate": candidate, "reference": reference, **operator}}
+              "operator": {"name": "op", "candidate": candidate, "reference": reference, **operator},
+              **({"standard": standard} if standard else {})}
     if modules_dir:
         config["operator"]["modules"] = [p.name for p in Path(modules_dir).glob("*.py")]
     return execute_case({"config": config, "case": case, "modules_dir": modules_dir}, dev, env)
@@ -172,6 +174,116 @@ def test_a_planted_bfloat16_accumulation_bug_fails_the_baseline_judge(device, pl
                     modules_dir=planted, baseline="bf16_accumulate.rounded_once")["result"]["comparisons"][0]
     assert named["baseline"]["rmse"] == pytest.approx(comp["baseline"]["rmse"], rel=0.2)
     assert "of a correct bfloat16 computation" in named["verdict"]
+
+
+@pytest.fixture(scope="module")
+def overflow_ops(tmp_path_factory) -> str:
+    d = tmp_path_factory.mktemp("overflow")
+    (d / "half_overflow.py").write_text((OPERATORS / "half_overflow.py").read_text())
+    return str(d)
+
+
+BF16_HALF_MAX = float(torch.finfo(torch.bfloat16).max) / 2
+
+
+def overflowing(dtype: str) -> tuple[str, dict]:
+    """(operator, case) whose float32 truth is finite but beyond ``dtype``'s range at every element:
+    a float16 matmul, 64*(-32)*33 = -67584 < -65504; a bfloat16 add, -(max/2) - 2**127 = -3.3962e38,
+    which rounds to -inf in bfloat16 (half way to 2**128, to even) while float32 holds it."""
+    if dtype == "float16":
+        return "half_overflow.matmul", a_case(one(shape=(2, 64), dtype=dtype, kind="full", fill=-32.0),
+                                              one(name="other", shape=(64, 3), dtype=dtype, kind="full", fill=33.0))
+    return "torch.add", a_case(one(shape=(2, 3), dtype=dtype, kind="full", fill=-BF16_HALF_MAX),
+                               one(name="other", shape=(2, 3), dtype=dtype, kind="full", fill=-2.0 ** 127))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("judge", ["tolerance", "baseline", "both"])
+def test_a_result_beyond_the_dtypes_range_is_the_infinity_a_correct_computation_gives(device, overflow_ops, dtype,
+                                                                                        judge) -> None:
+    # the blind scenario: a float16 matmul whose truth is -67584 correctly returns -inf; each judge passes it
+    op, case = overflowing(dtype)
+    answer = execute(device, op, op, case, judge=judge, modules_dir=overflow_ops)
+    result = answer["result"]
+    comp = result["comparisons"][0]
+    assert result["status"] == "passed", comp["verdict"]
+    assert comp["dtype_overflow"] == comp["numel"] == 6 and comp["inf_mismatch"] == 0 and comp["mismatch_count"] == 0
+    if judge != "baseline":
+        assert f"6 infinite where the truth is beyond {dtype}'s range" in comp["verdict"]
+    if judge != "tolerance":
+        assert comp["benchmark"]["passed"] and all(c["passed"] for c in comp["checks"])
+
+
+@pytest.mark.parametrize("standard", ["ulp", "thousandth", "absolute"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_the_other_standards_count_the_truths_overflow_as_exact(device, overflow_ops, standard, dtype) -> None:
+    # msprobe's ULP and thousandth stage 1 would count an infinite error where the candidate is the
+    # infinity the truth rounds to (and so would the same-dtype baseline's): a false failure
+    op, case = overflowing(dtype)
+    for judge in ("baseline", "both"):
+        result = execute(device, op, op, case, judge=judge, modules_dir=overflow_ops, standard=standard)["result"]
+        comp = result["comparisons"][0]
+        assert comp["benchmark"]["standard"] == standard
+        assert result["status"] == "passed", comp["verdict"]
+
+
+@pytest.mark.parametrize("judge", ["tolerance", "baseline", "both"])
+def test_infinity_where_the_truth_is_within_range_still_fails(device, overflow_ops, judge) -> None:
+    # 64*31*31 = 61504 < 65504: the truth is finite in float16; infinity there is the kernel's fault
+    case = a_case(one(shape=(2, 64), dtype="float16", kind="full", fill=31.0),
+                  one(name="other", shape=(64, 3), dtype="float16", kind="full", fill=31.0))
+    result = execute(device, "half_overflow.inf_when_big", "half_overflow.matmul", case, judge=judge,
+                     modules_dir=overflow_ops)["result"]
+    comp = result["comparisons"][0]
+    assert result["status"] == "numerical_mismatch", comp["verdict"]
+    assert comp["inf_mismatch"] == 6 and not comp.get("dtype_overflow") and not comp.get("specials_as_baseline")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_the_other_infinity_is_not_the_truths_overflow(dtype) -> None:
+    ref = torch.tensor([-67584.0 if dtype == "float16" else -3.3962e38, 1.0])
+    wrong = torch.tensor([float("inf"), 1.0], dtype=getattr(torch, dtype))
+    comp = compare_tensor("out", wrong, ref, atol=1e-5, rtol=1e-3, strict_dtype=False)
+    assert comp["mismatch_count"] == 1 and comp["inf_mismatch"] == 1 and "dtype_overflow" not in comp
+    right = compare_tensor("out", torch.tensor([-math.inf, 1.0], dtype=wrong.dtype), ref, atol=1e-5, rtol=1e-3, strict_dtype=False)
+    assert right["mismatch_count"] == 0 and right["dtype_overflow"] == 1
+    # msprobe's precision set keeps its own count (its mask drops the pair; parity with msprobe)
+    assert right["precision"]["special_mismatch"] == comp["precision"]["special_mismatch"] == 1
+
+
+def test_nan_a_correct_same_dtype_computation_has_passes_the_tolerance_half_of_both(device, overflow_ops) -> None:
+    # exp(12) > 65504 overflows float16, inf/inf is NaN, where the float32 truth is finite: the same-dtype
+    # baseline has the same NaN at the same places
+    dtype = "float16"
+    case = a_case(one(name="x", shape=(2, 4), dtype=dtype, kind="full", fill=12.0))
+    both = execute(device, "half_overflow.naive_softmax", "half_overflow.naive_softmax", case, judge="both",
+                   modules_dir=overflow_ops)["result"]
+    comp = both["comparisons"][0]
+    assert both["status"] == "passed", comp["verdict"]
+    assert comp["nan_mismatch"] == 8 and comp["specials_as_baseline"] == 8
+    assert f"8 NaN/Inf where a correct {dtype} computation has the same" in comp["verdict"]
+    assert execute(device, "half_overflow.naive_softmax", "half_overflow.naive_softmax", case, judge="baseline",
+                   modules_dir=overflow_ops)["result"]["status"] == "passed"
+    # without a baseline the tolerance judge cannot know the same-dtype NaN: it says so as a mismatch
+    tol = execute(device, "half_overflow.naive_softmax", "half_overflow.naive_softmax", case,
+                  modules_dir=overflow_ops)["result"]
+    assert tol["status"] == "numerical_mismatch"
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_the_tolerance_half_of_both_accepts_only_the_baselines_own_nan_and_inf(dtype) -> None:
+    # bfloat16 has float32's range, so no bfloat16 kernel overflows where float32 does not: the rule on
+    # tensors - NaN and -inf where the same-dtype baseline has them, an extra NaN where it has none
+    t = getattr(torch, dtype)
+    ref = torch.tensor([2.0, 3.0, 1.0, 5.0])
+    base = torch.tensor([math.nan, -math.inf, 1.0, 5.0], dtype=t)
+    for cand, expect, shared in ((base.clone(), True, 2),
+                                 (torch.tensor([math.nan, -math.inf, math.nan, 5.0], dtype=t), False, 2),
+                                 (torch.tensor([math.nan, math.inf, 1.0, 5.0], dtype=t), False, 1)):
+        comps = compare_outputs(cand, ref, names=None, tolerance={}, strict_dtype=False)
+        apply_judge(comps, "both", baseline=base, reference=ref, candidate=cand)
+        assert comps[0]["passed"] is expect, comps[0]["verdict"]
+        assert comps[0]["specials_as_baseline"] == shared
 
 
 def test_a_failing_baseline_is_a_harness_error(device) -> None:
@@ -345,3 +457,25 @@ def test_the_planted_bug_fails_and_binding_stays_pending_through_the_local_trans
     assert out.state == "pending" and not out.recorded and resp.pending == ["silu-x"]
     assert "operator.call" in out.error and "has no parameter named 'x'" in out.error
     assert RunStore(tmp_path, "bind").read_results() == {}
+
+
+@pytest.mark.parametrize("judge", ["tolerance", "both", "baseline"])
+def test_the_plan_warns_of_a_tolerance_below_a_dtypes_resolution(tmp_path: Path, judge: str) -> None:
+    # the blind plan: atol = rtol = 1e-5 with float16 and bfloat16 cases (fp32-level on half precision)
+    req = {"config": {"run_id": f"tight-{judge}", "judge": judge, "tolerance": {"atol": 1e-5, "rtol": 1e-5},
+                      "operator": {"name": "x", "candidate": "torch.add", "reference": "torch.add"}},
+           "cases": [a_case(one(dtype=d), cid=f"c-{d}") for d in ("float16", "bfloat16", "float32", "int8")]}
+    tight = [w for w in plan_cases(req, root=tmp_path).warnings if "resolution" in w]
+    if judge == "baseline":  # the tolerance decides nothing
+        assert tight == []
+        return
+    assert len(tight) == 2, tight
+    f16, bf16 = sorted(tight, key=lambda w: "bfloat16" in w)
+    assert "below float16's resolution (eps 0.000976562)" in f16 and "atol 1e-05, rtol 0.001" in f16
+    assert "below bfloat16's resolution (eps 0.0078125)" in bf16 and "atol 1e-05, rtol 0.016" in bf16
+    assert all("torch.testing" in w for w in tight)
+    # a per_dtype pair at the dtype's resolution or the default table: no such warning
+    req["config"]["run_id"] = f"loose-{judge}"
+    req["config"]["tolerance"]["per_dtype"] = {"float16": {"atol": 1e-3, "rtol": 1e-3},
+                                               "bfloat16": {"atol": 1e-2, "rtol": 1.6e-2}}
+    assert not [w for w in plan_cases(req, root=tmp_path).warnings if "resolution" in w]

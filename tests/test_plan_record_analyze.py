@@ -215,6 +215,18 @@ def test_star_expansion_changes_one_axis_per_case():
     assert case_axes(cases[-1])["x.values"] == "normal+nan"
 
 
+def test_star_ids_keep_signs():
+    specials = [{"kind": "normal", "specials": [{"value": v, "count": 1}]} for v in ("large", "-large", "+0", "-0")]
+    star = StarSpec.model_validate(star_request("r", [
+        {"axis": "values", "input": "x", "values": specials + [{"kind": "normal", "mean": m} for m in (-3.0, 3.0)]},
+        {"axis": "attribute", "name": "dim", "values": [-1, 1]},
+    ])["stars"][0])
+    ids = [c.id for c in expand_star(star)][1:]
+    assert ids == ["rms.x.values-normal-large", "rms.x.values-normal-neg-large", "rms.x.values-normal-pos0",
+                   "rms.x.values-normal-neg0", "rms.x.values-normal-mean-neg3.0", "rms.x.values-normal-mean-3.0",
+                   "rms.attr-dim-neg1", "rms.attr-dim-1"]
+
+
 def test_star_dtype_keeps_integer_inputs_and_shape_drops_strides():
     base = {"id": "gather", "inputs": [
         {"name": "src", "shape": [4, 4], "strides": [1, 4]},
@@ -281,7 +293,9 @@ def test_multi_axis_warning(evidence_root, plan_request_dict):
     req = plan_request_dict("run-1", ("a", "b"), modes=("eager", "graph"))
     req["cases"][1]["inputs"][0]["dtype"] = "bfloat16"
     resp = plan_cases(req, root=evidence_root)
-    assert len(resp.warnings) == 2
+    # the fixture's atol = rtol = 1e-5 is below bfloat16's resolution: said too
+    assert [w for w in resp.warnings if "resolution" in w] == [resp.warnings[-1]] and "bfloat16" in resp.warnings[-1]
+    assert len(resp.warnings) == 3
     assert "'a'" in resp.warnings[0] and "'b'" in resp.warnings[0] and "mode" in resp.warnings[0]
     assert "dtype" in resp.warnings[0]
 

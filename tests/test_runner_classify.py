@@ -74,3 +74,67 @@ def test_a_huge_first_line_is_signed_quickly() -> None:
     sig = exception_signature("RuntimeError", "E" * 100_000 + "\nsecond line")
     assert time.monotonic() - t0 < 1.0
     assert sig.startswith("RuntimeError: EEE") and len(sig) <= 160
+
+
+def test_cann_messages_keep_their_codes_and_reason_line() -> None:
+    # real torch_npu/CANN text (vllm-project/vllm-ascend#11092, flash-linear-attention-npu#174)
+    conv = exception_signature("RuntimeError", (
+        "call aclnnCausalConv1d failed, detail:EZ9999: Inner Error!\n"
+        "EZ9999[PID: 584] 2026-06-22-11:12:13.398.186 AclNN_Inner_Error(EZ9999):  CausalConv1d do tiling failed, "
+        "ret is -1.\n        TraceBack (most recent call last):\n       Check NnopbaseExecutorDoTiling(executor) failed"))
+    assert conv == ("RuntimeError: call aclnnCausalConv1d failed, detail:EZ9999: Inner Error! | EZ9999: "
+                    "CausalConv1d do tiling failed, ret is <N>.")
+    rt = exception_signature("RuntimeError", (
+        "InnerRunOpApi:../torch_npu/csrc/framework/OpParamMaker.cpp:287 OPS function error: aclnnRecomputeWUFwd, "
+        "error code is 561000\n[ERROR] (PID:360123, Device:6, RankID:6) ERR01100 OPS call acl api failed.\n"
+        "AclNN_Runtime_Error(EZ9903): InitTilingParseCtx failed"))
+    assert rt.endswith("error code is 561000 | EZ9903 561000: InitTilingParseCtx failed")
+    assert rt.startswith("RuntimeError: InnerRunOpApi:OpParamMaker.cpp:<N> OPS function error")
+    # a PID or a time stamp does not split a group; a Python message has no CANN part
+    assert conv == exception_signature("RuntimeError", (
+        "call aclnnCausalConv1d failed, detail:EZ9999: Inner Error!\n"
+        "EZ9999[PID: 77] 2027-01-02-03:04:05.000.001 AclNN_Inner_Error(EZ9999):  CausalConv1d do tiling failed, "
+        "ret is -1."))
+    assert "|" not in exception_signature("RuntimeError", "index 3 out of range\nat line 2")
+
+
+def test_two_aclnn_failures_with_one_first_line_get_two_signatures(tmp_path) -> None:
+    """End to end: a buggy operator (tests/operators/aclnn_errors.py) raising two different
+    ACLNN errors behind the same "EZ9999: Inner Error!" line, run on the local host, analysed."""
+    import asyncio
+    from pathlib import Path
+
+    from tools.analyze_failures import analyze_failures
+    from tools.plan_cases import plan_cases
+    from tools.remote.pool import REGISTRY
+    from tools.run_case_remote import run_case_remote
+
+    source = (Path(__file__).parent / "operators" / "aclnn_errors.py").read_text()
+
+    def mm(cid, a_shape, b_shape, strides=None):
+        a = {"name": "a", "shape": a_shape, "dtype": "float32", **({"strides": strides} if strides else {})}
+        return {"id": cid, "inputs": [a, {"name": "b", "shape": b_shape, "dtype": "float32"}]}
+
+    cases = [mm("ok", [8, 32], [32, 4]), mm("transposed", [8, 32], [32, 4], strides=[1, 8]),
+             mm("transposed-2", [16, 32], [32, 4], strides=[1, 16]), mm("wide", [8, 128], [128, 4]),
+             mm("wide-2", [4, 96], [96, 4])]
+    plan_cases({"config": {"run_id": "aclnn", "operator": {"name": "mm", "candidate": "aclnn_errors.cand",
+                                                           "reference": "aclnn_errors.ref",
+                                                           "modules": ["aclnn_errors.py"]}},
+                "cases": cases, "module_sources": {"aclnn_errors.py": source}}, root=tmp_path)
+
+    async def run() -> None:
+        try:
+            await run_case_remote("aclnn", root=tmp_path)
+        finally:
+            await REGISTRY.close_all()
+
+    asyncio.run(run())
+    analysis = analyze_failures("aclnn", root=tmp_path)
+    groups = {sig: sorted(ids) for sig, ids in analysis.crash_groups.items()}
+    assert sorted(groups.values()) == [["transposed", "transposed-2"], ["wide", "wide-2"]], groups
+    tiling = next(s for s, ids in groups.items() if "transposed" in ids)
+    workspace = next(s for s, ids in groups.items() if "wide" in ids)
+    assert tiling.startswith("RuntimeError: EZ9999: Inner Error! | EZ9999 561103: ")
+    assert tiling.endswith("the tiling of the transposed operand is invalid")
+    assert "561002" in workspace and "workspace of <N> bytes is too small" in workspace

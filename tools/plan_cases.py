@@ -49,6 +49,28 @@ def default_tolerance_warnings(config, cases: list[Case]) -> list[str]:
     return out
 
 
+def tight_tolerance_warnings(config, cases: list[Case]) -> list[str]:
+    """One warning per planned floating dtype whose given atol and rtol are both below its epsilon: a
+    correct computation in that dtype then fails from rounding alone (1e-5 on float16, whose spacing
+    above 1 is 2**-10); says what torch.testing would use."""
+    from .runner.precision import DTYPE_EPS, TOLERANCE_SOURCE, default_tolerance  # stdlib only
+
+    if config.judge == "baseline":
+        return []
+    dtypes = sorted({i.dtype for c in cases for i in c.inputs if i.dtype in DTYPE_EPS})
+    out = []
+    for dtype in dtypes:
+        atol, rtol, source = config.tolerance.for_dtype(dtype)
+        eps = DTYPE_EPS[dtype]
+        if source != "default" and atol < eps and rtol < eps:
+            d_atol, d_rtol = default_tolerance(dtype)
+            out.append(f"tolerance: atol {atol:g} and rtol {rtol:g} ({source}) are below {dtype}'s resolution "
+                       f"(eps {eps:g}): a correct {dtype} computation fails from rounding alone; torch.testing "
+                       f"would use atol {d_atol:g}, rtol {d_rtol:g} ({TOLERANCE_SOURCE}) - give per_dtype."
+                       f"{dtype}, or judge 'baseline'")
+    return out
+
+
 # --------------------------------------------------------------------------
 # plan_cases
 # --------------------------------------------------------------------------
@@ -334,5 +356,6 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
         cases_omitted=max(0, len(new_cases) - PLANNED_LIST_LIMIT),
         case_count=len(all_cases),
         recorded_count=len(store.recorded_ids()),
-        warnings=multi_axis_warnings(all_cases) + default_tolerance_warnings(config, all_cases),
+        warnings=multi_axis_warnings(all_cases) + default_tolerance_warnings(config, all_cases)
+        + tight_tolerance_warnings(config, all_cases),
     )

@@ -164,7 +164,10 @@ def _order_case(case: Case, r: CaseResult, alone: AloneRun, probes: list, by_id:
 
 
 def bias_warnings(cases: list[Case], results: dict[str, CaseResult]) -> list[BiasWarning]:
-    """Floating outputs whose errors lean one way, far from the baseline's balance (or 0)."""
+    """Floating outputs whose errors lean one way, far from the lean of a correct computation in the same
+    dtype (the baseline judge's).  Without a baseline there is no warning: ordinary arithmetic leans too
+    (float32 against a float64 truth leans away from zero in an RMSNorm), so a lean measured against 0
+    says nothing about the kernel's rounding."""
     found: dict[tuple, BiasWarning] = {}
     for c in cases:
         r = results.get(c.id)
@@ -179,6 +182,8 @@ def bias_warnings(cases: list[Case], results: dict[str, CaseResult]) -> list[Bia
             if m < BIAS_MIN_ERRORS:
                 continue
             base = comp.baseline
+            if base is None or not base.nonzero_errors:
+                continue
             for kind, value, base_value in (("sign", p.sign_balance, base.sign_balance if base else None),
                                             ("magnitude", p.magnitude_balance,
                                              base.magnitude_balance if base else None)):
@@ -186,10 +191,10 @@ def bias_warnings(cases: list[Case], results: dict[str, CaseResult]) -> list[Bia
                     continue
                 imbalance = value * p.count
                 share = imbalance / m
-                base_share = None
-                if base is not None and base_value is not None:
-                    base_share = base_value * base.count / base.nonzero_errors if base.nonzero_errors else 0.0
-                far = abs(share - (base_share or 0.0)) >= BIAS_SHARE
+                if base_value is None:
+                    continue
+                base_share = base_value * base.count / base.nonzero_errors
+                far = abs(share - base_share) >= BIAS_SHARE
                 if not far or abs(imbalance) <= BIAS_SIGMAS * math.sqrt(m):
                     continue
                 direction = (("positive" if share > 0 else "negative") if kind == "sign" else

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..errors import ToolError
 from ..evidence import ARTIFACTS_DIR, RunStore, read_json, unknown_cases
+from ..cases.axes import values_text
 from ..schemas import Case, CaseResult, OperatorConfig, grad_output_captures
 from .common import GENERATED_MARK, copy_beside, copy_runner, write_text_new
 from ..schemas import ReproExport
@@ -245,14 +246,36 @@ def recorded_summary(result: CaseResult | None, input_meta: dict | None) -> dict
     return out
 
 
+def tensor_text(spec) -> str:
+    """``<float16 [4, 8], strides [1, 4], normal(mean=90.0,std=1.0), specials nan x3, -inf at [[0, 1]]>``:
+    everything the runner builds the tensor from."""
+    layout = f", format {spec.layout}" if spec.layout != "ND" else ""
+    strides = "" if spec.is_contiguous() else f", strides {spec.strides}"
+    offset = f", storage_offset {spec.storage_offset}" if spec.storage_offset else ""
+    values = spec.values.model_copy(update={"specials": []})
+    specials = ", ".join(f"{s.value} x{s.count}" if s.count is not None else f"{s.value} at {s.positions}"
+                         for s in spec.values.specials)
+    return (f"<{spec.dtype} {spec.shape}{strides}{offset}{layout}, {values_text(values)}"
+            + (f", specials {specials}" if specials else "") + ">")
+
+
+def input_text(spec) -> str:
+    if spec.none:
+        return "None"
+    if spec.tensors is not None:
+        return "[" + ", ".join(tensor_text(m) for m in spec.tensors) + "]"
+    return tensor_text(spec)
+
+
 def call_text(config: OperatorConfig, case: Case) -> str:
+    """The call as the runner makes it: positional arguments in ``operator.call.order`` when the call
+    is positional, the rest as keywords (callables.call_arguments)."""
+    named = {spec.name: input_text(spec) for spec in case.inputs}
+    named.update({k: repr(v) for k, v in case.attributes.items()})
     parts = []
-    for spec in case.inputs:
-        layout = f", format {spec.layout}" if spec.layout != "ND" else ""
-        strides = "" if spec.is_contiguous() else f", strides {spec.strides}"
-        offset = f", storage_offset {spec.storage_offset}" if spec.storage_offset else ""
-        parts.append(f"{spec.name}=<{spec.dtype} {spec.shape}{strides}{offset}{layout}, {spec.values.kind}>")
-    parts += [f"{k}={v!r}" for k, v in case.attributes.items()]
+    if config.operator.call.style == "positional":
+        parts = [named.pop(name) for name in config.operator.call.order or [] if name in named]
+    parts += [f"{k}={v}" for k, v in named.items()]
     return f"{config.operator.candidate}({', '.join(parts)})"
 
 

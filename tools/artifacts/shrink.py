@@ -14,9 +14,16 @@ shrinking goes on from the smallest case so far.  Steps, in order:
    one input at a time) - kept only if the failure does not need them;
 2. fewer special values: drop them all, then halve each one's count;
 3. lower rank: drop an input's leading dimension while it still fails;
-4. fewer elements: for every dimension (dimensions of several inputs aligned
-   from the right and of equal size move together, as x [rows, hidden] and
-   weight [hidden]) bisect toward the smallest failing size.
+4. fewer elements: for every dimension bisect toward the smallest failing size.
+
+Sizes the inputs share stay equal: dimensions of equal size in different
+inputs (a matmul's a [b, m, k] and b [b, k, n]: the batch and k; an RMSNorm's
+x [rows, hidden] and weight [hidden]) move together, in rank reductions too.
+A step keeps each input's dimension order (a transposed input stays
+transposed), and its ``change`` says every change it makes (shapes, strides,
+offsets, specials).  A step that fails the same way but whose call the
+reference refuses (another error than the candidate's) is not a valid call of
+the operator: it is recorded and not taken (``rejected``).
 
 A budget of cases and of seconds bounds the work; what was found so far is
 returned when it runs out.
@@ -55,12 +62,14 @@ def total_numel(doc: dict) -> int:
     return sum(math.prod(i["shape"]) for i in doc["inputs"])
 
 
-def _restride(spec: dict, shape: list[int]) -> list[int] | None:
+def _restride(spec: dict, shape: list[int], dropped: list[int] | None = None) -> list[int] | None:
     """Strides for a new shape that keep the old dimension order (a transposed
-    input stays transposed); None when the input was contiguous."""
+    input stays transposed), the ``dropped`` dimensions (indices) left out;
+    None when the input was contiguous."""
     old = spec.get("strides")
     if old is None:
         return None
+    old = [st for i, st in enumerate(old) if i not in (dropped or [])]
     if len(shape) != len(old):
         return None
     order = sorted(range(len(old)), key=lambda a: (old[a], -a))  # innermost first
@@ -86,52 +95,111 @@ def _fit_specials(spec: dict) -> None:
     spec["values"]["specials"] = kept
 
 
-def with_shape(doc: dict, changes: dict[str, list[int]]) -> dict:
+def with_shape(doc: dict, changes: dict[str, list[int]], dropped: dict[str, list[int]] | None = None) -> dict:
     new = copy.deepcopy(doc)
     for spec in new["inputs"]:
         if spec["name"] in changes:
             shape = changes[spec["name"]]
-            spec["strides"] = _restride(spec, shape)
+            spec["strides"] = _restride(spec, shape, (dropped or {}).get(spec["name"]))
             spec["shape"] = shape
             _fit_specials(spec)
     return new
 
 
+def _tensors(doc: dict) -> list[dict]:
+    return [s for s in doc["inputs"] if s.get("shape") is not None and not s.get("none")]
+
+
 def dim_groups(doc: dict) -> list[list[tuple[str, int]]]:
-    """Dimensions that move together: for each position from the right, the
-    inputs whose size there is equal; largest sizes first."""
-    groups: list[tuple[int, list[tuple[str, int]]]] = []
-    max_rank = max(len(i["shape"]) for i in doc["inputs"])
-    for k in range(1, max_rank + 1):
-        by_size: dict[int, list[tuple[str, int]]] = {}
-        for spec in doc["inputs"]:
-            if len(spec["shape"]) >= k:
-                size = spec["shape"][-k]
-                by_size.setdefault(size, []).append((spec["name"], k))
-        for size, members in by_size.items():
+    """Dimensions that move together, as (input, index) lists, largest size first: sizes above 1 that
+    are equal in different inputs are one group (a size two inputs share stays equal), each other
+    dimension its own.  A coincidence only makes a group move together: never an invalid call."""
+    specs = _tensors(doc)
+    parent = {(s["name"], i): (s["name"], i) for s in specs for i in range(len(s["shape"]))}
+
+    def find(node):
+        while parent[node] != node:
+            node = parent[node]
+        return node
+
+    by_size: dict[int, list[tuple[str, int]]] = {}
+    for s in specs:
+        for i, size in enumerate(s["shape"]):
             if size > 1:
-                groups.append((size, members))
-    groups.sort(key=lambda g: -g[0])
-    return [m for _, m in groups]
+                by_size.setdefault(size, []).append((s["name"], i))
+    for members in by_size.values():
+        for node in members[1:]:
+            if any(node[0] != other[0] for other in members):
+                parent[find(node)] = find(members[0])
+    groups: dict = {}
+    for s in specs:
+        for i, size in enumerate(s["shape"]):
+            if size > 1:
+                groups.setdefault(find((s["name"], i)), []).append((s["name"], i))
+    sizes = {g: next(sz for s in specs for i, sz in enumerate(s["shape"]) if (s["name"], i) == g[0])
+             for g in map(tuple, groups.values())}
+    return [list(g) for g in sorted(sizes, key=lambda g: -sizes[g])]
 
 
 def _set_group(doc: dict, group: list[tuple[str, int]], size: int) -> dict:
-    changes = {}
-    for spec in doc["inputs"]:
-        for name, k in group:
-            if spec["name"] == name and len(spec["shape"]) >= k:
-                shape = list(changes.get(name, spec["shape"]))
-                shape[-k] = size
-                changes[name] = shape
+    changes: dict[str, list[int]] = {}
+    for spec in _tensors(doc):
+        for name, i in group:
+            if spec["name"] == name:
+                changes.setdefault(name, list(spec["shape"]))[i] = size
     return with_shape(doc, changes)
 
 
 def _group_size(doc: dict, group: list[tuple[str, int]]) -> int | None:
-    for spec in doc["inputs"]:
-        for name, k in group:
-            if spec["name"] == name and len(spec["shape"]) >= k:
-                return spec["shape"][-k]
+    for spec in _tensors(doc):
+        for name, i in group:
+            if spec["name"] == name and i < len(spec["shape"]):
+                return spec["shape"][i]
     return None
+
+
+def _drop_group(doc: dict, group: list[tuple[str, int]]) -> dict:
+    """Every dimension of ``group`` dropped from its input (a rank reduction of each)."""
+    dropped: dict[str, list[int]] = {}
+    for name, i in group:
+        dropped.setdefault(name, []).append(i)
+    changes = {s["name"]: [sz for i, sz in enumerate(s["shape"]) if i not in dropped[s["name"]]]
+               for s in _tensors(doc) if s["name"] in dropped}
+    return with_shape(doc, changes, dropped)
+
+
+def _layout_text(spec: dict) -> str:
+    strides = spec.get("strides")
+    text = "contiguous" if strides is None or strides == contiguous_strides(spec["shape"]) else f"strides {strides}"
+    return text + (f", offset {spec['storage_offset']}" if spec.get("storage_offset") else "")
+
+
+def changes_text(old: dict, new: dict) -> str:
+    """Every difference between two cases' inputs, input by input: ``a shape [32, 128, 64] -> [128, 64],
+    strides [8192, 1, 128] -> [1, 128]; b ...`` (a rank reduction that changes the layout says so); ""
+    when only grad_inputs changed (the step's own text says how)."""
+    parts = []
+    before = {s["name"]: s for s in old["inputs"]}
+    for spec in new["inputs"]:
+        was = before.get(spec["name"])
+        if was is None:
+            continue
+        diff = []
+        if was.get("shape") != spec.get("shape"):
+            diff.append(f"shape {was.get('shape')} -> {spec.get('shape')}")
+        if was.get("shape") is not None and spec.get("shape") is not None and _layout_text(was) != _layout_text(spec):
+            diff.append(f"{_layout_text(was)} -> {_layout_text(spec)}")
+        if ((was.get("values") or {}).get("specials") or []) != ((spec.get("values") or {}).get("specials") or []):
+            diff.append(f"specials {_specials_text(was)} -> {_specials_text(spec)}")
+        if diff:
+            parts.append(f"{spec['name']} " + ", ".join(diff))
+    return "; ".join(parts)
+
+
+def _specials_text(spec: dict) -> str:
+    found = (spec.get("values") or {}).get("specials") or []
+    return "[" + ", ".join(f"{x['value']} x{x['count']}" if x.get("count") is not None else
+                           f"{x['value']} at {x['positions']}" for x in found) + "]"
 
 
 class _Shrinker:
@@ -154,6 +222,7 @@ class _Shrinker:
         self.tried: set[str] = set()
         self.grad_defaults = list(store.read_config().grad_inputs or [])
         self.failed_outputs: list[str] = []
+        self.start_reference_error: str | None = None
 
     def out_of_budget(self) -> bool:
         if len(self.steps) >= self.max_cases:
@@ -183,6 +252,8 @@ class _Shrinker:
             if case_id not in self.planned:
                 break
         doc["id"] = case_id
+        diff = changes_text(self.best, doc)
+        change = f"{change}: {diff}" if diff else change
         doc["description"] = f"shrink step {self.n} from {self.start.id!r} (best so far {self.best_id!r}): {change}"
         try:
             Case.model_validate(doc)
@@ -200,11 +271,21 @@ class _Shrinker:
         state = outcome.state if outcome else "pending"
         same = outcome is not None and outcome.recorded and \
             failure_key(outcome.state, outcome.signature, outcome.failed_outputs) == self.target
+        rejected = self.invalid_call(case_id) if same else None
         self.steps.append(ShrinkStep(case_id=case_id, change=change, numel=total_numel(doc), state=state,
-                                     same_failure=same))
-        if same:
+                                     same_failure=same, rejected=rejected))
+        if same and not rejected:
             self.best, self.best_id = doc, case_id
-        return same
+        return same and not rejected
+
+    def invalid_call(self, case_id: str) -> str | None:
+        """Why a step that fails the same way is not a valid call: the reference refuses it (and did not
+        refuse the start case) - the kernel's own check fired before the shapes were validated."""
+        result = self.store.read_results().get(case_id)
+        refused = result.error.reference_error if result is not None and result.error else None
+        if not refused or refused == self.start_reference_error:
+            return None
+        return f"not a valid call: the reference refuses it ({refused})"
 
     async def run(self) -> None:
         await self.gradients()
@@ -281,14 +362,20 @@ class _Shrinker:
                         break
 
     async def lower_rank(self) -> None:
-        for name in [s["name"] for s in self.best["inputs"]]:
-            while True:
-                spec = next(s for s in self.best["inputs"] if s["name"] == name)
+        """Drop an input's leading dimension, and the leading dimensions of the inputs that share its size
+        (a batch); a size shared with an inner dimension of another input (a matmul's k) is not dropped."""
+        for name in [s["name"] for s in _tensors(self.best)]:
+            while not self.out_of_budget():
+                spec = next(s for s in _tensors(self.best) if s["name"] == name)
                 if len(spec["shape"]) < 2:
                     break
-                shape = spec["shape"][1:]
-                if not await self.attempt(with_shape(self.best, {name: shape}),
-                                          f"{name} rank {len(spec['shape'])} -> {len(shape)} (shape {shape})"):
+                group = next((g for g in dim_groups(self.best) if (name, 0) in g), [(name, 0)])
+                if any(i != 0 for _, i in group) or \
+                        any(len(s["shape"]) < 2 for s in _tensors(self.best) for n, _ in group if s["name"] == n):
+                    break  # shared with an inner dimension, or some input's only dimension
+                if not await self.attempt(_drop_group(self.best, group),
+                                          f"{name}'s leading dimension ({spec['shape'][0]}) dropped"
+                                          + (" with the inputs sharing it" if len(group) > 1 else "")):
                     break
 
     async def fewer_elements(self) -> None:
@@ -297,7 +384,7 @@ class _Shrinker:
             if size is None or size <= 1:
                 continue
             lo, hi = 1, size  # hi fails; the smallest failing size is in [lo, hi]
-            names = ", ".join(f"{n}[-{k}]" for n, k in group)
+            names = ", ".join(f"{n}[{i}]" for n, i in group)
             while lo < hi and not self.out_of_budget():
                 mid = (lo + hi) // 2
                 if await self.attempt(_set_group(self.best, group, mid), f"{names}: {hi} -> {mid}"):
@@ -326,6 +413,7 @@ async def shrink_case(run_id: str, case_id: str, *, hosts: list[str] | None = No
     shrinker = _Shrinker(store, cases[case_id], target, root=root, hosts=hosts, inventory=inventory,
                          max_cases=max_cases, max_seconds=max_seconds, progress=progress)
     shrinker.failed_outputs = [c.output for c in result.comparisons if not c.passed]
+    shrinker.start_reference_error = result.error.reference_error if result.error else None
     await shrinker.run()
     best = shrinker.best
     return ShrinkResponse(run_id=store.run_id, start_case=case_id, smallest_case=shrinker.best_id,

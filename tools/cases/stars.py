@@ -32,14 +32,26 @@ from .derived import contiguity
 from .ids import MAX_ID_LEN, case_content, fit_id
 
 
+def signed_slug(text: str) -> str:
+    """Signs spelled as words, which the slug alphabet would fold into separators: ``-large`` and
+    ``+large`` (``normal+-large``), ``mean=-3.0`` and ``mean=3.0``, ``-0`` and ``+0`` stay apart as
+    ``neg-large``, ``mean-neg3.0``, ``neg0`` and ``pos0``; ``+`` between parts becomes ``-``."""
+    text = re.sub(r"(?:(?<=^)|(?<=[=(,+\[ ]))-(?=[A-Za-z])", "neg-", text)
+    text = re.sub(r"(?:(?<=^)|(?<=[=(,+\[ ]))-(?=[\d.])", "neg", text)
+    text = re.sub(r"(?<=\+)\+(?=\d)", "pos", text)
+    return text.replace("+", "-")
+
+
 def value_slug(axis: str, value: Any) -> str:
     if axis == "shape" and isinstance(value, list):
         return shape_text(value)
     if axis == "values" and isinstance(value, dict):
         try:
-            return values_text(ValueSpec.model_validate(value)).replace("+", "-")
+            return signed_slug(values_text(ValueSpec.model_validate(value)))
         except ValidationError:
             pass
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+        return signed_slug(str(value))
     if isinstance(value, dict) and value.get("kind") == "dtype":  # a dtype argument
         return str(value.get("value"))
     if value is None:

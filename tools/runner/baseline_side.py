@@ -24,7 +24,7 @@ from .compare import as_tensor, dtype_name, exact_metrics, name_outputs, precisi
 from .inputs import tensors_of
 from .judge import BaselineError, choose
 from .routing import needs_baseline
-from .standards import stage1
+from .standards import stage1_in_dtype
 
 
 def input_digests(built: list) -> dict[str, str]:
@@ -47,7 +47,7 @@ def measure(out, ref_out, *, names: list[str] | None, config: dict, in_dtypes: l
             if o.dtype.is_floating_point or o.dtype.is_complex:
                 entry["precision"] = precision_metrics(o, r)
                 if standard != "benchmark" and needs_baseline(standard):
-                    entry["metrics"] = stage1(standard, o, r)
+                    entry["metrics"] = stage1_in_dtype(standard, o, r)
             else:
                 entry["mismatch_count"] = exact_metrics(o, r)["mismatch_count"]
         measured[name] = entry

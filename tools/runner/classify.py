@@ -26,7 +26,7 @@ SIGNATURE_MAX = 160
 SIGNATURE_LINE_MAX = 1000
 
 _ADDR = re.compile(r"0x[0-9a-fA-F]+")
-_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\w.+-]*[/\\])+([\w.+-]+)")
+_PATH = re.compile(r"(?:(?<![A-Za-z])[A-Za-z]:)?(?:[\w.+-]*[/\\])+([\w.+-]+)")
 # a number that is not part of a word: EZ1001, conv2d and E40021 stay as they are
 _NUMBER = re.compile(r"(?<![A-Za-z_\d\ue000])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _QUOTED = re.compile(r"('[^']*'|\"[^\"]*\")")
@@ -77,11 +77,64 @@ def message_shape(exc_type: str, message: str) -> str:
 
 
 def exception_signature(exc_type: str, message: str) -> str:
+    """The type and the normalised first line; for a CANN/ACLNN message, also its error codes and
+    reason line (below), which is what tells two failures with the same first line apart."""
     # only the line's head: the signature keeps SIGNATURE_MAX characters, and the
     # path pattern is quadratic on a long unbroken token
-    first = next((ln for ln in message.splitlines() if ln.strip()), "")[:SIGNATURE_LINE_MAX]
+    lines = [ln for ln in message.splitlines() if ln.strip()]
+    first = lines[0][:SIGNATURE_LINE_MAX] if lines else ""
     sig = f"{exc_type}: {normalize(first)}" if first else exc_type
-    return sig if len(sig) <= SIGNATURE_MAX else sig[: SIGNATURE_MAX - 3] + "..."
+    if len(sig) > SIGNATURE_MAX:
+        sig = sig[: SIGNATURE_MAX - 3] + "..."
+    detail = cann_detail(lines)
+    if detail:
+        sig = f"{sig} | {detail}"
+        if len(sig) > CANN_SIGNATURE_MAX:
+            sig = sig[: CANN_SIGNATURE_MAX - 3] + "..."
+    return sig
+
+
+# CANN and torch_npu error text (real messages, e.g. vllm-project/vllm-ascend#11092:
+#   "RuntimeError: call aclnnCausalConv1d failed, detail:EZ9999: Inner Error!" /
+#   "EZ9999[PID: 584] 2026-06-22-11:12:13.398.186 AclNN_Inner_Error(EZ9999):  CausalConv1d do tiling failed,
+#   ret is -1." / "TraceBack (most recent call last):" / "Check NnopbaseExecutorDoTiling(executor) failed";
+# flash-linear-attention-npu#174: "...OpParamMaker.cpp:287 OPS function error: aclnnRecomputeWUFwd, error
+#   code is 561000" / "[ERROR] (PID:360123, Device:6, RankID:6) ERR01100 OPS call acl api failed." /
+#   "AclNN_Runtime_Error(EZ9903): InitTilingParseCtx failed";
+# Ascend/pytorch#90: "call aclnnInplaceCopy failed, error code is 561103"):
+# the codes are CANN's E<letter/digit><4 digits> (EZ9999, EE1001, E40021) and ACL's 6-digit statuses
+# (1xxxxx-5xxxxx: 161002, 561103); the reason is the first line that is neither boilerplate nor a
+# traceback step, with its code / PID / timestamp prefix stripped.
+CANN_SIGNATURE_MAX = 280  # the schema allows 300; the backward prefix takes a few
+_CANN_CODE = re.compile(r"\b(E[A-Z0-9]\d{4})\b")
+_ACL_STATUS = re.compile(r"(?:error\s*code(?:\s*is)?|ret(?:code)?(?:\s*is)?|errno|aclnnStatus)\s*[=:]?\s*\[?([1-5]\d{5})\b"
+                         r"|\b([1-5]\d{5}):\s", re.IGNORECASE)
+_BOILERPLATE = re.compile(r"^(?:TraceBack \(most recent call last\)|\[ERROR\]|\[Error\]|Rectify the fault|"
+                          r"Check \w+\(.*\) failed|(?:E[A-Z0-9]\d{4}:?\s*)?Inner Error!?$)", re.IGNORECASE)
+_REASON_PREFIX = re.compile(
+    r"^(?:E[A-Z0-9]\d{4}\s*:?\s*)?(?:\[PID:\s*\d+\]\s*)?:?\s*(?:\d{4}-\d\d-\d\d-[\d:.]+\s*)?"
+    r"(?:\w*Error\s*\(E[A-Z0-9]\d{4}\)\s*:\s*|\(E[A-Z0-9]\d{4}\)\s*:\s*)?")
+
+
+def cann_detail(lines: list[str]) -> str:
+    """``EZ9999 561103: <reason>`` for a CANN/ACLNN-style message (codes anywhere in it, the reason
+    line after the first); "" for any other message."""
+    text = "\n".join(lines[:40])
+    codes = list(dict.fromkeys(_CANN_CODE.findall(text)))
+    statuses = list(dict.fromkeys(a or b for a, b in _ACL_STATUS.findall(text)))
+    if not codes and not statuses:
+        return ""
+    reason = ""
+    for line in lines[1:40]:
+        line = line.strip()
+        if _BOILERPLATE.search(line):
+            continue
+        line = _REASON_PREFIX.sub("", line).strip()
+        if re.search(r"[A-Za-z]{3}", line):
+            reason = normalize(line[:SIGNATURE_LINE_MAX])
+            break
+    head = " ".join(codes + statuses)
+    return f"{head}: {reason}" if reason else head
 
 
 def signal_name(returncode: int) -> str | None:

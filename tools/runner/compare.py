@@ -41,6 +41,7 @@ from .precision import BFLOAT16_EPS, TEN_THOUSANDTH, THOUSANDTH, benchmark_for
 from .precision import tolerance_for as _tolerance_for
 
 CHUNK = 1 << 18
+SQUARE_SAFE = 2.0 ** 63  # |x| above it: x*x overflows float32 (max ~2**128)
 
 _FLOAT = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -250,6 +251,7 @@ class _Acc:
         self.first = None
         self.nan_mismatch = 0
         self.inf_mismatch = 0
+        self.overflowed = 0  # the candidate's infinity where the truth rounded to its dtype is that infinity
         self.prec = None  # _Prec: the precision (benchmark) metric set, when asked
         # Sums, max_abs and dot products are kept in units of 2**exp (2**(2*exp) for
         # squares): float64 values near its range (1e308) are scaled down by a
@@ -295,8 +297,11 @@ def _float_metrics(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
             _chunk(acc, start, c, r, d, sum_d, c.numel(), atol, rtol, guard, exp_mask, int_view, cinfo.eps,
                    cinfo.tiny)
         else:
-            _chunk_nonfinite(acc, start, c, r, atol, rtol, guard, exp_mask, int_view, cinfo.eps, cinfo.tiny)
+            _chunk_nonfinite(acc, start, c, r, atol, rtol, guard, exp_mask, int_view, cinfo.eps, cinfo.tiny,
+                             rounds_to=cand.dtype if cand.dtype != ref.dtype else None)
     out = {"mismatch_count": acc.mismatch, "nan_mismatch": acc.nan_mismatch, "inf_mismatch": acc.inf_mismatch}
+    if acc.overflowed:
+        out["dtype_overflow"] = acc.overflowed
     if acc.n_fin:
         nf = acc.n_fin
         out.update(
@@ -339,11 +344,12 @@ def _cosine(acc: _Acc):
 
 
 def _chunk(acc, start, c, r, d, sum_d, nfin, atol, rtol, guard, exp_mask, int_view, eps, tiny,
-           extra_mismatch=None, scale_exp=0, signs=None):
+           extra_mismatch=None, scale_exp=0, signs=None, prec_special=None):
     """Metrics of one chunk whose (masked) values are all finite (``c`` and ``r``
     already divided by 2**scale_exp, and atol, guard and tiny with them);
     ``signs``: the precision set's error-balance counts, when the caller took them
-    from the unmasked values."""
+    from the unmasked values; ``prec_special``: the precision set's NaN/Inf pattern
+    mismatches when they differ from ``extra_mismatch``'s (msprobe's own count)."""
     dot_cr, dot_cc, dot_rr = torch.dot(c, r).item(), torch.dot(c, c).item(), torch.dot(r, r).item()
     if signs is None and acc.prec is not None:
         signs = acc.prec.signs(c, r, d)
@@ -355,7 +361,7 @@ def _chunk(acc, start, c, r, d, sum_d, nfin, atol, rtol, guard, exp_mask, int_vi
         c, r = c.to(torch.float64), r.to(torch.float64)
         d = c - r
         return _chunk(acc, start, c, r, d, d.sum().item(), nfin, atol, rtol, guard, 0x7FF0000000000000,
-                      torch.int64, eps, tiny, extra_mismatch, signs=signs)
+                      torch.int64, eps, tiny, extra_mismatch, signs=signs, prec_special=prec_special)
     if c.dtype == torch.float64 and not scale_exp and \
             not all(map(math.isfinite, (sum_d, dot_cr, dot_cc, dot_rr, sum_sq))):
         # float64 values whose difference or square overflows (|x| near 1e308): the
@@ -366,7 +372,8 @@ def _chunk(acc, start, c, r, d, sum_d, nfin, atol, rtol, guard, exp_mask, int_vi
         c, r = torch.ldexp(c, torch.tensor(-k)), torch.ldexp(r, torch.tensor(-k))
         d = c - r
         return _chunk(acc, start, c, r, d, d.sum().item(), nfin, _scaled(atol, k), rtol, _scaled(guard, k),
-                      exp_mask, int_view, eps, _scaled(tiny, k), extra_mismatch, scale_exp=k, signs=signs)
+                      exp_mask, int_view, eps, _scaled(tiny, k), extra_mismatch, scale_exp=k, signs=signs,
+                      prec_special=prec_special)
     shift = acc.bring(scale_exp)
     acc.n_fin += nfin
     acc.sum_d += _ldexp(sum_d, shift)
@@ -381,9 +388,9 @@ def _chunk(acc, start, c, r, d, sum_d, nfin, atol, rtol, guard, exp_mask, int_vi
     ar = r.abs()
     acc.sum_ar += _ldexp(ar.sum().item(), shift)
     if acc.prec is not None:
-        acc.prec.add(signs, ad, ar, c.numel() - nfin,
-                     0 if extra_mismatch is None else int(torch.count_nonzero(extra_mismatch).item()),
-                     r=r, shift=2 * shift)
+        if prec_special is None:
+            prec_special = 0 if extra_mismatch is None else int(torch.count_nonzero(extra_mismatch).item())
+        acc.prec.add(signs, ad, ar, c.numel() - nfin, prec_special, r=r, shift=2 * shift)
     # mismatch: |d| - rtol*|r| > atol; counted only when the chunk has one
     excess = torch.sub(ad, ar, alpha=rtol) if rtol else ad
     mis = None
@@ -409,24 +416,43 @@ def _scaled(x: float, k: int) -> float:
     return max(math.ldexp(x, -k), 5e-324) if x > 0 else x
 
 
-def _chunk_nonfinite(acc, start, c, r, atol, rtol, guard, exp_mask, int_view, eps, tiny):
+def _chunk_nonfinite(acc, start, c, r, atol, rtol, guard, exp_mask, int_view, eps, tiny, rounds_to=None):
+    """A chunk with NaN/Inf on either side.  ``rounds_to``: the candidate's dtype when the reference
+    ran wider: where the truth rounded to it is an infinity (a finite truth beyond its range), that
+    infinity is what a correct computation in the candidate's dtype returns, so a candidate equal to
+    it matches (``dtype_overflow`` counts them; msprobe's precision set keeps its own count)."""
     signs = acc.prec.signs(c, r, None) if acc.prec is not None else None
     cn, rn = torch.isnan(c), torch.isnan(r)
     ci, ri = torch.isinf(c), torch.isinf(r)
-    nan_mis = cn ^ rn
-    acc.nan_mismatch += nan_mis.sum().item()
-    acc.inf_mismatch += ((ci | ri) & (c != r) & ~(cn | rn)).sum().item()
     fin = torch.isfinite(c) & torch.isfinite(r)
     # a non-finite position matches when both are NaN or both the same infinity
     matched_special = (cn & rn) | ((ci | ri) & (c == r))
     special_mismatch = ~fin & ~matched_special
+    prec_special = None
+    overflowed = rounds_to is not None and bool(ci.any().item())
+    if overflowed:
+        rounded = overflow_rounded(c, r, rounds_to)
+        n_over = int(torch.count_nonzero(rounded).item())
+        if n_over:
+            prec_special = int(torch.count_nonzero(special_mismatch).item())
+            acc.overflowed += n_over
+            special_mismatch &= ~rounded
+            ci = ci & ~rounded
+    acc.nan_mismatch += (cn ^ rn).sum().item()
+    acc.inf_mismatch += ((ci | ri) & (c != r) & ~(cn | rn)).sum().item()
     zero = torch.zeros((), dtype=c.dtype)
     c = torch.where(fin, c, zero)
     r = torch.where(fin, r, zero)
     d = c - r
     sum_d = d.sum().item()
     _chunk(acc, start, c, r, d, sum_d, int(torch.count_nonzero(fin).item()), atol, rtol, guard, exp_mask,
-           int_view, eps, tiny, extra_mismatch=special_mismatch, signs=signs)
+           int_view, eps, tiny, extra_mismatch=special_mismatch, signs=signs, prec_special=prec_special)
+
+
+def overflow_rounded(c: torch.Tensor, r: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Where ``c`` is an infinity and the finite truth ``r``, rounded once to ``dtype``, is that same
+    infinity: a finite truth beyond the dtype's range (float16 above 65520 rounds to inf)."""
+    return torch.isinf(c) & torch.isfinite(r) & (r.to(dtype).to(c.dtype) == c)
 
 
 # --------------------------------------------------------------------------
@@ -616,6 +642,11 @@ def precision_metrics(cand: torch.Tensor, ref: torch.Tensor) -> dict:
         if signs is None:
             signs = prec.signs(c, r, d)
         ad = d.abs_()
+        if ad.dtype == torch.float32 and ad.max().item() > SQUARE_SAFE:
+            # errors whose squares overflow float32 (above ~1.8e19): the chunk in float64, as the
+            # candidate's own pass does (_chunk), so both sides' RMSE stay finite
+            c, r = c.to(torch.float64), r.to(torch.float64)
+            ad = (c - r).abs_()
         prec.add(signs, ad, r.abs(), nonfinite, mism, r=r)
     return prec.result(n)
 

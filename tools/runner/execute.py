@@ -221,11 +221,14 @@ def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_ca
             fields["error"]["phase"] = "forward"
         if status == "crash" and isinstance(exc, Exception):
             # the same call in the same dtypes on CPU refuses it too: outside the operator's contract
-            if _same_on_cpu(baseline, op, base_inputs or baseline_inputs(built), attributes, exc):
+            other: list[str] = []
+            if _same_on_cpu(baseline, op, base_inputs or baseline_inputs(built), attributes, exc, other):
                 fields["error"]["matched_rule"] = (
                     f"refused by the reference too: {op.get('baseline') or op['reference']} on CPU with the "
                     f"case's dtypes raised the same {type(exc).__name__}")
                 status = "unsupported"
+            elif other:  # the reference refuses the call another way: not a valid call (shrink rejects it)
+                fields["error"]["reference_error"] = other[0]
         return result(status, **fields)
     timing["candidate_us"] = (t_forward - t0) * 1e6
     g0 = time.perf_counter()
@@ -404,13 +407,18 @@ def _check_bindings(op: dict, names: dict, attributes: dict, callables: list) ->
         check_binding(role, op.get(role) or op["reference"], fn, args, kwargs, op)
 
 
-def _same_on_cpu(fn, op: dict, inputs: dict, attributes: dict, exc: BaseException) -> bool:
-    """``fn`` called the same way on CPU raises the same exception as the candidate."""
+def _same_on_cpu(fn, op: dict, inputs: dict, attributes: dict, exc: BaseException,
+                 other_error: list | None = None) -> bool:
+    """``fn`` called the same way on CPU raises the same exception as the candidate; when it raises
+    another, its "type: first line" is appended to ``other_error``."""
     try:
         args, kwargs = call_arguments(op.get("call"), inputs, attributes)
         fn(*args, **kwargs)
     except Exception as other:  # noqa: BLE001 - compared, never raised
-        return same_refusal(type(exc).__name__, _text(exc), other)
+        same = same_refusal(type(exc).__name__, _text(exc), other)
+        if not same and other_error is not None:
+            other_error.append(f"{type(other).__name__}: {(_text(other).splitlines() or [''])[0][:300]}")
+        return same
     return False
 
 

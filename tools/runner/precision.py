@@ -41,6 +41,13 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
 }
 # exact dtypes (integers, bool): assert_close compares them with 0/0
 EXACT_TOLERANCE = (0.0, 0.0)
+# dtype -> machine epsilon (the spacing above 1.0; torch.finfo(dtype).eps), for tolerances below a
+# dtype's resolution; complex dtypes take their parts'
+DTYPE_EPS: dict[str, float] = {
+    "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52,
+    "float8_e4m3fn": 2.0 ** -3, "float8_e5m2": 2.0 ** -2,
+    "complex32": 2.0 ** -10, "complex64": 2.0 ** -23, "complex128": 2.0 ** -52,
+}
 TOLERANCE_SOURCE = "torch.testing.assert_close's per-dtype defaults (torch/testing/_comparison.py _DTYPE_PRECISIONS)"
 
 

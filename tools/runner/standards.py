@@ -40,7 +40,7 @@ import math
 
 import torch
 
-from .compare import CHUNK, dtype_name, one_thread, precision_metrics
+from .compare import CHUNK, dtype_name, one_thread, overflow_rounded, precision_metrics
 from .precision import BFLOAT16_EPS, benchmark_for
 from .routing import EB_THRESHOLD, LEVEL_THRESHOLDS, SMALL_VALUE_THRESHOLD
 
@@ -430,3 +430,17 @@ def judge(standard: str, cand: torch.Tensor, bench: torch.Tensor | None, truth: 
             raise ValueError(f"the {standard} standard compares with a benchmark computation: give bench")
         base = stage1(standard, bench, truth)
     return decide(standard, stage1(standard, cand, truth), base, dtype_name(cand.dtype), level)
+
+
+def stage1_in_dtype(standard: str, t, r) -> dict:
+    """A standard's stage 1 with the elements where ``t`` is the infinity the finite truth rounds to in
+    ``t``'s dtype (a result beyond the dtype's range, which a correct computation returns) counted as
+    exact: the ULP and thousandth standards would count an error there (an infinite ulp or relative
+    error), where the benchmark standard masks the pair (msprobe's finite mask)."""
+    if t.dtype.is_floating_point and r.dtype.is_floating_point and list(t.shape) == list(r.shape) \
+            and t.dtype != r.dtype and not bool(torch.isfinite(t.sum())):
+        over = overflow_rounded(t, r, t.dtype)
+        if bool(over.any()):
+            zero = torch.zeros((), dtype=t.dtype)
+            t, r = torch.where(over, zero, t), torch.where(over, zero.to(r.dtype), r)
+    return stage1(standard, t, r)

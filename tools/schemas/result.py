@@ -146,6 +146,11 @@ class Comparison(Strict):
         None, description="This project's extra rules beyond the standard, each with its own verdict.")
     bias: SkipJsonSchema[FiniteFloat | None] = Field(
         None, description="mean signed error / mean tolerance (atol + rtol*|ref|) over finite pairs")
+    # NaN/Inf the judges accept because a correct computation in the output's dtype has them too
+    # (runner-written, not published): the candidate's infinity where the truth rounded to the output's
+    # dtype is that infinity; the candidate's NaN/Inf where the same-dtype baseline has the same value
+    dtype_overflow: SkipJsonSchema[Annotated[int, Field(ge=0)] | None] = None
+    specials_as_baseline: SkipJsonSchema[Annotated[int, Field(ge=0)] | None] = None
 
 
 class ErrorInfo(Strict):
@@ -163,6 +168,8 @@ class ErrorInfo(Strict):
     # runner-written (like timing_us): accepted, not published (tools/list budget)
     phase: SkipJsonSchema[Literal["forward", "backward"] | None] = Field(
         None, description="a case with gradients: forward (the call) or backward (its gradients) failed")
+    # the reference's own refusal of the call, when it differs from the candidate's (an invalid call)
+    reference_error: SkipJsonSchema[Annotated[str, Field(max_length=500)] | None] = None
 
 
 class ResultSource(Strict):

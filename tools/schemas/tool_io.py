@@ -382,6 +382,8 @@ class ShrinkStep(Strict):
     numel: int = Field(description="Total input elements of the step's case.")
     state: str = Field(description="Its recorded status (or pending).")
     same_failure: bool = Field(description="Whether it fails the same way as the start case.")
+    rejected: str | None = Field(None, description="Why a step that fails the same way is not taken: not a valid "
+                                                  "call (the reference refuses it).")
 
 
 class ShrinkResponse(Strict):
