@@ -44,6 +44,7 @@ from .classify import exception_signature, match_unsupported
 from .compare import compare_outputs, name_outputs
 from .devices import Unsupported
 from .inputs import BuiltInput, build_input, input_seed
+from .phases import grad_names
 
 PREFIX = "grad."
 SIGNATURE_PREFIX = "backward: "
@@ -81,18 +82,6 @@ class Fault(Exception):
 
 class ReferenceGradError(Exception):
     """The reference (or baseline) cannot give the gradients (a harness error)."""
-
-
-def grad_names(config: dict, case: dict) -> list[str]:
-    """The inputs whose gradients the case compares: the case's grad_inputs, else the config's."""
-    names = case.get("grad_inputs")
-    if names is None:
-        names = config.get("grad_inputs")
-    return list(names or [])
-
-
-def wants_gradients(config: dict, case: dict) -> bool:
-    return bool(grad_names(config, case))
 
 
 def _is_output_map(spec) -> bool:
