@@ -29,11 +29,10 @@ from .analysis.consistency import failure_group
 from .evidence import RunStore
 from .remote.envelopes import MalformedEnvelope, parse_case_done
 from .remote.errors import LOST_ERRORS
+from .runner.phases import killed_from_outside, timed_out  # stdlib only: the runner's one kill decision
 from .schemas import Case, OperatorConfig
 
 FAILING = ("numerical_mismatch", "crash")
-NO_ALONE_SIGNATURES = ("timeout", "timeout during compile")
-EXTERNAL_SIGNALS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")  # as run_case_remote's rerun_case
 
 
 def repeat_passing_ids(config: OperatorConfig, planned: list[str], todo: list[str]) -> set[str]:
@@ -130,8 +129,7 @@ class AloneRuns:
         if "nondeterministic" in c.get("flags", []):
             return False
         error = result.get("error") or {}
-        if result.get("status") == "crash" and (error.get("signature") in NO_ALONE_SIGNATURES or
-                                                error.get("signal") in EXTERNAL_SIGNALS):
+        if result.get("status") == "crash" and (timed_out(error) or killed_from_outside(error)):
             return False  # a hang costs its timeout again; a kill from outside has its own rerun_case
         history, total = history_of(event, self.store.run_id)
         if total:  # what ran before it (an order_suspect, when another case of its kind passes alone)

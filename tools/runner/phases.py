@@ -193,12 +193,17 @@ def harness_error(where: str, type_: str, message: str, traceback: str = "") -> 
     return {"where": where, "type": type_, "message": message, "traceback": traceback}
 
 
+def timed_out(error: dict | None) -> bool:
+    """A crash error of a phase that ran past its budget (``timeout``, ``timeout during compile``,
+    ``backward: timeout``): the supervisor killed the worker."""
+    signature = str((error or {}).get("signature") or "").removeprefix("backward: ")
+    return signature.startswith("timeout")
+
+
 def killed_from_outside(error: dict | None) -> bool:
-    """A crash whose worker died of a signal the harness did not send: not a
-    timeout of any phase (the supervisor's own SIGKILL), a backward's included."""
-    error = error or {}
-    signature = str(error.get("signature") or "").removeprefix("backward: ")
-    return error.get("signal") in EXTERNAL_SIGNALS and not signature.startswith("timeout")
+    """A crash error whose worker died of a signal the harness did not send (no
+    phase's timeout, a backward's included, is such a kill)."""
+    return (error or {}).get("signal") in EXTERNAL_SIGNALS and not timed_out(error)
 
 
 # -- tails ----------------------------------------------------------------------
