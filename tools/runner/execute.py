@@ -92,6 +92,7 @@ class CaseRun:
         self.flags: dict = {}
         self.t_start = time.perf_counter()
         self.compiled = self.guard = None
+        self.refused_at_call = False  # eager: the candidate's own argument parsing refused the call
         self.cand_grads = self.ref_grads = self.base_grads = self.base_out = None
 
     def enter(self, name: str, **fields) -> None:
@@ -242,7 +243,11 @@ class CaseRun:
 
     def _forward(self, leaves: list, args: tuple, kwargs: dict):
         if self.mode == "eager":
-            return self.candidate(*args, **kwargs)
+            try:
+                return self.candidate(*args, **kwargs)
+            except BaseException as exc:  # noqa: BLE001 - read here, where the traceback starts at the call
+                self.refused_at_call = raised_at_call(exc)
+                raise
         if self.mode == "compile":
             return self._compiled_forward(args, kwargs)
         if self.mode == "graph":
@@ -284,7 +289,7 @@ class CaseRun:
         op, built = self.op, self.built
         self.timing["candidate_us"] = (time.perf_counter() - self.t0) * 1e6
         self.answer["needs_health_check"] = True
-        if is_binding_message(exc) and ((self.mode == "eager" and raised_at_call(exc)) or _same_on_cpu(
+        if is_binding_message(exc) and (self.refused_at_call or _same_on_cpu(
                 self.reference, op, self.base_inputs or baseline_inputs(built), self.attributes, exc)):
             return HarnessFailure("binding", BindingError(
                 f"the candidate {op['candidate']} refused the call's arguments: {type(exc).__name__}: "
