@@ -55,7 +55,7 @@ class Event:
 
 
 @dataclass
-class _Wait:
+class CaseWait:
     """What a case's call waits for next, and how long: each phase's news sets it (its budget plus
     the grace), one handler per event as the supervisor sends them (references/runner-protocol.md)."""
 
@@ -203,7 +203,7 @@ class SupervisorClient:
                               "timeout_s": float(timeout_s),
                               "modules_dir": None if modules_dir is None else str(modules_dir),
                               "captured_dir": None if captured_dir is None else str(captured_dir)})
-            wait = _Wait("the case start", self.started_wait_s(), float(timeout_s), self.start_timeout_s,
+            wait = CaseWait("the case start", self.started_wait_s(), float(timeout_s), self.start_timeout_s,
                          self.answer_grace_s)
             while True:
                 event = Event.parse(await self._event(wait.timeout, wait.waiting))
