@@ -26,6 +26,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass
 
+from ..runner.phases import PHASE  # stdlib only: the one table of a case's phases
 from .envelopes import MalformedEnvelope, SupervisorDeadlines, parse_deadlines
 from .errors import SlotCannotStart, SlotGone
 
@@ -71,7 +72,9 @@ class CaseWait:
 
     def on_preparing(self, event: Event) -> None:
         """Emitted when a phase before the candidate begins (health check, worker start, resolve, inputs)."""
-        self.waiting = f"the end of the case's {event.phase or 'preparation'} phase"
+        phase = PHASE.get(event.phase or "")
+        self.waiting = f"the end of the case's {phase.name} phase ({phase.text})" if phase else \
+            "the end of the case's preparation"
         self.timeout = (event.budget_s or self.start_timeout_s) + self.grace_s
 
     def on_started(self, event: Event) -> None:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import re
 import time
-import traceback
 
 import torch
 
@@ -44,7 +43,7 @@ from .classify import exception_signature, match_unsupported
 from .compare import compare_outputs, name_outputs
 from .devices import Unsupported
 from .inputs import BuiltInput, build_input, input_seed
-from .phases import grad_names
+from .phases import exception_text, grad_names, traceback_tail
 
 PREFIX = "grad."
 SIGNATURE_PREFIX = "backward: "
@@ -284,12 +283,8 @@ def classify(fault: Fault, extra_rules: list) -> tuple[str, dict]:
     matches (the built-in ones, the config's, autograd's refusals), else crash."""
     exc = fault.original
     exc_type = type(exc).__name__
-    try:
-        message = str(exc) or repr(exc)
-    except Exception:  # noqa: BLE001
-        message = f"<{exc_type}: str() failed>"
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    tb = tb if len(tb) <= 4000 else "..." + tb[-3997:]
+    message = exception_text(exc)
+    tb = traceback_tail(exc)
     rule = match_unsupported(exc_type, message, list(extra_rules) + list(RULES))
     error = {"type": exc_type, "message": f"phase: backward: {message}"[:20000], "traceback_tail": tb,
              "signature": (SIGNATURE_PREFIX + exception_signature(exc_type, message))[:300], "phase": "backward"}
