@@ -410,11 +410,7 @@ class CaseRun:
             if self.side is not None:
                 check_inputs(self.built, self.side)
             if self.grads is not None:  # each gradient an output grad.<input>, judged like the others
-                ref, base = self.ref_grads, self.base_grads
-                comparisons += compare_and_judge(
-                    self.judging, self.cand_grads, ref if isinstance(ref, dict) else None,
-                    baseline=base if isinstance(base, dict) else None,
-                    measured=self.grads.compare(self.cand_grads, ref, self.judging.tolerance, not self.upcast))
+                comparisons += self._judged_gradients()
             comparisons += _declared_comparisons(self.judging, self.declared, self.cand_inputs, self.ref_inputs,
                                                  self.base_inputs)
             comparisons += self.write_comps  # an input changed that is not declared written: its own failing one
@@ -427,6 +423,13 @@ class CaseRun:
             raise HarnessFailure("compare", RuntimeError(
                 "neither the candidate nor the reference returned a tensor output to compare"))
         return comparisons
+
+    def _judged_gradients(self) -> list[dict]:
+        ref, base = self.ref_grads, self.base_grads  # a dict of gradients, or why there are none to compare
+        return compare_and_judge(
+            self.judging, self.cand_grads, ref if isinstance(ref, dict) else None,
+            baseline=base if isinstance(base, dict) else None,
+            measured=self.grads.compare(self.cand_grads, ref, self.judging.tolerance, not self.upcast))
 
     def consistency(self, comparisons: list[dict]) -> dict:
         """Repeats of a failing (or sampled) case, the batch slice (consistency.py); the case's result."""
