@@ -388,6 +388,13 @@ MUTATIONS: tuple[Mutation, ...] = (
              '                if not far or abs(imbalance) <= BIAS_SIGMAS * math.sqrt(m):',
              '                if True:',
              (T_CONS_MCP,)),
+    # the phase table: one kill decision, read by every side
+    Mutation("backward-timeout-from-outside", "a backward timeout is the supervisor's own kill, not one from outside",
+             "tools/runner/phases.py",
+             '    signature = str((error or {}).get("signature") or "").removeprefix("backward: ")',
+             '    signature = str((error or {}).get("signature") or "")',
+             ("tests/test_phases.py::test_a_backward_timeout_is_a_timeout_and_not_a_kill_from_outside",
+              T_BW + "test_a_backward_that_segfaults_or_hangs_is_its_crash_and_the_next_case_runs_fresh")),
 )
 # fmt: on
 
