@@ -345,6 +345,7 @@ def test_a_compile_slower_than_the_case_timeout_passes_within_its_compile_budget
     states = {o.case_id: o for o in resp.outcomes}
     assert states["slow-compile"].state == "passed", states["slow-compile"]
     assert states["short-budget"].state == "crash" and states["short-budget"].signature == "timeout during compile"
+    assert states["short-budget"].rerun_case is None  # the supervisor's own kill, not one from outside
     results = RunStore(tmp_path, "comp").read_results()
     timing = results["slow-compile"].timing_us
     assert timing.compile_us >= 3e6 and timing.candidate_us < 2e6  # the backend sleeps 3 s while compiling

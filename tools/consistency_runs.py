@@ -27,13 +27,12 @@ import hashlib
 import json
 from .analysis.consistency import failure_group
 from .evidence import RunStore
-from .remote.envelopes import MalformedEnvelope, parse_case_done
+from .remote.envelopes import CaseDone, MalformedEnvelope, parse_case_done
 from .remote.errors import LOST_ERRORS
+from .runner.phases import killed_from_outside, timed_out  # stdlib only: the runner's one kill decision
 from .schemas import Case, OperatorConfig
 
 FAILING = ("numerical_mismatch", "crash")
-NO_ALONE_SIGNATURES = ("timeout", "timeout during compile")
-EXTERNAL_SIGNALS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")  # as run_case_remote's rerun_case
 
 
 def repeat_passing_ids(config: OperatorConfig, planned: list[str], todo: list[str]) -> set[str]:
@@ -59,19 +58,26 @@ def wire_case(case: Case, *, repeat_passing: bool = False, fresh: bool = False, 
     return doc
 
 
-def _result(event: dict) -> dict | None:
+def _done(event: dict) -> CaseDone | None:
     try:
-        done = parse_case_done(event)
+        return parse_case_done(event)
     except MalformedEnvelope:
         return None
-    return done.result if done.outcome == "result" else None
+
+
+def _result(event: dict) -> dict | None:
+    done = _done(event)
+    return done.result if done is not None and done.outcome == "result" else None
 
 
 def history_of(event: dict, run_id: str) -> tuple[list[str], int]:
     """The cases the worker ran before this one: ids of this run bare, others as run_id/case_id."""
+    done = _done(event)
+    if done is None:
+        return [], 0
     prefix = f"{run_id}/"
-    entries = [h[len(prefix):] if h.startswith(prefix) else h for h in event.get("worker_history") or []]
-    return entries, int(event.get("worker_history_total") or len(entries))
+    entries = [h[len(prefix):] if h.startswith(prefix) else h for h in done.worker_history]
+    return entries, done.worker_history_total or len(entries)
 
 
 def _consistency(result: dict) -> dict:
@@ -130,8 +136,7 @@ class AloneRuns:
         if "nondeterministic" in c.get("flags", []):
             return False
         error = result.get("error") or {}
-        if result.get("status") == "crash" and (error.get("signature") in NO_ALONE_SIGNATURES or
-                                                error.get("signal") in EXTERNAL_SIGNALS):
+        if result.get("status") == "crash" and (timed_out(error) or killed_from_outside(error)):
             return False  # a hang costs its timeout again; a kill from outside has its own rerun_case
         history, total = history_of(event, self.store.run_id)
         if total:  # what ran before it (an order_suspect, when another case of its kind passes alone)
@@ -190,10 +195,11 @@ async def run_after(slot, run, case: Case, cases: dict[str, Case], default_timeo
         ev = await slot.run_case(run, wire_case(pre, fresh=i == 0), pre.timeout_s or default_timeout_s)
         raw[f"after-{i}-{pid}.json"] = json.dumps({k: v for k, v in ev.items() if k != "outputs_b64"},
                                                   separators=(",", ":")) + "\n"
-        res = _result(ev)
-        if res is None:
+        done = _done(ev)
+        res = done.result if done is not None and done.outcome == "result" else None
+        if done is None or res is None:
             statuses.append("pending: harness error")
-        elif ev.get("worker_lost"):
+        elif done.worker_lost:
             statuses.append(f"{res['status']} (the worker died: what ran before is lost)")
         else:
             statuses.append(res["status"])

@@ -32,6 +32,7 @@ from .remote import pool
 from .remote.slot import RunFiles, SlotSpec, slot_specs
 from .remote.errors import WorkerCannotStart
 from .remote.inventory import as_inventory
+from .runner.phases import killed_from_outside  # stdlib only: the runner's one kill decision
 from .schemas import PENDING_LIST_LIMIT, CaseOutcome, FirstMismatch, RunResponse
 
 Progress = Callable[[int, int, CaseOutcome], Awaitable[None]]
@@ -202,15 +203,14 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
 
 NOT_STARTED_AFTER_DEADLINE = "not started: the call's time budget (max_seconds) ran out before its turn"
 
-EXTERNAL_SIGNALS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
-
 
 def _rerun_case(case, event: dict) -> dict | None:
     """The case under a fresh id when its crash is a signal the harness did not send."""
-    result = event.get("result") or {}
-    error = result.get("error") or {}
-    if result.get("status") != "crash" or (error.get("signature") or "").removeprefix("backward: ") == "timeout" or \
-            error.get("signal") not in EXTERNAL_SIGNALS:
+    try:
+        result = parse_case_done(event).result or {}
+    except MalformedEnvelope:
+        return None
+    if result.get("status") != "crash" or not killed_from_outside(result.get("error")):
         return None
     return dict(case.model_dump(mode="json", exclude_none=True), id=rerun_id(case.id))
 
