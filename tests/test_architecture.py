@@ -146,7 +146,6 @@ TOOLS_MAX_LINES = 100
 # Functions of tools/ allowed past TOOLS_MAX_LINES: declarative tables and parsers, and (marked) the
 # long ones of modules being restructured elsewhere - each entry is a debt with its reason.
 LONG_ALLOWED = {
-    "tools/remote/pool.py::run_queue": "the pool's scheduling loop: the host layer's rewrite splits it",
     "tools/run_case_remote.py::run_case_remote": "the tool's whole flow: to be split with its wait/progress "
                                                  "plumbing",
 }
