@@ -24,6 +24,7 @@ from typing import Awaitable, Callable
 
 from .analyze_failures import analyze_failures
 from .errors import ToolError
+from .host_modes import runnable_modes
 from .cases.stars import expand_star
 from .plan_cases import plan_cases
 from .run_case_remote import run_case_remote
@@ -66,8 +67,8 @@ def _done(analysis) -> str | None:
         return "consistency"  # every failure is nondeterministic or order-dependent: no axis to narrow
     narrowing = [n for n in analysis.next_cases if n.kind in NARROWING]
     hypotheses = [f for f in analysis.findings if f.kind != "trend"]
-    if hypotheses and all(f.exact for f in hypotheses) and not analysis.competing:
-        return "exact"
+    if hypotheses and all(f.exact for f in hypotheses) and not analysis.competing and not analysis.unexplained:
+        return "exact"  # every cause exact, every failing group accounted for
     if not narrowing:
         if analysis.competing:
             return "undecided"
@@ -87,9 +88,10 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
 
     steps: list[NarrowStep] = []
     new_cases = 0
+    modes = runnable_modes(req.hosts, inventory)  # no next case in a mode none of these hosts can run
     first = await run_case_remote(req.run_id, root=root, hosts=req.hosts, inventory=inventory,
                                   **left())  # pending first
-    analysis = analyze_failures(req.run_id, root=root)
+    analysis = analyze_failures(req.run_id, root=root, modes=modes)
     cases_run = len(first.outcomes)
     if first.outcomes:  # the pending cases it ran are the first step
         steps.append(NarrowStep(
@@ -104,7 +106,7 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
         if order.cases_run:
             new_cases += order.cases_run
             cases_run += order.cases_run
-            analysis = analyze_failures(req.run_id, root=root)
+            analysis = analyze_failures(req.run_id, root=root, modes=modes)
             steps.append(NarrowStep(index=len(steps) + 1, kinds=["order"], axes=sorted(order.probes),
                                     cases={c: s for p in order.probes.values() for c, s in p.items()},
                                     findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings],
@@ -136,7 +138,7 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
         cases_run += len(added)
         run = await run_case_remote(req.run_id, case_ids=added, root=root, hosts=req.hosts, inventory=inventory,
                                     **left())
-        analysis = analyze_failures(req.run_id, root=root)
+        analysis = analyze_failures(req.run_id, root=root, modes=modes)
         states = {o.case_id: o.state for o in run.outcomes}
         steps.append(NarrowStep(
             index=len(steps) + 1, kinds=sorted({k for _, k, _ in picked}),
@@ -148,6 +150,6 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
         if not run.recorded:
             stopped = "no_progress"
     return NarrowResponse(run_id=req.run_id, stopped=stopped, exact=bool(analysis.findings) and all(
-        f.exact for f in analysis.findings), findings=analysis.findings, steps=steps, cases_run=cases_run,
+        f.exact for f in analysis.findings) and not analysis.unexplained, findings=analysis.findings, steps=steps, cases_run=cases_run,
         seconds=round(time.monotonic() - t0, 3), summary=analysis.summary, competing=analysis.competing,
         new_cases=new_cases, pending_run=len(first.outcomes))

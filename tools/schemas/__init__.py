@@ -111,6 +111,9 @@ from .analysis import (  # noqa: F401
     OutputSummary,
     HypothesisSpace,
     Term,
+    FailureGroup,  # several causes and every failing group accounted for
+    IdenticalPair,
+    RefutedLead,
 )
 from .tool_io import (  # noqa: F401
     AnalyzeFailuresArgs,
