@@ -140,6 +140,6 @@ def identical_pairs(dist: dict[str, dict[str, str]], status: dict[str, str]) -> 
     for members in groups.values():
         ps = [c for c in members if status[c] == "pass"]
         fs = [c for c in members if status[c] == "fail"]
-        if ps and fs:
-            out.append((ps[0], fs[0]))
+        if ps and fs:  # every passing twin (each is left out of the passing side), against the first failing one
+            out.extend((p, fs[0]) for p in ps)
     return out
