@@ -120,7 +120,7 @@ def _prepare(cases: list[Case], results: dict[str, CaseResult], labels: dict[str
         no_modes |= set(MODES) - set(modes)
     return _Run({c.id: c for c in cases}, status, axes, hax, dist, sorted(c.id for c in ran if status[c.id] == "fail"),
                 sorted(c.id for c in ran if status[c.id] == "pass"), ties, aliases, no_modes, cpu_only,
-                _Planned(cases), identical_pairs(dist, status))
+                _Planned(cases), identical_pairs(dist, status, {c.id: c for c in ran}))
 
 
 def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: list[str],
@@ -141,7 +141,6 @@ def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: lis
     d.causes = sum(1 for g in groups if g.cause is not None and g.space is not None and g.space.hypotheses)
     d.unexplained = [u for p in parts for u in p.unexplained]
     d.twins, d.hax, d.status = run.twins, run.hax, run.status
-    _mark_necessary(d.findings, run.twins)
     return d
 
 
@@ -154,9 +153,11 @@ def _interleave(lists: list[list[NextCase]]) -> list[NextCase]:
     return out + [n for li in lists for n in li if n.kind == "missing"]
 
 
-def _mark_necessary(findings: list[Finding], twins: list[tuple[str, str]]) -> None:
+def _mark_necessary(findings: list[Finding], twins: list[tuple[str, str]], cases: list[str]) -> None:
+    """A finding over failing cases with a passing twin: a necessary condition, never exact."""
+    inside = set(cases)
     for f in findings:
-        pairs = [(p, q) for p, q in twins if q in f.cases]
+        pairs = [(p, q) for p, q in twins if q in inside]
         if pairs and f.kind != "trend":
             f.necessary, f.exact = True, False
             p, q = pairs[0]
@@ -217,6 +218,7 @@ def _diagnose_group(run: _Run, group: Group | None, passing: list[str], results:
         competitor_note(f, lead)
     for f in findings:
         f.status, f.cause, f.cases = group.status, group.cause, failing[:MAX_CASES_LISTED]
+    _mark_necessary(findings[:1], run.twins, failing)
     nxt = next_cases(ctx, lead, narrow, results, missing, splits=splits, cross=cross, lead_hyp=lead_hyp.text)
     return Diagnosis([lead], nxt, findings[1:1 + MAX_COMPETING_SHOWN], summary)
 

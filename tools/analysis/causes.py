@@ -130,16 +130,25 @@ def closest(hax: dict[str, dict[str, Any]], failing: list[str], passing: list[st
             f"{', ...' if n > 2 else ''})" for n, _, _, text, against in scored[:MAX_SURVIVORS]]
 
 
-def identical_pairs(dist: dict[str, dict[str, str]], status: dict[str, str]) -> list[tuple[str, str]]:
-    """(passing, failing) cases whose variation axes are all equal (the seed is not one of them)."""
+def identical_pairs(dist: dict[str, dict[str, str]], status: dict[str, str],
+                    cases: dict[str, Any]) -> list[tuple[str, str]]:
+    """(passing, failing) cases equal in everything but their id and seed: first grouped by their variation
+    axes (cheap), then by their whole content (two value specs may read the same in a label)."""
     groups: dict[str, list[str]] = {}
     for c in sorted(dist):
         if status.get(c) in ("pass", "fail"):
             groups.setdefault(json.dumps(dist[c], sort_keys=True), []).append(c)
     out = []
     for members in groups.values():
-        ps = [c for c in members if status[c] == "pass"]
-        fs = [c for c in members if status[c] == "fail"]
-        if ps and fs:  # every passing twin (each is left out of the passing side), against the first failing one
-            out.extend((p, fs[0]) for p in ps)
+        if len({status[c] for c in members}) < 2:
+            continue
+        by_content: dict[str, list[str]] = {}
+        for c in members:
+            doc = cases[c].model_dump(mode="json", exclude={"id", "seed", "description", "origin"})
+            by_content.setdefault(json.dumps(doc, sort_keys=True), []).append(c)
+        for same in by_content.values():
+            ps = [c for c in same if status[c] == "pass"]
+            fs = [c for c in same if status[c] == "fail"]
+            if ps and fs:  # every passing twin (each is left out of the passing side), against the first failing
+                out.extend((p, fs[0]) for p in ps)
     return out
