@@ -104,7 +104,7 @@ def build_server(
     async def analyze_body(ctx: Context, *, run_id: str) -> Analysis:
         from tools.analyze_failures import analyze_failures
 
-        return await in_thread(analyze_failures, run_id, root=root, inventory=inventory)
+        return await in_thread(analyze_failures, run_id, root=root)
 
     async def run_body(ctx: Context, *, run_id: str, case_ids: list[str] | None,
                        hosts: list[str] | None, keep_outputs: bool = False) -> RunResponse:

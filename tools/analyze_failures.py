@@ -26,7 +26,6 @@ from .analysis import build_analysis
 from .cases.axes import case_axes
 from .errors import ToolError
 from .evidence import ANALYSIS, REPORT, REPRODUCTION, RunStore, read_json
-from .host_modes import runnable_modes
 from .render.report import render_report, render_reproduction
 from .schemas import Analysis
 
@@ -43,11 +42,12 @@ def previous_analysis(store: RunStore) -> Analysis | None:
         return None
 
 
-def analyze_failures(run_id: str, *, root=None, modes: set[str] | None = None, inventory=None) -> Analysis:
+def analyze_failures(run_id: str, *, root=None, modes: set[str] | None = None) -> Analysis:
     """Analyze the run from its evidence on disk; write analysis.json,
     report.md and reproduction.md; set the manifest status.  ``modes``: the
-    modes the hosts of the call can run (tools/host_modes.py; None: those of
-    every host of ``inventory``)."""
+    modes the hosts of the call can run (narrow_failure's hosts,
+    tools/host_modes.py); None: as the recorded results say (the next cases
+    may be run anywhere and recorded)."""
     store = RunStore(root, run_id)
     store.require()
     # Read, analyze and write under the run's lock: a result recorded meanwhile
@@ -62,7 +62,7 @@ def analyze_failures(run_id: str, *, root=None, modes: set[str] | None = None, i
                             code="corrupt_evidence") from None
         labels = {c.id: case_axes(c) for c in cases}  # once per case, for the analysis and the report
         analysis = build_analysis(store.run_id, config, cases, results, labels, previous=previous_analysis(store),
-                                  modes=modes if modes is not None else runnable_modes(None, inventory))
+                                  modes=modes)
         files = {
             ANALYSIS: json.dumps(analysis.model_dump(mode="json"), indent=2) + "\n",
             REPORT: render_report(analysis, config, cases, results, run_dir=str(store.dir), labels=labels),

@@ -214,6 +214,10 @@ def _diagnose_group(run: _Run, group: Group | None, passing: list[str], results:
     narrow = {t.axis: narrowing(ctx, t, lead_hyp.text) for t in terms}
     cross = crossing_candidates(ctx, lead, lead_hyp.sources())
     settle(lead, terms, space.hypotheses, space.capped, narrow, cross, dtypes)
+    if group.alternative:  # an OR of pure atoms reads the cases as well: the AND is not settled
+        lead.exact = False
+        lead.why_not_exact.append(f"the failing cases read as well as {len(group.alternative)} separate causes: "
+                                  + "; ".join(group.alternative))
     for f in findings[1:]:
         competitor_note(f, lead)
     for f in findings:

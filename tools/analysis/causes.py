@@ -38,6 +38,7 @@ class Group:
     status: str | None  # their one status when the groups were split by status
     space: Space | None  # None: no finding for these cases
     cause: int | None = None  # one of several pure causes: its number
+    alternative: list[str] | None = None  # separate causes that cover the failing cases as well as a conjunction
 
 
 def _pure_atoms(hax: dict[str, dict[str, Any]], failing: list[str], passing: list[str],
@@ -92,7 +93,12 @@ def failure_groups(hax: dict[str, dict[str, Any]], failing: list[str], passing: 
     """The groups of failing cases, each with its hypothesis space (see the module's docstring)."""
     space = enumerate_hypotheses(hax, failing, passing, aliases)
     if space.hypotheses or not failing or not passing:
-        return [Group(sorted(failing), None, space)]
+        group = Group(sorted(failing), None, space)
+        if space.conjunctions and space.hypotheses:  # an AND, unless the cases read as well as an OR
+            cover = pure_cover(hax, failing, passing, aliases)
+            if len(cover) > 1 and set().union(*(cs for _, cs in cover)) >= set(failing):
+                group.alternative = [a.text for a, _ in cover]
+        return [group]
     statuses = sorted({kinds[c] for c in failing})
     parts = [(s, sorted(c for c in failing if kinds[c] == s)) for s in statuses] if len(statuses) > 1 \
         else [(None, sorted(failing))]
