@@ -182,7 +182,8 @@ def _diagnose_group(run: _Run, group: Group | None, passing: list[str], results:
                   ties=run.ties, no_modes=run.no_modes, cpu_only=run.cpu_only, hax=run.hax)
     if group is None or group.space is None or not group.space.hypotheses:
         trend = None
-        if group is not None and group.cause is None and not run.twins and trend_helps(results, failing):
+        if group is not None and group.cause is None and not run.twins and group.status != "crash" and \
+                trend_helps(results, failing):  # a crash has no error to grow
             trend = trend_finding(run.hax, run.dist, results, failing, passing) if failing and passing else None
         if trend is not None:
             trend.status, trend.cases = group.status, failing[:MAX_CASES_LISTED]

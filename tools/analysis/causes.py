@@ -44,25 +44,44 @@ class Group:
 def _pure_atoms(hax: dict[str, dict[str, Any]], failing: list[str], passing: list[str],
                 aliases: dict[str, str]) -> list[tuple[Atom, frozenset[str]]]:
     """Per axis, the widest atoms that hold on no passing case and on some failing cases, with those cases."""
-    keys = sorted({k for c in failing + passing for k in hax[c]} - set(aliases))
+    fcols, pcols = columns(hax, failing), columns(hax, passing)
     out = []
-    for key in keys:
-        pvals = [hax[c].get(key) for c in passing]
-        seen = {json.dumps(v, sort_keys=True, default=str) for v in pvals}
-        # candidate subsets: the failing cases whose value no passing case has; those above / below every passing value
-        nums = [v for v in pvals if isinstance(v, (int, float)) and not isinstance(v, bool)]
-        subsets = [[c for c in failing if json.dumps(hax[c].get(key), sort_keys=True, default=str) not in seen]]
+    for key in sorted((set(fcols) | set(pcols)) - set(aliases)):
+        pvals = pcols.get(key) or [None] * len(passing)
+        fvals = fcols.get(key) or [None] * len(failing)
+        seen = {_hashable(v) for v in pvals}
+        # candidate subsets: the failing values no passing case has; those above / below every passing value
+        nums = [v for v in pvals if _num(v)]
+        subsets = [[v for v in fvals if _hashable(v) not in seen]]
         if nums:
-            subsets.append([c for c in failing if _num(hax[c].get(key)) and hax[c][key] > max(nums)])
-            subsets.append([c for c in failing if _num(hax[c].get(key)) and hax[c][key] < min(nums)])
+            hi, lo = max(nums), min(nums)
+            subsets.append([v for v in fvals if _num(v) and v > hi])
+            subsets.append([v for v in fvals if _num(v) and v < lo])
         for sub in subsets:
             if not sub:
                 continue
-            for atom, mask in covering_atoms(key, [hax[c].get(key) for c in sub], pvals):
+            for atom, mask in covering_atoms(key, sub, pvals):
                 if mask == 0:
-                    holds = frozenset(c for c in failing if atom.holds(hax[c].get(key)))
+                    holds = frozenset(c for c, v in zip(failing, fvals) if atom.holds(v))
                     out.append((atom, holds))
     return out
+
+
+def columns(hax: dict[str, dict[str, Any]], ids: list[str]) -> dict[str, list]:
+    """Axis -> its value in each case of ``ids`` (None where a case lacks it): one pass over the cases."""
+    cols: dict[str, list] = {}
+    n = len(ids)
+    for i, c in enumerate(ids):
+        for k, v in hax[c].items():
+            col = cols.get(k)
+            if col is None:
+                col = cols[k] = [None] * n
+            col[i] = v
+    return cols
+
+
+def _hashable(v: Any) -> Any:
+    return json.dumps(v, sort_keys=True, default=str) if isinstance(v, (list, dict)) else v
 
 
 def _num(v: Any) -> bool:
@@ -71,8 +90,8 @@ def _num(v: Any) -> bool:
 
 def pure_cover(hax: dict[str, dict[str, Any]], failing: list[str], passing: list[str],
                aliases: dict[str, str] | None = None) -> list[tuple[Atom, list[str]]]:
-    """Greedily, the pure atoms that cover the failing cases (the one covering most of the uncovered first,
-    then the simplest): at most MAX_CAUSES; an atom covering one case only when it completes the cover."""
+    """Greedily, the pure atoms that cover the failing cases together (the one covering most of the uncovered
+    first, then the simplest), at most MAX_CAUSES; none when they do not cover every failing case."""
     atoms = _pure_atoms(hax, sorted(failing), sorted(passing), aliases or {})
     left, chosen = set(failing), []
     while left and len(chosen) < MAX_CAUSES and atoms:
@@ -83,9 +102,7 @@ def pure_cover(hax: dict[str, dict[str, Any]], failing: list[str], passing: list
             break
         chosen.append((atom, sorted(holds)))
         left -= gain
-    if left and any(len(cs) < 2 for _, cs in chosen):  # a partial cover keeps only causes of two cases or more
-        chosen = [(a, cs) for a, cs in chosen if len(cs) >= 2]
-    return chosen
+    return [] if left else chosen  # only a cover of every case: a tail of a few cases beyond the passing ones is noise
 
 
 def failure_groups(hax: dict[str, dict[str, Any]], failing: list[str], passing: list[str],
@@ -123,17 +140,20 @@ def failure_groups(hax: dict[str, dict[str, Any]], failing: list[str], passing: 
 def closest(hax: dict[str, dict[str, Any]], failing: list[str], passing: list[str]) -> list[str]:
     """The atoms that hold on every one of the failing cases and on the fewest passing cases, each with
     (the first of) the passing cases that contradict it."""
-    keys = sorted({k for c in failing + passing for k in hax[c]})
+    fcols, pcols = columns(hax, failing), columns(hax, passing)
     scored = []
-    for key in keys:
-        pvals = [hax[c].get(key) for c in passing]
-        for atom, mask in covering_atoms(key, [hax[c].get(key) for c in failing], pvals):
-            against = [passing[i] for i in range(len(passing)) if mask >> i & 1]
-            if against and len(against) < len(passing):
-                scored.append((len(against), KIND_RANK[atom.kind], derivation_rank(atom.axis), atom.text, against))
+    for key in sorted(set(fcols) | set(pcols)):
+        pvals = pcols.get(key) or [None] * len(passing)
+        for atom, mask in covering_atoms(key, fcols.get(key) or [None] * len(failing), pvals):
+            n = bin(mask).count("1")
+            if 0 < n < len(passing):
+                scored.append((n, KIND_RANK[atom.kind], derivation_rank(atom.axis), atom.text, mask))
     scored.sort(key=lambda t: t[:4])
-    return [f"{text} (but {n} passing case(s) have it too: {', '.join(against[:2])}"
-            f"{', ...' if n > 2 else ''})" for n, _, _, text, against in scored[:MAX_SURVIVORS]]
+    out = []
+    for n, _, _, text, mask in scored[:MAX_SURVIVORS]:
+        against = [passing[i] for i, b in enumerate(bin(mask)[:1:-1]) if b == "1"][:2]  # bit i: passing[i]
+        out.append(f"{text} (but {n} passing case(s) have it too: {', '.join(against)}{', ...' if n > 2 else ''})")
+    return out
 
 
 def identical_pairs(dist: dict[str, dict[str, str]], status: dict[str, str],
