@@ -92,14 +92,26 @@ def test_a_crash_group_beside_a_mismatch_group_each_accounted_for():
     assert statuses == {"crash": "x.contiguity in {sliced, transposed}", "numerical_mismatch": "dtype == float16"}, \
         a.summary
     assert "crash (2 case(s)): finding" in a.summary and "numerical_mismatch (1 case(s)): finding" in a.summary
-    # a crash group nothing explains (the same case fails and passes elsewhere) is said, with its size
-    results["b.x.shape-16x64"] = _result("b.x.shape-16x64", "crash")
-    results["b.dtype-bfloat16"] = _result("b.dtype-bfloat16", "crash")
+    assert not a.unexplained
+
+
+def test_a_failing_group_nothing_explains_is_said_with_its_closest_survivors():
+    def case(cid: str, dtype: str, shape: list, offset: int = 0, strides=None) -> Case:
+        return Case.model_validate({"id": cid, "inputs": [{"name": "x", "shape": shape, "dtype": dtype,
+                                                           "storage_offset": offset, "strides": strides}]})
+
+    cases = [case("base", "float32", [16, 32]), case("p-half", "float16", [16, 32]),
+             case("p-long", "float32", [16, 64]), case("p-bf16", "bfloat16", [16, 32]),
+             case("p-off", "float32", [16, 32], 8),
+             case("c-half-long", "float16", [16, 64]), case("c-bf16-off", "bfloat16", [16, 32], 8),
+             case("m-t", "float32", [16, 32], strides=[1, 16])]
+    status = {"c-half-long": "crash", "c-bf16-off": "crash", "m-t": "numerical_mismatch"}
+    results = {c.id: _result(c.id, status.get(c.id, "passed")) for c in cases}
     a = build_analysis("r", None, cases, results)
-    groups = {(g.status, g.count) for g in a.unexplained}
-    covered = {c for f in a.findings for c in f.cases} | {c for g in a.unexplained for c in g.cases}
-    assert covered == {f.case_id for f in a.failures}, (a.summary, groups)
-    assert "no finding for these" in a.summary or a.causes >= 2
+    assert [(f.status, f.predicate) for f in a.findings] == [("numerical_mismatch", "x.contiguity == transposed")]
+    assert [(g.status, g.count, g.cases) for g in a.unexplained] == [("crash", 2, ["c-bf16-off", "c-half-long"])]
+    assert a.unexplained[0].survivors and "passing case(s) have it too" in a.unexplained[0].survivors[0]
+    assert "no finding for these 2 crash case(s)" in a.summary, a.summary
 
 
 def test_identical_cases_that_disagree_are_reported_and_keep_a_necessary_condition():
@@ -168,6 +180,22 @@ def test_matmul_next_cases_keep_shared_sizes_and_name_every_change():
                 assert f"{change['axis']}=" in n.reason
 
 
+def test_a_value_that_only_made_cases_unsupported_is_not_proposed_again():
+    def case(cid: str, dtype: str, shape: list) -> Case:
+        return Case.model_validate({"id": cid, "inputs": [{"name": "x", "shape": shape, "dtype": dtype}]})
+
+    cases = [case("a", "float32", [16, 32]), case("b", "float16", [16, 32]), case("c", "float32", [16, 64]),
+             case("d", "float16", [16, 64]), case("u", "bfloat16", [16, 64])]
+    status = {"a": "passed", "b": "numerical_mismatch", "c": "passed", "d": "numerical_mismatch"}
+    results = {c: _result(c, s) for c, s in status.items()}
+    results["u"] = CaseResult.model_validate({"case_id": "u", "status": "unsupported", "error": {
+        "type": "RuntimeError", "message": "bfloat16 is not supported", "signature": "RuntimeError: bf16"}})
+    d = diagnose_run(cases, results, [])
+    assert d.findings[0].predicate == "dtype == float16"
+    proposed = [v for n in d.next_cases if n.star for v in n.star["vary"] if v["axis"] == "dtype"]
+    assert all("bfloat16" not in v["values"] for v in proposed), proposed  # bfloat16 only ever was unsupported
+
+
 def test_no_next_case_in_a_mode_no_host_can_run():
     x = {"name": "x", "shape": [16, 32], "dtype": "float32"}
     cases = [Case.model_validate({"id": f"c{i}", "inputs": [x], "seed": i}) for i in range(2)]
@@ -221,6 +249,12 @@ def test_causes_groups_and_valid_cases_through_every_door(tmp_path, subprocess_e
         await call(client, "plan_cases", _plan("cw", "crash_or_wrong.py", stars=[star]))
         await call(client, "run_case_remote", {"run_id": "cw"})
         out["cw"] = await call(client, "analyze_failures", {"run_id": "cw"})
+        # a transposed case recorded passing (obtained elsewhere): the crash group's lead is refuted, and said
+        later = {"id": "t-elsewhere", "inputs": [{"name": "x", "shape": [16, 48], "strides": [1, 16]}]}
+        await call(client, "plan_cases", {"run_id": "cw", "append": True, "cases": [later]})
+        await call(client, "record_result", {"run_id": "cw", "result": {"case_id": "t-elsewhere",
+                                                                        "status": "passed"}})
+        out["cw2"] = await call(client, "analyze_failures", {"run_id": "cw"})
         await call(client, "plan_cases", _plan("am", "argmax_window.py", cases=ARGMAX_CASES))
         await call(client, "run_case_remote", {"run_id": "am"})
         out["am"] = await call(client, "analyze_failures", {"run_id": "am"})
@@ -246,6 +280,11 @@ def test_causes_groups_and_valid_cases_through_every_door(tmp_path, subprocess_e
     cw = out["cw"]
     assert {f["status"]: f["predicate"] for f in cw["findings"]} == {
         "crash": "x.contiguity == transposed", "numerical_mismatch": "dtype == float16"}, cw["summary"]
+
+    refuted = {r["predicate"]: r["refuted_by"] for r in out["cw2"]["refuted"]}
+    assert refuted == {"x.contiguity == transposed": ["t-elsewhere"]}, out["cw2"]["summary"]
+    assert "refuted lead: x.contiguity == transposed" in out["cw2"]["summary"]
+    assert "refuted lead: x.contiguity == transposed" in (root / "cw" / "report.md").read_text()
 
     # the values decide: identical cases disagree, said loudly; no trend, no baseline judge for an index output
     am = out["am"]

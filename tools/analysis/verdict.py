@@ -117,7 +117,7 @@ def _findings_summary(findings: list[Finding], competing: list[Finding] = ()) ->
 
 def _group_label(f: Finding) -> str:
     if f.cause is not None:
-        return f"cause {f.cause} ({len(f.cases)} case(s)): "
+        return f"{f.status + ' ' if f.status else ''}cause {f.cause} ({len(f.cases)} case(s)): "
     return f"{f.status} ({len(f.cases)} case(s)): " if f.status else ""
 
 
