@@ -98,6 +98,7 @@ class _Run:
     cpu_only: bool
     planned: _Planned
     twins: list[tuple[str, str]] = field(default_factory=list)  # identical cases that disagree
+    proposed: set[str] = field(default_factory=set)  # next cases' contents: one group never repeats another's
 
 
 def _prepare(cases: list[Case], results: dict[str, CaseResult], labels: dict[str, dict[str, str]] | None,
@@ -179,7 +180,8 @@ def _diagnose_group(run: _Run, group: Group | None, passing: list[str], results:
     status = _group_status(run, group, passing)
     failing = group.cases if group is not None else []
     ctx = Context(cases=run.by_id, axes=run.axes, dist=run.dist, status=status, planned=run.planned, findings=[],
-                  ties=run.ties, no_modes=run.no_modes, cpu_only=run.cpu_only, hax=run.hax)
+                  ties=run.ties, no_modes=run.no_modes, cpu_only=run.cpu_only, hax=run.hax,
+                  seen_contents=run.proposed)
     if group is None or group.space is None or not group.space.hypotheses:
         trend = None
         if group is not None and group.cause is None and not run.twins and group.status != "crash" and \
