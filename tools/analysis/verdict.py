@@ -91,12 +91,17 @@ def _num(v) -> str:
 
 
 def _findings_summary(findings: list[Finding], competing: list[Finding] = ()) -> str:
-    if len(findings) > 1:  # one finding per failing group: each said on its own, none a competitor of another
-        return "; " + "; ".join(_group_label(f) + _findings_summary([f]).lstrip("; ") for f in findings)
-    lead = findings[0]
+    if len(findings) > 1 or (findings[0].kind != "trend" and (findings[0].status or findings[0].cause)):
+        # one finding per failing group: each said on its own with the group it covers, none a competitor
+        return "; " + "; ".join(_group_label(f) + _one_summary(f, competing if len(findings) == 1 else [])
+                                for f in findings)
+    return "; " + _one_summary(findings[0], competing)
+
+
+def _one_summary(lead: Finding, competing: list[Finding]) -> str:
     if lead.kind == "trend":
-        return f"; no exact finding: {lead.statement or lead.predicate}"
-    text = f"; finding: {lead.predicate}"
+        return f"no exact finding: {lead.statement or lead.predicate}"
+    text = f"finding: {lead.predicate}"
     bound = _boundary(lead)
     if lead.exact:
         text += " (exact"
@@ -108,9 +113,9 @@ def _findings_summary(findings: list[Finding], competing: list[Finding] = ()) ->
     else:
         why = lead.why_not_exact[0] if lead.why_not_exact else "run the next cases"
         text += f" (not exact yet: {why})" if not competing else " (not exact yet: run the next cases)"
-    others = [f.predicate for f in [*findings[1:], *competing][:3]]
+    others = [f.predicate for f in list(competing)[:3]]
     if others:
-        more = len(findings) - 1 + len(competing) - len(others)
+        more = len(competing) - len(others)
         text += f"; competing: {', '.join(others)}" + (f" and {more} more" if more > 0 else "")
     return text
 
