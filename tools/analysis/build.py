@@ -224,7 +224,8 @@ def _diagnose_group(run: _Run, group: Group | None, passing: list[str], results:
     for f in findings[1:]:
         competitor_note(f, lead)
     for f in findings:
-        f.status, f.cause, f.cases = group.status, group.cause, failing[:MAX_CASES_LISTED]
+        f.status, f.cause = group.status, group.cause
+    lead.cases = failing[:MAX_CASES_LISTED]  # the competitors cover the same cases: listed once
     _mark_necessary(findings[:1], run.twins, failing)
     nxt = next_cases(ctx, lead, narrow, results, missing, splits=splits, cross=cross, lead_hyp=lead_hyp.text)
     return Diagnosis([lead], nxt, findings[1:1 + MAX_COMPETING_SHOWN], summary)

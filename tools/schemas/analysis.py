@@ -117,7 +117,8 @@ class Finding(Strict):
     # several causes and value-dependent failures (analysis/causes.py): which failing cases a finding covers
     cause: int | None = Field(default=None, description="one of several separate causes: its number (1, 2...); "
                                                         "None when one finding covers every failing case of its group")
-    cases: list[str] = Field(default_factory=list, description="the failing cases it covers (the first 16)")
+    cases: list[str] = Field(default_factory=list, description="the failing cases it covers (the first 16; on a "
+                                                               "group's leading finding, not on its competitors)")
     necessary: bool = Field(default=False, description="cases identical on every axis but the seed disagree: the "
                                                        "predicate is a necessary condition; within it the values "
                                                        "decide (never exact)")
