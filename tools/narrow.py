@@ -26,6 +26,7 @@ from typing import Awaitable, Callable
 from .analyze_failures import analyze_failures
 from .errors import ToolError
 from .evidence import RunStore, read_json
+from .host_modes import runnable_modes
 from .cases.stars import expand_star
 from .plan_cases import plan_cases
 from .run_case_remote import run_case_remote
@@ -68,8 +69,8 @@ def _done(analysis) -> str | None:
         return "consistency"  # every failure is nondeterministic or order-dependent: no axis to narrow
     narrowing = [n for n in analysis.next_cases if n.kind in NARROWING]
     hypotheses = [f for f in analysis.findings if f.kind != "trend"]
-    if hypotheses and all(f.exact for f in hypotheses) and not analysis.competing:
-        return "exact"
+    if hypotheses and all(f.exact for f in hypotheses) and not analysis.competing and not analysis.unexplained:
+        return "exact"  # every cause exact, every failing group accounted for
     if not narrowing:
         if analysis.competing:
             return "undecided"
@@ -113,6 +114,7 @@ class _Runs:
         # the slowest pace seen: wall seconds per case of a round (its analysis included), at
         # first the slowest recorded case of the run (a compile-mode case may take many seconds)
         self.per_case_s = slowest_recorded_case_s(RunStore(root, req.run_id))
+        self.modes = runnable_modes(req.hosts, inventory)  # no next case in a mode none of these hosts can run
 
     def left(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
@@ -146,14 +148,14 @@ class _Runs:
         _LATE_RUNS.add(task)  # kept until it ends (its cases are recorded then)
         task.add_done_callback(_forget_late_run)
         self.answering = False
-        return None, analyze_failures(self.req.run_id, root=self.root)
+        return None, analyze_failures(self.req.run_id, root=self.root, modes=self.modes)
 
     async def _run(self, case_ids: list[str] | None):
         started = time.monotonic()
         response = await run_case_remote(self.req.run_id, case_ids=case_ids, root=self.root, hosts=self.req.hosts,
                                          inventory=self.inventory, progress=self._answered, on_news=self.say,
                                          on_start=self._started, lease_wait_s=self.left(), deadline=self.deadline)
-        analysis = analyze_failures(self.req.run_id, root=self.root)
+        analysis = analyze_failures(self.req.run_id, root=self.root, modes=self.modes)
         if response.outcomes:
             self.per_case_s = max(self.per_case_s, (time.monotonic() - started) / len(response.outcomes))
         return response, analysis
@@ -210,7 +212,7 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
         if order.cases_run:
             new_cases += order.cases_run
             cases_run += order.cases_run
-            analysis = analyze_failures(req.run_id, root=root)
+            analysis = analyze_failures(req.run_id, root=root, modes=modes)
             steps.append(NarrowStep(index=len(steps) + 1, kinds=["order"], axes=sorted(order.probes),
                                     cases={c: s for p in order.probes.values() for c, s in p.items()},
                                     findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings],
@@ -254,7 +256,7 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
         elif not run.recorded:
             stopped = "no_progress"
     return NarrowResponse(run_id=req.run_id, stopped=stopped, exact=bool(analysis.findings) and all(
-        f.exact for f in analysis.findings), findings=analysis.findings, steps=steps, cases_run=cases_run,
+        f.exact for f in analysis.findings) and not analysis.unexplained, findings=analysis.findings, steps=steps, cases_run=cases_run,
         seconds=round(time.monotonic() - t0, 3), summary=analysis.summary, competing=analysis.competing,
         new_cases=new_cases, pending_run=len(ran_first),
         still_running=runs.still_running())

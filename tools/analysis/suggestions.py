@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..cases.axes import axes_difference, case_axes
+from ..cases.axes import axes_difference, case_axes, distance_axes
 from ..cases.derived import (CONTIGUITY, DTYPE_BITS, UNSET, alignment, contiguity, dim_axis, parse_dim_axis,
                              structured_axes)
 from ..cases.ids import case_content
@@ -86,6 +86,7 @@ class Context:
     hax: dict[str, dict] = field(default_factory=dict)  # hypothesis axes of the recorded cases
     terms: dict[str, list[Finding]] = field(default_factory=dict)  # hypothesis text -> its terms as findings
     tried_dtypes: set[str] | None = None
+    refused: set[tuple[str, str]] | None = None  # (planned axis, value) that only made cases unsupported
 
 
 # --------------------------------------------------------------------------
@@ -100,13 +101,7 @@ def dim_ties(cases: list[Case]) -> dict[str, list[str]]:
     if not cases:
         return {}
 
-    def dims(case: Case) -> dict[str, tuple[str, int]]:
-        out = {}
-        for spec in case.inputs:
-            for i, size in enumerate([] if spec.none or spec.shape is None else spec.shape):
-                out[dim_axis(spec.name, i, len(spec.shape))] = (spec.name, size)
-        return out
-
+    dims = _dims
     ordered = sorted(cases, key=lambda c: c.id)
     first = dims(ordered[0])
     pairs = {(a, b) for a in first for b in first
@@ -175,11 +170,49 @@ def make_candidate(ctx: Context, base: Case, var: dict, value: Any, finding: str
         return None
     if ctx.cpu_only and any(i.layout != "ND" for i in case.inputs):
         return None
+    if not valid_call(ctx, case):
+        return None
     axes = structured_axes(case, case_axes(case))
     cand = Candidate(base=base, var=var, value=value, doc=doc, axes=axes, finding=finding,
                      hax=hypothesis_axes(case, {}, axes), content=content)
     cand.preds = {h.text: h.predict(cand.hax) for h in ctx.hyps}
     return cand
+
+
+def _dims(case: Case) -> dict[str, tuple[str, int]]:
+    """Each dimension of a case's tensor inputs: axis name -> (input, size)."""
+    out = {}
+    for spec in case.inputs:
+        for i, size in enumerate([] if spec.none or spec.shape is None else spec.shape):
+            out[dim_axis(spec.name, i, len(spec.shape))] = (spec.name, size)
+    return out
+
+
+def valid_call(ctx: Context, case: Case) -> bool:
+    """A next case is a valid call of the operator: the sizes the run's cases share across inputs stay equal
+    (a matmul's inner dimension), and no planned value that only ever made a case unsupported comes back."""
+    dims = _dims(case)
+    for dim, others in ctx.ties.items():
+        if dim in dims and any(o in dims and dims[o][1] != dims[dim][1] for o in others):
+            return False
+    if ctx.refused is None:
+        ctx.refused = refused_values(ctx)
+    if ctx.refused:
+        axes = distance_axes(case)
+        return not any(axes.get(k) == v for k, v in ctx.refused)
+    return True
+
+
+def refused_values(ctx: Context) -> set[tuple[str, str]]:
+    """(planned axis, value) pairs some unsupported case has and no case that ran has: a change that made a
+    case unsupported, never proposed again."""
+    ran: set[tuple[str, str]] = {(k, v) for c, s in ctx.status.items() if s in ("pass", "fail", "other")
+                                 for k, v in ctx.dist[c].items()}
+    out: set[tuple[str, str]] = set()
+    for c, s in ctx.status.items():
+        if s == "unsupported" and c in ctx.cases:
+            out |= {(k, v) for k, v in distance_axes(ctx.cases[c]).items() if (k, v) not in ran}
+    return out
 
 
 def decisive(c: Candidate) -> bool:
@@ -684,11 +717,34 @@ def _crossing_move(ctx: Context, base: Case, key: str, value: Any, cid: str) -> 
         if spec is None or spec.shape is None or spec.none or raw is None:
             return None
         if spec.is_contiguous() or len(raw) != len(spec.shape):
-            return [(var, raw)] if spec.is_contiguous() else None
+            return [(var, raw)] + tied_shape_moves(ctx, base, var["input"], raw) if spec.is_contiguous() else None
         strides = restride(spec.shape, spec.strides, raw)
-        return [(var, raw)] + ([({"axis": "strides", "input": var["input"]}, strides)] if strides else [])
+        return [(var, raw)] + ([({"axis": "strides", "input": var["input"]}, strides)] if strides else []) + \
+            tied_shape_moves(ctx, base, var["input"], raw)
     one = _crossing_one(ctx, base, key, value, cid, var)
     return None if one is None else [one]
+
+
+def tied_shape_moves(ctx: Context, base: Case, name: str, shape: list[int]) -> list[tuple[dict, Any]]:
+    """The shape changes of the other inputs that keep their dimensions tied to ``name``'s equal when its
+    shape becomes ``shape`` (a matmul's inner size, a shared batch): each named, as a crossing names every
+    change it makes."""
+    out = []
+    for spec in base.inputs:
+        if spec.name == name or spec.none or spec.shape is None or spec.tensors is not None:
+            continue
+        new = list(spec.shape)
+        for i in range(len(spec.shape)):
+            for tied in ctx.ties.get(dim_axis(spec.name, i, len(spec.shape)), []):
+                owner, index = parse_dim_axis(tied)
+                if owner == name and -len(shape) <= index < len(shape):
+                    new[i] = shape[index]
+        if new != spec.shape:
+            strides = restride(spec.shape, spec.strides, new)
+            out.append(({"axis": "shape", "input": spec.name}, new))
+            if strides:
+                out.append(({"axis": "strides", "input": spec.name}, strides))
+    return out
 
 
 def _crossing_one(ctx: Context, base: Case, key: str, value: Any, cid: str, var: dict) -> tuple[dict, Any] | None:

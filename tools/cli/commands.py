@@ -183,9 +183,9 @@ def _print_analysis(out: Any, analysis: Any) -> None:
         out.print("[yellow]missing evidence:[/yellow] " + ", ".join(analysis.missing))
     if analysis.integration_hint:
         out.print(f"[yellow]integration hint:[/yellow] {escape(analysis.integration_hint)}")
-    from ..render.findings import finding_lines
+    from ..render.findings import accounting_lines, finding_lines
 
-    for line in finding_lines(analysis.findings, analysis.competing):
+    for line in finding_lines(analysis.findings, analysis.competing) + accounting_lines(analysis, ""):
         out.print(escape(line))
     for flagged in analysis.consistency.flagged:  # evidence of its own kind, not of an axis
         out.print(f"[yellow]{escape(flagged.flag)}:[/yellow] {escape(flagged.case_id)} - {escape(flagged.detail)}")

@@ -47,7 +47,8 @@ def finding_lines(findings: list[Finding], competing: list[Finding]) -> list[str
     for f in findings:
         pair = f" - minimal pair: {f.minimal_pair.passing} passes, {f.minimal_pair.failing} fails" \
             if f.minimal_pair else ""
-        out.append(f"finding: {f.predicate}{' (exact)' if f.exact else ''}{pair}")
+        label = f" ({group_label(f)})" if group_label(f) else ""
+        out.append(f"finding{label}: {f.predicate}{' (exact)' if f.exact else ''}{pair}")
         bound = boundary_text(f)
         if bound:
             out.append(f"  boundary: {bound}")
@@ -83,7 +84,7 @@ def findings_section(findings: list[Finding], competing: list[Finding], space) -
            "crossed).", ""]
     rows = []
     for f in findings:
-        rows.append([f"`{f.predicate}`", "yes" if f.exact else "no", boundary_text(f) or "-",
+        rows.append([(f"{group_label(f)}: " if group_label(f) else "") + f"`{f.predicate}`", "yes" if f.exact else "no", boundary_text(f) or "-",
                      pair_text(f.minimal_pair), ", ".join(f.minimal_pair.differs_in) if f.minimal_pair else "-"])
     out += [table(["finding", "exact", "boundary", "minimal pair (planned values)", "differs in"], rows), ""]
     for f in findings:
@@ -99,4 +100,33 @@ def findings_section(findings: list[Finding], competing: list[Finding], space) -
         out += [f"Hypothesis space: {space.axes} axes, {space.consistent} consistent hypothesis(es)"
                 + (", conjunctions of two" if space.conjunctions else "")
                 + (" - **capped**: no finding can be exact" if space.capped else "") + f" ({space.cap}).", ""]
+    return out
+
+
+def group_label(f: Finding) -> str:
+    """Which failing group a finding explains: ``cause 1`` of several, or its status; '' for all of them."""
+    if f.cause is not None:
+        return f"cause {f.cause}"
+    return f.status or ""
+
+
+def accounting_lines(a: Any, bullet: str = "- ") -> list[str]:
+    """Every failing group accounted for: the separate causes, the failing cases no finding covers, the leads
+    a later case refuted (naming it), the cases identical on every axis that disagree."""
+    out = []
+    if a.causes > 1:
+        out.append(f"{bullet}{a.causes} separate causes, each finding covering its own failing cases: " + "; ".join(
+            f"cause {f.cause}: {f.predicate} ({len(f.cases)} case(s), e.g. {', '.join(f.cases[:2])})"
+            for f in a.findings if f.cause is not None))
+    for g in a.unexplained:
+        what = f"{g.count} {g.status} case(s)" if g.status else f"{g.count} failing case(s)"
+        out.append(f"{bullet}no finding for these {what}: {', '.join(g.cases[:4])}{', ...' if g.count > 4 else ''}"
+                   + (f"; closest: {'; '.join(g.survivors)}" if g.survivors else ""))
+    for r in a.refuted:
+        out.append(f"{bullet}refuted lead: {r.predicate}{' (was exact)' if r.was_exact else ''} - contradicted by "
+                   f"{', '.join(r.refuted_by)}")
+    if a.identical_disagree:
+        p = a.identical_disagree[0]
+        out.append(f"{bullet}{len(a.identical_disagree)} pair(s) of cases agree on every axis (seed aside) and "
+                   f"disagree, e.g. {p.failing} fails and {p.passing} passes: the failure depends on the values drawn")
     return out

@@ -114,6 +114,14 @@ class Finding(Strict):
                                                           "their own (crash vs numerical_mismatch)")
     metric: str | None = Field(default=None, description="trend: the error metric that grows (max_rel, max_abs)")
     correlation: float | None = Field(default=None, description="trend: rank correlation of the metric with the axis")
+    # several causes and value-dependent failures (analysis/causes.py): which failing cases a finding covers
+    cause: int | None = Field(default=None, description="one of several separate causes: its number (1, 2...); "
+                                                        "None when one finding covers every failing case of its group")
+    cases: list[str] = Field(default_factory=list, description="the failing cases it covers (the first 16; on a "
+                                                               "group's leading finding, not on its competitors)")
+    necessary: bool = Field(default=False, description="cases identical on every axis but the seed disagree: the "
+                                                       "predicate is a necessary condition; within it the values "
+                                                       "decide (never exact)")
 
 
 class NextCase(Strict):
@@ -174,6 +182,34 @@ class OutputSummary(Strict):
     mismatch_ratio: float | None = Field(None, description="mismatch_ratio in the worst case")
     verdict: str | None = Field(None, description="the judge's sentence in the worst case")
 
+# several causes, failing groups without a finding, refuted leads, identical cases that disagree
+class FailureGroup(Strict):
+    """Failing cases no finding covers (one failing status, or what several causes leave)."""
+
+    status: str | None = Field(description="their status (crash, numerical_mismatch), None for several")
+    count: int = Field(description="how many")
+    cases: list[str] = Field(description="the first 16 ids")
+    survivors: list[str] = Field(default_factory=list, description="the predicates that came closest: each holds "
+                                                                   "on every one of them and on the passing cases named")
+
+
+class RefutedLead(Strict):
+    """A finding of an earlier analysis that a case recorded since contradicts."""
+
+    predicate: str = Field(description="the earlier finding")
+    was_exact: bool = Field(description="it was called exact")
+    refuted_by: list[str] = Field(description="the cases that contradict it (a passing case where it holds, or a "
+                                              "failing case of its group where it does not), the first 5")
+    since: datetime | None = Field(default=None, description="when the analysis that had it ran")
+
+
+class IdenticalPair(Strict):
+    """Two recorded cases that agree on every axis (their seeds aside) and disagree on the outcome."""
+
+    passing: str = Field(description="the passing case")
+    failing: str = Field(description="the failing case")
+
+
 class HypothesisSpace(Strict):
     """The hypothesis space of one analysis (references/behavior.md)."""
 
@@ -216,3 +252,13 @@ class Analysis(Strict):
     truncated: dict[str, int] = Field(default_factory=dict, description="lists cut to their first 20 items in this "
                                       "answer: JSON path -> full length (empty: nothing was cut)")
     full_answer: str | None = Field(None, description="when a list was cut: the resource holding the whole answer")
+    # several causes and every failing group accounted for (analysis/causes.py, analysis/leads.py)
+    causes: int = Field(default=0, description="separate causes among the findings (2 or more: each finding with "
+                                               "its 'cause' number covers its own failing cases)")
+    unexplained: list[FailureGroup] = Field(default_factory=list, description="failing cases no finding covers, "
+                                                                              "by group, with the closest survivors")
+    refuted: list[RefutedLead] = Field(default_factory=list, description="earlier findings a recorded case "
+                                                                         "contradicts, with that case")
+    identical_disagree: list[IdenticalPair] = Field(
+        default_factory=list, description="cases identical on every axis (seed aside) with different outcomes: "
+                                          "the failure depends on the values drawn (the first 8 pairs)")
