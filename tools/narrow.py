@@ -30,7 +30,7 @@ from .run_case_remote import run_case_remote
 from .order_search import search_order
 from .schemas import NarrowRequest, NarrowResponse, NarrowStep, StarSpec
 
-NARROWING = ("discriminate", "bisect", "probe", "crossing", "explore")
+NARROWING = ("discriminate", "bisect", "probe", "crossing", "explore", "falsify")
 Progress = Callable[[int, int, str], Awaitable[None]]
 
 

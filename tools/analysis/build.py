@@ -17,7 +17,8 @@ from typing import Any, Callable
 from ..cases.axes import axes_difference, case_axes
 from ..cases.derived import case_distance_axes, structured_axes
 from ..cases.ids import case_content
-from ..schemas import Analysis, Case, CaseResult, Finding, HypothesisSpace, NextCase, now_utc
+from ..cases.relations import open_quantities
+from ..schemas import Analysis, Case, CaseResult, Counterexample, Finding, HypothesisSpace, NextCase, now_utc
 from .consistency import amend_summary, annotate_failures, consistency_report, evidence_for_findings
 from .exactness import competitor_note, settle
 from .findings import hypothesis_finding, term_findings
@@ -25,9 +26,10 @@ from .hypotheses import CAP_TEXT, enumerate_hypotheses, hypothesis_axes
 from .integration_diff import integration_diff
 from .outputs import annotate_outputs
 from .pairs import pair_index
+from .probes import counterexamples, read_absent_dims, seed_conflicts, validate
 from .reasons import FAILING, case_failure, failure_axes, integration_hint
-from .suggestions import (Context, crossing_candidates, dim_ties, narrowing, next_cases, splitting, tie_aliases,
-                          unusable_modes)
+from .suggestions import (Context, crossing_candidates, dim_ties, falsifying, narrowing, next_cases, splitting,
+                          tie_aliases, unusable_modes)
 from .trend import trend_finding
 from .verdict import run_verdict, verdict_summary
 
@@ -42,6 +44,7 @@ class Diagnosis:
     next_cases: list[NextCase]
     competing: list[Finding] = field(default_factory=list)
     space: HypothesisSpace | None = None
+    counterexamples: list[Counterexample] = field(default_factory=list)  # probes that refuted a lead
 
 
 def diagnose(cases: list[Case], results: dict[str, CaseResult], missing: list[str],
@@ -95,7 +98,17 @@ def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: lis
     no_modes, cpu_only = unusable_modes(cases, results, status)
     planned = _Planned(cases)
 
+    filled = read_absent_dims(hax)  # every case predicts: x.shape[1] of a rank-2 case is its last dimension
+    conflicts = seed_conflicts(by_id, status)  # a pass equal but for the seed to a failure refutes no structure
+    for c in conflicts:
+        status[c] = "other"
+    passing = [c for c in passing if c not in conflicts]
     space = enumerate_hypotheses(hax, failing, passing, aliases)
+    if not space.hypotheses or space.conjunctions:  # the open space: derived quantities the planned axes lack
+        wide = {c: {**a, **open_quantities(by_id[c])} for c, a in hax.items()}
+        alt = enumerate_hypotheses(wide, failing, passing, aliases)
+        if alt.hypotheses and not alt.conjunctions:
+            space, hax = alt, wide
     group_status: str | None = None
     kinds = sorted({results[c].status for c in failing})
     if not space.hypotheses and len(kinds) > 1:  # each failing status on its own
@@ -126,19 +139,27 @@ def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: lis
                               capped=space.capped, cap=CAP_TEXT)
     if not findings:
         trend = trend_finding(hax, dist, results, failing, passing) if failing and passing else None
-        return Diagnosis([trend] if trend else [], next_cases(ctx, None, {}, results, missing), [], summary)
+        return Diagnosis([trend] if trend else [], next_cases(ctx, None, {}, results, missing), [], summary,
+                         counterexamples(by_id, status))
     lead, lead_hyp = findings[0], space.hypotheses[0]
     terms = ctx.terms[lead_hyp.text]
     splits = splitting(ctx)  # first: a case that splits hypotheses is a split, whatever else it narrows
     narrow = {t.axis: narrowing(ctx, t, lead_hyp.text) for t in terms}
     cross = crossing_candidates(ctx, lead, lead_hyp.sources())
     settle(lead, terms, space.hypotheses, space.capped, narrow, cross, dtypes)
+    # falsify before exact (probes.py): a lead exact in the closed world gets the cases built to break it
+    reqs, probes = falsifying(ctx, lead, lead_hyp, terms, propose=lead.exact and not conflicts)
+    validate(ctx, lead, lead_hyp, reqs, filled, conflicts)
+    refuted = counterexamples(by_id, status)
+    lead.counterexamples = [c for c in refuted if c.refutes != lead_hyp.text]
     for f in findings[1:]:
         competitor_note(f, lead)
     for f in findings:
         f.status = group_status
     nxt = next_cases(ctx, lead, narrow, results, missing, splits=splits, cross=cross, lead_hyp=lead_hyp.text)
-    return Diagnosis([lead], nxt, findings[1:1 + MAX_COMPETING_SHOWN], summary)
+    at = next((i for i, n in enumerate(nxt) if n.kind == "missing"), len(nxt))
+    nxt[at:at] = probes
+    return Diagnosis([lead], nxt, findings[1:1 + MAX_COMPETING_SHOWN], summary, refuted)
 
 
 def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, CaseResult],
@@ -196,6 +217,7 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
         competing=diagnosis.competing,
         hypotheses=diagnosis.space,
         consistency=report,
+        counterexamples=diagnosis.counterexamples,
     )
     # which output fails (a gradient is an output): failures, findings, per-output summaries
     analysis = annotate_outputs(analysis, ev_cases, ev_results, diagnose)

@@ -174,10 +174,10 @@ def source_of(axis: str) -> str:
         return "layout"
     name = axis.split(".", 1)[0]
     field = axis[len(name) + 1:]
-    if field in ("shape", "rank", "numel", "zero_size", "last_align", "bytes") or \
+    if field in ("shape", "rank", "numel", "zero_size", "last_align", "bytes", "rows", "last_align_bytes") or \
             field.startswith(("shape[", "align[")):
         return f"{name}.shape"
-    if field in ("strides", "contiguity"):
+    if field in ("strides", "contiguity") or field.startswith("stride["):
         return f"{name}.strides"
     if field in ("offset", "offset_nonzero", "offset_align"):
         return f"{name}.offset"

@@ -103,6 +103,7 @@ from .analysis import (  # noqa: F401
     BoundaryFeature,
     BridgeCase,
     CaseFailure,
+    Counterexample,
     FailureAxis,
     Finding,
     IntegrationDiff,
@@ -111,6 +112,7 @@ from .analysis import (  # noqa: F401
     OutputSummary,
     HypothesisSpace,
     Term,
+    Validation,
 )
 from .tool_io import (  # noqa: F401
     AnalyzeFailuresArgs,
