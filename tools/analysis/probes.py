@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..cases.ids import case_content
+from ..cases.relations import open_quantities
 from ..schemas import Case, Counterexample, Finding, NextCase, Validation
 from .hypotheses import Atom, Hypothesis, is_align
 
@@ -113,19 +114,31 @@ def seed_conflicts(cases: dict[str, Case], status: dict[str, str]) -> dict[str, 
 def read_absent_dims(hax: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
     """Every recorded case predicts: ``x.shape[i]`` (counted from the front)
     is the last dimension of a case of rank i+1, where it is named
-    ``x.shape[-1]``; the same for its alignment.  Filled in place where another
-    case has the axis; returns (case, axis) filled."""
+    ``x.shape[-1]``.  Filled in place where another
+    case has the axis; returns (case, axis) filled.  (Alignments are left: a
+    rank-i+1 case's last alignment moves with its last dimension.)"""
     keys = {k for a in hax.values() for k in a if ".shape[" in k and "~" not in k and not k.endswith("[-1]")}
-    keys |= {k for a in hax.values() for k in a if ".align[" in k}
     filled = []
     for k in sorted(keys):
-        name, _, idx = k[:-1].replace(".align[", ".shape[").partition(".shape[")
-        last = f"{name}.shape[-1]" if ".shape[" in k else f"{name}.last_align"
+        name, _, idx = k[:-1].partition(".shape[")
+        last = f"{name}.shape[-1]"
         for cid, a in hax.items():
             if k not in a and a.get(f"{name}.rank") == int(idx) + 1 and last in a:
                 a[k] = a[last]
                 filled.append((cid, k))
     return filled
+
+
+def read_case(hax: dict[str, Any], case: Case, axes: set[str]) -> dict[str, Any]:
+    """One new case's axes as the recorded ones read: the open-space quantities
+    and each ``x.shape[i]`` of ``axes`` that is its last dimension."""
+    out = {**hax, **open_quantities(case)}
+    for k in axes:
+        if k not in out and ".shape[" in k and "~" not in k and not k.endswith("[-1]"):
+            name, _, idx = k[:-1].partition(".shape[")
+            if out.get(f"{name}.rank") == int(idx) + 1:
+                out[k] = out.get(f"{name}.shape[-1]")
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -209,15 +222,17 @@ def repin_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Req]:
         if len(values) < 2:
             continue
         for u in values:
-            for side, at, base_id in (("pass", atom.passes_at, lead.minimal_pair.passing),
+            for side, at, pair_id in (("pass", atom.passes_at, lead.minimal_pair.passing),
                                       ("fail", atom.fails_at, lead.minimal_pair.failing)):
                 req = Req(f"repin-{side}", f"{atom.axis} = {_fmt(at)} ({side}) again under {b} = {u}")
-                req.done = [c for c in ran if ctx.status[c] == side and ctx.hax[c].get(b) == u
-                            and ctx.hax[c].get(atom.axis) == at]
-                base = ctx.cases[base_id]
-                req.builds = [(base, v, x, side) for v, x in moves(ctx, base, b, u)]
+                at_boundary = sorted(c for c in ran if ctx.status[c] == side and ctx.hax[c].get(atom.axis) == at)
+                req.done = [c for c in at_boundary if ctx.hax[c].get(b) == u]
+                # from a case at the boundary value (the minimal pair's own when it is there): only b moves
+                for base_id in sorted(at_boundary, key=lambda c: (c != pair_id, c))[:2]:
+                    base = ctx.cases[base_id]
+                    req.builds += [(base, v, x, side) for v, x in moves(ctx, base, b, u)]
                 if not req.builds and not req.done:
-                    req.waived = f"no case of {base_id!r} can be moved to {b} = {u}"
+                    req.waived = f"no case at {atom.axis} = {_fmt(at)} can be moved to {b} = {u}"
                 out.append(req)
     return out
 
@@ -226,42 +241,85 @@ def _fmt(v: Any) -> str:
     return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
 
 
-def _values_kind(case: Case, name: str) -> str | None:
+def _values_of(case: Case, name: str) -> str | None:
     spec = next((i for i in case.inputs if i.name == name), None)
-    return None if spec is None or spec.none or spec.tensors is not None else spec.values.kind
+    if spec is None or spec.none or spec.tensors is not None:
+        return None
+    return json.dumps(spec.values.model_dump(mode="json", exclude_none=True), sort_keys=True)
 
 
-def source_requirements(ctx, hyp: Hypothesis, lead: Finding) -> list[Req]:
+def source_requirements(ctx, hyp: Hypothesis, terms: list[Finding]) -> list[Req]:
     """The same feature produced another way: a values class from another
-    generator, a count, size or alignment from another shape."""
-    if len(hyp.atoms) != 1 or lead.minimal_pair is None:
-        return []
-    atom, axis = hyp.atoms[0], hyp.atoms[0].axis
+    generator, a count, size or alignment from another shape (for each term,
+    the others holding)."""
+    out = []
+    for atom, term in zip(hyp.atoms, terms):
+        req = _source(ctx, hyp, atom, term)
+        if req is not None:
+            out.append(req)
+    return out
+
+
+def _source(ctx, hyp: Hypothesis, atom: Atom, term: Finding) -> Req | None:
+    axis = atom.axis
     name, _, fld = axis.partition(".")
-    fail_id = lead.minimal_pair.failing
+    if term.minimal_pair is None or "~" in axis:
+        return None
+    fail_id = term.minimal_pair.failing
     base = ctx.cases[fail_id]
     spec = next((i for i in base.inputs if i.name == name), None)
-    if spec is None or spec.none or spec.tensors is not None or "~" in axis or spec.values.kind == "captured":
-        return []
+    if spec is None or spec.none or spec.tensors is not None or spec.values.kind == "captured":
+        return None
     want = ctx.hax[fail_id].get(axis)
-    failing = [c for c, s in ctx.status.items() if s == "fail"]
+    failing = [c for c, s in ctx.status.items() if s == "fail" and ctx.hax[c].get(axis) == want]
     if fld in ("sign", "all_zero", "has_zero", "zero_rows", "constant", "magnitude"):
-        kind = _values_kind(base, name)
-        req = Req("source", f"{axis} = {_fmt(want)} from another value generator than {kind}")
-        req.done = [c for c in failing if _values_kind(ctx.cases[c], name) != kind]
+        mine = _values_of(base, name)
+        req = Req("source", f"{axis} = {_fmt(want)} from another value generator than {spec.values.kind}")
+        req.done = [c for c in failing if _values_of(ctx.cases[c], name) != mine]
         specials = [s.model_dump(mode="json", exclude_none=True) for s in spec.values.specials]
-        req.builds = [(base, {"axis": "values", "input": name}, dict(v, specials=specials) if specials else v, "fail")
-                      for v in _ALT_VALUES if v["kind"] != kind]
-        return [req]
+        alts = [dict(v, specials=specials) if specials else v for v in _ALT_VALUES]
+        req.builds = [(base, {"axis": "values", "input": name}, v, "fail") for v in alts
+                      if json.dumps(v, sort_keys=True) != mine]
+        return req
     if fld in ("numel", "bytes", "rows", "last_align") or fld.startswith("align[") or fld.startswith("stride["):
         req = Req("source", f"{axis} = {_fmt(want)} from another shape than {spec.shape}")
-        req.done = [c for c in failing if ctx.hax[c].get(axis) == want
-                    and next(i for i in ctx.cases[c].inputs if i.name == name).shape != spec.shape]
+        req.done = [c for c in failing if next(i for i in ctx.cases[c].inputs if i.name == name).shape != spec.shape]
         req.builds = [(base, var, value, "fail") for var, value in reshapes(ctx, base, name, axis)]
         if not req.builds and not req.done:
             req.waived = f"no other shape of {name} keeps {axis} = {_fmt(want)}"
-        return [req]
-    return []
+        return req
+    return None
+
+
+def cross_requirements(ctx, hyp: Hypothesis, terms: list[Finding], moves) -> list[Req]:
+    """A conjunction's threshold re-pinned where its other term does not hold:
+    under each other value of that term's axis the run has, the threshold's far
+    failing value must pass (a boundary that moves with the other axis - an
+    alignment in elements that is one in bytes - fails there)."""
+    if len(hyp.atoms) != 2:
+        return []
+    out = []
+    ran = [c for c, s in ctx.status.items() if s in ("fail", "pass")]
+    for atom, term in zip(hyp.atoms, terms):
+        other = next(b for b in hyp.atoms if b is not atom)
+        if atom.kind != "threshold" or other.kind == "threshold" or term.minimal_pair is None:
+            continue
+        target, test = _far(atom, "fail")
+        if target is None:
+            continue
+        for u in sorted({ctx.hax[c].get(other.axis) for c in ran} - {None}, key=str):
+            if other.holds(u):
+                continue
+            req = Req("repin-other", f"{atom.axis} at {_fmt(target)} (its far failing side) under "
+                                     f"{other.axis} = {u}, where the conjunction predicts pass")
+            req.done = [c for c in ran if ctx.hax[c].get(other.axis) == u and _num(ctx.hax[c].get(atom.axis))
+                        and test(ctx.hax[c][atom.axis])]
+            base = ctx.cases[term.minimal_pair.failing]
+            for var, value in moves(ctx, base, other.axis, u)[:1]:
+                for var2, value2 in moves(ctx, base, atom.axis, target)[:2]:
+                    req.builds.append((base, dict(var, also=[dict(var2, values=[value2])]), value, "pass"))
+            out.append(req)
+    return out
 
 
 def reshapes(ctx, base: Case, name: str, axis: str) -> list[tuple[dict, Any]]:
@@ -313,7 +371,8 @@ def fresh_requirement(ctx, hyp: Hypothesis) -> Req:
                 == "fresh"][:FRESH]
     ran = sorted(c for c, s in ctx.status.items() if s in ("fail", "pass"))
     rng = random.Random(hashlib.sha256(json.dumps(ran).encode()).hexdigest())
-    axes = sorted({k for c in ran for k in ctx.hax[c] if k in ("mode", "dtype") or k.startswith("attr.")
+    axes = sorted({k for c in ran for k in ctx.hax[c] if k in ("mode", "dtype") or (k.startswith("attr.")
+                                                                                    and k.count(".") == 1)
                    or k.endswith(".dtype") or (".shape[" in k and "~" not in k)})
     for _ in range(8 * FRESH):
         base = ctx.cases[rng.choice(ran)]
@@ -331,7 +390,8 @@ def fresh_requirement(ctx, hyp: Hypothesis) -> Req:
 
 def requirements(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding], moves) -> list[Req]:
     return (far_requirements(ctx, hyp, terms, moves) + repin_requirements(ctx, hyp, lead, moves)
-            + source_requirements(ctx, hyp, lead) + seed_requirements(ctx, lead) + [fresh_requirement(ctx, hyp)])
+            + cross_requirements(ctx, hyp, terms, moves) + source_requirements(ctx, hyp, terms)
+            + seed_requirements(ctx, lead) + [fresh_requirement(ctx, hyp)])
 
 
 def _need(r: Req) -> int:
@@ -418,15 +478,15 @@ def _fresh_candidate(ctx, hyp: Hypothesis, base: Case, spec: dict, make, moves):
 
 
 def probe_cases(ctx, lead: Finding, hyp: Hypothesis, reqs: list[Req], make, moves, build_next) -> list[NextCase]:
-    """One next case (kind falsify) per open requirement: its candidates, tagged with the prediction."""
-    out = []
+    """The candidates of every open requirement, tagged with the prediction: one
+    next case (kind falsify) per base and predicted outcome."""
+    groups: dict[tuple[str, str], list] = {}
     for r in reqs:
         if not is_open(r):
             continue
-        need = _need(r) - len(r.done)
-        chosen = []
+        chosen = 0
         for base, var, value, predicted in r.builds:
-            if len(chosen) >= need:
+            if chosen >= _need(r) - len(r.done):
                 break
             if r.kind == "fresh":
                 cand = _fresh_candidate(ctx, hyp, base, var, make, moves)
@@ -436,17 +496,22 @@ def probe_cases(ctx, lead: Finding, hyp: Hypothesis, reqs: list[Req], make, move
             if cand is None or predicted is None or cand.preds.get(hyp.text) != predicted:
                 continue  # a probe lands where the finding says what it says (a far side: beyond the bracket)
             ctx.seen_contents.add(cand.content)
-            chosen.append(cand)
+            groups.setdefault((cand.base.id, predicted), []).append((r, cand))
+            chosen += 1
         if not chosen:
             r.waived = r.waived or "no case the variations can build reaches it"
-            continue
-        for cand in chosen:
-            predicted = cand.preds.get(hyp.text)
-            cand.base = cand.base.model_copy(update={"description": tag(r.kind, hyp.text, predicted)})
-            out.append(build_next(
-                "falsify", lead.axis, [cand],
-                reason=f"{lead.predicate} would be exact; this case is built to break it ({r.text}): "
-                       f"it predicts {predicted}",
-                if_fails=("held" if predicted == "fail" else f"refutes {lead.predicate} (a counterexample)"),
-                if_passes=("held" if predicted == "pass" else f"refutes {lead.predicate} (a counterexample)")))
+    out = []
+    for (base_id, predicted), items in sorted(groups.items()):
+        kinds = ",".join(dict.fromkeys(r.kind for r, _ in items))
+        cands = [c for _, c in items]
+        tagged = cands[0].base.model_copy(update={"description": tag(kinds, hyp.text, predicted)})
+        for c in cands:
+            c.base = tagged
+        texts = "; ".join(dict.fromkeys(r.text for r, _ in items))
+        out.append(build_next(
+            "falsify", lead.axis, cands,
+            reason=f"{lead.predicate} would be exact; these case(s) of {base_id!r} are built to break it "
+                   f"({texts}): it predicts {predicted}",
+            if_fails="held" if predicted == "fail" else f"refutes {lead.predicate} (a counterexample)",
+            if_passes="held" if predicted == "pass" else f"refutes {lead.predicate} (a counterexample)"))
     return out

@@ -42,7 +42,7 @@ from ..cases.stars import apply_variation, restride
 from ..schemas import FLOAT_DTYPES, MODES, Case, Finding, NextCase, StarVariation, contiguous_strides
 from .flips import dim_moves, exact_count_moves, flip_moves
 from .hypotheses import ALIGN_RESOLUTION, Atom, Hypothesis, hypothesis_axes, is_align
-from .probes import untagged
+from .probes import read_case, untagged
 
 MAX_BISECT_VALUES = 3
 MAX_CROSSINGS = 4
@@ -176,8 +176,9 @@ def make_candidate(ctx: Context, base: Case, var: dict, value: Any, finding: str
     if ctx.cpu_only and any(i.layout != "ND" for i in case.inputs):
         return None
     axes = structured_axes(case, case_axes(case))
+    named = {a.axis for h in ctx.hyps for a in h.atoms}
     cand = Candidate(base=base, var=var, value=value, doc=doc, axes=axes, finding=finding,
-                     hax=hypothesis_axes(case, {}, axes), content=content)
+                     hax=read_case(hypothesis_axes(case, {}, axes), case, named), content=content)
     cand.preds = {h.text: h.predict(cand.hax) for h in ctx.hyps}
     return cand
 
@@ -253,6 +254,11 @@ def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, 
 
         size = element_bytes(spec.dtype) or 1
         return moves(ctx, base, f"{name}.last_align", int(target // size)) if target >= size else []
+    if fld.startswith("stride[") and numeric:  # one dimension's stride, the others kept
+        strides = list(spec.strides if spec.strides is not None else contiguous_strides(spec.shape))
+        i = int(fld[len("stride["):-1])
+        strides[i] = int(target)
+        return [({"axis": "strides", "input": name}, strides)]
     if fld == "offset_align":
         return [({"axis": "storage_offset", "input": name}, int(target))]  # the smallest offset aligned exactly so
     if fld == "contiguity":

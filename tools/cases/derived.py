@@ -164,6 +164,8 @@ def structured_axes(case: Case, labels: dict[str, str]) -> dict[str, Any]:
 
 def source_of(axis: str) -> str:
     """The variation axis (a key of axes.distance_axes) that moves ``axis``."""
+    if axis.startswith("attr.") and axis.endswith(".value"):  # an integer attribute as a category
+        return axis[: -len(".value")]
     if axis in ("mode",) or axis in OPTION_AXES or axis.startswith("attr."):
         return axis
     if "~" in axis:  # a relation: the source of its first side (relations.relation_sides gives both)
