@@ -50,7 +50,7 @@ FALSIFY_KINDS: dict[str, dict] = {
     "data_hits": dict(
         module="planted_data_hits.py",
         star={"base": _base([_x((1, 32))]),
-              "vary": [{"axis": "shape", "input": "x", "values": [[1, 128], [1, 256]]}, DTYPE_DISTRACTOR]},
+              "vary": [{"axis": "shape", "input": "x", "values": [[1, 128], [1, 256], [1, 512]]}, DTYPE_DISTRACTOR]},
         exact=[], necessary="x.shape[-1] > 32"),
 }
 

@@ -150,4 +150,4 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
     return NarrowResponse(run_id=req.run_id, stopped=stopped, exact=bool(analysis.findings) and all(
         f.exact for f in analysis.findings), findings=analysis.findings, steps=steps, cases_run=cases_run,
         seconds=round(time.monotonic() - t0, 3), summary=analysis.summary, competing=analysis.competing,
-        new_cases=new_cases, pending_run=len(first.outcomes))
+        new_cases=new_cases, pending_run=len(first.outcomes), counterexamples=analysis.counterexamples)

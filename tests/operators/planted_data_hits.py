@@ -1,4 +1,4 @@
-"""Wrong only when a long row holds an element above 2.6 (a lookup table
+"""Wrong only when a long row holds an element above 2.26 (a lookup table
 overflows on the long-row path): the row length is necessary, the values
 drawn decide - some seeds fail, some pass."""
 import torch
@@ -6,7 +6,7 @@ import torch
 
 def cand(x):
     out = torch.tanh(x)
-    return out + 0.1 if x.shape[-1] > 64 and bool((x > 2.6).any()) else out
+    return out + 0.1 if x.shape[-1] > 64 and bool((x > 2.26).any()) else out
 
 
 def ref(x):

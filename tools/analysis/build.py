@@ -22,14 +22,14 @@ from ..schemas import Analysis, Case, CaseResult, Counterexample, Finding, Hypot
 from .consistency import amend_summary, annotate_failures, consistency_report, evidence_for_findings
 from .exactness import competitor_note, settle
 from .findings import hypothesis_finding, term_findings
-from .hypotheses import CAP_TEXT, enumerate_hypotheses, hypothesis_axes
+from .hypotheses import CAP_TEXT, Hypothesis, enumerate_hypotheses, hypothesis_axes
 from .integration_diff import integration_diff
 from .outputs import annotate_outputs
 from .pairs import pair_index
-from .probes import counterexamples, read_absent_dims, seed_conflicts, validate
+from .probes import counterexamples, necessary_atom, necessary_note, read_absent_dims, seed_conflicts, validate
 from .reasons import FAILING, case_failure, failure_axes, integration_hint
-from .suggestions import (Context, crossing_candidates, dim_ties, falsifying, narrowing, next_cases, splitting,
-                          tie_aliases, unusable_modes)
+from .suggestions import (Context, crossing_candidates, dim_ties, falsifying, narrowing, next_cases, seed_probing,
+                          splitting, tie_aliases, unusable_modes)
 from .trend import trend_finding
 from .verdict import run_verdict, verdict_summary
 
@@ -100,6 +100,7 @@ def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: lis
 
     filled = read_absent_dims(hax)  # every case predicts: x.shape[1] of a rank-2 case is its last dimension
     conflicts = seed_conflicts(by_id, status)  # a pass equal but for the seed to a failure refutes no structure
+    refuted = counterexamples(by_id, status)  # probes whose outcome their lead did not predict
     for c in conflicts:
         status[c] = "other"
     passing = [c for c in passing if c not in conflicts]
@@ -138,9 +139,15 @@ def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: lis
     summary = HypothesisSpace(axes=space.axes, consistent=space.consistent, conjunctions=space.conjunctions,
                               capped=space.capped, cap=CAP_TEXT)
     if not findings:
+        nec = necessary_atom(hax, failing, [*passing, *conflicts]) if conflicts else None
+        if nec is not None:  # value-dependent: the condition every failing case has, never exact
+            f = hypothesis_finding(Hypothesis((nec,)), hax, dist, failing, [*passing, *conflicts], index,
+                                   axes_difference, dtypes)
+            necessary_note(f, conflicts, sum(1 for c in [*passing, *conflicts] if nec.holds(hax[c].get(nec.axis))))
+            return Diagnosis([f], next_cases(ctx, None, {}, results, missing), [], summary, refuted)
         trend = trend_finding(hax, dist, results, failing, passing) if failing and passing else None
-        return Diagnosis([trend] if trend else [], next_cases(ctx, None, {}, results, missing), [], summary,
-                         counterexamples(by_id, status))
+        nxt = next_cases(ctx, None, {}, results, missing)
+        return Diagnosis([trend] if trend else [], seed_probing(ctx) + nxt, [], summary, refuted)
     lead, lead_hyp = findings[0], space.hypotheses[0]
     terms = ctx.terms[lead_hyp.text]
     splits = splitting(ctx)  # first: a case that splits hypotheses is a split, whatever else it narrows
@@ -150,7 +157,6 @@ def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: lis
     # falsify before exact (probes.py): a lead exact in the closed world gets the cases built to break it
     reqs, probes = falsifying(ctx, lead, lead_hyp, terms, propose=lead.exact and not conflicts)
     validate(ctx, lead, lead_hyp, reqs, filled, conflicts)
-    refuted = counterexamples(by_id, status)
     lead.counterexamples = [c for c in refuted if c.refutes != lead_hyp.text]
     for f in findings[1:]:
         competitor_note(f, lead)

@@ -162,11 +162,14 @@ def _far(atom: Atom, side: str) -> tuple[float | None, Any]:
     up = (atom.direction == "above") == (side == "fail")
     ref = atom.fails_at if side == "fail" else atom.passes_at
     integer = isinstance(ref, int) or (isinstance(ref, float) and ref.is_integer())
+    # an integer that is no alignment lands off every power of two (a far value 4x a multiple of 16 is one too,
+    # and would hide a modulus); an alignment moves in powers of two
+    odd = 3 if integer and not is_align(atom.axis) else 0
     if up:
-        target = ref * FAR if ref > 0 else ref + FAR
+        target = ref * FAR + odd if ref > 0 else ref + FAR
         return (int(target) if integer else target), (lambda v: v >= (ref * 2 if ref > 0 else ref + 2))
     target = ref / FAR if ref > 0 else ref - FAR
-    target = int(target) if integer else target
+    target = (int(target) - (1 if odd and int(target) > 2 else 0)) if integer else target
     bound = ref / 2 if ref > 0 else ref - 2
     if target < _floor_of(atom.axis) or target == ref:
         target = _floor_of(atom.axis) if _floor_of(atom.axis) < ref and _floor_of(atom.axis) <= bound else None
@@ -185,7 +188,7 @@ def far_requirements(ctx, hyp: Hypothesis, terms: list[Finding], moves) -> list[
         for side, base_id in (("pass", term.minimal_pair.passing), ("fail", term.minimal_pair.failing)):
             target, test = _far(atom, side)
             req = Req(f"far-{side}", f"far {side}ing side of {atom.axis} (beyond {atom.passes_at if side == 'pass' else atom.fails_at})")
-            req.done = [c for c, s in ctx.status.items() if s == side and _num(ctx.hax[c].get(atom.axis))
+            req.done = [c for c, s in sorted(ctx.status.items()) if s == side and _num(ctx.hax[c].get(atom.axis))
                         and test(ctx.hax[c][atom.axis]) and _others_hold(hyp, atom, ctx.hax[c])]
             if target is None:
                 req.waived = f"nothing lies beyond {atom.passes_at if side == 'pass' else atom.fails_at}"
@@ -216,7 +219,7 @@ def repin_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Req]:
         return []
     atom = hyp.atoms[0]
     out = []
-    ran = [c for c, s in ctx.status.items() if s in ("fail", "pass")]
+    ran = [c for c, s in sorted(ctx.status.items()) if s in ("fail", "pass")]
     for b in _repin_axes(ctx, hyp):
         values = sorted({ctx.hax[c].get(b) for c in ran if ctx.hax[c].get(b) is not None}, key=str)
         if len(values) < 2:
@@ -234,6 +237,42 @@ def repin_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Req]:
                 if not req.builds and not req.done:
                     req.waived = f"no case at {atom.axis} = {_fmt(at)} can be moved to {b} = {u}"
                 out.append(req)
+    return out
+
+
+MAX_MIRRORS = 4
+
+
+def _planned_like(k: str) -> bool:
+    return k in ("mode", "dtype") or k.endswith((".dtype", ".offset")) or (
+        k.startswith("attr.") and k.count(".") == 1) or (".shape[" in k and "~" not in k)
+
+
+def mirror_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Req]:
+    """The crossing's mirror: the minimal pair's passing case with each value
+    of another axis that only failing cases have - the finding predicts pass
+    (a dtype finding that is really a size in bytes of that dtype fails there)."""
+    from .hypotheses import axis_sources
+
+    if len(hyp.atoms) != 1 or lead.minimal_pair is None:
+        return []
+    sources = set(hyp.sources())
+    ran = sorted(c for c, s in ctx.status.items() if s in ("fail", "pass"))
+    out = []
+    keys = sorted({k for c in ran for k in ctx.hax[c] if _planned_like(k)})
+    for k in keys:
+        if set(axis_sources(k)) & sources or len(out) >= MAX_MIRRORS:
+            continue
+        seen_passing = {ctx.hax[c].get(k) for c in ran if ctx.status[c] == "pass"}
+        only = sorted({ctx.hax[c].get(k) for c in ran if ctx.status[c] == "fail"} - seen_passing - {None}, key=str)
+        if not only:
+            continue
+        v = only[0]
+        req = Req("mirror", f"{k} = {_fmt(v)} (so far only in failing cases) where {hyp.text} predicts pass")
+        req.done = [c for c in ran if ctx.hax[c].get(k) == v and not hyp.holds(ctx.hax[c])]
+        base = ctx.cases[lead.minimal_pair.passing]
+        req.builds = [(base, var, x, "pass") for var, x in moves(ctx, base, k, v)]
+        out.append(req)
     return out
 
 
@@ -271,7 +310,7 @@ def _source(ctx, hyp: Hypothesis, atom: Atom, term: Finding) -> Req | None:
     if spec is None or spec.none or spec.tensors is not None or spec.values.kind == "captured":
         return None
     want = ctx.hax[fail_id].get(axis)
-    failing = [c for c, s in ctx.status.items() if s == "fail" and ctx.hax[c].get(axis) == want]
+    failing = [c for c, s in sorted(ctx.status.items()) if s == "fail" and ctx.hax[c].get(axis) == want]
     if fld in ("sign", "all_zero", "has_zero", "zero_rows", "constant", "magnitude"):
         mine = _values_of(base, name)
         req = Req("source", f"{axis} = {_fmt(want)} from another value generator than {spec.values.kind}")
@@ -299,7 +338,7 @@ def cross_requirements(ctx, hyp: Hypothesis, terms: list[Finding], moves) -> lis
     if len(hyp.atoms) != 2:
         return []
     out = []
-    ran = [c for c, s in ctx.status.items() if s in ("fail", "pass")]
+    ran = [c for c, s in sorted(ctx.status.items()) if s in ("fail", "pass")]
     for atom, term in zip(hyp.atoms, terms):
         other = next(b for b in hyp.atoms if b is not atom)
         if atom.kind != "threshold" or other.kind == "threshold" or term.minimal_pair is None:
@@ -354,7 +393,7 @@ def seed_requirements(ctx, lead: Finding) -> list[Req]:
         base = ctx.cases[base_id]
         body = _body(base)
         req = Req(f"seed-{side}", f"{base_id} with {n} other seed(s)")
-        req.done = [c for c, s in ctx.status.items() if c != base_id and s in ("fail", "pass")
+        req.done = [c for c, s in sorted(ctx.status.items()) if c != base_id and s in ("fail", "pass")
                     and _body(ctx.cases[c]) == body][:n]
         if len(req.done) < n:
             req.builds = [(base, {"axis": "seed"}, s, side) for s in SEEDS[:n]]
@@ -367,9 +406,9 @@ def fresh_requirement(ctx, hyp: Hypothesis) -> Req:
     its dimensions, its mode, dtype or attributes set to values other cases have
     (sizes halved and doubled too), and another seed."""
     req = Req("fresh", f"{FRESH} fresh cases across the run's values")
-    req.done = [c for c, s in ctx.status.items() if s in ("fail", "pass") and (read_tag(ctx.cases[c]) or ("",))[0]
+    req.done = [c for c, s in sorted(ctx.status.items()) if s in ("fail", "pass") and (read_tag(ctx.cases[c]) or ("",))[0]
                 == "fresh"][:FRESH]
-    ran = sorted(c for c, s in ctx.status.items() if s in ("fail", "pass"))
+    ran = sorted(c for c, s in sorted(ctx.status.items()) if s in ("fail", "pass"))
     rng = random.Random(hashlib.sha256(json.dumps(ran).encode()).hexdigest())
     axes = sorted({k for c in ran for k in ctx.hax[c] if k in ("mode", "dtype") or (k.startswith("attr.")
                                                                                     and k.count(".") == 1)
@@ -390,7 +429,8 @@ def fresh_requirement(ctx, hyp: Hypothesis) -> Req:
 
 def requirements(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding], moves) -> list[Req]:
     return (far_requirements(ctx, hyp, terms, moves) + repin_requirements(ctx, hyp, lead, moves)
-            + cross_requirements(ctx, hyp, terms, moves) + source_requirements(ctx, hyp, terms)
+            + cross_requirements(ctx, hyp, terms, moves) + mirror_requirements(ctx, hyp, lead, moves)
+            + source_requirements(ctx, hyp, terms)
             + seed_requirements(ctx, lead) + [fresh_requirement(ctx, hyp)])
 
 
@@ -419,7 +459,7 @@ def counterexamples(cases: dict[str, Case], status: dict[str, str]) -> list[Coun
 
 def not_applicable(ctx, hyp: Hypothesis, filled: list[tuple[str, str]]) -> list[str]:
     out = []
-    ran = [c for c, s in ctx.status.items() if s in ("fail", "pass")]
+    ran = [c for c, s in sorted(ctx.status.items()) if s in ("fail", "pass")]
     for a in hyp.atoms:
         absent = sorted(c for c in ran if ctx.hax[c].get(a.axis) is None)
         if absent:
@@ -435,17 +475,18 @@ def not_applicable(ctx, hyp: Hypothesis, filled: list[tuple[str, str]]) -> list[
 
 def validate(ctx, lead: Finding, hyp: Hypothesis, reqs: list[Req], filled: list, conflicts: dict[str, str]) -> None:
     """Set the lead's validation; exact only when every requirement held."""
-    probe_ids = sorted({c for r in reqs for c in r.done} | {c for c in ctx.status if read_tag(ctx.cases[c])
-                                                            and read_tag(ctx.cases[c])[1] == hyp.text
-                                                            and ctx.status[c] in ("fail", "pass")})
+    ran_ids = sorted(c for c, s in ctx.status.items() if s in ("fail", "pass"))
+    probe_ids = [c for c in ran_ids if read_tag(ctx.cases[c])]  # every one predicted: the lead fits each case
     held = [f"{r.text}: {', '.join(r.done[:3])}" + (" ..." if len(r.done) > 3 else "") for r in reqs if r.done]
     held += [f"{r.text}: {r.waived}" for r in reqs if r.waived and not r.done]
     opened = [r.text for r in reqs if is_open(r)]
-    ran = sum(1 for s in ctx.status.values() if s in ("fail", "pass"))
+    ran = len(ran_ids)
     flips = [f"{p} passes where {f} fails with the same call but another seed" for p, f in sorted(conflicts.items())]
-    text = f"predicted {len(probe_ids)}/{len(probe_ids)} probes and {ran}/{ran} recorded cases"
+    met = sum(1 for r in reqs if not is_open(r))
+    text = (f"predicted {len(probe_ids)}/{len(probe_ids)} probes built to break it and {ran}/{ran} recorded cases; "
+            f"{met}/{len(reqs)} checks met")
     if opened:
-        text += f"; {len(opened)} probe(s) to run"
+        text += f", {len(opened)} to run"
     lead.validation = Validation(probes_run=len(probe_ids), probes_held=len(probe_ids), probe_ids=probe_ids,
                                  recorded=ran, held=held, open=opened, not_applicable=not_applicable(ctx, hyp, filled),
                                  value_dependent=flips, text=text)
@@ -515,3 +556,73 @@ def probe_cases(ctx, lead: Finding, hyp: Hypothesis, reqs: list[Req], make, move
             if_fails="held" if predicted == "fail" else f"refutes {lead.predicate} (a counterexample)",
             if_passes="held" if predicted == "pass" else f"refutes {lead.predicate} (a counterexample)"))
     return out
+
+
+# --------------------------------------------------------------------------
+# Value-dependent failures: the seed without a lead, necessary conditions
+# --------------------------------------------------------------------------
+
+STRUCTURAL = "the outcome is structural"
+
+
+def seed_pair_cases(ctx, make, build_next) -> list[NextCase]:
+    """No hypothesis separates the cases: before calling it a trend, re-run the
+    closest failing and passing cases with other seeds (each predicts its own
+    outcome if the outcome is a property of the call, not of the values drawn)."""
+    from ..cases.axes import axes_difference
+
+    ran = {c: s for c, s in sorted(ctx.status.items()) if s in ("fail", "pass")}
+    failing = sorted(c for c, s in ran.items() if s == "fail")
+    passing = sorted(c for c, s in ran.items() if s == "pass")
+    if not failing or not passing or any(read_tag(ctx.cases[c]) and read_tag(ctx.cases[c])[0] == "seed"
+                                         for c in ran):
+        return []
+    f, p = min(((f, p) for f in failing[:50] for p in passing[:50]),
+               key=lambda fp: (len(axes_difference(ctx.dist[fp[0]], ctx.dist[fp[1]])), fp))
+    out = []
+    for cid in (f, p):
+        base = ctx.cases[cid].model_copy(update={"description": tag("seed", STRUCTURAL, ran[cid])})
+        cands = [c for s in SEEDS if (c := make(ctx, base, {"axis": "seed"}, s, "seed")) is not None]
+        for c in cands:
+            ctx.seen_contents.add(c.content)
+        if cands:
+            out.append(build_next("falsify", None, cands,
+                                  reason=f"no hypothesis separates the cases: is the outcome of {cid!r} a property of "
+                                         f"the call or of the values drawn? the same call with other seeds",
+                                  if_fails="held" if ran[cid] == "fail" else "the values decide (value-dependent)",
+                                  if_passes="held" if ran[cid] == "pass" else "the values decide (value-dependent)"))
+    return out
+
+
+def necessary_atom(hax: dict[str, dict[str, Any]], failing: list[str], passing: list[str]) -> Atom | None:
+    """The tightest condition every failing case has (the one fewest passing
+    cases share), simplest first: what a value-dependent failure needs."""
+    from .hypotheses import KIND_RANK, covering_atoms, derivation_rank
+
+    keys = sorted({k for c in failing for k in hax[c]})
+    best = None
+    for k in keys:
+        if k.endswith(OPEN_SKIP):
+            continue
+        fvals = [hax[c].get(k) for c in failing]
+        pvals = [hax[c].get(k) for c in passing]
+        for atom, mask in covering_atoms(k, fvals, pvals):
+            n = bin(mask).count("1")
+            if n == len(passing):
+                continue
+            key = (n, KIND_RANK[atom.kind], derivation_rank(atom.axis), atom.text)
+            if best is None or key < best[0]:
+                best = (key, atom)
+    return None if best is None else best[1]
+
+
+OPEN_SKIP = (".shape", ".strides", ".values", ".none", ".offset_nonzero")
+
+
+def necessary_note(f: Finding, conflicts: dict[str, str], inside: int) -> None:
+    f.necessary_only, f.exact = True, False
+    p, q = sorted(conflicts.items())[0]
+    f.why_not_exact = [f"the outcome flips with the seed ({p} passes, {q} fails: the same call, other values): "
+                       f"{f.predicate} is a necessary condition only (every failing case has it; {inside} passing "
+                       f"case(s) have it too) - within it, the values decide"]
+    f.statement = f"fails only where {f.predicate}; within it, the values drawn decide"

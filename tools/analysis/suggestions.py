@@ -968,3 +968,10 @@ def falsifying(ctx: Context, lead: Finding, hyp: Hypothesis, terms: list[Finding
 
     reqs = requirements(ctx, hyp, lead, terms, moves)
     return reqs, (probe_cases(ctx, lead, hyp, reqs, make_candidate, moves, _next) if propose else [])
+
+
+def seed_probing(ctx: Context) -> list[NextCase]:
+    """No hypothesis: the closest failing and passing cases with other seeds (probes.seed_pair_cases)."""
+    from .probes import seed_pair_cases
+
+    return seed_pair_cases(ctx, make_candidate, _next)

@@ -97,7 +97,7 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
         out += ["### Crash groups (by error signature)", "",
                 table(["signature", "cases"], [[s, ", ".join(ids)] for s, ids in analysis.crash_groups.items()]),
                 ""]
-    out += findings_section(analysis.findings, analysis.competing, analysis.hypotheses)
+    out += findings_section(analysis.findings, analysis.competing, analysis.hypotheses, analysis.counterexamples)
     out += outputs_section(analysis, results)
     out += consistency_section(analysis)  # issue 21: repeats, order, inputs written, batch, bias
     out += ["## Failure axes", ""]

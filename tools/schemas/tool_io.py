@@ -12,7 +12,7 @@ from .base import DOCUMENTED_ONLY, SLUG_PATTERN, Mode, ModuleFile, Slug, Status,
 from .case import CaptureSelection, Case, StarSpec
 from .config import OperatorConfig
 from .result import CaseResult
-from .analysis import Finding
+from .analysis import Counterexample, Finding
 
 def _at_most_16(value: list) -> list:
     if len(value) > 16:
@@ -185,6 +185,10 @@ class NarrowResponse(Strict):
                                                                        "leading finding")
     new_cases: int = Field(0, description="new cases it planned and ran (what max_cases bounds)")
     pending_run: int = Field(0, description="pending cases it ran first")
+    # falsification: the probe cases that refuted a lead (kept when nothing survives them)
+    counterexamples: list[Counterexample] = Field(default_factory=list, description="probe cases whose outcome "
+                                                                                    "refuted the lead they were "
+                                                                                    "built for")
 
 
 # --------------------------------------------------------------------------
