@@ -17,7 +17,6 @@ from typing import Any, Callable
 from ..cases.axes import axes_difference, case_axes
 from ..cases.derived import case_distance_axes, structured_axes
 from ..cases.ids import case_content
-from ..cases.relations import open_quantities
 from ..schemas import Analysis, Case, CaseResult, Counterexample, Finding, HypothesisSpace, NextCase, now_utc
 from .consistency import amend_summary, annotate_failures, consistency_report, evidence_for_findings
 from .exactness import competitor_note, settle
@@ -26,7 +25,8 @@ from .hypotheses import CAP_TEXT, Hypothesis, enumerate_hypotheses, hypothesis_a
 from .integration_diff import integration_diff
 from .outputs import annotate_outputs
 from .pairs import pair_index
-from .probes import counterexamples, necessary_atom, necessary_note, read_absent_dims, seed_conflicts, validate
+from .probes import (counterexamples, necessary_atom, necessary_note, read_absent_dims, seed_conflicts, validate,
+                     widen)
 from .reasons import FAILING, case_failure, failure_axes, integration_hint
 from .suggestions import (Context, crossing_candidates, dim_ties, falsifying, narrowing, next_cases, seed_probing,
                           splitting, tie_aliases, unusable_modes)
@@ -104,12 +104,7 @@ def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: lis
     for c in conflicts:
         status[c] = "other"
     passing = [c for c in passing if c not in conflicts]
-    space = enumerate_hypotheses(hax, failing, passing, aliases)
-    if not space.hypotheses or space.conjunctions:  # the open space: derived quantities the planned axes lack
-        wide = {c: {**a, **open_quantities(by_id[c])} for c, a in hax.items()}
-        alt = enumerate_hypotheses(wide, failing, passing, aliases)
-        if alt.hypotheses and not alt.conjunctions:
-            space, hax = alt, wide
+    space, hax = widen(enumerate_hypotheses(hax, failing, passing, aliases), hax, by_id, failing, passing, aliases)
     group_status: str | None = None
     kinds = sorted({results[c].status for c in failing})
     if not space.hypotheses and len(kinds) > 1:  # each failing status on its own

@@ -141,6 +141,23 @@ def read_case(hax: dict[str, Any], case: Case, axes: set[str]) -> dict[str, Any]
     return out
 
 
+def widen(space, hax: dict, cases: dict[str, Case], failing: list[str], passing: list[str], aliases: dict):
+    """The open space: when no atom of the first space separates the cases,
+    its quantities (relations.open_quantities) too; their atoms compete with
+    the first space's conjunctions.  Returns (space, the axes it was built on)."""
+    from .hypotheses import MAX_HYPOTHESES, Space, enumerate_hypotheses, rank_key
+
+    if space.hypotheses and not space.conjunctions:
+        return space, hax
+    wide = {c: {**a, **open_quantities(cases[c])} for c, a in hax.items()}
+    alt = enumerate_hypotheses(wide, failing, passing, aliases)
+    if not alt.hypotheses or alt.conjunctions:
+        return space, hax
+    both = sorted(alt.hypotheses + space.hypotheses, key=rank_key)
+    return Space(both[:MAX_HYPOTHESES], alt.axes, alt.consistent + space.consistent, space.conjunctions,
+                 alt.capped or space.capped or len(both) > MAX_HYPOTHESES), wide
+
+
 # --------------------------------------------------------------------------
 # Requirements
 # --------------------------------------------------------------------------
