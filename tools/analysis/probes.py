@@ -423,8 +423,8 @@ def fresh_requirement(ctx, hyp: Hypothesis) -> Req:
     its dimensions, its mode, dtype or attributes set to values other cases have
     (sizes halved and doubled too), and another seed."""
     req = Req("fresh", f"{FRESH} fresh cases across the run's values")
-    req.done = [c for c, s in sorted(ctx.status.items()) if s in ("fail", "pass") and (read_tag(ctx.cases[c]) or ("",))[0]
-                == "fresh"][:FRESH]
+    req.done = [c for c, s in sorted(ctx.status.items()) if s in ("fail", "pass")
+                and "fresh" in (read_tag(ctx.cases[c]) or ("",))[0].split(",")][:FRESH]
     ran = sorted(c for c, s in sorted(ctx.status.items()) if s in ("fail", "pass"))
     rng = random.Random(hashlib.sha256(json.dumps(ran).encode()).hexdigest())
     axes = sorted({k for c in ran for k in ctx.hax[c] if k in ("mode", "dtype") or (k.startswith("attr.")
