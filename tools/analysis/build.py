@@ -150,7 +150,8 @@ def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: lis
     cross = crossing_candidates(ctx, lead, lead_hyp.sources())
     settle(lead, terms, space.hypotheses, space.capped, narrow, cross, dtypes)
     # falsify before exact (probes.py): a lead exact in the closed world gets the cases built to break it
-    reqs, probes = falsifying(ctx, lead, lead_hyp, terms, propose=lead.exact and not conflicts)
+    # (the checks are listed once the closed-world test holds: before, the lead is still being narrowed)
+    reqs, probes = falsifying(ctx, lead, lead_hyp, terms, propose=not conflicts) if lead.exact else ([], [])
     validate(ctx, lead, lead_hyp, reqs, filled, conflicts)
     lead.counterexamples = [c for c in refuted if c.refutes != lead_hyp.text]
     for f in findings[1:]:

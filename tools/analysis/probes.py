@@ -99,8 +99,11 @@ def _body(case: Case) -> str:
 def seed_conflicts(cases: dict[str, Case], status: dict[str, str]) -> dict[str, str]:
     """Passing case -> a failing case identical to it but for the seed (the
     values drawn decide): such a pass does not refute a structural condition."""
+    ran = sorted(c for c, s in status.items() if s in ("fail", "pass"))
+    if not any(cases[c].seed is not None for c in ran):
+        return {}  # no seed was set (each comes from its case's id): identical cases are the consistency checks
     groups: dict[str, list[str]] = {}
-    for cid in sorted(c for c, s in status.items() if s in ("fail", "pass")):
+    for cid in ran:
         groups.setdefault(_body(cases[cid]), []).append(cid)
     out = {}
     for ids in groups.values():
@@ -276,12 +279,15 @@ def mirror_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Req]
     sources = set(hyp.sources())
     ran = sorted(c for c, s in ctx.status.items() if s in ("fail", "pass"))
     out = []
-    keys = sorted({k for c in ran for k in ctx.hax[c] if _planned_like(k)})
-    for k in keys:
+    cols: dict[str, tuple[set, set]] = {}  # axis -> (values in failing cases, values in passing cases)
+    for c in ran:
+        for k, v in ctx.hax[c].items():
+            if _planned_like(k):
+                cols.setdefault(k, (set(), set()))[ctx.status[c] == "pass"].add(v)
+    for k in sorted(cols):
         if set(axis_sources(k)) & sources or len(out) >= MAX_MIRRORS:
             continue
-        seen_passing = {ctx.hax[c].get(k) for c in ran if ctx.status[c] == "pass"}
-        only = sorted({ctx.hax[c].get(k) for c in ran if ctx.status[c] == "fail"} - seen_passing - {None}, key=str)
+        only = sorted(cols[k][0] - cols[k][1] - {None}, key=str)
         if not only:
             continue
         v = only[0]
@@ -408,10 +414,10 @@ def seed_requirements(ctx, lead: Finding) -> list[Req]:
     out = []
     for side, base_id, n in (("fail", lead.minimal_pair.failing, len(SEEDS)), ("pass", lead.minimal_pair.passing, 1)):
         base = ctx.cases[base_id]
-        body = _body(base)
+        body, dist = _body(base), ctx.dist[base_id]  # the same call has the same planned axes: compared first
         req = Req(f"seed-{side}", f"{base_id} with {n} other seed(s)")
         req.done = [c for c, s in sorted(ctx.status.items()) if c != base_id and s in ("fail", "pass")
-                    and _body(ctx.cases[c]) == body][:n]
+                    and ctx.dist.get(c) == dist and _body(ctx.cases[c]) == body][:n]
         if len(req.done) < n:
             req.builds = [(base, {"axis": "seed"}, s, side) for s in SEEDS[:n]]
         out.append(req)
@@ -427,15 +433,21 @@ def fresh_requirement(ctx, hyp: Hypothesis) -> Req:
                 and "fresh" in (read_tag(ctx.cases[c]) or ("",))[0].split(",")][:FRESH]
     ran = sorted(c for c, s in sorted(ctx.status.items()) if s in ("fail", "pass"))
     rng = random.Random(hashlib.sha256(json.dumps(ran).encode()).hexdigest())
-    axes = sorted({k for c in ran for k in ctx.hax[c] if k in ("mode", "dtype") or (k.startswith("attr.")
-                                                                                    and k.count(".") == 1)
-                   or k.endswith(".dtype") or (".shape[" in k and "~" not in k)})
+    if len(req.done) >= FRESH:
+        return req
+    values: dict[str, set] = {}
+    for c in ran:
+        for k, v in ctx.hax[c].items():
+            if v is not None and (k in ("mode", "dtype") or (k.startswith("attr.") and k.count(".") == 1)
+                                  or k.endswith(".dtype") or (".shape[" in k and "~" not in k)):
+                values.setdefault(k, set()).add(v)
+    axes = sorted(values)
     for _ in range(8 * FRESH):
         base = ctx.cases[rng.choice(ran)]
         picks = rng.sample(axes, min(2, len(axes)))
         changes = []
         for k in picks:
-            seen = sorted({ctx.hax[c].get(k) for c in ran if ctx.hax[c].get(k) is not None}, key=str)
+            seen = sorted(values[k], key=str)
             if ".shape[" in k:
                 seen += [v * 2 for v in seen if _num(v)] + [v // 2 for v in seen if _num(v) and v > 1]
             if seen:
@@ -504,6 +516,9 @@ def validate(ctx, lead: Finding, hyp: Hypothesis, reqs: list[Req], filled: list,
             f"{met}/{len(reqs)} checks met")
     if opened:
         text += f", {len(opened)} to run"
+    if not reqs:
+        text = (f"predicted {ran}/{ran} recorded cases (the cases built to break it come once it is pinned, "
+                f"crossed and unrivalled)")
     lead.validation = Validation(probes_run=len(probe_ids), probes_held=len(probe_ids), probe_ids=probe_ids,
                                  recorded=ran, held=held, open=opened, not_applicable=not_applicable(ctx, hyp, filled),
                                  value_dependent=flips, text=text)
@@ -643,3 +658,6 @@ def necessary_note(f: Finding, conflicts: dict[str, str], inside: int) -> None:
                        f"{f.predicate} is a necessary condition only (every failing case has it; {inside} passing "
                        f"case(s) have it too) - within it, the values decide"]
     f.statement = f"fails only where {f.predicate}; within it, the values drawn decide"
+    flips = [f"{a} passes where {b} fails with the same call but another seed" for a, b in sorted(conflicts.items())]
+    f.validation = Validation(probes_run=0, probes_held=0, recorded=f.failing + f.passing, value_dependent=flips,
+                              text=f"necessary only: {len(flips)} call(s) pass and fail with other seeds")
