@@ -174,7 +174,8 @@ def bench_falsify() -> None:
     finally:
         loop.run_until_complete(REGISTRY.close_all())
         loop.close()
-    print("| planted kind | step-1 finding | final finding | validation | exact? | counterexamples | new cases | end |")
+    print("| planted kind | step-1 finding | final finding | validation | exact? | counterexamples | new cases "
+          "| end |")
     print("|---|---|---|---|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(str(c) for c in row) + " |")

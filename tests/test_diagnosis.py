@@ -261,7 +261,8 @@ def test_a_storage_offset_that_must_be_aligned_is_found_as_an_alignment(tmp_path
     runs = _converge(tmp_path, star, lambda c: c.inputs[0].storage_offset % 16 != 0)
     lead = runs[-1].findings[0]
     assert (lead.predicate, lead.exact, len(runs) - 1) == ("x.offset_align < 16", True, 8)
-    assert [a.next_cases[0].kind for a in runs[:-1]][3:] == ["falsify"] * 5  # pinned in 3, then its probes
+    # pinned in 3 rounds, then the cases built to break it
+    assert [a.next_cases[0].kind for a in runs[:-1]][3:] == ["falsify"] * 5
     assert all(n.axis.startswith("x.offset") for a in runs[:-1] for n in a.next_cases[:1])
     # stated in elements and in bytes, for the dtypes that failed
     assert "multiple of 16 elements (32 bytes in float16, 64 bytes in float32)" in lead.statement

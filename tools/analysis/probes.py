@@ -207,11 +207,12 @@ def far_requirements(ctx, hyp: Hypothesis, terms: list[Finding], moves) -> list[
             continue
         for side, base_id in (("pass", term.minimal_pair.passing), ("fail", term.minimal_pair.failing)):
             target, test = _far(atom, side)
-            req = Req(f"far-{side}", f"far {side}ing side of {atom.axis} (beyond {atom.passes_at if side == 'pass' else atom.fails_at})")
+            last = atom.passes_at if side == "pass" else atom.fails_at
+            req = Req(f"far-{side}", f"far {side}ing side of {atom.axis} (beyond {_fmt(last)})")
             req.done = [c for c, s in sorted(ctx.status.items()) if s == side and _num(ctx.hax[c].get(atom.axis))
                         and test(ctx.hax[c][atom.axis]) and _others_hold(hyp, atom, ctx.hax[c])]
             if target is None:
-                req.waived = f"nothing lies beyond {atom.passes_at if side == 'pass' else atom.fails_at}"
+                req.waived = f"nothing lies beyond {_fmt(last)}"
             else:
                 base = ctx.cases[base_id]
                 req.builds = [(base, v, x, side) for v, x in moves(ctx, base, atom.axis, target)]
