@@ -2,12 +2,12 @@
 
 Run the pending cases (that is the first step, counted in ``cases_run``);
 analyze the run; append the next cases that split the surviving hypotheses,
-pin the leading one's boundary, cross it with the run's other axes
-(discriminate, bisect, probe, crossing; explore when no hypothesis exists
-yet) as ordinary stars; run them on the given hosts; analyze again; repeat
-until the leading finding is exact (references/behavior.md: no competitor
-left, boundary pinned, crossed), or a budget (new cases, seconds, rounds)
-runs out.  It stops ``nothing_to_try`` only when one hypothesis is left and
+pin the leading one's boundary, cross it with the run's other axes, then
+try to break it (discriminate, bisect, probe, crossing, falsify; explore when
+no hypothesis exists yet) as ordinary stars; run them on the given hosts;
+analyze again; repeat until the leading finding is exact (references/
+behavior.md: no competitor left, boundary pinned, crossed, every probe built
+to break it predicted), or a budget (new cases, seconds, rounds) runs out.  It stops ``nothing_to_try`` only when one hypothesis is left and
 nothing can narrow it; ``undecided`` when several survive and no case the
 variations can build tells them apart; ``no_hypothesis`` when every axis
 of the failing cases was varied once and still nothing separates (a trend
