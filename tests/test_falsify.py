@@ -156,6 +156,10 @@ def test_a_refuted_lead_keeps_its_counterexample_and_nothing_nearest_is_called_e
         {"axis": "shape", "input": "x", "values": [[4, 33], [4, 64], [5, 64], [8, 17], [2, 30]]}]}
     d, _, _ = _narrow(expand_star(StarSpec.model_validate(star)), lambda c: sum(c.inputs[0].shape) % 2 == 1)
     assert not any(f.exact for f in d.findings), [f.predicate for f in d.findings]
+    from tools.analysis.probes import falsified_note
+
+    note = falsified_note(d.findings, d.counterexamples)
+    assert not d.counterexamples or note.startswith(" No exact finding: cases built to break the leads refuted")
 
 
 # --------------------------------------------------------------------------
@@ -300,3 +304,4 @@ def test_planted_kinds_outside_the_space_never_end_on_a_wrong_exact_finding_over
                           timeout=120)
     assert show.returncode == 0, show.stderr
     assert "no exact finding" in show.stdout and "counterexample: " in show.stdout
+    assert "No exact finding: cases built to break the leads refuted" in out["values_min"][1]["summary"]

@@ -25,8 +25,8 @@ from .hypotheses import CAP_TEXT, Hypothesis, enumerate_hypotheses, hypothesis_a
 from .integration_diff import integration_diff
 from .outputs import annotate_outputs
 from .pairs import pair_index
-from .probes import (counterexamples, necessary_atom, necessary_note, read_absent_dims, seed_conflicts, validate,
-                     widen)
+from .probes import (counterexamples, falsified_note, necessary_atom, necessary_note, read_absent_dims,
+                     seed_conflicts, validate, widen)
 from .reasons import FAILING, case_failure, failure_axes, integration_hint
 from .suggestions import (Context, crossing_candidates, dim_ties, falsifying, narrowing, next_cases, seed_probing,
                           splitting, tie_aliases, unusable_modes)
@@ -196,6 +196,7 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
     summary = verdict_summary(verdict, cases, counts, missing, axes, findings, competing=diagnosis.competing)
     summary = amend_summary(summary, verdict, counts, len(cases), report,
                             sum(1 for r in ev_results.values() if r.status in FAILING))
+    summary += falsified_note(findings, diagnosis.counterexamples)
     hint = integration_hint(config.source_model_failure) if (
         verdict == "passed" and config.source_model_failure) else None
     analysis = Analysis(

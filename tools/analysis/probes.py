@@ -662,3 +662,15 @@ def necessary_note(f: Finding, conflicts: dict[str, str], inside: int) -> None:
     flips = [f"{a} passes where {b} fails with the same call but another seed" for a, b in sorted(conflicts.items())]
     f.validation = Validation(probes_run=0, probes_held=0, recorded=f.failing + f.passing, value_dependent=flips,
                               text=f"necessary only: {len(flips)} call(s) pass and fail with other seeds")
+
+
+def falsified_note(findings: list[Finding], refuted: list[Counterexample]) -> str:
+    """The verdict's sentence when probes refuted leads and nothing exact is left ('' otherwise)."""
+    if not refuted or any(f.exact for f in findings):
+        return ""
+    leads = ", ".join(dict.fromkeys(c.refutes for c in refuted))
+    hyps = [f for f in findings if f.kind != "trend"]
+    edge = ("the closest survivor is not exact" if hyps else
+            "nothing in the enumerated space survives them: the cause is a property it lacks")
+    return (f" No exact finding: cases built to break the leads refuted {leads} ({len(refuted)} "
+            f"counterexample(s)); {edge}.")
