@@ -130,7 +130,7 @@ def test_identical_cases_that_disagree_are_reported_and_keep_a_necessary_conditi
     assert [(p.passing, p.failing) for p in a.identical_disagree] == [("v1", "v0"), ("v3", "v0")]
     assert "agree on every axis (seed aside) and disagree" in a.summary
     lead = a.findings[0]
-    assert lead.kind != "trend" and lead.necessary and not lead.exact, a.summary
+    assert lead.kind != "trend" and lead.necessary_only and not lead.exact, a.summary
     assert lead.predicate == "x.shape[-1] > 32" and "values decide" in lead.why_not_exact[0]
     assert "baseline judge" not in a.summary
 
@@ -291,7 +291,7 @@ def test_causes_groups_and_valid_cases_through_every_door(tmp_path, subprocess_e
     assert am["identical_disagree"], am["summary"]
     assert "disagree" in am["summary"] and "baseline judge" not in am["summary"]
     assert all(f["kind"] != "trend" for f in am["findings"])
-    assert am["findings"] and am["findings"][0]["necessary"] and am["findings"][0]["predicate"] == "x.shape[-1] > 32"
+    assert am["findings"] and am["findings"][0]["necessary_only"] and am["findings"][0]["predicate"] == "x.shape[-1] > 32"
 
     # matmul: no multi-axis warning for the documented dim axis; every case narrow_failure planned is a valid call
     assert out["plan_mm"]["warnings"] == [], out["plan_mm"]["warnings"]

@@ -2,12 +2,12 @@
 
 Run the pending cases (that is the first step, counted in ``cases_run``);
 analyze the run; append the next cases that split the surviving hypotheses,
-pin the leading one's boundary, cross it with the run's other axes
-(discriminate, bisect, probe, crossing; explore when no hypothesis exists
-yet) as ordinary stars; run them on the given hosts; analyze again; repeat
-until the leading finding is exact (references/behavior.md: no competitor
-left, boundary pinned, crossed), or a budget (new cases, seconds, rounds)
-runs out.  It stops ``nothing_to_try`` only when one hypothesis is left and
+pin the leading one's boundary, cross it with the run's other axes, then
+try to break it (discriminate, bisect, probe, crossing, falsify; explore when
+no hypothesis exists yet) as ordinary stars; run them on the given hosts;
+analyze again; repeat until the leading finding is exact (references/
+behavior.md: no competitor left, boundary pinned, crossed, every probe built
+to break it predicted), or a budget (new cases, seconds, rounds) runs out.  It stops ``nothing_to_try`` only when one hypothesis is left and
 nothing can narrow it; ``undecided`` when several survive and no case the
 variations can build tells them apart; ``no_hypothesis`` when every axis
 of the failing cases was varied once and still nothing separates (a trend
@@ -33,7 +33,7 @@ from .run_case_remote import run_case_remote
 from .order_search import search_order
 from .schemas import NarrowRequest, NarrowResponse, NarrowStep, StarSpec
 
-NARROWING = ("discriminate", "bisect", "probe", "crossing", "explore")
+NARROWING = ("discriminate", "bisect", "probe", "crossing", "explore", "falsify")
 Progress = Callable[[int, int, str], Awaitable[None]]
 
 
@@ -212,7 +212,7 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
         if order.cases_run:
             new_cases += order.cases_run
             cases_run += order.cases_run
-            analysis = analyze_failures(req.run_id, root=root, modes=modes)
+            analysis = analyze_failures(req.run_id, root=root, modes=runs.modes)
             steps.append(NarrowStep(index=len(steps) + 1, kinds=["order"], axes=sorted(order.probes),
                                     cases={c: s for p in order.probes.values() for c, s in p.items()},
                                     findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings],
@@ -258,5 +258,5 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
     return NarrowResponse(run_id=req.run_id, stopped=stopped, exact=bool(analysis.findings) and all(
         f.exact for f in analysis.findings) and not analysis.unexplained, findings=analysis.findings, steps=steps, cases_run=cases_run,
         seconds=round(time.monotonic() - t0, 3), summary=analysis.summary, competing=analysis.competing,
-        new_cases=new_cases, pending_run=len(ran_first),
+        new_cases=new_cases, pending_run=len(ran_first), counterexamples=analysis.counterexamples,
         still_running=runs.still_running())

@@ -18,20 +18,22 @@ from typing import Any
 from ..cases.axes import axes_difference, case_axes
 from ..cases.derived import case_distance_axes, structured_axes
 from ..cases.ids import case_content
-from ..schemas import (MODES, Analysis, Case, CaseResult, FailureGroup, Finding, HypothesisSpace, IdenticalPair,
-                       NextCase, now_utc)
+from ..schemas import (MODES, Analysis, Case, CaseResult, Counterexample, FailureGroup, Finding, HypothesisSpace,
+                       IdenticalPair, NextCase, now_utc)
 from .causes import MAX_PAIRS, Group, closest, failure_groups, identical_pairs
-from .leads import refuted_leads
 from .consistency import amend_summary, annotate_failures, consistency_report, evidence_for_findings
 from .exactness import competitor_note, settle
 from .findings import hypothesis_finding, term_findings
-from .hypotheses import CAP_TEXT, hypothesis_axes
+from .hypotheses import CAP_TEXT, Hypothesis, enumerate_hypotheses, hypothesis_axes
 from .integration_diff import integration_diff
+from .leads import refuted_leads
 from .outputs import annotate_outputs
 from .pairs import pair_index
+from .probes import (counterexamples, falsified_note, necessary_atom, necessary_note, read_absent_dims,
+                     seed_conflicts, validate, widen)
 from .reasons import FAILING, case_failure, failure_axes, integration_hint
-from .suggestions import (Context, crossing_candidates, dim_ties, narrowing, next_cases, splitting, tie_aliases,
-                          unusable_modes)
+from .suggestions import (Context, crossing_candidates, dim_ties, falsifying, narrowing, next_cases, seed_probing,
+                          splitting, tie_aliases, unusable_modes)
 from .trend import trend_finding, trend_helps
 from .verdict import accounted_summary, run_verdict, verdict_summary
 
@@ -47,12 +49,12 @@ class Diagnosis:
     next_cases: list[NextCase]
     competing: list[Finding] = field(default_factory=list)
     space: HypothesisSpace | None = None
+    counterexamples: list[Counterexample] = field(default_factory=list)  # probes that refuted a lead
     causes: int = 0  # separate causes among the findings
     unexplained: list[FailureGroup] = field(default_factory=list)
     twins: list[tuple[str, str]] = field(default_factory=list)  # (passing, failing) identical on every axis
     hax: dict[str, dict] = field(default_factory=dict)
     status: dict[str, str] = field(default_factory=dict)
-
 
 def diagnose(cases: list[Case], results: dict[str, CaseResult], missing: list[str],
              labels: dict[str, dict[str, str]] | None = None) -> tuple[list[Finding], list]:
@@ -129,18 +131,30 @@ def _prepare(cases: list[Case], results: dict[str, CaseResult], labels: dict[str
 def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: list[str],
                  labels: dict[str, dict[str, str]] | None = None, modes: set[str] | None = None) -> Diagnosis:
     """Every failing group (analysis/causes.py) diagnosed: its hypotheses, the leading one settled (exact or
-    why not), its competitors and next cases; a group without one is reported with its closest survivors.
-    ``modes``: the modes the hosts can run (None: as the recorded results say)."""
+    why not, after the probes built to break it: probes.py), its competitors and next cases; a group without
+    one is reported with its closest survivors.  ``modes``: the modes the hosts can run (None: as the
+    recorded results say)."""
     run = _prepare(cases, results, labels, modes)
-    twins_passing = {p for p, _ in run.twins}
-    passing = [c for c in run.passing if c not in twins_passing]  # a passing twin is the values, not an axis
+    filled = read_absent_dims(run.hax)  # every case predicts: x.shape[1] of a rank-2 case is its last dimension
+    # a pass equal but for the seed (or its id, which seeds it) to a failure refutes no structure: the values decide
+    conflicts = dict(seed_conflicts(run.by_id, run.status))
+    for p, q in run.twins:
+        conflicts.setdefault(p, q)
+    refuted = counterexamples(run.by_id, run.status)  # probes whose outcome their lead did not predict
+    passing = [c for c in run.passing if c not in conflicts]
     kinds = {c: results[c].status for c in run.failing}
-    groups = failure_groups(run.hax, run.failing, passing, kinds, run.aliases) if run.failing else []
-    parts = [_diagnose_group(run, g, passing, results, missing if i == 0 else []) for i, g in enumerate(groups)]
+    space = None
+    if run.failing and passing:  # the open space, when no atom of the first one separates the cases
+        space, run.hax = widen(enumerate_hypotheses(run.hax, run.failing, passing, run.aliases), run.hax,
+                               run.by_id, run.failing, passing, run.aliases)
+    groups = failure_groups(run.hax, run.failing, passing, kinds, run.aliases, space) if run.failing else []
+    parts = [_diagnose_group(run, g, passing, results, missing if i == 0 else [], filled, conflicts, refuted)
+             for i, g in enumerate(groups)]
     if not parts:
-        return Diagnosis([], _diagnose_group(run, None, passing, results, missing).next_cases, [], None)
+        return Diagnosis([], _diagnose_group(run, None, passing, results, missing, filled, conflicts,
+                                             refuted).next_cases, [], None, refuted)
     d = Diagnosis([f for p in parts for f in p.findings], _interleave([p.next_cases for p in parts]),
-                  [f for p in parts for f in p.competing][:MAX_COMPETING_SHOWN], parts[0].space)
+                  [f for p in parts for f in p.competing][:MAX_COMPETING_SHOWN], parts[0].space, refuted)
     d.causes = sum(1 for g in groups if g.cause is not None and g.space is not None and g.space.hypotheses)
     d.unexplained = [u for p in parts for u in p.unexplained]
     d.twins, d.hax, d.status = run.twins, run.hax, run.status
@@ -156,47 +170,16 @@ def _interleave(lists: list[list[NextCase]]) -> list[NextCase]:
     return out + [n for li in lists for n in li if n.kind == "missing"]
 
 
-def _mark_necessary(findings: list[Finding], twins: list[tuple[str, str]], cases: list[str]) -> None:
-    """A finding over failing cases with a passing twin: a necessary condition, never exact."""
-    inside = set(cases)
-    for f in findings:
-        pairs = [(p, q) for p, q in twins if q in inside]
-        if pairs and f.kind != "trend":
-            f.necessary, f.exact = True, False
-            p, q = pairs[0]
-            f.why_not_exact.insert(0, f"value-dependent: {q!r} fails and {p!r} passes with every axis equal (the "
-                                      f"seed aside): {f.predicate} is a necessary condition; within it the values "
-                                      "decide")
-
-
 def _group_status(run: _Run, group: Group | None, passing: list[str]) -> dict[str, str]:
     if group is None:
-        return dict(run.status)
+        return {c: ("other" if s == "pass" and c not in passing else s) for c, s in run.status.items()}
     inside, kept = set(group.cases), set(passing)
     return {c: ("fail" if c in inside else "pass" if c in kept else "other" if s in ("fail", "pass") else s)
             for c, s in run.status.items()}
 
 
-def _diagnose_group(run: _Run, group: Group | None, passing: list[str], results: dict[str, CaseResult],
-                    missing: list[str]) -> Diagnosis:
-    status = _group_status(run, group, passing)
-    failing = group.cases if group is not None else []
-    ctx = Context(cases=run.by_id, axes=run.axes, dist=run.dist, status=status, planned=run.planned, findings=[],
-                  ties=run.ties, no_modes=run.no_modes, cpu_only=run.cpu_only, hax=run.hax,
-                  seen_contents=run.proposed)
-    if group is None or group.space is None or not group.space.hypotheses:
-        trend = None
-        if group is not None and group.cause is None and not run.twins and group.status != "crash" and \
-                trend_helps(results, failing):  # a crash has no error to grow
-            trend = trend_finding(run.hax, run.dist, results, failing, passing) if failing and passing else None
-        if trend is not None:
-            trend.status, trend.cases = group.status, failing[:MAX_CASES_LISTED]
-        d = Diagnosis([trend] if trend else [], next_cases(ctx, None, {}, results, missing), [], None)
-        if group is not None and trend is None:
-            d.unexplained = [FailureGroup(status=group.status, count=len(failing), cases=failing[:MAX_CASES_LISTED],
-                                          survivors=closest(run.hax, failing, passing))]
-        return d
-    space = group.space
+def _pair_context(run: _Run, status: dict[str, str], failing: list[str]):
+    """The minimal-pair index over the group's statuses and the failing cases' dtypes per input."""
     tied: dict[str, set[str]] = {}
     for dim, others in run.ties.items():
         tied.setdefault(dim.split(".shape[", 1)[0], set()).update(o.split(".shape[", 1)[0] for o in others)
@@ -206,7 +189,52 @@ def _diagnose_group(run: _Run, group: Group | None, passing: list[str], results:
         for spec in run.by_id[c].inputs:
             for j, m in enumerate(spec.members()):
                 dtype_sets.setdefault(spec.name if spec.tensors is None else f"{spec.name}[{j}]", set()).add(m.dtype)
-    dtypes = {k: sorted(v) for k, v in dtype_sets.items()}
+    return index, {k: sorted(v) for k, v in dtype_sets.items()}
+
+
+def _without_hypothesis(run: _Run, group: Group | None, ctx, passing: list[str], results: dict[str, CaseResult],
+                        missing: list[str], conflicts: dict[str, str], refuted: list[Counterexample]) -> Diagnosis:
+    """A group no hypothesis separates: a necessary condition when the values decide (a pass equal but for
+    the seed), else a trend where one can help, else the group is reported unexplained with its closest
+    survivors; the minimal pair re-run with other seeds comes first."""
+    failing = group.cases if group is not None else []
+    flips = {p: q for p, q in conflicts.items() if q in set(failing)}
+    if group is not None and flips:
+        nec = necessary_atom(run.hax, failing, [*passing, *flips])
+        if nec is not None:  # value-dependent: the condition every failing case has, never exact
+            index, dtypes = _pair_context(run, ctx.status, failing)
+            f = hypothesis_finding(Hypothesis((nec,)), run.hax, run.dist, failing, [*passing, *flips], index,
+                                   axes_difference, dtypes)
+            necessary_note(f, flips, sum(1 for c in [*passing, *flips] if nec.holds(run.hax[c].get(nec.axis))))
+            f.status, f.cause, f.cases = group.status, group.cause, failing[:MAX_CASES_LISTED]
+            return Diagnosis([f], next_cases(ctx, None, {}, results, missing), [], None, refuted)
+    trend = None
+    if group is not None and group.cause is None and not flips and group.status != "crash" and \
+            trend_helps(results, failing):  # a crash has no error to grow
+        trend = trend_finding(run.hax, run.dist, results, failing, passing) if failing and passing else None
+    if trend is not None:
+        trend.status, trend.cases = group.status, failing[:MAX_CASES_LISTED]
+    nxt = next_cases(ctx, None, {}, results, missing)
+    d = Diagnosis([trend] if trend else [], (seed_probing(ctx) if group is not None else []) + nxt, [], None,
+                  refuted)
+    if group is not None and trend is None:
+        d.unexplained = [FailureGroup(status=group.status, count=len(failing), cases=failing[:MAX_CASES_LISTED],
+                                      survivors=closest(run.hax, failing, passing))]
+    return d
+
+
+def _diagnose_group(run: _Run, group: Group | None, passing: list[str], results: dict[str, CaseResult],
+                    missing: list[str], filled: list, conflicts: dict[str, str],
+                    refuted: list[Counterexample]) -> Diagnosis:
+    status = _group_status(run, group, passing)
+    failing = group.cases if group is not None else []
+    ctx = Context(cases=run.by_id, axes=run.axes, dist=run.dist, status=status, planned=run.planned, findings=[],
+                  ties=run.ties, no_modes=run.no_modes, cpu_only=run.cpu_only, hax=run.hax,
+                  seen_contents=run.proposed)
+    if group is None or group.space is None or not group.space.hypotheses:
+        return _without_hypothesis(run, group, ctx, passing, results, missing, conflicts, refuted)
+    space = group.space
+    index, dtypes = _pair_context(run, status, failing)
     findings = [hypothesis_finding(h, run.hax, run.dist, failing, list(passing), index, axes_difference,
                                    dtypes) for h in space.hypotheses]
     ctx.findings, ctx.hyps = findings, space.hypotheses
@@ -223,14 +251,21 @@ def _diagnose_group(run: _Run, group: Group | None, passing: list[str], results:
         lead.exact = False
         lead.why_not_exact.append(f"the failing cases read as well as {len(group.alternative)} separate causes: "
                                   + "; ".join(group.alternative))
+    # falsify before exact (probes.py): a lead exact in the closed world gets the cases built to break it
+    # (the checks are listed once the closed-world test holds: before, the lead is still being narrowed)
+    flips = {p: q for p, q in conflicts.items() if q in set(failing)}
+    reqs, probes = falsifying(ctx, lead, lead_hyp, terms, propose=not flips) if lead.exact else ([], [])
+    validate(ctx, lead, lead_hyp, reqs, filled, flips)
+    lead.counterexamples = [c for c in refuted if c.refutes != lead_hyp.text]
     for f in findings[1:]:
         competitor_note(f, lead)
     for f in findings:
         f.status, f.cause = group.status, group.cause
     lead.cases = failing[:MAX_CASES_LISTED]  # the competitors cover the same cases: listed once
-    _mark_necessary(findings[:1], run.twins, failing)
     nxt = next_cases(ctx, lead, narrow, results, missing, splits=splits, cross=cross, lead_hyp=lead_hyp.text)
-    return Diagnosis([lead], nxt, findings[1:1 + MAX_COMPETING_SHOWN], summary)
+    at = next((i for i, n in enumerate(nxt) if n.kind == "missing"), len(nxt))
+    nxt[at:at] = probes
+    return Diagnosis([lead], nxt, findings[1:1 + MAX_COMPETING_SHOWN], summary, refuted)
 
 
 def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, CaseResult],
@@ -272,6 +307,7 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
     summary = accounted_summary(summary, verdict, findings, diagnosis.causes, diagnosis.unexplained, refuted, twins)
     summary = amend_summary(summary, verdict, counts, len(cases), report,
                             sum(1 for r in ev_results.values() if r.status in FAILING))
+    summary += falsified_note(findings, diagnosis.counterexamples)
     hint = integration_hint(config.source_model_failure) if (
         verdict == "passed" and config.source_model_failure) else None
     analysis = Analysis(
@@ -299,6 +335,7 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
         unexplained=diagnosis.unexplained,
         refuted=refuted,
         identical_disagree=twins,
+        counterexamples=diagnosis.counterexamples,
     )
     # which output fails (a gradient is an output): failures, findings, per-output summaries
     analysis = annotate_outputs(analysis, ev_cases, ev_results, diagnose)

@@ -106,9 +106,11 @@ def pure_cover(hax: dict[str, dict[str, Any]], failing: list[str], passing: list
 
 
 def failure_groups(hax: dict[str, dict[str, Any]], failing: list[str], passing: list[str],
-                   kinds: dict[str, str], aliases: dict[str, str] | None = None) -> list[Group]:
-    """The groups of failing cases, each with its hypothesis space (see the module's docstring)."""
-    space = enumerate_hypotheses(hax, failing, passing, aliases)
+                   kinds: dict[str, str], aliases: dict[str, str] | None = None, space: Any = None) -> list[Group]:
+    """The groups of failing cases, each with its hypothesis space (see the module's docstring); ``space``:
+    the whole run's space when already enumerated."""
+    if space is None:
+        space = enumerate_hypotheses(hax, failing, passing, aliases)
     if space.hypotheses or not failing or not passing:
         group = Group(sorted(failing), None, space)
         if space.conjunctions and space.hypotheses:  # an AND, unless the cases read as well as an OR

@@ -41,7 +41,7 @@ def _atoms(f: Finding) -> list[Atom] | None:
 def contradicting(f: Finding, hax: dict[str, dict], status: dict[str, str], kinds: dict[str, str]) -> list[str]:
     """The recorded cases that contradict a finding (see the module's docstring)."""
     atoms = _atoms(f)
-    if atoms is None or f.necessary:
+    if atoms is None or f.necessary_only:
         return []
     out = []
     for c in sorted(hax):

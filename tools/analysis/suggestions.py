@@ -43,6 +43,7 @@ from ..cases.stars import apply_variation, restride
 from ..schemas import FLOAT_DTYPES, MODES, Case, Finding, NextCase, StarVariation, contiguous_strides
 from .flips import dim_moves, exact_count_moves, flip_moves
 from .hypotheses import ALIGN_RESOLUTION, Atom, Hypothesis, hypothesis_axes, is_align
+from .probes import read_case, untagged
 
 MAX_BISECT_VALUES = 3
 MAX_CROSSINGS = 4
@@ -173,8 +174,9 @@ def make_candidate(ctx: Context, base: Case, var: dict, value: Any, finding: str
     if not valid_call(ctx, case):
         return None
     axes = structured_axes(case, case_axes(case))
+    named = {a.axis for h in ctx.hyps for a in h.atoms}
     cand = Candidate(base=base, var=var, value=value, doc=doc, axes=axes, finding=finding,
-                     hax=hypothesis_axes(case, {}, axes), content=content)
+                     hax=read_case(hypothesis_axes(case, {}, axes), case, named), content=content)
     cand.preds = {h.text: h.predict(cand.hax) for h in ctx.hyps}
     return cand
 
@@ -281,6 +283,16 @@ def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, 
             return []
         sizes = [v for v in range((cur // a + 1) * a, (cur // a + 9) * a, a) if alignment(v) == a][:1]
         return [(var, v) for v in sizes for var in _dim_moves(ctx, base, name, len(spec.shape) - 1)]
+    if fld == "last_align_bytes" and spec.shape:  # a row's alignment in bytes: in elements of the base's dtype
+        from ..cases.relations import element_bytes
+
+        size = element_bytes(spec.dtype) or 1
+        return moves(ctx, base, f"{name}.last_align", int(target // size)) if target >= size else []
+    if fld.startswith("stride[") and numeric:  # one dimension's stride, the others kept
+        strides = list(spec.strides if spec.strides is not None else contiguous_strides(spec.shape))
+        i = int(fld[len("stride["):-1])
+        strides[i] = int(target)
+        return [({"axis": "strides", "input": name}, strides)]
     if fld == "offset_align":
         return [({"axis": "storage_offset", "input": name}, int(target))]  # the smallest offset aligned exactly so
     if fld == "contiguity":
@@ -836,7 +848,8 @@ def _refuted(cands: list[Candidate], outcome: str) -> list[str]:
 def _next(kind: str, axis: str | None, cands: list[Candidate], reason: str, if_fails: str,
           if_passes: str) -> NextCase:
     base, vary = _star(cands)
-    star = {"base": base.model_dump(mode="json", exclude_none=True), "vary": vary, "include_base": False}
+    doc = base.model_dump(mode="json", exclude_none=True)
+    star = {"base": doc if kind == "falsify" else untagged(doc), "vary": vary, "include_base": False}
     return NextCase(reason=reason, base_case=base.id, change=vary[0], kind=kind, axis=axis, star=star,
                     if_fails=if_fails, if_passes=if_passes, refutes_if_fails=_refuted(cands, "fail"),
                     refutes_if_passes=_refuted(cands, "pass"))
@@ -1002,3 +1015,20 @@ def explore(ctx: Context) -> list[NextCase]:
         if out:
             break
     return out
+
+
+def falsifying(ctx: Context, lead: Finding, hyp: Hypothesis, terms: list[Finding],
+               propose: bool) -> tuple[list, list[NextCase]]:
+    """The requirements a finding must meet before it is exact (probes.py) and,
+    when ``propose``, the cases built to break it (kind ``falsify``)."""
+    from .probes import probe_cases, requirements
+
+    reqs = requirements(ctx, hyp, lead, terms, moves)
+    return reqs, (probe_cases(ctx, lead, hyp, reqs, make_candidate, moves, _next) if propose else [])
+
+
+def seed_probing(ctx: Context) -> list[NextCase]:
+    """No hypothesis: the closest failing and passing cases with other seeds (probes.seed_pair_cases)."""
+    from .probes import seed_pair_cases
+
+    return seed_pair_cases(ctx, make_candidate, _next)

@@ -41,8 +41,21 @@ def boundary_text(f: Finding) -> str:
     return ""
 
 
-def finding_lines(findings: list[Finding], competing: list[Finding]) -> list[str]:
-    """The lines a person reads: each finding, then the competing hypotheses."""
+def falsification_lines(findings: list[Finding], counterexamples: list, bullet: str = "", quote=str) -> list[str]:
+    """What the probes refuted, and "no exact finding" when nothing exact is left."""
+    out = []
+    if counterexamples and not any(f.exact for f in findings):
+        refuted = ", ".join(dict.fromkeys(quote(c.refutes) for c in counterexamples))
+        out.append(f"{bullet}no exact finding: cases built to break the leads refuted {refuted}"
+                   + ("; the closest survivor is not exact" if findings else "; nothing in the space survives them"))
+    for c in counterexamples:
+        out.append(f"{bullet}counterexample: {c.case_id} {c.observed}s where {quote(c.refutes)} predicted it "
+                   f"{c.predicted}s" + (f" (probe: {c.probe})" if c.probe else ""))
+    return out
+
+
+def finding_lines(findings: list[Finding], competing: list[Finding], counterexamples: list = ()) -> list[str]:
+    """The lines a person reads: each finding, then the competing hypotheses, then what the probes refuted."""
     out: list[str] = []
     for f in findings:
         pair = f" - minimal pair: {f.minimal_pair.passing} passes, {f.minimal_pair.failing} fails" \
@@ -59,7 +72,7 @@ def finding_lines(findings: list[Finding], competing: list[Finding]) -> list[str
         out.append(f"competing ({len(competing)}): " + "; ".join(
             f.predicate + (f" [{pair_text(f.minimal_pair)}]" if f.minimal_pair else "") for f in competing[:8])
             + ("; ..." if len(competing) > 8 else ""))
-    return out
+    return out + falsification_lines(findings, list(counterexamples))
 
 
 def _details(f: Finding, bullet: str, quote) -> list[str]:
@@ -69,19 +82,34 @@ def _details(f: Finding, bullet: str, quote) -> list[str]:
         out.append(f"{bullet}{f.statement}")
     if f.equivalent:
         out.append(f"{bullet}says the same as: {', '.join(quote(e) for e in f.equivalent)}")
+    out += _validation(f, bullet)
     return out + [f"{bullet}not exact: {why}" for why in f.why_not_exact]
 
 
-def findings_section(findings: list[Finding], competing: list[Finding], space) -> list[str]:
+def _validation(f: Finding, bullet: str) -> list[str]:
+    """The probes built to break a finding: how many held, which, how it reads where its axis is absent."""
+    v = f.validation
+    if v is None:
+        return []
+    out = [f"{bullet}validation: {v.text}" + (f" (probes: {', '.join(v.probe_ids[:6])}"
+                                               + (" ..." if len(v.probe_ids) > 6 else "") + ")" if v.probe_ids else "")]
+    out += [f"{bullet}reads: {n}" for n in v.not_applicable]
+    if f.necessary_only:
+        out.append(f"{bullet}necessary only: {v.value_dependent[0] if v.value_dependent else 'the values decide'}")
+    return out
+
+
+def findings_section(findings: list[Finding], competing: list[Finding], space, counterexamples: list = ()) -> list[str]:
     """The report.md section: a table of the findings and one of the competitors."""
     from .markdown import table
 
-    if not findings:
+    if not findings and not counterexamples:
         return []
     out = ["## Findings", "",
            "Hypotheses that separate every failing case from every passing one (references/behavior.md: "
            "exact means every competitor ruled out by a recorded case, the boundary pinned, the run's other axes "
-           "crossed).", ""]
+           "crossed, and every case built to break it - far sides, re-pinned under the other values, another "
+           "source, other seeds, fresh cases - predicted).", ""]
     rows = []
     for f in findings:
         rows.append([(f"{group_label(f)}: " if group_label(f) else "") + f"`{f.predicate}`", "yes" if f.exact else "no", boundary_text(f) or "-",
@@ -90,6 +118,8 @@ def findings_section(findings: list[Finding], competing: list[Finding], space) -
     for f in findings:
         out += _details(f, "- ", lambda text: f"`{text}`")
     out.append("")
+    if counterexamples:
+        out += falsification_lines(findings, counterexamples, "- ", lambda text: f"`{text}`") + [""]
     if competing:
         out += ["### Competing hypotheses", "",
                 "Each separates the recorded cases as well as the finding; the next cases tell them apart.", "",

@@ -97,7 +97,7 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
         out += ["### Crash groups (by error signature)", "",
                 table(["signature", "cases"], [[s, ", ".join(ids)] for s, ids in analysis.crash_groups.items()]),
                 ""]
-    out += findings_section(analysis.findings, analysis.competing, analysis.hypotheses)
+    out += findings_section(analysis.findings, analysis.competing, analysis.hypotheses, analysis.counterexamples)
     accounted = accounting_lines(analysis)  # several causes, groups without a finding, refuted leads
     if accounted:
         out += ["## Causes, failing groups and leads", "", *accounted, ""]

@@ -29,6 +29,8 @@ from .analysis import (  # noqa: F401
     NextCase,
     OutputSummary,
     Term,
+    Counterexample,
+    Validation,
     FailureGroup,  # several causes and every failing group accounted for
     IdenticalPair,
     RefutedLead,

@@ -69,6 +69,32 @@ class Term(Strict):
                                                                        "holding in both, differing only there")
 
 
+class Counterexample(Strict):
+    """A recorded case whose outcome a finding predicted wrongly (a probe built to break it did)."""
+
+    case_id: str = Field(description="the case")
+    refutes: str = Field(description="the predicate it refutes")
+    predicted: Literal["fail", "pass"] = Field(description="what the predicate said")
+    observed: Literal["fail", "pass"] = Field(description="what the case did")
+    probe: str | None = Field(default=None, description="the probe it was built as (far side, re-pin, seed...)")
+
+
+class Validation(Strict):
+    """The falsification of a finding: cases built to break it and whether each prediction held."""
+
+    probes_run: int = Field(description="recorded probe cases (planned to break the finding)")
+    probes_held: int = Field(description="of them, the ones whose outcome the finding predicted")
+    probe_ids: list[str] = Field(default_factory=list, description="the probe cases")
+    recorded: int = Field(description="recorded cases the finding predicts (all of them: fail or pass)")
+    held: list[str] = Field(default_factory=list, description="the probes done, in words")
+    open: list[str] = Field(default_factory=list, description="the probes still to run, in words")
+    not_applicable: list[str] = Field(default_factory=list, description="how the finding reads in cases that "
+                                                                        "lack its axis (another rank, no input)")
+    value_dependent: list[str] = Field(default_factory=list, description="cases identical but for the seed that "
+                                                                         "disagree: the values decide too")
+    text: str = Field(description="e.g. 'predicted 14/14 probes'")
+
+
 class Finding(Strict):
     """A predicate over one axis that separates every failing case from every passing one."""
 
@@ -119,16 +145,20 @@ class Finding(Strict):
                                                         "None when one finding covers every failing case of its group")
     cases: list[str] = Field(default_factory=list, description="the failing cases it covers (the first 16; on a "
                                                                "group's leading finding, not on its competitors)")
-    necessary: bool = Field(default=False, description="cases identical on every axis but the seed disagree: the "
-                                                       "predicate is a necessary condition; within it the values "
-                                                       "decide (never exact)")
+    # falsification (probes built to break the finding; references/behavior.md "Exactness")
+    validation: Validation | None = Field(default=None, description="the probes run against it and how many "
+                                                                    "predictions held; exact needs all held")
+    counterexamples: list[Counterexample] = Field(default_factory=list, description="probe cases that refuted "
+                                                                                    "earlier leads")
+    necessary_only: bool = Field(default=False, description="every failing case satisfies it, but cases equal but "
+                                                            "for the seed disagree: a necessary condition only")
 
 
 class NextCase(Strict):
     reason: str = Field(description="what it would settle")
     base_case: str = Field(description="case to vary")
     change: dict[str, Any] = Field(description="axis changes to plan")
-    kind: Literal["bisect", "probe", "discriminate", "crossing", "explore", "missing"] | None = Field(
+    kind: Literal["bisect", "probe", "discriminate", "crossing", "explore", "missing", "falsify"] | None = Field(
         default=None, description="what it does to the findings")
     axis: str | None = Field(default=None, description="the finding axis it narrows or tests")
     star: dict[str, Any] | None = Field(default=None, description="append as is: stars=[star]")
@@ -262,3 +292,7 @@ class Analysis(Strict):
     identical_disagree: list[IdenticalPair] = Field(
         default_factory=list, description="cases identical on every axis (seed aside) with different outcomes: "
                                           "the failure depends on the values drawn (the first 8 pairs)")
+    # falsification: probe cases that refuted a lead, kept even when nothing survives them
+    counterexamples: list[Counterexample] = Field(default_factory=list, description="probe cases whose outcome "
+                                                                                    "refuted the lead they were "
+                                                                                    "built for")

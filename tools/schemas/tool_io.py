@@ -12,7 +12,7 @@ from .base import DOCUMENTED_ONLY, SLUG_PATTERN, Mode, ModuleFile, Slug, Status,
 from .case import CaptureSelection, Case, StarSpec
 from .config import OperatorConfig
 from .result import CaseResult
-from .analysis import Finding
+from .analysis import Counterexample, Finding
 
 def _at_most_16(value: list) -> list:
     if len(value) > 16:
@@ -190,6 +190,10 @@ class NarrowResponse(Strict):
     still_running: list[str] = Field(default_factory=list, description="cases started before max_seconds and "
                                      "still running when it answered: each is recorded when it ends (read "
                                      "opdebug://runs/{run_id}/results, or analyze_failures, later)")
+    # falsification: the probe cases that refuted a lead (kept when nothing survives them)
+    counterexamples: list[Counterexample] = Field(default_factory=list, description="probe cases whose outcome "
+                                                                                    "refuted the lead they were "
+                                                                                    "built for")
 
 
 # --------------------------------------------------------------------------
