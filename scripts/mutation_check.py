@@ -75,7 +75,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              (T_PRA + "test_second_record_of_a_case_is_refused",)),
     Mutation("run-twice", "a case is executed once (two calls on one run at once)",
              "tools/run_case_remote.py",
-             "        if case_id in _recorded_ids(store):  # reads only what the index gained since the last look",
+             "        if case_id in _recorded_ids(self.store):  # reads only what the index gained since the last look",
              "        if False:",
              (T_LOCAL + "test_two_calls_on_one_run_at_once_run_each_case_once",)),
     Mutation("no-fresh-worker", "after a crash the next case runs on a fresh worker",
