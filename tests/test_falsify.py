@@ -136,7 +136,7 @@ def test_a_verdict_that_flips_with_the_seed_makes_a_necessary_condition_never_ex
     assert lead.necessary_only and not lead.exact and lead.predicate.startswith("x.shape[-1] >")
     assert lead.validation.value_dependent and "long.seed-2 passes where long fails" in \
         lead.validation.value_dependent[0]
-    assert "necessary condition only" in lead.why_not_exact[-1]
+    assert "necessary condition only" in lead.why_not_exact[0]
 
 
 def test_a_refuted_lead_keeps_its_counterexample_and_nothing_nearest_is_called_exact():
@@ -223,25 +223,34 @@ def contradicted_exact_findings(trials: int = 28, seed: int = 2026) -> tuple[int
     for trial in range(trials):
         kind, truth = _hidden(rng)
         d, cases, _ = _narrow(_star(rng), truth)
-        if not d.findings or not d.findings[0].exact:
+        exact = [f for f in d.findings if f.exact]
+        if not exact:
             continue
-        lead = d.findings[0]
         claimed += 1
-        from tools.analysis.hypotheses import enumerate_hypotheses  # the lead's hypothesis, to predict with
+        from tools.analysis.hypotheses import enumerate_hypotheses  # each finding's hypothesis, to predict with
 
         results = {c.id: truth(c) for c in cases}
-        named = set(lead.axis.split(" & "))
-        hax = {c.id: read_case(hypothesis_axes(c, case_axes(c)), c, named) for c in cases}
-        space = enumerate_hypotheses(hax, sorted(c for c in results if results[c]),
-                                     sorted(c for c in results if not results[c]))
-        hyp = next((h for h in space.hypotheses if h.text == lead.predicate or
-                    ({a.axis for a in h.atoms} == named and lead.kind == "set")), None)
-        assert hyp is not None, (kind, lead.predicate)
+        passing = sorted(c for c in results if not results[c])
+        hyps = []
+        for lead in exact:
+            named = set(lead.axis.split(" & "))
+            hax = {c.id: read_case(hypothesis_axes(c, case_axes(c)), c, named) for c in cases}
+            # one of several causes covers its own failing cases; a sole finding covers them all
+            failing = sorted(lead.cases) if lead.cause is not None else sorted(c for c in results if results[c])
+            space = enumerate_hypotheses(hax, failing, passing)
+            hyp = next((h for h in space.hypotheses if h.text == lead.predicate or
+                        ({a.axis for a in h.atoms} == named and lead.kind == "set")), None)
+            assert hyp is not None, (kind, lead.predicate)
+            hyps.append((lead, named, hyp))
+        complete = len(exact) == len(d.findings) and not d.unexplained  # the findings claim every failure
         for probe in _fresh(random.Random(trial), cases, 40):
-            p = hyp.predict(read_case(hypothesis_axes(probe, case_axes(probe)), probe, named))
-            if p is not None and (p == "fail") != truth(probe):
-                wrong.append(f"{kind}: {lead.predicate} (contradicted by {probe.inputs[0].shape} "
-                             f"{probe.inputs[0].dtype})")
+            preds = [h.predict(read_case(hypothesis_axes(probe, case_axes(probe)), probe, named))
+                     for _, named, h in hyps]
+            said = [f.predicate for (f, _, _), p in zip(hyps, preds) if p == "fail"]
+            if (said and not truth(probe)) or (complete and not said and all(p == "pass" for p in preds)
+                                               and truth(probe)):
+                wrong.append(f"{kind}: {' | '.join(f.predicate for f in exact)} (contradicted by "
+                             f"{probe.inputs[0].shape} {probe.inputs[0].dtype})")
                 break
     return claimed, wrong
 

@@ -254,7 +254,8 @@ def _diagnose_group(run: _Run, group: Group | None, passing: list[str], results:
     # falsify before exact (probes.py): a lead exact in the closed world gets the cases built to break it
     # (the checks are listed once the closed-world test holds: before, the lead is still being narrowed)
     flips = {p: q for p, q in conflicts.items() if q in set(failing)}
-    reqs, probes = falsifying(ctx, lead, lead_hyp, terms, propose=not flips) if lead.exact else ([], [])
+    reqs, probes = (falsifying(ctx, lead, lead_hyp, terms, propose=not flips, others=group.others)
+                     if lead.exact else ([], []))
     validate(ctx, lead, lead_hyp, reqs, filled, flips)
     lead.counterexamples = [c for c in refuted if c.refutes != lead_hyp.text]
     for f in findings[1:]:

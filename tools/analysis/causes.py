@@ -22,7 +22,7 @@ order cases arrived).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .hypotheses import KIND_RANK, Atom, Space, covering_atoms, derivation_rank, enumerate_hypotheses
@@ -39,6 +39,8 @@ class Group:
     space: Space | None  # None: no finding for these cases
     cause: int | None = None  # one of several pure causes: its number
     alternative: list[str] | None = None  # separate causes that cover the failing cases as well as a conjunction
+    # the other causes' conditions, each with its failing cases (probes.cause_requirements crosses them)
+    others: list[tuple[Atom, list[str]]] = field(default_factory=list)
 
 
 def _pure_atoms(hax: dict[str, dict[str, Any]], failing: list[str], passing: list[str],
@@ -129,9 +131,10 @@ def failure_groups(hax: dict[str, dict[str, Any]], failing: list[str], passing: 
             continue
         cover = pure_cover(hax, sub, passing, aliases)
         covered: set[str] = set()
-        for n, (_, cases) in enumerate(cover, 1):
+        for n, (atom, cases) in enumerate(cover, 1):
             groups.append(Group(cases, status, enumerate_hypotheses(hax, cases, passing, aliases),
-                                n if len(cover) > 1 or len(cases) < len(sub) else None))
+                                n if len(cover) > 1 or len(cases) < len(sub) else None,
+                                others=[(b, cs) for b, cs in cover if b is not atom]))
             covered.update(cases)
         rest = [c for c in sub if c not in covered]
         if rest:

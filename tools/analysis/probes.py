@@ -457,10 +457,35 @@ def fresh_requirement(ctx, hyp: Hypothesis) -> Req:
     return req
 
 
-def requirements(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding], moves) -> list[Req]:
+def cause_requirements(ctx, hyp: Hypothesis, lead: Finding, others: list, moves) -> list[Req]:
+    """Several causes: this cause's failing case given each other cause's condition too.  Read as
+    separate causes, the cases say "either fails", so both together fail; one property that each cause
+    only restates part of (the sum of two sizes odd, read as "the first odd" or "the second odd") passes
+    there, and the probe refutes both."""
+    if lead.minimal_pair is None:
+        return []
+    out = []
+    for atom, cases in others:
+        target = next((ctx.hax[c].get(atom.axis) for c in cases if ctx.hax.get(c, {}).get(atom.axis) is not None),
+                      None)
+        req = Req("causes", f"{hyp.text} together with the other cause {atom.text}: both hold, it predicts fail")
+        req.done = [c for c in sorted(ctx.hax) if hyp.holds(ctx.hax[c]) and atom.holds(ctx.hax[c].get(atom.axis))]
+        if target is None:
+            req.waived = f"no recorded value of {atom.axis} to move to"
+        else:
+            base = ctx.cases[lead.minimal_pair.failing]
+            req.builds = [(base, v, x, "fail") for v, x in moves(ctx, base, atom.axis, target)]
+            if not req.builds and not req.done:
+                req.waived = f"no case of {hyp.text} can be moved to {atom.text}"
+        out.append(req)
+    return out
+
+
+def requirements(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding], moves,
+                 others: list | None = None) -> list[Req]:
     return (far_requirements(ctx, hyp, terms, moves) + repin_requirements(ctx, hyp, lead, moves)
             + cross_requirements(ctx, hyp, terms, moves) + mirror_requirements(ctx, hyp, lead, moves)
-            + source_requirements(ctx, hyp, terms)
+            + source_requirements(ctx, hyp, terms) + cause_requirements(ctx, hyp, lead, others or [], moves)
             + seed_requirements(ctx, lead) + [fresh_requirement(ctx, hyp)])
 
 

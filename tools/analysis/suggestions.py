@@ -1018,12 +1018,13 @@ def explore(ctx: Context) -> list[NextCase]:
 
 
 def falsifying(ctx: Context, lead: Finding, hyp: Hypothesis, terms: list[Finding],
-               propose: bool) -> tuple[list, list[NextCase]]:
+               propose: bool, others: list | None = None) -> tuple[list, list[NextCase]]:
     """The requirements a finding must meet before it is exact (probes.py) and,
-    when ``propose``, the cases built to break it (kind ``falsify``)."""
+    when ``propose``, the cases built to break it (kind ``falsify``); ``others``: the
+    other causes' conditions with their cases (several causes)."""
     from .probes import probe_cases, requirements
 
-    reqs = requirements(ctx, hyp, lead, terms, moves)
+    reqs = requirements(ctx, hyp, lead, terms, moves, others)
     return reqs, (probe_cases(ctx, lead, hyp, reqs, make_candidate, moves, _next) if propose else [])
 
 
