@@ -56,9 +56,9 @@ sys.path.insert(0, str(REPO / "tests" / "operators"))
 from sweep_spec import DTYPES, FLOATING, OPS, direct_backward_refusal, direct_refusal, grad_case, sweep_case  # noqa: E402,E501
 
 from tools.plan_cases import plan_cases  # noqa: E402
-from tools.runner.precision import DEFAULT_TOLERANCES  # noqa: E402
 from tools.remote.pool import REGISTRY  # noqa: E402
 from tools.run_case_remote import run_case_remote  # noqa: E402
+from tools.runner.precision import DEFAULT_TOLERANCES  # noqa: E402
 
 OPERATORS = REPO / "tests" / "operators"
 GROUP = 80
