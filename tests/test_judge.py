@@ -320,6 +320,10 @@ def test_bfloat16_truth_widens_to_float64_where_the_float32_reference_overflows(
     assert comp["inf_mismatch"] == comp["nan_mismatch"] == 0
     assert meta["reference_dtype"] == "float64" and meta["inputs"][0]["reference_dtype"] == "float64"
     assert meta["reference_widened"]["elements"] == 2 and meta["reference_widened"]["from"] == "float32"
+    # the reference's backward runs again in float64 too: the right kernel's gradient x/|x| passes
+    graded = execute(device, "half_overflow.scaled_norm", "half_overflow.norm", dict(case, grad_inputs=["x"]),
+                     judge=judge, modules_dir=overflow_ops, reference_dtype="auto")["result"]
+    assert graded["status"] == "passed" and [c["output"] for c in graded["comparisons"]] == ["out", "grad.x"]
     # a finite but wrong kernel there fails against the float64 truth
     wrong = execute(device, "half_overflow.max_for_norm", "half_overflow.norm", case, judge=judge,
                     modules_dir=overflow_ops, reference_dtype="auto")
