@@ -23,7 +23,12 @@ worker), under both judges:
 ``--overflow`` runs the right operators in float16 and bfloat16 with values
 whose results overflow the dtype (std 2*sqrt(max) and max/3) under the
 tolerance, baseline and both judges: the failing cases per judge (a correct
-kernel's infinity where the truth is beyond the dtype's range is no failure).
+kernel's infinity where the truth is beyond the dtype's range is no failure), and of
+those how many are the op's own inaccuracy (the op in that dtype outside the
+tolerance of the op in float64 on the same inputs) rather than false alarms.
+log_softmax runs with its own atol (``overflow_tolerance``: one ulp of the
+inputs' magnitude, the rounding of its logsumexp), the others with
+torch.testing's defaults.
 
 ``--consistency`` (issue 21) instead runs the right operators with every case
 repeated (``repeats_passing``) and the batch slice asked for (input ``input``,
@@ -37,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import tempfile
 import time
@@ -45,12 +51,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "operators"))
 
 from sweep_spec import DTYPES, FLOATING, OPS, direct_backward_refusal, direct_refusal, grad_case, sweep_case  # noqa: E402,E501
 
 from tools.plan_cases import plan_cases  # noqa: E402
 from tools.remote.pool import REGISTRY  # noqa: E402
 from tools.run_case_remote import run_case_remote  # noqa: E402
+from tools.runner.precision import DEFAULT_TOLERANCES  # noqa: E402
 
 OPERATORS = REPO / "tests" / "operators"
 GROUP = 80
@@ -196,6 +204,51 @@ def overflow_case(op: str, dtype: str, scale: str, *, precise: bool, seed: int) 
     return c
 
 
+def overflow_tolerance(op: str, dtype: str, scale: str) -> dict:
+    """The sweep's tolerance for one overflow case: torch.testing's defaults (the judge's), but for
+    log_softmax.  log_softmax(x) = x - logsumexp(x): a correct half-precision computation rounds
+    logsumexp, a value of the inputs' magnitude (up to ~4 std), to the dtype, so every output carries an
+    absolute error up to one ulp of that magnitude - the largest output (the row's maximum, e.g. the
+    truth -4.5e-5 where float16 gives 0 beside inputs ~1000) fails torch.testing's atol 1e-5, which is
+    made for outputs whose error scales with themselves.  The atol here is that ulp; rtol stays."""
+    if op != "log_softmax":
+        return {}
+    import torch
+
+    info = torch.finfo(getattr(torch, dtype))
+    rtol, _ = DEFAULT_TOLERANCES[dtype]
+    return {"per_dtype": {dtype: {"atol": float(info.eps) * 4 * OVERFLOW_SCALES[scale](float(info.max)),
+                                  "rtol": rtol}}}
+
+
+def own_truth_failure(case: dict) -> str | None:
+    """Why the sweep's right operator is not right on this case: the candidate called directly (as the
+    worker calls it) against the reference in float64 on the same inputs, outside the judge's tolerance at
+    elements where both are finite - torch's own kernel in that dtype, not a false alarm (None: within)."""
+    import torch
+    from sweep_dispatch import call, reference
+
+    from tools.runner.inputs import build_case_inputs
+
+    built = {b.name: b.view() for b in build_case_inputs(case, None)}
+    attrs = case["attributes"]
+    cand = call(**attrs, **built)
+    truth = reference(**attrs, **{k: v.double() if v.dtype.is_floating_point else v for k, v in built.items()})
+    if not isinstance(cand, torch.Tensor) or not cand.dtype.is_floating_point:
+        return None
+    tol = (overflow_tolerance(attrs["op"].split(".")[-1], str(cand.dtype)[6:], case["id"].split("-")[-2])
+           .get("per_dtype") or {}).get(str(cand.dtype)[6:])
+    rtol, atol = (tol["rtol"], tol["atol"]) if tol else DEFAULT_TOLERANCES[str(cand.dtype)[6:]]
+    c, t = cand.double(), truth.double()
+    both = torch.isfinite(c) & torch.isfinite(t)
+    outside = both & ((c - t).abs() > atol + rtol * t.abs())
+    if not bool(outside.any()):
+        return None
+    i = int(outside.flatten().nonzero()[0])
+    return (f"{int(outside.sum())} elements where {attrs['op']} in {cand.dtype} gives {c.flatten()[i].item():.4g} "
+            f"and in float64 {t.flatten()[i].item():.4g}")
+
+
 async def overflow_async(seeds: int, truth: str) -> None:
     """The right operators in float16 and bfloat16 with values whose results overflow the dtype (the
     truth in float32 is finite, or not): failing cases per judge - a correct kernel's infinity where the
@@ -206,9 +259,19 @@ async def overflow_async(seeds: int, truth: str) -> None:
     cases = [overflow_case(op, d, scale, precise=precise, seed=seed)
              for seed in range(seeds) for op in OPS for d in ("float16", "bfloat16") for scale in OVERFLOW_SCALES
              for precise in (False, True)]
+    groups: dict[str, list[dict]] = {}  # one run per tolerance (log_softmax's own: overflow_tolerance)
+    for c in cases:
+        op = next(n for n in OPS if c["id"].startswith(n.replace("_", "-") + "-"))
+        dtype, scale = c["inputs"][0]["dtype"], c["id"].split("-")[-2]
+        groups.setdefault(json.dumps(overflow_tolerance(op, dtype, scale), sort_keys=True), []).append(c)
     t0 = time.perf_counter()
-    results = {j: await run_cases(root, "overflow", sweep_op, "sweep_dispatch.py", cases, j)
-               for j in ("tolerance", "baseline", "both")}
+    results: dict[str, dict] = {}
+    for j in ("tolerance", "baseline", "both"):
+        results[j] = {}
+        for k, (key, group) in enumerate(groups.items()):
+            tolerance = {"tolerance": json.loads(key)} if key != "{}" else None
+            results[j].update(await run_cases(root, f"overflow{k}", sweep_op, "sweep_dispatch.py", group, j,
+                                              tolerance))
     print(f"== right operators with values that overflow half precision, truth {truth}: {len(cases)} cases per judge "
           f"({len(OPS)} "
           f"ops x 2 dtypes x {len(OVERFLOW_SCALES)} scales x {seeds} seeds x (op, float32-then-rounded)), "
@@ -222,8 +285,14 @@ async def overflow_async(seeds: int, truth: str) -> None:
               f"{len(f16)} float16 (unsupported "
               f"{sum(1 for o in got.values() if o.state == 'unsupported')}, pending "
               f"{sum(1 for o in got.values() if o.state == 'pending')})")
+        by_id = {c["id"]: c for c in cases}
+        own = {cid: own_truth_failure(by_id[cid]) for cid in failing}
+        false = [cid for cid in failing if own[cid] is None]
+        print(f"    false alarms (the op itself within tolerance of its float64 truth): {len(false)}; the op "
+              f"itself outside its float64 truth (a real inaccuracy of torch's kernel, not the judge's): "
+              f"{len(failing) - len(false)}")
         for cid in failing[:12]:
-            print(f"    {cid}: {got[cid].summary[:200]}")
+            print(f"    {cid}: {got[cid].summary[:200]}" + (f" [torch's own: {own[cid]}]" if own[cid] else ""))
     await REGISTRY.close_all()
     print(f"evidence: {root}")
 

@@ -264,10 +264,77 @@ def test_nan_a_correct_same_dtype_computation_has_passes_the_tolerance_half_of_b
     assert f"8 NaN/Inf where a correct {dtype} computation has the same" in comp["verdict"]
     assert execute(device, "half_overflow.naive_softmax", "half_overflow.naive_softmax", case, judge="baseline",
                    modules_dir=overflow_ops)["result"]["status"] == "passed"
-    # without a baseline the tolerance judge cannot know the same-dtype NaN: it says so as a mismatch
-    tol = execute(device, "half_overflow.naive_softmax", "half_overflow.naive_softmax", case,
-                  modules_dir=overflow_ops)["result"]
-    assert tol["status"] == "numerical_mismatch"
+
+
+@pytest.mark.parametrize("judge", ["tolerance", "baseline", "both"])
+def test_float16_nan_as_a_correct_float16_computation_has_passes_every_judge(device, overflow_ops, judge) -> None:
+    # the tolerance judge runs the same-dtype baseline only for a NaN/Inf pattern mismatch, and accepts its NaN
+    case = a_case(one(name="x", shape=(2, 4), dtype="float16", kind="full", fill=12.0))
+    result = execute(device, "half_overflow.naive_softmax", "half_overflow.naive_softmax", case, judge=judge,
+                     modules_dir=overflow_ops)["result"]
+    comp = result["comparisons"][0]
+    assert result["status"] == "passed", comp["verdict"]
+    assert comp["nan_mismatch"] == 8 and result["timing_us"]["baseline_us"] > 0
+    if judge != "baseline":
+        assert comp["specials_as_baseline"] == 8
+        assert "8 NaN/Inf where a correct float16 computation has the same" in comp["verdict"]
+    # no pattern mismatch, no baseline run under the tolerance judge
+    calm = execute(device, "half_overflow.naive_softmax", "half_overflow.naive_softmax",
+                   a_case(one(name="x", shape=(2, 4), dtype="float16", kind="full", fill=3.0)), judge=judge,
+                   modules_dir=overflow_ops)["result"]
+    assert calm["status"] == "passed" and ("baseline_us" in calm["timing_us"]) is (judge != "tolerance")
+
+
+def test_a_baseline_that_cannot_run_leaves_the_tolerance_judge_as_it_was(device, overflow_ops) -> None:
+    # the tolerance judge needs no baseline: one that fails is said, and the NaN is judged against the truth alone
+    case = a_case(one(name="x", shape=(2, 4), dtype="float16", kind="full", fill=12.0))
+    answer = execute(device, "half_overflow.naive_softmax", "half_overflow.naive_softmax", case,
+                     modules_dir=overflow_ops, baseline="torch.linalg.inv")
+    assert answer["outcome"] == "result" and answer["result"]["status"] == "numerical_mismatch"
+    assert "not run" in answer["result"]["environment"]["specials_baseline"]
+    assert not answer["result"]["comparisons"][0].get("specials_as_baseline")
+
+
+@pytest.mark.parametrize("judge", ["tolerance", "baseline", "both"])
+def test_float16_nan_where_a_correct_computation_has_none_fails_every_judge(device, overflow_ops, judge) -> None:
+    # exp(5) is far inside float16's range: the same-dtype baseline is finite, so the NaN is the kernel's
+    case = a_case(one(name="x", shape=(2, 4), dtype="float16", kind="full", fill=5.0))
+    result = execute(device, "half_overflow.nan_when_big", "half_overflow.naive_softmax", case, judge=judge,
+                     modules_dir=overflow_ops)["result"]
+    comp = result["comparisons"][0]
+    assert result["status"] == "numerical_mismatch", comp["verdict"]
+    assert comp["nan_mismatch"] == 8 and not comp.get("specials_as_baseline")
+    assert "NaN" in comp["verdict"]
+
+
+@pytest.mark.parametrize("judge", ["tolerance", "baseline", "both"])
+def test_bfloat16_truth_widens_to_float64_where_the_float32_reference_overflows(device, overflow_ops, judge) -> None:
+    # (1e20)^2 overflows float32 (bfloat16's range too): the float32 norm is Inf, the right kernel's finite
+    # 2.82e20 is the float64 truth; the case says its reference ran in float64
+    case = a_case(one(name="x", shape=(2, 8), dtype="bfloat16", kind="full", fill=1e20))
+    answer = execute(device, "half_overflow.scaled_norm", "half_overflow.norm", case, judge=judge,
+                     modules_dir=overflow_ops, reference_dtype="auto")
+    result, meta = answer["result"], answer["input_metadata"]
+    comp = result["comparisons"][0]
+    assert result["status"] == "passed", comp["verdict"]
+    assert comp["inf_mismatch"] == comp["nan_mismatch"] == 0
+    assert meta["reference_dtype"] == "float64" and meta["inputs"][0]["reference_dtype"] == "float64"
+    assert meta["reference_widened"]["elements"] == 2 and meta["reference_widened"]["from"] == "float32"
+    # the reference's backward runs again in float64 too: the right kernel's gradient x/|x| passes
+    graded = execute(device, "half_overflow.scaled_norm", "half_overflow.norm", dict(case, grad_inputs=["x"]),
+                     judge=judge, modules_dir=overflow_ops, reference_dtype="auto")["result"]
+    assert graded["status"] == "passed" and [c["output"] for c in graded["comparisons"]] == ["out", "grad.x"]
+    # a finite but wrong kernel there fails against the float64 truth
+    wrong = execute(device, "half_overflow.max_for_norm", "half_overflow.norm", case, judge=judge,
+                    modules_dir=overflow_ops, reference_dtype="auto")
+    assert wrong["result"]["status"] == "numerical_mismatch", wrong["result"]["comparisons"][0]["verdict"]
+    assert wrong["input_metadata"]["reference_dtype"] == "float64"
+    # within float32's range nothing widens
+    calm = execute(device, "half_overflow.scaled_norm", "half_overflow.norm",
+                   a_case(one(name="x", shape=(2, 8), dtype="bfloat16", kind="full", fill=1e10)), judge=judge,
+                   modules_dir=overflow_ops, reference_dtype="auto")
+    assert calm["result"]["status"] == "passed" and calm["input_metadata"]["reference_dtype"] == "auto: float32"
+    assert "reference_widened" not in calm["input_metadata"]
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -479,3 +546,35 @@ def test_the_plan_warns_of_a_tolerance_below_a_dtypes_resolution(tmp_path: Path,
     req["config"]["tolerance"]["per_dtype"] = {"float16": {"atol": 1e-3, "rtol": 1e-3},
                                                "bfloat16": {"atol": 1e-2, "rtol": 1.6e-2}}
     assert not [w for w in plan_cases(req, root=tmp_path).warnings if "resolution" in w]
+
+
+def test_the_judges_agree_with_a_correct_half_precision_computation_through_the_local_transport(loop,
+                                                                                                tmp_path: Path) -> None:
+    # float16: NaN as a correct float16 computation has (right) or where it has none (wrong); bfloat16: a finite
+    # norm where the float32 truth overflowed (right, against the float64 truth) or a finite wrong one
+    import json
+
+    f16 = {"name": "x", "shape": [2, 4], "dtype": "float16"}
+    bf16 = {"name": "x", "shape": [2, 8], "dtype": "bfloat16", "values": {"kind": "full", "fill": 1e20}}
+    cases = [{"id": "f16-right", "inputs": [dict(f16, values={"kind": "full", "fill": 12.0})],
+              "attributes": {"which": "naive_softmax"}},
+             {"id": "f16-wrong", "inputs": [dict(f16, values={"kind": "full", "fill": 5.0})],
+              "attributes": {"which": "nan_when_big"}},
+             {"id": "bf16-right", "inputs": [bf16], "attributes": {"which": "scaled_norm"}},
+             {"id": "bf16-wrong", "inputs": [bf16], "attributes": {"which": "max_for_norm"}}]
+    for judge in ("tolerance", "baseline", "both"):
+        run_id = f"half-{judge}"
+        plan_cases({"config": {"run_id": run_id, "judge": judge,
+                               "operator": {"name": "half", "candidate": "half_overflow.kernel",
+                                            "reference": "half_overflow.truth", "modules": ["half_overflow.py"],
+                                            "reference_dtype": "auto"}},
+                    "cases": cases, "module_sources": {"half_overflow.py": (OPERATORS / "half_overflow.py").read_text()}},
+                   root=tmp_path)
+        got = {o.case_id: o for o in loop.run_until_complete(run_case_remote(run_id, root=tmp_path)).outcomes}
+        states = {cid: o.state for cid, o in got.items()}
+        assert states == {"f16-right": "passed", "f16-wrong": "numerical_mismatch", "bf16-right": "passed",
+                          "bf16-wrong": "numerical_mismatch"}, {cid: o.summary for cid, o in got.items()}
+        store = RunStore(tmp_path, run_id)
+        meta = {cid: json.loads(store.input_meta_path(cid).read_text()) for cid in got}
+        assert meta["bf16-right"]["reference_dtype"] == "float64" and meta["bf16-right"]["reference_widened"]
+        assert meta["f16-right"]["reference_dtype"] == "auto: float32"

@@ -28,13 +28,14 @@ from .classify import exception_signature, match_unsupported
 from .baseline_side import check_inputs, measure
 from .compare import name_outputs
 from .consistency import InputGuard, after_first_run, check_writes, declared_writes
-from .judge import BaselineError
+from .judge import BaselineError, special_mismatches
 from .judging import Judging, compare_and_judge, status_of
 from .devices import Device, Unsupported
 from .inputs import auto_reference_float, build_case_inputs, case_seed, map_built, reference_inputs, tensors_of
 from .phases import (HarnessFailure, OperatorFailure, compile_budget, exception_text, tail, traceback_tail,
                      wants_gradients)
 from .seeding import seed_everything
+from .truth import overflowed_truth, widened_reference
 
 # Where the transport placed this worker: the device it was given (and how that was
 # decided), the visibility variables, and the scheduler job it runs in (Slurm hosts).
@@ -148,7 +149,7 @@ class CaseRun:
         # same storages cast by the per-dtype upcast rule (inputs.reference_dtype,
         # recorded per input), viewed with the same strides and offset.
         asked = op.get("reference_dtype", "float32")  # a config without the field predates "auto": float32
-        ref_float = auto_reference_float(self.built) if asked == "auto" else asked
+        self.ref_float = ref_float = auto_reference_float(self.built) if asked == "auto" else asked
         self.ref_inputs, self.upcast = reference_inputs(self.built, ref_float)
         self.metadata = {"case_id": case["id"], "seed": self.seed, "mode": self.mode, "device": self.device.label,
                          "reference_dtype": ref_float if asked != "auto" else f"auto: {ref_float}",
@@ -320,13 +321,36 @@ class CaseRun:
     # -- reference, baseline ----------------------------------------------------------
 
     def run_reference(self) -> None:
-        """The reference on CPU (upcast), its backward with the same upstream values."""
-        op, grads = self.op, self.grads
+        """The reference on CPU (upcast), its backward with the same upstream values; run again in float64
+        when its float32 outputs overflowed where the candidate's did not (truth.py)."""
         t0 = time.perf_counter()
+        self.ref_out = self._reference_on(self.ref_inputs)
+        widened = overflowed_truth(self.out, self.ref_out, self.op.get("outputs")) \
+            if self.upcast and self.ref_float == "float32" else 0
+        if widened:
+            try:
+                self.ref_inputs, _ = reference_inputs(build_case_inputs(self.case, self.request.get("captured_dir")),
+                                                      "float64")
+            except Exception as exc:  # noqa: BLE001 - the same inputs built again: the harness's
+                raise HarnessFailure("inputs", exc) from None
+            self.ref_out = self._reference_on(self.ref_inputs)
+            self.metadata.update(widened_reference(self.metadata, widened))
+        self.timing["reference_us"] = (time.perf_counter() - t0) * 1e6
+        if not self.upcast and _has_float64(self.ref_out) and not any(b.storage.dtype == torch.float64
+                                                                      for b in tensors_of(self.built)):
+            # the reference widened to float64 on its own (numpy-style math): its output
+            # dtype is not the candidate's contract, only its kind is
+            self.upcast = True
+        if self.side is not None:  # where the baseline ran, in the result's environment
+            self.flags["baseline_host"] = {k: self.side.get(k) for k in ("host", "device", "environment")}
+
+    def _reference_on(self, ref_inputs: dict):
+        """The reference's outputs (CPU) on ``ref_inputs``, its gradients in ``ref_grads``."""
+        op, grads = self.op, self.grads
         extra = None
         try:
-            rargs, rkwargs = call_arguments(op.get("call"), self.ref_inputs, self.attributes)
-            ref_leaves = grads.require(self.ref_inputs) if grads is not None else []
+            rargs, rkwargs = call_arguments(op.get("call"), ref_inputs, self.attributes)
+            ref_leaves = grads.require(ref_inputs) if grads is not None else []
             seed_everything(self.seed)
             ref_out = self.reference(*rargs, **rkwargs)
             if grads is not None:  # the reference's backward, CPU autograd, the same upstream values upcast
@@ -335,7 +359,7 @@ class CaseRun:
             if not extra:
                 ref_out = _to_cpu(ref_out)
                 if op.get("random"):
-                    self.flags.update(_check_reproducible(self.reference, op, self.ref_inputs, self.attributes,
+                    self.flags.update(_check_reproducible(self.reference, op, ref_inputs, self.attributes,
                                                           self.seed, ref_out, self.device))
         except BaseException as exc:  # noqa: BLE001
             raise HarnessFailure("reference", exc) from None
@@ -347,15 +371,7 @@ class CaseRun:
                             f"{', '.join(grads.names)}, the candidate's do not (no grad_fn): the operator has "
                             "no derivative there; name the outputs to differentiate in grad_output "
                             "({output: spec}) to compare the others")})
-        self.ref_out = ref_out
-        self.timing["reference_us"] = (time.perf_counter() - t0) * 1e6
-        if not self.upcast and _has_float64(ref_out) and not any(b.storage.dtype == torch.float64
-                                                                 for b in tensors_of(self.built)):
-            # the reference widened to float64 on its own (numpy-style math): its output
-            # dtype is not the candidate's contract, only its kind is
-            self.upcast = True
-        if self.side is not None:  # where the baseline ran, in the result's environment
-            self.flags["baseline_host"] = {k: self.side.get(k) for k in ("host", "device", "environment")}
+        return ref_out
 
     def measured_here(self) -> dict:
         """On a baseline host: the baseline's stage-1 numbers (with gradients, grad.<input> too)."""
@@ -368,9 +384,13 @@ class CaseRun:
                                                            in_dtypes=in_dtypes, built=self.built))
 
     def run_baseline(self) -> None:
-        """The baseline: a correct computation in the candidate's dtypes, on CPU (judges other than tolerance)."""
+        """The baseline: a correct computation in the candidate's dtypes, on CPU (judges other than tolerance;
+        the tolerance judge runs it only for NaN/Inf it may explain: ``judged_first_run``)."""
         if self.judge == "tolerance" or self.side is not None:
             return
+        self._baseline_run()
+
+    def _baseline_run(self) -> None:
         self.enter("baseline")
         op, grads = self.op, self.grads
         t0 = time.perf_counter()
@@ -402,7 +422,23 @@ class CaseRun:
                 dict(name_outputs(self.ref_out, names), **(ref_grads if isinstance(ref_grads, dict) else {})))
 
     def judged_first_run(self) -> list[dict]:
-        """Every output, gradient and written input of the first run, compared and judged."""
+        """Every output, gradient and written input of the first run, compared and judged.  Under the
+        tolerance judge, NaN/Inf that the truth has not are judged again beside the same-dtype baseline,
+        run for that (built again from the seed): a correct computation in the output's dtype may have
+        them too (a float16 exp that overflows).  No other case pays for a baseline."""
+        comparisons = self._judged_all()
+        if self.judge == "tolerance" and self.side is None and any(special_mismatches(c) for c in comparisons):
+            try:
+                self.base_inputs = baseline_inputs(build_case_inputs(self.case, self.request.get("captured_dir")))
+                self._baseline_run()
+            except Exception as exc:  # noqa: BLE001 - the tolerance judge never needed it: judged without it
+                self.flags["specials_baseline"] = f"not run, the NaN/Inf judged against the truth alone: {exc}"
+                self.base_inputs = self.base_out = self.base_grads = None
+                return comparisons
+            comparisons = self._judged_all()
+        return comparisons
+
+    def _judged_all(self) -> list[dict]:
         self.kept = self._named_outputs()
         self.enter("judge", outputs=self.kept)
         self.judging = Judging(self.judge, self.config, strict_dtype=not self.upcast,

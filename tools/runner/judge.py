@@ -88,9 +88,10 @@ def apply_judge(comparisons: list[dict], judge: str, *, baseline=None, reference
     operator config) and ``in_dtypes`` (the inputs' dtypes) choose each
     output's standard and level."""
     config = config or {}
-    base = name_outputs(baseline, names) if judge != "tolerance" and baseline is not None else {}
-    ref = name_outputs(reference, names) if judge != "tolerance" else {}
-    cand = name_outputs(candidate, names) if judge != "tolerance" and candidate is not None else {}
+    # the tolerance judge reads the baseline only for NaN/Inf it may explain (run when the pattern differs)
+    base = name_outputs(baseline, names) if baseline is not None else {}
+    ref = name_outputs(reference, names) if judge != "tolerance" or base else {}
+    cand = name_outputs(candidate, names) if candidate is not None and (judge != "tolerance" or base) else {}
     where = (baseline_side or {}).get("where") or "a correct computation in the candidate's dtype on CPU"
     for comp in comparisons:
         comp["judge"] = judge
@@ -98,6 +99,7 @@ def apply_judge(comparisons: list[dict], judge: str, *, baseline=None, reference
             comp["verdict"] = f"contract mismatch: {comp['contract_mismatch']}"
             continue
         if judge == "tolerance":
+            _specials_of_baseline(comp, cand, base, ref)
             tol_ok, tol_text = tolerance_mismatches(comp) == 0, tolerance_verdict(comp)
             comp["passed"] = tol_ok
             comp["verdict"] = f"tolerance judge: {tol_text}"
@@ -193,6 +195,24 @@ def specials_as_baseline(comp: dict, c, b, r) -> int:
     same_as_base = (cn & bn) | (ci & (c == b))
     return int(torch.count_nonzero((cn | ci | rn | ri) & ~(torch.isfinite(c) & torch.isfinite(r)) & ours
                                    & same_as_base).item())
+
+
+def special_mismatches(comp: dict) -> bool:
+    """The comparison fails the tolerance judge with NaN/Inf pattern mismatches that no same-dtype
+    baseline has explained yet: those a correct computation in the output's dtype may have too."""
+    return bool(comp.get("nan_mismatch") or comp.get("inf_mismatch")) and tolerance_mismatches(comp) > 0 \
+        and not comp.get("contract_mismatch") and "specials_as_baseline" not in comp
+
+
+def _specials_of_baseline(comp: dict, cand: dict, base: dict, ref: dict) -> None:
+    """Under the tolerance judge, with the baseline run for this case: its own NaN/Inf accepted."""
+    name = comp["output"]
+    if not (comp.get("nan_mismatch") or comp.get("inf_mismatch")) or name not in base or name not in cand \
+            or ref.get(name) is None:
+        return
+    c, b, r = as_tensor(cand[name]), as_tensor(base[name]), as_tensor(ref[name])
+    if list(b.shape) == list(r.shape):
+        comp["specials_as_baseline"] = specials_as_baseline(comp, c, b, r)
 
 
 def _judge_local(comp: dict, c, b, r, chosen: dict, dtype: str) -> tuple[dict, list]:
