@@ -48,7 +48,6 @@ from .probes import read_case, untagged
 MAX_BISECT_VALUES = 3
 MAX_CROSSINGS = 4
 MAX_MISSING_SUGGESTIONS = 20
-MAX_EXPLORE_BASES = 3
 MAX_SPLITS = 4          # discriminating cases per analysis
 MAX_SPLIT_HYPOTHESES = 12  # the simplest survivors the splitting cases are searched for
 MAX_SPLIT_BASES = 3
@@ -621,11 +620,6 @@ def splitting(ctx: Context) -> list[Proposal]:
         ctx.seen_contents.add(cand.content)
         chosen.append(cand)
     return chosen
-
-
-def discriminating(ctx: Context) -> list[Proposal]:
-    """The splitting cases (kept under its old name)."""
-    return splitting(ctx)
 
 
 # --------------------------------------------------------------------------
