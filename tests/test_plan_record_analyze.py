@@ -428,7 +428,7 @@ def test_eager_pass_graph_mismatch_is_diagnosed_on_mode_graph(evidence_root, pla
     assert f"opdebug run --root {evidence_root} --run-id run-1 --case graph-f32.rerun" in repro
     assert f"opdebug analyze --root {evidence_root} --run-id run-1" in repro
     assert "scaled_add_mod.cand" in repro and '"mode": "graph"' in repro
-    assert RunStore(evidence_root, "run-1").read_manifest()["status"] == "failed"
+    assert RunStore(evidence_root, "run-1").read_manifest()["status"] == "diagnosed"
 
 
 def test_missing_case_is_inconclusive_and_named(evidence_root, plan_request_dict, result_dicts):
@@ -600,7 +600,7 @@ def test_analysis_reads_what_another_writer_recorded(evidence_root, plan_request
     record_result("run-1", result_dicts["numerical_mismatch"]("graph-f32"), root=str(evidence_root))
     assert analyze_failures("run-1", root=evidence_root).verdict == "diagnosed"
     manifest = RunStore(evidence_root, "run-1").read_manifest()
-    assert [h["status"] for h in manifest["history"]] == ["planned", "running", "inconclusive", "running", "failed"]
+    assert [h["status"] for h in manifest["history"]] == ["planned", "running", "inconclusive", "running", "diagnosed"]
 
 
 def test_analyze_unknown_run_is_refused(evidence_root):

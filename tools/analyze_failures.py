@@ -29,7 +29,7 @@ from .evidence import ANALYSIS, REPORT, REPRODUCTION, RunStore, read_json
 from .render.report import render_report, render_reproduction
 from .schemas import Analysis
 
-MANIFEST_STATUS = {"diagnosed": "failed", "inconclusive": "inconclusive", "passed": "passed"}
+MANIFEST_STATUS = {"diagnosed": "diagnosed", "inconclusive": "inconclusive", "passed": "passed"}
 
 
 

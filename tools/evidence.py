@@ -79,6 +79,8 @@ ARTIFACTS_DIR = "artifacts"
 # planned -> running -> passed | failed | inconclusive; adding cases or
 # recording after an analysis moves the run back to running.
 RUN_STATES = ("planned", "running", "passed", "failed", "inconclusive")
+# a manifest once analyzed says the run's verdict; "failed" is how runs analyzed before the rename read
+ANALYZED_STATES = ("passed", "diagnosed", "inconclusive", "failed")
 
 
 def _is_slug(value: Any) -> bool:
@@ -367,7 +369,7 @@ class RunStore:
             matrix = existing + cases
             atomic_write_json(self._matrix_path, self._matrix_doc(matrix))
             # Results, or an analysis of the smaller matrix: the run is under way again.
-            analyzed = read_json(self._manifest_path)["status"] in ("passed", "failed", "inconclusive")
+            analyzed = read_json(self._manifest_path)["status"] in ANALYZED_STATES
             self._update_manifest(case_count=len(matrix),
                                   status="running" if analyzed or self._has_results() else None, reopen=True)
             return matrix
@@ -813,7 +815,7 @@ class RunStore:
             manifest = read_json(self._manifest_path)
         now = now_utc().isoformat()
         if status is not None and status != manifest["status"]:
-            final = manifest["status"] in ("passed", "failed", "inconclusive")
+            final = manifest["status"] in ANALYZED_STATES
             if status == "running" and final and not reopen:
                 status = manifest["status"]
             if status != manifest["status"]:

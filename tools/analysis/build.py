@@ -32,7 +32,7 @@ from .pairs import pair_index
 from .probes import (counterexamples, falsified_note, necessary_atom, necessary_note, read_absent_dims,
                      seed_conflicts, validate, widen)
 from .reasons import FAILING, case_failure, failure_axes, integration_hint
-from .suggestions import (Context, crossing_candidates, dim_ties, falsifying, narrowing, next_cases, seed_probing,
+from .suggestions import (Context, crossing_proposals, dim_ties, falsifying, narrowing, next_cases, seed_probing,
                           splitting, tie_aliases, unusable_modes)
 from .trend import trend_finding, trend_helps
 from .verdict import accounted_summary, run_verdict, verdict_summary
@@ -245,7 +245,7 @@ def _diagnose_group(run: _Run, group: Group | None, passing: list[str], results:
     terms = ctx.terms[lead_hyp.text]
     splits = splitting(ctx)  # first: a case that splits hypotheses is a split, whatever else it narrows
     narrow = {t.axis: narrowing(ctx, t, lead_hyp.text) for t in terms}
-    cross = crossing_candidates(ctx, lead, lead_hyp.sources())
+    cross = crossing_proposals(ctx, lead, lead_hyp.sources())
     settle(lead, terms, space.hypotheses, space.capped, narrow, cross, dtypes)
     if group.alternative:  # an OR of pure atoms reads the cases as well: the AND is not settled
         lead.exact = False

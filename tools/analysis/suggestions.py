@@ -1,11 +1,11 @@
 """Next cases: split the surviving hypotheses, pin boundaries, cross with
 distractors, explore; each ready to append as it is.
 
-A candidate case is one variation of a recorded case (a star of one base;
+A proposed case (a `Proposal`) is one variation of a recorded case (a star of one base;
 a variation may set a second axis with ``also``, which builds the missing
-cell of a 2x2).  Every surviving hypothesis predicts each candidate:
+cell of a 2x2).  Every surviving hypothesis predicts each proposal:
 ``fail``, ``pass`` or unknown (inside a threshold's bracket, an untried
-categorical value).  A candidate every hypothesis predicts the same way is
+categorical value).  A proposal every hypothesis predicts the same way is
 implied by the recorded cases and never proposed.
 
 Order (references/behavior.md, "Next cases"):
@@ -48,14 +48,13 @@ from .probes import read_case, untagged
 MAX_BISECT_VALUES = 3
 MAX_CROSSINGS = 4
 MAX_MISSING_SUGGESTIONS = 20
-MAX_EXPLORE_BASES = 3
 MAX_SPLITS = 4          # discriminating cases per analysis
 MAX_SPLIT_HYPOTHESES = 12  # the simplest survivors the splitting cases are searched for
 MAX_SPLIT_BASES = 3
 
 
 @dataclass
-class Candidate:
+class Proposal:
     base: Case
     var: dict  # a star variation without its values (``also``: a second axis set with it)
     value: Any
@@ -157,7 +156,7 @@ def unusable_modes(cases: list[Case], results: dict, status: dict[str, str]) -> 
 # --------------------------------------------------------------------------
 
 
-def make_candidate(ctx: Context, base: Case, var: dict, value: Any, finding: str) -> Candidate | None:
+def make_proposal(ctx: Context, base: Case, var: dict, value: Any, finding: str) -> Proposal | None:
     try:
         sv = StarVariation.model_validate(var | {"values": [value]})
         doc = apply_variation(base, sv, value)
@@ -175,7 +174,7 @@ def make_candidate(ctx: Context, base: Case, var: dict, value: Any, finding: str
         return None
     axes = structured_axes(case, case_axes(case))
     named = {a.axis for h in ctx.hyps for a in h.atoms}
-    cand = Candidate(base=base, var=var, value=value, doc=doc, axes=axes, finding=finding,
+    cand = Proposal(base=base, var=var, value=value, doc=doc, axes=axes, finding=finding,
                      hax=read_case(hypothesis_axes(case, {}, axes), case, named), content=content)
     cand.preds = {h.text: h.predict(cand.hax) for h in ctx.hyps}
     return cand
@@ -217,12 +216,12 @@ def refused_values(ctx: Context) -> set[tuple[str, str]]:
     return out
 
 
-def decisive(c: Candidate) -> bool:
+def decisive(c: Proposal) -> bool:
     known = {p for p in c.preds.values() if p is not None}
     return known == {"pass", "fail"}
 
 
-def informative(c: Candidate, f: Finding, hyp: str | None = None) -> bool:
+def informative(c: Proposal, f: Finding, hyp: str | None = None) -> bool:
     return c.preds.get(hyp or f.predicate) is None or decisive(c)
 
 
@@ -458,9 +457,9 @@ def _bases(ctx: Context, f: Finding) -> list[Case]:
     return [ctx.cases[c] for c in passing[:1] + failing[:1]]
 
 
-def narrowing(ctx: Context, f: Finding, hyp: str | None = None) -> list[Candidate]:
+def narrowing(ctx: Context, f: Finding, hyp: str | None = None) -> list[Proposal]:
     """The informative candidates that narrow one finding or term (bisect or probe)."""
-    out: list[Candidate] = []
+    out: list[Proposal] = []
     for base in _bases(ctx, f)[:1]:
         if f.kind == "threshold":
             integer = all(isinstance(v, int) for v in f.failing_values + f.passing_values)
@@ -474,7 +473,7 @@ def narrowing(ctx: Context, f: Finding, hyp: str | None = None) -> list[Candidat
         for target in targets:
             best = None
             for var, value in moves(ctx, base, f.axis, _attr_raw(f.axis, target)):
-                cand = make_candidate(ctx, base, var, value, f.axis)
+                cand = make_proposal(ctx, base, var, value, f.axis)
                 # an untried categorical value is always worth its case; inside a bracket, when it can move it
                 if cand is None or (f.kind == "threshold" and not informative(cand, f, hyp)):
                     continue
@@ -542,7 +541,7 @@ def _flip_targets(ctx: Context, atom: Atom, term: Finding, base: Case) -> list:
     return list(dict.fromkeys(list(atom.failing[:2]) + list(atom.passing[:2]) + probe_values(ctx, term, base)))
 
 
-def _split_pairs(c: Candidate, names: list[str]) -> set[tuple[int, int]]:
+def _split_pairs(c: Proposal, names: list[str]) -> set[tuple[int, int]]:
     preds = [c.preds.get(n) for n in names]
     return {(i, j) for i in range(len(names)) for j in range(i + 1, len(names))
             if preds[i] is not None and preds[j] is not None and preds[i] != preds[j]}
@@ -559,7 +558,7 @@ def _term_moves(ctx: Context, hyp: Hypothesis) -> list[tuple[Case, str, dict, An
     return out
 
 
-def splitting(ctx: Context) -> list[Candidate]:
+def splitting(ctx: Context) -> list[Proposal]:
     """The cases that tell the surviving hypotheses apart, chosen greedily:
     each next one tells apart the most pairs not yet told apart (then the more
     balanced split, the simpler move).  Where no single change tells two
@@ -568,13 +567,13 @@ def splitting(ctx: Context) -> list[Candidate]:
     if len(hyps) < 2:
         return []
     names = [h.text for h in hyps]
-    pool: list[tuple[Candidate, set]] = []
+    pool: list[tuple[Proposal, set]] = []
     contents: set[str] = set()
     per_hyp: dict[str, list] = {}
     for h in hyps:
         per_hyp[h.text] = _term_moves(ctx, h)
         for base, axis, var, value in per_hyp[h.text]:
-            cand = make_candidate(ctx, base, var, value, axis)
+            cand = make_proposal(ctx, base, var, value, axis)
             if cand is None:
                 continue
             content = cand.content
@@ -593,7 +592,7 @@ def splitting(ctx: Context) -> list[Candidate]:
                 if base2.id != base.id or axis2 == axis or var.get("also") or var2.get("also"):
                     continue
                 also = dict(var2, values=[value2])
-                cand = make_candidate(ctx, base, dict(var, also=[also]), value, axis)
+                cand = make_proposal(ctx, base, dict(var, also=[also]), value, axis)
                 if cand is None:
                     continue
                 content = cand.content
@@ -601,7 +600,7 @@ def splitting(ctx: Context) -> list[Candidate]:
                 if (i, j) in pairs and content not in contents:
                     contents.add(content)
                     pool.append((cand, pairs))
-    chosen: list[Candidate] = []
+    chosen: list[Proposal] = []
     covered: set[tuple[int, int]] = set()
 
     def score(item):
@@ -621,11 +620,6 @@ def splitting(ctx: Context) -> list[Candidate]:
         ctx.seen_contents.add(cand.content)
         chosen.append(cand)
     return chosen
-
-
-def discriminating(ctx: Context) -> list[Candidate]:
-    """The splitting cases (kept under its old name)."""
-    return splitting(ctx)
 
 
 # --------------------------------------------------------------------------
@@ -785,7 +779,7 @@ def _crossing_one(ctx: Context, base: Case, key: str, value: Any, cid: str, var:
     return var, raw
 
 
-def crossing_candidates(ctx: Context, f: Finding, sources: list[str]) -> list[Candidate]:
+def crossing_proposals(ctx: Context, f: Finding, sources: list[str]) -> list[Proposal]:
     """The leading finding's failing case with every distractor value that
     passes elsewhere and never failed, all at once (one case, up to four
     axes); one case per axis where the combination cannot be built."""
@@ -800,17 +794,17 @@ def crossing_candidates(ctx: Context, f: Finding, sources: list[str]) -> list[Ca
     firsts: dict[str, tuple[str, Any, str]] = {}
     for key, value, cid in todo:
         firsts.setdefault(key, (key, value, cid))
-    def has(cand: Candidate, items) -> bool:  # a strides pattern that does not fit the shape is no crossing
+    def has(cand: Proposal, items) -> bool:  # a strides pattern that does not fit the shape is no crossing
         return all(cand.axes.get(k[: -len(".strides")] + ".contiguity") == v for k, v, _ in items
                    if k.endswith(".strides"))
 
-    def combined(changes: list[tuple[dict, Any]]) -> Candidate | None:
+    def combined(changes: list[tuple[dict, Any]]) -> Proposal | None:
         (var0, val0), rest = changes[0], changes[1:]
         var = dict(var0, also=[dict(v, values=[x]) for v, x in rest]) if rest else var0
-        return make_candidate(ctx, base, var, val0, f.axis)
+        return make_proposal(ctx, base, var, val0, f.axis)
 
     built = [(k, v, c, m) for k, v, c in firsts.values() if (m := _crossing_move(ctx, base, k, v, c)) is not None]
-    out: list[Candidate] = []
+    out: list[Proposal] = []
     if len(built) > 1:
         chosen = built[:MAX_CROSSINGS]
         changes = [ch for *_, m in chosen for ch in m]
@@ -831,7 +825,7 @@ def crossing_candidates(ctx: Context, f: Finding, sources: list[str]) -> list[Ca
 # --------------------------------------------------------------------------
 
 
-def _star(cands: list[Candidate]) -> tuple[Case, list[dict]]:
+def _star(cands: list[Proposal]) -> tuple[Case, list[dict]]:
     base = cands[0].base
     vary: dict[str, dict] = {}
     for c in cands:
@@ -840,12 +834,12 @@ def _star(cands: list[Candidate]) -> tuple[Case, list[dict]]:
     return base, list(vary.values())
 
 
-def _refuted(cands: list[Candidate], outcome: str) -> list[str]:
+def _refuted(cands: list[Proposal], outcome: str) -> list[str]:
     other = "pass" if outcome == "fail" else "fail"
     return sorted({h for c in cands for h, p in c.preds.items() if p == other})
 
 
-def _next(kind: str, axis: str | None, cands: list[Candidate], reason: str, if_fails: str,
+def _next(kind: str, axis: str | None, cands: list[Proposal], reason: str, if_fails: str,
           if_passes: str) -> NextCase:
     base, vary = _star(cands)
     doc = base.model_dump(mode="json", exclude_none=True)
@@ -855,25 +849,25 @@ def _next(kind: str, axis: str | None, cands: list[Candidate], reason: str, if_f
                     refutes_if_passes=_refuted(cands, "pass"))
 
 
-def _by_base(cands: list[Candidate]) -> list[list[Candidate]]:
-    groups: dict[str, list[Candidate]] = {}
+def _by_base(cands: list[Proposal]) -> list[list[Proposal]]:
+    groups: dict[str, list[Proposal]] = {}
     for c in cands:
         groups.setdefault(c.base.id, []).append(c)
     return list(groups.values())
 
 
-def _values_text(cands: list[Candidate], axis: str) -> str:
+def _values_text(cands: list[Proposal], axis: str) -> str:
     return ", ".join(str(c.axes.get(axis, c.hax.get(axis))) for c in cands)
 
 
-def _change_text(c: Candidate) -> str:
+def _change_text(c: Proposal) -> str:
     parts = [f"{c.var['axis']}={json.dumps(c.value, default=str)}"]
     parts += [f"{a['axis']}={json.dumps(a['values'][0], default=str)}" for a in c.var.get("also") or []]
     return " and ".join(parts)
 
 
-def next_cases(ctx: Context, lead: Finding | None, narrow: dict[str, list[Candidate]], results: dict,
-               missing: list[str], *, splits: list[Candidate] = (), cross: list[Candidate] = (),
+def next_cases(ctx: Context, lead: Finding | None, narrow: dict[str, list[Proposal]], results: dict,
+               missing: list[str], *, splits: list[Proposal] = (), cross: list[Proposal] = (),
                lead_hyp: str | None = None) -> list[NextCase]:
     out: list[NextCase] = []
     for group in _by_base(list(splits)):  # one next case per base: each of its cases says what it refutes
@@ -979,10 +973,10 @@ def explore(ctx: Context) -> list[NextCase]:
     failing.sort(key=lambda f: (len(f), f))
     out: list[NextCase] = []
     for fid in failing[:1]:
-        cands: list[Candidate] = []
+        cands: list[Proposal] = []
         base = ctx.cases[fid]
         for var, value in _each_axis_once(ctx, base):
-            cand = make_candidate(ctx, base, var, value, "explore")
+            cand = make_proposal(ctx, base, var, value, "explore")
             if cand is not None:
                 ctx.seen_contents.add(cand.content)
                 cands.append(cand)
@@ -996,12 +990,12 @@ def explore(ctx: Context) -> list[NextCase]:
                 if var is None:
                     continue
                 raw = _raw_value(ctx.cases[fid], key)
-                cand = make_candidate(ctx, ctx.cases[near], var, raw, key)
+                cand = make_proposal(ctx, ctx.cases[near], var, raw, key)
                 if cand is not None:
                     ctx.seen_contents.add(cand.content)
                     cands.append(cand)
             why += f", and walk from the passing case {near!r} toward it one axis at a time"
-        groups: dict[tuple, list[Candidate]] = {}
+        groups: dict[tuple, list[Proposal]] = {}
         for c in cands:
             groups.setdefault(c.group, []).append(c)
         for group in _by_base(cands) if len(groups) > 1 else []:  # every axis at once first: one round covers them
@@ -1025,11 +1019,11 @@ def falsifying(ctx: Context, lead: Finding, hyp: Hypothesis, terms: list[Finding
     from .probes import probe_cases, requirements
 
     reqs = requirements(ctx, hyp, lead, terms, moves, others)
-    return reqs, (probe_cases(ctx, lead, hyp, reqs, make_candidate, moves, _next) if propose else [])
+    return reqs, (probe_cases(ctx, lead, hyp, reqs, make_proposal, moves, _next) if propose else [])
 
 
 def seed_probing(ctx: Context) -> list[NextCase]:
     """No hypothesis: the closest failing and passing cases with other seeds (probes.seed_pair_cases)."""
     from .probes import seed_pair_cases
 
-    return seed_pair_cases(ctx, make_candidate, _next)
+    return seed_pair_cases(ctx, make_proposal, _next)

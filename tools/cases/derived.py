@@ -186,10 +186,6 @@ def source_of(axis: str) -> str:
     return f"{name}.values"
 
 
-def is_ordered(values) -> bool:
-    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-
-
 def case_distance_axes(case: Case, labels: dict[str, str] | None = None) -> dict[str, str]:
     """The variation axes of a case (axes.distance_axes), from its
     labels when they are at hand and no value spec depends on the dtype (then

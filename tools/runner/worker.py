@@ -147,7 +147,7 @@ def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str,
         return 3
     send({"event": "ready", "ok": True, "pid": os.getpid(), "env": env})
     fds = _fd_identity((0, 1, 2, proto_in.fileno(), proto_out.fileno()))
-    baseline = reaper.token_pids(os.environ.get(reaper.SWEEP_ENV) or "") if reaper.SWEEP_ENV in os.environ else set()
+    pids_before = reaper.token_pids(os.environ.get(reaper.SWEEP_ENV) or "") if reaper.SWEEP_ENV in os.environ else set()
     progress = _Progress(Board(board_path) if board_path else None, send)
 
     def run(msg: dict) -> dict:
@@ -165,7 +165,7 @@ def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str,
         op = msg.get("op")
         if op == "run":
             _answer_case(msg, run, send, fds, stderr_file, capture_file)
-            _sweep_leftovers(baseline)
+            _sweep_leftovers(pids_before)
         elif op == "health":
             try:
                 device.health_check()

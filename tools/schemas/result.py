@@ -56,7 +56,7 @@ class PrecisionMetrics(Strict):
 StageNumber = FiniteFloat | int | Literal["nan", "inf", "-inf"] | None
 
 
-class StandardVerdict(Strict):
+class StandardJudgement(Strict):
     """What msprobe 26.2's standard decides on this output (references/behavior.md, "Standards")."""
 
     standard: Literal["benchmark", "ulp", "binary", "thousandth", "absolute", "quantization"] = Field(
@@ -140,7 +140,7 @@ class Comparison(Strict):
     ratios: SkipJsonSchema[dict[str, NonNegFinite] | None] = None  # candidate / baseline error ratios
     judge: SkipJsonSchema[Literal["tolerance", "baseline", "both"] | None] = None  # the judge that decided
     verdict: SkipJsonSchema[Annotated[str, Field(max_length=2000)] | None] = None  # one sentence, with ratios
-    benchmark: SkipJsonSchema[StandardVerdict | None] = Field(
+    benchmark: SkipJsonSchema[StandardJudgement | None] = Field(
         None, description="The msprobe standard's own verdict on this output (the baseline judge).")
     checks: SkipJsonSchema[list[Check] | None] = Field(
         None, description="This project's extra rules beyond the standard, each with its own verdict.")
