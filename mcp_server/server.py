@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -34,8 +35,8 @@ from mcp_types import ToolAnnotations
 from tools.answers import capped_answer
 from tools.evidence import resolve_root
 from tools.schemas import (
-    AnalyzeFailuresArgs,
     Analysis,
+    AnalyzeFailuresArgs,
     CaseResult,
     CheckHostArgs,
     HostCheck,

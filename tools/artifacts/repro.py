@@ -20,12 +20,11 @@ import os
 import shlex
 from pathlib import Path
 
+from ..cases.axes import values_text
 from ..errors import ToolError
 from ..evidence import ARTIFACTS_DIR, RunStore, read_json, unknown_cases
-from ..cases.axes import values_text
-from ..schemas import Case, CaseResult, OperatorConfig, grad_output_captures
+from ..schemas import Case, CaseResult, OperatorConfig, ReproExport, grad_output_captures
 from .common import GENERATED_MARK, copy_beside, copy_runner, write_text_new
-from ..schemas import ReproExport
 
 METRICS = ("max_abs", "max_rel", "mean_abs", "rmse", "cosine", "mismatch_count", "mismatch_ratio",
            "nan_mismatch", "inf_mismatch", "worst_index", "first_mismatch_index")

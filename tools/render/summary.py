@@ -11,7 +11,8 @@ capped and the rest counted, with the resource that holds them.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from pydantic import BaseModel
 

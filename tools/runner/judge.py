@@ -25,7 +25,7 @@ import torch
 
 from . import checks as extra
 from . import standards
-from .compare import exact_metrics, as_tensor, dtype_name, name_outputs, precision_metrics
+from .compare import as_tensor, dtype_name, exact_metrics, name_outputs, precision_metrics
 from .routing import INTEGER, MSPROBE, level_for, needs_baseline, route
 
 JUDGES = ("tolerance", "baseline", "both")
