@@ -408,8 +408,7 @@ def shallow_output_schema(schema: dict[str, Any]) -> dict[str, Any]:
                     if one and one not in types:
                         types.append(one)
             return {"type": types} if types else {}
-        out = {k: node[k] for k in ("type", "enum", "const") if k in node}
-        return out
+        return {k: node[k] for k in ("type", "enum", "const") if k in node}
 
     out = {k: schema[k] for k in ("type",) if k in schema}
     out["properties"] = {name: top(sub) for name, sub in (schema.get("properties") or {}).items()}

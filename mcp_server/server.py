@@ -211,7 +211,7 @@ def build_server(
         title="Ascend operator debug",
         instructions=INSTRUCTIONS,
         tools=tools,
-        log_level=log_level,  # type: ignore[arg-type]
+        log_level=log_level,
         lifespan=close_warm_workers_on_exit,
     )
     server.tool_checks.append(catalog.check_known)
@@ -227,7 +227,8 @@ class ProgressClock:
     step, so the value still increases with every notification, as the protocol asks."""
 
     def __init__(self, ctx: Context) -> None:
-        self.ctx, self.done, self.total, self.waits = ctx, 0.0, None, 0
+        self.ctx, self.done, self.waits = ctx, 0.0, 0
+        self.total: int | None = None
 
     async def step(self, done: int, total: int | None, message: str) -> None:
         self.done, self.total, self.waits = float(done), total, 0

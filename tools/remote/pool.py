@@ -44,6 +44,8 @@ from .kinds import kind_of
 from .slot import DeviceSlot, RunFiles, SlotSpec
 
 REAP_INTERVAL_S = 5.0
+# What a slot's start may raise that the pool reports or retries (a bare timeout: nothing answered in time).
+START_FAILURES: tuple[type[BaseException], ...] = (ToolError, *LOST_ERRORS, asyncio.TimeoutError)
 # The pauses before a lost slot is started again (a bound of len() tries in a row;
 # a case finished on the slot resets the count).
 RETRY_DELAYS_S: tuple[float, ...] = (1.0, 3.0, 9.0)
@@ -384,7 +386,7 @@ class _CaseQueue:
         """Check the slot out into ``held`` (None: try again); False when this slot's task is over."""
         try:
             held.slot = await self.checkout_unless_settled(spec)
-        except (ToolError, *LOST_ERRORS, asyncio.TimeoutError) as exc:
+        except START_FAILURES as exc:
             # a bare timeout says nothing by itself: name what did not answer in time
             why = str(exc) or f"{type(exc).__name__}: the slot did not start in time"
             if held.losses == 0 and not isinstance(exc, LOST_ERRORS):

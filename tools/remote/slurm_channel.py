@@ -6,6 +6,7 @@ Why the framing exists and what is on the wire: tools/remote/slurm_step.py.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from .slurm_step import ACK, LINE, MORE, NUDGE, RS, STREAM, frames, unframe
 from .supervisor_client import within
@@ -31,9 +32,9 @@ class FramedChannel:
     that has taken every line of a burst and waits for more sends a nudge: the
     relay's next message then finds its last one acknowledged."""
 
-    def __init__(self, reader, writer):
+    def __init__(self, reader: Any, writer: Any) -> None:  # a HostProcess's stdout and stdin
         self._reader, self._writer = reader, writer
-        self._lines: asyncio.Queue = asyncio.Queue()
+        self._lines: asyncio.Queue[bytes | Exception] = asyncio.Queue()
         self._acks = asyncio.Semaphore(0)
         self._pending: list[bytes] = []
         self._send_lock = asyncio.Lock()
