@@ -76,10 +76,6 @@ RAW_DIR = "raw-results"
 INPUT_META_DIR = "input-metadata"
 ARTIFACTS_DIR = "artifacts"
 
-# planned -> running -> passed | failed | inconclusive; adding cases or
-# recording after an analysis moves the run back to running.
-RUN_STATES = ("planned", "running", "passed", "failed", "inconclusive")
-
 
 def _is_slug(value: Any) -> bool:
     return isinstance(value, str) and re.fullmatch(SLUG_PATTERN, value) is not None
@@ -813,6 +809,8 @@ class RunStore:
             manifest = read_json(self._manifest_path)
         now = now_utc().isoformat()
         if status is not None and status != manifest["status"]:
+            # planned -> running -> passed | failed | inconclusive; adding cases or
+            # recording after an analysis moves the run back to running.
             final = manifest["status"] in ("passed", "failed", "inconclusive")
             if status == "running" and final and not reopen:
                 status = manifest["status"]

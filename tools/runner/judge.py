@@ -28,8 +28,6 @@ from . import standards
 from .compare import as_tensor, dtype_name, exact_metrics, name_outputs, precision_metrics
 from .routing import INTEGER, MSPROBE, level_for, needs_baseline, route
 
-JUDGES = ("tolerance", "baseline", "both")
-
 
 class BaselineError(Exception):
     """The baseline's output cannot be judged against (a harness error)."""
