@@ -295,7 +295,7 @@ class _Shrinker:
 
     async def gradients(self) -> None:
         """Only the gradients that fail: a mismatch in grad.weight alone keeps grad_inputs ['weight'];
-        a crash in the backward tries each gradient alone (issue 23)."""
+        a crash in the backward tries each gradient alone."""
         names = self.best.get("grad_inputs")
         if names is None:
             names = self.grad_defaults

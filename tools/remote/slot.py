@@ -42,7 +42,7 @@ class RunFiles:
         if self.news is not None:
             try:
                 await self.news(text)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
 
 

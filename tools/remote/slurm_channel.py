@@ -74,7 +74,7 @@ class FramedChannel:
                 for text in complete:
                     self._lines.put_nowait(text + b"\n")
                 parts = [rest] if rest else []
-        except Exception as exc:  # noqa: BLE001 - the stream broke: readline raises it
+        except Exception as exc:  # the stream broke: readline raises it
             self._lines.put_nowait(exc)
         finally:
             self._ended = True
@@ -86,7 +86,7 @@ class FramedChannel:
             self._owe_nudge = False
             try:
                 self._writer.write(NUDGE + b"\n")
-            except Exception:  # noqa: BLE001 - the stream is going: the read below says so
+            except Exception:  # the stream is going: the read below says so
                 pass
         item = await self._lines.get()
         if isinstance(item, Exception):
@@ -126,7 +126,7 @@ class FramedChannel:
                 self._writer.write_eof()
             else:
                 self._writer.close()
-        except Exception:  # noqa: BLE001 - the stream may be gone
+        except Exception:  # the stream may be gone
             pass
 
     def close(self) -> None:

@@ -324,7 +324,7 @@ def _float_metrics(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
 
 def _bias(acc: _Acc, nf: int, atol: float, rtol: float):
     """Mean signed error over the mean tolerance (atol + rtol*|ref|): how far, and which way, the
-    errors lean against what the judge allows (issue 21)."""
+    errors lean against what the judge allows."""
     tol = atol + rtol * _ldexp(acc.sum_ar / nf, acc.exp)
     if not tol > 0 or not math.isfinite(tol):
         return None

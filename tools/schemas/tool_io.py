@@ -238,7 +238,7 @@ class CheckHostArgs(Strict):
                           json_schema_extra=DOCUMENTED_ONLY)
 
 
-def RunId() -> Any:  # noqa: N802 - a Field factory
+def RunId() -> Any:  # a Field factory, named as the type it stands for
     return Field(pattern=SLUG_PATTERN, description="The run (its id, as plan_cases created it).",
                  json_schema_extra=DOCUMENTED_ONLY)
 
