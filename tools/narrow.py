@@ -2,12 +2,12 @@
 
 Run the pending cases (that is the first step, counted in ``cases_run``);
 analyze the run; append the next cases that split the surviving hypotheses,
-pin the leading one's boundary, cross it with the run's other axes
-(discriminate, bisect, probe, crossing; explore when no hypothesis exists
-yet) as ordinary stars; run them on the given hosts; analyze again; repeat
-until the leading finding is exact (references/behavior.md: no competitor
-left, boundary pinned, crossed), or a budget (new cases, seconds, rounds)
-runs out.  It stops ``nothing_to_try`` only when one hypothesis is left and
+pin the leading one's boundary, cross it with the run's other axes, then
+try to break it (discriminate, bisect, probe, crossing, falsify; explore when
+no hypothesis exists yet) as ordinary stars; run them on the given hosts;
+analyze again; repeat until the leading finding is exact (references/
+behavior.md: no competitor left, boundary pinned, crossed, every probe built
+to break it predicted), or a budget (new cases, seconds, rounds) runs out.  It stops ``nothing_to_try`` only when one hypothesis is left and
 nothing can narrow it; ``undecided`` when several survive and no case the
 variations can build tells them apart; ``no_hypothesis`` when every axis
 of the failing cases was varied once and still nothing separates (a trend
@@ -26,13 +26,14 @@ from typing import Awaitable, Callable
 from .analyze_failures import analyze_failures
 from .errors import ToolError
 from .evidence import RunStore, read_json
+from .host_modes import runnable_modes
 from .cases.stars import expand_star
 from .plan_cases import plan_cases
 from .run_case_remote import run_case_remote
 from .order_search import search_order
 from .schemas import NarrowRequest, NarrowResponse, NarrowStep, StarSpec
 
-NARROWING = ("discriminate", "bisect", "probe", "crossing", "explore")
+NARROWING = ("discriminate", "bisect", "probe", "crossing", "explore", "falsify")
 Progress = Callable[[int, int, str], Awaitable[None]]
 
 
@@ -68,8 +69,8 @@ def _done(analysis) -> str | None:
         return "consistency"  # every failure is nondeterministic or order-dependent: no axis to narrow
     narrowing = [n for n in analysis.next_cases if n.kind in NARROWING]
     hypotheses = [f for f in analysis.findings if f.kind != "trend"]
-    if hypotheses and all(f.exact for f in hypotheses) and not analysis.competing:
-        return "exact"
+    if hypotheses and all(f.exact for f in hypotheses) and not analysis.competing and not analysis.unexplained:
+        return "exact"  # every cause exact, every failing group accounted for
     if not narrowing:
         if analysis.competing:
             return "undecided"
@@ -113,6 +114,7 @@ class _Runs:
         # the slowest pace seen: wall seconds per case of a round (its analysis included), at
         # first the slowest recorded case of the run (a compile-mode case may take many seconds)
         self.per_case_s = slowest_recorded_case_s(RunStore(root, req.run_id))
+        self.modes = runnable_modes(req.hosts, inventory)  # no next case in a mode none of these hosts can run
 
     def left(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
@@ -146,14 +148,14 @@ class _Runs:
         _LATE_RUNS.add(task)  # kept until it ends (its cases are recorded then)
         task.add_done_callback(_forget_late_run)
         self.answering = False
-        return None, analyze_failures(self.req.run_id, root=self.root)
+        return None, analyze_failures(self.req.run_id, root=self.root, modes=self.modes)
 
     async def _run(self, case_ids: list[str] | None):
         started = time.monotonic()
         response = await run_case_remote(self.req.run_id, case_ids=case_ids, root=self.root, hosts=self.req.hosts,
                                          inventory=self.inventory, progress=self._answered, on_news=self.say,
                                          on_start=self._started, lease_wait_s=self.left(), deadline=self.deadline)
-        analysis = analyze_failures(self.req.run_id, root=self.root)
+        analysis = analyze_failures(self.req.run_id, root=self.root, modes=self.modes)
         if response.outcomes:
             self.per_case_s = max(self.per_case_s, (time.monotonic() - started) / len(response.outcomes))
         return response, analysis
@@ -210,7 +212,7 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
         if order.cases_run:
             new_cases += order.cases_run
             cases_run += order.cases_run
-            analysis = analyze_failures(req.run_id, root=root)
+            analysis = analyze_failures(req.run_id, root=root, modes=runs.modes)
             steps.append(NarrowStep(index=len(steps) + 1, kinds=["order"], axes=sorted(order.probes),
                                     cases={c: s for p in order.probes.values() for c, s in p.items()},
                                     findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings],
@@ -254,7 +256,7 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
         elif not run.recorded:
             stopped = "no_progress"
     return NarrowResponse(run_id=req.run_id, stopped=stopped, exact=bool(analysis.findings) and all(
-        f.exact for f in analysis.findings), findings=analysis.findings, steps=steps, cases_run=cases_run,
+        f.exact for f in analysis.findings) and not analysis.unexplained, findings=analysis.findings, steps=steps, cases_run=cases_run,
         seconds=round(time.monotonic() - t0, 3), summary=analysis.summary, competing=analysis.competing,
-        new_cases=new_cases, pending_run=len(ran_first),
+        new_cases=new_cases, pending_run=len(ran_first), counterexamples=analysis.counterexamples,
         still_running=runs.still_running())

@@ -356,6 +356,6 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
         cases_omitted=max(0, len(new_cases) - PLANNED_LIST_LIMIT),
         case_count=len(all_cases),
         recorded_count=len(store.recorded_ids()),
-        warnings=multi_axis_warnings(all_cases) + default_tolerance_warnings(config, all_cases)
-        + tight_tolerance_warnings(config, all_cases),
+        warnings=(multi_axis_warnings(all_cases, star_bases=star_bases)
+                  + default_tolerance_warnings(config, all_cases) + tight_tolerance_warnings(config, all_cases)),
     )

@@ -14,25 +14,26 @@ from __future__ import annotations
 import asyncio
 import base64
 import errno
-import json
 import time
+from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from filelock import Timeout as FileLockTimeout
 
 from .baseline_host import BASELINE_RAW, baseline_sides
 from .cases.ids import rerun_id
-from .consistency_runs import AloneRuns, outcome_text, repeat_passing_ids, run_after, wire_case
+from .consistency_runs import Answer, AloneRuns, outcome_text, repeat_passing_ids, run_after, wire_case, wire_text
 from .errors import ToolError
 from .evidence import ARTIFACTS_DIR, RunStore, few_ids, schedule_manifest_flush, unknown_cases
-from .remote.envelopes import HARNESS_WHERE_TEXT, WORKER_RESTART_LIMIT, CaseDone, MalformedEnvelope, parse_case_done
+from .remote.envelopes import HARNESS_WHERE_TEXT, WORKER_RESTART_LIMIT, CaseDone, MalformedEnvelope, read_case_done
 from .record_result import record_result
 from .render.describe import describe_comparison
 from .remote import pool
 from .remote.slot import RunFiles, SlotSpec, slot_specs
 from .remote.errors import WorkerCannotStart
 from .remote.inventory import as_inventory
-from .schemas import PENDING_LIST_LIMIT, CaseOutcome, FirstMismatch, RunResponse
+from .runner.phases import killed_from_outside  # stdlib only: the runner's one kill decision
+from .schemas import PENDING_LIST_LIMIT, Case, CaseOutcome, OperatorConfig, FirstMismatch, RunResponse
 
 Progress = Callable[[int, int, CaseOutcome], Awaitable[None]]
 KEEP_OUTPUTS_MAX_BYTES = 8 << 20  # both outputs of one failing case, as torch.save writes them
@@ -62,155 +63,215 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
     slot started again)."""
     store = RunStore(root, run_id)
     store.require()
-    config = store.read_config()
-    cases = store.cases_by_id()  # shared while the matrix is unchanged (not rebuilt per call): read only
-    recorded = store.recorded_ids()
-    if case_ids is not None:
-        unknown = [c for c in case_ids if c not in cases]
-        if unknown:
-            raise unknown_cases(run_id, unknown, cases)
-        wanted = list(dict.fromkeys(case_ids))
-        refused = [c for c in wanted if c in recorded]
-        todo = [c for c in wanted if c not in recorded]
-    else:
-        refused = []
-        todo = [c for c in cases if c not in recorded]
+    chosen = _choose_cases(store, case_ids)
     specs = list_slot_specs(hosts, inventory)
     host_names = list(dict.fromkeys(s.host.name for s in specs))
-    if not todo:
-        return RunResponse(run_id=store.run_id, hosts=host_names, outcomes=[], recorded=[],
-                           pending=store.pending_case_ids(limit=PENDING_LIST_LIMIT),
-                           pending_count=store.pending_count(), refused=refused,
-                           rerun_hint=_refused_hint(refused))
+    if not chosen.todo:
+        return _answer(store, host_names, [], chosen.refused, chosen.order)
+    config = store.read_config()
+    run = _run_files(store, config, keep_outputs=keep_outputs, lease_wait_s=lease_wait_s, device_wait_s=device_wait_s,
+                     on_news=on_news)
+    call = _CallRun(store, RunStore(root, run_id, lock_timeout_s=0), config, chosen, progress=progress,
+                    on_start=on_start, deadline=deadline)
+    todo = await call.baseline_pass(run, inventory)
+    queue_report = await call.pool_run(specs, todo, run)
+    await call.report_left(queue_report, host_names)
+    call.sync_manifest()
+    return _answer(store, host_names, [call.outcomes[c] for c in chosen.order if c in call.outcomes],
+                   call.refused, chosen.order)
 
+
+@dataclass
+class _Chosen:
+    """The call's cases: those to run, those refused (recorded already), and the order of its answer."""
+
+    cases: dict[str, Case]
+    todo: list[str]
+    refused: list[str]
+    order: list[str]
+
+
+def _choose_cases(store: RunStore, case_ids: list[str] | None) -> _Chosen:
+    """The named cases (every pending one when none are named); an unknown id is an error,
+    a recorded one is refused, never re-run."""
+    cases = store.cases_by_id()  # shared while the matrix is unchanged (not rebuilt per call): read only
+    recorded = store.recorded_ids()
+    if case_ids is None:
+        todo = [c for c in cases if c not in recorded]
+        return _Chosen(cases, todo, [], list(todo))
+    unknown = [c for c in case_ids if c not in cases]
+    if unknown:
+        raise unknown_cases(store.run_id, unknown, cases)
+    wanted = list(dict.fromkeys(case_ids))
+    return _Chosen(cases, [c for c in wanted if c not in recorded], [c for c in wanted if c in recorded], wanted)
+
+
+def _run_files(store: RunStore, config: OperatorConfig, *, keep_outputs: bool, lease_wait_s: float | None, device_wait_s: float | None,
+               on_news: Callable[[str], Awaitable[None]] | None) -> RunFiles:
+    """What every slot of the call is sent: the config, the run's modules and captured inputs,
+    and how long a slot may wait for a device held elsewhere."""
     modules_dir = store.dir / ARTIFACTS_DIR / "modules"  # constant names: nothing to resolve
     captured_dir = store.dir / ARTIFACTS_DIR / "captured"
     wire_config = config.model_dump(mode="json")
     if keep_outputs:  # read by the runner only, never stored: the planned config is unchanged
         wire_config["keep_outputs_max_bytes"] = KEEP_OUTPUTS_MAX_BYTES
-    run = RunFiles(run_id=store.run_id, config=wire_config,
-                        modules_dir=modules_dir if config.operator.modules and modules_dir.is_dir() else None,
-                        captured_dir=captured_dir if captured_dir.is_dir() else None,
-                        lease_wait_s=lease_wait_s, news=on_news, device_wait_s=device_wait_s)
-    outcomes: dict[str, CaseOutcome] = {}
-    total = len(todo)
-    repeat_passing = repeat_passing_ids(config, list(cases), todo)  # consistency checks (consistency_runs.py)
-    alone = AloneRuns(store, config)
-    writer = RunStore(root, run_id, lock_timeout_s=0)  # records inline unless another writer holds the run
-    sides, side_raw, ordered_ids = {}, {}, list(todo)
-    if config.baseline_host:  # pass 1: the baseline on its host's device (baseline_host.py)
-        sides, side_errors, side_raw = await baseline_sides(config, cases, todo, run, inventory)
+    return RunFiles(run_id=store.run_id, config=wire_config,
+                    modules_dir=modules_dir if config.operator.modules and modules_dir.is_dir() else None,
+                    captured_dir=captured_dir if captured_dir.is_dir() else None,
+                    lease_wait_s=lease_wait_s, news=on_news, device_wait_s=device_wait_s)
+
+
+class _CallRun:
+    """The cases of one call on the pool's slots: each run (with its consistency runs), its
+    answer recorded, its outcome reported; no case starts after ``deadline``."""
+
+    def __init__(self, store: RunStore, writer: RunStore, config: OperatorConfig, chosen: _Chosen, *, progress: Progress | None,
+                 on_start: Callable[[str], Awaitable[None]] | None, deadline: float | None):
+        self.store, self.chosen, self.cases = store, chosen, chosen.cases
+        self.writer = writer  # records inline unless another writer holds the run (lock_timeout_s=0)
+        self.config = config
+        self.progress, self.on_start, self.deadline = progress, on_start, deadline
+        self.outcomes: dict[str, CaseOutcome] = {}
+        self.refused = list(chosen.refused)  # and those another call recorded while this one ran
+        self.total = len(chosen.todo)
+        # consistency checks (consistency_runs.py)
+        self.repeat_passing = repeat_passing_ids(self.config, list(self.cases), chosen.todo)
+        self.alone = AloneRuns(store, self.config)
+        self.sides: dict[str, dict] = {}
+        self.side_raw: dict[str, str] = {}
+        self.recording: list[asyncio.Future] = []  # every case's recording, awaited (errors raised) before the answer
+
+    async def report(self, outcome: CaseOutcome) -> None:
+        self.outcomes[outcome.case_id] = outcome
+        if self.progress is not None:
+            await self.progress(len(self.outcomes), self.total, outcome)
+
+    async def baseline_pass(self, run: RunFiles, inventory) -> list[str]:
+        """Pass 1, with a baseline host (baseline_host.py): the baseline on its host's device;
+        the cases it could not give a baseline stay pending. The cases left to run."""
+        todo = self.chosen.todo
+        if not self.config.baseline_host:
+            return todo
+        self.sides, side_errors, self.side_raw = await baseline_sides(self.config, self.cases, todo, run, inventory)
         for case_id in [c for c in todo if c in side_errors]:
-            outcomes[case_id] = _pending(case_id, side_errors[case_id])
-            if progress is not None:
-                await progress(len(outcomes), total, outcomes[case_id])
-        todo = [c for c in todo if c in sides]
+            await self.report(_pending(case_id, side_errors[case_id]))
+        return [c for c in todo if c in self.sides]
 
-    async def report(outcome: CaseOutcome) -> None:
-        outcomes[outcome.case_id] = outcome
-        if progress is not None:
-            await progress(len(outcomes), total, outcome)
-
-    recording: list[asyncio.Future] = []  # every case's recording, awaited (errors raised) before the answer
-
-    async def record(host: str, device: str, case, case_id: str, event: dict, extra_raw: dict | None = None) -> None:
-        # A millisecond or two of file work: done in the loop when the run's lock is free (a
-        # thread hand-off costs more than that on a busy host), in a thread when another writer holds it.
-        extra = dict(extra_raw or {}, **({BASELINE_RAW: side_raw[case_id]} if case_id in side_raw else {}))
+    async def pool_run(self, specs: list[SlotSpec], todo: list[str], run: RunFiles) -> pool.QueueReport:
+        """The cases over the slots; every answer that came back is recorded, also when the call
+        is cancelled or fails."""
         try:
-            outcome = _record_event(writer, host, device, case_id, event, extra)
-        except FileLockTimeout:
-            outcome = await asyncio.to_thread(_record_event, store, host, device, case_id, event, extra)
-        if outcome is None:  # recorded by another call while this one ran it
-            refused.append(case_id)
-            return
-        outcome.rerun_case = _rerun_case(case, event)
-        await report(outcome)
+            queue_report = await pool.run_queue(specs, todo, run, lambda slot, case_id: self.run_one(slot, case_id, run))
+        except BaseException:
+            if self.recording:  # cancelled or failed: the answers that came back are still recorded
+                await asyncio.gather(*self.recording, return_exceptions=True)
+            raise
+        if self.recording:
+            await asyncio.gather(*self.recording)
+        return queue_report
 
-    async def run_one(slot, case_id: str) -> None:
-        if deadline is not None and time.monotonic() >= deadline:
-            await report(_pending(case_id, NOT_STARTED_AFTER_DEADLINE))
+    async def run_one(self, slot, case_id: str, run: RunFiles) -> None:
+        """One case on ``slot`` (the pool's callback)."""
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            await self.report(_pending(case_id, NOT_STARTED_AFTER_DEADLINE))
             return
-        if case_id in _recorded_ids(store):  # reads only what the index gained since the last look
-            refused.append(case_id)  # another call on this run recorded it meanwhile: not run twice
+        if case_id in _recorded_ids(self.store):  # reads only what the index gained since the last look
+            self.refused.append(case_id)  # another call on this run recorded it meanwhile: not run twice
             return
-        case = cases[case_id]
-        timeout_s = case.timeout_s or config.default_timeout_s
-        if on_start is not None:
-            await on_start(case_id)
-        extra_raw: dict = {}
-        if case.after:  # a probe: the named cases first, on a fresh worker
-            event, extra_raw = await run_after(slot, run, case, cases, config.default_timeout_s)
-        else:
-            payload = wire_case(case, repeat_passing=case_id in repeat_passing)
-            if case_id in sides:  # the baseline host's numbers for this case (case.baseline_side, read by the runner)
-                payload["baseline_side"] = sides[case_id]
-            event = await slot.run_case(run, payload, timeout_s)
-            if alone.wanted(case, event):  # failed after other cases: once more alone, on a fresh worker
-                event, extra_raw = await alone.run(slot, run, payload, event, timeout_s)
+        case = self.cases[case_id]
+        if self.on_start is not None:
+            await self.on_start(case_id)
+        answer, extra_raw = await self._answer_of(slot, case, run)
         # recorded once the slot has been sent its next case: a slot never waits for the client's
         # file work, and slots answering at once do not queue behind each other's recording
-        recording.append(asyncio.ensure_future(record(slot.host, slot.device, case, case_id, event, extra_raw)))
-        gave_up = _worker_gave_up(event)
+        self.recording.append(asyncio.ensure_future(self.record(slot.host, slot.device, case, answer, extra_raw)))
+        gave_up = _worker_gave_up(answer)
         if gave_up is not None:  # the slot is retired; the cases left wait for another slot or stay pending
             raise WorkerCannotStart(gave_up)
 
-    try:
-        queue_report = await pool.run_queue(specs, todo, run, run_one)
-    except BaseException:
-        if recording:  # cancelled or failed: the answers that came back are still recorded
-            await asyncio.gather(*recording, return_exceptions=True)
-        raise
-    if recording:
-        await asyncio.gather(*recording)
-    for case_id, why in queue_report.lost.items():
-        await report(_pending(case_id, f"connection lost mid-case, nothing recorded: {why}"))
-    if queue_report.not_started:
+    async def _answer_of(self, slot, case: Case, run: RunFiles) -> tuple[Answer, dict[str, str]]:
+        """The slot's answer for ``case``, parsed once, with the consistency runs it asks for
+        (their findings in its result) and their raw answers."""
+        if case.after:  # a probe: the named cases first, on a fresh worker
+            return await run_after(slot, run, case, self.cases, self.config.default_timeout_s)
+        timeout_s = case.timeout_s or self.config.default_timeout_s
+        payload = wire_case(case, repeat_passing=case.id in self.repeat_passing)
+        if case.id in self.sides:  # the baseline host's numbers for this case (case.baseline_side, read by the runner)
+            payload["baseline_side"] = self.sides[case.id]
+        answer = read_case_done(await slot.run_case(run, payload, timeout_s))
+        if isinstance(answer, CaseDone) and self.alone.wanted(case, answer):
+            # failed after other cases: once more alone, on a fresh worker
+            return answer, await self.alone.run(slot, run, payload, answer, timeout_s)
+        return answer, {}
+
+    async def record(self, host: str, device: str, case: Case, answer: Answer, extra_raw: dict[str, str]) -> None:
+        # A millisecond or two of file work: done in the loop when the run's lock is free (a
+        # thread hand-off costs more than that on a busy host), in a thread when another writer holds it.
+        extra = dict(extra_raw, **({BASELINE_RAW: self.side_raw[case.id]} if case.id in self.side_raw else {}))
+        try:
+            outcome = _record_event(self.writer, host, device, case.id, answer, extra)
+        except FileLockTimeout:
+            outcome = await asyncio.to_thread(_record_event, self.store, host, device, case.id, answer, extra)
+        if outcome is None:  # recorded by another call while this one ran it
+            self.refused.append(case.id)
+            return
+        outcome.rerun_case = _rerun_case(case, answer)
+        await self.report(outcome)
+
+    async def report_left(self, queue_report: pool.QueueReport, host_names: list[str]) -> None:
+        """The cases the pool did not finish stay pending, each saying why; no slot at all is an error."""
+        for case_id, why in queue_report.lost.items():
+            await self.report(_pending(case_id, f"connection lost mid-case, nothing recorded: {why}"))
+        if not queue_report.not_started:
+            return
         why = "no slot was left to run it"
         if queue_report.slot_errors:
             why += ": " + "; ".join(f"{k}: {v}" for k, v in queue_report.slot_errors.items())
-        if not queue_report.slots_used and not outcomes:  # each slot's own reason (a busy device names its holder)
+        if not queue_report.slots_used and not self.outcomes:  # each slot's own reason (a busy device names its holder)
             reasons = "; ".join(f"{k}: {v}" for k, v in queue_report.slot_errors.items()) or why
             raise ToolError(f"no slot could start on {host_names}: {reasons}", code="no_slot",
                             details={"slot_errors": queue_report.slot_errors})
         for case_id in queue_report.not_started:
-            await report(_pending(case_id, why))
-    if outcomes:  # the manifest's recorded_count: at most once per MANIFEST_LAG_S, and never waiting for the lock
-        if not writer.sync_manifest(lazy=True):
+            await self.report(_pending(case_id, why))
+
+    def sync_manifest(self) -> None:
+        """The manifest's recorded_count: at most once per MANIFEST_LAG_S, and never waiting for the lock."""
+        if self.outcomes and not self.writer.sync_manifest(lazy=True):
             schedule_manifest_flush()
-    refused = [c for c in (wanted if case_ids is not None else ordered_ids) if c in refused]
-    ordered = [outcomes[c] for c in ordered_ids if c in outcomes]
-    pending = store.pending_case_ids(limit=PENDING_LIST_LIMIT)
+
+
+def _answer(store: RunStore, host_names: list[str], ordered: list[CaseOutcome], refused: list[str],
+            order: list[str]) -> RunResponse:
+    """The call's answer: each case's outcome in the call's order, and what to do next."""
+    refused = [c for c in order if c in refused]
     still = [o.case_id for o in ordered if not o.recorded]
     hint = None
     if still:
         hint = (f"{len(still)} case(s) stayed pending (nothing recorded): {few_ids(still)}; fix the cause named in each "
-                f"outcome's error, then run run_case_remote again for run {run_id!r} (pending cases are picked up).")
+                f"outcome's error, then run run_case_remote again for run {store.run_id!r} (pending cases are picked up).")
     elif refused:
         hint = _refused_hint(refused)
     external = [o for o in ordered if o.rerun_case]
     if external:
         hint = ((hint + " ") if hint else "") + (
             f"killed from outside the harness (signal, not the case timeout): {[o.case_id for o in external]}; "
-            "to run one again under a new id, call plan_cases with {\"run_id\": \"" + run_id + "\", "
+            "to run one again under a new id, call plan_cases with {\"run_id\": \"" + store.run_id + "\", "
             "\"append\": true, \"cases\": [<that outcome's rerun_case>]}, then run_case_remote.")
     return RunResponse(run_id=store.run_id, hosts=host_names, outcomes=ordered,
-                       recorded=[o.case_id for o in ordered if o.recorded], pending=pending,
-                       pending_count=store.pending_count(), refused=refused,
-                       rerun_hint=hint)
+                       recorded=[o.case_id for o in ordered if o.recorded],
+                       pending=store.pending_case_ids(limit=PENDING_LIST_LIMIT),
+                       pending_count=store.pending_count(), refused=refused, rerun_hint=hint)
 
 
 NOT_STARTED_AFTER_DEADLINE = "not started: the call's time budget (max_seconds) ran out before its turn"
 
-EXTERNAL_SIGNALS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
 
-
-def _rerun_case(case, event: dict) -> dict | None:
+def _rerun_case(case: Case, answer: Answer) -> dict | None:
     """The case under a fresh id when its crash is a signal the harness did not send."""
-    result = event.get("result") or {}
-    error = result.get("error") or {}
-    if result.get("status") != "crash" or (error.get("signature") or "").removeprefix("backward: ") == "timeout" or \
-            error.get("signal") not in EXTERNAL_SIGNALS:
+    if not isinstance(answer, CaseDone):
+        return None
+    result = answer.result or {}
+    if result.get("status") != "crash" or not killed_from_outside(result.get("error")):
         return None
     return dict(case.model_dump(mode="json", exclude_none=True), id=rerun_id(case.id))
 
@@ -231,25 +292,23 @@ def _recorded_ids(store: RunStore) -> set[str]:
     return store.recorded_ids()
 
 
-def _worker_gave_up(event: dict) -> str | None:
+def _worker_gave_up(answer: Answer) -> str | None:
     """The supervisor's message when it stopped starting workers (its restart bound), else None."""
-    try:
-        err = parse_case_done(event).harness_error
-    except MalformedEnvelope:
+    if not isinstance(answer, CaseDone):
         return None
+    err = answer.harness_error
     return err.message if err is not None and err.type == WORKER_RESTART_LIMIT else None
 
 
-def _record_event(store: RunStore, host: str, device: str, case_id: str, event: dict,
+def _record_event(store: RunStore, host: str, device: str, case_id: str, answer: Answer,
                   extra_raw: dict | None = None) -> CaseOutcome | None:
-    """Record one supervisor answer through ``store`` (in the event loop, or in a
-    thread when another writer holds the run's lock); None when another call
-    recorded the case first.  The answer is validated as a CaseDone
-    first: a malformed one records nothing and says what is wrong with it."""
-    try:
-        done: CaseDone = parse_case_done(event)
-    except MalformedEnvelope as exc:
-        return _pending(case_id, f"{exc}; nothing recorded, the case stays pending", host=host, device=device)
+    """Record one supervisor answer (parsed once where it came back: ``read_case_done``)
+    through ``store`` (in the event loop, or in a thread when another writer holds the
+    run's lock); None when another call recorded the case first.  A malformed answer
+    records nothing and says what is wrong with it."""
+    if isinstance(answer, MalformedEnvelope):
+        return _pending(case_id, f"{answer}; nothing recorded, the case stays pending", host=host, device=device)
+    done = answer
     if done.outcome != "result":
         err = done.harness_error
         assert err is not None  # CaseDone's validator
@@ -258,9 +317,9 @@ def _record_event(store: RunStore, host: str, device: str, case_id: str, event: 
     result = dict(done.result or {})
     result["source"] = {"kind": "run_case_remote", "tool": "run_case_remote", "host": host, "device": device}
     kept = done.outputs_b64  # keep_outputs: stored as outputs.pt, not inside worker-result.json
-    # the answer as it came over the wire, one line (indenting it took the pure-Python encoder: 0.15 ms)
-    raw_files = {"worker-result.json": json.dumps({k: v for k, v in event.items() if k != "outputs_b64"},
-                                                  separators=(",", ":")) + "\n"}
+    # the supervisor's answer, its result with what the consistency runs added to it (consistency_runs.py;
+    # the source is in result.json only), one line (indenting it took the pure-Python encoder: 0.15 ms)
+    raw_files: dict[str, str | bytes] = {"worker-result.json": wire_text(done.model_dump(exclude_unset=True))}
     for name, text in (("stdout.txt", done.stdout), ("stderr.txt", done.stderr), ("traceback.txt", done.traceback)):
         if text:  # an empty one says nothing worker-result.json does not say
             raw_files[name] = text

@@ -18,31 +18,29 @@ from typing import Any
 from ..cases.axes import axes_difference, case_axes
 from ..cases.derived import case_distance_axes, structured_axes
 from ..cases.ids import case_content
-from ..schemas import Analysis, Case, CaseResult, Finding, HypothesisSpace, NextCase, now_utc
+from ..schemas import (MODES, Analysis, Case, CaseResult, Counterexample, FailureGroup, Finding, HypothesisSpace,
+                       IdenticalPair, NextCase, now_utc)
+from .causes import MAX_PAIRS, Group, closest, failure_groups, identical_pairs
 from .consistency import amend_summary, annotate_failures, consistency_report, evidence_for_findings
 from .exactness import competitor_note, settle
 from .findings import hypothesis_finding, term_findings
-from .hypotheses import CAP_TEXT, enumerate_hypotheses, hypothesis_axes
+from .hypotheses import CAP_TEXT, Hypothesis, enumerate_hypotheses, hypothesis_axes
 from .integration_diff import integration_diff
+from .leads import refuted_leads
 from .outputs import annotate_outputs
 from .pairs import pair_index
+from .probes import (counterexamples, falsified_note, necessary_atom, necessary_note, read_absent_dims,
+                     seed_conflicts, validate, widen)
 from .reasons import FAILING, case_failure, failure_axes, integration_hint
-from .suggestions import (
-    Context,
-    crossing_candidates,
-    dim_ties,
-    narrowing,
-    next_cases,
-    splitting,
-    tie_aliases,
-    unusable_modes,
-)
-from .trend import trend_finding
-from .verdict import run_verdict, verdict_summary
+from .suggestions import (Context, crossing_candidates, dim_ties, falsifying, narrowing, next_cases, seed_probing,
+                          splitting, tie_aliases, unusable_modes)
+from .trend import trend_finding, trend_helps
+from .verdict import accounted_summary, run_verdict, verdict_summary
 
 # Extra stages: fn(analysis, config, cases, results) -> Analysis (or None to keep it).
 EXTRA_STAGES: list[Callable[..., Any]] = []
 MAX_COMPETING_SHOWN = 24
+MAX_CASES_LISTED = 16
 
 
 @dataclass
@@ -51,7 +49,12 @@ class Diagnosis:
     next_cases: list[NextCase]
     competing: list[Finding] = field(default_factory=list)
     space: HypothesisSpace | None = None
-
+    counterexamples: list[Counterexample] = field(default_factory=list)  # probes that refuted a lead
+    causes: int = 0  # separate causes among the findings
+    unexplained: list[FailureGroup] = field(default_factory=list)
+    twins: list[tuple[str, str]] = field(default_factory=list)  # (passing, failing) identical on every axis
+    hax: dict[str, dict] = field(default_factory=dict)
+    status: dict[str, str] = field(default_factory=dict)
 
 def diagnose(cases: list[Case], results: dict[str, CaseResult], missing: list[str],
              labels: dict[str, dict[str, str]] | None = None) -> tuple[list[Finding], list]:
@@ -82,19 +85,34 @@ def _statuses(cases: list[Case], results: dict[str, CaseResult]) -> dict[str, st
     return status
 
 
-def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: list[str],
-                 labels: dict[str, dict[str, str]] | None = None) -> Diagnosis:
-    """Every hypothesis consistent with the given cases, the leading one
-    settled (exact or why not), its competitors, and the next cases."""
+@dataclass
+class _Run:
+    """What every failing group's diagnosis shares: the ran cases' axes, ties and unusable modes."""
+
+    by_id: dict[str, Case]
+    status: dict[str, str]
+    axes: dict[str, dict]
+    hax: dict[str, dict]
+    dist: dict[str, dict]
+    failing: list[str]
+    passing: list[str]
+    ties: dict[str, list[str]]
+    aliases: dict[str, str]
+    no_modes: set[str]
+    cpu_only: bool
+    planned: _Planned
+    twins: list[tuple[str, str]] = field(default_factory=list)  # identical cases that disagree
+    proposed: set[str] = field(default_factory=set)  # next cases' contents: one group never repeats another's
+
+
+def _prepare(cases: list[Case], results: dict[str, CaseResult], labels: dict[str, dict[str, str]] | None,
+             modes: set[str] | None) -> _Run:
     labels = labels or {c.id: case_axes(c) for c in cases}
-    by_id = {c.id: c for c in cases}
     status = _statuses(cases, results)
     ran = [c for c in cases if status.get(c.id) in ("fail", "pass")]
     axes = {c.id: structured_axes(c, labels[c.id]) for c in ran}
     hax = {c.id: hypothesis_axes(c, labels[c.id], axes[c.id]) for c in ran}
     dist = {c.id: case_distance_axes(c, labels[c.id]) for c in ran}
-    failing = sorted(c.id for c in ran if status[c.id] == "fail")
-    passing = sorted(c.id for c in ran if status[c.id] == "pass")
     ties = dim_ties(ran or cases)  # dimensions equal in every case that ran (a refused case says nothing)
     aliases = tie_aliases(ties, [i.name for i in cases[0].inputs] if cases else [])
     for spec in (cases[0].inputs if cases else []):  # a vector's element count is its one dimension
@@ -103,57 +121,160 @@ def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: lis
             last = f"{spec.name}.shape[-1]"
             aliases[f"{spec.name}.numel"] = aliases.get(last, last)
     no_modes, cpu_only = unusable_modes(cases, results, status)
-    planned = _Planned(cases)
+    if modes is not None:  # what no host of the call can run, whatever the recorded results say
+        no_modes |= set(MODES) - set(modes)
+    return _Run({c.id: c for c in cases}, status, axes, hax, dist, sorted(c.id for c in ran if status[c.id] == "fail"),
+                sorted(c.id for c in ran if status[c.id] == "pass"), ties, aliases, no_modes, cpu_only,
+                _Planned(cases), identical_pairs(dist, status, {c.id: c for c in ran}))
 
-    space = enumerate_hypotheses(hax, failing, passing, aliases)
-    group_status: str | None = None
-    kinds = sorted({results[c].status for c in failing})
-    if not space.hypotheses and len(kinds) > 1:  # each failing status on its own
-        for kind in kinds:
-            sub = [c for c in failing if results[c].status == kind]
-            sub_space = enumerate_hypotheses(hax, sub, passing, aliases)
-            if sub_space.hypotheses:
-                space, group_status, failing = sub_space, kind, sub
-                status = {c: ("fail" if c in sub else s if s != "fail" else "other") for c, s in status.items()}
-                break
+
+def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: list[str],
+                 labels: dict[str, dict[str, str]] | None = None, modes: set[str] | None = None) -> Diagnosis:
+    """Every failing group (analysis/causes.py) diagnosed: its hypotheses, the leading one settled (exact or
+    why not, after the probes built to break it: probes.py), its competitors and next cases; a group without
+    one is reported with its closest survivors.  ``modes``: the modes the hosts can run (None: as the
+    recorded results say)."""
+    run = _prepare(cases, results, labels, modes)
+    filled = read_absent_dims(run.hax)  # every case predicts: x.shape[1] of a rank-2 case is its last dimension
+    # a pass equal but for the seed (or its id, which seeds it) to a failure refutes no structure: the values decide
+    conflicts = dict(seed_conflicts(run.by_id, run.status))
+    for p, q in run.twins:
+        conflicts.setdefault(p, q)
+    refuted = counterexamples(run.by_id, run.status)  # probes whose outcome their lead did not predict
+    passing = [c for c in run.passing if c not in conflicts]
+    kinds = {c: results[c].status for c in run.failing}
+    space = None
+    if run.failing and passing:  # the open space, when no atom of the first one separates the cases
+        space, run.hax = widen(enumerate_hypotheses(run.hax, run.failing, passing, run.aliases), run.hax,
+                               run.by_id, run.failing, passing, run.aliases)
+    groups = failure_groups(run.hax, run.failing, passing, kinds, run.aliases, space) if run.failing else []
+    parts = [_diagnose_group(run, g, passing, results, missing if i == 0 else [], filled, conflicts, refuted)
+             for i, g in enumerate(groups)]
+    if not parts:
+        return Diagnosis([], _diagnose_group(run, None, passing, results, missing, filled, conflicts,
+                                             refuted).next_cases, [], None, refuted)
+    d = Diagnosis([f for p in parts for f in p.findings], _interleave([p.next_cases for p in parts]),
+                  [f for p in parts for f in p.competing][:MAX_COMPETING_SHOWN], parts[0].space, refuted)
+    d.causes = sum(1 for g in groups if g.cause is not None and g.space is not None and g.space.hypotheses)
+    d.unexplained = [u for p in parts for u in p.unexplained]
+    d.twins, d.hax, d.status = run.twins, run.hax, run.status
+    return d
+
+
+def _interleave(lists: list[list[NextCase]]) -> list[NextCase]:
+    """Each group's next cases in turn (a budget narrows every cause), the planned-but-missing ones last."""
+    out: list[NextCase] = []
+    heads = [[n for n in li if n.kind != "missing"] for li in lists]
+    for i in range(max((len(h) for h in heads), default=0)):
+        out.extend(h[i] for h in heads if i < len(h))
+    return out + [n for li in lists for n in li if n.kind == "missing"]
+
+
+def _group_status(run: _Run, group: Group | None, passing: list[str]) -> dict[str, str]:
+    if group is None:
+        return {c: ("other" if s == "pass" and c not in passing else s) for c, s in run.status.items()}
+    inside, kept = set(group.cases), set(passing)
+    return {c: ("fail" if c in inside else "pass" if c in kept else "other" if s in ("fail", "pass") else s)
+            for c, s in run.status.items()}
+
+
+def _pair_context(run: _Run, status: dict[str, str], failing: list[str]):
+    """The minimal-pair index over the group's statuses and the failing cases' dtypes per input."""
     tied: dict[str, set[str]] = {}
-    for dim, others in ties.items():
+    for dim, others in run.ties.items():
         tied.setdefault(dim.split(".shape[", 1)[0], set()).update(o.split(".shape[", 1)[0] for o in others)
-    index = pair_index(dist, axes, status, tied)
+    index = pair_index(run.dist, run.axes, status, tied)
     dtype_sets: dict[str, set[str]] = {}
     for c in failing:
-        for spec in by_id[c].inputs:
+        for spec in run.by_id[c].inputs:
             for j, m in enumerate(spec.members()):
-                name = spec.name if spec.tensors is None else f"{spec.name}[{j}]"
-                dtype_sets.setdefault(name, set()).add(m.dtype)
-    dtypes = {k: sorted(v) for k, v in dtype_sets.items()}
-    findings = [hypothesis_finding(h, hax, dist, failing, passing, index, axes_difference, dtypes)
-                for h in space.hypotheses]
-    ctx = Context(cases=by_id, axes=axes, dist=dist, status=status, planned=planned, findings=findings,
-                  ties=ties, no_modes=no_modes, cpu_only=cpu_only, hyps=space.hypotheses, hax=hax,
-                  terms={h.text: term_findings(f) for h, f in zip(space.hypotheses, findings, strict=True)})
+                dtype_sets.setdefault(spec.name if spec.tensors is None else f"{spec.name}[{j}]", set()).add(m.dtype)
+    return index, {k: sorted(v) for k, v in dtype_sets.items()}
+
+
+def _without_hypothesis(run: _Run, group: Group | None, ctx, passing: list[str], results: dict[str, CaseResult],
+                        missing: list[str], conflicts: dict[str, str], refuted: list[Counterexample]) -> Diagnosis:
+    """A group no hypothesis separates: a necessary condition when the values decide (a pass equal but for
+    the seed), else a trend where one can help, else the group is reported unexplained with its closest
+    survivors; the minimal pair re-run with other seeds comes first."""
+    failing = group.cases if group is not None else []
+    flips = {p: q for p, q in conflicts.items() if q in set(failing)}
+    if group is not None and flips:
+        nec = necessary_atom(run.hax, failing, [*passing, *flips])
+        if nec is not None:  # value-dependent: the condition every failing case has, never exact
+            index, dtypes = _pair_context(run, ctx.status, failing)
+            f = hypothesis_finding(Hypothesis((nec,)), run.hax, run.dist, failing, [*passing, *flips], index,
+                                   axes_difference, dtypes)
+            necessary_note(f, flips, sum(1 for c in [*passing, *flips] if nec.holds(run.hax[c].get(nec.axis))))
+            f.status, f.cause, f.cases = group.status, group.cause, failing[:MAX_CASES_LISTED]
+            return Diagnosis([f], next_cases(ctx, None, {}, results, missing), [], None, refuted)
+    trend = None
+    if group is not None and group.cause is None and not flips and group.status != "crash" and \
+            trend_helps(results, failing):  # a crash has no error to grow
+        trend = trend_finding(run.hax, run.dist, results, failing, passing) if failing and passing else None
+    if trend is not None:
+        trend.status, trend.cases = group.status, failing[:MAX_CASES_LISTED]
+    nxt = next_cases(ctx, None, {}, results, missing)
+    d = Diagnosis([trend] if trend else [], (seed_probing(ctx) if group is not None else []) + nxt, [], None,
+                  refuted)
+    if group is not None and trend is None:
+        d.unexplained = [FailureGroup(status=group.status, count=len(failing), cases=failing[:MAX_CASES_LISTED],
+                                      survivors=closest(run.hax, failing, passing))]
+    return d
+
+
+def _diagnose_group(run: _Run, group: Group | None, passing: list[str], results: dict[str, CaseResult],
+                    missing: list[str], filled: list, conflicts: dict[str, str],
+                    refuted: list[Counterexample]) -> Diagnosis:
+    status = _group_status(run, group, passing)
+    failing = group.cases if group is not None else []
+    ctx = Context(cases=run.by_id, axes=run.axes, dist=run.dist, status=status, planned=run.planned, findings=[],
+                  ties=run.ties, no_modes=run.no_modes, cpu_only=run.cpu_only, hax=run.hax,
+                  seen_contents=run.proposed)
+    if group is None or group.space is None or not group.space.hypotheses:
+        return _without_hypothesis(run, group, ctx, passing, results, missing, conflicts, refuted)
+    space = group.space
+    index, dtypes = _pair_context(run, status, failing)
+    findings = [hypothesis_finding(h, run.hax, run.dist, failing, list(passing), index, axes_difference,
+                                   dtypes) for h in space.hypotheses]
+    ctx.findings, ctx.hyps = findings, space.hypotheses
+    ctx.terms = {h.text: term_findings(f) for h, f in zip(space.hypotheses, findings, strict=True)}
     summary = HypothesisSpace(axes=space.axes, consistent=space.consistent, conjunctions=space.conjunctions,
                               capped=space.capped, cap=CAP_TEXT)
-    if not findings:
-        trend = trend_finding(hax, dist, results, failing, passing) if failing and passing else None
-        return Diagnosis([trend] if trend else [], next_cases(ctx, None, {}, results, missing), [], summary)
     lead, lead_hyp = findings[0], space.hypotheses[0]
     terms = ctx.terms[lead_hyp.text]
     splits = splitting(ctx)  # first: a case that splits hypotheses is a split, whatever else it narrows
     narrow = {t.axis: narrowing(ctx, t, lead_hyp.text) for t in terms}
     cross = crossing_candidates(ctx, lead, lead_hyp.sources())
     settle(lead, terms, space.hypotheses, space.capped, narrow, cross, dtypes)
+    if group.alternative:  # an OR of pure atoms reads the cases as well: the AND is not settled
+        lead.exact = False
+        lead.why_not_exact.append(f"the failing cases read as well as {len(group.alternative)} separate causes: "
+                                  + "; ".join(group.alternative))
+    # falsify before exact (probes.py): a lead exact in the closed world gets the cases built to break it
+    # (the checks are listed once the closed-world test holds: before, the lead is still being narrowed)
+    flips = {p: q for p, q in conflicts.items() if q in set(failing)}
+    reqs, probes = (falsifying(ctx, lead, lead_hyp, terms, propose=not flips, others=group.others)
+                     if lead.exact else ([], []))
+    validate(ctx, lead, lead_hyp, reqs, filled, flips)
+    lead.counterexamples = [c for c in refuted if c.refutes != lead_hyp.text]
     for f in findings[1:]:
         competitor_note(f, lead)
     for f in findings:
-        f.status = group_status
+        f.status, f.cause = group.status, group.cause
+    lead.cases = failing[:MAX_CASES_LISTED]  # the competitors cover the same cases: listed once
     nxt = next_cases(ctx, lead, narrow, results, missing, splits=splits, cross=cross, lead_hyp=lead_hyp.text)
-    return Diagnosis([lead], nxt, findings[1:1 + MAX_COMPETING_SHOWN], summary)
+    at = next((i for i, n in enumerate(nxt) if n.kind == "missing"), len(nxt))
+    nxt[at:at] = probes
+    return Diagnosis([lead], nxt, findings[1:1 + MAX_COMPETING_SHOWN], summary, refuted)
 
 
 def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, CaseResult],
-                   labels: dict[str, dict[str, str]] | None = None) -> Analysis:
-    """The analysis of a run; ``labels`` are the cases' axes (``case_axes``) when already at hand."""
+                   labels: dict[str, dict[str, str]] | None = None, *, previous: Analysis | None = None,
+                   modes: set[str] | None = None) -> Analysis:
+    """The analysis of a run; ``labels`` are the cases' axes (``case_axes``) when already at hand;
+    ``previous``: the run's last analysis (its findings that a case now refutes are reported); ``modes``: the
+    modes the hosts can run (next cases propose no other)."""
     planned_ids = {c.id for c in cases}
     results = {cid: r for cid, r in results.items() if cid in planned_ids}
     labels = labels if labels is not None else {c.id: case_axes(c) for c in cases}
@@ -178,11 +299,16 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
     annotate_failures(failures, report)
     ev_cases, ev_results = evidence_for_findings(cases, results, report)
     axes = failure_axes(ev_cases, ev_results, labels)
-    diagnosis = diagnose_run(ev_cases, ev_results, missing, labels)
+    diagnosis = diagnose_run(ev_cases, ev_results, missing, labels, modes)
     findings = diagnosis.findings
+    refuted = refuted_leads(previous, findings, diagnosis.competing, diagnosis.hax, diagnosis.status,
+                            {c: r.status for c, r in ev_results.items()})
+    twins = [IdenticalPair(passing=p, failing=q) for p, q in diagnosis.twins[:MAX_PAIRS]]
     summary = verdict_summary(verdict, cases, counts, missing, axes, findings, competing=diagnosis.competing)
+    summary = accounted_summary(summary, verdict, findings, diagnosis.causes, diagnosis.unexplained, refuted, twins)
     summary = amend_summary(summary, verdict, counts, len(cases), report,
                             sum(1 for r in ev_results.values() if r.status in FAILING))
+    summary += falsified_note(findings, diagnosis.counterexamples)
     hint = integration_hint(config.source_model_failure) if (
         verdict == "passed" and config.source_model_failure) else None
     analysis = Analysis(
@@ -206,6 +332,11 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
         competing=diagnosis.competing,
         hypotheses=diagnosis.space,
         consistency=report,
+        causes=diagnosis.causes,
+        unexplained=diagnosis.unexplained,
+        refuted=refuted,
+        identical_disagree=twins,
+        counterexamples=diagnosis.counterexamples,
     )
     # which output fails (a gradient is an output): failures, findings, per-output summaries
     analysis = annotate_outputs(analysis, ev_cases, ev_results, diagnose)

@@ -50,7 +50,7 @@ KIND_RANK = {"class": 0, "value": 1, "relation": 1, "threshold": 2, "set": 3}
 
 
 def is_align(axis: str) -> bool:
-    return axis.endswith(("_align", "]")) and (axis.endswith("_align") or ".align[" in axis)
+    return axis.endswith(("_align", "_align_bytes")) or (axis.endswith("]") and ".align[" in axis)
 
 
 def hypothesis_axes(case, labels: dict[str, str], structured: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..cases.axes import axes_difference, case_axes
+from ..cases.axes import axes_difference, case_axes, distance_axes
 from ..cases.derived import (CONTIGUITY, DTYPE_BITS, UNSET, alignment, contiguity, dim_axis, parse_dim_axis,
                              structured_axes)
 from ..cases.ids import case_content
@@ -43,6 +43,7 @@ from ..cases.stars import apply_variation, restride
 from ..schemas import FLOAT_DTYPES, MODES, Case, Finding, NextCase, StarVariation, contiguous_strides
 from .flips import dim_moves, exact_count_moves, flip_moves
 from .hypotheses import ALIGN_RESOLUTION, Atom, Hypothesis, hypothesis_axes, is_align
+from .probes import read_case, untagged
 
 MAX_BISECT_VALUES = 3
 MAX_CROSSINGS = 4
@@ -86,6 +87,7 @@ class Context:
     hax: dict[str, dict] = field(default_factory=dict)  # hypothesis axes of the recorded cases
     terms: dict[str, list[Finding]] = field(default_factory=dict)  # hypothesis text -> its terms as findings
     tried_dtypes: set[str] | None = None
+    refused: set[tuple[str, str]] | None = None  # (planned axis, value) that only made cases unsupported
 
 
 # --------------------------------------------------------------------------
@@ -100,13 +102,7 @@ def dim_ties(cases: list[Case]) -> dict[str, list[str]]:
     if not cases:
         return {}
 
-    def dims(case: Case) -> dict[str, tuple[str, int]]:
-        out = {}
-        for spec in case.inputs:
-            for i, size in enumerate([] if spec.none or spec.shape is None else spec.shape):
-                out[dim_axis(spec.name, i, len(spec.shape))] = (spec.name, size)
-        return out
-
+    dims = _dims
     ordered = sorted(cases, key=lambda c: c.id)
     first = dims(ordered[0])
     pairs = {(a, b) for a in first for b in first
@@ -175,11 +171,50 @@ def make_candidate(ctx: Context, base: Case, var: dict, value: Any, finding: str
         return None
     if ctx.cpu_only and any(i.layout != "ND" for i in case.inputs):
         return None
+    if not valid_call(ctx, case):
+        return None
     axes = structured_axes(case, case_axes(case))
+    named = {a.axis for h in ctx.hyps for a in h.atoms}
     cand = Candidate(base=base, var=var, value=value, doc=doc, axes=axes, finding=finding,
-                     hax=hypothesis_axes(case, {}, axes), content=content)
+                     hax=read_case(hypothesis_axes(case, {}, axes), case, named), content=content)
     cand.preds = {h.text: h.predict(cand.hax) for h in ctx.hyps}
     return cand
+
+
+def _dims(case: Case) -> dict[str, tuple[str, int]]:
+    """Each dimension of a case's tensor inputs: axis name -> (input, size)."""
+    out = {}
+    for spec in case.inputs:
+        for i, size in enumerate([] if spec.none or spec.shape is None else spec.shape):
+            out[dim_axis(spec.name, i, len(spec.shape))] = (spec.name, size)
+    return out
+
+
+def valid_call(ctx: Context, case: Case) -> bool:
+    """A next case is a valid call of the operator: the sizes the run's cases share across inputs stay equal
+    (a matmul's inner dimension), and no planned value that only ever made a case unsupported comes back."""
+    dims = _dims(case)
+    for dim, others in ctx.ties.items():
+        if dim in dims and any(o in dims and dims[o][1] != dims[dim][1] for o in others):
+            return False
+    if ctx.refused is None:
+        ctx.refused = refused_values(ctx)
+    if ctx.refused:
+        axes = distance_axes(case)
+        return not any(axes.get(k) == v for k, v in ctx.refused)
+    return True
+
+
+def refused_values(ctx: Context) -> set[tuple[str, str]]:
+    """(planned axis, value) pairs some unsupported case has and no case that ran has: a change that made a
+    case unsupported, never proposed again."""
+    ran: set[tuple[str, str]] = {(k, v) for c, s in ctx.status.items() if s in ("pass", "fail", "other")
+                                 for k, v in ctx.dist[c].items()}
+    out: set[tuple[str, str]] = set()
+    for c, s in ctx.status.items():
+        if s == "unsupported" and c in ctx.cases:
+            out |= {(k, v) for k, v in distance_axes(ctx.cases[c]).items() if (k, v) not in ran}
+    return out
 
 
 def decisive(c: Candidate) -> bool:
@@ -248,6 +283,16 @@ def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, 
             return []
         sizes = [v for v in range((cur // a + 1) * a, (cur // a + 9) * a, a) if alignment(v) == a][:1]
         return [(var, v) for v in sizes for var in _dim_moves(ctx, base, name, len(spec.shape) - 1)]
+    if fld == "last_align_bytes" and spec.shape:  # a row's alignment in bytes: in elements of the base's dtype
+        from ..cases.relations import element_bytes
+
+        size = element_bytes(spec.dtype) or 1
+        return moves(ctx, base, f"{name}.last_align", int(target // size)) if target >= size else []
+    if fld.startswith("stride[") and numeric:  # one dimension's stride, the others kept
+        strides = list(spec.strides if spec.strides is not None else contiguous_strides(spec.shape))
+        i = int(fld[len("stride["):-1])
+        strides[i] = int(target)
+        return [({"axis": "strides", "input": name}, strides)]
     if fld == "offset_align":
         return [({"axis": "storage_offset", "input": name}, int(target))]  # the smallest offset aligned exactly so
     if fld == "contiguity":
@@ -684,11 +729,34 @@ def _crossing_move(ctx: Context, base: Case, key: str, value: Any, cid: str) -> 
         if spec is None or spec.shape is None or spec.none or raw is None:
             return None
         if spec.is_contiguous() or len(raw) != len(spec.shape):
-            return [(var, raw)] if spec.is_contiguous() else None
+            return [(var, raw)] + tied_shape_moves(ctx, base, var["input"], raw) if spec.is_contiguous() else None
         strides = restride(spec.shape, spec.strides, raw)
-        return [(var, raw)] + ([({"axis": "strides", "input": var["input"]}, strides)] if strides else [])
+        return [(var, raw)] + ([({"axis": "strides", "input": var["input"]}, strides)] if strides else []) + \
+            tied_shape_moves(ctx, base, var["input"], raw)
     one = _crossing_one(ctx, base, key, value, cid, var)
     return None if one is None else [one]
+
+
+def tied_shape_moves(ctx: Context, base: Case, name: str, shape: list[int]) -> list[tuple[dict, Any]]:
+    """The shape changes of the other inputs that keep their dimensions tied to ``name``'s equal when its
+    shape becomes ``shape`` (a matmul's inner size, a shared batch): each named, as a crossing names every
+    change it makes."""
+    out = []
+    for spec in base.inputs:
+        if spec.name == name or spec.none or spec.shape is None or spec.tensors is not None:
+            continue
+        new = list(spec.shape)
+        for i in range(len(spec.shape)):
+            for tied in ctx.ties.get(dim_axis(spec.name, i, len(spec.shape)), []):
+                owner, index = parse_dim_axis(tied)
+                if owner == name and -len(shape) <= index < len(shape):
+                    new[i] = shape[index]
+        if new != spec.shape:
+            strides = restride(spec.shape, spec.strides, new)
+            out.append(({"axis": "shape", "input": spec.name}, new))
+            if strides:
+                out.append(({"axis": "strides", "input": spec.name}, strides))
+    return out
 
 
 def _crossing_one(ctx: Context, base: Case, key: str, value: Any, cid: str, var: dict) -> tuple[dict, Any] | None:
@@ -780,7 +848,8 @@ def _refuted(cands: list[Candidate], outcome: str) -> list[str]:
 def _next(kind: str, axis: str | None, cands: list[Candidate], reason: str, if_fails: str,
           if_passes: str) -> NextCase:
     base, vary = _star(cands)
-    star = {"base": base.model_dump(mode="json", exclude_none=True), "vary": vary, "include_base": False}
+    doc = base.model_dump(mode="json", exclude_none=True)
+    star = {"base": doc if kind == "falsify" else untagged(doc), "vary": vary, "include_base": False}
     return NextCase(reason=reason, base_case=base.id, change=vary[0], kind=kind, axis=axis, star=star,
                     if_fails=if_fails, if_passes=if_passes, refutes_if_fails=_refuted(cands, "fail"),
                     refutes_if_passes=_refuted(cands, "pass"))
@@ -946,3 +1015,21 @@ def explore(ctx: Context) -> list[NextCase]:
         if out:
             break
     return out
+
+
+def falsifying(ctx: Context, lead: Finding, hyp: Hypothesis, terms: list[Finding],
+               propose: bool, others: list | None = None) -> tuple[list, list[NextCase]]:
+    """The requirements a finding must meet before it is exact (probes.py) and,
+    when ``propose``, the cases built to break it (kind ``falsify``); ``others``: the
+    other causes' conditions with their cases (several causes)."""
+    from .probes import probe_cases, requirements
+
+    reqs = requirements(ctx, hyp, lead, terms, moves, others)
+    return reqs, (probe_cases(ctx, lead, hyp, reqs, make_candidate, moves, _next) if propose else [])
+
+
+def seed_probing(ctx: Context) -> list[NextCase]:
+    """No hypothesis: the closest failing and passing cases with other seeds (probes.seed_pair_cases)."""
+    from .probes import seed_pair_cases
+
+    return seed_pair_cases(ctx, make_candidate, _next)

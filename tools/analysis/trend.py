@@ -115,3 +115,17 @@ def trend_finding(hax: dict[str, dict[str, Any]], dist: dict[str, dict[str, str]
                    failing=len(failing), passing=len(passing), statement=text, metric=metric,
                    correlation=round(rho, 3),
                    why_not_exact=["a trend is never exact: failing and passing values interleave"])
+
+
+_FLOATING_OUTPUTS = ("float", "bfloat", "complex")
+
+
+def trend_helps(results: dict[str, CaseResult], failing: list[str]) -> bool:
+    """A trend (and the baseline judge it points to) says something only about floating outputs: an integer
+    or boolean output (indices, a mask) is right or wrong, there is no error to grow."""
+    for c in failing:
+        for comp in results[c].comparisons:
+            dtype = comp.expected_dtype or comp.actual_dtype
+            if not comp.passed and dtype and not dtype.startswith(_FLOATING_OUTPUTS):
+                return False
+    return True

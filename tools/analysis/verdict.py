@@ -11,7 +11,7 @@ runner/judge.py.)
 
 from __future__ import annotations
 
-from ..schemas import Case, CaseFailure, FailureAxis, Finding
+from ..schemas import Case, CaseFailure, FailureAxis, FailureGroup, Finding, IdenticalPair, RefutedLead
 
 
 def run_verdict(failures: list[CaseFailure], missing: list[str], unsupported: list[CaseFailure]) -> str:
@@ -37,8 +37,8 @@ def verdict_summary(verdict: str, cases: list[Case], counts: dict[str, int], mis
     elif verdict == "diagnosed" and counts["passed"] and not any(a.explains_all for a in axes):
         head = summary.split("; ", 1)[0].rstrip(".")
         tail = f" ({len(missing)} planned case(s) still have no result)" if missing else ""
-        summary = (head + "; no single axis value separates failing from passing cases: the failure needs "
-                   "several axis values together" + tail + ".")
+        summary = (head + "; no predicate of the space separates failing from passing cases (no single axis "
+                   "value, no two together, no few separate causes)" + tail + ".")
     return summary
 
 
@@ -91,10 +91,17 @@ def _num(v) -> str:
 
 
 def _findings_summary(findings: list[Finding], competing: list[Finding] = ()) -> str:
-    lead = findings[0]
+    if len(findings) > 1 or (findings[0].kind != "trend" and (findings[0].status or findings[0].cause)):
+        # one finding per failing group: each said on its own with the group it covers, none a competitor
+        return "; " + "; ".join(_group_label(f) + _one_summary(f, competing if len(findings) == 1 else [])
+                                for f in findings)
+    return "; " + _one_summary(findings[0], competing)
+
+
+def _one_summary(lead: Finding, competing: list[Finding]) -> str:
     if lead.kind == "trend":
-        return f"; no exact finding: {lead.statement or lead.predicate}"
-    text = f"; finding: {lead.predicate}"
+        return f"no exact finding: {lead.statement or lead.predicate}"
+    text = f"finding: {lead.predicate}"
     bound = _boundary(lead)
     if lead.exact:
         text += " (exact"
@@ -106,8 +113,38 @@ def _findings_summary(findings: list[Finding], competing: list[Finding] = ()) ->
     else:
         why = lead.why_not_exact[0] if lead.why_not_exact else "run the next cases"
         text += f" (not exact yet: {why})" if not competing else " (not exact yet: run the next cases)"
-    others = [f.predicate for f in [*findings[1:], *competing][:3]]
+    others = [f.predicate for f in list(competing)[:3]]
     if others:
-        more = len(findings) - 1 + len(competing) - len(others)
+        more = len(competing) - len(others)
         text += f"; competing: {', '.join(others)}" + (f" and {more} more" if more > 0 else "")
     return text
+
+
+def _group_label(f: Finding) -> str:
+    if f.cause is not None:
+        return f"{f.status + ' ' if f.status else ''}cause {f.cause} ({len(f.cases)} case(s)): "
+    return f"{f.status} ({len(f.cases)} case(s)): " if f.status else ""
+
+
+def accounted_summary(summary: str, verdict: str, findings: list[Finding], causes: int,
+                      unexplained: list[FailureGroup], refuted: list[RefutedLead], twins: list[IdenticalPair]) -> str:
+    """The summary with every failing group accounted for: several causes counted, the failing cases no
+    finding covers, the leads a later case refuted (naming it), identical cases that disagree."""
+    if verdict != "diagnosed":
+        return summary
+    extra = []
+    if twins:
+        extra.append(f"{len(twins)} pair(s) of cases agree on every axis (seed aside) and disagree - "
+                     f"{twins[0].failing!r} fails, {twins[0].passing!r} passes: the failure depends on the values "
+                     "drawn, not only on an axis")
+    if causes > 1:
+        extra.append(f"{causes} separate causes (each finding covers its own failing cases)")
+    for g in unexplained:
+        if findings or len(unexplained) > 1 or g.status:
+            what = f"{g.count} {g.status} case(s)" if g.status else f"{g.count} failing case(s)"
+            extra.append(f"no finding for these {what} ({', '.join(g.cases[:3])}{', ...' if g.count > 3 else ''})"
+                         + (f"; closest: {g.survivors[0]}" if g.survivors else ""))
+    for r in refuted[:3]:
+        extra.append(f"refuted lead: {r.predicate}{' (was exact)' if r.was_exact else ''} - contradicted by "
+                     f"{', '.join(r.refuted_by[:3])}")
+    return summary if not extra else summary.rstrip(".") + "; " + "; ".join(extra) + "."

@@ -63,14 +63,17 @@ def _child(answer_path, inputs_path, outputs_path, device_kind, candidate):
         with open(inputs_path, "w") as fh:
             json.dump(metadata, fh)
 
-    def on_outputs(cand, ref):
-        if outputs_path:
-            torch.save({"candidate": cand, "reference": ref}, outputs_path)
+    def on_phase(name, input_metadata=None, grad_outputs=None, outputs=None, **_):
+        if input_metadata is not None:  # the inputs are built: kept in case the candidate kills us
+            on_inputs(input_metadata)
+        if grad_outputs is not None:  # the backward begins: its upstream gradients too
+            on_inputs(dict(metadata_box[0], grad_outputs=grad_outputs))
+        if outputs is not None and outputs_path:  # both outputs on CPU, before they are judged
+            torch.save({"candidate": outputs[0], "reference": outputs[1]}, outputs_path)
 
     request = {"config": config, "case": CASE, "modules_dir": HERE,
                "captured_dir": os.path.join(HERE, "captured")}
-    answer = execute_case(request, device, environment(device), on_inputs=on_inputs, on_outputs=on_outputs,
-                          on_backward=lambda upstream: on_inputs(dict(metadata_box[0], grad_outputs=upstream)))
+    answer = execute_case(request, device, environment(device), on_phase=on_phase)
     if answer.get("input_metadata"):  # complete now (a backward's upstream gradients included)
         on_inputs(answer["input_metadata"])
     with open(answer_path, "w") as fh:

@@ -164,6 +164,8 @@ def structured_axes(case: Case, labels: dict[str, str]) -> dict[str, Any]:
 
 def source_of(axis: str) -> str:
     """The variation axis (a key of axes.distance_axes) that moves ``axis``."""
+    if axis.startswith("attr.") and axis.endswith(".value"):  # an integer attribute as a category
+        return axis[: -len(".value")]
     if axis in ("mode",) or axis in OPTION_AXES or axis.startswith("attr."):
         return axis
     if "~" in axis:  # a relation: the source of its first side (relations.relation_sides gives both)
@@ -174,10 +176,10 @@ def source_of(axis: str) -> str:
         return "layout"
     name = axis.split(".", 1)[0]
     field = axis[len(name) + 1:]
-    if field in ("shape", "rank", "numel", "zero_size", "last_align", "bytes") or \
+    if field in ("shape", "rank", "numel", "zero_size", "last_align", "bytes", "rows", "last_align_bytes") or \
             field.startswith(("shape[", "align[")):
         return f"{name}.shape"
-    if field in ("strides", "contiguity"):
+    if field in ("strides", "contiguity") or field.startswith("stride["):
         return f"{name}.strides"
     if field in ("offset", "offset_nonzero", "offset_align"):
         return f"{name}.offset"

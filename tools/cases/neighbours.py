@@ -31,10 +31,14 @@ def _one_axis_keys(axes: dict[str, str], keys: list[str]) -> list[tuple]:
     return out
 
 
-def multi_axis_warnings(cases: list[Case], *, limit: int = MAX_WARNINGS) -> list[str]:
+def multi_axis_warnings(cases: list[Case], *, limit: int = MAX_WARNINGS,
+                        star_bases: dict[str, Case] | None = None) -> list[str]:
     """One warning per case that differs from every other case in more than
     one axis, naming its closest neighbour and the differing axes (the first
-    ``limit`` such cases; one more line counts the rest).
+    ``limit`` such cases; one more line counts the rest).  A case a star made
+    from a planned base (``star_bases``: case id -> base) differs from it in
+    what the star asked - a ``dim`` moving several inputs' shapes, a crossing's
+    ``also`` - and is not warned about.
 
     Near-linear in the number of cases: cases are grouped by their axes with
     one axis left out at a time; a case is checked with :func:`axes_difference`
@@ -57,7 +61,9 @@ def multi_axis_warnings(cases: list[Case], *, limit: int = MAX_WARNINGS) -> list
                 return True
         return False
 
-    lonely = [i for i in range(len(cases)) if not has_neighbour(i)]
+    ids = {c.id for c in cases}
+    asked = {cid for cid, base in (star_bases or {}).items() if base.id in ids}
+    lonely = [i for i in range(len(cases)) if cases[i].id not in asked and not has_neighbour(i)]
     for i in lonely[:limit]:
         best: tuple[int, str, list[str]] | None = None
         for j, other in enumerate(cases):

@@ -175,3 +175,39 @@ def relation_sides(axis: str) -> tuple[str, str] | None:
         return None
     a, _, b = axis.partition("~")
     return a, b
+
+
+# Open-space quantities (references/behavior.md, "An open space"): what an engineer reaches for when the
+# planned axes fail.  Enumerated only when no atom of the first space separates the cases alone (they
+# restate a planned axis in most runs, and would otherwise tie with it); the probes of a finding of the first
+# space (re-pin under each dtype, another shape) are what show a first-space finding they explain better.
+OPEN_SUFFIXES = (".last_align_bytes", ".rows", ".stride[", ".value")
+
+
+def open_quantities(case: Case) -> dict[str, Any]:
+    """Per plain tensor input ``x``: ``x.stride[i]`` (each dimension's stride in
+    elements, the last ``[-1]``; contiguous strides when none are given),
+    ``x.last_align_bytes`` (the largest power of two dividing one row's bytes:
+    an alignment that moves with the element size) and ``x.rows`` (elements
+    over the last dimension: how many rows a row-wise kernel walks); per integer
+    attribute, ``attr.NAME.value`` (its value as a category, so a failure at
+    every value but one is a set, not a threshold)."""
+    from ..schemas import contiguous_strides
+
+    out: dict[str, Any] = {}
+    for spec in case.inputs:
+        if spec.none or spec.tensors is not None or not spec.shape:
+            continue
+        n, rank = spec.name, len(spec.shape)
+        strides = spec.strides if spec.strides is not None else contiguous_strides(spec.shape)
+        for i, st in enumerate(strides):
+            out[f"{n}.stride[{-1 if i == rank - 1 else i}]"] = st
+        size = element_bytes(spec.dtype)
+        if size and size >= 1 and spec.shape[-1] > 0:
+            out[f"{n}.last_align_bytes"] = alignment(int(spec.shape[-1] * size))
+        if spec.shape[-1] > 0:
+            out[f"{n}.rows"] = math.prod(spec.shape) // spec.shape[-1]
+    for name, value in case.attributes.items():  # a numeric attribute as a category: "any value but one"
+        if isinstance(value, int) and not isinstance(value, bool):
+            out[f"attr.{name}.value"] = str(value)
+    return out

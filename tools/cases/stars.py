@@ -136,13 +136,17 @@ def apply_variation(base: Case, var: StarVariation, value: Any) -> dict:
 def _apply_one(base: Case, var: StarVariation, value: Any) -> dict:
     doc = copy.deepcopy(base.model_dump(mode="json", exclude_none=False))
     doc.pop("origin", None)  # a variation of a captured call is a planned case, not the model's call
-    if var.axis in ("mode", "attribute", "grad_inputs", "compile_dynamic") and \
+    if var.axis in ("mode", "attribute", "grad_inputs", "compile_dynamic", "seed") and \
             (var.input is not None or var.member is not None):
         raise ValueError(f"'input' and 'member' do not apply to axis {var.axis!r}")
     if var.axis == "dim":
         _set_dims(doc, var.dims or [], value)
     elif var.axis == "mode":
         doc["mode"] = value
+    elif var.axis == "seed":  # the same call with other values drawn: is the outcome a property of the values?
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+            raise ValueError("axis 'seed' takes integers from 0 to 2**63-1")
+        doc["seed"] = value
     elif var.axis == "grad_inputs":  # which inputs' gradients are compared: a list of names, [] forward only
         if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
             raise ValueError("axis 'grad_inputs' takes lists of input names (e.g. ['x', 'weight'], [] for "
@@ -237,7 +241,7 @@ def _one_id(base: Case, var: StarVariation, value: Any) -> str:
     if var.axis == "dim":
         parts = "_".join(f"{n}.shape{i}" for n, i in (parse_dim(d) for d in var.dims or []))
         return fit_id(f"{base.id}.{parts}-{vslug}")
-    if var.axis in ("mode", "grad_inputs", "compile_dynamic"):
+    if var.axis in ("mode", "grad_inputs", "compile_dynamic", "seed"):
         part = f"{var.axis.replace('_', '-')}-{vslug}"
     elif var.axis == "attribute":
         part = f"attr-{var.name}-{vslug}"

@@ -183,9 +183,10 @@ def _print_analysis(out: Any, analysis: Any) -> None:
         out.print("[yellow]missing evidence:[/yellow] " + ", ".join(analysis.missing))
     if analysis.integration_hint:
         out.print(f"[yellow]integration hint:[/yellow] {escape(analysis.integration_hint)}")
-    from ..render.findings import finding_lines
+    from ..render.findings import accounting_lines, finding_lines
 
-    for line in finding_lines(analysis.findings, analysis.competing):
+    for line in finding_lines(analysis.findings, analysis.competing, analysis.counterexamples) + accounting_lines(
+            analysis, ""):
         out.print(escape(line))
     for flagged in analysis.consistency.flagged:  # evidence of its own kind, not of an axis
         out.print(f"[yellow]{escape(flagged.flag)}:[/yellow] {escape(flagged.case_id)} - {escape(flagged.detail)}")
@@ -250,7 +251,7 @@ def cmd_narrow(args: argparse.Namespace) -> int:
                           + ", ".join(f"{c}={s}" for c, s in step.cases.items())))
     from ..render.findings import finding_lines
 
-    for line in finding_lines(response.findings, response.competing):
+    for line in finding_lines(response.findings, response.competing, response.counterexamples):
         out.print(escape(line))
     out.print(escape(response.summary))
     return 0

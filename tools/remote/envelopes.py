@@ -2,8 +2,9 @@
 
 The runner (tools/runner/, stdlib + torch) builds these as plain JSON; this
 module is their contract on the server side, validated where they are read
-(``run_case_remote._record_event`` for ``case_done``, the supervisor client
-for the deadlines in ``hello``).  A malformed envelope is reported as such -
+(``case_done`` once per answer, as it comes back from a slot, by run_case_remote
+and consistency_runs, which then pass the CaseDone on; the supervisor client for
+the deadlines in ``hello``).  A malformed envelope is reported as such -
 the case stays pending - never read with silent defaults.  The runner never
 imports this module.  See references/runner-protocol.md.
 """
@@ -122,3 +123,12 @@ def parse_deadlines(hello: dict) -> SupervisorDeadlines | None:
     except ValidationError as exc:
         raise MalformedEnvelope("malformed deadlines in the supervisor's hello: "
                                 + format_validation_error(exc)) from None
+
+
+def read_case_done(event: Any) -> CaseDone | MalformedEnvelope:
+    """``parse_case_done`` for a caller that carries the answer on either way: a malformed
+    envelope is an answer too (its case stays pending, the error says why)."""
+    try:
+        return parse_case_done(event)
+    except MalformedEnvelope as exc:
+        return exc

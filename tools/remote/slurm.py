@@ -62,6 +62,8 @@ import re
 import time
 from typing import Any
 
+from ..runner.phases import killed_from_outside  # stdlib only: the runner's one kill decision
+from .envelopes import MalformedEnvelope, parse_case_done
 from .errors import SlotCannotStart, SlotExpired, SlotGone, SlotLost
 from .host import HostContext, HostKind, HostProcess, SupervisorSlot
 from .inventory import VISIBILITY_VARIABLE, HostConfig
@@ -86,7 +88,6 @@ END_CHECK_S = 1.5  # after a worker killed by a signal: how long to look for the
 COMPLETING_WAIT_S = 3.0  # a job COMPLETING: how long to wait for the state it ends in
 EXPIRY_MARGIN_S = 60.0  # a case needs its timeout plus this before the job's time limit
 SWEEP_EVERY_S = 30.0  # a host is swept for jobs of servers that are gone at most this often
-EXTERNAL_SIGNALS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
 
 
 # --------------------------------------------------------------------------
@@ -410,7 +411,7 @@ class SlurmSlot(SupervisorSlot):
                               f"{timeout_s:g} s; the slot is replaced")
 
     async def _after_case(self, event: dict) -> dict:
-        if _killed_from_outside(event):
+        if _scheduler_may_have_ended(event):
             ended = await self._scheduler_end(wait_s=END_CHECK_S)
             if ended:
                 self._alive = False
@@ -519,14 +520,17 @@ def _last_lines(text: str, n: int = 4) -> str:
     return " | ".join(lines[-n:])[-1500:]
 
 
-def _killed_from_outside(event: dict) -> bool:
-    """A case_done whose worker died of a signal the harness never sends (SIGTERM from
-    slurmstepd reaches the worker too): the scheduler may be ending the job."""
-    result = event.get("result") or {}
-    error = result.get("error") or {}
-    if event.get("worker_lost") and result.get("status") == "crash":
-        return error.get("signal") in EXTERNAL_SIGNALS and error.get("signature") != "timeout"
-    return bool(event.get("worker_lost")) and event.get("outcome") == "harness_error"
+def _scheduler_may_have_ended(event: dict) -> bool:
+    """A case_done whose worker was lost to a signal the harness never sends (SIGTERM from
+    slurmstepd reaches the worker too) or in a harness phase: the scheduler may be ending the job."""
+    try:
+        done = parse_case_done(event)
+    except MalformedEnvelope:
+        return False
+    result = done.result or {}
+    if done.worker_lost and done.outcome == "result":
+        return result.get("status") == "crash" and killed_from_outside(result.get("error"))
+    return done.worker_lost and done.outcome == "harness_error"
 
 
 async def _say(run: RunFiles | None, text: str) -> None:

@@ -24,7 +24,9 @@ import json
 import sys
 import uuid
 from collections import deque
+from dataclasses import dataclass
 
+from ..runner.phases import PHASE  # stdlib only: the one table of a case's phases
 from .envelopes import MalformedEnvelope, SupervisorDeadlines, parse_deadlines
 from .errors import SlotCannotStart, SlotGone
 
@@ -34,6 +36,62 @@ from .errors import SlotCannotStart, SlotGone
 # worker.
 START_TIMEOUT_S = 600.0
 ANSWER_GRACE_S = 60.0
+
+
+@dataclass(frozen=True)
+class Event:
+    """One protocol event, read once: its name, request, phase (phases.PHASES) and budget."""
+
+    name: str
+    request_id: str | None
+    phase: str | None
+    budget_s: float | None
+    doc: dict
+
+    @classmethod
+    def parse(cls, msg: dict) -> "Event":
+        rid, phase = msg.get("request_id"), msg.get("phase")
+        return cls(msg["event"], rid if isinstance(rid, str) else None, phase if isinstance(phase, str) else None,
+                   _budget(msg.get("budget_s"), None), msg)
+
+
+@dataclass
+class CaseWait:
+    """What a case's call waits for next, and how long: each phase's news sets it (its budget plus
+    the grace), one handler per event as the supervisor sends them (references/runner-protocol.md)."""
+
+    waiting: str
+    timeout: float
+    case_timeout_s: float
+    start_timeout_s: float
+    grace_s: float
+
+    def _phase(self, event: Event) -> None:
+        self.waiting = "the case result"
+        self.timeout = max(self.case_timeout_s, event.budget_s or 0.0) + self.grace_s
+
+    def on_preparing(self, event: Event) -> None:
+        """Emitted when a phase before the candidate begins (health check, worker start, resolve, inputs)."""
+        phase = PHASE.get(event.phase or "")
+        self.waiting = f"the end of the case's {phase.name} phase ({phase.text})" if phase else \
+            "the end of the case's preparation"
+        self.timeout = (event.budget_s or self.start_timeout_s) + self.grace_s
+
+    def on_started(self, event: Event) -> None:
+        """Emitted when the inputs are built and the candidate (or its compiling, on its own budget) begins."""
+        self._phase(event)
+
+    def on_compile_done(self, event: Event) -> None:
+        """Emitted when compiling or capturing is over and the timed candidate run begins."""
+        self._phase(event)
+
+    def on_backward_started(self, event: Event) -> None:
+        """Emitted when the candidate's forward returned and its backward begins (its own timeout)."""
+        self._phase(event)
+
+    def on_reference_started(self, event: Event) -> None:
+        """Emitted when the candidate returned and the CPU reference begins (its own timeout)."""
+        self._phase(event)
 
 
 class ConnectionLost(SlotGone):
@@ -129,9 +187,10 @@ class SupervisorClient:
             wait = timeout or self.start_timeout_s
             while True:
                 msg = await self._event(wait, "hello")
-                if msg["event"] == "preparing":
-                    wait = _budget(msg.get("budget_s"), wait) + self.answer_grace_s
-                elif msg["event"] == "hello":
+                event = Event.parse(msg)
+                if event.name == "preparing":
+                    wait = (event.budget_s or wait) + self.answer_grace_s
+                elif event.name == "hello":
                     try:
                         self.deadlines = parse_deadlines(msg)
                     except MalformedEnvelope as exc:
@@ -140,29 +199,24 @@ class SupervisorClient:
 
     async def run_case(self, config: dict, case: dict, timeout_s: float, modules_dir: str | None = None,
                        captured_dir: str | None = None) -> dict:
-        """Run one case; returns the ``case_done`` event (after ``started``)."""
+        """Run one case; returns the ``case_done`` event (after the phases' news)."""
         request_id = uuid.uuid4().hex
         async with self._lock:
             await self._send({"op": "run", "request_id": request_id, "config": config, "case": case,
                               "timeout_s": float(timeout_s),
                               "modules_dir": None if modules_dir is None else str(modules_dir),
                               "captured_dir": None if captured_dir is None else str(captured_dir)})
-            waiting, timeout = "the case start", self.started_wait_s()
+            wait = CaseWait("the case start", self.started_wait_s(), float(timeout_s), self.start_timeout_s,
+                         self.answer_grace_s)
             while True:
-                msg = await self._event(timeout, waiting)
-                if msg.get("request_id") != request_id:
+                event = Event.parse(await self._event(wait.timeout, wait.waiting))
+                if event.request_id != request_id:
                     continue
-                if msg["event"] in ("started", "reference_started", "compile_done", "backward_started"):  # each
-                    # phase has its timeout (backward_started: a case with gradients, issue 23)
-                    waiting, timeout = "the case result", float(timeout_s) + self.answer_grace_s
-                    if msg["event"] == "started" and case.get("mode") in ("compile", "graph"):
-                        budget = case.get("compile_timeout_s") or config.get("compile_timeout_s") or 600.0
-                        timeout = max(float(timeout_s), float(budget)) + self.answer_grace_s
-                elif msg["event"] == "preparing":  # health check, worker start, import, inputs: each its budget
-                    waiting = f"the end of the case's {msg.get('phase', 'preparation')} phase"
-                    timeout = _budget(msg.get("budget_s"), self.start_timeout_s) + self.answer_grace_s
-                elif msg["event"] == "case_done":
-                    return msg
+                if event.name == "case_done":
+                    return event.doc
+                handler = getattr(wait, f"on_{event.name}", None)
+                if handler is not None:
+                    handler(event)
 
     async def close(self) -> None:
         """Ask the supervisor to stop its worker and exit, then close our end."""
@@ -183,7 +237,7 @@ class SupervisorClient:
             pass
 
 
-def _budget(value, default: float) -> float:
+def _budget(value, default):
     """A positive finite number of seconds from an event, else ``default``."""
     try:
         budget = float(value)

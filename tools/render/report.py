@@ -12,7 +12,7 @@ from ..cases.ids import rerun_id
 from ..runner.routing import level_for
 from ..schemas import Analysis, Case, CaseFailure, CaseResult, OperatorConfig
 from .consistency import consistency_section
-from .findings import findings_section
+from .findings import accounting_lines, findings_section
 from .markdown import fenced, one_line, table
 from .outputs import outputs_section
 from .sections import artifact_sections, latest_verify_line
@@ -97,7 +97,10 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
         out += ["### Crash groups (by error signature)", "",
                 table(["signature", "cases"], [[s, ", ".join(ids)] for s, ids in analysis.crash_groups.items()]),
                 ""]
-    out += findings_section(analysis.findings, analysis.competing, analysis.hypotheses)
+    out += findings_section(analysis.findings, analysis.competing, analysis.hypotheses, analysis.counterexamples)
+    accounted = accounting_lines(analysis)  # several causes, groups without a finding, refuted leads
+    if accounted:
+        out += ["## Causes, failing groups and leads", "", *accounted, ""]
     out += outputs_section(analysis, results)
     out += consistency_section(analysis)  # repeats, order, inputs written, batch, bias
     out += ["## Failure axes", ""]

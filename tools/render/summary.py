@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..evidence import few_ids
-from .findings import boundary_text, pair_text
+from .findings import accounting_lines, boundary_text, pair_text
 
 MAX_SUMMARY_CHARS = 4000  # a hard bound for any answer; each summary caps its own lists well below it
 MAX_LISTED = 10  # failures, cases, steps... listed one per line; the rest are counted
@@ -211,6 +211,7 @@ def _analysis(a: Any) -> str:
     elif a.failures:
         lines.append(f"No one-axis finding separates the {_n(a, 'failures')} failing case(s) yet, e.g. "
                      f"{_few([f.case_id for f in a.failures], _n(a, 'failures'))}.")
+    lines += [clip(line, 400) for line in accounting_lines(a, "")]  # causes, groups without a finding, leads
     flagged = list(getattr(a.consistency, "flagged", []) or [])
     if flagged:
         lines.append(f"{len(flagged)} case(s) flagged by the consistency checks, kept out of the findings: "

@@ -1,4 +1,4 @@
-"""Backward: the operator's gradients, judged like its outputs.
+"""Backward: the operator's gradients, judged like its outputs (issue 23).
 
 A case whose ``grad_inputs`` (else its config's) name inputs runs the
 candidate forward and backward on the device, and the reference (and the
@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import re
 import time
-import traceback
 
 import torch
 
@@ -44,6 +43,7 @@ from .classify import exception_signature, match_unsupported
 from .compare import compare_outputs, name_outputs
 from .devices import Unsupported
 from .inputs import BuiltInput, build_input, input_seed
+from .phases import exception_text, grad_names, traceback_tail
 
 PREFIX = "grad."
 SIGNATURE_PREFIX = "backward: "
@@ -83,18 +83,6 @@ class ReferenceGradError(Exception):
     """The reference (or baseline) cannot give the gradients (a harness error)."""
 
 
-def grad_names(config: dict, case: dict) -> list[str]:
-    """The inputs whose gradients the case compares: the case's grad_inputs, else the config's."""
-    names = case.get("grad_inputs")
-    if names is None:
-        names = config.get("grad_inputs")
-    return list(names or [])
-
-
-def wants_gradients(config: dict, case: dict) -> bool:
-    return bool(grad_names(config, case))
-
-
 def _is_output_map(spec) -> bool:
     return isinstance(spec, dict) and bool(spec) and all(isinstance(v, dict) for v in spec.values())
 
@@ -123,7 +111,7 @@ class Backward:
             value = inputs.get(name)
             members = value if isinstance(value, (list, tuple)) else [value]
             labels = [f"{name}[{j}]" for j in range(len(members))] if isinstance(value, (list, tuple)) else [name]
-            for label, t in zip(labels, members, strict=True):
+            for label, t in zip(labels, members):
                 if not isinstance(t, torch.Tensor):
                     raise NoDerivative(f"grad_inputs names {label!r}, which this case passes as None: a None "
                                        "argument has no gradient", NOT_FLOATING_RULE)
@@ -144,7 +132,7 @@ class Backward:
         named = name_outputs(out, self.output_names)
         if _is_output_map(self.spec):
             positional = list(name_outputs(out, None))
-            aliases = dict(zip(positional, named, strict=True)) if len(positional) == len(named) else {}
+            aliases = dict(zip(positional, named)) if len(positional) == len(named) else {}
             chosen = []
             for key in self.spec:
                 name = key if key in named else aliases.get(key)
@@ -181,21 +169,20 @@ class Backward:
                     meta["reduction"] = self.spec
                 self.upstream.append((name, built))
                 self.metadata.append(meta)
-        except Exception as exc:  # the harness's, not the operator's
+        except Exception as exc:  # noqa: BLE001 - the harness's, not the operator's
             self.upstream.clear()
             self.metadata.clear()
             raise UpstreamError(f"the upstream gradient of output {name!r} could not be built: "
                                 f"{type(exc).__name__}: {exc}") from exc
 
     def _values(self, name: str, t: torch.Tensor) -> dict:
-        spec = self.spec
-        if spec == "sum":
+        if self.spec == "sum":
             return {"kind": "ones"}
-        if spec == "mean":
+        if self.spec == "mean":
             return {"kind": "full", "fill": 1.0 / max(t.numel(), 1)}
-        if not isinstance(spec, dict):
-            raise ValueError(f"grad_output {spec!r} is not 'sum', 'mean', a value spec or one per output")
-        return spec[name] if _is_output_map(spec) else spec
+        if _is_output_map(self.spec):
+            return self.spec[name]
+        return self.spec
 
     # -- the candidate ------------------------------------------------------------
 
@@ -212,7 +199,7 @@ class Backward:
             grads = torch.autograd.grad([t for _, t, _ in chosen], [t for _, t in leaves], grads_out,
                                         allow_unused=True)
             device.synchronize()
-        except BaseException as exc:  # the candidate's backward failed: the evidence
+        except BaseException as exc:  # noqa: BLE001 - the candidate's backward failed: the evidence
             raise Fault(exc) from None
         elapsed = (time.perf_counter() - t0) * 1e6
         return self.collect(leaves, grads), elapsed
@@ -220,7 +207,7 @@ class Backward:
     def collect(self, leaves: list, grads) -> dict:
         """Gradients on CPU by output name (an input the outputs do not use: zeros)."""
         out = {}
-        for (label, leaf), g in zip(leaves, grads, strict=True):
+        for (label, leaf), g in zip(leaves, grads):
             g = torch.zeros_like(leaf) if g is None else g
             out[PREFIX + label] = g.detach().cpu()
         return out
@@ -240,7 +227,7 @@ class Backward:
             try:
                 grads = torch.autograd.grad([t for _, t, _ in chosen], [t for _, t in leaves], state["grads_out"],
                                             allow_unused=True)
-            except BaseException as exc:  # the candidate's backward failed: the evidence
+            except BaseException as exc:  # noqa: BLE001 - the candidate's backward failed: the evidence
                 raise Fault(exc) from None
             return out, grads
 
@@ -269,7 +256,7 @@ class Backward:
         try:
             grads = torch.autograd.grad([t for _, t, _ in chosen], [t for _, t in leaves],
                                         [up.view().to(t.dtype) for _, t, up in chosen], allow_unused=True)
-        except Exception as exc:  # the trusted side failed: the harness's
+        except Exception as exc:  # noqa: BLE001 - the trusted side failed: the harness's
             raise ReferenceGradError(f"the {who}'s backward raised {type(exc).__name__}: {exc}") from exc
         return self.collect(leaves, grads)
 
@@ -296,12 +283,8 @@ def classify(fault: Fault, extra_rules: list) -> tuple[str, dict]:
     matches (the built-in ones, the config's, autograd's refusals), else crash."""
     exc = fault.original
     exc_type = type(exc).__name__
-    try:
-        message = str(exc) or repr(exc)
-    except Exception:
-        message = f"<{exc_type}: str() failed>"
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    tb = tb if len(tb) <= 4000 else "..." + tb[-3997:]
+    message = exception_text(exc)
+    tb = traceback_tail(exc)
     rule = match_unsupported(exc_type, message, list(extra_rules) + list(RULES))
     error = {"type": exc_type, "message": f"phase: backward: {message}"[:20000], "traceback_tail": tb,
              "signature": (SIGNATURE_PREFIX + exception_signature(exc_type, message))[:300], "phase": "backward"}

@@ -1,8 +1,8 @@
 """The worker's progress board: a case's phases posted without a message.
 
-The worker posts each step of the case in flight (user modules imported,
-inputs built - with their metadata -, candidate compiled, candidate returned)
-into a small file that it and its supervisor both map.  The supervisor reads
+The worker posts each phase of the case in flight as it begins (phases.py's
+``Step``: inputs, compile or candidate - with the input metadata -, backward,
+reference, consistency) into a small file that it and its supervisor both map.  The supervisor reads
 the board only when it needs to: when it wakes to poll (a slow case: the
 client gets the news), before it calls a phase's deadline, and when the worker
 dies (which phase, and what the case's inputs were).  A fast case so costs the

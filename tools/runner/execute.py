@@ -1,10 +1,12 @@
-"""Run one case inside the worker: inputs, candidate, reference, comparison.
+"""Run one case inside the worker: the phases of phases.py, in order.
 
-Returns the worker's answer for the case: either ``outcome: "result"`` with a
-CaseResult-shaped ``result`` (no source/recorded_at: the server adds them),
-or ``outcome: "harness_error"`` when the callables cannot be resolved, the
-inputs cannot be built, or the reference fails - those say nothing about the
-operator, so the case stays pending.
+``execute_case`` returns the worker's answer for the case: either ``outcome:
+"result"`` with a CaseResult-shaped ``result`` (no source/recorded_at: the
+server adds them), or ``outcome: "harness_error"`` when the callables cannot be
+resolved, the inputs cannot be built, or the reference fails - those say
+nothing about the operator, so the case stays pending.  ``CaseRun`` holds one
+case's state; each of its phase methods raises a ``HarnessFailure`` or an
+``OperatorFailure`` (phases.py) when the case ends there.
 """
 
 from __future__ import annotations
@@ -13,37 +15,32 @@ import os
 import socket
 import sys
 import time
-import traceback
 
 import torch
 
 from . import RUNNER_VERSION
-from .backward import (Backward, Fault, ReferenceGradError, UpstreamError, classify as classify_backward,
-                       mark_dynamic, wants_gradients)
+from .backward import Backward, Fault, ReferenceGradError, UpstreamError, classify as classify_backward, mark_dynamic
 from .baseline import (BindingError, baseline_inputs, binding_hint, check_binding, is_binding_message,
                        raised_at_call, same_refusal)
 from .callables import ResolveError, ascend_only_reason, call_arguments, load_user_modules, resolve, \
     resolve_attributes
 from .classify import exception_signature, match_unsupported
 from .baseline_side import check_inputs, measure
-from .compare import compare_outputs, name_outputs
+from .compare import name_outputs
 from .consistency import InputGuard, after_first_run, check_writes, declared_writes
-from .judge import BaselineError, apply_judge
+from .judge import BaselineError
+from .judging import Judging, compare_and_judge, status_of
 from .devices import Device, Unsupported
 from .inputs import auto_reference_float, build_case_inputs, case_seed, map_built, reference_inputs, tensors_of
+from .phases import (HarnessFailure, OperatorFailure, compile_budget, exception_text, tail, traceback_tail,
+                     wants_gradients)
 from .seeding import seed_everything
-
-TAIL = 4000
-
-
-def tail(text: str, limit: int = TAIL) -> str:
-    return text if len(text) <= limit else "..." + text[-(limit - 3):]
-
 
 # Where the transport placed this worker: the device it was given (and how that was
 # decided), the visibility variables, and the scheduler job it runs in (Slurm hosts).
 PLACEMENT_VARIABLES = ("OPDEBUG_DEVICE_ID", "OPDEBUG_DEVICE_SOURCE", "ASCEND_RT_VISIBLE_DEVICES",
                        "CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURMD_NODENAME")
+ASCEND_ONLY_RULE = "runner: Ascend-only dtype needs an npu device"
 
 
 def environment(device: Device) -> dict:
@@ -56,312 +53,433 @@ def environment(device: Device) -> dict:
     return env
 
 
-def execute_case(request: dict, device: Device, env: dict, on_inputs=None, on_candidate_done=None,
-                 on_imported=None, on_outputs=None, on_compile_done=None, on_backward=None, on_step=None) -> dict:
-    """``on_imported()`` is called once the user modules are imported and the
-    callables resolved (the import has a budget of its own); ``on_inputs(metadata)`` is called once the inputs are built, before the
-    candidate runs (the supervisor keeps it for a worker that dies);
-    ``on_compile_done()`` in compile and graph modes once the candidate is
-    compiled or captured, before the timed run (compiling has its own budget);
-    ``on_candidate_done()`` once the candidate returned, before the reference
-    runs (the supervisor's case timeout covers the candidate only);
-    ``on_outputs(candidate_out, reference_out)`` with both outputs on CPU,
-    before they are compared (a standalone reproducer saves them for pictures; with gradients, dicts of
-    every output by name, ``grad.<input>`` included); ``on_backward(upstream_metadata)`` once the
-    candidate's forward returned and its backward starts (backward.py: a case with grad_inputs);
-    ``on_step(name)`` before each further candidate run of the consistency checks (``repeat1``...,
-    ``batch``: each gets the case timeout again)."""
-    config, case = request["config"], request["case"]
-    op = config["operator"]
-    # role "baseline": this host is a baseline host (baseline_host): the baseline callable runs on the
-    # device and the answer is its stage-1 numbers (baseline_side.py); case.baseline_side: those numbers
-    role, side = config.get("role"), case.get("baseline_side")
-    if role == "baseline":  # the baseline callable takes the candidate's place (and name) on this device
-        op = dict(op, candidate=op.get("baseline") or op["reference"])
-    t_start = time.perf_counter()
-    try:
-        load_user_modules(request.get("modules_dir"), op.get("modules") or [])
-        candidate = resolve(op["candidate"])
-        reference = resolve(op["reference"])
-        baseline = resolve(op["baseline"]) if op.get("baseline") else reference
-    except ResolveError as exc:
-        return _harness("resolve", exc)
-    if on_imported is not None:
-        on_imported()
-    judge = config.get("judge") or "tolerance"
-    try:
-        built = build_case_inputs(case, request.get("captured_dir"))
-    except Exception as exc:  # noqa: BLE001 - any input failure is the harness's
-        return _harness("inputs", exc)
-    mode = case.get("mode", "eager")
-    seed = case_seed(case)
-    grads = Backward(config, case, seed, request.get("captured_dir")) if wants_gradients(config, case) else None
-    # Reference inputs first (the candidate may write into its inputs): the
-    # same storages cast by the per-dtype upcast rule (inputs.reference_dtype,
-    # recorded per input), viewed with the same strides and offset.
-    asked = op.get("reference_dtype", "float32")  # a config without the field predates "auto": float32
-    ref_float = auto_reference_float(built) if asked == "auto" else asked
-    ref_inputs, upcast = reference_inputs(built, ref_float)
-    metadata = {"case_id": case["id"], "seed": seed, "mode": mode, "device": device.label,
-                "reference_dtype": ref_float if asked != "auto" else f"auto: {ref_float}",
-                "inputs": [b.metadata for b in built]}
-    if grads is not None:  # the upstream gradients' metadata fills in once the forward returned
-        metadata.update(grad_inputs=grads.names, grad_outputs=grads.metadata)
-    answer = {"input_metadata": metadata}
-    if on_inputs is not None:
-        on_inputs(metadata)
+def execute_case(request: dict, device: Device, env: dict, on_phase=None) -> dict:
+    """Run the case of ``request``; ``on_phase(name, **fields)`` is called as each phase
+    of phases.PHASES begins: ``inputs`` once the callables are resolved; ``compile`` or
+    ``candidate`` once the inputs are built (``input_metadata``; the supervisor keeps it
+    for a worker that dies), ``candidate`` again when compiling is over; ``backward``
+    (``grad_outputs``) once the forward returned; ``reference`` once the candidate
+    returned; ``baseline``; ``judge`` (``outputs``: the candidate's and the reference's
+    on CPU, with gradients dicts of every output by name - a standalone reproducer
+    saves them for pictures); ``consistency`` (``step``: ``repeat1``..., ``batch``)
+    before each further candidate run."""
+    return CaseRun(request, device, env, on_phase).run()
 
-    def result(status, **fields):
-        timing["total_us"] = (time.perf_counter() - t_start) * 1e6
-        body = {"schema_version": 1, "case_id": case["id"], "status": status, "comparisons": [],
-                "timing_us": timing, "environment": dict(env, **flags)}
+
+def harness_answer(failure: HarnessFailure) -> dict:
+    error = failure.error()
+    return {"outcome": "harness_error", "traceback": error["traceback"], "harness_error": error}
+
+
+class CaseRun:
+    """One case in the worker: its request, what each phase built, and the answer so far."""
+
+    def __init__(self, request: dict, device: Device, env: dict, on_phase=None):
+        self.request, self.device, self.env = request, device, env
+        self.config, self.case = request["config"], request["case"]
+        # role "baseline": this host is a baseline host (baseline_host): the baseline callable runs on the
+        # device and the answer is its stage-1 numbers (baseline_side.py); case.baseline_side: those numbers
+        self.role, self.side = self.config.get("role"), self.case.get("baseline_side")
+        op = self.config["operator"]
+        if self.role == "baseline":  # the baseline callable takes the candidate's place (and name) on this device
+            op = dict(op, candidate=op.get("baseline") or op["reference"])
+        self.op = op
+        self.judge = self.config.get("judge") or "tolerance"
+        self.mode = self.case.get("mode", "eager")
+        self.on_phase = on_phase
+        self.answer: dict = {}
+        self.timing: dict = {}
+        self.flags: dict = {}
+        self.t_start = time.perf_counter()
+        self.compiled = self.guard = None
+        self.refused_at_call = False  # eager: the candidate's own argument parsing refused the call
+        self.cand_grads = self.ref_grads = self.base_grads = self.base_out = None
+
+    def enter(self, name: str, **fields) -> None:
+        if self.on_phase is not None:
+            self.on_phase(name, **fields)
+
+    def run(self) -> dict:
+        try:
+            self.resolve()
+            self.build_inputs()
+            self.check_call()
+            self.run_candidate()
+            self.run_reference()
+            if self.role == "baseline":
+                return self.measured_here()
+            self.run_baseline()
+            return self.consistency(self.judged_first_run())
+        except HarnessFailure as failure:
+            return dict(self.answer, **harness_answer(failure))
+        except OperatorFailure as failure:
+            return self.result(failure.status, error=failure.error)
+
+    def result(self, status: str, **fields) -> dict:
+        self.timing["total_us"] = (time.perf_counter() - self.t_start) * 1e6
+        body = {"schema_version": 1, "case_id": self.case["id"], "status": status, "comparisons": [],
+                "timing_us": self.timing, "environment": dict(self.env, **self.flags)}
         body.update(fields)
-        return dict(answer, outcome="result", result=body)
+        return dict(self.answer, outcome="result", result=body)
 
-    timing, flags = {}, {}
-    ascend_only = ascend_only_reason(case, device.kind)
-    if ascend_only is not None:
-        return result("unsupported", error={"type": "Unsupported", "message": ascend_only,
-                                            "signature": "unsupported: runner: Ascend-only dtype needs an npu device",
-                                            "matched_rule": "runner: Ascend-only dtype needs an npu device"})
-    try:
-        attributes = resolve_attributes(case.get("attributes") or {}, device.kind)
-    except ResolveError as exc:
-        return dict(answer, **_harness("resolve", exc))
-    try:  # the call's arguments against every callable's signature, before anything runs
-        _check_bindings(op, map_built(built, lambda b: None), attributes,
-                        [("candidate", candidate), ("reference", reference)] +
-                        ([("baseline", baseline)] if op.get("baseline") else []))
-    except (BindingError, ResolveError) as exc:
-        return dict(answer, **_harness("binding" if isinstance(exc, BindingError) else "resolve", exc))
-    # the baseline's inputs: the storages as they are (no upcast), copied before the candidate may write them
-    base_inputs = baseline_inputs(built) if judge != "tolerance" and role != "baseline" and side is None else None
-    # Candidate on the device.
-    try:
-        cand_inputs = map_built(built, lambda b: device.to_device(b.storage, b.shape, b.strides, b.storage_offset))
-    except Exception as exc:  # noqa: BLE001
-        return dict(answer, **_harness("inputs", exc))
-    t0 = t_forward = time.perf_counter()
-    cand_grads = None
-    compiled = guard = None
-    try:
-        cand_inputs = map_built(built, lambda b: device.format_cast(_member(cand_inputs, b.name), b.layout))
-        leaves = grads.require(cand_inputs) if grads is not None else []
-        args, kwargs = call_arguments(op.get("call"), cand_inputs, attributes)
-        g0 = time.perf_counter()  # fingerprints of the inputs, to see what the candidate writes (consistency.py)
-        guard = InputGuard({b.name: _member(cand_inputs, b.name) for b in tensors_of(built)})
-        timing["input_check_us"] = (time.perf_counter() - g0) * 1e6
-        t0 += time.perf_counter() - g0
-        metadata["seeded"] = seed_everything(seed)
-        if mode == "eager":
-            out = candidate(*args, **kwargs)
-        elif mode == "compile":
-            # compile (and warm up) on copies of the inputs, so an in-place candidate applies once
-            dynamic = case.get("compile_dynamic")
-            compiled = device.compile(candidate, op.get("compile_backend"), dynamic=dynamic)
-            warm = map_built(built, lambda b: device.format_cast(
-                device.to_device(b.storage.clone(), b.shape, b.strides, b.storage_offset), b.layout))
-            warm_leaves = grads.require(warm) if grads is not None else []
-            mark_dynamic(warm, dynamic)
-            mark_dynamic(cand_inputs, dynamic)
-            wargs, wkwargs = call_arguments(op.get("call"), warm, attributes)
-            warm_out = compiled(*wargs, **wkwargs)
-            if grads is not None:  # the backward graph is compiled within the compile budget too
-                grads.candidate(warm_out, warm_leaves, device)
+    # -- resolve, inputs ------------------------------------------------------------
+
+    def resolve(self) -> None:
+        op = self.op
+        try:
+            load_user_modules(self.request.get("modules_dir"), op.get("modules") or [])
+            self.candidate = resolve(op["candidate"])
+            self.reference = resolve(op["reference"])
+            self.baseline = resolve(op["baseline"]) if op.get("baseline") else self.reference
+        except ResolveError as exc:
+            raise HarnessFailure("resolve", exc) from None
+
+    def build_inputs(self) -> None:
+        self.enter("inputs")
+        case, op = self.case, self.op
+        try:
+            self.built = build_case_inputs(case, self.request.get("captured_dir"))
+        except Exception as exc:  # noqa: BLE001 - any input failure is the harness's
+            raise HarnessFailure("inputs", exc) from None
+        self.seed = case_seed(case)
+        self.grads = Backward(self.config, case, self.seed, self.request.get("captured_dir")) \
+            if wants_gradients(self.config, case) else None
+        # Reference inputs first (the candidate may write into its inputs): the
+        # same storages cast by the per-dtype upcast rule (inputs.reference_dtype,
+        # recorded per input), viewed with the same strides and offset.
+        asked = op.get("reference_dtype", "float32")  # a config without the field predates "auto": float32
+        ref_float = auto_reference_float(self.built) if asked == "auto" else asked
+        self.ref_inputs, self.upcast = reference_inputs(self.built, ref_float)
+        self.metadata = {"case_id": case["id"], "seed": self.seed, "mode": self.mode, "device": self.device.label,
+                         "reference_dtype": ref_float if asked != "auto" else f"auto: {ref_float}",
+                         "inputs": [b.metadata for b in self.built]}
+        if self.grads is not None:  # the upstream gradients' metadata fills in once the forward returned
+            self.metadata.update(grad_inputs=self.grads.names, grad_outputs=self.grads.metadata)
+        self.answer = {"input_metadata": self.metadata}
+        # compiling (or capturing) has a budget of its own; the case timeout starts after it
+        self.enter("candidate" if compile_budget(self.config, case) is None else "compile",
+                   input_metadata=self.metadata)
+
+    def check_call(self) -> None:
+        """What can refuse the case before the candidate runs: the device, the attributes, the call's binding."""
+        op, device = self.op, self.device
+        ascend_only = ascend_only_reason(self.case, device.kind)
+        if ascend_only is not None:
+            raise OperatorFailure("unsupported", {"type": "Unsupported", "message": ascend_only,
+                                                  "signature": f"unsupported: {ASCEND_ONLY_RULE}",
+                                                  "matched_rule": ASCEND_ONLY_RULE})
+        try:
+            self.attributes = resolve_attributes(self.case.get("attributes") or {}, device.kind)
+        except ResolveError as exc:
+            raise HarnessFailure("resolve", exc) from None
+        try:  # the call's arguments against every callable's signature, before anything runs
+            _check_bindings(op, map_built(self.built, lambda b: None), self.attributes,
+                            [("candidate", self.candidate), ("reference", self.reference)] +
+                            ([("baseline", self.baseline)] if op.get("baseline") else []))
+        except (BindingError, ResolveError) as exc:
+            raise HarnessFailure("binding" if isinstance(exc, BindingError) else "resolve", exc) from None
+        # the baseline's inputs: the storages as they are (no upcast), copied before the candidate may write them
+        self.base_inputs = baseline_inputs(self.built) \
+            if self.judge != "tolerance" and self.role != "baseline" and self.side is None else None
+        try:
+            self.cand_inputs = map_built(self.built, lambda b: device.to_device(b.storage, b.shape, b.strides,
+                                                                                b.storage_offset))
+        except Exception as exc:  # noqa: BLE001
+            raise HarnessFailure("inputs", exc) from None
+
+    # -- candidate --------------------------------------------------------------------
+
+    def run_candidate(self) -> None:
+        """The candidate on the device: forward (compiled or captured in those modes), then its backward."""
+        device, grads, timing = self.device, self.grads, self.timing
+        self.t0 = self.t_forward = time.perf_counter()
+        try:
+            leaves, args, kwargs = self._candidate_call()
+            out = self._forward(leaves, args, kwargs)
             device.synchronize()
-            timing["compile_us"] = (time.perf_counter() - t0) * 1e6
-            if on_compile_done is not None:
-                on_compile_done()
-            seed_everything(seed)  # the timed run draws what the reference draws
-            t0 = time.perf_counter()
-            out = compiled(*args, **kwargs)
-        elif mode == "graph":
+            self.t_forward = time.perf_counter()
+            if grads is not None and self.cand_grads is None:
+                self.cand_grads, timing["backward_us"] = grads.candidate(
+                    out, leaves, device, lambda meta: self.enter("backward", grad_outputs=meta))
+            self.out = _to_cpu(out)
+        except UpstreamError as exc:  # the harness could not build the upstream gradient: pending
+            raise HarnessFailure("grad_output", exc) from None
+        except Fault as exc:  # the candidate's backward raised
+            timing["candidate_us"] = (self.t_forward - self.t0) * 1e6
+            self.answer["needs_health_check"] = True
+            status, fields = classify_backward(exc, self.op.get("unsupported_rules") or [])
+            raise OperatorFailure(status, fields["error"]) from None
+        except Unsupported as exc:
+            timing["candidate_us"] = (time.perf_counter() - self.t0) * 1e6
+            error = {"type": "Unsupported", "message": exc.reason, "signature": f"unsupported: {exc.rule}"[:300],
+                     "matched_rule": exc.rule}
+            if getattr(exc, "phase", None):
+                error["phase"] = exc.phase
+            raise OperatorFailure("unsupported", error) from None
+        except ResolveError as exc:
+            raise HarnessFailure("resolve", exc) from None
+        except BaseException as exc:  # noqa: BLE001 - the candidate's failure is the evidence
+            raise self._candidate_raised(exc) from None
+        timing["candidate_us"] = (self.t_forward - self.t0) * 1e6
+        g0 = time.perf_counter()
+        self.declared = declared_writes(self.op, self.case)
+        self.written, self.write_comps = check_writes(self.guard, self._pristine, self.declared, self.judge)
+        timing["input_check_us"] = timing.get("input_check_us", 0.0) + (time.perf_counter() - g0) * 1e6
+        self.enter("reference")
+
+    def _candidate_call(self) -> tuple:
+        """The candidate's inputs in their layouts, gradients required, the call's arguments, the write guard."""
+        device, built = self.device, self.built
+        self.cand_inputs = map_built(built, lambda b: device.format_cast(_member(self.cand_inputs, b.name),
+                                                                         b.layout))
+        leaves = self.grads.require(self.cand_inputs) if self.grads is not None else []
+        args, kwargs = call_arguments(self.op.get("call"), self.cand_inputs, self.attributes)
+        g0 = time.perf_counter()  # fingerprints of the inputs, to see what the candidate writes (consistency.py)
+        self.guard = InputGuard({b.name: _member(self.cand_inputs, b.name) for b in tensors_of(built)})
+        self.timing["input_check_us"] = (time.perf_counter() - g0) * 1e6
+        self.t0 += time.perf_counter() - g0
+        self.metadata["seeded"] = seed_everything(self.seed)
+        return leaves, args, kwargs
+
+    def _forward(self, leaves: list, args: tuple, kwargs: dict):
+        if self.mode == "eager":
+            try:
+                return self.candidate(*args, **kwargs)
+            except BaseException as exc:  # noqa: BLE001 - read here, where the traceback starts at the call
+                self.refused_at_call = raised_at_call(exc)
+                raise
+        if self.mode == "compile":
+            return self._compiled_forward(args, kwargs)
+        if self.mode == "graph":
             def captured():
-                timing["compile_us"] = (time.perf_counter() - t0) * 1e6
-                if on_compile_done is not None:
-                    on_compile_done()
-            fn = grads.graph_fn(candidate, leaves, device) if grads is not None else candidate
-            out = device.graph_call(fn, args, kwargs, on_captured=captured)
+                self.timing["compile_us"] = (time.perf_counter() - self.t0) * 1e6
+                self.enter("candidate")
+            grads = self.grads
+            fn = grads.graph_fn(self.candidate, leaves, self.device) if grads is not None else self.candidate
+            out = self.device.graph_call(fn, args, kwargs, on_captured=captured)
             if grads is not None:  # forward and backward were captured and replayed together
                 out, graph_grads = out
-                cand_grads = grads.collect(leaves, graph_grads)
-        else:
-            raise Unsupported(f"mode {mode!r} is not one of eager, compile, graph", "runner: unknown mode")
+                self.cand_grads = grads.collect(leaves, graph_grads)
+            return out
+        raise Unsupported(f"mode {self.mode!r} is not one of eager, compile, graph", "runner: unknown mode")
+
+    def _compiled_forward(self, args: tuple, kwargs: dict):
+        """Compile (and warm up) on copies of the inputs, so an in-place candidate applies once; then the timed run."""
+        device, grads = self.device, self.grads
+        dynamic = self.case.get("compile_dynamic")
+        self.compiled = device.compile(self.candidate, self.op.get("compile_backend"), dynamic=dynamic)
+        warm = map_built(self.built, lambda b: device.format_cast(
+            device.to_device(b.storage.clone(), b.shape, b.strides, b.storage_offset), b.layout))
+        warm_leaves = grads.require(warm) if grads is not None else []
+        mark_dynamic(warm, dynamic)
+        mark_dynamic(self.cand_inputs, dynamic)
+        wargs, wkwargs = call_arguments(self.op.get("call"), warm, self.attributes)
+        warm_out = self.compiled(*wargs, **wkwargs)
+        if grads is not None:  # the backward graph is compiled within the compile budget too
+            grads.candidate(warm_out, warm_leaves, device)
         device.synchronize()
-        t_forward = time.perf_counter()
-        if grads is not None and cand_grads is None:
-            cand_grads, timing["backward_us"] = grads.candidate(out, leaves, device, on_backward)
-        out = _to_cpu(out)
-    except UpstreamError as exc:  # the harness could not build the upstream gradient: pending
-        return dict(answer, **_harness("grad_output", exc))
-    except Fault as exc:  # the candidate's backward raised
-        timing["candidate_us"] = (t_forward - t0) * 1e6
-        answer["needs_health_check"] = True
-        status, fields = classify_backward(exc, op.get("unsupported_rules") or [])
-        return result(status, **fields)
-    except Unsupported as exc:
-        timing["candidate_us"] = (time.perf_counter() - t0) * 1e6
-        error = {"type": "Unsupported", "message": exc.reason, "signature": f"unsupported: {exc.rule}"[:300],
-                 "matched_rule": exc.rule}
-        if getattr(exc, "phase", None):
-            error["phase"] = exc.phase
-        return result("unsupported", error=error)
-    except ResolveError as exc:
-        return dict(answer, **_harness("resolve", exc))
-    except BaseException as exc:  # noqa: BLE001 - the candidate's failure is the evidence
-        timing["candidate_us"] = (time.perf_counter() - t0) * 1e6
-        answer["needs_health_check"] = True
-        if is_binding_message(exc) and ((mode == "eager" and raised_at_call(exc)) or _same_on_cpu(
-                reference, op, base_inputs or baseline_inputs(built), attributes, exc)):
-            return dict(answer, **_harness("binding", BindingError(
+        self.timing["compile_us"] = (time.perf_counter() - self.t0) * 1e6
+        self.enter("candidate")
+        seed_everything(self.seed)  # the timed run draws what the reference draws
+        self.t0 = time.perf_counter()
+        return self.compiled(*args, **kwargs)
+
+    def _candidate_raised(self, exc: BaseException) -> Exception:
+        """The failure of a candidate that raised: a binding refusal (harness), else its crash or unsupported."""
+        op, built = self.op, self.built
+        self.timing["candidate_us"] = (time.perf_counter() - self.t0) * 1e6
+        self.answer["needs_health_check"] = True
+        if is_binding_message(exc) and (self.refused_at_call or _same_on_cpu(
+                self.reference, op, self.base_inputs or baseline_inputs(built), self.attributes, exc)):
+            return HarnessFailure("binding", BindingError(
                 f"the candidate {op['candidate']} refused the call's arguments: {type(exc).__name__}: "
-                f"{_text(exc)}. {binding_hint(op, [b.name for b in built] + list(attributes))}")))
-        status, fields = _classify(exc, op.get("unsupported_rules") or [])
-        if grads is not None:
-            fields["error"]["phase"] = "forward"
+                f"{exception_text(exc)}. {binding_hint(op, [b.name for b in built] + list(self.attributes))}"))
+        status, error = _classify(exc, op.get("unsupported_rules") or [])
+        if self.grads is not None:
+            error["phase"] = "forward"
         if status == "crash" and isinstance(exc, Exception):
             # the same call in the same dtypes on CPU refuses it too: outside the operator's contract
             other: list[str] = []
-            if _same_on_cpu(baseline, op, base_inputs or baseline_inputs(built), attributes, exc, other):
-                fields["error"]["matched_rule"] = (
+            if _same_on_cpu(self.baseline, op, self.base_inputs or baseline_inputs(built), self.attributes, exc,
+                            other):
+                error["matched_rule"] = (
                     f"refused by the reference too: {op.get('baseline') or op['reference']} on CPU with the "
                     f"case's dtypes raised the same {type(exc).__name__}")
                 status = "unsupported"
             elif other:  # the reference refuses the call another way: not a valid call (shrink rejects it)
-                fields["error"]["reference_error"] = other[0]
-        return result(status, **fields)
-    timing["candidate_us"] = (t_forward - t0) * 1e6
-    g0 = time.perf_counter()
-    declared = declared_writes(op, case)
-    written, write_comps = check_writes(guard, lambda label: _pristine(case, request, label), declared, judge)
-    timing["input_check_us"] = timing.get("input_check_us", 0.0) + (time.perf_counter() - g0) * 1e6
-    if on_candidate_done is not None:
-        on_candidate_done()
+                error["reference_error"] = other[0]
+        return OperatorFailure(status, error)
 
-    t0 = time.perf_counter()
-    ref_grads = base_grads = None
-    try:
-        rargs, rkwargs = call_arguments(op.get("call"), ref_inputs, attributes)
-        ref_leaves = grads.require(ref_inputs) if grads is not None else []
-        seed_everything(seed)
-        ref_out = reference(*rargs, **rkwargs)
-        if grads is not None:  # the reference's backward, CPU autograd, the same upstream values upcast
-            ref_grads = grads.on_cpu(ref_out, ref_leaves, "reference")
-            extra = grads.extra_outputs(ref_out)
-            if extra:
-                return result("unsupported", error={
-                    "type": "NoDerivative", "phase": "backward", "matched_rule": "runner: no derivative",
-                    "signature": "unsupported: runner: no derivative",
-                    "message": (f"phase: backward: the reference's outputs {extra} have gradients with respect to "
-                                f"{', '.join(grads.names)}, the candidate's do not (no grad_fn): the operator has "
-                                "no derivative there; name the outputs to differentiate in grad_output "
-                                "({output: spec}) to compare the others")})
-        ref_out = _to_cpu(ref_out)
-        if op.get("random"):
-            flags.update(_check_reproducible(reference, op, ref_inputs, attributes, seed, ref_out, device))
-    except BaseException as exc:  # noqa: BLE001
-        return dict(answer, **_harness("reference", exc))
-    timing["reference_us"] = (time.perf_counter() - t0) * 1e6
-    if not upcast and _has_float64(ref_out) and not any(b.storage.dtype == torch.float64 for b in tensors_of(built)):
-        # the reference widened to float64 on its own (numpy-style math): its output
-        # dtype is not the candidate's contract, only its kind is
-        upcast = True
+    def _pristine(self, label: str):
+        """Input ``label`` (``x`` or ``x[1]``) as built from the case seed, a CPU view (for counting what changed)."""
+        for b in tensors_of(build_case_inputs(self.case, self.request.get("captured_dir"))):
+            if b.name == label:
+                return b.view()
+        raise KeyError(label)
 
-    in_dtypes = [b.dtype for b in tensors_of(built)]
-    if side is not None:  # where the baseline ran, in the result's environment
-        flags["baseline_host"] = {k: side.get(k) for k in ("host", "device", "environment")}
-    if role == "baseline":  # with gradients, the baseline host measures them too (grad.<input>)
-        b_out, b_ref, b_names = (out, ref_out, op.get("outputs")) if grads is None else (
-            dict(name_outputs(out, op.get("outputs")), **cand_grads),
-            dict(name_outputs(ref_out, op.get("outputs")), **(ref_grads if isinstance(ref_grads, dict) else {})), None)
-        return result("passed", baseline_side=measure(b_out, b_ref, names=b_names, config=config,
-                                                      in_dtypes=in_dtypes, built=built))
-    base_out = None
-    if judge != "tolerance" and side is None:  # the baseline: a correct computation in the candidate's dtypes, on CPU
+    # -- reference, baseline ----------------------------------------------------------
+
+    def run_reference(self) -> None:
+        """The reference on CPU (upcast), its backward with the same upstream values."""
+        op, grads = self.op, self.grads
+        t0 = time.perf_counter()
+        extra = None
+        try:
+            rargs, rkwargs = call_arguments(op.get("call"), self.ref_inputs, self.attributes)
+            ref_leaves = grads.require(self.ref_inputs) if grads is not None else []
+            seed_everything(self.seed)
+            ref_out = self.reference(*rargs, **rkwargs)
+            if grads is not None:  # the reference's backward, CPU autograd, the same upstream values upcast
+                self.ref_grads = grads.on_cpu(ref_out, ref_leaves, "reference")
+                extra = grads.extra_outputs(ref_out)
+            if not extra:
+                ref_out = _to_cpu(ref_out)
+                if op.get("random"):
+                    self.flags.update(_check_reproducible(self.reference, op, self.ref_inputs, self.attributes,
+                                                          self.seed, ref_out, self.device))
+        except BaseException as exc:  # noqa: BLE001
+            raise HarnessFailure("reference", exc) from None
+        if extra:
+            raise OperatorFailure("unsupported", {
+                "type": "NoDerivative", "phase": "backward", "matched_rule": "runner: no derivative",
+                "signature": "unsupported: runner: no derivative",
+                "message": (f"phase: backward: the reference's outputs {extra} have gradients with respect to "
+                            f"{', '.join(grads.names)}, the candidate's do not (no grad_fn): the operator has "
+                            "no derivative there; name the outputs to differentiate in grad_output "
+                            "({output: spec}) to compare the others")})
+        self.ref_out = ref_out
+        self.timing["reference_us"] = (time.perf_counter() - t0) * 1e6
+        if not self.upcast and _has_float64(ref_out) and not any(b.storage.dtype == torch.float64
+                                                                 for b in tensors_of(self.built)):
+            # the reference widened to float64 on its own (numpy-style math): its output
+            # dtype is not the candidate's contract, only its kind is
+            self.upcast = True
+        if self.side is not None:  # where the baseline ran, in the result's environment
+            self.flags["baseline_host"] = {k: self.side.get(k) for k in ("host", "device", "environment")}
+
+    def measured_here(self) -> dict:
+        """On a baseline host: the baseline's stage-1 numbers (with gradients, grad.<input> too)."""
+        in_dtypes = [b.dtype for b in tensors_of(self.built)]
+        if self.grads is None:
+            b_out, b_ref, b_names = self.out, self.ref_out, self.op.get("outputs")
+        else:
+            (b_out, b_ref), b_names = self._named_outputs(), None
+        return self.result("passed", baseline_side=measure(b_out, b_ref, names=b_names, config=self.config,
+                                                           in_dtypes=in_dtypes, built=self.built))
+
+    def run_baseline(self) -> None:
+        """The baseline: a correct computation in the candidate's dtypes, on CPU (judges other than tolerance)."""
+        if self.judge == "tolerance" or self.side is not None:
+            return
+        self.enter("baseline")
+        op, grads = self.op, self.grads
         t0 = time.perf_counter()
         try:
-            bargs, bkwargs = call_arguments(op.get("call"), base_inputs, attributes)
-            base_leaves = grads.require(base_inputs) if grads is not None else []
-            seed_everything(seed)
-            base_out = baseline(*bargs, **bkwargs)
+            bargs, bkwargs = call_arguments(op.get("call"), self.base_inputs, self.attributes)
+            base_leaves = grads.require(self.base_inputs) if grads is not None else []
+            seed_everything(self.seed)
+            base_out = self.baseline(*bargs, **bkwargs)
             if grads is not None:
-                base_grads = grads.on_cpu(base_out, base_leaves, "baseline")
-                if isinstance(base_grads, str) and isinstance(ref_grads, dict):
-                    raise ReferenceGradError(base_grads)
-            base_out = _to_cpu(base_out)
+                self.base_grads = grads.on_cpu(base_out, base_leaves, "baseline")
+                if isinstance(self.base_grads, str) and isinstance(self.ref_grads, dict):
+                    raise ReferenceGradError(self.base_grads)
+            self.base_out = _to_cpu(base_out)
         except BaseException as exc:  # noqa: BLE001 - a harness matter, not the operator's verdict
-            return dict(answer, **_harness("baseline", RuntimeError(
+            raise HarnessFailure("baseline", RuntimeError(
                 f"the baseline ({op.get('baseline') or op['reference']} on CPU in the case's dtypes) failed: "
-                f"{type(exc).__name__}: {_text(exc)}; name another operator.baseline or use judge 'tolerance'")))
-        timing["baseline_us"] = (time.perf_counter() - t0) * 1e6
+                f"{type(exc).__name__}: {exception_text(exc)}; name another operator.baseline or use judge "
+                "'tolerance'")) from None
+        self.timing["baseline_us"] = (time.perf_counter() - t0) * 1e6
 
-    kept = (out, ref_out) if grads is None else (
-        dict(name_outputs(out, op.get("outputs")), **cand_grads),
-        dict(name_outputs(ref_out, op.get("outputs")), **(ref_grads if isinstance(ref_grads, dict) else {})))
-    if on_outputs is not None:
-        on_outputs(*kept)
-    t0 = time.perf_counter()
-    try:
-        comparisons = compare_outputs(out, ref_out, names=op.get("outputs"), tolerance=config.get("tolerance") or {},
-                                      strict_dtype=not upcast)
-        if side is not None:
-            check_inputs(built, side)
-        apply_judge(comparisons, judge, baseline=base_out, reference=ref_out, names=op.get("outputs"), candidate=out,
-                    config=config, in_dtypes=in_dtypes, baseline_side=side)
-        if grads is not None:  # each gradient an output grad.<input>, judged like the others
-            grad_comps = grads.compare(cand_grads, ref_grads, config.get("tolerance") or {}, not upcast)
-            apply_judge(grad_comps, judge, baseline=base_grads if isinstance(base_grads, dict) else None,
-                        reference=ref_grads if isinstance(ref_grads, dict) else None, names=None,
-                        candidate=cand_grads, config=config, in_dtypes=in_dtypes, baseline_side=side)
-            comparisons += grad_comps
-        comparisons += _declared_comparisons(declared, cand_inputs, ref_inputs, base_inputs, config, judge, upcast,
-                                             in_dtypes, side)
-        comparisons += write_comps  # an input changed that is not declared written: its own failing comparison
-    except BaselineError as exc:
-        return dict(answer, **_harness("baseline", exc))
-    except Exception as exc:  # noqa: BLE001
-        return dict(answer, **_harness("compare", exc))
-    timing["compare_us"] = (time.perf_counter() - t0) * 1e6
-    if not comparisons:
-        return dict(answer, **_harness("compare", RuntimeError(
-            "neither the candidate nor the reference returned a tensor output to compare")))
-    status = "passed" if all(c["passed"] for c in comparisons) else "numerical_mismatch"
+    # -- judge, consistency ---------------------------------------------------------
 
-    # Consistency checks (issue 21, consistency.py): repeats of a failing (or sampled) case, the batch slice.
-    def judged(o) -> tuple:
-        comps = compare_outputs(o, ref_out, names=op.get("outputs"), tolerance=config.get("tolerance") or {},
-                                strict_dtype=not upcast)
-        apply_judge(comps, judge, baseline=base_out, reference=ref_out, names=op.get("outputs"), candidate=o,
-                    config=config, in_dtypes=in_dtypes, baseline_side=side)
-        return ("passed" if all(c["passed"] for c in comps) else "numerical_mismatch"), comps
+    def _named_outputs(self) -> tuple:
+        """(candidate's, reference's) outputs as they are, or with gradients dicts of every output by name."""
+        if self.grads is None:
+            return self.out, self.ref_out
+        names, ref_grads = self.op.get("outputs"), self.ref_grads
+        return (dict(name_outputs(self.out, names), **self.cand_grads),
+                dict(name_outputs(self.ref_out, names), **(ref_grads if isinstance(ref_grads, dict) else {})))
 
-    def invoke(inputs):  # the candidate again, as the first run called it
-        a, k = call_arguments(op.get("call"), inputs, attributes)
-        seed_everything(seed)
-        o = compiled(*a, **k) if compiled is not None else device.graph_call(candidate, a, k) \
-            if mode == "graph" else candidate(*a, **k)
-        device.synchronize()
+    def judged_first_run(self) -> list[dict]:
+        """Every output, gradient and written input of the first run, compared and judged."""
+        self.kept = self._named_outputs()
+        self.enter("judge", outputs=self.kept)
+        self.judging = Judging(self.judge, self.config, strict_dtype=not self.upcast,
+                               in_dtypes=[b.dtype for b in tensors_of(self.built)], baseline_side=self.side)
+        t0 = time.perf_counter()
+        try:
+            comparisons = compare_and_judge(self.judging, self.out, self.ref_out, baseline=self.base_out,
+                                            names=self.op.get("outputs"))
+            if self.side is not None:
+                check_inputs(self.built, self.side)
+            if self.grads is not None:  # each gradient an output grad.<input>, judged like the others
+                comparisons += self._judged_gradients()
+            comparisons += _declared_comparisons(self.judging, self.declared, self.cand_inputs, self.ref_inputs,
+                                                 self.base_inputs)
+            comparisons += self.write_comps  # an input changed that is not declared written: its own failing one
+        except BaselineError as exc:
+            raise HarnessFailure("baseline", exc) from None
+        except Exception as exc:  # noqa: BLE001
+            raise HarnessFailure("compare", exc) from None
+        self.timing["compare_us"] = (time.perf_counter() - t0) * 1e6
+        if not comparisons:
+            raise HarnessFailure("compare", RuntimeError(
+                "neither the candidate nor the reference returned a tensor output to compare"))
+        return comparisons
+
+    def _judged_gradients(self) -> list[dict]:
+        ref, base = self.ref_grads, self.base_grads  # a dict of gradients, or why there are none to compare
+        return compare_and_judge(
+            self.judging, self.cand_grads, ref if isinstance(ref, dict) else None,
+            baseline=base if isinstance(base, dict) else None,
+            measured=self.grads.compare(self.cand_grads, ref, self.judging.tolerance, not self.upcast))
+
+    def consistency(self, comparisons: list[dict]) -> dict:
+        """Repeats of a failing (or sampled) case, the batch slice (consistency.py); the case's result."""
+        c0 = time.perf_counter()
+        status, comparisons, error, consistency = after_first_run(
+            self.case, self.config, comparisons, self.out, self.written,
+            self.guard.notes if self.guard is not None else [], self.built, invoke=self._invoke,
+            judged=self._judged, inputs_again=self._inputs_again, raised=self._raised,
+            on_step=lambda step: self.enter("consistency", step=step))
+        more = {"consistency": consistency} if consistency else {}
+        if consistency is not None and (consistency.get("repeats") or consistency.get("batch")):
+            self.timing["consistency_us"] = (time.perf_counter() - c0) * 1e6
+        if status in ("crash", "unsupported"):  # a further run raised (the worst run's)
+            return self.result(status, error=error, **more)
+        if status == "numerical_mismatch" and self.config.get("keep_outputs_max_bytes"):
+            self.answer.update(_kept_outputs(*self.kept, int(self.config["keep_outputs_max_bytes"])))
+        return self.result(status, comparisons=comparisons, **more)
+
+    def _judged(self, out) -> tuple:
+        comps = compare_and_judge(self.judging, out, self.ref_out, baseline=self.base_out,
+                                  names=self.op.get("outputs"))
+        return status_of(comps), comps
+
+    def _invoke(self, inputs):
+        """The candidate again, as the first run called it."""
+        a, k = call_arguments(self.op.get("call"), inputs, self.attributes)
+        seed_everything(self.seed)
+        if self.compiled is not None:
+            o = self.compiled(*a, **k)
+        elif self.mode == "graph":
+            o = self.device.graph_call(self.candidate, a, k)
+        else:
+            o = self.candidate(*a, **k)
+        self.device.synchronize()
         return _to_cpu(o)
 
-    def inputs_again(slice_of=None) -> dict:  # bit-identical from the case seed, on the device
-        return map_built(build_case_inputs(case, request.get("captured_dir")), lambda b: _placed(device, b, slice_of))
+    def _inputs_again(self, slice_of=None) -> dict:
+        """Bit-identical from the case seed, on the device."""
+        return map_built(build_case_inputs(self.case, self.request.get("captured_dir")),
+                         lambda b: _placed(self.device, b, slice_of))
 
-    def raised(exc) -> dict:  # a further run that raises: that run's crash (or unsupported)
-        answer["needs_health_check"] = True
-        st, fields = _classify(exc, op.get("unsupported_rules") or [])
-        return {"status": st, "error": fields["error"], "text": f"{type(exc).__name__}: {_text(exc)}"}
-
-    c0 = time.perf_counter()
-    status, comparisons, error, consistency = after_first_run(
-        case, config, comparisons, out, written, guard.notes if guard is not None else [], built,
-        invoke=invoke, judged=judged, inputs_again=inputs_again, raised=raised, on_step=on_step)
-    if consistency is not None and (consistency.get("repeats") or consistency.get("batch")):
-        timing["consistency_us"] = (time.perf_counter() - c0) * 1e6
-    if status in ("crash", "unsupported"):  # a further run raised (the worst run's)
-        return result(status, error=error, **({"consistency": consistency} if consistency else {}))
-    if status == "numerical_mismatch" and config.get("keep_outputs_max_bytes"):
-        answer.update(_kept_outputs(*kept, int(config["keep_outputs_max_bytes"])))
-    return result(status, comparisons=comparisons, **({"consistency": consistency} if consistency else {}))
+    def _raised(self, exc) -> dict:
+        """A further run that raises: that run's crash (or unsupported)."""
+        self.answer["needs_health_check"] = True
+        status, error = _classify(exc, self.op.get("unsupported_rules") or [])
+        return {"status": status, "error": error, "text": f"{type(exc).__name__}: {exception_text(exc)}"}
 
 
 def _placed(device: Device, b, slice_of=None):
@@ -374,16 +492,7 @@ def _placed(device: Device, b, slice_of=None):
     return device.format_cast(device.to_device(b.storage, b.shape, b.strides, b.storage_offset), b.layout)
 
 
-def _pristine(case: dict, request: dict, label: str):
-    """Input ``label`` (``x`` or ``x[1]``) as built from the case seed, a CPU view (for counting what changed)."""
-    for b in tensors_of(build_case_inputs(case, request.get("captured_dir"))):
-        if b.name == label:
-            return b.view()
-    raise KeyError(label)
-
-
-def _declared_comparisons(declared, cand_inputs, ref_inputs, base_inputs, config, judge, upcast,
-                          in_dtypes=None, side=None) -> list:
+def _declared_comparisons(judging: Judging, declared, cand_inputs, ref_inputs, base_inputs) -> list:
     """Declared written inputs (operator.writes, in-place), compared as outputs ``input:NAME``:
     the candidate's input after its call against the reference's after its own."""
     names = [n for n in sorted(declared) if isinstance(cand_inputs.get(n), torch.Tensor)
@@ -391,14 +500,9 @@ def _declared_comparisons(declared, cand_inputs, ref_inputs, base_inputs, config
     if not names:
         return []
     label = {n: f"input:{n}" for n in names}
-    comps = compare_outputs({label[n]: cand_inputs[n].detach().cpu() for n in names},
-                            {label[n]: ref_inputs[n] for n in names}, names=None,
-                            tolerance=config.get("tolerance") or {}, strict_dtype=not upcast)
     base = {label[n]: base_inputs[n] for n in names} if base_inputs is not None else None
-    apply_judge(comps, judge, baseline=base, reference={label[n]: ref_inputs[n] for n in names}, names=None,
-                candidate={label[n]: cand_inputs[n].detach().cpu() for n in names}, config=config,
-                in_dtypes=in_dtypes, baseline_side=side)
-    return comps
+    return compare_and_judge(judging, {label[n]: cand_inputs[n].detach().cpu() for n in names},
+                             {label[n]: ref_inputs[n] for n in names}, baseline=base)
 
 
 def _check_bindings(op: dict, names: dict, attributes: dict, callables: list) -> None:
@@ -414,10 +518,10 @@ def _same_on_cpu(fn, op: dict, inputs: dict, attributes: dict, exc: BaseExceptio
     try:
         args, kwargs = call_arguments(op.get("call"), inputs, attributes)
         fn(*args, **kwargs)
-    except Exception as other:  # noqa: BLE001 - compared, never raised
-        same = same_refusal(type(exc).__name__, _text(exc), other)
+    except Exception as other:  # compared, never raised
+        same = same_refusal(type(exc).__name__, exception_text(exc), other)
         if not same and other_error is not None:
-            other_error.append(f"{type(other).__name__}: {(_text(other).splitlines() or [''])[0][:300]}")
+            other_error.append(f"{type(other).__name__}: {(exception_text(other).splitlines() or [''])[0][:300]}")
         return same
     return False
 
@@ -475,31 +579,17 @@ def _same(a, b) -> bool:
     return a == b
 
 
-def _classify(exc: BaseException, extra_rules: list) -> tuple:
+def _classify(exc: BaseException, extra_rules: list) -> tuple[str, dict]:
+    """(status, error) of a candidate that raised: unsupported when a rule matches, else crash."""
     exc_type = type(exc).__name__
-    message = _text(exc)
-    tb = tail("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    message = exception_text(exc)
+    error = {"type": exc_type, "message": tail(message, 20000), "traceback_tail": traceback_tail(exc)}
     rule = match_unsupported(exc_type, message, extra_rules)
-    error = {"type": exc_type, "message": tail(message, 20000), "traceback_tail": tb}
-    if rule is not None:
-        error.update(signature=exception_signature(exc_type, message), matched_rule=rule)
-        return "unsupported", {"error": error}
     error["signature"] = exception_signature(exc_type, message)
-    return "crash", {"error": error}
-
-
-def _text(exc: BaseException) -> str:
-    try:
-        return str(exc) or repr(exc)
-    except Exception as inner:  # noqa: BLE001 - the candidate's exception cannot say what it is
-        return f"<{type(exc).__name__}: str() failed with {type(inner).__name__}>"
-
-
-def _harness(where: str, exc: BaseException) -> dict:
-    tb = tail("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
-    return {"outcome": "harness_error", "traceback": tb,
-            "harness_error": {"where": where, "type": type(exc).__name__, "message": tail(_text(exc)),
-                              "traceback": tb}}
+    if rule is not None:
+        error["matched_rule"] = rule
+        return "unsupported", error
+    return "crash", error
 
 
 def _has_float64(out) -> bool:

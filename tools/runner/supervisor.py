@@ -38,9 +38,9 @@ from .board import Board
 from .lease_note import LeaseNote
 from .lines import Lines
 from .classify import signal_name
+from .phases import (BUDGET_KNOBS, HARNESS, HEALTH_TIMEOUT_S, PHASE, Step, budget_s, budgets, client_event,
+                     file_tail, harness_error, killed_from_outside, wants_gradients)
 
-STDERR_TAIL = 4000
-HEALTH_TIMEOUT_S = 60.0
 # Consecutive worker start failures after which the supervisor stops starting
 # workers (like pytest-xdist's --max-worker-restart): every later case is
 # answered at once with a harness_error where worker_start, type WorkerRestartLimit.
@@ -48,15 +48,9 @@ MAX_WORKER_START_FAILURES = 3
 DEATH_POLL_S = 0.5
 MIN_POLL_S = 0.02
 PROGRESS_FLUSH_S = 0.05
-# Importing the run's user modules and resolving the callables (a module may
-# JIT-build a custom op); the config's operator.import_timeout_s overrides it.
-IMPORT_TIMEOUT_S = 300.0
 # The cases a worker ran, kept per worker (a case_done names them: a case that fails after them and
 # passes alone on a fresh worker is order-dependent); the latest HISTORY_KEPT are listed.
 HISTORY_KEPT = 64
-# Signals the supervisor never sends on its own outside a timeout: when one
-# kills the worker, someone else (the OOM killer, a person) did.
-EXTERNAL_SIGNALS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
 REPORTED_ENV_PREFIXES = ("ASCEND_", "CUDA_", "OPDEBUG_", "NPU_", "HCCL_", "TORCH_DEVICE")
 
 
@@ -76,18 +70,6 @@ def _package_parent() -> str:
     for _ in range(depth + 1):
         path = os.path.dirname(path)
     return path
-
-
-def _tail(path: str, limit: int = STDERR_TAIL) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - limit))
-            text = fh.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    return ("..." + text) if size > limit else text
 
 
 class Worker:
@@ -158,7 +140,7 @@ class Worker:
         self.board.close()
 
     def stderr_tail(self) -> str:
-        return _tail(self.stderr_path)
+        return file_tail(self.stderr_path)
 
 
 class Supervisor:
@@ -335,18 +317,41 @@ class Supervisor:
                    "budget_s": budget_s, "at": time.time()}, flush=flush)
 
     def run(self, msg: dict) -> None:
-        case = msg.get("case") or {}
-        case_id = case.get("id")
-        request_id = msg.get("request_id")
+        config, case = msg.get("config") or {}, msg.get("case") or {}
+        case_id, request_id = case.get("id"), msg.get("request_id")
         timeout_s = float(msg.get("timeout_s") or 60.0)
-        started_at = time.time()
-        self.lease_note.case_started((msg.get("config") or {}).get("run_id"), case_id)
-        base = {"event": "case_done", "request_id": request_id, "case_id": case_id, "started_at": started_at}
+        self.lease_note.case_started(config.get("run_id"), case_id)
+        base = {"event": "case_done", "request_id": request_id, "case_id": case_id, "started_at": time.time()}
         hung = self.import_hung.get(_modules_key(msg))
         if hung is not None:  # the same modules already hung at import in this supervisor
-            self.send(_harness_done(base, "import", "ImportTimeout", hung + " (not tried again for this "
-                                    "case: the same modules hung before)", "", None, worker_lost=False))
+            self.send(_harness_done(base, PHASE["resolve"].where, "ImportTimeout", hung + " (not tried again for "
+                                    "this case: the same modules hung before)", "", None, worker_lost=False))
             return
+        if not self._worker_for(case, request_id, base):
+            return
+        worker = self.worker
+        restarted, self.replaced = self.replaced, False
+        base.update(worker_pid=worker.pid, worker_restarted=restarted, worker_history=list(self.history),
+                    worker_history_total=self.history_total)
+        self._ran(msg)
+        watch = _CaseWatch(worker, request_id, case_id, budgets(config, case, timeout_s, self.worker_start_timeout_s))
+        # graph mode replays forward and backward as one graph: no backward phase to name
+        watch.grads = wants_gradients(config, case) and case.get("mode") != "graph"
+        self._enter(watch, Step("resolve", time.monotonic()))  # held back one slice, like every per-case news
+        sent = worker.send({"op": "run", "request_id": request_id, "config": msg.get("config"), "case": case,
+                            "modules_dir": msg.get("modules_dir"), "captured_dir": msg.get("captured_dir")})
+        kind = self._watch_case(watch) if sent else "worker_eof"
+        if kind == "worker":
+            self._on_answer(base, watch.answer)
+        elif PHASE[watch.phase].blame == HARNESS:
+            self._on_harness_failure(base, watch, kind, msg)
+        else:
+            self._on_candidate_failure(base, watch, kind)
+
+    def _worker_for(self, case: dict, request_id, base: dict) -> bool:
+        """A sound, ready worker for the case (a fresh one when it asks to run alone); False
+        when none can start (the case was answered with why)."""
+        case_id = case.get("id")
         if case.get("fresh_worker") and self.history_total:  # alone: a new worker, nothing run before it
             self._replace_worker()
             self.replaced = False
@@ -359,36 +364,14 @@ class Supervisor:
         if self.worker is None or self.worker.ready is None:
             self._news(request_id, case_id, "worker_start", self.worker_start_timeout_s)
         why = self._ensure_ready()
-        if why is not None:
-            kind = "WorkerRestartLimit" if self.gave_up() else "WorkerStartError"
-            self.send(_case_done(base, worker_lost=False, worker_pid=None, worker_restarted=False,
-                                 harness_error=_harness_error("worker_start", kind, why)))
-            return
-        worker = self.worker
-        restarted, self.replaced = self.replaced, False
-        base.update(worker_pid=worker.pid, worker_restarted=restarted, worker_history=list(self.history),
-                    worker_history_total=self.history_total)
-        self._ran(msg)
-        watch = _CaseWatch(worker, request_id, timeout_s, _import_budget(msg), self.worker_start_timeout_s)
-        watch.compile_s = compile_budget(msg.get("config") or {}, case)
-        # held back one slice like every per-case news (a fast case sends the client one message)
-        self._news(request_id, case_id, "import", watch.import_budget_s, flush=False)
-        watch.unflushed = True
-        sent = worker.send({"op": "run", "request_id": request_id, "config": msg.get("config"), "case": case,
-                            "modules_dir": msg.get("modules_dir"), "captured_dir": msg.get("captured_dir")})
-        kind = self._watch_case(watch, case_id) if sent else "worker_eof"
-        if kind == "worker":
-            self._on_answer(base, watch.answer)
-        elif watch.phase in ("import", "inputs"):
-            self._on_harness_failure(base, watch, kind, msg)
-        elif watch.phase == "reference":
-            self._on_reference_failure(base, watch, kind)
-        else:
-            # graph mode replays forward and backward as one graph: no phase to name
-            watch.grads = _wants_gradients(msg.get("config") or {}, case) and case.get("mode") != "graph"
-            self._on_candidate_failure(base, watch, kind, case_id)
+        if why is None:
+            return True
+        kind = "WorkerRestartLimit" if self.gave_up() else "WorkerStartError"
+        self.send(_case_done(base, worker_lost=False, worker_pid=None, worker_restarted=False,
+                             harness_error=harness_error(PHASE["worker_start"].where, kind, why)))
+        return False
 
-    def _watch_case(self, watch: "_CaseWatch", case_id) -> str:
+    def _watch_case(self, watch: "_CaseWatch") -> str:
         """Follow the worker through the case's phases; 'worker' (its answer is in
         watch.answer), 'worker_eof' (it died) or 'timeout' (the phase ran out).
 
@@ -397,15 +380,15 @@ class Supervisor:
         board comes as a message and is handled alike."""
         died_at = None
         worker = watch.worker
-        poll = min(DEATH_POLL_S, max(MIN_POLL_S, watch.timeout_s / 20))  # a phase change is seen this late at most
+        poll = min(DEATH_POLL_S, max(MIN_POLL_S, watch.clocks["case"] / 20))  # a phase change is seen this late
         while True:
-            self._catch_up(watch, case_id)
+            self._catch_up(watch)
             remaining = watch.deadline - time.monotonic()
             if remaining <= 0:
                 return "timeout"
             event = self._next_event(min(remaining, PROGRESS_FLUSH_S if watch.unflushed else poll))
             if event is None and watch.unflushed:
-                self._catch_up(watch, case_id)
+                self._catch_up(watch)
                 self.flush()  # news held back for a slice: the case is not that fast
                 watch.unflushed = False
                 continue
@@ -415,80 +398,101 @@ class Supervisor:
                 # reaches end-of-file: found by polling (one more slice for its last lines)
                 if worker.proc.poll() is not None:
                     if died_at is not None:
-                        self._catch_up(watch, case_id)
+                        self._catch_up(watch)
                         return "worker_eof"
                     died_at = time.monotonic()
                 continue
             if event[0] == "worker_eof":
-                self._catch_up(watch, case_id)
+                self._catch_up(watch)
                 return "worker_eof"
             answer = _parse(event[1])
             if answer.get("request_id") != watch.request_id:
                 continue
+            self._catch_up(watch)  # what the board holds came first (its news goes out with the answer)
             if answer.get("event") == "case_result":
-                self._catch_up(watch, case_id)  # its news goes out with the answer, in one write
                 watch.answer = answer
                 return "worker"
-            self._catch_up(watch, case_id)  # what the board holds came first
-            self._progress(watch, case_id, answer, time.monotonic())
+            step = Step.parse(answer, time.monotonic()) if answer.get("event") == "phase" else None
+            if step is not None:
+                self._progress(watch, step)
 
-    def _catch_up(self, watch: "_CaseWatch", case_id) -> None:
+    def _catch_up(self, watch: "_CaseWatch") -> None:
         """Apply the progress the worker posted on its board and not yet seen."""
         doc = watch.worker.board.read()
         if not doc or doc.get("request_id") != watch.request_id:
             return
-        for step in (doc.get("events") or [])[watch.board_seen:]:
+        for posted in (doc.get("events") or [])[watch.board_seen:]:
             watch.board_seen += 1
-            at = step.get("at")
-            self._progress(watch, case_id, step, at if isinstance(at, (int, float)) else time.monotonic())
+            step = Step.parse(posted, time.monotonic())
+            if step is not None:
+                self._progress(watch, step)
 
-    def _progress(self, watch: "_CaseWatch", case_id, step: dict, at: float) -> None:
-        """One step of the case (from the board or a message), ``at`` on the
-        worker's monotonic clock (the same clock here): the next phase's deadline
-        counts from when the worker got there, not from when we looked."""
-        name = step.get("event")
-        if name in watch.seen:
+    def _progress(self, watch: "_CaseWatch", step: Step) -> None:
+        """One phase begun (from the board or a message), handled by its ``phase_<name>`` method;
+        ``step.at`` is on the worker's monotonic clock (the same clock here): the phase's
+        deadline counts from when the worker got there, not from when we looked."""
+        if step.key in watch.seen:
             return
-        watch.seen.add(name)
-        request_id, worker = watch.request_id, watch.worker
-        wall = time.time() - (time.monotonic() - at)
-        if name == "imported":
-            watch.enter("inputs", self.worker_start_timeout_s, since=at)
-            self._news(request_id, case_id, "inputs", self.worker_start_timeout_s, flush=False)
-            watch.unflushed = True
-        elif name == "inputs":  # kept in case the worker dies
-            watch.input_metadata = step.get("input_metadata")
-            if watch.compile_s is not None:  # compiling or capturing has its own budget
-                watch.enter("compile", watch.compile_s, since=at)
-            else:
-                watch.enter("candidate", watch.timeout_s, since=at)
-            watch.t0 = at
-            self.send({"event": "started", "request_id": request_id, "case_id": case_id,
-                       "at": wall, "worker_pid": worker.pid}, flush=False)
-            watch.unflushed = True
-        elif name == "compile_done" and watch.phase == "compile":
-            watch.enter("candidate", watch.timeout_s, since=at)
-            self.send({"event": "compile_done", "request_id": request_id, "case_id": case_id, "at": wall})
-            watch.unflushed = False
-        elif name == "backward" and watch.phase == "candidate":
-            # the candidate's forward returned, its backward runs: a timeout of its own, and a
-            # death from here on is blamed on the backward (phase: backward)
-            watch.enter("backward", watch.timeout_s, since=at)
-            if isinstance(watch.input_metadata, dict):
-                watch.input_metadata["grad_outputs"] = step.get("grad_outputs") or []
-            self.send({"event": "backward_started", "request_id": request_id, "case_id": case_id,
-                       "at": wall}, flush=False)  # the client's clock follows: the backward has its own timeout
-            watch.unflushed = True
-        elif name.startswith(("repeat", "batch")):  # the candidate again (consistency checks): its own timeout
-            watch.enter("candidate", watch.timeout_s, since=at)
-            watch.rerun = name
-        elif name == "candidate_done":
-            # the CPU reference and the comparison get a timeout of their own:
-            # running out of it says nothing about the operator
-            watch.enter("reference", watch.timeout_s, since=at)
-            self.send({"event": "reference_started", "request_id": request_id, "case_id": case_id,
-                       "at": wall}, flush=False)
-            watch.unflushed = True
+        watch.seen.add(step.key)
+        getattr(self, f"phase_{step.phase}")(watch, step)
+
+    def _enter(self, watch: "_CaseWatch", step: Step, flush: bool = False, **news) -> None:
+        """Phase ``step.phase`` began: its deadline (phases.PHASES' budget), and the client's
+        news (held back one slice unless ``flush``: a fast case sends the client one message)."""
+        name = step.phase
+        event = client_event(name, watch.phase)
+        budget = budget_s(name, watch.clocks)
+        watch.enter(name, budget, since=step.at)
+        if event is None:
+            return
+        doc = {"event": event, "request_id": watch.request_id, "case_id": watch.case_id, "phase": name,
+               "budget_s": budget, "at": time.time() - (time.monotonic() - step.at), **news}
+        self.send(doc, flush=flush)
+        watch.unflushed = not flush
+
+    # -- one handler per phase the worker posts (phases.PHASES) ----------------------
+
+    def phase_inputs(self, watch: "_CaseWatch", step: Step) -> None:
+        """Emitted when the worker imported the user modules and resolved the callables: it builds the inputs."""
+        self._enter(watch, step)
+
+    def phase_compile(self, watch: "_CaseWatch", step: Step) -> None:
+        """Emitted when the inputs of a compile or graph case are built: compiling (or capturing) the
+        candidate begins, on a budget of its own; the case's clock starts."""
+        self._started(watch, step)
+
+    def phase_candidate(self, watch: "_CaseWatch", step: Step) -> None:
+        """Emitted when the inputs of an eager case are built, or when compiling is over: the
+        candidate's timed run begins, on the case timeout."""
+        if watch.phase == "compile":
+            self._enter(watch, step, flush=True)
+        elif watch.phase == "inputs":
+            self._started(watch, step)
+
+    def _started(self, watch: "_CaseWatch", step: Step) -> None:
+        watch.input_metadata = step.input_metadata  # kept in case the worker dies
+        watch.t0 = step.at
+        self._enter(watch, step, worker_pid=watch.worker.pid)
+
+    def phase_backward(self, watch: "_CaseWatch", step: Step) -> None:
+        """Emitted when the candidate's forward returned and its backward begins: a timeout of
+        its own, and a death from here on is blamed on the backward (phase: backward)."""
+        if watch.phase != "candidate":
+            return
+        if isinstance(watch.input_metadata, dict):
+            watch.input_metadata["grad_outputs"] = step.grad_outputs or []
+        self._enter(watch, step)
+
+    def phase_reference(self, watch: "_CaseWatch", step: Step) -> None:
+        """Emitted when the candidate returned: the CPU reference and the comparison begin, on a
+        timeout of their own (running out of it says nothing about the operator)."""
+        self._enter(watch, step)
+
+    def phase_consistency(self, watch: "_CaseWatch", step: Step) -> None:
+        """Emitted before each further candidate run of the consistency checks (repeat1..., batch):
+        each gets the case timeout again; a death there is the case's crash."""
+        self._enter(watch, step)
+        watch.rerun = step.step
 
     def _ran(self, msg: dict) -> None:
         """Note a case the current worker is given (its history)."""
@@ -516,80 +520,43 @@ class Supervisor:
             if rc is None:
                 worker.kill()
                 rc = worker.proc.returncode
-        stderr, stdout = worker.stderr_tail(), _tail(worker.capture_path)
+        stderr, stdout = worker.stderr_tail(), file_tail(worker.capture_path)
         self._replace_worker()  # start the next worker now, so it is warm for the next case
         return rc, stderr, stdout
 
     def _on_harness_failure(self, base: dict, watch: "_CaseWatch", kind: str, msg: dict) -> None:
-        """The worker died or ran out of time before the candidate ran: nothing about
-        the operator (no input was handed to it); the case stays pending."""
+        """The worker died or ran out of time in a phase that blames the harness (phases.PHASES):
+        nothing about the operator; the case stays pending."""
         rc, stderr, stdout = self._collect_dead(watch.worker, kill=kind == "timeout")
-        what = ("importing the user modules and resolving the callables" if watch.phase == "import"
-                else "building the inputs")
+        phase = PHASE[watch.phase]
+        after = ("The candidate finished; nothing about the operator" if watch.phase == "reference"
+                 else "The candidate never ran; the case stays pending")
         if kind == "timeout":
-            budget = watch.import_budget_s if watch.phase == "import" else self.worker_start_timeout_s
-            knob = "operator.import_timeout_s" if watch.phase == "import" else "the worker start timeout"
-            why = (f"{what} did not finish within {budget:g} s ({knob}); the supervisor killed the worker. "
-                   "The candidate never ran; the case stays pending")
-            if watch.phase == "import":
+            knob = BUDGET_KNOBS[phase.budget]
+            why = (f"{phase.text} did not finish within {watch.budget_s:g} s ({knob}); the supervisor killed "
+                   f"the worker. {after}")
+            if watch.phase == "resolve":
                 self.import_hung[_modules_key(msg)] = why
-            self.send(_harness_done(base, "import" if watch.phase == "import" else "harness", "Timeout",
-                                    why, stderr, rc, stdout=stdout))
+            self.send(_harness_done(base, phase.where, "Timeout", why, stderr, None if watch.phase == "reference"
+                                    else rc, stdout=stdout))
             return
-        why = (f"the worker died while {what} ({_death(rc)}{watch.memory_note()}; the supervisor did not kill it: "
-               "the kernel's OOM killer or another process did). The candidate never ran; the case stays pending")
-        self.send(_harness_done(base, "import" if watch.phase == "import" else "inputs", "WorkerDied", why,
-                                stderr, rc, stdout=stdout))
+        why = (f"the worker died while {phase.text} ({_death(rc)}{watch.memory_note()}; the supervisor did not "
+               f"kill it: the kernel's OOM killer or another process did, e.g. out of memory). {after}")
+        self.send(_harness_done(base, phase.where, "WorkerDied", why, stderr, rc, stdout=stdout))
 
-    def _on_reference_failure(self, base: dict, watch: "_CaseWatch", kind: str) -> None:
-        rc, stderr, stdout = self._collect_dead(watch.worker, kill=kind == "timeout")
-        if kind == "timeout":
-            why = (f"the candidate finished, but the reference and the comparison (on CPU) did not finish within "
-                   f"the case timeout of {watch.timeout_s:g} s; raise the case's timeout_s; the supervisor killed "
-                   "the worker")
-            self.send(_harness_done(base, "reference", "Timeout", why, stderr, None, stdout=stdout))
-            return
-        why = (f"the candidate finished, but the worker died while the reference or the comparison ran on CPU "
-               f"({_death(rc)}{watch.memory_note()}, e.g. out of memory); nothing about the operator")
-        self.send(_harness_done(base, "reference", "WorkerDied", why, stderr, rc, stdout=stdout))
-
-    def _on_candidate_failure(self, base: dict, watch: "_CaseWatch", kind: str, case_id) -> None:
-        """The worker died or ran out of time while the candidate ran: this case's crash."""
+    def _on_candidate_failure(self, base: dict, watch: "_CaseWatch", kind: str) -> None:
+        """The worker died or ran out of time in a phase that blames the operator: this case's crash."""
         elapsed_us = (time.monotonic() - watch.t0) * 1e6
         rc, stderr, stdout = self._collect_dead(watch.worker, kill=kind == "timeout")
-        backward = watch.phase == "backward"
-        if kind == "timeout" and watch.phase == "compile":  # never the same signature as a run-time hang
-            error = {"type": "CompileTimeout", "signature": "timeout during compile", "signal": "SIGKILL",
-                     "message": (f"compiling or capturing the candidate did not finish within its compile budget "
-                                 f"of {watch.compile_s:g} s (compile_timeout_s); the supervisor killed the "
-                                 "worker's process group")}
-        elif kind == "timeout":
-            what = "the candidate's backward" if backward else "the case"
-            error = {"type": "Timeout", "signature": "timeout", "signal": "SIGKILL",
-                     "message": (f"{what} did not finish within its timeout of {watch.timeout_s:g} s; the "
-                                 "supervisor killed the worker's process group")}
-        else:
-            sig = signal_name(rc)
-            what = "the candidate's backward" if backward else "the candidate"
-            message = f"the worker died while running {what} ({_death(rc)})"
-            if watch.rerun:
-                message += f" (consistency check {watch.rerun}: the candidate run again on the same inputs)"
-            if sig in EXTERNAL_SIGNALS:
-                message = (f"the worker was killed by {sig} while {what} ran (phase: {watch.phase}). The "
-                           f"supervisor did not send it (the case timeout of {watch.timeout_s:g} s had not passed): "
-                           f"the kernel's OOM killer or another process did{watch.memory_note()}; the sender is not "
-                           "known to the harness. Re-run it as a new case id (the outcome's rerun_case) to see "
-                           "whether the candidate itself causes it")
-            error = {"type": "WorkerDied", "signature": sig or f"exit {rc}", "signal": sig,
-                     "exit_code": None if sig else rc, "message": message}
-        if backward:  # the forward returned; its backward crashed, timed out or was killed
+        error = _timeout_error(watch) if kind == "timeout" else _death_error(watch, rc)
+        if watch.phase == "backward":  # the forward returned; its backward crashed, timed out or was killed
             error.update(phase="backward", signature=f"backward: {error['signature']}",
                          message=f"phase: backward: {error['message']}")
         elif watch.grads:
             error["phase"] = "forward"
         error["traceback_tail"] = stderr
-        result = {"schema_version": 1, "case_id": case_id, "status": "crash", "comparisons": [], "error": error,
-                  "timing_us": {"total_us": elapsed_us}, "environment": self.env}
+        result = {"schema_version": 1, "case_id": watch.case_id, "status": "crash", "comparisons": [],
+                  "error": error, "timing_us": {"total_us": elapsed_us}, "environment": self.env}
         self.send(_case_done(base, worker_lost=True, worker_exit=rc, result=result,
                              input_metadata=watch.input_metadata, stdout=stdout, stderr=stderr, traceback=stderr))
 
@@ -645,27 +612,29 @@ class Supervisor:
 
 
 class _CaseWatch:
-    """What the supervisor knows about the case in flight: its phase
-    (import -> inputs -> [compile ->] candidate -> [backward ->] reference), that phase's deadline, the
-    input metadata once built, and the worker's peak memory so far."""
+    """What the supervisor knows about the case in flight: its phase (phases.PHASES: resolve ->
+    inputs -> [compile ->] candidate -> [backward ->] reference [-> consistency...]), that phase's
+    budget and deadline, the input metadata once built, and the worker's peak memory so far."""
 
-    def __init__(self, worker: Worker, request_id, timeout_s: float, import_budget_s: float, inputs_budget_s: float):
-        self.worker, self.request_id, self.timeout_s = worker, request_id, timeout_s
-        self.import_budget_s = import_budget_s
+    def __init__(self, worker: Worker, request_id, case_id, clocks: dict):
+        self.worker, self.request_id, self.case_id, self.clocks = worker, request_id, case_id, clocks
         self.t0 = time.monotonic()
-        self.phase, self.deadline = "import", self.t0 + import_budget_s
-        self.compile_s: float | None = None  # compile/graph modes: the compile phase's budget
+        self.phase: str | None = None
+        self.budget_s, self.deadline = 0.0, self.t0
         self.input_metadata = None
         self.answer: dict = {}
         self.peak_kib = 0
-        self.seen: set[str] = set()  # progress steps applied (from the board or a message)
+        self.seen: set[tuple] = set()  # phase steps applied (from the board or a message)
         self.board_seen = 0  # steps of the board's post applied
         self.unflushed = False  # news to the client held back for one slice
         self.grads = False  # the case asks for gradients (its crash says which phase)
         self.rerun: str | None = None  # a consistency check's further candidate run (repeat1, batch) under way
 
-    def enter(self, phase: str, budget_s: float, since: float | None = None) -> None:
-        self.phase, self.deadline = phase, (time.monotonic() if since is None else since) + budget_s
+    def enter(self, phase: str, budget_s: float | None, since: float) -> None:
+        """Phase ``phase`` began at ``since``; a phase without a budget of its own keeps the clock before it."""
+        self.phase = phase
+        if budget_s is not None:
+            self.budget_s, self.deadline = budget_s, since + budget_s
 
     def sample_memory(self) -> None:
         self.peak_kib = max(self.peak_kib, _peak_rss_kib(self.worker.pid))
@@ -673,6 +642,37 @@ class _CaseWatch:
     def memory_note(self) -> str:
         self.sample_memory()
         return f"; the worker's peak memory was {self.peak_kib / 1024:.0f} MiB" if self.peak_kib else ""
+
+
+def _timeout_error(watch: _CaseWatch) -> dict:
+    """The crash of a candidate phase that ran past its budget (the supervisor killed the worker)."""
+    if watch.phase == "compile":  # never the same signature as a run-time hang
+        return {"type": "CompileTimeout", "signature": "timeout during compile", "signal": "SIGKILL",
+                "message": (f"compiling or capturing the candidate did not finish within its compile budget "
+                            f"of {watch.budget_s:g} s (compile_timeout_s); the supervisor killed the "
+                            "worker's process group")}
+    what = "the candidate's backward" if watch.phase == "backward" else "the case"
+    return {"type": "Timeout", "signature": "timeout", "signal": "SIGKILL",
+            "message": (f"{what} did not finish within its timeout of {watch.budget_s:g} s; the "
+                        "supervisor killed the worker's process group")}
+
+
+def _death_error(watch: _CaseWatch, rc) -> dict:
+    """The crash of a worker that died in a candidate phase (a signal or an exit)."""
+    sig = signal_name(rc)
+    what = "the candidate's backward" if watch.phase == "backward" else "the candidate"
+    message = f"the worker died while running {what} ({_death(rc)})"
+    if watch.rerun:
+        message += f" (consistency check {watch.rerun}: the candidate run again on the same inputs)"
+    error = {"type": "WorkerDied", "signature": sig or f"exit {rc}", "signal": sig,
+             "exit_code": None if sig else rc, "message": message}
+    if killed_from_outside(error):
+        error["message"] = (
+            f"the worker was killed by {sig} while {what} ran (phase: {watch.phase}). The supervisor did not "
+            f"send it (the case timeout of {watch.clocks['case']:g} s had not passed): the kernel's OOM killer or "
+            f"another process did{watch.memory_note()}; the sender is not known to the harness. Re-run it as a "
+            "new case id (the outcome's rerun_case) to see whether the candidate itself causes it")
+    return error
 
 
 def _peak_rss_kib(pid: int) -> int:
@@ -686,31 +686,6 @@ def _peak_rss_kib(pid: int) -> int:
     return 0
 
 
-def compile_budget(config: dict, case: dict) -> float | None:
-    """Seconds for compiling/capturing a compile or graph case (None for eager):
-    the case's compile_timeout_s, else the config's, else 600."""
-    if case.get("mode") not in ("compile", "graph"):
-        return None
-    try:
-        return float(case.get("compile_timeout_s") or config.get("compile_timeout_s") or 600.0)
-    except (TypeError, ValueError):
-        return 600.0
-
-
-def _wants_gradients(config: dict, case: dict) -> bool:
-    """The case compares gradients (its grad_inputs, else the config's): backward.py's rule, stdlib here."""
-    names = case.get("grad_inputs")
-    return bool(config.get("grad_inputs") if names is None else names)
-
-
-def _import_budget(msg: dict) -> float:
-    op = (msg.get("config") or {}).get("operator") or {}
-    try:
-        return float(op.get("import_timeout_s") or IMPORT_TIMEOUT_S)
-    except (TypeError, ValueError):
-        return IMPORT_TIMEOUT_S
-
-
 def _modules_key(msg: dict) -> str:
     op = (msg.get("config") or {}).get("operator") or {}
     return json.dumps([msg.get("modules_dir"), op.get("modules") or [], op.get("candidate"), op.get("reference")])
@@ -720,7 +695,7 @@ def _harness_done(base: dict, where: str, type_: str, message: str, stderr: str,
                   worker_lost: bool = True) -> dict:
     """The case_done of a failure that says nothing about the operator (the case stays pending)."""
     extra = {} if rc is None else {"worker_exit": rc}
-    return _case_done(base, worker_lost=worker_lost, harness_error=_harness_error(where, type_, message, stderr),
+    return _case_done(base, worker_lost=worker_lost, harness_error=harness_error(where, type_, message, stderr),
                       stdout=stdout, stderr=stderr, traceback=stderr, **extra)
 
 
@@ -739,10 +714,6 @@ def _case_done(base: dict, *, worker_lost: bool, result: dict | None = None, har
     for key in ("stdout", "stderr", "traceback"):
         done.setdefault(key, "")
     return done
-
-
-def _harness_error(where: str, type_: str, message: str, traceback: str = "") -> dict:
-    return {"where": where, "type": type_, "message": message, "traceback": traceback}
 
 
 def _parse(line) -> dict:

@@ -27,8 +27,7 @@ import traceback
 
 from . import reaper
 from .board import Board
-
-OUTPUT_TAIL = 4000
+from .phases import PHASE, TAIL, HarnessFailure, Step, file_tail, harness_error
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -50,19 +49,6 @@ def _die_with_parent(parent_pid: int) -> None:
                 os._exit(70)
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
-def _read_tail(path: str) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - OUTPUT_TAIL))
-            data = fh.read()
-    except OSError:
-        return ""
-    text = data.decode("utf-8", "replace")
-    return ("..." + text) if size > OUTPUT_TAIL else text
 
 
 def _fd_identity(fds) -> dict:
@@ -103,9 +89,29 @@ def _sweep_leftovers(baseline: set) -> None:
     reaper.reap_children()
 
 
-def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str, board_path: str | None = None) -> int:
-    _die_with_parent(parent_pid)
-    reaper.become_subreaper()  # orphans of a case come back to us, and are ended after it
+class _Progress:
+    """The case's phases as they begin: posted on the board (no wake-up for the supervisor),
+    or sent as a message when there is no board or the post does not fit."""
+
+    def __init__(self, board: Board | None, send):
+        self.board, self.send = board, send
+        self.request_id = None
+        self.steps: list[dict] = []  # the case's progress so far, posted whole on each step
+
+    def start(self, request_id) -> None:
+        self.request_id, self.steps = request_id, []
+
+    def __call__(self, name: str, **fields) -> None:
+        if PHASE[name].posts is None:  # it runs on the clock before it: nothing to tell
+            return
+        step = Step(name, time.monotonic(), **{k: fields[k] for k in PHASE[name].posts if k in fields}).doc()
+        self.steps.append(step)
+        if self.board is None or not self.board.post({"request_id": self.request_id, "events": self.steps}):
+            self.send({"event": "phase", "request_id": self.request_id, **step})
+
+
+def _protocol_streams(capture_file: str) -> tuple:
+    """The protocol's own copies of stdin/stdout; fd 0 reads /dev/null and fd 1 writes the capture file."""
     proto_in = os.fdopen(os.dup(0), "rb")
     proto_out = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -114,37 +120,42 @@ def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str,
     capture = os.open(capture_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
     os.dup2(capture, 1)
     os.close(capture)
+    return proto_in, proto_out
+
+
+def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str, board_path: str | None = None) -> int:
+    _die_with_parent(parent_pid)
+    reaper.become_subreaper()  # orphans of a case come back to us, and are ended after it
+    proto_in, proto_out = _protocol_streams(capture_file)
     faulthandler.enable(file=sys.stderr, all_threads=False)
 
     def send(obj: dict) -> None:
         proto_out.write(json.dumps(obj, allow_nan=False).encode("utf-8") + b"\n")
         proto_out.flush()
 
-    board = Board(board_path) if board_path else None
-    steps: list[dict] = []  # the case's progress so far, posted whole on each step
-
-    def step(rid, event: str, **fields) -> None:
-        """One progress step: posted on the board (no wake-up for the supervisor), or
-        sent as a message when there is no board or the post does not fit."""
-        steps.append({"event": event, "at": time.monotonic(), **fields})
-        if board is None or not board.post({"request_id": rid, "events": steps}):
-            send({"event": event, "request_id": rid, **fields})
-
     try:
         import torch  # noqa: F401 - the one import this process exists to keep warm
 
         from .devices import make_device
-        from .execute import environment, execute_case
+        from .execute import environment, execute_case, harness_answer
 
         device = make_device(device_kind)
         env = environment(device)
     except BaseException as exc:  # noqa: BLE001 - reported to the supervisor
         send({"event": "ready", "ok": False, "error": f"{type(exc).__name__}: {exc}",
-              "traceback": traceback.format_exc()[-OUTPUT_TAIL:]})
+              "traceback": traceback.format_exc()[-TAIL:]})
         return 3
     send({"event": "ready", "ok": True, "pid": os.getpid(), "env": env})
     fds = _fd_identity((0, 1, 2, proto_in.fileno(), proto_out.fileno()))
     baseline = reaper.token_pids(os.environ.get(reaper.SWEEP_ENV) or "") if reaper.SWEEP_ENV in os.environ else set()
+    progress = _Progress(Board(board_path) if board_path else None, send)
+
+    def run(msg: dict) -> dict:
+        progress.start(msg.get("request_id"))
+        try:
+            return execute_case(msg, device, env, on_phase=progress)
+        except BaseException as exc:  # noqa: BLE001 - a bug of the harness, not of the operator
+            return harness_answer(HarnessFailure("harness", exc))
 
     while True:
         line = proto_in.readline()
@@ -153,45 +164,7 @@ def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str,
         msg = json.loads(line)
         op = msg.get("op")
         if op == "run":
-            for fd in (1, 2):  # this case's output only
-                try:
-                    sys.stdout.flush() if fd == 1 else sys.stderr.flush()
-                    os.ftruncate(fd, 0)
-                except (OSError, ValueError):
-                    pass
-            rid = msg.get("request_id")
-            steps.clear()
-            try:
-                answer = execute_case(msg, device, env, on_inputs=lambda meta: step(rid, "inputs", input_metadata=meta),
-                                      on_candidate_done=lambda: step(rid, "candidate_done"),
-                                      on_imported=lambda: step(rid, "imported"),
-                                      on_compile_done=lambda: step(rid, "compile_done"),
-                                      on_backward=lambda meta: step(rid, "backward", grad_outputs=meta),
-                                      on_step=lambda name: step(rid, name))
-            except BaseException as exc:  # noqa: BLE001 - a bug of the harness, not of the operator
-                tb = traceback.format_exc()[-OUTPUT_TAIL:]
-                answer = {"outcome": "harness_error", "traceback": tb,
-                          "harness_error": {"where": "harness", "type": type(exc).__name__,
-                                            "message": str(exc)[-OUTPUT_TAIL:], "traceback": tb}}
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except (OSError, ValueError):
-                    pass
-            damage = _damage(fds)
-            if damage:
-                answer["worker_unusable"] = damage
-            answer.update(event="case_result", request_id=msg.get("request_id"),
-                          stdout=_read_tail(capture_file), stderr=_read_tail(stderr_file))
-            answer.setdefault("traceback", ((answer.get("result") or {}).get("error") or {}).get("traceback_tail")
-                              or "")
-            try:
-                send(answer)
-            except ValueError as exc:  # a non-finite number slipped into the answer: a harness bug
-                send({"event": "case_result", "request_id": msg.get("request_id"), "outcome": "harness_error",
-                      "worker_unusable": damage,
-                      "harness_error": {"where": "harness", "type": "ValueError",
-                                        "message": f"answer is not valid JSON: {exc}", "traceback": ""}})
+            _answer_case(msg, run, send, fds, stderr_file, capture_file)
             _sweep_leftovers(baseline)
         elif op == "health":
             try:
@@ -203,3 +176,31 @@ def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str,
             return 0
         else:
             send({"event": "error", "message": f"unknown op {op!r}"})
+
+
+def _answer_case(msg: dict, run, send, fds: dict, stderr_file: str, capture_file: str) -> None:
+    """Run one case (``run(msg)``) and send its answer with this case's stdout and stderr tails."""
+    for fd in (1, 2):  # this case's output only
+        try:
+            sys.stdout.flush() if fd == 1 else sys.stderr.flush()
+            os.ftruncate(fd, 0)
+        except (OSError, ValueError):
+            pass
+    answer = run(msg)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    damage = _damage(fds)
+    if damage:
+        answer["worker_unusable"] = damage
+    answer.update(event="case_result", request_id=msg.get("request_id"),
+                  stdout=file_tail(capture_file), stderr=file_tail(stderr_file))
+    answer.setdefault("traceback", ((answer.get("result") or {}).get("error") or {}).get("traceback_tail") or "")
+    try:
+        send(answer)
+    except ValueError as exc:  # a non-finite number slipped into the answer: a harness bug
+        send({"event": "case_result", "request_id": msg.get("request_id"), "outcome": "harness_error",
+              "worker_unusable": damage,
+              "harness_error": harness_error("harness", "ValueError", f"answer is not valid JSON: {exc}")})

@@ -29,6 +29,11 @@ from .analysis import (  # noqa: F401
     NextCase,
     OutputSummary,
     Term,
+    Counterexample,
+    Validation,
+    FailureGroup,  # several causes and every failing group accounted for
+    IdenticalPair,
+    RefutedLead,
 )
 from .base import (  # noqa: F401
     ASCEND_ONLY_DTYPES,

@@ -69,6 +69,32 @@ class Term(Strict):
                                                                        "holding in both, differing only there")
 
 
+class Counterexample(Strict):
+    """A recorded case whose outcome a finding predicted wrongly (a probe built to break it did)."""
+
+    case_id: str = Field(description="the case")
+    refutes: str = Field(description="the predicate it refutes")
+    predicted: Literal["fail", "pass"] = Field(description="what the predicate said")
+    observed: Literal["fail", "pass"] = Field(description="what the case did")
+    probe: str | None = Field(default=None, description="the probe it was built as (far side, re-pin, seed...)")
+
+
+class Validation(Strict):
+    """The falsification of a finding: cases built to break it and whether each prediction held."""
+
+    probes_run: int = Field(description="recorded probe cases (planned to break the finding)")
+    probes_held: int = Field(description="of them, the ones whose outcome the finding predicted")
+    probe_ids: list[str] = Field(default_factory=list, description="the probe cases")
+    recorded: int = Field(description="recorded cases the finding predicts (all of them: fail or pass)")
+    held: list[str] = Field(default_factory=list, description="the probes done, in words")
+    open: list[str] = Field(default_factory=list, description="the probes still to run, in words")
+    not_applicable: list[str] = Field(default_factory=list, description="how the finding reads in cases that "
+                                                                        "lack its axis (another rank, no input)")
+    value_dependent: list[str] = Field(default_factory=list, description="cases identical but for the seed that "
+                                                                         "disagree: the values decide too")
+    text: str = Field(description="e.g. 'predicted 14/14 probes'")
+
+
 class Finding(Strict):
     """A predicate over one axis that separates every failing case from every passing one."""
 
@@ -114,13 +140,25 @@ class Finding(Strict):
                                                           "their own (crash vs numerical_mismatch)")
     metric: str | None = Field(default=None, description="trend: the error metric that grows (max_rel, max_abs)")
     correlation: float | None = Field(default=None, description="trend: rank correlation of the metric with the axis")
+    # several causes and value-dependent failures (analysis/causes.py): which failing cases a finding covers
+    cause: int | None = Field(default=None, description="one of several separate causes: its number (1, 2...); "
+                                                        "None when one finding covers every failing case of its group")
+    cases: list[str] = Field(default_factory=list, description="the failing cases it covers (the first 16; on a "
+                                                               "group's leading finding, not on its competitors)")
+    # falsification (probes built to break the finding; references/behavior.md "Exactness")
+    validation: Validation | None = Field(default=None, description="the probes run against it and how many "
+                                                                    "predictions held; exact needs all held")
+    counterexamples: list[Counterexample] = Field(default_factory=list, description="probe cases that refuted "
+                                                                                    "earlier leads")
+    necessary_only: bool = Field(default=False, description="every failing case satisfies it, but cases equal but "
+                                                            "for the seed disagree: a necessary condition only")
 
 
 class NextCase(Strict):
     reason: str = Field(description="what it would settle")
     base_case: str = Field(description="case to vary")
     change: dict[str, Any] = Field(description="axis changes to plan")
-    kind: Literal["bisect", "probe", "discriminate", "crossing", "explore", "missing"] | None = Field(
+    kind: Literal["bisect", "probe", "discriminate", "crossing", "explore", "missing", "falsify"] | None = Field(
         default=None, description="what it does to the findings")
     axis: str | None = Field(default=None, description="the finding axis it narrows or tests")
     star: dict[str, Any] | None = Field(default=None, description="append as is: stars=[star]")
@@ -174,6 +212,34 @@ class OutputSummary(Strict):
     mismatch_ratio: float | None = Field(None, description="mismatch_ratio in the worst case")
     verdict: str | None = Field(None, description="the judge's sentence in the worst case")
 
+# several causes, failing groups without a finding, refuted leads, identical cases that disagree
+class FailureGroup(Strict):
+    """Failing cases no finding covers (one failing status, or what several causes leave)."""
+
+    status: str | None = Field(description="their status (crash, numerical_mismatch), None for several")
+    count: int = Field(description="how many")
+    cases: list[str] = Field(description="the first 16 ids")
+    survivors: list[str] = Field(default_factory=list, description="the predicates that came closest: each holds "
+                                                                   "on every one of them and on the passing cases named")
+
+
+class RefutedLead(Strict):
+    """A finding of an earlier analysis that a case recorded since contradicts."""
+
+    predicate: str = Field(description="the earlier finding")
+    was_exact: bool = Field(description="it was called exact")
+    refuted_by: list[str] = Field(description="the cases that contradict it (a passing case where it holds, or a "
+                                              "failing case of its group where it does not), the first 5")
+    since: datetime | None = Field(default=None, description="when the analysis that had it ran")
+
+
+class IdenticalPair(Strict):
+    """Two recorded cases that agree on every axis (their seeds aside) and disagree on the outcome."""
+
+    passing: str = Field(description="the passing case")
+    failing: str = Field(description="the failing case")
+
+
 class HypothesisSpace(Strict):
     """The hypothesis space of one analysis (references/behavior.md)."""
 
@@ -216,3 +282,17 @@ class Analysis(Strict):
     truncated: dict[str, int] = Field(default_factory=dict, description="lists cut to their first 20 items in this "
                                       "answer: JSON path -> full length (empty: nothing was cut)")
     full_answer: str | None = Field(None, description="when a list was cut: the resource holding the whole answer")
+    # several causes and every failing group accounted for (analysis/causes.py, analysis/leads.py)
+    causes: int = Field(default=0, description="separate causes among the findings (2 or more: each finding with "
+                                               "its 'cause' number covers its own failing cases)")
+    unexplained: list[FailureGroup] = Field(default_factory=list, description="failing cases no finding covers, "
+                                                                              "by group, with the closest survivors")
+    refuted: list[RefutedLead] = Field(default_factory=list, description="earlier findings a recorded case "
+                                                                         "contradicts, with that case")
+    identical_disagree: list[IdenticalPair] = Field(
+        default_factory=list, description="cases identical on every axis (seed aside) with different outcomes: "
+                                          "the failure depends on the values drawn (the first 8 pairs)")
+    # falsification: probe cases that refuted a lead, kept even when nothing survives them
+    counterexamples: list[Counterexample] = Field(default_factory=list, description="probe cases whose outcome "
+                                                                                    "refuted the lead they were "
+                                                                                    "built for")

@@ -364,7 +364,7 @@ class Case(Strict):
 # --------------------------------------------------------------------------
 
 StarAxis = Literal["dtype", "shape", "strides", "storage_offset", "layout", "mode", "attribute", "values",
-                   "length", "none", "dim", "grad_inputs", "compile_dynamic"]
+                   "length", "none", "dim", "grad_inputs", "compile_dynamic", "seed"]
 _DIM_REF_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\.shape\[-?[0-9]{1,2}\]$")
 
 

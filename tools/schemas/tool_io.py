@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from .analysis import Finding
+from .analysis import Counterexample, Finding
 from .base import DOCUMENTED_ONLY, SLUG_PATTERN, Mode, ModuleFile, Slug, Status, Strict
 from .case import CaptureSelection, Case, StarSpec
 from .config import OperatorConfig
@@ -191,6 +191,10 @@ class NarrowResponse(Strict):
     still_running: list[str] = Field(default_factory=list, description="cases started before max_seconds and "
                                      "still running when it answered: each is recorded when it ends (read "
                                      "opdebug://runs/{run_id}/results, or analyze_failures, later)")
+    # falsification: the probe cases that refuted a lead (kept when nothing survives them)
+    counterexamples: list[Counterexample] = Field(default_factory=list, description="probe cases whose outcome "
+                                                                                    "refuted the lead they were "
+                                                                                    "built for")
 
 
 # --------------------------------------------------------------------------

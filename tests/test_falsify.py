@@ -1,0 +1,316 @@
+"""Falsify before exact: a finding is exact only when the cases built to break
+it (far sides, re-pinned under every other value, another source, other seeds,
+fresh cases) were run and every prediction held.
+
+- pure (no runner): a pinned threshold waits for its probes; a dimension index
+  is read at another rank; a seed that flips the outcome makes a condition
+  necessary only; a refuted lead's counterexample is kept and "no exact
+  finding" said when nothing survives;
+- a seeded property test whose hidden predicates come from a generator of its
+  own (moduli, bands, sets of values, bytes of a row, an OR of two causes -
+  none written in the analysis' terms): a finding claimed exact is never
+  contradicted by a fresh case drawn afterwards;
+- through the real MCP client on host ``local``: planted operators whose truth
+  lies outside the first space (benchmarks/falsify_kinds.py) end on the
+  planted condition or on no exact finding with counterexamples, never on a
+  wrong exact finding; report.md and ``opdebug show`` say the same.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+from tools.analysis.build import diagnose_run
+from tools.analysis.hypotheses import hypothesis_axes
+from tools.analysis.probes import read_case
+from tools.cases.axes import case_axes
+from tools.cases.ids import case_content
+from tools.cases.stars import expand_star
+from tools.narrow import NARROWING
+from tools.schemas import Case, CaseResult, StarSpec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from falsify_kinds import FALSIFY_KINDS, falsify_plan_request, wrong_exact  # noqa: E402
+
+
+def _case(cid: str, *inputs: dict, **kw) -> Case:
+    return Case.model_validate({"id": cid, "inputs": list(inputs), **kw})
+
+
+def _result(cid: str, fails: bool) -> CaseResult:
+    if not fails:
+        return CaseResult.model_validate({"case_id": cid, "status": "passed"})
+    return CaseResult.model_validate({"case_id": cid, "status": "numerical_mismatch",
+                                      "comparisons": [{"output": "out", "passed": False, "max_abs": 1.0}]})
+
+
+def _narrow(cases: list[Case], truth, max_new: int = 40, rounds: int = 12):
+    """The autopilot without a runner: record each case's truth, append the narrowing next cases
+    (those narrow_failure runs), until the lead is exact or nothing is left; 40 new cases at most."""
+    results: dict[str, CaseResult] = {}
+    new = 0
+    d = None
+    for _ in range(rounds):
+        for c in cases:
+            if c.id not in results:
+                results[c.id] = _result(c.id, truth(c))
+        d = diagnose_run(cases, results, [])
+        if d.findings and d.findings[0].exact or new >= max_new:
+            break
+        planned = {c.id: case_content(c.model_dump(mode="json")) for c in cases}
+        added: list[Case] = []
+        for nxt in d.next_cases:
+            if nxt.kind in NARROWING and nxt.star and new + len(added) < max_new:
+                fresh = [c for c in expand_star(StarSpec.model_validate(nxt.star), planned) if c.id not in planned]
+                fresh = fresh[: max_new - new - len(added)]
+                planned.update({c.id: case_content(c.model_dump(mode="json")) for c in fresh})
+                added += fresh
+        if not added:
+            break
+        new += len(added)
+        cases = cases + added
+    return d, cases, results
+
+
+# --------------------------------------------------------------------------
+# Pure
+# --------------------------------------------------------------------------
+
+
+def test_a_pinned_threshold_is_exact_only_once_the_cases_built_to_break_it_held():
+    runs = [("float32", 16, False), ("float32", 64, False), ("float32", 65, True), ("float32", 256, True),
+            ("float16", 16, False), ("float16", 128, True)]
+    cases = [_case(f"c{dt}-{n}", {"name": "x", "shape": [n], "dtype": dt}) for dt, n, _ in runs]
+    results = {c.id: _result(c.id, fails) for c, (_, _, fails) in zip(cases, runs)}
+    d = diagnose_run(cases, results, [])
+    lead = d.findings[0]
+    # pinned and unrivalled (the closed-world rule would stop here), but not falsified yet
+    assert (lead.predicate, lead.passes_at, lead.fails_at, d.competing) == ("x.shape[-1] > 64", 64, 65, [])
+    assert not lead.exact and lead.why_not_exact[0].startswith("not falsified yet")
+    assert lead.validation.open and lead.validation.probes_run == 0
+    probes = [n for n in d.next_cases if n.kind == "falsify"]
+    assert probes and all(n.star["base"]["description"].startswith("falsify [") for n in probes)
+    texts = " ".join(lead.validation.open)
+    assert "again under dtype = float16" in texts and "other seed" in texts and "fresh" in texts
+    d, cases, _ = _narrow(cases, lambda c: c.inputs[0].shape[-1] > 64)
+    lead = d.findings[0]
+    assert lead.exact and lead.predicate == "x.shape[-1] > 64" and not lead.validation.open
+    assert lead.validation.probes_run >= 6 and lead.validation.text.startswith(
+        f"predicted {lead.validation.probes_run}/{lead.validation.probes_run} probes")
+    seeds = [c for c in cases if c.seed is not None]
+    assert len(seeds) >= 3  # the minimal pair again with other seeds
+    assert any(c.inputs[0].shape[-1] >= 4 * 65 for c in cases)  # the far failing side
+    assert any(c.inputs[0].dtype == "float16" and c.inputs[0].shape[-1] == 64 for c in cases)  # re-pinned
+
+
+def test_a_dimension_index_is_read_at_every_rank_never_dropped():
+    """x.shape[1] > 7 fits the rank-3 cases; a rank-2 [32, 64] (its dimension 1 is its last, 64) passes:
+    it refutes the threshold instead of being left out of its evidence."""
+    shapes = [([2, 4, 64], False), ([2, 8, 64], True), ([2, 16, 64], True), ([32, 64], False), ([4, 64], False)]
+    cases = [_case(f"c{i}", {"name": "x", "shape": s}) for i, (s, _) in enumerate(shapes)]
+    results = {c.id: _result(c.id, f) for c, (_, f) in zip(cases, shapes)}
+    d = diagnose_run(cases, results, [])
+    assert "x.shape[1] > 7" not in [f.predicate for f in d.findings + d.competing]
+    # with rank-3 cases only it would lead; with rank-1 cases (no dimension 1) it reads as not holding, and says so
+    shapes = [([2, 4, 64], False), ([2, 8, 64], True), ([64], False)]
+    cases = [_case(f"d{i}", {"name": "x", "shape": s}) for i, (s, _) in enumerate(shapes)]
+    results = {c.id: _result(c.id, f) for c, (_, f) in zip(cases, shapes)}
+    lead = diagnose_run(cases, results, []).findings[0]
+    assert lead.predicate == "x.shape[1] > 4"
+    assert any("does not exist in 1 case(s)" in n and "predicted pass" in n for n in lead.validation.not_applicable)
+
+
+def test_a_verdict_that_flips_with_the_seed_makes_a_necessary_condition_never_exact():
+    base = {"name": "x", "shape": [4, 32]}
+    cases = [_case("short", base, seed=1), _case("long", dict(base, shape=[4, 256]), seed=1),
+             _case("long.seed-2", dict(base, shape=[4, 256]), seed=2),
+             _case("mid", dict(base, shape=[4, 128]), seed=1)]
+    outcome = {"short": False, "long": True, "long.seed-2": False, "mid": True}
+    d = diagnose_run(cases, {c.id: _result(c.id, outcome[c.id]) for c in cases}, [])
+    lead = d.findings[0]
+    assert lead.necessary_only and not lead.exact and lead.predicate.startswith("x.shape[-1] >")
+    assert lead.validation.value_dependent and "long.seed-2 passes where long fails" in \
+        lead.validation.value_dependent[0]
+    assert "necessary condition only" in lead.why_not_exact[0]
+
+
+def test_a_refuted_lead_keeps_its_counterexample_and_nothing_nearest_is_called_exact():
+    """Groups fail at every value but 1: the star reads "groups > 1"; the far passing side (0) fails."""
+    base = {"id": "b", "inputs": [{"name": "x", "shape": [4, 32]}], "attributes": {"groups": 1}, "seed": 3}
+    star = {"base": base, "vary": [{"axis": "attribute", "name": "groups", "values": [2, 4, 8]},
+                                   {"axis": "dtype", "values": ["float16"]}]}
+    d, cases, results = _narrow(expand_star(StarSpec.model_validate(star)),
+                                lambda c: c.attributes["groups"] != 1)
+    lead = d.findings[0]
+    assert (lead.predicate, lead.exact) == ("attr.groups.value != 1", True), lead
+    refuted = {c.refutes: c for c in d.counterexamples}
+    assert "attr.groups > 1" in refuted and refuted["attr.groups > 1"].observed == "fail"
+    assert lead.counterexamples and lead.counterexamples[0].refutes == "attr.groups > 1"
+    # a property no axis holds (the sum of the two dimensions odd): no exact finding, the counterexamples kept
+    star = {"base": dict(base, attributes={}), "vary": [
+        {"axis": "shape", "input": "x", "values": [[4, 33], [4, 64], [5, 64], [8, 17], [2, 30]]}]}
+    d, _, _ = _narrow(expand_star(StarSpec.model_validate(star)), lambda c: sum(c.inputs[0].shape) % 2 == 1)
+    assert not any(f.exact for f in d.findings), [f.predicate for f in d.findings]
+    from tools.analysis.probes import falsified_note
+
+    note = falsified_note(d.findings, d.counterexamples)
+    assert not d.counterexamples or note.startswith(" No exact finding: cases built to break the leads refuted")
+
+
+# --------------------------------------------------------------------------
+# Property: hidden predicates from a generator of their own
+# --------------------------------------------------------------------------
+
+_DTYPES = ("float32", "float16", "bfloat16")
+_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def _hidden(rng: random.Random):
+    """A hidden predicate over the raw case, written without the analysis' axes (its own arithmetic)."""
+    kind = rng.choice(["modulus", "band", "values", "row_bytes", "either", "threshold", "product_parity"])
+    x = lambda c: c.inputs[0]  # noqa: E731
+    if kind == "modulus":
+        m = rng.choice([3, 5, 6, 12])
+        return kind, lambda c: x(c).shape[-1] % m != 0
+    if kind == "band":
+        lo = rng.choice([24, 40, 56])
+        return kind, lambda c: lo < x(c).shape[-1] < 2 * lo
+    if kind == "values":
+        bad = set(rng.sample([16, 24, 40, 48, 72], 2))
+        return kind, lambda c: x(c).shape[-1] in bad
+    if kind == "row_bytes":
+        return kind, lambda c: (x(c).shape[-1] * _BYTES[x(c).dtype]) % 64 != 0
+    if kind == "either":
+        return kind, lambda c: x(c).dtype == "bfloat16" or x(c).shape[0] > 8
+    if kind == "threshold":  # inside the space: a control
+        t = rng.choice([30, 50, 100])
+        return kind, lambda c: x(c).shape[-1] > t
+    return kind, lambda c: (x(c).shape[0] * x(c).shape[-1]) % 2 == 1
+
+
+def _star(rng: random.Random) -> list[Case]:
+    rows, cols = rng.choice([2, 4]), rng.choice([16, 32, 64])
+    dtype = rng.choice(_DTYPES)
+    base = {"id": "b", "inputs": [{"name": "x", "shape": [rows, cols], "dtype": dtype}], "seed": 1}
+    cols_seen = rng.sample([8, 24, 40, 48, 72, 96, 128], 3)
+    vary = [{"axis": "shape", "input": "x", "values": [[rows, v] for v in cols_seen]},
+            {"axis": "shape", "input": "x", "values": [[v, cols] for v in rng.sample([1, 12, 16], 1)]},
+            {"axis": "dtype", "values": [d for d in _DTYPES if d != dtype][:rng.randint(1, 2)]}]
+    return expand_star(StarSpec.model_validate({"base": base, "vary": vary}))
+
+
+def _fresh(rng: random.Random, recorded: list[Case], n: int) -> list[Case]:
+    """Fresh cases across the run's space: the sizes it has, and between and beyond them; its dtypes."""
+    cols = sorted({c.inputs[0].shape[-1] for c in recorded})
+    rows = sorted({c.inputs[0].shape[0] for c in recorded})
+    cols += [v * 2 for v in cols] + [max(1, v // 2) for v in cols] + [v + 1 for v in cols]
+    cols += [v - 1 for v in cols if v > 1]
+    rows += [v * 2 for v in rows] + [v + 1 for v in rows]
+    dtypes = sorted({c.inputs[0].dtype for c in recorded})
+    return [_case(f"fresh{i}", {"name": "x", "shape": [rng.choice(rows), rng.choice(cols)],
+                                "dtype": rng.choice(dtypes)}) for i in range(n)]
+
+
+def contradicted_exact_findings(trials: int = 28, seed: int = 2026) -> tuple[int, list[str]]:
+    """(exact findings claimed, the ones a fresh case drawn afterwards contradicts)."""
+    rng = random.Random(seed)
+    claimed, wrong = 0, []
+    for trial in range(trials):
+        kind, truth = _hidden(rng)
+        d, cases, _ = _narrow(_star(rng), truth)
+        exact = [f for f in d.findings if f.exact]
+        if not exact:
+            continue
+        claimed += 1
+        from tools.analysis.hypotheses import enumerate_hypotheses  # each finding's hypothesis, to predict with
+
+        results = {c.id: truth(c) for c in cases}
+        passing = sorted(c for c in results if not results[c])
+        hyps = []
+        for lead in exact:
+            named = set(lead.axis.split(" & "))
+            hax = {c.id: read_case(hypothesis_axes(c, case_axes(c)), c, named) for c in cases}
+            # one of several causes covers its own failing cases; a sole finding covers them all
+            failing = sorted(lead.cases) if lead.cause is not None else sorted(c for c in results if results[c])
+            space = enumerate_hypotheses(hax, failing, passing)
+            hyp = next((h for h in space.hypotheses if h.text == lead.predicate or
+                        ({a.axis for a in h.atoms} == named and lead.kind == "set")), None)
+            assert hyp is not None, (kind, lead.predicate)
+            hyps.append((lead, named, hyp))
+        complete = len(exact) == len(d.findings) and not d.unexplained  # the findings claim every failure
+        for probe in _fresh(random.Random(trial), cases, 40):
+            preds = [h.predict(read_case(hypothesis_axes(probe, case_axes(probe)), probe, named))
+                     for _, named, h in hyps]
+            said = [f.predicate for (f, _, _), p in zip(hyps, preds) if p == "fail"]
+            if (said and not truth(probe)) or (complete and not said and all(p == "pass" for p in preds)
+                                               and truth(probe)):
+                wrong.append(f"{kind}: {' | '.join(f.predicate for f in exact)} (contradicted by "
+                             f"{probe.inputs[0].shape} {probe.inputs[0].dtype})")
+                break
+    return claimed, wrong
+
+
+def test_an_exact_finding_is_never_contradicted_by_a_fresh_case_drawn_afterwards():
+    claimed, wrong = contradicted_exact_findings()
+    assert not wrong, wrong
+    assert claimed >= 5  # exact findings were claimed (the controls inside the space at least)
+
+
+# --------------------------------------------------------------------------
+# Planted kinds outside the first space, through the real MCP client on host "local"
+# --------------------------------------------------------------------------
+
+
+def test_planted_kinds_outside_the_space_never_end_on_a_wrong_exact_finding_over_stdio(tmp_path, subprocess_env):
+    from test_mcp_stdio import error_text, with_server
+
+    env = {k: os.environ[k] for k in ("OPDEBUG_RUNNER_STAGE",) if k in os.environ}
+
+    async def scenario(client):
+        out = {}
+        for kind in FALSIFY_KINDS:
+            run = "f-" + kind.replace("_", "-")
+            calls = [await client.call_tool("plan_cases", falsify_plan_request(run, kind)),
+                     await client.call_tool("narrow_failure", {"run_id": run, "max_cases": 40}),
+                     await client.call_tool("analyze_failures", {"run_id": run})]
+            for c in calls:
+                assert not c.is_error, error_text(c)
+            out[kind] = [c.structured_content for c in calls[1:]]
+        return out
+
+    root = tmp_path / "evidence"
+    out = with_server(root, scenario, env=env)
+    for kind, (narrow, final) in out.items():
+        spec = FALSIFY_KINDS[kind]
+        assert narrow["new_cases"] <= 40, kind
+        assert not wrong_exact(kind, final["findings"]), (kind, final["findings"][0]["predicate"])
+        lead = final["findings"][0] if final["findings"] else None
+        if spec.get("reach"):  # the planted condition, exact, its probes predicted
+            assert lead is not None and lead["exact"] and narrow["exact"], (kind, lead)
+            v = lead["validation"]
+            assert v["probes_run"] == v["probes_held"] > 0 and not v["open"], (kind, v)
+        elif spec.get("necessary"):  # value-dependent: a necessary condition, never exact
+            assert lead is not None and lead["necessary_only"] and not lead["exact"], (kind, lead)
+            assert lead["predicate"].startswith("x.shape[-1] >"), lead
+        elif spec["exact"]:  # in the space as a conjunction: exact, or still among the survivors
+            survivors = {f["predicate"] for f in final["findings"] + final["competing"]}
+            assert narrow["exact"] or set(spec["exact"]) & survivors, (kind, survivors)
+        else:  # outside the space: no exact finding (the probes' counterexamples say why, where a lead fell)
+            assert not narrow["exact"] and not any(f["exact"] for f in final["findings"]), (kind, final["findings"])
+    assert any(c["refutes"] == "attr.groups > 1" for c in out["all_but_one"][1]["counterexamples"])
+    assert any(c["refutes"] == "x.last_align < 16" for c in out["row_bytes"][1]["counterexamples"])
+    assert any(c["refutes"].startswith("x.sign == nonnegative") for c in out["values_min"][1]["counterexamples"])
+
+    report = (root / "f-row-bytes" / "report.md").read_text()
+    assert "validation: predicted" in report and "counterexample: " in report
+    show = subprocess.run([sys.executable, "-m", "tools.cli", "show", "--root", str(root), "--run-id",
+                           "f-values-min"], env=subprocess_env | {"COLUMNS": "240"}, capture_output=True, text=True,
+                          timeout=120)
+    assert show.returncode == 0, show.stderr
+    assert "no exact finding" in show.stdout and "counterexample: " in show.stdout
+    assert "No exact finding: cases built to break the leads refuted" in out["values_min"][1]["summary"]
