@@ -4,16 +4,27 @@ are resources: resources.py).  Nothing here imports torch or matplotlib."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from mcp.server.mcpserver import Context
 from mcp_types import ToolAnnotations
 
 from tools.answers import capped_answer
 from tools.evidence import ARTIFACTS_DIR, RunStore, writable_dir
-from tools.schemas import (PicturesArgs, PicturesResponse, RegressionArgs, RegressionExport, ReproArgs, ReproExport,
-                           ShrinkArgs, ShrinkResponse, VerifyArgs, VerifyResponse)
+from tools.schemas import (
+    PicturesArgs,
+    PicturesResponse,
+    RegressionArgs,
+    RegressionExport,
+    ReproArgs,
+    ReproExport,
+    ShrinkArgs,
+    ShrinkResponse,
+    VerifyArgs,
+    VerifyResponse,
+)
 
 from .tooling import ToolCatalog
 

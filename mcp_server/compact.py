@@ -40,6 +40,7 @@ accepts exactly what the original accepts (tests/test_compact_schema.py).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from tools.schemas.base import DOCUMENTED_ONLY_KEY
@@ -150,6 +151,19 @@ def _texts(node: Any, seen: dict[int, tuple[str, str]], in_map: bool = False) ->
     return text
 
 
+def _swapper(seen: dict[int, tuple[str, str]], node_text: str, name: str) -> Callable[[dict[str, Any]], Any]:
+    """The rewrite that puts a $ref to ``name`` where a node reads ``node_text``
+    (as it is, or without its description, which then stays beside the $ref)."""
+    def swap(node: dict[str, Any]) -> Any:
+        text, bare = seen[id(node)]
+        if text == node_text:
+            return _ref(name)
+        if bare == node_text:
+            return {**_ref(name), "description": node["description"]}
+        return None
+    return swap
+
+
 def _share_repeats(schema: Any) -> Any:
     """Move subschemas written out more than once to $defs, while that makes the
     schema shorter: the biggest saving first, counted again after each move."""
@@ -178,20 +192,11 @@ def _share_repeats(schema: Any) -> Any:
                 best, saving = text, gain
         if best is None:
             break
-        node_text = best
-
-        def swap(node: dict[str, Any]) -> Any:
-            text, bare = seen[id(node)]
-            if text == node_text:
-                return _ref(name)
-            if bare == node_text:
-                return {**_ref(name), "description": node["description"]}
-            return None
-
+        swap = _swapper(seen, best, name)
         body = _rewrite(body, swap)
-        defs = {k: (_map(v, lambda c, m: _rewrite(c, swap, m)) if isinstance(v, dict) else v)
+        defs = {k: (_map(v, lambda c, m, swap=swap: _rewrite(c, swap, m)) if isinstance(v, dict) else v)
                 for k, v in defs.items()}
-        defs[name] = json.loads(node_text)
+        defs[name] = json.loads(best)
     if defs:
         body["$defs"] = defs
     return body
@@ -199,6 +204,20 @@ def _share_repeats(schema: Any) -> Any:
 
 def _undescribed(node: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in node.items() if k != "description"} if "description" in node else node
+
+
+def _placer(target: str, body: dict[str, Any], placed: list[bool]) -> Callable[[dict[str, Any]], Any]:
+    """The rewrite that writes ``body`` where a node is a $ref to ``target``; each
+    placement appends to ``placed``."""
+    def put(node: dict[str, Any]) -> Any:
+        if node.get("$ref") != target:
+            return None
+        siblings = {k: v for k, v in node.items() if k != "$ref"}
+        if set(siblings) - {"description"} & set(body):
+            return None  # a keyword beside the $ref that the body also has: keep the $ref
+        placed.append(True)
+        return {**body, **siblings}
+    return put
 
 
 def _inline_single_use(schema: dict[str, Any]) -> dict[str, Any]:
@@ -224,19 +243,8 @@ def _inline_single_use(schema: dict[str, Any]) -> dict[str, Any]:
         once = next((n for n, c in refs.items() if c == 1 and n not in inside.get(n, ()) and n not in kept), None)
         if once is None:
             break
-        target = f"#/$defs/{once}"
-        body = defs[once]
         placed: list[bool] = []
-
-        def put(node: dict[str, Any]) -> Any:
-            if node.get("$ref") != target:
-                return None
-            siblings = {k: v for k, v in node.items() if k != "$ref"}
-            if set(siblings) - {"description"} & set(body):
-                return None  # a keyword beside the $ref that the body also has: keep the $ref
-            placed.append(True)
-            return {**body, **siblings}
-
+        put = _placer(f"#/$defs/{once}", defs[once], placed)
         new_rest = _rewrite({k: v for k, v in schema.items() if k != "$defs"}, put)
         new_defs = {n: _rewrite(d, put) for n, d in defs.items() if n != once}
         if not placed:
@@ -400,8 +408,7 @@ def shallow_output_schema(schema: dict[str, Any]) -> dict[str, Any]:
                     if one and one not in types:
                         types.append(one)
             return {"type": types} if types else {}
-        out = {k: node[k] for k in ("type", "enum", "const") if k in node}
-        return out
+        return {k: node[k] for k in ("type", "enum", "const") if k in node}
 
     out = {k: schema[k] for k in ("type",) if k in schema}
     out["properties"] = {name: top(sub) for name, sub in (schema.get("properties") or {}).items()}

@@ -19,9 +19,9 @@ it reaches the MCP session.  See references/http-security.md.
 from __future__ import annotations
 
 import hmac
-import sys
 import ipaddress
 import socket
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,7 +87,7 @@ class BearerTokenMiddleware:
 
     def __init__(self, app: Any, token: str):
         self.app = app
-        self._expected = f"Bearer {token}".encode("utf-8")
+        self._expected = f"Bearer {token}".encode()
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope.get("type") != "http":

@@ -94,7 +94,7 @@ def _add_logging(server: AdaptedServer) -> None:
 
 
 # The level each client session asked for (logging/setLevel); a session gone is forgotten.
-_LOG_LEVEL_OF_SESSION: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+_LOG_LEVEL_OF_SESSION: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
 def debug_loop_prompt(operator: str, symptom: str, host: str = "") -> str:

@@ -21,7 +21,8 @@ API of that version lacks, and the workaround for each:
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import MCPServer

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -34,8 +35,8 @@ from mcp_types import ToolAnnotations
 from tools.answers import capped_answer
 from tools.evidence import resolve_root
 from tools.schemas import (
-    AnalyzeFailuresArgs,
     Analysis,
+    AnalyzeFailuresArgs,
     CaseResult,
     CheckHostArgs,
     HostCheck,
@@ -210,7 +211,7 @@ def build_server(
         title="Ascend operator debug",
         instructions=INSTRUCTIONS,
         tools=tools,
-        log_level=log_level,  # type: ignore[arg-type]
+        log_level=log_level,
         lifespan=close_warm_workers_on_exit,
     )
     server.tool_checks.append(catalog.check_known)
@@ -226,7 +227,8 @@ class ProgressClock:
     step, so the value still increases with every notification, as the protocol asks."""
 
     def __init__(self, ctx: Context) -> None:
-        self.ctx, self.done, self.total, self.waits = ctx, 0.0, None, 0
+        self.ctx, self.done, self.waits = ctx, 0.0, 0
+        self.total: int | None = None
 
     async def step(self, done: int, total: int | None, message: str) -> None:
         self.done, self.total, self.waits = float(done), total, 0

@@ -48,7 +48,7 @@ def parse_error_reply(exc: Exception) -> types.JSONRPCError:
 async def run_stdio(server) -> None:
     """``server.run("stdio")``, with every unreadable line answered."""
     async with stdio_server() as (read_stream, write_stream):
-        send, receive = anyio.create_memory_object_stream(0)
+        send, receive = anyio.create_memory_object_stream[SessionMessage](0)
 
         async def pump() -> None:
             async with send:

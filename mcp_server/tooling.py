@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, UnexpectedToolError
@@ -38,7 +39,7 @@ def arguments_model(name: str, request_model: type[BaseModel]) -> type[ArgModelB
     validators, unknown fields forbidden (the request models are Strict)."""
     model = create_model(f"{name}_arguments", __base__=(request_model, ArgModelBase))
     assert model.model_config.get("extra") == "forbid", f"{request_model.__name__} must forbid unknown fields"
-    return model
+    return cast(type[ArgModelBase], model)  # ArgModelBase is among its bases; create_model does not type that
 
 
 class StrictTool(Tool):

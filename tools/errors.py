@@ -21,7 +21,7 @@ class ToolError(Exception):
         self.details = details or {}
 
     @classmethod
-    def from_validation(cls, exc: ValidationError, what: str) -> "ToolError":
+    def from_validation(cls, exc: ValidationError, what: str) -> ToolError:
         return cls(f"invalid {what}: " + format_validation_error(exc), code="validation_error")
 
     def __str__(self) -> str:

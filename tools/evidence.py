@@ -76,9 +76,6 @@ RAW_DIR = "raw-results"
 INPUT_META_DIR = "input-metadata"
 ARTIFACTS_DIR = "artifacts"
 
-# planned -> running -> passed | failed | inconclusive; adding cases or
-# recording after an analysis moves the run back to running.
-RUN_STATES = ("planned", "running", "passed", "failed", "inconclusive")
 # a manifest once analyzed says the run's verdict; "failed" is how runs analyzed before the rename read
 ANALYZED_STATES = ("passed", "diagnosed", "inconclusive", "failed")
 
@@ -815,6 +812,8 @@ class RunStore:
             manifest = read_json(self._manifest_path)
         now = now_utc().isoformat()
         if status is not None and status != manifest["status"]:
+            # planned -> running -> passed | diagnosed | inconclusive; adding cases or
+            # recording after an analysis moves the run back to running.
             final = manifest["status"] in ANALYZED_STATES
             if status == "running" and final and not reopen:
                 status = manifest["status"]

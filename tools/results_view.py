@@ -85,19 +85,6 @@ def _count_of(fd: int, run_id: str) -> tuple[int | None, int]:
     return (count if count == at_end else None), size
 
 
-def view_count(path: Path, run_id: str) -> int | None:
-    """How many results the view at ``path`` holds, or None when it is not in the
-    appendable form (missing, older, torn)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        return _count_of(fd, run_id)[0]
-    finally:
-        os.close(fd)
-
-
 def append_view(path: Path, run_id: str, docs: list[dict], encoded: dict[str, str] | None = None) -> bool:
     """Bring the view up to ``docs`` (every recorded result, in recording order) by
     appending the ones it lacks in place (``encoded``: case id -> its compact JSON

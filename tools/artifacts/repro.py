@@ -20,12 +20,11 @@ import os
 import shlex
 from pathlib import Path
 
+from ..cases.axes import values_text
 from ..errors import ToolError
 from ..evidence import ARTIFACTS_DIR, RunStore, read_json, unknown_cases
-from ..cases.axes import values_text
-from ..schemas import Case, CaseResult, OperatorConfig, grad_output_captures
+from ..schemas import Case, CaseResult, OperatorConfig, ReproExport, grad_output_captures
 from .common import GENERATED_MARK, copy_beside, copy_runner, write_text_new
-from ..schemas import ReproExport
 
 METRICS = ("max_abs", "max_rel", "mean_abs", "rmse", "cosine", "mismatch_count", "mismatch_ratio",
            "nan_mismatch", "inf_mismatch", "worst_index", "first_mismatch_index")
@@ -86,7 +85,7 @@ def _fmt(value):
 
 
 def save_upstream(path):
-    """The upstream gradients of the recorded backward (issue 23), rebuilt by the runner's own
+    """The upstream gradients of the recorded backward, rebuilt by the runner's own
     input code from their recorded seed and value spec: torch.save({output: tensor}) to ``path``;
     each one's sha256 must equal the recorded one."""
     import torch
@@ -243,7 +242,7 @@ def recorded_summary(result: CaseResult | None, input_meta: dict | None) -> dict
     out["comparisons"] = [{k: v for k, v in c.model_dump(mode="json").items() if k == "output" or k in METRICS}
                           for c in (result.comparisons if result else [])]
     out["input_sha256"] = {i["name"]: i["sha256"] for i in (input_meta or {}).get("inputs", []) if "sha256" in i}
-    # the backward's upstream gradients (issue 23): how each was made, and its sha256
+    # the backward's upstream gradients: how each was made, and its sha256
     out["grad_outputs"] = [{k: m.get(k) for k in ("output", "name", "shape", "dtype", "values", "seed", "sha256")}
                            for m in (input_meta or {}).get("grad_outputs") or [] if "sha256" in m]
     return out
@@ -283,7 +282,7 @@ def call_text(config: OperatorConfig, case: Case) -> str:
 
 
 def backward_lines(config: OperatorConfig, case: Case) -> list[str]:
-    """What the reproducer's backward does (issue 23), or nothing for a forward-only case."""
+    """What the reproducer's backward does, or nothing for a forward-only case."""
     names = case.grad_inputs if case.grad_inputs is not None else config.grad_inputs
     if not names:
         return []
@@ -355,7 +354,7 @@ def copy_support(store: RunStore, config: OperatorConfig, cases: list[Case], out
     for case in cases:
         refs = [spec.values.captured for spec in case.inputs if spec.values.kind == "captured" and spec.values.captured]
         refs += grad_output_captures(case.grad_output if case.grad_output is not None else config.grad_output)
-        for ref in refs:  # captured inputs, and a captured upstream gradient (issue 23)
+        for ref in refs:  # captured inputs, and a captured upstream gradient
             src = store.path(ARTIFACTS_DIR, "captured", ref)
             copy_beside(src, out_dir / "captured" / ref, f"captured tensor {src.name}")
             files.append(str(out_dir / "captured" / ref))

@@ -34,18 +34,17 @@ from __future__ import annotations
 import copy
 import math
 import time
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from pydantic import ValidationError
 
+from ..cases.ids import fit_id
 from ..errors import ToolError
 from ..evidence import RunStore, unknown_cases
-from ..cases.ids import fit_id
 from ..plan_cases import plan_cases
 from ..run_case_remote import run_case_remote
-from ..schemas import Case, CaseOutcome, contiguous_strides
+from ..schemas import Case, CaseOutcome, ShrinkResponse, ShrinkStep, contiguous_strides
 from .common import case_seed
-from ..schemas import ShrinkResponse, ShrinkStep
 
 Progress = Callable[[int, int, str], Awaitable[None]]
 
@@ -87,7 +86,7 @@ def _fit_specials(spec: dict) -> None:
     for special in spec["values"].get("specials") or []:
         if special.get("positions") is not None:
             pos = [p for p in special["positions"]
-                   if len(p) == len(spec["shape"]) and all(i < s for i, s in zip(p, spec["shape"]))]
+                   if len(p) == len(spec["shape"]) and all(i < s for i, s in zip(p, spec["shape"], strict=True))]
             if pos:
                 kept.append(dict(special, positions=pos))
         elif numel:
@@ -296,7 +295,7 @@ class _Shrinker:
 
     async def gradients(self) -> None:
         """Only the gradients that fail: a mismatch in grad.weight alone keeps grad_inputs ['weight'];
-        a crash in the backward tries each gradient alone (issue 23)."""
+        a crash in the backward tries each gradient alone."""
         names = self.best.get("grad_inputs")
         if names is None:
             names = self.grad_defaults

@@ -17,19 +17,19 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+from ..cases.ids import fit_id
 from ..errors import ToolError
 from ..evidence import RunStore
-from ..cases.ids import fit_id
 from ..plan_cases import plan_cases
 from ..remote import pool
 from ..remote.inventory import as_inventory
 from ..run_case_remote import Progress, run_case_remote
-from ..schemas import now_utc
+from ..schemas import VerifyResponse, now_utc
 from .common import case_seed, failing_ids
 from .records import VERIFY_DIR, verify_records
-from ..schemas import VerifyResponse
 
 OUTPUT_TAIL = 4000
 VERIFY_MARK = ".verify-"

@@ -9,7 +9,6 @@ import hashlib
 import json
 import re
 
-
 MAX_ID_LEN = 96
 
 _SLUG_BAD = re.compile(r"[^A-Za-z0-9._-]+")

@@ -76,7 +76,7 @@ class CaseDone(Strict):
     worker_history_total: int = Field(0, ge=0, description="how many (the list keeps the latest)")
 
     @model_validator(mode="after")
-    def _outcome_has_its_body(self) -> "CaseDone":
+    def _outcome_has_its_body(self) -> CaseDone:
         if self.outcome == "result" and self.result is None:
             raise ValueError("outcome 'result' needs 'result'")
         if self.outcome == "harness_error" and self.harness_error is None:

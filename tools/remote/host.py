@@ -121,7 +121,7 @@ class HostKind:
         """The devices (or, under a scheduler, slot numbers) this host lends a run."""
         return cfg.slot_devices
 
-    def new_slot(self, device: int) -> "SupervisorSlot":
+    def new_slot(self, device: int) -> SupervisorSlot:
         return SupervisorSlot(self, device)
 
 

@@ -16,7 +16,7 @@ import time
 
 def _version_from(path):
     try:
-        with open(path, "r", encoding="utf-8", errors="replace") as fh:
+        with open(path, encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 key, _, value = line.partition("=")
                 if key.strip().lower() in ("version", "toolkit_version", "runtime_version") and value.strip():

@@ -232,7 +232,7 @@ class HostConfig(Strict):
         "'devices' (still capped by 'concurrency')"))
 
     @model_validator(mode="after")
-    def _shape(self) -> "HostConfig":
+    def _shape(self) -> HostConfig:
         if len(set(self.devices)) != len(self.devices):
             raise ValueError(f"'devices' repeats an id: {self.devices}")
         if self.scheduler is None and self.slurm is not None:
@@ -370,7 +370,7 @@ def load_inventory(path: str | os.PathLike | None = None) -> Inventory:
     return parse_inventory(data, p)
 
 
-def as_inventory(inventory: "Inventory | str | os.PathLike | None") -> Inventory:
+def as_inventory(inventory: Inventory | str | os.PathLike | None) -> Inventory:
     """Accept an Inventory, a path to one, or None (path from the environment)."""
     if isinstance(inventory, Inventory):
         return inventory

@@ -127,7 +127,7 @@ async def run_local(argv: list[str], timeout: float, *, stdin: bytes | None = No
     return proc.returncode, out.decode("utf-8", "replace"), (err or b"").decode("utf-8", "replace")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def seen_devices(kind: str) -> int:
     """How many devices of ``kind`` this machine's probe sees (what check_host reports)."""
     if kind == "cpu":

@@ -32,8 +32,8 @@ import asyncio
 import os
 import socket
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
 
 from ..errors import ToolError
 from .busy import busy_text, wait_budget, waiting_text
@@ -44,6 +44,8 @@ from .kinds import kind_of
 from .slot import DeviceSlot, RunFiles, SlotSpec
 
 REAP_INTERVAL_S = 5.0
+# What a slot's start may raise that the pool reports or retries (a bare timeout: nothing answered in time).
+START_FAILURES: tuple[type[BaseException], ...] = (ToolError, *LOST_ERRORS, asyncio.TimeoutError)
 # The pauses before a lost slot is started again (a bound of len() tries in a row;
 # a case finished on the slot resets the count).
 RETRY_DELAYS_S: tuple[float, ...] = (1.0, 3.0, 9.0)
@@ -76,7 +78,7 @@ class SlotRegistry:
     Bound to the event loop that first uses it (the server's); a new loop
     (a new asyncio.run in tests or the CLI) starts from a clean registry."""
 
-    def __init__(self, slot_factory: Callable[["SlotRegistry", HostConfig, int], DeviceSlot] | None = None):
+    def __init__(self, slot_factory: Callable[[SlotRegistry, HostConfig, int], DeviceSlot] | None = None):
         self._slot_factory = slot_factory
         self._reset(None)
 
@@ -136,7 +138,7 @@ class SlotRegistry:
         self._ensure_reaper()
         return entry.slot
 
-    async def _wait_for_entry(self, entry: "_Entry", host: HostConfig, device: int, run: RunFiles) -> None:
+    async def _wait_for_entry(self, entry: _Entry, host: HostConfig, device: int, run: RunFiles) -> None:
         """Wait for the slot another tool call of this server holds, telling ``run.news``
         who holds it about once a second; past the call's budget, a device_busy refusal."""
         budget = wait_budget(host.lease_wait_s, run)
@@ -380,11 +382,11 @@ class _CaseQueue:
             if held.slot is not None:
                 await self.registry.finished(held.slot)
 
-    async def start_slot(self, spec: SlotSpec, held: "_Held") -> bool:
+    async def start_slot(self, spec: SlotSpec, held: _Held) -> bool:
         """Check the slot out into ``held`` (None: try again); False when this slot's task is over."""
         try:
             held.slot = await self.checkout_unless_settled(spec)
-        except (ToolError, *LOST_ERRORS, asyncio.TimeoutError) as exc:
+        except START_FAILURES as exc:
             # a bare timeout says nothing by itself: name what did not answer in time
             why = str(exc) or f"{type(exc).__name__}: the slot did not start in time"
             if held.losses == 0 and not isinstance(exc, LOST_ERRORS):
@@ -401,12 +403,12 @@ class _CaseQueue:
             self.report.slots_used.append(held.label)
         return True
 
-    async def drop(self, held: "_Held") -> None:
+    async def drop(self, held: _Held) -> None:
         slot, held.slot = held.slot, None
         if slot is not None:
             await self.registry.discard(slot)
 
-    async def run_case(self, held: "_Held", cid: str) -> bool:
+    async def run_case(self, held: _Held, cid: str) -> bool:
         """One case on the held slot; False when this slot's task is over."""
         assert held.slot is not None
         self.in_flight += 1

@@ -21,13 +21,25 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Protocol
 
 from ..errors import ToolError
 
 CACHE_DIRS = ("__pycache__",)
 
 
-def unsafe_reason(st: os.stat_result, uid: int, what: str) -> str | None:
+class ModeAndOwner(Protocol):
+    """The two os.stat_result fields unsafe_reason reads (ssh.py reads them from SFTP
+    attributes, where the owner may be missing)."""
+
+    @property
+    def st_mode(self) -> int: ...
+
+    @property
+    def st_uid(self) -> int | None: ...
+
+
+def unsafe_reason(st: ModeAndOwner, uid: int, what: str) -> str | None:
     """Why a directory with these attributes must not be trusted, or None."""
     if stat.S_ISLNK(st.st_mode):
         return f"{what} is a symbolic link"

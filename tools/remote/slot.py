@@ -9,9 +9,10 @@ shared by its schedulers and its session.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Awaitable, Callable, Protocol
+from typing import Protocol
 
 from .inventory import HostConfig
 from .kinds import kind_of
@@ -41,7 +42,7 @@ class RunFiles:
         if self.news is not None:
             try:
                 await self.news(text)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
 
 

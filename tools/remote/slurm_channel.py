@@ -6,6 +6,7 @@ Why the framing exists and what is on the wire: tools/remote/slurm_step.py.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from .slurm_step import ACK, LINE, MORE, NUDGE, RS, STREAM, frames, unframe
 from .supervisor_client import within
@@ -31,9 +32,9 @@ class FramedChannel:
     that has taken every line of a burst and waits for more sends a nudge: the
     relay's next message then finds its last one acknowledged."""
 
-    def __init__(self, reader, writer):
+    def __init__(self, reader: Any, writer: Any) -> None:  # a HostProcess's stdout and stdin
         self._reader, self._writer = reader, writer
-        self._lines: asyncio.Queue = asyncio.Queue()
+        self._lines: asyncio.Queue[bytes | Exception] = asyncio.Queue()
         self._acks = asyncio.Semaphore(0)
         self._pending: list[bytes] = []
         self._send_lock = asyncio.Lock()
@@ -73,7 +74,7 @@ class FramedChannel:
                 for text in complete:
                     self._lines.put_nowait(text + b"\n")
                 parts = [rest] if rest else []
-        except Exception as exc:  # noqa: BLE001 - the stream broke: readline raises it
+        except Exception as exc:  # the stream broke: readline raises it
             self._lines.put_nowait(exc)
         finally:
             self._ended = True
@@ -85,7 +86,7 @@ class FramedChannel:
             self._owe_nudge = False
             try:
                 self._writer.write(NUDGE + b"\n")
-            except Exception:  # noqa: BLE001 - the stream is going: the read below says so
+            except Exception:  # the stream is going: the read below says so
                 pass
         item = await self._lines.get()
         if isinstance(item, Exception):
@@ -125,7 +126,7 @@ class FramedChannel:
                 self._writer.write_eof()
             else:
                 self._writer.close()
-        except Exception:  # noqa: BLE001 - the stream may be gone
+        except Exception:  # the stream may be gone
             pass
 
     def close(self) -> None:

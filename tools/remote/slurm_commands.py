@@ -154,11 +154,10 @@ def local_login_env() -> dict[str, str]:
 
 def cancelled_line(text: str) -> dict | None:
     """slurmstepd's CANCELLED line in ``text``: job, node, reason (None: scancel)."""
-    m = None
-    for m in CANCELLED_LINE.finditer(text):
-        pass
-    if m is None:
+    matches = list(CANCELLED_LINE.finditer(text))
+    if not matches:
         return None
+    m = matches[-1]
     return {"job_id": m.group(1), "node": m.group(2), "at": m.group(3),
             "due_to": m.group(4).strip().lower() if m.group(4) else None}
 

@@ -126,7 +126,7 @@ class SSHLogin:
         return await self.connections.run_files(self.cfg, run)
 
 
-def login_for(host: HostConfig, connections: SSHConnections) -> "LocalLogin | SSHLogin":
+def login_for(host: HostConfig, connections: SSHConnections) -> LocalLogin | SSHLogin:
     """The login host of a Slurm host: this machine, or an SSH host over ``connections``."""
     return SSHLogin(connections, host) if host_kind(host.transport).remote else LocalLogin(host)
 

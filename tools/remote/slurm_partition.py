@@ -100,7 +100,6 @@ async def partition_report(login, host: HostConfig) -> tuple[dict, list[str]]:
             continue
         node, state, gres, used, cpus = (p.strip() for p in parts[:5])
         have = gres_counts(gres).get(gres_name, 0)
-        taken = gres_counts(used).get(gres_name, 0)
         usable = _usable(state)
         report["nodes"].append({"name": node, "state": state, "gres": gres, "gres_used": used, "cpus": cpus,
                                 "usable": usable})

@@ -26,8 +26,9 @@ import secrets
 import shlex
 import stat
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import asyncssh
 
@@ -105,7 +106,7 @@ async def explain_host_key(host: HostConfig) -> HostKeyRefused:
                               f"fetched again ({exc})", code="host_key_untrusted")
     offered = f"{key.get_algorithm()} key {key.get_fingerprint('sha256')}" if key else "no host key"
     fp = key.get_fingerprint("sha256") if key else "?"
-    recorded = []
+    recorded: Sequence[asyncssh.SSHKey] = ()
     if Path(kh).is_file():
         recorded = asyncssh.read_known_hosts(kh).match(hostname, hostname, port)[0]
     keyscan = _keyscan_line(hostname, port, kh)
@@ -230,7 +231,8 @@ async def remote_tree_mismatch(sftp: asyncssh.SFTPClient, root: str, files: dict
         if why:
             return why
         for entry in await sftp.readdir(path):
-            name = entry.filename
+            # str: the SFTP client decodes names (asyncssh's default path_encoding, utf-8)
+            name = cast(str, entry.filename)
             if name in (".", ".."):
                 continue
             rel = f"{rel_dir}/{name}" if rel_dir else name
@@ -452,8 +454,8 @@ class SSHConnections:
                 current.close()
         if (name, 0) not in self._conns:
             self._runner_roots.pop(name, None)
-            for key in [k for k in self._uploaded if k[0] == name]:
-                del self._uploaded[key]
+            for upload in [k for k in self._uploaded if k[0] == name]:
+                del self._uploaded[upload]
 
     def _upload_lock(self, name: str) -> asyncio.Lock:
         # One SFTP session per host at a time: it shares connection 0 with a slot.

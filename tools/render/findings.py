@@ -10,9 +10,10 @@ bytes), what keeps it from being exact; then the competing hypotheses.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from ..schemas import Finding, MinimalPair
+from ..schemas import Counterexample, Finding, MinimalPair
 
 
 def _num(v: Any) -> str:
@@ -41,7 +42,7 @@ def boundary_text(f: Finding) -> str:
     return ""
 
 
-def falsification_lines(findings: list[Finding], counterexamples: list, bullet: str = "", quote=str) -> list[str]:
+def falsification_lines(findings: list[Finding], counterexamples: Sequence[Counterexample], bullet: str = "", quote=str) -> list[str]:
     """What the probes refuted, and "no exact finding" when nothing exact is left."""
     out = []
     if counterexamples and not any(f.exact for f in findings):
@@ -54,7 +55,8 @@ def falsification_lines(findings: list[Finding], counterexamples: list, bullet: 
     return out
 
 
-def finding_lines(findings: list[Finding], competing: list[Finding], counterexamples: list = ()) -> list[str]:
+def finding_lines(findings: list[Finding], competing: list[Finding],
+                  counterexamples: Sequence[Counterexample] = ()) -> list[str]:
     """The lines a person reads: each finding, then the competing hypotheses, then what the probes refuted."""
     out: list[str] = []
     for f in findings:
@@ -72,7 +74,7 @@ def finding_lines(findings: list[Finding], competing: list[Finding], counterexam
         out.append(f"competing ({len(competing)}): " + "; ".join(
             f.predicate + (f" [{pair_text(f.minimal_pair)}]" if f.minimal_pair else "") for f in competing[:8])
             + ("; ..." if len(competing) > 8 else ""))
-    return out + falsification_lines(findings, list(counterexamples))
+    return out + falsification_lines(findings, counterexamples)
 
 
 def _details(f: Finding, bullet: str, quote) -> list[str]:
@@ -99,7 +101,8 @@ def _validation(f: Finding, bullet: str) -> list[str]:
     return out
 
 
-def findings_section(findings: list[Finding], competing: list[Finding], space, counterexamples: list = ()) -> list[str]:
+def findings_section(findings: list[Finding], competing: list[Finding], space,
+                     counterexamples: Sequence[Counterexample] = ()) -> list[str]:
     """The report.md section: a table of the findings and one of the competitors."""
     from .markdown import table
 

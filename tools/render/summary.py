@@ -11,7 +11,8 @@ capped and the rest counted, with the resource that holds them.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -184,7 +185,7 @@ def _run(r: Any) -> str:
         lines += _listed(pending, _outcome_line, "pending case(s)", limit=5)
     if r.refused and n:
         lines.append(f"Not re-run, already recorded: {few_ids(r.refused)}.")
-    flagged = [o for o in r.outcomes if o.flags and o.state == "passed"]  # consistency checks (issue 21)
+    flagged = [o for o in r.outcomes if o.flags and o.state == "passed"]  # flagged by a consistency check
     if flagged:
         lines.append(f"{len(flagged)} passed with a consistency flag:")
         lines += _listed(flagged, lambda o: f"{o.case_id} ({', '.join(o.flags)}): {clip(o.summary, 260)}",
@@ -211,7 +212,7 @@ def _analysis(a: Any) -> str:
         lines.append(f"No one-axis finding separates the {_n(a, 'failures')} failing case(s) yet, e.g. "
                      f"{_few([f.case_id for f in a.failures], _n(a, 'failures'))}.")
     lines += [clip(line, 400) for line in accounting_lines(a, "")]  # causes, groups without a finding, leads
-    flagged = list(getattr(a.consistency, "flagged", []) or [])  # consistency checks (issue 21)
+    flagged = list(getattr(a.consistency, "flagged", []) or [])
     if flagged:
         lines.append(f"{len(flagged)} case(s) flagged by the consistency checks, kept out of the findings: "
                      + "; ".join(f"{x.case_id} {x.flag}" for x in flagged[:4]) + ("; ..." if len(flagged) > 4 else "")

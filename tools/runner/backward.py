@@ -1,4 +1,4 @@
-"""Backward: the operator's gradients, judged like its outputs (issue 23).
+"""Backward: the operator's gradients, judged like its outputs.
 
 A case whose ``grad_inputs`` (else its config's) name inputs runs the
 candidate forward and backward on the device, and the reference (and the
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import re
 import time
+from typing import Any
 
 import torch
 
@@ -95,7 +96,7 @@ class Backward:
         spec = case.get("grad_output")
         if spec is None:
             spec = config.get("grad_output")
-        self.spec = spec if spec not in (None, {}) else {"kind": "normal"}
+        self.spec: str | dict[str, Any] = spec if spec not in (None, {}) else {"kind": "normal"}
         self.seed = seed
         self.captured_dir = captured_dir
         self.output_names = (config.get("operator") or {}).get("outputs")
@@ -111,7 +112,7 @@ class Backward:
             value = inputs.get(name)
             members = value if isinstance(value, (list, tuple)) else [value]
             labels = [f"{name}[{j}]" for j in range(len(members))] if isinstance(value, (list, tuple)) else [name]
-            for label, t in zip(labels, members):
+            for label, t in zip(labels, members, strict=True):
                 if not isinstance(t, torch.Tensor):
                     raise NoDerivative(f"grad_inputs names {label!r}, which this case passes as None: a None "
                                        "argument has no gradient", NOT_FLOATING_RULE)
@@ -132,7 +133,7 @@ class Backward:
         named = name_outputs(out, self.output_names)
         if _is_output_map(self.spec):
             positional = list(name_outputs(out, None))
-            aliases = dict(zip(positional, named)) if len(positional) == len(named) else {}
+            aliases = dict(zip(positional, named, strict=True)) if len(positional) == len(named) else {}
             chosen = []
             for key in self.spec:
                 name = key if key in named else aliases.get(key)
@@ -169,7 +170,7 @@ class Backward:
                     meta["reduction"] = self.spec
                 self.upstream.append((name, built))
                 self.metadata.append(meta)
-        except Exception as exc:  # noqa: BLE001 - the harness's, not the operator's
+        except Exception as exc:  # the harness's, not the operator's
             self.upstream.clear()
             self.metadata.clear()
             raise UpstreamError(f"the upstream gradient of output {name!r} could not be built: "
@@ -180,6 +181,8 @@ class Backward:
             return {"kind": "ones"}
         if self.spec == "mean":
             return {"kind": "full", "fill": 1.0 / max(t.numel(), 1)}
+        if isinstance(self.spec, str):  # schemas/case.py GradOutput: only these two reductions
+            raise UpstreamError(f"grad_output {self.spec!r} is neither 'sum', 'mean' nor a value spec")
         if _is_output_map(self.spec):
             return self.spec[name]
         return self.spec
@@ -199,7 +202,7 @@ class Backward:
             grads = torch.autograd.grad([t for _, t, _ in chosen], [t for _, t in leaves], grads_out,
                                         allow_unused=True)
             device.synchronize()
-        except BaseException as exc:  # noqa: BLE001 - the candidate's backward failed: the evidence
+        except BaseException as exc:  # the candidate's backward failed: the evidence
             raise Fault(exc) from None
         elapsed = (time.perf_counter() - t0) * 1e6
         return self.collect(leaves, grads), elapsed
@@ -207,7 +210,7 @@ class Backward:
     def collect(self, leaves: list, grads) -> dict:
         """Gradients on CPU by output name (an input the outputs do not use: zeros)."""
         out = {}
-        for (label, leaf), g in zip(leaves, grads):
+        for (label, leaf), g in zip(leaves, grads, strict=True):  # autograd.grad: one per input
             g = torch.zeros_like(leaf) if g is None else g
             out[PREFIX + label] = g.detach().cpu()
         return out
@@ -227,7 +230,7 @@ class Backward:
             try:
                 grads = torch.autograd.grad([t for _, t, _ in chosen], [t for _, t in leaves], state["grads_out"],
                                             allow_unused=True)
-            except BaseException as exc:  # noqa: BLE001 - the candidate's backward failed: the evidence
+            except BaseException as exc:  # the candidate's backward failed: the evidence
                 raise Fault(exc) from None
             return out, grads
 
@@ -256,7 +259,7 @@ class Backward:
         try:
             grads = torch.autograd.grad([t for _, t, _ in chosen], [t for _, t in leaves],
                                         [up.view().to(t.dtype) for _, t, up in chosen], allow_unused=True)
-        except Exception as exc:  # noqa: BLE001 - the trusted side failed: the harness's
+        except Exception as exc:  # the trusted side failed: the harness's
             raise ReferenceGradError(f"the {who}'s backward raised {type(exc).__name__}: {exc}") from exc
         return self.collect(leaves, grads)
 

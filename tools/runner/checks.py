@@ -19,8 +19,6 @@ from __future__ import annotations
 from .precision import SIGN_TEST_SIGMAS, SPECIAL_RATIO, sign_imbalance_significant
 from .routing import EB_THRESHOLD
 
-CHECKS = ("nan_inf", "error_balance")
-
 
 def nan_inf(nan: int, inf: int, baseline: int | None, dtype: str) -> dict:
     """The candidate's NaN and Inf pattern mismatches against the baseline's (None: no baseline count)."""

@@ -34,6 +34,7 @@ float64 copy.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -194,7 +195,7 @@ def compare_tensor(name: str, cand: torch.Tensor, ref: torch.Tensor, *, atol: fl
         cand = cand.cpu()
     if ref.device.type != "cpu":
         ref = ref.cpu()
-    comp = {
+    comp: dict[str, Any] = {
         "output": name, "passed": False,
         "expected_shape": list(ref.shape), "actual_shape": list(cand.shape),
         "expected_dtype": dtype_name(ref.dtype), "actual_dtype": dtype_name(cand.dtype),
@@ -323,7 +324,7 @@ def _float_metrics(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
 
 def _bias(acc: _Acc, nf: int, atol: float, rtol: float):
     """Mean signed error over the mean tolerance (atol + rtol*|ref|): how far, and which way, the
-    errors lean against what the judge allows (issue 21)."""
+    errors lean against what the judge allows."""
     tol = atol + rtol * _ldexp(acc.sum_ar / nf, acc.exp)
     if not tol > 0 or not math.isfinite(tol):
         return None
@@ -653,23 +654,25 @@ def precision_metrics(cand: torch.Tensor, ref: torch.Tensor) -> dict:
 
 def exact_metrics(cand: torch.Tensor, ref: torch.Tensor) -> dict:
     cflat, rflat = _flat(cand), _flat(ref)
-    mismatch, first, max_abs, worst, sum_ad = 0, None, 0, None, 0
+    mismatch, first, worst = 0, None, None
+    max_abs: float = 0
+    sum_ad: float = 0
     for start in range(0, cflat.numel(), CHUNK):
         c = cflat[start:start + CHUNK].to(torch.int64)
         r = rflat[start:start + CHUNK].to(torch.int64)
         ne = c != r
-        count = ne.sum().item()
+        count = int(ne.sum().item())
         if not count:
             continue
         mismatch += count
         if first is None:
-            first = start + ne.view(torch.uint8).argmax().item()
+            first = start + int(ne.view(torch.uint8).argmax().item())
         ad = (c.to(torch.float64) - r.to(torch.float64)).abs_()  # int64 differences can overflow
         sum_ad += ad.sum().item()
         mx, mi = ad.max(0)
         if mx.item() > max_abs:
-            max_abs, worst = mx.item(), start + mi.item()
-    out = {"mismatch_count": mismatch, "max_abs": float(max_abs), "mean_abs": sum_ad / cflat.numel()}
+            max_abs, worst = mx.item(), start + int(mi.item())
+    out: dict[str, Any] = {"mismatch_count": mismatch, "max_abs": float(max_abs), "mean_abs": sum_ad / cflat.numel()}
     if worst is not None:
         out.update(worst_index=unravel(worst, cand.shape), worst_candidate=json_element(cflat[worst]),
                    worst_reference=json_element(rflat[worst]))

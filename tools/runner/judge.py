@@ -25,10 +25,8 @@ import torch
 
 from . import checks as extra
 from . import standards
-from .compare import exact_metrics, as_tensor, dtype_name, name_outputs, precision_metrics
+from .compare import as_tensor, dtype_name, exact_metrics, name_outputs, precision_metrics
 from .routing import INTEGER, MSPROBE, level_for, needs_baseline, route
-
-JUDGES = ("tolerance", "baseline", "both")
 
 
 class BaselineError(Exception):
@@ -247,11 +245,13 @@ def _judge_from_side(comp: dict, c, side: dict, r, chosen: dict, dtype: str) -> 
                             f"the candidate's output is judged by {standard}")
     if comp.get("numel", 0) == 0:
         return _empty(standard, level), []
-    b_prec = side.get("precision")
     if "precision" not in comp:
         comp["baseline_mismatch_count"] = side.get("mismatch_count")
         cand_s1 = standards.stage1(standard, _cand_of(comp, c), r)
         return dict(standards.decide(standard, cand_s1, None, dtype), candidate=cand_s1), []
+    b_prec = side.get("precision")
+    if b_prec is None:  # baseline_side.measure sends them for every non-empty floating output
+        raise BaselineError(f"the baseline host sent no precision metrics for {comp['output']!r}")
     comp["baseline"] = b_prec
     if standard == "benchmark":
         decided = standards.decide_benchmark(comp["precision"], b_prec, dtype, level)

@@ -1,4 +1,4 @@
-"""Per-dtype precision tables and the baseline judge.  Standard library only.
+"""Per-dtype precision tables.  Standard library only.
 
 Imported by the runner (compare, execute) and by the server (schemas, plan
 warnings), so the tables exist once.  Sources (see references/behavior.md):
@@ -13,16 +13,10 @@ warnings), so the tables exist once.  Sources (see references/behavior.md):
   absolute error a small value may have (``_benchmark_small_value_atol``) and
   the floor of a ratio's denominator (``_minmum_err``, used by
   ``compare/algorithm.py: calc_ratio``).
-- ``RATIO_THRESHOLDS``: the benchmark standard's error thresholds of the
-  candidate/baseline ratios (``get_benchmark_ratio_threshold``, level L0, and
-  ``_small_value_threshold`` / ``_eb_threshold`` error_threshold).
 
 The runner's baseline judge decides with standards.py (msprobe 26.2's
-standards at the operator's level, routing.py) and checks.py (the project's
-rules); ``judge_baseline`` / ``judge_exact`` below are the earlier L0 rule (the
-error balance and NaN/Inf pattern inside the verdict, exact outputs at 2x the
-baseline's mismatches), kept for readers of old evidence and not used by the
-runner.
+standards at the operator's level, whose thresholds are in routing.py) and
+checks.py (the project's rules, whose constants are below).
 """
 
 from __future__ import annotations
@@ -94,106 +88,18 @@ BFLOAT16_EPS = 2 ** -8  # msprobe CompareConst.BFLOAT16_EPS: the eps of relative
 THOUSANDTH = 1e-3  # msprobe CompareConst.THOUSAND_RATIO_THRESHOLD
 TEN_THOUSANDTH = 1e-4  # msprobe CompareConst.TEN_THOUSAND_RATIO_THRESHOLD
 
-# ratio name -> (metric in the precision set, error threshold)
-RATIO_THRESHOLDS: dict[str, tuple[str, float]] = {
-    "small_value": ("small_value_error_ratio", 2.0),
-    "max_rel": ("max_rel_error", 10.0),
-    "mean_rel": ("mean_rel_error", 2.0),
-    "rmse": ("rmse", 2.0),
-    "error_balance": ("error_balance", 2.0),
-}
 # the error balance decides only when the candidate's sign imbalance is real:
 # |#(d>0) - #(d<0)| above SIGN_TEST_SIGMAS standard deviations of a fair coin
 SIGN_TEST_SIGMAS = 4.0
 # NaN/Inf pattern mismatches: the candidate may have at most this many times the baseline's
 SPECIAL_RATIO = 2.0
-# exact outputs (integers, bool): the candidate may mismatch at most this many times as often
-EXACT_RATIO = 2.0
 
 
 def benchmark_for(dtype: str) -> dict[str, float]:
     return BENCHMARK.get(dtype, BENCHMARK_DEFAULT)
 
 
-def ratio(candidate: float | None, baseline: float | None, dtype: str) -> float | None:
-    """msprobe's calc_ratio: |cand| / max(|baseline|, floor[dtype])."""
-    if candidate is None or baseline is None:
-        return None
-    return abs(candidate) / max(abs(baseline), benchmark_for(dtype)["ratio_floor"])
-
-
-def judge_baseline(cand: dict, base: dict, dtype: str) -> dict:
-    """The baseline judge on one floating output: ``cand``/``base`` are the
-    precision metric sets of the candidate and of the baseline against the
-    same reference.  Returns {"passed", "ratios", "failed" (ratio names),
-    "verdict" (one sentence)}."""
-    ratios = {}
-    failed = []
-    for name, (metric, limit) in RATIO_THRESHOLDS.items():
-        r = ratio(cand.get(metric), base.get(metric), dtype)
-        if r is None:
-            continue
-        ratios[name] = round(r, 4)
-        if r > limit:
-            if name == "error_balance" and not sign_imbalance_significant(cand):
-                continue
-            failed.append(name)
-    c_special, b_special = cand.get("special_mismatch", 0), base.get("special_mismatch", 0)
-    if c_special > SPECIAL_RATIO * b_special:
-        failed.append("nan_inf")
-    if failed:
-        worst = max((n for n in failed if n in ratios), key=lambda n: ratios[n] / RATIO_THRESHOLDS[n][1],
-                    default=None)
-        if worst is None:
-            verdict = (f"{c_special} NaN/Inf pattern mismatches where a correct {dtype} computation has "
-                       f"{b_special}")
-        else:
-            verdict = (f"{_x(ratios[worst])}x the {_label(worst)} of a correct {dtype} computation "
-                       f"({_ratio_list(ratios, failed)})")
-    else:
-        head = max(ratios, key=lambda n: ratios[n] / RATIO_THRESHOLDS[n][1], default=None)
-        verdict = f"within {dtype} precision" + (f" ({_ratio_list(ratios, [])})" if head else "")
-    return {"passed": not failed, "ratios": ratios, "failed": failed, "verdict": verdict}
-
-
-def judge_exact(cand_mismatch: int, base_mismatch: int, numel: int, dtype: str) -> dict:
-    """The baseline judge on an exact output (integers, bool)."""
-    passed = cand_mismatch <= EXACT_RATIO * base_mismatch
-    if passed:
-        verdict = (f"exact like a correct {dtype} computation" if not cand_mismatch else
-                   f"{cand_mismatch} of {numel} elements differ, a correct {dtype} computation has {base_mismatch}")
-    else:
-        verdict = (f"{cand_mismatch} of {numel} elements differ where a correct {dtype} computation has "
-                   f"{base_mismatch}")
-    return {"passed": passed, "ratios": {}, "failed": [] if passed else ["exact"], "verdict": verdict}
-
-
 def sign_imbalance_significant(metrics: dict) -> bool:
     nonzero = metrics.get("nonzero_errors") or 0
     imbalance = (metrics.get("error_balance") or 0.0) * (metrics.get("count") or 0)
     return nonzero > 0 and imbalance > SIGN_TEST_SIGMAS * math.sqrt(nonzero)
-
-
-_LABELS = {"small_value": "small-value error ratio", "max_rel": "max relative error",
-           "mean_rel": "mean relative error", "rmse": "RMSE", "error_balance": "error balance"}
-_SHORT = {"small_value": "small-value", "max_rel": "max-rel", "mean_rel": "mean-rel", "rmse": "rmse",
-          "error_balance": "balance"}
-
-
-def _label(name: str) -> str:
-    return _LABELS.get(name, name)
-
-
-def _x(value: float) -> str:
-    return f"{value:.2g}" if value < 10 else f"{value:.0f}"
-
-
-def _ratio_list(ratios: dict, failed: list) -> str:
-    order = sorted(ratios, key=lambda n: (n not in failed, -ratios[n] / RATIO_THRESHOLDS[n][1]))
-    parts = []
-    for n in order:
-        text = f"{_SHORT[n]} ratio {_x(ratios[n])}"
-        if n in failed:
-            text += f" > {RATIO_THRESHOLDS[n][1]:g}"
-        parts.append(text)
-    return ", ".join(parts)

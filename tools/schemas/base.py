@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic.json_schema import JsonDict
 from typing_extensions import TypeAliasType
 
 SCHEMA_VERSION = 1
@@ -141,7 +142,7 @@ ElementValue = float | int | bool | Literal["nan", "inf", "-inf"]
 # json_schema_extra of a top-level tool argument whose name says enough in tools/list (run_id,
 # case_id, host, a bounded budget): its description is in the documented input schema only.
 DOCUMENTED_ONLY_KEY = "x-documented-only"
-DOCUMENTED_ONLY = {DOCUMENTED_ONLY_KEY: True}
+DOCUMENTED_ONLY: JsonDict = {DOCUMENTED_ONLY_KEY: True}
 
 
 class Strict(BaseModel):

@@ -8,11 +8,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
+from .analysis import Counterexample, Finding
 from .base import DOCUMENTED_ONLY, SLUG_PATTERN, Mode, ModuleFile, Slug, Status, Strict
 from .case import CaptureSelection, Case, StarSpec
 from .config import OperatorConfig
 from .result import CaseResult
-from .analysis import Counterexample, Finding
+
 
 def _at_most_16(value: list) -> list:
     if len(value) > 16:
@@ -34,7 +35,7 @@ class PlanRequest(Strict):
         default_factory=list, description="calls to replay")
 
     @model_validator(mode="after")
-    def _shape(self) -> "PlanRequest":
+    def _shape(self) -> PlanRequest:
         if self.append:
             if self.run_id is None and self.config is None:
                 raise ValueError("append needs 'run_id' (or 'config' whose run_id names the run)")
@@ -241,7 +242,7 @@ class CheckHostArgs(Strict):
                           json_schema_extra=DOCUMENTED_ONLY)
 
 
-def RunId() -> Any:  # noqa: N802 - a Field factory
+def RunId() -> Any:  # a Field factory, named as the type it stands for
     return Field(pattern=SLUG_PATTERN, description="The run (its id, as plan_cases created it).",
                  json_schema_extra=DOCUMENTED_ONLY)
 
