@@ -19,21 +19,35 @@ import time
 import torch
 
 from . import RUNNER_VERSION
-from .backward import Backward, Fault, ReferenceGradError, UpstreamError, classify as classify_backward, mark_dynamic
-from .baseline import (BindingError, baseline_inputs, binding_hint, check_binding, is_binding_message,
-                       raised_at_call, same_refusal)
-from .callables import ResolveError, ascend_only_reason, call_arguments, load_user_modules, resolve, \
-    resolve_attributes
-from .classify import exception_signature, match_unsupported
+from .backward import Backward, Fault, ReferenceGradError, UpstreamError, mark_dynamic
+from .backward import classify as classify_backward
+from .baseline import (
+    BindingError,
+    baseline_inputs,
+    binding_hint,
+    check_binding,
+    is_binding_message,
+    raised_at_call,
+    same_refusal,
+)
 from .baseline_side import check_inputs, measure
+from .callables import ResolveError, ascend_only_reason, call_arguments, load_user_modules, resolve, resolve_attributes
+from .classify import exception_signature, match_unsupported
 from .compare import name_outputs
 from .consistency import InputGuard, after_first_run, check_writes, declared_writes
-from .judge import BaselineError, special_mismatches
-from .judging import Judging, compare_and_judge, status_of
 from .devices import Device, Unsupported
 from .inputs import auto_reference_float, build_case_inputs, case_seed, map_built, reference_inputs, tensors_of
-from .phases import (HarnessFailure, OperatorFailure, compile_budget, exception_text, tail, traceback_tail,
-                     wants_gradients)
+from .judge import BaselineError, special_mismatches
+from .judging import Judging, compare_and_judge, status_of
+from .phases import (
+    HarnessFailure,
+    OperatorFailure,
+    compile_budget,
+    exception_text,
+    tail,
+    traceback_tail,
+    wants_gradients,
+)
 from .seeding import seed_everything
 from .truth import overflowed_truth, widened_reference
 
@@ -140,7 +154,7 @@ class CaseRun:
         case, op = self.case, self.op
         try:
             self.built = build_case_inputs(case, self.request.get("captured_dir"))
-        except Exception as exc:  # noqa: BLE001 - any input failure is the harness's
+        except Exception as exc:  # any input failure is the harness's
             raise HarnessFailure("inputs", exc) from None
         self.seed = case_seed(case)
         self.grads = Backward(self.config, case, self.seed, self.request.get("captured_dir")) \
@@ -185,7 +199,7 @@ class CaseRun:
         try:
             self.cand_inputs = map_built(self.built, lambda b: device.to_device(b.storage, b.shape, b.strides,
                                                                                 b.storage_offset))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise HarnessFailure("inputs", exc) from None
 
     # -- candidate --------------------------------------------------------------------
@@ -219,7 +233,7 @@ class CaseRun:
             raise OperatorFailure("unsupported", error) from None
         except ResolveError as exc:
             raise HarnessFailure("resolve", exc) from None
-        except BaseException as exc:  # noqa: BLE001 - the candidate's failure is the evidence
+        except BaseException as exc:  # the candidate's failure is the evidence
             raise self._candidate_raised(exc) from None
         timing["candidate_us"] = (self.t_forward - self.t0) * 1e6
         g0 = time.perf_counter()
@@ -246,7 +260,7 @@ class CaseRun:
         if self.mode == "eager":
             try:
                 return self.candidate(*args, **kwargs)
-            except BaseException as exc:  # noqa: BLE001 - read here, where the traceback starts at the call
+            except BaseException as exc:  # read here, where the traceback starts at the call
                 self.refused_at_call = raised_at_call(exc)
                 raise
         if self.mode == "compile":
@@ -331,7 +345,7 @@ class CaseRun:
             try:
                 self.ref_inputs, _ = reference_inputs(build_case_inputs(self.case, self.request.get("captured_dir")),
                                                       "float64")
-            except Exception as exc:  # noqa: BLE001 - the same inputs built again: the harness's
+            except Exception as exc:  # the same inputs built again: the harness's
                 raise HarnessFailure("inputs", exc) from None
             self.ref_out = self._reference_on(self.ref_inputs)
             self.metadata.update(widened_reference(self.metadata, widened))
@@ -361,7 +375,7 @@ class CaseRun:
                 if op.get("random"):
                     self.flags.update(_check_reproducible(self.reference, op, ref_inputs, self.attributes,
                                                           self.seed, ref_out, self.device))
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             raise HarnessFailure("reference", exc) from None
         if extra:
             raise OperatorFailure("unsupported", {
@@ -404,7 +418,7 @@ class CaseRun:
                 if isinstance(self.base_grads, str) and isinstance(self.ref_grads, dict):
                     raise ReferenceGradError(self.base_grads)
             self.base_out = _to_cpu(base_out)
-        except BaseException as exc:  # noqa: BLE001 - a harness matter, not the operator's verdict
+        except BaseException as exc:  # a harness matter, not the operator's verdict
             raise HarnessFailure("baseline", RuntimeError(
                 f"the baseline ({op.get('baseline') or op['reference']} on CPU in the case's dtypes) failed: "
                 f"{type(exc).__name__}: {exception_text(exc)}; name another operator.baseline or use judge "
@@ -431,7 +445,7 @@ class CaseRun:
             try:
                 self.base_inputs = baseline_inputs(build_case_inputs(self.case, self.request.get("captured_dir")))
                 self._baseline_run()
-            except Exception as exc:  # noqa: BLE001 - the tolerance judge never needed it: judged without it
+            except Exception as exc:  # the tolerance judge never needed it: judged without it
                 self.flags["specials_baseline"] = f"not run, the NaN/Inf judged against the truth alone: {exc}"
                 self.base_inputs = self.base_out = self.base_grads = None
                 return comparisons
@@ -456,7 +470,7 @@ class CaseRun:
             comparisons += self.write_comps  # an input changed that is not declared written: its own failing one
         except BaselineError as exc:
             raise HarnessFailure("baseline", exc) from None
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise HarnessFailure("compare", exc) from None
         self.timing["compare_us"] = (time.perf_counter() - t0) * 1e6
         if not comparisons:
@@ -571,7 +585,7 @@ def _kept_outputs(out, ref_out, cap: int) -> dict:
     buf = io.BytesIO()
     try:
         torch.save({"candidate": out, "reference": ref_out}, buf)
-    except Exception as exc:  # noqa: BLE001 - pictures are optional, the result is not
+    except Exception as exc:  # pictures are optional, the result is not
         return {"outputs_note": f"outputs not kept: torch.save failed ({type(exc).__name__}: {exc})"[:500]}
     if buf.tell() > cap:
         return {"outputs_note": f"outputs not kept: {buf.tell()} bytes, over the cap of {cap}"}
@@ -609,7 +623,7 @@ def _same(a, b) -> bool:
         return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b) or (
             a.dtype.is_floating_point and torch.equal(torch.nan_to_num(a), torch.nan_to_num(b))))
     if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     return a == b

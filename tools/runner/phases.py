@@ -229,7 +229,7 @@ def file_tail(path: str, limit: int = TAIL) -> str:
 def exception_text(exc: BaseException) -> str:
     try:
         return str(exc) or repr(exc)
-    except Exception as inner:  # noqa: BLE001 - the candidate's exception cannot say what it is
+    except Exception as inner:  # the candidate's exception cannot say what it is
         return f"<{type(exc).__name__}: str() failed with {type(inner).__name__}>"
 
 

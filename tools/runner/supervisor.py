@@ -25,21 +25,33 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
 import sys
-import secrets
 import tempfile
 import time
 
 from . import PROTOCOL, RUNNER_VERSION, reaper
 from .board import Board
+from .classify import signal_name
 from .lease_note import LeaseNote
 from .lines import Lines
-from .classify import signal_name
-from .phases import (BUDGET_KNOBS, HARNESS, HEALTH_TIMEOUT_S, PHASE, Step, budget_s, budgets, client_event,
-                     file_tail, harness_error, killed_from_outside, wants_gradients)
+from .phases import (
+    BUDGET_KNOBS,
+    HARNESS,
+    HEALTH_TIMEOUT_S,
+    PHASE,
+    Step,
+    budget_s,
+    budgets,
+    client_event,
+    file_tail,
+    harness_error,
+    killed_from_outside,
+    wants_gradients,
+)
 
 # Consecutive worker start failures after which the supervisor stops starting
 # workers (like pytest-xdist's --max-worker-restart): every later case is
@@ -371,7 +383,7 @@ class Supervisor:
                              harness_error=harness_error(PHASE["worker_start"].where, kind, why)))
         return False
 
-    def _watch_case(self, watch: "_CaseWatch") -> str:
+    def _watch_case(self, watch: _CaseWatch) -> str:
         """Follow the worker through the case's phases; 'worker' (its answer is in
         watch.answer), 'worker_eof' (it died) or 'timeout' (the phase ran out).
 
@@ -416,7 +428,7 @@ class Supervisor:
             if step is not None:
                 self._progress(watch, step)
 
-    def _catch_up(self, watch: "_CaseWatch") -> None:
+    def _catch_up(self, watch: _CaseWatch) -> None:
         """Apply the progress the worker posted on its board and not yet seen."""
         doc = watch.worker.board.read()
         if not doc or doc.get("request_id") != watch.request_id:
@@ -427,7 +439,7 @@ class Supervisor:
             if step is not None:
                 self._progress(watch, step)
 
-    def _progress(self, watch: "_CaseWatch", step: Step) -> None:
+    def _progress(self, watch: _CaseWatch, step: Step) -> None:
         """One phase begun (from the board or a message), handled by its ``phase_<name>`` method;
         ``step.at`` is on the worker's monotonic clock (the same clock here): the phase's
         deadline counts from when the worker got there, not from when we looked."""
@@ -436,7 +448,7 @@ class Supervisor:
         watch.seen.add(step.key)
         getattr(self, f"phase_{step.phase}")(watch, step)
 
-    def _enter(self, watch: "_CaseWatch", step: Step, flush: bool = False, **news) -> None:
+    def _enter(self, watch: _CaseWatch, step: Step, flush: bool = False, **news) -> None:
         """Phase ``step.phase`` began: its deadline (phases.PHASES' budget), and the client's
         news (held back one slice unless ``flush``: a fast case sends the client one message)."""
         name = step.phase
@@ -452,16 +464,16 @@ class Supervisor:
 
     # -- one handler per phase the worker posts (phases.PHASES) ----------------------
 
-    def phase_inputs(self, watch: "_CaseWatch", step: Step) -> None:
+    def phase_inputs(self, watch: _CaseWatch, step: Step) -> None:
         """Emitted when the worker imported the user modules and resolved the callables: it builds the inputs."""
         self._enter(watch, step)
 
-    def phase_compile(self, watch: "_CaseWatch", step: Step) -> None:
+    def phase_compile(self, watch: _CaseWatch, step: Step) -> None:
         """Emitted when the inputs of a compile or graph case are built: compiling (or capturing) the
         candidate begins, on a budget of its own; the case's clock starts."""
         self._started(watch, step)
 
-    def phase_candidate(self, watch: "_CaseWatch", step: Step) -> None:
+    def phase_candidate(self, watch: _CaseWatch, step: Step) -> None:
         """Emitted when the inputs of an eager case are built, or when compiling is over: the
         candidate's timed run begins, on the case timeout."""
         if watch.phase == "compile":
@@ -469,12 +481,12 @@ class Supervisor:
         elif watch.phase == "inputs":
             self._started(watch, step)
 
-    def _started(self, watch: "_CaseWatch", step: Step) -> None:
+    def _started(self, watch: _CaseWatch, step: Step) -> None:
         watch.input_metadata = step.input_metadata  # kept in case the worker dies
         watch.t0 = step.at
         self._enter(watch, step, worker_pid=watch.worker.pid)
 
-    def phase_backward(self, watch: "_CaseWatch", step: Step) -> None:
+    def phase_backward(self, watch: _CaseWatch, step: Step) -> None:
         """Emitted when the candidate's forward returned and its backward begins: a timeout of
         its own, and a death from here on is blamed on the backward (phase: backward)."""
         if watch.phase != "candidate":
@@ -483,12 +495,12 @@ class Supervisor:
             watch.input_metadata["grad_outputs"] = step.grad_outputs or []
         self._enter(watch, step)
 
-    def phase_reference(self, watch: "_CaseWatch", step: Step) -> None:
+    def phase_reference(self, watch: _CaseWatch, step: Step) -> None:
         """Emitted when the candidate returned: the CPU reference and the comparison begin, on a
         timeout of their own (running out of it says nothing about the operator)."""
         self._enter(watch, step)
 
-    def phase_consistency(self, watch: "_CaseWatch", step: Step) -> None:
+    def phase_consistency(self, watch: _CaseWatch, step: Step) -> None:
         """Emitted before each further candidate run of the consistency checks (repeat1..., batch):
         each gets the case timeout again; a death there is the case's crash."""
         self._enter(watch, step)
@@ -524,7 +536,7 @@ class Supervisor:
         self._replace_worker()  # start the next worker now, so it is warm for the next case
         return rc, stderr, stdout
 
-    def _on_harness_failure(self, base: dict, watch: "_CaseWatch", kind: str, msg: dict) -> None:
+    def _on_harness_failure(self, base: dict, watch: _CaseWatch, kind: str, msg: dict) -> None:
         """The worker died or ran out of time in a phase that blames the harness (phases.PHASES):
         nothing about the operator; the case stays pending."""
         rc, stderr, stdout = self._collect_dead(watch.worker, kill=kind == "timeout")
@@ -544,7 +556,7 @@ class Supervisor:
                f"kill it: the kernel's OOM killer or another process did, e.g. out of memory). {after}")
         self.send(_harness_done(base, phase.where, "WorkerDied", why, stderr, rc, stdout=stdout))
 
-    def _on_candidate_failure(self, base: dict, watch: "_CaseWatch", kind: str) -> None:
+    def _on_candidate_failure(self, base: dict, watch: _CaseWatch, kind: str) -> None:
         """The worker died or ran out of time in a phase that blames the operator: this case's crash."""
         elapsed_us = (time.monotonic() - watch.t0) * 1e6
         rc, stderr, stdout = self._collect_dead(watch.worker, kill=kind == "timeout")

@@ -141,7 +141,7 @@ def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str,
 
         device = make_device(device_kind)
         env = environment(device)
-    except BaseException as exc:  # noqa: BLE001 - reported to the supervisor
+    except BaseException as exc:  # reported to the supervisor
         send({"event": "ready", "ok": False, "error": f"{type(exc).__name__}: {exc}",
               "traceback": traceback.format_exc()[-TAIL:]})
         return 3
@@ -154,7 +154,7 @@ def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str,
         progress.start(msg.get("request_id"))
         try:
             return execute_case(msg, device, env, on_phase=progress)
-        except BaseException as exc:  # noqa: BLE001 - a bug of the harness, not of the operator
+        except BaseException as exc:  # a bug of the harness, not of the operator
             return harness_answer(HarnessFailure("harness", exc))
 
     while True:
@@ -170,7 +170,7 @@ def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str,
             try:
                 device.health_check()
                 send({"event": "health", "ok": True})
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:
                 send({"event": "health", "ok": False, "error": f"{type(exc).__name__}: {exc}"})
         elif op == "exit":
             return 0
