@@ -53,7 +53,7 @@ def _die_with_parent(parent_pid: int) -> None:
 
 def _fd_identity(fds) -> dict:
     """fd -> (device, inode) of what it is open on, None when closed."""
-    out = {}
+    out: dict[int, tuple[int, int] | None] = {}
     for fd in fds:
         try:
             st = os.fstat(fd)
@@ -102,9 +102,10 @@ class _Progress:
         self.request_id, self.steps = request_id, []
 
     def __call__(self, name: str, **fields) -> None:
-        if PHASE[name].posts is None:  # it runs on the clock before it: nothing to tell
+        posts = PHASE[name].posts
+        if posts is None:  # it runs on the clock before it: nothing to tell
             return
-        step = Step(name, time.monotonic(), **{k: fields[k] for k in PHASE[name].posts if k in fields}).doc()
+        step = Step(name, time.monotonic(), **{k: fields[k] for k in posts if k in fields}).doc()
         self.steps.append(step)
         if self.board is None or not self.board.post({"request_id": self.request_id, "events": self.steps}):
             self.send({"event": "phase", "request_id": self.request_id, **step})
