@@ -15,6 +15,8 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -106,9 +108,14 @@ class CaseRun:
         self.timing: dict = {}
         self.flags: dict = {}
         self.t_start = time.perf_counter()
-        self.compiled = self.guard = None
+        self.compiled: Callable | None = None
+        self.guard: InputGuard | None = None
         self.refused_at_call = False  # eager: the candidate's own argument parsing refused the call
-        self.cand_grads = self.ref_grads = self.base_grads = self.base_out = None
+        self.cand_grads: dict | None = None
+        # a dict of gradients, or why there are none to compare
+        self.ref_grads: dict | str | None = None
+        self.base_grads: dict | str | None = None
+        self.base_out = None
 
     def enter(self, name: str, **fields) -> None:
         if self.on_phase is not None:
@@ -209,7 +216,7 @@ class CaseRun:
         device, grads, timing = self.device, self.grads, self.timing
         self.t0 = self.t_forward = time.perf_counter()
         try:
-            leaves, args, kwargs = self._candidate_call()
+            leaves, args, kwargs, guard = self._candidate_call()
             out = self._forward(leaves, args, kwargs)
             device.synchronize()
             self.t_forward = time.perf_counter()
@@ -228,7 +235,7 @@ class CaseRun:
             timing["candidate_us"] = (time.perf_counter() - self.t0) * 1e6
             error = {"type": "Unsupported", "message": exc.reason, "signature": f"unsupported: {exc.rule}"[:300],
                      "matched_rule": exc.rule}
-            if getattr(exc, "phase", None):
+            if exc.phase:
                 error["phase"] = exc.phase
             raise OperatorFailure("unsupported", error) from None
         except ResolveError as exc:
@@ -238,11 +245,11 @@ class CaseRun:
         timing["candidate_us"] = (self.t_forward - self.t0) * 1e6
         g0 = time.perf_counter()
         self.declared = declared_writes(self.op, self.case)
-        self.written, self.write_comps = check_writes(self.guard, self._pristine, self.declared, self.judge)
+        self.written, self.write_comps = check_writes(guard, self._pristine, self.declared, self.judge)
         timing["input_check_us"] = timing.get("input_check_us", 0.0) + (time.perf_counter() - g0) * 1e6
         self.enter("reference")
 
-    def _candidate_call(self) -> tuple:
+    def _candidate_call(self) -> tuple[list, list, dict, InputGuard]:
         """The candidate's inputs in their layouts, gradients required, the call's arguments, the write guard."""
         device, built = self.device, self.built
         self.cand_inputs = map_built(built, lambda b: device.format_cast(_member(self.cand_inputs, b.name),
@@ -254,9 +261,9 @@ class CaseRun:
         self.timing["input_check_us"] = (time.perf_counter() - g0) * 1e6
         self.t0 += time.perf_counter() - g0
         self.metadata["seeded"] = seed_everything(self.seed)
-        return leaves, args, kwargs
+        return leaves, args, kwargs, self.guard
 
-    def _forward(self, leaves: list, args: tuple, kwargs: dict):
+    def _forward(self, leaves: list, args: list, kwargs: dict):
         if self.mode == "eager":
             try:
                 return self.candidate(*args, **kwargs)
@@ -278,18 +285,18 @@ class CaseRun:
             return out
         raise Unsupported(f"mode {self.mode!r} is not one of eager, compile, graph", "runner: unknown mode")
 
-    def _compiled_forward(self, args: tuple, kwargs: dict):
+    def _compiled_forward(self, args: list, kwargs: dict):
         """Compile (and warm up) on copies of the inputs, so an in-place candidate applies once; then the timed run."""
         device, grads = self.device, self.grads
         dynamic = self.case.get("compile_dynamic")
-        self.compiled = device.compile(self.candidate, self.op.get("compile_backend"), dynamic=dynamic)
+        self.compiled = compiled = device.compile(self.candidate, self.op.get("compile_backend"), dynamic=dynamic)
         warm = map_built(self.built, lambda b: device.format_cast(
             device.to_device(b.storage.clone(), b.shape, b.strides, b.storage_offset), b.layout))
         warm_leaves = grads.require(warm) if grads is not None else []
         mark_dynamic(warm, dynamic)
         mark_dynamic(self.cand_inputs, dynamic)
         wargs, wkwargs = call_arguments(self.op.get("call"), warm, self.attributes)
-        warm_out = self.compiled(*wargs, **wkwargs)
+        warm_out = compiled(*wargs, **wkwargs)
         if grads is not None:  # the backward graph is compiled within the compile budget too
             grads.candidate(warm_out, warm_leaves, device)
         device.synchronize()
@@ -297,7 +304,7 @@ class CaseRun:
         self.enter("candidate")
         seed_everything(self.seed)  # the timed run draws what the reference draws
         self.t0 = time.perf_counter()
-        return self.compiled(*args, **kwargs)
+        return compiled(*args, **kwargs)
 
     def _candidate_raised(self, exc: BaseException) -> Exception:
         """The failure of a candidate that raised: a binding refusal (harness), else its crash or unsupported."""
@@ -377,7 +384,7 @@ class CaseRun:
                                                           self.seed, ref_out, self.device))
         except BaseException as exc:
             raise HarnessFailure("reference", exc) from None
-        if extra:
+        if grads is not None and extra:
             raise OperatorFailure("unsupported", {
                 "type": "NoDerivative", "phase": "backward", "matched_rule": "runner: no derivative",
                 "signature": "unsupported: runner: no derivative",
@@ -402,15 +409,16 @@ class CaseRun:
         the tolerance judge runs it only for NaN/Inf it may explain: ``judged_first_run``)."""
         if self.judge == "tolerance" or self.side is not None:
             return
-        self._baseline_run()
+        if self.base_inputs is not None:  # copied by check_call for every judge but tolerance
+            self._baseline_run(self.base_inputs)
 
-    def _baseline_run(self) -> None:
+    def _baseline_run(self, base_inputs: dict) -> None:
         self.enter("baseline")
         op, grads = self.op, self.grads
         t0 = time.perf_counter()
         try:
-            bargs, bkwargs = call_arguments(op.get("call"), self.base_inputs, self.attributes)
-            base_leaves = grads.require(self.base_inputs) if grads is not None else []
+            bargs, bkwargs = call_arguments(op.get("call"), base_inputs, self.attributes)
+            base_leaves = grads.require(base_inputs) if grads is not None else []
             seed_everything(self.seed)
             base_out = self.baseline(*bargs, **bkwargs)
             if grads is not None:
@@ -427,12 +435,18 @@ class CaseRun:
 
     # -- judge, consistency ---------------------------------------------------------
 
-    def _named_outputs(self) -> tuple:
+    def _candidate_grads(self) -> dict:
+        """The candidate's gradients: run_candidate collects them whenever the case asks for gradients."""
+        if self.cand_grads is None:
+            raise RuntimeError("the candidate's gradients were never collected")
+        return self.cand_grads
+
+    def _named_outputs(self) -> tuple[Any, Any]:
         """(candidate's, reference's) outputs as they are, or with gradients dicts of every output by name."""
         if self.grads is None:
             return self.out, self.ref_out
         names, ref_grads = self.op.get("outputs"), self.ref_grads
-        return (dict(name_outputs(self.out, names), **self.cand_grads),
+        return (dict(name_outputs(self.out, names), **self._candidate_grads()),
                 dict(name_outputs(self.ref_out, names), **(ref_grads if isinstance(ref_grads, dict) else {})))
 
     def judged_first_run(self) -> list[dict]:
@@ -443,8 +457,9 @@ class CaseRun:
         comparisons = self._judged_all()
         if self.judge == "tolerance" and self.side is None and any(special_mismatches(c) for c in comparisons):
             try:
-                self.base_inputs = baseline_inputs(build_case_inputs(self.case, self.request.get("captured_dir")))
-                self._baseline_run()
+                self.base_inputs = base_inputs = baseline_inputs(build_case_inputs(self.case,
+                                                                                   self.request.get("captured_dir")))
+                self._baseline_run(base_inputs)
             except Exception as exc:  # the tolerance judge never needed it: judged without it
                 self.flags["specials_baseline"] = f"not run, the NaN/Inf judged against the truth alone: {exc}"
                 self.base_inputs = self.base_out = self.base_grads = None
@@ -464,7 +479,7 @@ class CaseRun:
             if self.side is not None:
                 check_inputs(self.built, self.side)
             if self.grads is not None:  # each gradient an output grad.<input>, judged like the others
-                comparisons += self._judged_gradients()
+                comparisons += self._judged_gradients(self.grads)
             comparisons += _declared_comparisons(self.judging, self.declared, self.cand_inputs, self.ref_inputs,
                                                  self.base_inputs)
             comparisons += self.write_comps  # an input changed that is not declared written: its own failing one
@@ -478,12 +493,13 @@ class CaseRun:
                 "neither the candidate nor the reference returned a tensor output to compare"))
         return comparisons
 
-    def _judged_gradients(self) -> list[dict]:
+    def _judged_gradients(self, grads: Backward) -> list[dict]:
         ref, base = self.ref_grads, self.base_grads  # a dict of gradients, or why there are none to compare
+        cand = self._candidate_grads()
         return compare_and_judge(
-            self.judging, self.cand_grads, ref if isinstance(ref, dict) else None,
+            self.judging, cand, ref if isinstance(ref, dict) else None,
             baseline=base if isinstance(base, dict) else None,
-            measured=self.grads.compare(self.cand_grads, ref, self.judging.tolerance, not self.upcast))
+            measured=grads.compare(cand, ref, self.judging.tolerance, not self.upcast))
 
     def consistency(self, comparisons: list[dict]) -> dict:
         """Repeats of a failing (or sampled) case, the batch slice (consistency.py); the case's result."""
