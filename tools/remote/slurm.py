@@ -386,7 +386,7 @@ class SlurmSlot(SupervisorSlot):
         indexes = gres_indexes(show, gres_name) if show else None
         if given:
             ids, source = visible[given], f"{given} set in the job by the scheduler"
-        elif kind == "npu" and gpus:
+        elif kind == "npu" and gpus and var:  # var: the npu's visibility variable, always named
             ids, source = visible[gpus], f"{gpus} set in the job by the scheduler, as {var}"
             env[var] = ids
         elif indexes:
