@@ -1,4 +1,4 @@
-"""The server's side of the consistency checks (issue 21), for run_case_remote.
+"""The server's side of the consistency checks, for run_case_remote.
 
 - **Sampled passing cases**: with ``config.repeats_passing = N`` the run's
   first planned case and N-1 others (a stable sample by the hash of their id)
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+
 from .analysis.consistency import failure_group
 from .evidence import RunStore
 from .remote.envelopes import CaseDone, MalformedEnvelope, read_case_done

@@ -15,25 +15,25 @@ import asyncio
 import base64
 import errno
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Awaitable, Callable
 
 from filelock import Timeout as FileLockTimeout
 
 from .baseline_host import BASELINE_RAW, baseline_sides
 from .cases.ids import rerun_id
-from .consistency_runs import Answer, AloneRuns, outcome_text, repeat_passing_ids, run_after, wire_case, wire_text
+from .consistency_runs import AloneRuns, Answer, outcome_text, repeat_passing_ids, run_after, wire_case, wire_text
 from .errors import ToolError
 from .evidence import ARTIFACTS_DIR, RunStore, few_ids, schedule_manifest_flush, unknown_cases
-from .remote.envelopes import HARNESS_WHERE_TEXT, WORKER_RESTART_LIMIT, CaseDone, MalformedEnvelope, read_case_done
 from .record_result import record_result
-from .render.describe import describe_comparison
 from .remote import pool
-from .remote.slot import RunFiles, SlotSpec, slot_specs
+from .remote.envelopes import HARNESS_WHERE_TEXT, WORKER_RESTART_LIMIT, CaseDone, MalformedEnvelope, read_case_done
 from .remote.errors import WorkerCannotStart
 from .remote.inventory import as_inventory
+from .remote.slot import RunFiles, SlotSpec, slot_specs
+from .render.describe import describe_comparison
 from .runner.phases import killed_from_outside  # stdlib only: the runner's one kill decision
-from .schemas import PENDING_LIST_LIMIT, Case, CaseOutcome, OperatorConfig, FirstMismatch, RunResponse
+from .schemas import PENDING_LIST_LIMIT, Case, CaseOutcome, FirstMismatch, OperatorConfig, RunResponse
 
 Progress = Callable[[int, int, CaseOutcome], Awaitable[None]]
 KEEP_OUTPUTS_MAX_BYTES = 8 << 20  # both outputs of one failing case, as torch.save writes them

@@ -19,7 +19,7 @@ INVENTORY_ENV = "OPDEBUG_INVENTORY"
 
 STATE_STYLE = {
     "passed": "green", "numerical_mismatch": "red", "crash": "bold red", "unsupported": "yellow",
-    "pending": "dim", "diagnosed": "bold red", "inconclusive": "yellow", "planned": "cyan",
+    "pending": "dim", "inconclusive": "yellow", "planned": "cyan",
     "running": "cyan", "failed": "red", "diagnosed": "red",
 }
 

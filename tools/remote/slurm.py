@@ -70,8 +70,20 @@ from .inventory import VISIBILITY_VARIABLE, HostConfig
 from .kinds import host_kind
 from .slot import RunFiles
 from .slurm_channel import FramedChannel
-from .slurm_commands import (ALLOCATED_LINE, JOB_ID, JOB_PREFIX, NODE_NAME, QUEUED_LINE, SCHEDULER_END_STATES,
-                             cancelled_line, duration_s, gres_indexes, server_tag, show_field, srun_argv)
+from .slurm_commands import (
+    ALLOCATED_LINE,
+    JOB_ID,
+    JOB_PREFIX,
+    NODE_NAME,
+    QUEUED_LINE,
+    SCHEDULER_END_STATES,
+    cancelled_line,
+    duration_s,
+    gres_indexes,
+    server_tag,
+    show_field,
+    srun_argv,
+)
 from .slurm_login import job_state, jobs_named, login_for, sweep
 from .slurm_step import PLACEMENT_VALUE
 from .ssh import SSHConnections
@@ -139,7 +151,7 @@ class SlurmClusters:
             self._swept[host.name] = (time.monotonic(), fut)
         try:
             await asyncio.shield(fut)
-        except Exception:  # noqa: BLE001 - a failed sweep never stops a slot
+        except Exception:  # a failed sweep never stops a slot
             pass
 
 
@@ -185,7 +197,7 @@ class SlurmHost(HostKind):
         code, out, err = await self.login.run(argv, timeout)
         return (code, out + err, "") if merge_stderr else (code, out, err)
 
-    def new_slot(self, device: int) -> "SlurmSlot":
+    def new_slot(self, device: int) -> SlurmSlot:
         return SlurmSlot(self, device)
 
 
@@ -374,7 +386,7 @@ class SlurmSlot(SupervisorSlot):
         indexes = gres_indexes(show, gres_name) if show else None
         if given:
             ids, source = visible[given], f"{given} set in the job by the scheduler"
-        elif kind == "npu" and gpus:
+        elif kind == "npu" and gpus and var:  # var: the npu's visibility variable, always named
             ids, source = visible[gpus], f"{gpus} set in the job by the scheduler, as {var}"
             env[var] = ids
         elif indexes:

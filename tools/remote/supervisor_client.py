@@ -49,7 +49,7 @@ class Event:
     doc: dict
 
     @classmethod
-    def parse(cls, msg: dict) -> "Event":
+    def parse(cls, msg: dict) -> Event:
         rid, phase = msg.get("request_id"), msg.get("phase")
         return cls(msg["event"], rid if isinstance(rid, str) else None, phase if isinstance(phase, str) else None,
                    _budget(msg.get("budget_s"), None), msg)
@@ -132,7 +132,7 @@ class SupervisorClient:
             await self.writer.drain()
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001 - any transport failure (OSError, asyncssh errors)
+        except Exception as exc:  # any transport failure (OSError, asyncssh errors)
             self.closed = True
             raise ConnectionLost(f"{self.label}: cannot write to the supervisor ({type(exc).__name__}: {exc})") \
                 from None
@@ -152,7 +152,7 @@ class SupervisorClient:
                 continue
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - stream broke, line too long, channel error
+            except Exception as exc:  # stream broke, line too long, channel error
                 self.closed = True
                 raise ConnectionLost(f"{self.label}: reading from the supervisor failed "
                                      f"({type(exc).__name__}: {exc})") from None
@@ -233,7 +233,7 @@ class SupervisorClient:
         try:
             if hasattr(self.writer, "write_eof") and self.writer.can_write_eof():
                 self.writer.write_eof()
-        except (Exception, NotImplementedError):  # noqa: BLE001 - best effort, the stream may be gone
+        except (Exception, NotImplementedError):  # best effort, the stream may be gone
             pass
 
 

@@ -18,10 +18,11 @@ NPU_FORMATS = {"NCHW": 0, "NHWC": 1, "ND": 2, "NC1HWC0": 3, "FRACTAL_Z": 4, "FRA
 class Unsupported(Exception):
     """The device cannot do what the case asks (a mode, a layout)."""
 
-    def __init__(self, reason: str, rule: str):
+    def __init__(self, reason: str, rule: str, phase: str | None = None):
         super().__init__(reason)
         self.reason = reason
         self.rule = rule
+        self.phase = phase  # the phase it names in the error (backward), when not the candidate's forward
 
 
 class Device:

@@ -15,25 +15,41 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from . import RUNNER_VERSION
-from .backward import Backward, Fault, ReferenceGradError, UpstreamError, classify as classify_backward, mark_dynamic
-from .baseline import (BindingError, baseline_inputs, binding_hint, check_binding, is_binding_message,
-                       raised_at_call, same_refusal)
-from .callables import ResolveError, ascend_only_reason, call_arguments, load_user_modules, resolve, \
-    resolve_attributes
-from .classify import exception_signature, match_unsupported
+from .backward import Backward, Fault, ReferenceGradError, UpstreamError, mark_dynamic
+from .backward import classify as classify_backward
+from .baseline import (
+    BindingError,
+    baseline_inputs,
+    binding_hint,
+    check_binding,
+    is_binding_message,
+    raised_at_call,
+    same_refusal,
+)
 from .baseline_side import check_inputs, measure
+from .callables import ResolveError, ascend_only_reason, call_arguments, load_user_modules, resolve, resolve_attributes
+from .classify import exception_signature, match_unsupported
 from .compare import name_outputs
 from .consistency import InputGuard, after_first_run, check_writes, declared_writes
-from .judge import BaselineError, special_mismatches
-from .judging import Judging, compare_and_judge, status_of
 from .devices import Device, Unsupported
 from .inputs import auto_reference_float, build_case_inputs, case_seed, map_built, reference_inputs, tensors_of
-from .phases import (HarnessFailure, OperatorFailure, compile_budget, exception_text, tail, traceback_tail,
-                     wants_gradients)
+from .judge import BaselineError, special_mismatches
+from .judging import Judging, compare_and_judge, status_of
+from .phases import (
+    HarnessFailure,
+    OperatorFailure,
+    compile_budget,
+    exception_text,
+    tail,
+    traceback_tail,
+    wants_gradients,
+)
 from .seeding import seed_everything
 from .truth import overflowed_truth, widened_reference
 
@@ -92,9 +108,14 @@ class CaseRun:
         self.timing: dict = {}
         self.flags: dict = {}
         self.t_start = time.perf_counter()
-        self.compiled = self.guard = None
+        self.compiled: Callable | None = None
+        self.guard: InputGuard | None = None
         self.refused_at_call = False  # eager: the candidate's own argument parsing refused the call
-        self.cand_grads = self.ref_grads = self.base_grads = self.base_out = None
+        self.cand_grads: dict | None = None
+        # a dict of gradients, or why there are none to compare
+        self.ref_grads: dict | str | None = None
+        self.base_grads: dict | str | None = None
+        self.base_out = None
 
     def enter(self, name: str, **fields) -> None:
         if self.on_phase is not None:
@@ -140,7 +161,7 @@ class CaseRun:
         case, op = self.case, self.op
         try:
             self.built = build_case_inputs(case, self.request.get("captured_dir"))
-        except Exception as exc:  # noqa: BLE001 - any input failure is the harness's
+        except Exception as exc:  # any input failure is the harness's
             raise HarnessFailure("inputs", exc) from None
         self.seed = case_seed(case)
         self.grads = Backward(self.config, case, self.seed, self.request.get("captured_dir")) \
@@ -185,7 +206,7 @@ class CaseRun:
         try:
             self.cand_inputs = map_built(self.built, lambda b: device.to_device(b.storage, b.shape, b.strides,
                                                                                 b.storage_offset))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise HarnessFailure("inputs", exc) from None
 
     # -- candidate --------------------------------------------------------------------
@@ -195,7 +216,7 @@ class CaseRun:
         device, grads, timing = self.device, self.grads, self.timing
         self.t0 = self.t_forward = time.perf_counter()
         try:
-            leaves, args, kwargs = self._candidate_call()
+            leaves, args, kwargs, guard = self._candidate_call()
             out = self._forward(leaves, args, kwargs)
             device.synchronize()
             self.t_forward = time.perf_counter()
@@ -214,21 +235,21 @@ class CaseRun:
             timing["candidate_us"] = (time.perf_counter() - self.t0) * 1e6
             error = {"type": "Unsupported", "message": exc.reason, "signature": f"unsupported: {exc.rule}"[:300],
                      "matched_rule": exc.rule}
-            if getattr(exc, "phase", None):
+            if exc.phase:
                 error["phase"] = exc.phase
             raise OperatorFailure("unsupported", error) from None
         except ResolveError as exc:
             raise HarnessFailure("resolve", exc) from None
-        except BaseException as exc:  # noqa: BLE001 - the candidate's failure is the evidence
+        except BaseException as exc:  # the candidate's failure is the evidence
             raise self._candidate_raised(exc) from None
         timing["candidate_us"] = (self.t_forward - self.t0) * 1e6
         g0 = time.perf_counter()
         self.declared = declared_writes(self.op, self.case)
-        self.written, self.write_comps = check_writes(self.guard, self._pristine, self.declared, self.judge)
+        self.written, self.write_comps = check_writes(guard, self._pristine, self.declared, self.judge)
         timing["input_check_us"] = timing.get("input_check_us", 0.0) + (time.perf_counter() - g0) * 1e6
         self.enter("reference")
 
-    def _candidate_call(self) -> tuple:
+    def _candidate_call(self) -> tuple[list, list, dict, InputGuard]:
         """The candidate's inputs in their layouts, gradients required, the call's arguments, the write guard."""
         device, built = self.device, self.built
         self.cand_inputs = map_built(built, lambda b: device.format_cast(_member(self.cand_inputs, b.name),
@@ -240,13 +261,13 @@ class CaseRun:
         self.timing["input_check_us"] = (time.perf_counter() - g0) * 1e6
         self.t0 += time.perf_counter() - g0
         self.metadata["seeded"] = seed_everything(self.seed)
-        return leaves, args, kwargs
+        return leaves, args, kwargs, self.guard
 
-    def _forward(self, leaves: list, args: tuple, kwargs: dict):
+    def _forward(self, leaves: list, args: list, kwargs: dict):
         if self.mode == "eager":
             try:
                 return self.candidate(*args, **kwargs)
-            except BaseException as exc:  # noqa: BLE001 - read here, where the traceback starts at the call
+            except BaseException as exc:  # read here, where the traceback starts at the call
                 self.refused_at_call = raised_at_call(exc)
                 raise
         if self.mode == "compile":
@@ -264,18 +285,18 @@ class CaseRun:
             return out
         raise Unsupported(f"mode {self.mode!r} is not one of eager, compile, graph", "runner: unknown mode")
 
-    def _compiled_forward(self, args: tuple, kwargs: dict):
+    def _compiled_forward(self, args: list, kwargs: dict):
         """Compile (and warm up) on copies of the inputs, so an in-place candidate applies once; then the timed run."""
         device, grads = self.device, self.grads
         dynamic = self.case.get("compile_dynamic")
-        self.compiled = device.compile(self.candidate, self.op.get("compile_backend"), dynamic=dynamic)
+        self.compiled = compiled = device.compile(self.candidate, self.op.get("compile_backend"), dynamic=dynamic)
         warm = map_built(self.built, lambda b: device.format_cast(
             device.to_device(b.storage.clone(), b.shape, b.strides, b.storage_offset), b.layout))
         warm_leaves = grads.require(warm) if grads is not None else []
         mark_dynamic(warm, dynamic)
         mark_dynamic(self.cand_inputs, dynamic)
         wargs, wkwargs = call_arguments(self.op.get("call"), warm, self.attributes)
-        warm_out = self.compiled(*wargs, **wkwargs)
+        warm_out = compiled(*wargs, **wkwargs)
         if grads is not None:  # the backward graph is compiled within the compile budget too
             grads.candidate(warm_out, warm_leaves, device)
         device.synchronize()
@@ -283,7 +304,7 @@ class CaseRun:
         self.enter("candidate")
         seed_everything(self.seed)  # the timed run draws what the reference draws
         self.t0 = time.perf_counter()
-        return self.compiled(*args, **kwargs)
+        return compiled(*args, **kwargs)
 
     def _candidate_raised(self, exc: BaseException) -> Exception:
         """The failure of a candidate that raised: a binding refusal (harness), else its crash or unsupported."""
@@ -331,7 +352,7 @@ class CaseRun:
             try:
                 self.ref_inputs, _ = reference_inputs(build_case_inputs(self.case, self.request.get("captured_dir")),
                                                       "float64")
-            except Exception as exc:  # noqa: BLE001 - the same inputs built again: the harness's
+            except Exception as exc:  # the same inputs built again: the harness's
                 raise HarnessFailure("inputs", exc) from None
             self.ref_out = self._reference_on(self.ref_inputs)
             self.metadata.update(widened_reference(self.metadata, widened))
@@ -361,9 +382,9 @@ class CaseRun:
                 if op.get("random"):
                     self.flags.update(_check_reproducible(self.reference, op, ref_inputs, self.attributes,
                                                           self.seed, ref_out, self.device))
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             raise HarnessFailure("reference", exc) from None
-        if extra:
+        if grads is not None and extra:
             raise OperatorFailure("unsupported", {
                 "type": "NoDerivative", "phase": "backward", "matched_rule": "runner: no derivative",
                 "signature": "unsupported: runner: no derivative",
@@ -388,15 +409,16 @@ class CaseRun:
         the tolerance judge runs it only for NaN/Inf it may explain: ``judged_first_run``)."""
         if self.judge == "tolerance" or self.side is not None:
             return
-        self._baseline_run()
+        if self.base_inputs is not None:  # copied by check_call for every judge but tolerance
+            self._baseline_run(self.base_inputs)
 
-    def _baseline_run(self) -> None:
+    def _baseline_run(self, base_inputs: dict) -> None:
         self.enter("baseline")
         op, grads = self.op, self.grads
         t0 = time.perf_counter()
         try:
-            bargs, bkwargs = call_arguments(op.get("call"), self.base_inputs, self.attributes)
-            base_leaves = grads.require(self.base_inputs) if grads is not None else []
+            bargs, bkwargs = call_arguments(op.get("call"), base_inputs, self.attributes)
+            base_leaves = grads.require(base_inputs) if grads is not None else []
             seed_everything(self.seed)
             base_out = self.baseline(*bargs, **bkwargs)
             if grads is not None:
@@ -404,7 +426,7 @@ class CaseRun:
                 if isinstance(self.base_grads, str) and isinstance(self.ref_grads, dict):
                     raise ReferenceGradError(self.base_grads)
             self.base_out = _to_cpu(base_out)
-        except BaseException as exc:  # noqa: BLE001 - a harness matter, not the operator's verdict
+        except BaseException as exc:  # a harness matter, not the operator's verdict
             raise HarnessFailure("baseline", RuntimeError(
                 f"the baseline ({op.get('baseline') or op['reference']} on CPU in the case's dtypes) failed: "
                 f"{type(exc).__name__}: {exception_text(exc)}; name another operator.baseline or use judge "
@@ -413,12 +435,18 @@ class CaseRun:
 
     # -- judge, consistency ---------------------------------------------------------
 
-    def _named_outputs(self) -> tuple:
+    def _candidate_grads(self) -> dict:
+        """The candidate's gradients: run_candidate collects them whenever the case asks for gradients."""
+        if self.cand_grads is None:
+            raise RuntimeError("the candidate's gradients were never collected")
+        return self.cand_grads
+
+    def _named_outputs(self) -> tuple[Any, Any]:
         """(candidate's, reference's) outputs as they are, or with gradients dicts of every output by name."""
         if self.grads is None:
             return self.out, self.ref_out
         names, ref_grads = self.op.get("outputs"), self.ref_grads
-        return (dict(name_outputs(self.out, names), **self.cand_grads),
+        return (dict(name_outputs(self.out, names), **self._candidate_grads()),
                 dict(name_outputs(self.ref_out, names), **(ref_grads if isinstance(ref_grads, dict) else {})))
 
     def judged_first_run(self) -> list[dict]:
@@ -429,9 +457,10 @@ class CaseRun:
         comparisons = self._judged_all()
         if self.judge == "tolerance" and self.side is None and any(special_mismatches(c) for c in comparisons):
             try:
-                self.base_inputs = baseline_inputs(build_case_inputs(self.case, self.request.get("captured_dir")))
-                self._baseline_run()
-            except Exception as exc:  # noqa: BLE001 - the tolerance judge never needed it: judged without it
+                self.base_inputs = base_inputs = baseline_inputs(build_case_inputs(self.case,
+                                                                                   self.request.get("captured_dir")))
+                self._baseline_run(base_inputs)
+            except Exception as exc:  # the tolerance judge never needed it: judged without it
                 self.flags["specials_baseline"] = f"not run, the NaN/Inf judged against the truth alone: {exc}"
                 self.base_inputs = self.base_out = self.base_grads = None
                 return comparisons
@@ -450,13 +479,13 @@ class CaseRun:
             if self.side is not None:
                 check_inputs(self.built, self.side)
             if self.grads is not None:  # each gradient an output grad.<input>, judged like the others
-                comparisons += self._judged_gradients()
+                comparisons += self._judged_gradients(self.grads)
             comparisons += _declared_comparisons(self.judging, self.declared, self.cand_inputs, self.ref_inputs,
                                                  self.base_inputs)
             comparisons += self.write_comps  # an input changed that is not declared written: its own failing one
         except BaselineError as exc:
             raise HarnessFailure("baseline", exc) from None
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise HarnessFailure("compare", exc) from None
         self.timing["compare_us"] = (time.perf_counter() - t0) * 1e6
         if not comparisons:
@@ -464,12 +493,13 @@ class CaseRun:
                 "neither the candidate nor the reference returned a tensor output to compare"))
         return comparisons
 
-    def _judged_gradients(self) -> list[dict]:
+    def _judged_gradients(self, grads: Backward) -> list[dict]:
         ref, base = self.ref_grads, self.base_grads  # a dict of gradients, or why there are none to compare
+        cand = self._candidate_grads()
         return compare_and_judge(
-            self.judging, self.cand_grads, ref if isinstance(ref, dict) else None,
+            self.judging, cand, ref if isinstance(ref, dict) else None,
             baseline=base if isinstance(base, dict) else None,
-            measured=self.grads.compare(self.cand_grads, ref, self.judging.tolerance, not self.upcast))
+            measured=grads.compare(cand, ref, self.judging.tolerance, not self.upcast))
 
     def consistency(self, comparisons: list[dict]) -> dict:
         """Repeats of a failing (or sampled) case, the batch slice (consistency.py); the case's result."""
@@ -571,7 +601,7 @@ def _kept_outputs(out, ref_out, cap: int) -> dict:
     buf = io.BytesIO()
     try:
         torch.save({"candidate": out, "reference": ref_out}, buf)
-    except Exception as exc:  # noqa: BLE001 - pictures are optional, the result is not
+    except Exception as exc:  # pictures are optional, the result is not
         return {"outputs_note": f"outputs not kept: torch.save failed ({type(exc).__name__}: {exc})"[:500]}
     if buf.tell() > cap:
         return {"outputs_note": f"outputs not kept: {buf.tell()} bytes, over the cap of {cap}"}
@@ -609,7 +639,7 @@ def _same(a, b) -> bool:
         return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b) or (
             a.dtype.is_floating_point and torch.equal(torch.nan_to_num(a), torch.nan_to_num(b))))
     if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     return a == b

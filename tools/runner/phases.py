@@ -97,11 +97,13 @@ class Step:
     @classmethod
     def parse(cls, doc, now: float) -> Step | None:
         """The step of a post or message, or None when it names no phase the worker posts."""
-        if not isinstance(doc, dict) or PHASE.get(doc.get("phase")) is None or PHASE[doc["phase"]].posts is None:
+        name = doc.get("phase") if isinstance(doc, dict) else None
+        phase = PHASE.get(name) if isinstance(name, str) else None
+        if phase is None or phase.posts is None:
             return None
         at = doc.get("at")
-        fields = {k: doc.get(k) for k in PHASE[doc["phase"]].posts if isinstance(doc.get(k), STEP_FIELDS[k])}
-        return cls(doc["phase"], float(at) if isinstance(at, (int, float)) else now, **fields)
+        fields = {k: doc.get(k) for k in phase.posts if isinstance(doc.get(k), STEP_FIELDS[k])}
+        return cls(phase.name, float(at) if isinstance(at, (int, float)) else now, **fields)
 
     def doc(self) -> dict:
         return {"phase": self.phase, "at": self.at,
@@ -229,7 +231,7 @@ def file_tail(path: str, limit: int = TAIL) -> str:
 def exception_text(exc: BaseException) -> str:
     try:
         return str(exc) or repr(exc)
-    except Exception as inner:  # noqa: BLE001 - the candidate's exception cannot say what it is
+    except Exception as inner:  # the candidate's exception cannot say what it is
         return f"<{type(exc).__name__}: str() failed with {type(inner).__name__}>"
 
 

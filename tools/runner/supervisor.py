@@ -25,21 +25,35 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
 import sys
-import secrets
 import tempfile
 import time
+from typing import IO
 
 from . import PROTOCOL, RUNNER_VERSION, reaper
 from .board import Board
+from .classify import signal_name
 from .lease_note import LeaseNote
 from .lines import Lines
-from .classify import signal_name
-from .phases import (BUDGET_KNOBS, HARNESS, HEALTH_TIMEOUT_S, PHASE, Step, budget_s, budgets, client_event,
-                     file_tail, harness_error, killed_from_outside, wants_gradients)
+from .phases import (
+    BUDGET_KNOBS,
+    HARNESS,
+    HEALTH_TIMEOUT_S,
+    PHASE,
+    Phase,
+    Step,
+    budget_s,
+    budgets,
+    client_event,
+    file_tail,
+    harness_error,
+    killed_from_outside,
+    wants_gradients,
+)
 
 # Consecutive worker start failures after which the supervisor stops starting
 # workers (like pytest-xdist's --max-worker-restart): every later case is
@@ -95,10 +109,14 @@ class Worker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr_file,
             start_new_session=True, env=env,
         )
-        self.ready = None  # the worker's ready message once it arrived
+        # both are pipes: Popen opens them when asked for PIPE, as above
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.stdin: IO[bytes] = self.proc.stdin
+        self.stdout: IO[bytes] = self.proc.stdout
+        self.ready: dict | None = None  # the worker's ready message once it arrived
         self.started_at = time.time()
         self.lines = lines
-        self.stdout_fd: int | None = self.proc.stdout.fileno()  # None once closed (kill)
+        self.stdout_fd: int | None = self.stdout.fileno()  # None once closed (kill)
         lines.add(self.stdout_fd, "worker", generation)
 
     @property
@@ -107,8 +125,8 @@ class Worker:
 
     def send(self, msg: dict) -> bool:
         try:
-            self.proc.stdin.write(json.dumps(msg).encode("utf-8") + b"\n")
-            self.proc.stdin.flush()
+            self.stdin.write(json.dumps(msg).encode("utf-8") + b"\n")
+            self.stdin.flush()
             return True
         except (BrokenPipeError, OSError, ValueError):
             return False
@@ -131,7 +149,7 @@ class Worker:
         if self.stdout_fd is not None:  # unregistered before it closes: a reused fd number is another pipe's
             self.lines.remove(self.stdout_fd)
             self.stdout_fd = None
-        for stream in (self.proc.stdin, self.proc.stdout):
+        for stream in (self.stdin, self.stdout):
             try:
                 stream.close()
             except OSError:
@@ -161,7 +179,7 @@ class Supervisor:
         self.replaced = False  # the current worker replaces one that died or failed its health check
         self.import_hung: dict[str, str] = {}  # modules whose import ran out of its budget -> why
         self.token = secrets.token_hex(16)  # in every worker's environment: how a sweep finds their descendants
-        self.watchdog = None
+        self.watchdog: subprocess.Popen | None = None
         self.env: dict = {}
         self.lease_note = LeaseNote()  # the run and case in the device lease, for whoever waits for it
         self.history: list[str] = []  # run_id/case_id of each case the current worker ran, oldest first
@@ -208,10 +226,11 @@ class Supervisor:
 
     # -- worker lifecycle -----------------------------------------------------
 
-    def _start_worker(self) -> None:
+    def _start_worker(self) -> Worker:
         self.history, self.history_total = [], 0  # a new process: nothing ran on it
         self.generation += 1
         self.worker = Worker(self.generation, self.device, self.workdir, self.lines, self.token)
+        return self.worker
 
     def _drop_worker(self) -> None:
         if self.worker is not None:
@@ -221,16 +240,15 @@ class Supervisor:
 
     def _sweep(self) -> None:
         """End every process a worker left (its group, setsid'ed and double-forked ones alike)."""
-        keep = {self.watchdog.pid} if self.watchdog is not None else set()
+        keep: set[int] = {self.watchdog.pid} if self.watchdog is not None else set()
         reaper.sweep(self.token, reap_keep=keep)
 
     def _ensure_ready(self) -> str | None:
         """Start the worker if needed and wait for it; None or why it cannot start."""
         if self.gave_up():
             return self.worker_error
-        if self.worker is None:
-            self._start_worker()
-        if self.worker.ready is not None:
+        worker = self.worker if self.worker is not None else self._start_worker()
+        if worker.ready is not None:
             return None
         deadline = time.monotonic() + self.worker_start_timeout_s
         while True:
@@ -240,13 +258,13 @@ class Supervisor:
                 break
             kind, payload = event
             if kind == "worker_eof":
-                rc = self.worker.wait_exit()
-                why = f"worker exited during start-up ({_death(rc)}): {self.worker.stderr_tail()[-1500:]}"
+                rc = worker.wait_exit()
+                why = f"worker exited during start-up ({_death(rc)}): {worker.stderr_tail()[-1500:]}"
                 break
             msg = _parse(payload)
             if msg.get("event") == "ready":
                 if msg.get("ok"):
-                    self.worker.ready = msg
+                    worker.ready = msg
                     self.env = msg.get("env") or {}
                     self.worker_error = None
                     self.start_failures = 0
@@ -276,7 +294,7 @@ class Supervisor:
                 "max_worker_start_failures": self.max_worker_start_failures}
 
     def _health_check(self) -> bool:
-        if not self.worker.send({"op": "health"}):
+        if self.worker is None or not self.worker.send({"op": "health"}):
             return False
         while True:
             event = self._next_event(HEALTH_TIMEOUT_S)
@@ -298,7 +316,7 @@ class Supervisor:
             self.send({"event": "preparing", "request_id": None, "case_id": None, "phase": "worker_start",
                        "budget_s": self.worker_start_timeout_s, "at": time.time()})
         why = self._ensure_ready()
-        ready = (self.worker.ready if self.worker else None) or {}
+        ready: dict = (self.worker.ready if self.worker else None) or {}
         env = ready.get("env") or {}
         self.send({
             "event": "hello", "runner_version": RUNNER_VERSION, "protocol": PROTOCOL,
@@ -330,6 +348,7 @@ class Supervisor:
         if not self._worker_for(case, request_id, base):
             return
         worker = self.worker
+        assert worker is not None  # _worker_for returned True: a ready worker is in place
         restarted, self.replaced = self.replaced, False
         base.update(worker_pid=worker.pid, worker_restarted=restarted, worker_history=list(self.history),
                     worker_history_total=self.history_total)
@@ -343,7 +362,7 @@ class Supervisor:
         kind = self._watch_case(watch) if sent else "worker_eof"
         if kind == "worker":
             self._on_answer(base, watch.answer)
-        elif PHASE[watch.phase].blame == HARNESS:
+        elif watch.row().blame == HARNESS:
             self._on_harness_failure(base, watch, kind, msg)
         else:
             self._on_candidate_failure(base, watch, kind)
@@ -371,7 +390,7 @@ class Supervisor:
                              harness_error=harness_error(PHASE["worker_start"].where, kind, why)))
         return False
 
-    def _watch_case(self, watch: "_CaseWatch") -> str:
+    def _watch_case(self, watch: _CaseWatch) -> str:
         """Follow the worker through the case's phases; 'worker' (its answer is in
         watch.answer), 'worker_eof' (it died) or 'timeout' (the phase ran out).
 
@@ -416,7 +435,7 @@ class Supervisor:
             if step is not None:
                 self._progress(watch, step)
 
-    def _catch_up(self, watch: "_CaseWatch") -> None:
+    def _catch_up(self, watch: _CaseWatch) -> None:
         """Apply the progress the worker posted on its board and not yet seen."""
         doc = watch.worker.board.read()
         if not doc or doc.get("request_id") != watch.request_id:
@@ -427,7 +446,7 @@ class Supervisor:
             if step is not None:
                 self._progress(watch, step)
 
-    def _progress(self, watch: "_CaseWatch", step: Step) -> None:
+    def _progress(self, watch: _CaseWatch, step: Step) -> None:
         """One phase begun (from the board or a message), handled by its ``phase_<name>`` method;
         ``step.at`` is on the worker's monotonic clock (the same clock here): the phase's
         deadline counts from when the worker got there, not from when we looked."""
@@ -436,7 +455,7 @@ class Supervisor:
         watch.seen.add(step.key)
         getattr(self, f"phase_{step.phase}")(watch, step)
 
-    def _enter(self, watch: "_CaseWatch", step: Step, flush: bool = False, **news) -> None:
+    def _enter(self, watch: _CaseWatch, step: Step, flush: bool = False, **news) -> None:
         """Phase ``step.phase`` began: its deadline (phases.PHASES' budget), and the client's
         news (held back one slice unless ``flush``: a fast case sends the client one message)."""
         name = step.phase
@@ -452,16 +471,16 @@ class Supervisor:
 
     # -- one handler per phase the worker posts (phases.PHASES) ----------------------
 
-    def phase_inputs(self, watch: "_CaseWatch", step: Step) -> None:
+    def phase_inputs(self, watch: _CaseWatch, step: Step) -> None:
         """Emitted when the worker imported the user modules and resolved the callables: it builds the inputs."""
         self._enter(watch, step)
 
-    def phase_compile(self, watch: "_CaseWatch", step: Step) -> None:
+    def phase_compile(self, watch: _CaseWatch, step: Step) -> None:
         """Emitted when the inputs of a compile or graph case are built: compiling (or capturing) the
         candidate begins, on a budget of its own; the case's clock starts."""
         self._started(watch, step)
 
-    def phase_candidate(self, watch: "_CaseWatch", step: Step) -> None:
+    def phase_candidate(self, watch: _CaseWatch, step: Step) -> None:
         """Emitted when the inputs of an eager case are built, or when compiling is over: the
         candidate's timed run begins, on the case timeout."""
         if watch.phase == "compile":
@@ -469,12 +488,12 @@ class Supervisor:
         elif watch.phase == "inputs":
             self._started(watch, step)
 
-    def _started(self, watch: "_CaseWatch", step: Step) -> None:
+    def _started(self, watch: _CaseWatch, step: Step) -> None:
         watch.input_metadata = step.input_metadata  # kept in case the worker dies
         watch.t0 = step.at
         self._enter(watch, step, worker_pid=watch.worker.pid)
 
-    def phase_backward(self, watch: "_CaseWatch", step: Step) -> None:
+    def phase_backward(self, watch: _CaseWatch, step: Step) -> None:
         """Emitted when the candidate's forward returned and its backward begins: a timeout of
         its own, and a death from here on is blamed on the backward (phase: backward)."""
         if watch.phase != "candidate":
@@ -483,12 +502,12 @@ class Supervisor:
             watch.input_metadata["grad_outputs"] = step.grad_outputs or []
         self._enter(watch, step)
 
-    def phase_reference(self, watch: "_CaseWatch", step: Step) -> None:
+    def phase_reference(self, watch: _CaseWatch, step: Step) -> None:
         """Emitted when the candidate returned: the CPU reference and the comparison begin, on a
         timeout of their own (running out of it says nothing about the operator)."""
         self._enter(watch, step)
 
-    def phase_consistency(self, watch: "_CaseWatch", step: Step) -> None:
+    def phase_consistency(self, watch: _CaseWatch, step: Step) -> None:
         """Emitted before each further candidate run of the consistency checks (repeat1..., batch):
         each gets the case timeout again; a death there is the case's crash."""
         self._enter(watch, step)
@@ -524,15 +543,16 @@ class Supervisor:
         self._replace_worker()  # start the next worker now, so it is warm for the next case
         return rc, stderr, stdout
 
-    def _on_harness_failure(self, base: dict, watch: "_CaseWatch", kind: str, msg: dict) -> None:
+    def _on_harness_failure(self, base: dict, watch: _CaseWatch, kind: str, msg: dict) -> None:
         """The worker died or ran out of time in a phase that blames the harness (phases.PHASES):
         nothing about the operator; the case stays pending."""
         rc, stderr, stdout = self._collect_dead(watch.worker, kill=kind == "timeout")
-        phase = PHASE[watch.phase]
+        phase = watch.row()
         after = ("The candidate finished; nothing about the operator" if watch.phase == "reference"
                  else "The candidate never ran; the case stays pending")
         if kind == "timeout":
-            knob = BUDGET_KNOBS[phase.budget]
+            # a phase without a budget of its own runs on the clock of the phase before it
+            knob = BUDGET_KNOBS[phase.budget] if phase.budget is not None else "the previous phase's budget"
             why = (f"{phase.text} did not finish within {watch.budget_s:g} s ({knob}); the supervisor killed "
                    f"the worker. {after}")
             if watch.phase == "resolve":
@@ -544,7 +564,7 @@ class Supervisor:
                f"kill it: the kernel's OOM killer or another process did, e.g. out of memory). {after}")
         self.send(_harness_done(base, phase.where, "WorkerDied", why, stderr, rc, stdout=stdout))
 
-    def _on_candidate_failure(self, base: dict, watch: "_CaseWatch", kind: str) -> None:
+    def _on_candidate_failure(self, base: dict, watch: _CaseWatch, kind: str) -> None:
         """The worker died or ran out of time in a phase that blames the operator: this case's crash."""
         elapsed_us = (time.monotonic() - watch.t0) * 1e6
         rc, stderr, stdout = self._collect_dead(watch.worker, kill=kind == "timeout")
@@ -604,7 +624,8 @@ class Supervisor:
         finally:
             self._drop_worker()
             shutil.rmtree(self.workdir, ignore_errors=True)
-            if self.watchdog is not None:  # its stdin ends: it sweeps once more and exits
+            # its stdin ends: it sweeps once more and exits
+            if self.watchdog is not None and self.watchdog.stdin is not None:
                 try:
                     self.watchdog.stdin.close()
                 except OSError:
@@ -621,7 +642,7 @@ class _CaseWatch:
         self.t0 = time.monotonic()
         self.phase: str | None = None
         self.budget_s, self.deadline = 0.0, self.t0
-        self.input_metadata = None
+        self.input_metadata: dict | None = None
         self.answer: dict = {}
         self.peak_kib = 0
         self.seen: set[tuple] = set()  # phase steps applied (from the board or a message)
@@ -635,6 +656,12 @@ class _CaseWatch:
         self.phase = phase
         if budget_s is not None:
             self.budget_s, self.deadline = budget_s, since + budget_s
+
+    def row(self) -> Phase:
+        """The phases.PHASES row of the phase under way (one is entered before the worker is asked to run)."""
+        if self.phase is None:
+            raise RuntimeError("no phase entered yet")
+        return PHASE[self.phase]
 
     def sample_memory(self) -> None:
         self.peak_kib = max(self.peak_kib, _peak_rss_kib(self.worker.pid))

@@ -53,7 +53,7 @@ def _die_with_parent(parent_pid: int) -> None:
 
 def _fd_identity(fds) -> dict:
     """fd -> (device, inode) of what it is open on, None when closed."""
-    out = {}
+    out: dict[int, tuple[int, int] | None] = {}
     for fd in fds:
         try:
             st = os.fstat(fd)
@@ -102,9 +102,10 @@ class _Progress:
         self.request_id, self.steps = request_id, []
 
     def __call__(self, name: str, **fields) -> None:
-        if PHASE[name].posts is None:  # it runs on the clock before it: nothing to tell
+        posts = PHASE[name].posts
+        if posts is None:  # it runs on the clock before it: nothing to tell
             return
-        step = Step(name, time.monotonic(), **{k: fields[k] for k in PHASE[name].posts if k in fields}).doc()
+        step = Step(name, time.monotonic(), **{k: fields[k] for k in posts if k in fields}).doc()
         self.steps.append(step)
         if self.board is None or not self.board.post({"request_id": self.request_id, "events": self.steps}):
             self.send({"event": "phase", "request_id": self.request_id, **step})
@@ -141,7 +142,7 @@ def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str,
 
         device = make_device(device_kind)
         env = environment(device)
-    except BaseException as exc:  # noqa: BLE001 - reported to the supervisor
+    except BaseException as exc:  # reported to the supervisor
         send({"event": "ready", "ok": False, "error": f"{type(exc).__name__}: {exc}",
               "traceback": traceback.format_exc()[-TAIL:]})
         return 3
@@ -154,7 +155,7 @@ def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str,
         progress.start(msg.get("request_id"))
         try:
             return execute_case(msg, device, env, on_phase=progress)
-        except BaseException as exc:  # noqa: BLE001 - a bug of the harness, not of the operator
+        except BaseException as exc:  # a bug of the harness, not of the operator
             return harness_answer(HarnessFailure("harness", exc))
 
     while True:
@@ -170,7 +171,7 @@ def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str,
             try:
                 device.health_check()
                 send({"event": "health", "ok": True})
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:
                 send({"event": "health", "ok": False, "error": f"{type(exc).__name__}: {exc}"})
         elif op == "exit":
             return 0
