@@ -21,16 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from .analyze_failures import analyze_failures
+from .cases.stars import expand_star
 from .errors import ToolError
 from .evidence import RunStore, read_json
 from .host_modes import runnable_modes
-from .cases.stars import expand_star
+from .order_search import search_order
 from .plan_cases import plan_cases
 from .run_case_remote import run_case_remote
-from .order_search import search_order
 from .schemas import NarrowRequest, NarrowResponse, NarrowStep, StarSpec
 
 NARROWING = ("discriminate", "bisect", "probe", "crossing", "explore", "falsify")

@@ -10,13 +10,15 @@ sets, ties broken by case id.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..cases.derived import UNSET, source_of
 from ..cases.relations import element_bytes
 from ..schemas import Finding, Term
 from .hypotheses import Atom, Hypothesis, axis_sources
 from .pairs import best_pair, make_pair
+
 
 def _fmt(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from operator import itemgetter
-from typing import Any, Callable
+from typing import Any
 
 from ..schemas import MinimalPair
 

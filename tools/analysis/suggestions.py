@@ -35,8 +35,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..cases.axes import axes_difference, case_axes, distance_axes
-from ..cases.derived import (CONTIGUITY, DTYPE_BITS, UNSET, alignment, contiguity, dim_axis, parse_dim_axis,
-                             structured_axes)
+from ..cases.derived import (
+    CONTIGUITY,
+    DTYPE_BITS,
+    UNSET,
+    alignment,
+    contiguity,
+    dim_axis,
+    parse_dim_axis,
+    structured_axes,
+)
 from ..cases.ids import case_content
 from ..cases.relations import REL_VALUES
 from ..cases.stars import apply_variation, restride

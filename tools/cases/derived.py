@@ -23,8 +23,8 @@ import json
 import math
 from typing import Any
 
-from .axes import OPTION_AXES, distance_axes, input_kinds
 from ..schemas import DTYPE_FAMILIES, Case, TensorSpec, contiguous_strides
+from .axes import OPTION_AXES, distance_axes, input_kinds
 
 UNSET = "unset"
 CONTIGUITY = ("contiguous", "transposed", "sliced", "broadcast", "overlapping")
