@@ -241,7 +241,7 @@ def _without_hypothesis(run: _Run, group: Group | None, ctx, passing: list[str],
     if group is not None and group.cause is None and not flips and group.status != "crash" and \
             trend_helps(results, failing):  # a crash has no error to grow
         trend = trend_finding(run.hax, run.dist, results, failing, passing) if failing and passing else None
-    if trend is not None:
+    if trend is not None and group is not None:  # a trend is only sought for a group
         trend.status, trend.cases = group.status, failing[:MAX_CASES_LISTED]
     nxt = next_cases(ctx, None, {}, results, missing)
     d = Diagnosis([trend] if trend else [], (seed_probing(ctx) if group is not None else []) + nxt, [], None,

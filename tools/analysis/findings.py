@@ -134,7 +134,7 @@ def statement(f: Finding, dtypes: dict[str, list[str]]) -> str | None:
     if f.kind == "conjunction":
         texts = [statement(g, dtypes) or g.predicate for g in term_findings(f)]
         return "fails only when both hold: " + "; and ".join(texts)
-    if f.kind == "threshold":
+    if f.kind == "threshold" and f.fails_at is not None:  # a threshold always has a failing value nearest it
         name = f.axis.split(".", 1)[0].split("[", 1)[0]
         side = (f"passes at {_fmt(f.passes_at)}, fails at {_fmt(f.fails_at)}" if f.passes_at is not None
                 else f"fails at {_fmt(f.fails_at)}, no passing value on the other side yet")
