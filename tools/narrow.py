@@ -12,7 +12,7 @@ nothing can narrow it; ``undecided`` when several survive and no case the
 variations can build tells them apart; ``no_hypothesis`` when every axis
 of the failing cases was varied once and still nothing separates (a trend
 may then be stated).  Every round is planned and recorded like any other
-cases, so the evidence shows the path.  An order-dependent case (issue 21)
+cases, so the evidence shows the path.  An order-dependent case
 first gets its probes: the earlier case that poisons it, by delta debugging
 over its worker's history (order_search.py).
 """
