@@ -205,7 +205,7 @@ def _others_hold(hyp: Hypothesis, atom: Atom, hax: dict) -> bool:
 
 def far_requirements(ctx, hyp: Hypothesis, terms: list[Finding], moves) -> list[Req]:
     out = []
-    for atom, term in zip(hyp.atoms, terms, strict=False):  # terms: none yet when the finding is not built
+    for atom, term in zip(hyp.atoms, terms, strict=True):  # terms: term_findings of this hypothesis, one per atom
         if atom.kind != "threshold" or atom.passes_at is None or term.minimal_pair is None:
             continue
         for side, base_id in (("pass", term.minimal_pair.passing), ("fail", term.minimal_pair.failing)):
@@ -319,7 +319,7 @@ def source_requirements(ctx, hyp: Hypothesis, terms: list[Finding]) -> list[Req]
     generator, a count, size or alignment from another shape (for each term,
     the others holding)."""
     out = []
-    for atom, term in zip(hyp.atoms, terms, strict=False):  # terms: none yet when the finding is not built
+    for atom, term in zip(hyp.atoms, terms, strict=True):  # terms: term_findings of this hypothesis, one per atom
         req = _source(ctx, hyp, atom, term)
         if req is not None:
             out.append(req)
@@ -366,7 +366,7 @@ def cross_requirements(ctx, hyp: Hypothesis, terms: list[Finding], moves) -> lis
         return []
     out = []
     ran = [c for c, s in sorted(ctx.status.items()) if s in ("fail", "pass")]
-    for atom, term in zip(hyp.atoms, terms, strict=False):  # terms: none yet when the finding is not built
+    for atom, term in zip(hyp.atoms, terms, strict=True):  # terms: term_findings of this hypothesis, one per atom
         other = next(b for b in hyp.atoms if b is not atom)
         if atom.kind != "threshold" or other.kind == "threshold" or term.minimal_pair is None:
             continue
