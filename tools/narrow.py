@@ -12,7 +12,7 @@ nothing can narrow it; ``undecided`` when several survive and no case the
 variations can build tells them apart; ``no_hypothesis`` when every axis
 of the failing cases was varied once and still nothing separates (a trend
 may then be stated).  Every round is planned and recorded like any other
-cases, so the evidence shows the path.  An order-dependent case (issue 21)
+cases, so the evidence shows the path.  An order-dependent case
 first gets its probes: the earlier case that poisons it, by delta debugging
 over its worker's history (order_search.py).
 """
@@ -21,16 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from .analyze_failures import analyze_failures
+from .cases.stars import expand_star
 from .errors import ToolError
 from .evidence import RunStore, read_json
 from .host_modes import runnable_modes
-from .cases.stars import expand_star
+from .order_search import search_order
 from .plan_cases import plan_cases
 from .run_case_remote import run_case_remote
-from .order_search import search_order
 from .schemas import NarrowRequest, NarrowResponse, NarrowStep, StarSpec
 
 NARROWING = ("discriminate", "bisect", "probe", "crossing", "explore", "falsify")

@@ -18,7 +18,7 @@ from .capture.workspace import allowed_roots, read_workspace_file
 from .cases.axes import case_axes
 from .cases.ids import case_content
 from .cases.neighbours import multi_axis_warnings
-from .cases.stars import expand_star
+from .cases.stars import expand_star, star_base
 from .errors import ToolError
 from .evidence import RunStore, few_ids, file_sha256
 from .schemas import (
@@ -109,7 +109,7 @@ def _check_default_grad_inputs(config: OperatorConfig, cases: list[Case]) -> Non
 
 
 def _check_after(store: RunStore, append: bool, cases: list[Case]) -> None:
-    """Probe cases (``after``) name planned cases of the run (issue 21)."""
+    """Probe cases (``after``) name planned cases of the run."""
     if not any(c.after for c in cases):
         return
     from .consistency_runs import check_after
@@ -289,7 +289,7 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
         except ToolError as exc:
             raise ToolError(f"stars[{i}]: {exc.message}", code=exc.code) from None
         new_cases.extend(expanded)
-        star_bases.update({c.id: star.base for c in expanded})
+        star_bases.update({c.id: star_base(star) for c in expanded})
     captured_paths = dict(req.captured_files)
     if req.captures:  # the model's real calls (capture/plan.py), checked before anything is planned
         from .capture.plan import plan_from_captures
@@ -315,7 +315,7 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
                             "result - omit 'config' when appending, or plan a new run", code="config_changed")
         clash = sorted(store.planned_ids() & {c.id for c in new_cases})
         if clash:
-            bases = sorted({s.base.id for s in stars if s.include_base} & set(clash))
+            bases = sorted({star_base(s).id for s in stars if s.include_base} & set(clash))
             hint = (f"; {bases} are star bases: to add only the variations around a planned case, set "
                     "include_base false in its star") if bases else ""
             raise ToolError(f"case ids already planned in run {store.run_id!r}: {few_ids(clash)}; planned cases are "

@@ -18,8 +18,19 @@ from typing import Any
 from ..cases.axes import axes_difference, case_axes
 from ..cases.derived import case_distance_axes, structured_axes
 from ..cases.ids import case_content
-from ..schemas import (MODES, Analysis, Case, CaseResult, Counterexample, FailureGroup, Finding, HypothesisSpace,
-                       IdenticalPair, NextCase, now_utc)
+from ..schemas import (
+    MODES,
+    Analysis,
+    Case,
+    CaseResult,
+    Counterexample,
+    FailureGroup,
+    Finding,
+    HypothesisSpace,
+    IdenticalPair,
+    NextCase,
+    now_utc,
+)
 from .causes import MAX_PAIRS, Group, closest, failure_groups, identical_pairs
 from .consistency import amend_summary, annotate_failures, consistency_report, evidence_for_findings
 from .exactness import competitor_note, settle
@@ -29,11 +40,29 @@ from .integration_diff import integration_diff
 from .leads import refuted_leads
 from .outputs import annotate_outputs
 from .pairs import pair_index
-from .probes import (counterexamples, falsified_note, necessary_atom, necessary_note, read_absent_dims,
-                     seed_conflicts, validate, widen)
+from .probes import (
+    counterexamples,
+    falsified_note,
+    necessary_atom,
+    necessary_note,
+    read_absent_dims,
+    seed_conflicts,
+    validate,
+    widen,
+)
 from .reasons import FAILING, case_failure, failure_axes, integration_hint
-from .suggestions import (Context, crossing_proposals, dim_ties, falsifying, narrowing, next_cases, seed_probing,
-                          splitting, tie_aliases, unusable_modes)
+from .suggestions import (
+    Context,
+    crossing_proposals,
+    dim_ties,
+    falsifying,
+    narrowing,
+    next_cases,
+    seed_probing,
+    splitting,
+    tie_aliases,
+    unusable_modes,
+)
 from .trend import trend_finding, trend_helps
 from .verdict import accounted_summary, run_verdict, verdict_summary
 
@@ -212,7 +241,7 @@ def _without_hypothesis(run: _Run, group: Group | None, ctx, passing: list[str],
     if group is not None and group.cause is None and not flips and group.status != "crash" and \
             trend_helps(results, failing):  # a crash has no error to grow
         trend = trend_finding(run.hax, run.dist, results, failing, passing) if failing and passing else None
-    if trend is not None:
+    if trend is not None and group is not None:  # a trend is only sought for a group
         trend.status, trend.cases = group.status, failing[:MAX_CASES_LISTED]
     nxt = next_cases(ctx, None, {}, results, missing)
     d = Diagnosis([trend] if trend else [], (seed_probing(ctx) if group is not None else []) + nxt, [], None,

@@ -22,6 +22,7 @@ order cases arrived).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,7 +65,8 @@ def _pure_atoms(hax: dict[str, dict[str, Any]], failing: list[str], passing: lis
                 continue
             for atom, mask in covering_atoms(key, sub, pvals):
                 if mask == 0:
-                    holds = frozenset(c for c, v in zip(failing, fvals) if atom.holds(v))
+                    # fvals: one value per failing case (columns' contract)
+                    holds = frozenset(c for c, v in zip(failing, fvals, strict=True) if atom.holds(v))
                     out.append((atom, holds))
     return out
 
@@ -95,7 +97,8 @@ def pure_cover(hax: dict[str, dict[str, Any]], failing: list[str], passing: list
     """Greedily, the pure atoms that cover the failing cases together (the one covering most of the uncovered
     first, then the simplest), at most MAX_CAUSES; none when they do not cover every failing case."""
     atoms = _pure_atoms(hax, sorted(failing), sorted(passing), aliases or {})
-    left, chosen = set(failing), []
+    left = set(failing)
+    chosen: list[tuple[Atom, list[str]]] = []
     while left and len(chosen) < MAX_CAUSES and atoms:
         atoms.sort(key=lambda t: (-len(t[1] & left), KIND_RANK[t[0].kind], derivation_rank(t[0].axis), t[0].text))
         atom, holds = atoms.pop(0)
@@ -108,7 +111,7 @@ def pure_cover(hax: dict[str, dict[str, Any]], failing: list[str], passing: list
 
 
 def failure_groups(hax: dict[str, dict[str, Any]], failing: list[str], passing: list[str],
-                   kinds: dict[str, str], aliases: dict[str, str] | None = None, space: Any = None) -> list[Group]:
+                   kinds: Mapping[str, str], aliases: dict[str, str] | None = None, space: Any = None) -> list[Group]:
     """The groups of failing cases, each with its hypothesis space (see the module's docstring); ``space``:
     the whole run's space when already enumerated."""
     if space is None:
@@ -169,7 +172,7 @@ def identical_pairs(dist: dict[str, dict[str, str]], status: dict[str, str],
     for c in sorted(dist):
         if status.get(c) in ("pass", "fail"):
             groups.setdefault(json.dumps(dist[c], sort_keys=True), []).append(c)
-    out = []
+    out: list[tuple[str, str]] = []
     for members in groups.values():
         if len({status[c] for c in members}) < 2:
             continue

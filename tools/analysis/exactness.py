@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import json
 
-from ..schemas import Finding
 from ..cases.relations import element_bytes
+from ..schemas import Finding
 from .hypotheses import CAP_TEXT, Hypothesis, is_align
 
 

@@ -10,13 +10,15 @@ sets, ties broken by case id.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..cases.derived import UNSET, source_of
 from ..cases.relations import element_bytes
 from ..schemas import Finding, Term
 from .hypotheses import Atom, Hypothesis, axis_sources
 from .pairs import best_pair, make_pair
+
 
 def _fmt(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
@@ -132,7 +134,7 @@ def statement(f: Finding, dtypes: dict[str, list[str]]) -> str | None:
     if f.kind == "conjunction":
         texts = [statement(g, dtypes) or g.predicate for g in term_findings(f)]
         return "fails only when both hold: " + "; and ".join(texts)
-    if f.kind == "threshold":
+    if f.kind == "threshold" and f.fails_at is not None:  # a threshold always has a failing value nearest it
         name = f.axis.split(".", 1)[0].split("[", 1)[0]
         side = (f"passes at {_fmt(f.passes_at)}, fails at {_fmt(f.fails_at)}" if f.passes_at is not None
                 else f"fails at {_fmt(f.fails_at)}, no passing value on the other side yet")

@@ -144,11 +144,11 @@ def atom_text(a: Atom) -> str:
         op = (">" if a.passes_at is not None else ">=") if a.direction == "above" else (
             "<" if a.passes_at is not None else "<=")
         return f"{a.axis} {op} {fmt(bound)}"
-    if a.kind == "relation":
-        left, right = relation_sides(a.axis)
-        op = _REL_OPS.get(frozenset(a.failing))
-        if op is not None:
-            return f"{left} {op} {right}"
+    sides = relation_sides(a.axis)  # a relation atom's axis always names its two sides
+    if a.kind == "relation" and sides is not None:
+        rel = _REL_OPS.get(frozenset(a.failing))
+        if rel is not None:
+            return f"{sides[0]} {rel} {sides[1]}"
         if len(a.failing) == 1:
             return f"{a.axis} == {a.failing[0]}"
         return f"{a.axis} in {{{', '.join(a.failing)}}}"
@@ -264,12 +264,12 @@ def _atoms(axis: str, fvals: list[Any], pvals: list[Any]) -> list[tuple[Atom, in
     if kind == "str":
         if not _set_axis(axis) or any(v is None for v in fvals):
             return out
-        fs = sorted(set(fvals))
+        fstr = sorted(set(fvals))
         ps = sorted({v for v in pvals if v is not None})
-        if len(fs) > MAX_SET_VALUES or not ps:
+        if len(fstr) > MAX_SET_VALUES or not ps:
             return out
-        k = "relation" if "~" in axis else ("value" if len(fs) == 1 else "set")
-        a = Atom(axis, k, tuple(fs), passing=tuple(v for v in ps if v not in fs))
+        k = "relation" if "~" in axis else ("value" if len(fstr) == 1 else "set")
+        a = Atom(axis, k, tuple(fstr), passing=tuple(v for v in ps if v not in fstr))
         out.append((a, _mask(pvals, a)))
         return out
     if kind == "ordered":
@@ -450,7 +450,7 @@ def _drop_restatements(hyps: list[Hypothesis]) -> list[Hypothesis]:
                 if any(fold(h, by_text.get(f"{name}.{c}")) for c in ("all_zero", "zero_rows", "has_zero")):
                     continue
         if len(h.atoms) == 1 and a.kind == "threshold" and a.direction == "below" and is_align(a.axis) and \
-                a.passes_at is None and a.fails_at >= ALIGN_RESOLUTION:
+                a.passes_at is None and a.fails_at is not None and a.fails_at >= ALIGN_RESOLUTION:
             twin = next((g for g in hyps if len(g.atoms) == 1 and g.atoms[0].axis == f"{name}.offset"
                          and g.atoms[0].direction == "above"), None) if a.axis.endswith("offset_align") else None
             if not fold(h, twin):

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
+from itertools import pairwise
 from operator import itemgetter
-from typing import Any, Callable
+from typing import Any
 
 from ..schemas import MinimalPair
 
@@ -70,7 +72,7 @@ def change(a: str | None, b: str | None) -> float:
     if sa is not None and sb is not None:
         if len(sa) != len(sb):
             return 1e12 + abs(len(sa) - len(sb))
-        return float(sum(abs(x - y) for x, y in zip(sa, sb)))
+        return float(sum(abs(x - y) for x, y in zip(sa, sb, strict=True)))  # equal lengths: checked above
     va, vb = _value_params(a), _value_params(b)
     if va is not None and vb is not None:
         if va[0] != vb[0]:
@@ -104,8 +106,8 @@ class PairIndex(dict):
         super().__init__()
         self.tied = tied or {}  # input -> the inputs whose dimensions are tied to its (their shapes move with it)
         self.ids = sorted(c for c, s in status.items() if s in ("pass", "fail"))
-        self.keys = sorted({k for c in self.ids for k in dist[c]})
-        self.rows = {c: tuple(dist[c].get(k) for k in self.keys) for c in self.ids}
+        self.axis_keys = sorted({k for c in self.ids for k in dist[c]})
+        self.rows = {c: tuple(dist[c].get(k) for k in self.axis_keys) for c in self.ids}
         self.dist, self.axes, self.status = dist, axes, status
 
     def get(self, k: str, default=None):
@@ -123,7 +125,7 @@ def pair_index(dist: dict[str, dict[str, str]], axes: dict[str, dict[str, Any]],
 
 def _pairs_of(index: PairIndex, k: str) -> list[tuple[float, str, str]]:
     """The pairs of cases differing only in planned axis ``k`` (a shape with its strides' layout class kept)."""
-    ids, keys, rows, dist, axes, status = index.ids, index.keys, index.rows, index.dist, index.axes, index.status
+    ids, keys, rows, dist, axes, status = index.ids, index.axis_keys, index.rows, index.dist, index.axes, index.status
     if k not in keys:
         return []
     i = keys.index(k)
@@ -149,7 +151,7 @@ def _pairs_of(index: PairIndex, k: str) -> list[tuple[float, str, str]]:
             cand = [(p, q) for p in ps for q in fs]
         else:
             ordered = sorted(members, key=lambda c: (_order_key(dist[c].get(k)), c))
-            cand = [(a, b) if status[a] == "pass" else (b, a) for a, b in zip(ordered, ordered[1:])
+            cand = [(a, b) if status[a] == "pass" else (b, a) for a, b in pairwise(ordered)
                     if status[a] != status[b]]
         pairs.extend((change(dist[p].get(k), dist[q].get(k)), p, q) for p, q in cand)
     return sorted(pairs)[:MAX_PAIRS_PER_AXIS]

@@ -181,17 +181,20 @@ def _far(atom: Atom, side: str) -> tuple[float | None, Any]:
     """(a target value on a far side, the test a recorded value must pass), target None: nothing lies there."""
     up = (atom.direction == "above") == (side == "fail")
     ref = atom.fails_at if side == "fail" else atom.passes_at
+    if ref is None:  # no recorded value on that side to move away from
+        return None, (lambda v: False)
     integer = isinstance(ref, int) or (isinstance(ref, float) and ref.is_integer())
     # an integer that is no alignment lands off every power of two (a far value 4x a multiple of 16 is one too,
     # and would hide a modulus); an alignment moves in powers of two
     odd = 3 if integer and not is_align(atom.axis) else 0
     if up:
-        target = ref * FAR + odd if ref > 0 else ref + FAR
-        return (int(target) if integer else target), (lambda v: v >= (ref * 2 if ref > 0 else ref + 2))
-    target = ref / FAR if ref > 0 else ref - FAR
-    target = (int(target) - (1 if odd and int(target) > 2 else 0)) if integer else target
+        high = ref * FAR + odd if ref > 0 else ref + FAR
+        return (int(high) if integer else high), (lambda v: v >= (ref * 2 if ref > 0 else ref + 2))
+    low = ref / FAR if ref > 0 else ref - FAR
+    low = (int(low) - (1 if odd and int(low) > 2 else 0)) if integer else low
     bound = ref / 2 if ref > 0 else ref - 2
-    if target < _floor_of(atom.axis) or target == ref:
+    target: float | None = low
+    if low < _floor_of(atom.axis) or low == ref:
         target = _floor_of(atom.axis) if _floor_of(atom.axis) < ref and _floor_of(atom.axis) <= bound else None
     return target, (lambda v: v <= bound)
 
@@ -202,7 +205,7 @@ def _others_hold(hyp: Hypothesis, atom: Atom, hax: dict) -> bool:
 
 def far_requirements(ctx, hyp: Hypothesis, terms: list[Finding], moves) -> list[Req]:
     out = []
-    for atom, term in zip(hyp.atoms, terms):
+    for atom, term in zip(hyp.atoms, terms, strict=True):  # terms: term_findings of this hypothesis, one per atom
         if atom.kind != "threshold" or atom.passes_at is None or term.minimal_pair is None:
             continue
         for side, base_id in (("pass", term.minimal_pair.passing), ("fail", term.minimal_pair.failing)):
@@ -279,7 +282,7 @@ def mirror_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Req]
         return []
     sources = set(hyp.sources())
     ran = sorted(c for c, s in ctx.status.items() if s in ("fail", "pass"))
-    out = []
+    out: list[Req] = []
     cols: dict[str, tuple[set, set]] = {}  # axis -> (values in failing cases, values in passing cases)
     for c in ran:
         for k, v in ctx.hax[c].items():
@@ -316,7 +319,7 @@ def source_requirements(ctx, hyp: Hypothesis, terms: list[Finding]) -> list[Req]
     generator, a count, size or alignment from another shape (for each term,
     the others holding)."""
     out = []
-    for atom, term in zip(hyp.atoms, terms):
+    for atom, term in zip(hyp.atoms, terms, strict=True):  # terms: term_findings of this hypothesis, one per atom
         req = _source(ctx, hyp, atom, term)
         if req is not None:
             out.append(req)
@@ -363,7 +366,7 @@ def cross_requirements(ctx, hyp: Hypothesis, terms: list[Finding], moves) -> lis
         return []
     out = []
     ran = [c for c, s in sorted(ctx.status.items()) if s in ("fail", "pass")]
-    for atom, term in zip(hyp.atoms, terms):
+    for atom, term in zip(hyp.atoms, terms, strict=True):  # terms: term_findings of this hypothesis, one per atom
         other = next(b for b in hyp.atoms if b is not atom)
         if atom.kind != "threshold" or other.kind == "threshold" or term.minimal_pair is None:
             continue
@@ -391,7 +394,8 @@ def reshapes(ctx, base: Case, name: str, axis: str) -> list[tuple[dict, Any]]:
     from .flips import dim_moves
 
     spec = next(i for i in base.inputs if i.name == name)
-    shape, out = spec.shape, []
+    shape: list[int] = spec.shape or []  # a None or tuple input has no dimension to move
+    out: list[tuple[dict, Any]] = []
     if axis.endswith("last_align") and shape and shape[-1] > 0:
         a = shape[-1] & -shape[-1]
         out += [(v, shape[-1] + 2 * a) for v in dim_moves(ctx.ties, base, name, len(shape) - 1)]
@@ -584,9 +588,10 @@ def probe_cases(ctx, lead: Finding, hyp: Hypothesis, reqs: list[Req], make, move
         if not is_open(r):
             continue
         chosen = 0
-        for base, var, value, predicted in r.builds:
+        for base, var, value, built in r.builds:
             if chosen >= _need(r) - len(r.done):
                 break
+            predicted: str | None = built
             if r.kind == "fresh":
                 cand = _fresh_candidate(ctx, hyp, base, var, make, moves)
                 predicted = None if cand is None else cand.preds.get(hyp.text)
@@ -632,8 +637,8 @@ def seed_pair_cases(ctx, make, build_next) -> list[NextCase]:
     ran = {c: s for c, s in sorted(ctx.status.items()) if s in ("fail", "pass")}
     failing = sorted(c for c, s in ran.items() if s == "fail")
     passing = sorted(c for c, s in ran.items() if s == "pass")
-    if not failing or not passing or any(read_tag(ctx.cases[c]) and read_tag(ctx.cases[c])[0] == "seed"
-                                         for c in ran):
+    if not failing or not passing or any((t := read_tag(ctx.cases[c])) is not None
+                                         and t[0] == "seed" for c in ran):
         return []
     f, p = min(((f, p) for f in failing[:50] for p in passing[:50]),
                key=lambda fp: (len(axes_difference(ctx.dist[fp[0]], ctx.dist[fp[1]])), fp))

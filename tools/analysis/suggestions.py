@@ -28,15 +28,23 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Container
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..cases.axes import axes_difference, case_axes, distance_axes
-from ..cases.derived import (CONTIGUITY, DTYPE_BITS, UNSET, alignment, contiguity, dim_axis, parse_dim_axis,
-                             structured_axes)
+from ..cases.derived import (
+    CONTIGUITY,
+    DTYPE_BITS,
+    UNSET,
+    alignment,
+    contiguity,
+    dim_axis,
+    parse_dim_axis,
+    structured_axes,
+)
 from ..cases.ids import case_content
 from ..cases.relations import REL_VALUES
 from ..cases.stars import apply_variation, restride
@@ -125,13 +133,20 @@ def tie_aliases(ties: dict[str, list[str]], inputs: list[str] | None = None) -> 
     order = {name: i for i, name in enumerate(inputs or [])}
     out: dict[str, str] = {}
     for dim, others in ties.items():
-        rep = min([dim, *others], key=lambda d: (order.get(parse_dim_axis(d)[0], len(order)), d))
+        rep = min([dim, *others], key=lambda d: (order.get(_tied_dim(d)[0], len(order)), d))
         if rep == dim:
             continue
         out[dim] = rep
-        d, r = parse_dim_axis(dim), parse_dim_axis(rep)
-        out[_align_name(*d)] = _align_name(*r)
+        out[_align_name(*_tied_dim(dim))] = _align_name(*_tied_dim(rep))
     return out
+
+
+def _tied_dim(axis: str) -> tuple[str, int]:
+    """A tied axis as (input, dimension): dim_ties pairs dimension axes only."""
+    parsed = parse_dim_axis(axis)
+    if parsed is None:
+        raise ValueError(f"a tie names a dimension axis, not {axis!r}")
+    return parsed
 
 
 def _align_name(name: str, index: int) -> str:
@@ -141,8 +156,8 @@ def _align_name(name: str, index: int) -> str:
 def unusable_modes(cases: list[Case], results: dict, status: dict[str, str]) -> tuple[set[str], bool]:
     """Modes already known unsupported (some case in it unsupported, none ran
     it), and whether every recorded result ran on a CPU device (no graph mode)."""
-    ran = {c.mode for c in cases if status.get(c.id) in ("pass", "fail")}
-    refused = {c.mode for c in cases if status.get(c.id) == "unsupported"}
+    ran: set[str] = {c.mode for c in cases if status.get(c.id) in ("pass", "fail")}
+    refused: set[str] = {c.mode for c in cases if status.get(c.id) == "unsupported"}
     kinds = {(r.environment or {}).get("device_kind") for r in results.values()}
     cpu_only = bool(kinds) and kinds <= {"cpu"}
     no_modes = refused - ran
@@ -182,10 +197,11 @@ def make_proposal(ctx: Context, base: Case, var: dict, value: Any, finding: str)
 
 def _dims(case: Case) -> dict[str, tuple[str, int]]:
     """Each dimension of a case's tensor inputs: axis name -> (input, size)."""
-    out = {}
+    out: dict[str, tuple[str, int]] = {}
     for spec in case.inputs:
-        for i, size in enumerate([] if spec.none or spec.shape is None else spec.shape):
-            out[dim_axis(spec.name, i, len(spec.shape))] = (spec.name, size)
+        shape = [] if spec.none or spec.shape is None else spec.shape
+        for i, size in enumerate(shape):
+            out[dim_axis(spec.name, i, len(shape))] = (spec.name, size)
     return out
 
 
@@ -285,8 +301,8 @@ def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, 
     if fld == "last_align_bytes" and spec.shape:  # a row's alignment in bytes: in elements of the base's dtype
         from ..cases.relations import element_bytes
 
-        size = element_bytes(spec.dtype) or 1
-        return moves(ctx, base, f"{name}.last_align", int(target // size)) if target >= size else []
+        width = element_bytes(spec.dtype) or 1
+        return moves(ctx, base, f"{name}.last_align", int(target // width)) if target >= width else []
     if fld.startswith("stride[") and numeric:  # one dimension's stride, the others kept
         strides = list(spec.strides if spec.strides is not None else contiguous_strides(spec.shape))
         i = int(fld[len("stride["):-1])
@@ -295,13 +311,13 @@ def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, 
     if fld == "offset_align":
         return [({"axis": "storage_offset", "input": name}, int(target))]  # the smallest offset aligned exactly so
     if fld == "contiguity":
-        strides = strides_for(spec.shape, target)
-        return [({"axis": "strides", "input": name}, strides)] if strides is not None or target == "contiguous" else []
+        laid = strides_for(spec.shape, target)
+        return [({"axis": "strides", "input": name}, laid)] if laid is not None or target == "contiguous" else []
     if fld == "magnitude":
         values = spec.values.model_dump(mode="json", exclude_none=True)
         if spec.values.kind == "normal" and target > abs(spec.values.mean):
             return [({"axis": "values", "input": name}, values | {"std": target - abs(spec.values.mean)})]
-        if spec.values.kind == "uniform" and spec.values.low is not None:
+        if spec.values.kind == "uniform" and spec.values.low is not None and spec.values.high is not None:
             scale = target / max(abs(spec.values.low), abs(spec.values.high), 1e-30)
             return [({"axis": "values", "input": name},
                      values | {"low": spec.values.low * scale, "high": spec.values.high * scale})]
@@ -388,8 +404,8 @@ def bisect_values(f: Finding, integer: bool) -> list:
         return sorted(dict.fromkeys(v for v in [near, *inner] if lo < v < hi), key=lambda v: abs(v - p))
     if lo <= 0 or hi / lo <= 2.0:
         return [] if lo > 0 or hi <= 0 else [min(1.0, hi / 2)]
-    pw = _pow2_between(lo, hi)
-    return _spread(pw, MAX_BISECT_VALUES) if pw else [math.sqrt(lo * hi)]
+    powers = _pow2_between(lo, hi)
+    return _spread(powers, MAX_BISECT_VALUES) if powers else [math.sqrt(lo * hi)]
 
 
 def _domain(ctx: Context, f: Finding, base: Case) -> list:
@@ -521,6 +537,8 @@ def _flip_targets(ctx: Context, atom: Atom, term: Finding, base: Case) -> list:
         return [True, False]
     if atom.kind == "threshold":
         p, q = atom.passes_at, atom.fails_at
+        if q is None:  # a threshold atom always has a failing value nearest its boundary
+            return []
         integer = all(isinstance(v, int) for v in (p, q) if v is not None)
         out: list = [q]
         if p is not None:
@@ -550,7 +568,7 @@ def _split_pairs(c: Proposal, names: list[str]) -> set[tuple[int, int]]:
 def _term_moves(ctx: Context, hyp: Hypothesis) -> list[tuple[Case, str, dict, Any]]:
     out = []
     terms = ctx.terms.get(hyp.text, [])
-    for atom, term in zip(hyp.atoms, terms):
+    for atom, term in zip(hyp.atoms, terms, strict=False):  # no terms: the hypothesis has no finding built
         for base in _bases(ctx, term)[:MAX_SPLIT_BASES]:
             for target in _flip_targets(ctx, atom, term, base):
                 for var, value in moves(ctx, base, atom.axis, _attr_raw(atom.axis, target)):
@@ -697,7 +715,7 @@ def uncrossed(ctx: Context, sources: list[str]) -> list[tuple[str, Any, str]]:
             continue
         fvals = [ctx.hax[c].get(axis) for c in failing]
         pvals = [ctx.hax[c].get(axis) for c in passing]
-        for atom, mask in covering_atoms(axis, fvals, pvals):
+        for _atom, mask in covering_atoms(axis, fvals, pvals):
             if mask == (1 << len(passing)) - 1:
                 continue  # holds on every recorded case: the run never varied it
             p = next(c for i, c in enumerate(passing) if not mask >> i & 1)  # the first passing case without it
@@ -742,7 +760,7 @@ def tied_shape_moves(ctx: Context, base: Case, name: str, shape: list[int]) -> l
         new = list(spec.shape)
         for i in range(len(spec.shape)):
             for tied in ctx.ties.get(dim_axis(spec.name, i, len(spec.shape)), []):
-                owner, index = parse_dim_axis(tied)
+                owner, index = _tied_dim(tied)
                 if owner == name and -len(shape) <= index < len(shape):
                     new[i] = shape[index]
         if new != spec.shape:
@@ -867,7 +885,7 @@ def _change_text(c: Proposal) -> str:
 
 
 def next_cases(ctx: Context, lead: Finding | None, narrow: dict[str, list[Proposal]], results: dict,
-               missing: list[str], *, splits: list[Proposal] = (), cross: list[Proposal] = (),
+               missing: list[str], *, splits: Sequence[Proposal] = (), cross: Sequence[Proposal] = (),
                lead_hyp: str | None = None) -> list[NextCase]:
     out: list[NextCase] = []
     for group in _by_base(list(splits)):  # one next case per base: each of its cases says what it refutes
@@ -986,11 +1004,11 @@ def explore(ctx: Context) -> list[NextCase]:
         if passing:
             near = min(passing, key=lambda p: (len(axes_difference(ctx.dist[p], ctx.dist[fid])), p))
             for key in axes_difference(ctx.dist[near], ctx.dist[fid]):
-                var = _variation_for(key)
-                if var is None:
+                step = _variation_for(key)
+                if step is None:
                     continue
                 raw = _raw_value(ctx.cases[fid], key)
-                cand = make_proposal(ctx, ctx.cases[near], var, raw, key)
+                cand = make_proposal(ctx, ctx.cases[near], step, raw, key)
                 if cand is not None:
                     ctx.seen_contents.add(cand.content)
                     cands.append(cand)

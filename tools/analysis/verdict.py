@@ -11,6 +11,8 @@ runner/judge.py.)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..schemas import Case, CaseFailure, FailureAxis, FailureGroup, Finding, IdenticalPair, RefutedLead
 
 
@@ -25,7 +27,7 @@ def run_verdict(failures: list[CaseFailure], missing: list[str], unsupported: li
 
 
 def verdict_summary(verdict: str, cases: list[Case], counts: dict[str, int], missing: list[str],
-                    axes: list[FailureAxis], findings: list[Finding], competing: list[Finding] = ()) -> str:
+                    axes: list[FailureAxis], findings: list[Finding], competing: Sequence[Finding] = ()) -> str:
     """The verdict in one sentence: the counts, what the failures follow (the
     lead finding, its exactness and minimal pair, its competitors), what is missing."""
     summary = _summary(verdict, cases, counts, missing, axes)
@@ -90,7 +92,7 @@ def _num(v) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def _findings_summary(findings: list[Finding], competing: list[Finding] = ()) -> str:
+def _findings_summary(findings: list[Finding], competing: Sequence[Finding] = ()) -> str:
     if len(findings) > 1 or (findings[0].kind != "trend" and (findings[0].status or findings[0].cause)):
         # one finding per failing group: each said on its own with the group it covers, none a competitor
         return "; " + "; ".join(_group_label(f) + _one_summary(f, competing if len(findings) == 1 else [])
@@ -98,7 +100,7 @@ def _findings_summary(findings: list[Finding], competing: list[Finding] = ()) ->
     return "; " + _one_summary(findings[0], competing)
 
 
-def _one_summary(lead: Finding, competing: list[Finding]) -> str:
+def _one_summary(lead: Finding, competing: Sequence[Finding]) -> str:
     if lead.kind == "trend":
         return f"no exact finding: {lead.statement or lead.predicate}"
     text = f"finding: {lead.predicate}"

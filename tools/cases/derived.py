@@ -23,8 +23,8 @@ import json
 import math
 from typing import Any
 
-from .axes import OPTION_AXES, distance_axes, input_kinds
 from ..schemas import DTYPE_FAMILIES, Case, TensorSpec, contiguous_strides
+from .axes import OPTION_AXES, distance_axes, input_kinds
 
 UNSET = "unset"
 CONTIGUITY = ("contiguous", "transposed", "sliced", "broadcast", "overlapping")
@@ -63,12 +63,13 @@ def contiguity(shape: list[int], strides: list[int] | None) -> str:
     dimension over 1), overlapping (some element reached twice otherwise)."""
     if strides is None:
         return "contiguous"
-    dims = [(st, sz) for sz, st in zip(shape, strides) if sz != 1]
+    # one stride per dimension: TensorSpec checks the rank, the callers build them so
+    dims = [(st, sz) for sz, st in zip(shape, strides, strict=True) if sz != 1]
     if any(sz == 0 for sz in shape) or not dims:
         return "contiguous"
     if any(st == 0 for st, _ in dims):
         return "broadcast"
-    if [st for st, _ in dims] == [st for sz, st in zip(shape, contiguous_strides(shape)) if sz != 1]:
+    if [st for st, _ in dims] == [st for sz, st in zip(shape, contiguous_strides(shape), strict=True) if sz != 1]:
         return "contiguous"
     ordered = sorted(dims)
     acc, dense, overlapping = 1, True, False

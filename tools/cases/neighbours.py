@@ -6,7 +6,6 @@ from __future__ import annotations
 from ..schemas import Case
 from .axes import axes_difference, distance_axes, owner
 
-
 MAX_WARNINGS = 10
 
 

@@ -1,5 +1,5 @@
 """Derived quantities, values classes and relations of a case: the axes a
-hypothesis may name beyond one labelled axis (issue 20).
+hypothesis may name beyond one labelled axis.
 
 Per tensor input ``x`` (also a list member ``x[1]``):
 
@@ -99,9 +99,10 @@ def value_classes(spec: TensorSpec, n: str) -> dict[str, Any]:
     elif v.kind == "normal":
         signs = {"+", "-"} if v.std > 0 else ({"+"} if v.mean > 0 else {"-"})
     elif v.kind in ("uniform", "randint"):
-        signs = ({"+"} if v.high > 0 else set()) | ({"-"} if v.low < 0 else set())
+        signs = ({"+"} if v.high is not None and v.high > 0 else set()) | (
+            {"-"} if v.low is not None and v.low < 0 else set())
     elif v.kind == "full":
-        signs = {"+"} if v.fill > 0 else {"-"}
+        signs = {"+"} if v.fill is not None and v.fill > 0 else {"-"}
     else:  # ones, arange
         signs = {"+"}
     signs |= {"+" for s in specials if s in ("inf", "large", "denormal")}
@@ -118,7 +119,6 @@ def tensor_quantities(spec: TensorSpec, n: str) -> dict[str, Any]:
     if size is not None:
         b = math.prod(spec.shape) * size
         out[f"{n}.bytes"] = int(b) if float(b).is_integer() else b
-    rank = len(spec.shape)
     for i, dim in enumerate(spec.shape[:-1]):
         a = alignment(dim)
         if a is not None:
@@ -130,7 +130,7 @@ def tensor_quantities(spec: TensorSpec, n: str) -> dict[str, Any]:
 def _broadcast(a: list[int], b: list[int]) -> str:
     if a == b:
         return "equal"
-    for x, y in zip(reversed(a), reversed(b)):
+    for x, y in zip(reversed(a), reversed(b), strict=False):  # the trailing dimensions; a longer shape's extra ones broadcast
         if x != y and x != 1 and y != 1:
             return "other"
     return "broadcast"
@@ -149,13 +149,13 @@ def relation_axes(case: Case) -> dict[str, Any]:
             continue
         out.update(tensor_quantities(spec, spec.name))
         tensors.append((spec.name, spec))
-    for name, spec in tensors:
-        rank = len(spec.shape)
+    for name, tensor in tensors:
+        rank = len(tensor.shape)
         if rank > MAX_RELATION_RANK:
             continue
         for i in range(rank):
             for j in range(i + 1, rank):
-                out[f"{dim_axis(name, i, rank)}~{dim_axis(name, j, rank)}"] = _cmp(spec.shape[i], spec.shape[j])
+                out[f"{dim_axis(name, i, rank)}~{dim_axis(name, j, rank)}"] = _cmp(tensor.shape[i], tensor.shape[j])
     plain = tensors[:MAX_RELATION_INPUTS]
     for ia, (na, sa) in enumerate(plain):
         for nb, sb in plain[ia + 1:]:

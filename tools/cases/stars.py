@@ -256,6 +256,13 @@ def _one_id(base: Case, var: StarVariation, value: Any) -> str:
     return fit_id(f"{base.id}.{part}")
 
 
+def star_base(star: StarSpec) -> Case:
+    """A star's base case: a base given as an id is resolved to the planned case before a star is expanded."""
+    if isinstance(star.base, str):
+        raise ToolError(f"star base {star.base!r} is an id not resolved to its planned case", code="internal_error")
+    return star.base
+
+
 def expand_star(star: StarSpec, planned: dict[str, str] | None = None) -> list[Case]:
     """A base case plus one case per value per variation, each with exactly one
     axis changed from the base:
@@ -282,7 +289,7 @@ def expand_star(star: StarSpec, planned: dict[str, str] | None = None) -> list[C
     so a next case never collides with the run.  Raises ToolError naming the
     variation and value that did not fit.
     """
-    base = star.base
+    base = star_base(star)
     produced: list[Case] = [base] if star.include_base else []
     seen_content = {case_content(base.model_dump(mode="json"))}
     ids = {c.id for c in produced}
