@@ -34,7 +34,7 @@ from .run_case_remote import run_case_remote
 from .schemas import NarrowRequest, NarrowResponse, NarrowStep, StarSpec
 
 NARROWING = ("discriminate", "bisect", "probe", "crossing", "explore", "falsify")
-Progress = Callable[[int, int, str], Awaitable[None]]
+Progress = Callable[[int, int | None, str], Awaitable[None]]
 
 
 def _pick(analysis, budget: int) -> list[tuple[dict, str, str]]:

@@ -234,7 +234,7 @@ def cmd_narrow(args: argparse.Namespace) -> int:
     root, run_id = run_location(args)
     progress_out = console(stderr=args.json)
 
-    async def progress(done: int, total: int, message: str) -> None:
+    async def progress(done: int, total: int | None, message: str) -> None:
         progress_out.print(escape(message))
 
     request = {"run_id": run_id, "hosts": args.host or None, "max_cases": args.max_cases,
