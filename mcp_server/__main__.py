@@ -15,27 +15,51 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description="MCP server of ascend-operator-debug: plan_cases, run_case_remote, record_result, "
         "analyze_failures, check_host, and the run evidence as opdebug:// resources.",
     )
-    parser.add_argument("--transport", choices=("stdio", "streamable-http"), default="stdio",
-                        help="stdio (default) or streamable-http")
+    parser.add_argument(
+        "--transport", choices=("stdio", "streamable-http"), default="stdio", help="stdio (default) or streamable-http"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="bind address for streamable-http (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port for streamable-http (default 8000)")
-    parser.add_argument("--evidence-root", default=None,
-                        help="evidence root (default: $OPDEBUG_EVIDENCE_ROOT, else .vaws-local/operator-debug)")
-    parser.add_argument("--inventory", default=None,
-                        help=f"host inventory TOML file (default: ${INVENTORY_ENV}; 'local' is always there)")
-    parser.add_argument("--auth-token-file", default=None,
-                        help="streamable-http: file holding the bearer token clients must send (default: "
-                             "$OPDEBUG_HTTP_TOKEN); required off loopback")
-    parser.add_argument("--allowed-host", action="append", default=[],
-                        help="streamable-http: an extra Host header value to accept (HOST:PORT), repeatable")
-    parser.add_argument("--allowed-origin", action="append", default=[],
-                        help="streamable-http: a browser Origin to accept (e.g. https://ide.example), repeatable")
-    parser.add_argument("--allow-unauthenticated-remote-code-execution", action="store_true",
-                        help="streamable-http off loopback WITHOUT a token: anyone who reaches the port can run "
-                             "code on your hosts. Only behind another layer that authenticates.")
-    parser.add_argument("--log-level", default="WARNING",
-                        choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
-                        help="server log level, written to stderr (default WARNING)")
+    parser.add_argument(
+        "--evidence-root",
+        default=None,
+        help="evidence root (default: $OPDEBUG_EVIDENCE_ROOT, else .vaws-local/operator-debug)",
+    )
+    parser.add_argument(
+        "--inventory",
+        default=None,
+        help=f"host inventory TOML file (default: ${INVENTORY_ENV}; 'local' is always there)",
+    )
+    parser.add_argument(
+        "--auth-token-file",
+        default=None,
+        help="streamable-http: file holding the bearer token clients must send (default: "
+        "$OPDEBUG_HTTP_TOKEN); required off loopback",
+    )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        help="streamable-http: an extra Host header value to accept (HOST:PORT), repeatable",
+    )
+    parser.add_argument(
+        "--allowed-origin",
+        action="append",
+        default=[],
+        help="streamable-http: a browser Origin to accept (e.g. https://ide.example), repeatable",
+    )
+    parser.add_argument(
+        "--allow-unauthenticated-remote-code-execution",
+        action="store_true",
+        help="streamable-http off loopback WITHOUT a token: anyone who reaches the port can run "
+        "code on your hosts. Only behind another layer that authenticates.",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+        help="server log level, written to stderr (default WARNING)",
+    )
     return parser.parse_args(argv)
 
 
@@ -68,15 +92,23 @@ def main(argv: list[str] | None = None) -> int:
         from .http_security import UnsafeHttpConfig, http_policy, read_token
 
         try:
-            policy = http_policy(args.host, args.port, read_token(dict(os.environ), args.auth_token_file),
-                                 allowed_hosts=args.allowed_host, allowed_origins=args.allowed_origin,
-                                 allow_unauthenticated=args.allow_unauthenticated_remote_code_execution)
+            policy = http_policy(
+                args.host,
+                args.port,
+                read_token(dict(os.environ), args.auth_token_file),
+                allowed_hosts=args.allowed_host,
+                allowed_origins=args.allowed_origin,
+                allow_unauthenticated=args.allow_unauthenticated_remote_code_execution,
+            )
         except (UnsafeHttpConfig, OSError) as exc:
             print(f"opdebug-mcp: {exc}", file=sys.stderr)
             return 2
         if policy.token is None and args.allow_unauthenticated_remote_code_execution:
-            print(f"opdebug-mcp: WARNING: serving {args.host}:{args.port} WITHOUT authentication; anyone who "
-                  "reaches it can run code on your hosts", file=sys.stderr)
+            print(
+                f"opdebug-mcp: WARNING: serving {args.host}:{args.port} WITHOUT authentication; anyone who "
+                "reaches it can run code on your hosts",
+                file=sys.stderr,
+            )
     server = build_server(evidence_root=args.evidence_root, inventory=inventory, log_level=args.log_level)
     if policy is None:
         import anyio

@@ -29,8 +29,9 @@ from tools.schemas import (
 from .tooling import ToolCatalog
 
 
-def artifact_tools(root: Path, inventory: str | None, catalog: ToolCatalog,
-                   in_thread: Callable[..., Awaitable[Any]]) -> list[Any]:
+def artifact_tools(
+    root: Path, inventory: str | None, catalog: ToolCatalog, in_thread: Callable[..., Awaitable[Any]]
+) -> list[Any]:
     """The five artefact tools, built by ``catalog``."""
     make_tool = catalog.tool
 
@@ -45,27 +46,41 @@ def artifact_tools(root: Path, inventory: str | None, catalog: ToolCatalog,
         async def progress(done: int, total: int, text: str) -> None:
             await ctx.report_progress(done, total, text)
 
-        return await shrink_case(f["run_id"], f["case_id"], hosts=f["hosts"], root=root, inventory=inventory,
-                                 max_cases=f["max_cases"], max_seconds=f["max_seconds"], progress=progress)
+        return await shrink_case(
+            f["run_id"],
+            f["case_id"],
+            hosts=f["hosts"],
+            root=root,
+            inventory=inventory,
+            max_cases=f["max_cases"],
+            max_seconds=f["max_seconds"],
+            progress=progress,
+        )
 
     async def repro_body(ctx: Context, **f: Any) -> Any:
         from tools.artifacts.repro import export_repro
 
-        return await in_thread(export_repro, f["run_id"], f["case_id"],
-                               default_dir(f["run_id"], "repro", f["out_dir"]), root=root)
+        return await in_thread(
+            export_repro, f["run_id"], f["case_id"], default_dir(f["run_id"], "repro", f["out_dir"]), root=root
+        )
 
     async def regression_body(ctx: Context, **f: Any) -> Any:
         from tools.artifacts.regression import export_regression
 
-        export = await in_thread(export_regression, f["run_id"], default_dir(f["run_id"], "regression", f["out_dir"]),
-                                 root=root, case_ids=f["case_ids"], neighbours=f["neighbours"])
+        export = await in_thread(
+            export_regression,
+            f["run_id"],
+            default_dir(f["run_id"], "regression", f["out_dir"]),
+            root=root,
+            case_ids=f["case_ids"],
+            neighbours=f["neighbours"],
+        )
         return capped_answer(export, tool="export_regression", root=root)
 
     async def pictures_body(ctx: Context, **f: Any) -> Any:
         from tools.artifacts.pictures import render_pictures
 
-        return await in_thread(render_pictures, f["run_id"], root=root, case_ids=f["case_ids"],
-                               outputs=f["outputs"])
+        return await in_thread(render_pictures, f["run_id"], root=root, case_ids=f["case_ids"], outputs=f["outputs"])
 
     async def verify_body(ctx: Context, **f: Any) -> Any:
         from tools.artifacts.verify import verify_run
@@ -73,33 +88,59 @@ def artifact_tools(root: Path, inventory: str | None, catalog: ToolCatalog,
         async def progress(done: int, total: int, outcome: Any) -> None:
             await ctx.report_progress(done, total, f"{outcome.case_id}: {outcome.state}")
 
-        return await verify_run(f["run_id"], hosts=f["hosts"], root=root, inventory=inventory,
-                                run_command=f["run_command"], command_timeout_s=f["command_timeout_s"],
-                                progress=progress)
+        return await verify_run(
+            f["run_id"],
+            hosts=f["hosts"],
+            root=root,
+            inventory=inventory,
+            run_command=f["run_command"],
+            command_timeout_s=f["command_timeout_s"],
+            progress=progress,
+        )
 
     # Only the hints that differ from the spec's defaults (readOnly false, destructive true,
     # idempotent false, openWorld true).
     writes = dict(destructiveHint=False)
     local = dict(destructiveHint=False, openWorldHint=False)
     return [
-        make_tool("shrink_case",
-                  description="The smallest case that fails like a recorded one (steps <case>.shrink-<n>).",
-                  arguments=ShrinkArgs, output=ShrinkResponse,
-                  annotations=ToolAnnotations(**writes), body=shrink_body),
-        make_tool("export_repro",
-                  description="Write <case>.py (stdlib + torch): exits 1 while the case fails, 0 once fixed.",
-                  arguments=ReproArgs, output=ReproExport,
-                  annotations=ToolAnnotations(**local), body=repro_body),
-        make_tool("export_regression",
-                  description="Write a pytest file over the run's failing cases' reproducers.",
-                  arguments=RegressionArgs, output=RegressionExport,
-                  annotations=ToolAnnotations(**local), body=regression_body),
-        make_tool("render_pictures",
-                  description="PNG error maps and histograms as image/png resources ([pictures] extra).",
-                  arguments=PicturesArgs, output=PicturesResponse,
-                  annotations=ToolAnnotations(idempotentHint=True, **local), body=pictures_body),
-        make_tool("verify_fix",
-                  description="After a fix: rerun the failing cases and the model command; says what holds.",
-                  arguments=VerifyArgs, output=VerifyResponse,
-                  annotations=ToolAnnotations(**writes), body=verify_body),
+        make_tool(
+            "shrink_case",
+            description="The smallest case that fails like a recorded one (steps <case>.shrink-<n>).",
+            arguments=ShrinkArgs,
+            output=ShrinkResponse,
+            annotations=ToolAnnotations(**writes),
+            body=shrink_body,
+        ),
+        make_tool(
+            "export_repro",
+            description="Write <case>.py (stdlib + torch): exits 1 while the case fails, 0 once fixed.",
+            arguments=ReproArgs,
+            output=ReproExport,
+            annotations=ToolAnnotations(**local),
+            body=repro_body,
+        ),
+        make_tool(
+            "export_regression",
+            description="Write a pytest file over the run's failing cases' reproducers.",
+            arguments=RegressionArgs,
+            output=RegressionExport,
+            annotations=ToolAnnotations(**local),
+            body=regression_body,
+        ),
+        make_tool(
+            "render_pictures",
+            description="PNG error maps and histograms as image/png resources ([pictures] extra).",
+            arguments=PicturesArgs,
+            output=PicturesResponse,
+            annotations=ToolAnnotations(idempotentHint=True, **local),
+            body=pictures_body,
+        ),
+        make_tool(
+            "verify_fix",
+            description="After a fix: rerun the failing cases and the model command; says what holds.",
+            arguments=VerifyArgs,
+            output=VerifyResponse,
+            annotations=ToolAnnotations(**writes),
+            body=verify_body,
+        ),
     ]

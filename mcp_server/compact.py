@@ -50,8 +50,9 @@ from tools.schemas.base import DOCUMENTED_ONLY_KEY
 _NOT_TYPE_SPECIFIC = {"enum", "const", "$ref", "anyOf", "oneOf", "allOf", "not", "if", "then", "else"}
 
 
-def compact_schema(schema: Any, *, output: bool = False, nested_descriptions: bool = True,
-                   defaults: bool = False, share: bool = True) -> Any:
+def compact_schema(
+    schema: Any, *, output: bool = False, nested_descriptions: bool = True, defaults: bool = False, share: bool = True
+) -> Any:
     """``nested_descriptions=False``: only the top-level properties keep their
     description (what tools/list carries; the rest is in the documented schema).
     ``defaults=True``: keep each ``default``; ``share=False``: the models stay
@@ -145,8 +146,11 @@ def _texts(node: Any, seen: dict[int, tuple[str, str]], in_map: bool = False) ->
     parts = {k: _texts(node[k], seen, k in _MAP_KEYS and not in_map) for k in sorted(node)}
     text = "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in parts.items()) + "}"
     if not in_map:
-        bare = text if "description" not in node else \
-            "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in parts.items() if k != "description") + "}"
+        bare = (
+            text
+            if "description" not in node
+            else "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in parts.items() if k != "description") + "}"
+        )
         seen[id(node)] = (text, bare)
     return text
 
@@ -154,6 +158,7 @@ def _texts(node: Any, seen: dict[int, tuple[str, str]], in_map: bool = False) ->
 def _swapper(seen: dict[int, tuple[str, str]], node_text: str, name: str) -> Callable[[dict[str, Any]], Any]:
     """The rewrite that puts a $ref to ``name`` where a node reads ``node_text``
     (as it is, or without its description, which then stays beside the $ref)."""
+
     def swap(node: dict[str, Any]) -> Any:
         text, bare = seen[id(node)]
         if text == node_text:
@@ -161,6 +166,7 @@ def _swapper(seen: dict[int, tuple[str, str]], node_text: str, name: str) -> Cal
         if bare == node_text:
             return {**_ref(name), "description": node["description"]}
         return None
+
     return swap
 
 
@@ -194,8 +200,10 @@ def _share_repeats(schema: Any) -> Any:
             break
         swap = _swapper(seen, best, name)
         body = _rewrite(body, swap)
-        defs = {k: (_map(v, lambda c, m, swap=swap: _rewrite(c, swap, m)) if isinstance(v, dict) else v)
-                for k, v in defs.items()}
+        defs = {
+            k: (_map(v, lambda c, m, swap=swap: _rewrite(c, swap, m)) if isinstance(v, dict) else v)
+            for k, v in defs.items()
+        }
         defs[name] = json.loads(best)
     if defs:
         body["$defs"] = defs
@@ -209,6 +217,7 @@ def _undescribed(node: dict[str, Any]) -> dict[str, Any]:
 def _placer(target: str, body: dict[str, Any], placed: list[bool]) -> Callable[[dict[str, Any]], Any]:
     """The rewrite that writes ``body`` where a node is a $ref to ``target``; each
     placement appends to ``placed``."""
+
     def put(node: dict[str, Any]) -> Any:
         if node.get("$ref") != target:
             return None
@@ -217,6 +226,7 @@ def _placer(target: str, body: dict[str, Any], placed: list[bool]) -> Callable[[
             return None  # a keyword beside the $ref that the body also has: keep the $ref
         placed.append(True)
         return {**body, **siblings}
+
     return put
 
 
@@ -321,8 +331,7 @@ def _values_have_type(node: dict[str, Any]) -> bool:
 
 def _mergeable(branch: Any) -> bool:
     """A branch that allows one JSON type, with keywords that apply to that type only."""
-    return (isinstance(branch, dict) and isinstance(branch.get("type"), str)
-            and not _NOT_TYPE_SPECIFIC & set(branch))
+    return isinstance(branch, dict) and isinstance(branch.get("type"), str) and not _NOT_TYPE_SPECIFIC & set(branch)
 
 
 def _merge_branches(branches: list[dict[str, Any]]) -> dict[str, Any] | None:

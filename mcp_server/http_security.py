@@ -50,8 +50,10 @@ def read_token(env: dict[str, str], token_file: str | None) -> str | None:
     else:
         token = env.get(TOKEN_ENV, "").strip()
     if token and len(token) < MIN_TOKEN_CHARS:
-        raise UnsafeHttpConfig(f"the bearer token is {len(token)} characters; use at least {MIN_TOKEN_CHARS} "
-                               "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+        raise UnsafeHttpConfig(
+            f"the bearer token is {len(token)} characters; use at least {MIN_TOKEN_CHARS} "
+            "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
     return token or None
 
 
@@ -62,8 +64,15 @@ class HttpPolicy:
     allowed_origins: list[str] | None
 
 
-def http_policy(host: str, port: int, token: str | None, *, allowed_hosts: list[str] | None = None,
-                allowed_origins: list[str] | None = None, allow_unauthenticated: bool = False) -> HttpPolicy:
+def http_policy(
+    host: str,
+    port: int,
+    token: str | None,
+    *,
+    allowed_hosts: list[str] | None = None,
+    allowed_origins: list[str] | None = None,
+    allow_unauthenticated: bool = False,
+) -> HttpPolicy:
     """What the HTTP server enforces for a bind address, or UnsafeHttpConfig."""
     if is_loopback(host) and not allowed_hosts and not allowed_origins:
         return HttpPolicy(token=token, allowed_hosts=None, allowed_origins=None)
@@ -72,7 +81,8 @@ def http_policy(host: str, port: int, token: str | None, *, allowed_hosts: list[
             f"refusing to serve streamable HTTP on {host}:{port} without authentication: anyone who can reach "
             "it could run code on your hosts (run_case_remote runs the caller's modules). Set a bearer token "
             f"in ${TOKEN_ENV} (or --auth-token-file), bind to 127.0.0.1, or pass {OPT_OUT_FLAG} if another "
-            "layer guards the port.")
+            "layer guards the port."
+        )
     names = {"127.0.0.1", "localhost", "[::1]"}
     if host in ("0.0.0.0", "::", ""):
         names |= {socket.gethostname(), socket.getfqdn()}
@@ -96,9 +106,17 @@ class BearerTokenMiddleware:
         if hmac.compare_digest(given, self._expected):
             return await self.app(scope, receive, send)
         body = b'{"error":"unauthorized: send Authorization: Bearer <token>"}'
-        await send({"type": "http.response.start", "status": 401,
-                    "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
-                                (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"www-authenticate", b"Bearer"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
 
@@ -109,13 +127,19 @@ def serve_http(server: Any, host: str, port: int, policy: HttpPolicy, log_level:
 
     security = None
     if policy.allowed_hosts is not None:
-        security = TransportSecuritySettings(enable_dns_rebinding_protection=True,
-                                             allowed_hosts=policy.allowed_hosts,
-                                             allowed_origins=policy.allowed_origins or [])
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=policy.allowed_hosts,
+            allowed_origins=policy.allowed_origins or [],
+        )
     app: Any = server.streamable_http_app(transport_security=security, host=host)
     if policy.token is not None:
         app = BearerTokenMiddleware(app, policy.token)
     where = f"[{host}]" if ":" in host else host
-    print(f"opdebug-mcp: serving MCP over streamable HTTP at http://{where}:{port}/mcp"
-          f" ({'bearer token required' if policy.token is not None else 'no token'})", file=sys.stderr, flush=True)
+    print(
+        f"opdebug-mcp: serving MCP over streamable HTTP at http://{where}:{port}/mcp"
+        f" ({'bearer token required' if policy.token is not None else 'no token'})",
+        file=sys.stderr,
+        flush=True,
+    )
     uvicorn.run(app, host=host, port=port, log_level=log_level.lower())

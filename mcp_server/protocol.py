@@ -99,14 +99,20 @@ _LOG_LEVEL_OF_SESSION: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDict
 
 def debug_loop_prompt(operator: str, symptom: str, host: str = "") -> str:
     """The text of the debug-operator prompt (SKILL.md shows it for one set of arguments)."""
-    host_line = f"Run the cases on inventory host {host!r}." if host else \
-        "Run the cases on host 'local' first, then on an NPU host from the inventory."
+    host_line = (
+        f"Run the cases on inventory host {host!r}."
+        if host
+        else "Run the cases on host 'local' first, then on an NPU host from the inventory."
+    )
     return DEBUG_LOOP_PROMPT.format(operator=operator, symptom=symptom, host_line=host_line)
 
 
 def _add_prompt(server: AdaptedServer, inventory: str | None) -> None:
-    @server.prompt(name="debug-operator", title="Debug an operator",
-                   description="Start the debugging loop for one operator and the symptom the model shows.")
+    @server.prompt(
+        name="debug-operator",
+        title="Debug an operator",
+        description="Start the debugging loop for one operator and the symptom the model shows.",
+    )
     def debug_operator(operator: str, symptom: str, host: str = "") -> str:
         return debug_loop_prompt(operator, symptom, host)
 
@@ -122,10 +128,12 @@ def _add_prompt(server: AdaptedServer, inventory: str | None) -> None:
         missing = [n for n, a in declared.items() if a.required and not str(given.get(n) or "").strip()]
         unknown = sorted(set(given) - set(declared))
         if missing or unknown:
-            problems = ([f"missing required argument(s) {missing}"] if missing else []) + \
-                ([f"unknown argument(s) {unknown}"] if unknown else [])
-            raise MCPError(code=INVALID_PARAMS, message=f"prompt {name!r}: {'; '.join(problems)} "
-                                                        f"(arguments: {sorted(declared)})")
+            problems = ([f"missing required argument(s) {missing}"] if missing else []) + (
+                [f"unknown argument(s) {unknown}"] if unknown else []
+            )
+            raise MCPError(
+                code=INVALID_PARAMS, message=f"prompt {name!r}: {'; '.join(problems)} (arguments: {sorted(declared)})"
+            )
 
     server.prompt_checks.append(check_arguments)
 
@@ -152,8 +160,7 @@ def _add_completions(server: AdaptedServer, root: Path, inventory: str | None, c
             values = [t for t in catalog.names() if t.startswith(value)]
         elif isinstance(ref, PromptReference):
             return None
-        return Completion(values=values[:MAX_COMPLETIONS], total=len(values),
-                          has_more=len(values) > MAX_COMPLETIONS)
+        return Completion(values=values[:MAX_COMPLETIONS], total=len(values), has_more=len(values) > MAX_COMPLETIONS)
 
 
 def _case_ids(root: Path, run_id: str, prefix: str) -> list[str]:
@@ -171,4 +178,3 @@ def _host_names(inventory: str | None) -> list[str]:
         return list(as_inventory(inventory).names())
     except (ToolError, OSError, ValueError):
         return ["local"]
-

@@ -42,23 +42,39 @@ from .tooling import ToolCatalog
 MAX_RAW_FILE_CHARS = 1_000_000
 
 PLAN_EXAMPLE_URI = "opdebug://examples/plan-request"
-PLAN_EXAMPLE = json.dumps({
-    "config": {
-        "run_id": "rmsnorm-bf16",
-        "operator": {"name": "rms_norm", "candidate": "torch_npu.npu_rms_norm", "reference": "my_ref.rms_norm",
-                     "modules": ["my_ref.py"]},
-        "tolerance": {"atol": 1e-5, "rtol": 1e-5, "per_dtype": {"bfloat16": {"atol": 0.02, "rtol": 0.02}}},
-    },
-    "module_sources": {"my_ref.py": "import torch\ndef rms_norm(x, gamma, epsilon=1e-6): ..."},
-    "stars": [{
-        "base": {"id": "base", "seed": 1, "attributes": {"epsilon": 1e-6},
-                 "inputs": [{"name": "x", "shape": [4, 256], "dtype": "float32"},
-                            {"name": "gamma", "shape": [256], "dtype": "float32"}]},
-        "vary": [{"axis": "dtype", "values": ["float16", "bfloat16"]},
-                 {"axis": "strides", "input": "x", "values": [[512, 1]]},
-                 {"axis": "mode", "values": ["compile", "graph"]}],
-    }],
-})
+PLAN_EXAMPLE = json.dumps(
+    {
+        "config": {
+            "run_id": "rmsnorm-bf16",
+            "operator": {
+                "name": "rms_norm",
+                "candidate": "torch_npu.npu_rms_norm",
+                "reference": "my_ref.rms_norm",
+                "modules": ["my_ref.py"],
+            },
+            "tolerance": {"atol": 1e-5, "rtol": 1e-5, "per_dtype": {"bfloat16": {"atol": 0.02, "rtol": 0.02}}},
+        },
+        "module_sources": {"my_ref.py": "import torch\ndef rms_norm(x, gamma, epsilon=1e-6): ..."},
+        "stars": [
+            {
+                "base": {
+                    "id": "base",
+                    "seed": 1,
+                    "attributes": {"epsilon": 1e-6},
+                    "inputs": [
+                        {"name": "x", "shape": [4, 256], "dtype": "float32"},
+                        {"name": "gamma", "shape": [256], "dtype": "float32"},
+                    ],
+                },
+                "vary": [
+                    {"axis": "dtype", "values": ["float16", "bfloat16"]},
+                    {"axis": "strides", "input": "x", "values": [[512, 1]]},
+                    {"axis": "mode", "values": ["compile", "graph"]},
+                ],
+            }
+        ],
+    }
+)
 
 RUN_FILES = {
     # resource name: (file in the run directory, mime type, what produces it)
@@ -90,27 +106,45 @@ def add_resources(server: AdaptedServer, root: Path, catalog: ToolCatalog) -> No
 
 
 def _add_static(server: AdaptedServer, root: Path, catalog: ToolCatalog) -> None:
-    @server.resource(PLAN_EXAMPLE_URI, name="plan-request-example", title="Example plan_cases request",
-                     mime_type="application/json", description="A complete plan_cases request: config, module, star.")
+    @server.resource(
+        PLAN_EXAMPLE_URI,
+        name="plan-request-example",
+        title="Example plan_cases request",
+        mime_type="application/json",
+        description="A complete plan_cases request: config, module, star.",
+    )
     def plan_example() -> str:
         return json.dumps(json.loads(PLAN_EXAMPLE), indent=2)
 
-    @server.resource("opdebug://schemas/{tool}", name="output-schema", title="A tool's full output schema",
-                     mime_type="application/schema+json",
-                     description="A tool's complete output schema, every field described (tools/list carries no "
-                                 "output schema; each answer is validated against this one).")
+    @server.resource(
+        "opdebug://schemas/{tool}",
+        name="output-schema",
+        title="A tool's full output schema",
+        mime_type="application/schema+json",
+        description="A tool's complete output schema, every field described (tools/list carries no "
+        "output schema; each answer is validated against this one).",
+    )
     def output_schema(tool: str) -> str:
         return catalog.schema_text("output", tool)
 
-    @server.resource("opdebug://schemas/{tool}/input", name="input-schema", title="A tool's documented input",
-                     mime_type="application/schema+json",
-                     description="A tool's input schema with every field described and its default.")
+    @server.resource(
+        "opdebug://schemas/{tool}/input",
+        name="input-schema",
+        title="A tool's documented input",
+        mime_type="application/schema+json",
+        description="A tool's input schema with every field described and its default.",
+    )
     def input_schema(tool: str) -> str:
         return catalog.schema_text("input", tool)
 
-    @server.resource("opdebug://runs", name="runs", title="Runs", mime_type="application/json",
-                     description="Index of the runs under the evidence root (newest 200): id, operator, status, "
-                                 "counts, last update.")
+    @server.resource(
+        "opdebug://runs",
+        name="runs",
+        title="Runs",
+        mime_type="application/json",
+        description="Index of the runs under the evidence root (newest 200): id, operator, status, "
+        "counts, last update.",
+    )
     def runs() -> str:
         return json.dumps(run_index(root), separators=(",", ":"), default=str)
 
@@ -130,8 +164,9 @@ def read_run_file(root: Path, run_id: str, kind: str) -> str:
     except ToolError as exc:
         raise ResourceNotFoundError(exc.message) from None
     if kind == "results":  # current and whole, from the index, in results.json's form (result_count, record_index)
-        return results_view.view_bytes(store.run_id, list(store.read_result_docs().values()),
-                                       RESULTS_INDEX).decode("utf-8")
+        return results_view.view_bytes(store.run_id, list(store.read_result_docs().values()), RESULTS_INDEX).decode(
+            "utf-8"
+        )
     path = store.path(filename)
     if not path.is_file():
         raise ResourceNotFoundError(f"run {run_id!r} has no {filename} yet (it is written by {producer})")
@@ -143,9 +178,11 @@ def read_run_file(root: Path, run_id: str, kind: str) -> str:
 
 def _add_run_files(server: AdaptedServer, root: Path) -> None:
     for kind, (filename, mime, _producer) in RUN_FILES.items():
+
         def make(kind: str = kind) -> Callable[[str], str]:
             def read(run_id: str) -> str:
                 return read_run_file(root, run_id, kind)
+
             return read
 
         server.resource(
@@ -161,18 +198,25 @@ def run_ids(root: Path, prefix: str = "") -> list[str]:
     """The runs under the evidence root (those with a manifest), sorted."""
     if not root.is_dir():
         return []
-    return sorted(d.name for d in root.iterdir()
-                  if d.name.startswith(prefix) and (d / "manifest.json").is_file())
+    return sorted(d.name for d in root.iterdir() if d.name.startswith(prefix) and (d / "manifest.json").is_file())
 
 
 def add_run_resource(server: AdaptedServer, root: Path, run_id: str) -> bool:
     """List one run as a concrete resource (its manifest); False if it already is."""
+
     def read() -> str:
         return read_run_file(root, run_id, "manifest")
 
-    return server.add_listed_resource(FunctionResource(uri=f"opdebug://runs/{run_id}/manifest", name=f"run {run_id}",
-                                                       title=f"Run {run_id}", mime_type="application/json", fn=read,
-                                                       description=f"Manifest of run {run_id}"))
+    return server.add_listed_resource(
+        FunctionResource(
+            uri=f"opdebug://runs/{run_id}/manifest",
+            name=f"run {run_id}",
+            title=f"Run {run_id}",
+            mime_type="application/json",
+            fn=read,
+            description=f"Manifest of run {run_id}",
+        )
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -194,19 +238,33 @@ def raw_files(root: Path, run_id: str, case_id: str) -> tuple[RunStore, Path]:
 
 
 def _add_raw(server: AdaptedServer, root: Path) -> None:
-    @server.resource("opdebug://runs/{run_id}/raw/{case_id}", name="raw-evidence-index", title="Raw evidence of a case",
-                     mime_type="application/json",
-                     description="The raw evidence files of one recorded case (read each at .../raw/{case_id}/{name}).")
+    @server.resource(
+        "opdebug://runs/{run_id}/raw/{case_id}",
+        name="raw-evidence-index",
+        title="Raw evidence of a case",
+        mime_type="application/json",
+        description="The raw evidence files of one recorded case (read each at .../raw/{case_id}/{name}).",
+    )
     def raw_index(run_id: str, case_id: str) -> str:
         _store, raw = raw_files(root, run_id, case_id)
         files = sorted(p.name for p in raw.iterdir() if p.is_file())
-        return json.dumps({"run_id": run_id, "case_id": case_id, "files": files,
-                           "uris": [f"opdebug://runs/{run_id}/raw/{case_id}/{n}" for n in files]})
+        return json.dumps(
+            {
+                "run_id": run_id,
+                "case_id": case_id,
+                "files": files,
+                "uris": [f"opdebug://runs/{run_id}/raw/{case_id}/{n}" for n in files],
+            }
+        )
 
-    @server.resource(RAW_FILE_TEMPLATE, name="raw-evidence-file",
-                     title="One raw evidence file", mime_type="application/octet-stream",
-                     description="One raw evidence file of a recorded case: text files (worker-result.json, "
-                                 "stderr.txt...) as text with their MIME type, binary ones (outputs.pt) as blobs.")
+    @server.resource(
+        RAW_FILE_TEMPLATE,
+        name="raw-evidence-file",
+        title="One raw evidence file",
+        mime_type="application/octet-stream",
+        description="One raw evidence file of a recorded case: text files (worker-result.json, "
+        "stderr.txt...) as text with their MIME type, binary ones (outputs.pt) as blobs.",
+    )
     def raw_file(run_id: str, case_id: str, name: str) -> str | bytes:
         _store, raw = raw_files(root, run_id, case_id)
         try:
@@ -228,8 +286,10 @@ def _add_raw(server: AdaptedServer, root: Path) -> None:
                 text = text[:MAX_RAW_FILE_CHARS] + f"\n[... cut at {MAX_RAW_FILE_CHARS} characters; the file is {path}]"
             return text
         if len(data) > MAX_RAW_FILE_BYTES:
-            raise ResourceError(f"{name} of case {case_id!r} is over {MAX_RAW_FILE_BYTES} bytes: read it on the "
-                                f"server's machine at {path}")
+            raise ResourceError(
+                f"{name} of case {case_id!r} is over {MAX_RAW_FILE_BYTES} bytes: read it on the "
+                f"server's machine at {path}"
+            )
         return data
 
     def with_mime_type(uri: str, contents: Any) -> Any:
@@ -238,10 +298,14 @@ def _add_raw(server: AdaptedServer, root: Path) -> None:
         if match is None or not isinstance(contents, list):
             return contents
         mime = raw_file_mime(match.group("name"))
-        return [ReadResourceContents(content=c.content, meta=c.meta,
-                                     mime_type="text/plain" if mime == UNKNOWN_MIME and isinstance(c.content, str)
-                                     else mime)
-                for c in contents]
+        return [
+            ReadResourceContents(
+                content=c.content,
+                meta=c.meta,
+                mime_type="text/plain" if mime == UNKNOWN_MIME and isinstance(c.content, str) else mime,
+            )
+            for c in contents
+        ]
 
     server.after_reading.append(with_mime_type)
 
@@ -250,9 +314,19 @@ RAW_FILE_TEMPLATE = "opdebug://runs/{run_id}/raw/{case_id}/{name}"
 RAW_FILE_URI = re.compile(r"^opdebug://runs/[^/]+/raw/[^/]+/(?P<name>[^/]+)$")
 MAX_RAW_FILE_BYTES = 16 << 20  # a blob (base64 on the wire) at most; a bigger file is read on disk
 UNKNOWN_MIME = "application/octet-stream"
-_MIME_BY_SUFFIX = {".json": "application/json", ".jsonl": "application/json", ".txt": "text/plain",
-                   ".log": "text/plain", ".md": "text/markdown", ".py": "text/x-python", ".csv": "text/csv",
-                   ".png": "image/png", ".pt": UNKNOWN_MIME, ".npy": UNKNOWN_MIME, ".npz": UNKNOWN_MIME}
+_MIME_BY_SUFFIX = {
+    ".json": "application/json",
+    ".jsonl": "application/json",
+    ".txt": "text/plain",
+    ".log": "text/plain",
+    ".md": "text/markdown",
+    ".py": "text/x-python",
+    ".csv": "text/csv",
+    ".png": "image/png",
+    ".pt": UNKNOWN_MIME,
+    ".npy": UNKNOWN_MIME,
+    ".npz": UNKNOWN_MIME,
+}
 
 
 def raw_file_mime(name: str) -> str:
@@ -269,10 +343,14 @@ def _is_utf8(data: bytes) -> bool:
 
 
 def _add_kept_outputs(server: AdaptedServer, root: Path) -> None:
-    @server.resource(KEPT_OUTPUTS_TEMPLATE, name="kept-outputs", title="Kept outputs of a case",
-                     mime_type="application/json",
-                     description="Both outputs of a mismatching case run with keep_outputs: per output its shape, "
-                                 "dtype, NaN/Inf counts, where they differ most and the first values of each side.")
+    @server.resource(
+        KEPT_OUTPUTS_TEMPLATE,
+        name="kept-outputs",
+        title="Kept outputs of a case",
+        mime_type="application/json",
+        description="Both outputs of a mismatching case run with keep_outputs: per output its shape, "
+        "dtype, NaN/Inf counts, where they differ most and the first values of each side.",
+    )
     async def kept(run_id: str, case_id: str) -> str:
         from tools.kept_outputs import kept_outputs
 
@@ -287,10 +365,14 @@ KEPT_OUTPUTS_TEMPLATE = "opdebug://runs/{run_id}/outputs/{case_id}"
 
 
 def _add_full_answers(server: AdaptedServer, root: Path) -> None:
-    @server.resource("opdebug://runs/{run_id}/answers/{tool}", name="full-answer", title="A whole tool answer",
-                     mime_type="application/json",
-                     description="The whole structured answer of a tool's last call on a run whose answer had lists "
-                                 "cut (its full_answer).")
+    @server.resource(
+        "opdebug://runs/{run_id}/answers/{tool}",
+        name="full-answer",
+        title="A whole tool answer",
+        mime_type="application/json",
+        description="The whole structured answer of a tool's last call on a run whose answer had lists "
+        "cut (its full_answer).",
+    )
     def full_answer(run_id: str, tool: str) -> str:
         from tools.answers import read_full_answer
 
@@ -306,9 +388,15 @@ def _add_full_answers(server: AdaptedServer, root: Path) -> None:
 
 
 def _picture_resource(run_id: str, png: Path) -> FileResource:
-    return FileResource(uri=f"opdebug://runs/{run_id}/pictures/{png.name}", name=f"{run_id}-{png.stem}",
-                        title=f"{run_id}: {png.stem}", description=f"Picture {png.name} of run {run_id}.",
-                        mime_type="image/png", path=png, encoding=None)
+    return FileResource(
+        uri=f"opdebug://runs/{run_id}/pictures/{png.name}",
+        name=f"{run_id}-{png.stem}",
+        title=f"{run_id}: {png.stem}",
+        description=f"Picture {png.name} of run {run_id}.",
+        mime_type="image/png",
+        path=png,
+        encoding=None,
+    )
 
 
 def _add_pictures(server: AdaptedServer, root: Path) -> None:
@@ -330,8 +418,13 @@ def _add_pictures(server: AdaptedServer, root: Path) -> None:
 
     server.before_listing.append(find_pictures)
 
-    @server.resource("opdebug://runs/{run_id}/pictures/{name}", name="run-picture", title="Run picture",
-                     mime_type="image/png", description="One PNG of a run's artifacts/pictures/.")
+    @server.resource(
+        "opdebug://runs/{run_id}/pictures/{name}",
+        name="run-picture",
+        title="Run picture",
+        mime_type="image/png",
+        description="One PNG of a run's artifacts/pictures/.",
+    )
     def picture(run_id: str, name: str) -> bytes:
         try:
             store = RunStore(root, run_id)

@@ -90,8 +90,9 @@ def advertise_resource_list_changes(server: MCPServer) -> None:
         return original_options(notification_options or NotificationOptions(resources_changed=True), *args, **kwargs)
 
     def get_capabilities(notification_options: Any = None, *args: Any, **kwargs: Any) -> Any:
-        return original_capabilities(notification_options or NotificationOptions(resources_changed=True),
-                                     *args, **kwargs)
+        return original_capabilities(
+            notification_options or NotificationOptions(resources_changed=True), *args, **kwargs
+        )
 
     lowlevel.create_initialization_options = create_initialization_options  # type: ignore[method-assign]
     lowlevel.get_capabilities = get_capabilities  # type: ignore[method-assign]

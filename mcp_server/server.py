@@ -75,10 +75,7 @@ a harness, reference or connection error leaves the case pending."""
 
 
 def build_server(
-    evidence_root: str | Path | None = None,
-    inventory: str | Path | None = None,
-    *,
-    log_level: str = "WARNING",
+    evidence_root: str | Path | None = None, inventory: str | Path | None = None, *, log_level: str = "WARNING"
 ) -> AdaptedServer:
     """Build the MCP server.  ``evidence_root`` None means $OPDEBUG_EVIDENCE_ROOT
     or .vaws-local/operator-debug under the working directory (resolved now,
@@ -109,9 +106,15 @@ def build_server(
 
         return capped_answer(await in_thread(analyze_failures, run_id, root=root), tool="analyze_failures", root=root)
 
-    async def run_body(ctx: Context, *, run_id: str, case_ids: list[str] | None,
-                       hosts: list[str] | None, keep_outputs: bool = False,
-                       device_wait_s: float | None = None) -> RunResponse:
+    async def run_body(
+        ctx: Context,
+        *,
+        run_id: str,
+        case_ids: list[str] | None,
+        hosts: list[str] | None,
+        keep_outputs: bool = False,
+        device_wait_s: float | None = None,
+    ) -> RunResponse:
         from tools.run_case_remote import run_case_remote
 
         clock = ProgressClock(ctx)
@@ -121,16 +124,30 @@ def build_server(
             await clock.step(done, total, message)
             await log(ctx, "warning" if outcome.state == "pending" else "info", f"[{done}/{total}] {message}")
 
-        return await run_case_remote(run_id, case_ids=case_ids, hosts=hosts, root=root,
-                                     inventory=inventory_path, progress=progress, keep_outputs=keep_outputs,
-                                     on_news=clock.news, device_wait_s=device_wait_s)
+        return await run_case_remote(
+            run_id,
+            case_ids=case_ids,
+            hosts=hosts,
+            root=root,
+            inventory=inventory_path,
+            progress=progress,
+            keep_outputs=keep_outputs,
+            on_news=clock.news,
+            device_wait_s=device_wait_s,
+        )
 
     async def narrow_body(ctx: Context, **fields: Any) -> NarrowResponse:
         from tools.narrow import narrow_failure
 
         clock = ProgressClock(ctx)
-        return await narrow_failure(NarrowRequest(**fields), root=root, inventory=inventory_path,
-                                    progress=clock.step, on_news=clock.news, detach=True)
+        return await narrow_failure(
+            NarrowRequest(**fields),
+            root=root,
+            inventory=inventory_path,
+            progress=clock.step,
+            on_news=clock.news,
+            detach=True,
+        )
 
     async def check_body(ctx: Context, *, host: str) -> Any:
         from tools.check_host import check_host
@@ -154,9 +171,7 @@ def build_server(
         ),
         _tool(
             "record_result",
-            description=(
-                "Record a result obtained elsewhere; once per case."
-            ),
+            description=("Record a result obtained elsewhere; once per case."),
             arguments=RecordResultArgs,
             output=RecordResponse,
             annotations=ToolAnnotations(**mutating),
@@ -164,9 +179,7 @@ def build_server(
         ),
         _tool(
             "analyze_failures",
-            description=(
-                "Verdict, one-axis findings with minimal pairs, next cases to append; writes report.md."
-            ),
+            description=("Verdict, one-axis findings with minimal pairs, next cases to append; writes report.md."),
             arguments=AnalyzeFailuresArgs,
             output=Analysis,
             annotations=ToolAnnotations(destructiveHint=False, idempotentHint=True, openWorldHint=False),
@@ -174,9 +187,7 @@ def build_server(
         ),
         _tool(
             "run_case_remote",
-            description=(
-                "Run pending (or named) cases on hosts; each is recorded or left pending."
-            ),
+            description=("Run pending (or named) cases on hosts; each is recorded or left pending."),
             arguments=RunCaseRemoteArgs,
             output=RunResponse,
             annotations=ToolAnnotations(destructiveHint=False),
@@ -194,9 +205,7 @@ def build_server(
         ),
         _tool(
             "check_host",
-            description=(
-                "What a host has and lacks; may create its work directory."
-            ),
+            description=("What a host has and lacks; may create its work directory."),
             arguments=CheckHostArgs,
             output=HostCheck,
             annotations=ToolAnnotations(destructiveHint=False, idempotentHint=True),

@@ -39,10 +39,15 @@ def parse_error_reply(exc: Exception) -> types.JSONRPCError:
         request_id = token[1:-1] if token.startswith('"') else int(token)
     what = "Parse error" if json_broken else "Invalid Request"
     detail = str(errors[0].get("msg")) if errors else f"{type(exc).__name__}: {exc}"
-    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(
-        code=PARSE_ERROR if json_broken else INVALID_REQUEST,
-        message=f"{what}: the line could not be read as a JSON-RPC message ({detail[:300]}); JSON must be complete "
-                "on one line, valid UTF-8 without lone surrogates, and nested at most ~200 levels"))
+    return types.JSONRPCError(
+        jsonrpc="2.0",
+        id=request_id,
+        error=types.ErrorData(
+            code=PARSE_ERROR if json_broken else INVALID_REQUEST,
+            message=f"{what}: the line could not be read as a JSON-RPC message ({detail[:300]}); JSON must be complete "
+            "on one line, valid UTF-8 without lone surrogates, and nested at most ~200 levels",
+        ),
+    )
 
 
 async def run_stdio(server) -> None:

@@ -56,11 +56,14 @@ class StrictTool(Tool):
         try:
             self.fn_metadata.arg_model.model_validate_json(json.dumps(arguments), strict=True)
         except ValidationError as exc:
-            raise MCPToolError(f"Error executing tool {self.name}: [validation_error] invalid arguments: "
-                               + format_validation_error(exc)) from exc
+            raise MCPToolError(
+                f"Error executing tool {self.name}: [validation_error] invalid arguments: "
+                + format_validation_error(exc)
+            ) from exc
         except (TypeError, ValueError) as exc:
-            raise MCPToolError(f"Error executing tool {self.name}: [validation_error] invalid arguments: "
-                               f"not JSON: {exc}") from exc
+            raise MCPToolError(
+                f"Error executing tool {self.name}: [validation_error] invalid arguments: not JSON: {exc}"
+            ) from exc
         try:
             return await super().run(arguments, context, convert_result=convert_result)
         except MCPToolError as exc:
@@ -85,8 +88,10 @@ def as_tool_errors(name: str, body: Callable[..., Awaitable[Any]]) -> Callable[.
                 return response
             from tools.render.summary import summarize
 
-            return CallToolResult(content=[TextContent(type="text", text=summarize(name, response))],
-                                  structured_content=response.model_dump(mode="json", by_alias=True))
+            return CallToolResult(
+                content=[TextContent(type="text", text=summarize(name, response))],
+                structured_content=response.model_dump(mode="json", by_alias=True),
+            )
         except MCPToolError:
             raise
         except ToolError as exc:  # its details follow as a JSON line: structured data for the agent
@@ -121,8 +126,16 @@ class ToolCatalog:
         if name not in self.full_outputs:
             raise MCPToolError(f"[unknown_tool] no tool {name!r}; the tools: {', '.join(self.names())}")
 
-    def tool(self, name: str, *, description: str, arguments: type[BaseModel], output: Any,
-             annotations: ToolAnnotations, body: Callable[..., Awaitable[Any]]) -> Tool:
+    def tool(
+        self,
+        name: str,
+        *,
+        description: str,
+        arguments: type[BaseModel],
+        output: Any,
+        annotations: ToolAnnotations,
+        body: Callable[..., Awaitable[Any]],
+    ) -> Tool:
         arg_model = arguments_model(name, arguments)
         metadata = FuncMetadata(arg_model=arg_model, output_model=output)
         input_schema = arg_model.model_json_schema(by_alias=True)

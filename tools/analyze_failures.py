@@ -32,7 +32,6 @@ from .schemas import Analysis
 MANIFEST_STATUS = {"diagnosed": "diagnosed", "inconclusive": "inconclusive", "passed": "passed"}
 
 
-
 def previous_analysis(store: RunStore) -> Analysis | None:
     """The run's last analysis.json (what its findings were), None when there is none or it is unreadable
     (an older contract): the refuted leads are then those of this analysis on."""
@@ -58,11 +57,13 @@ def analyze_failures(run_id: str, *, root=None, modes: set[str] | None = None) -
             cases = store.read_cases()
             results = store.read_results()
         except (ValidationError, json.JSONDecodeError, KeyError) as exc:
-            raise ToolError(f"the evidence of run {store.run_id!r} is unreadable: {exc}",
-                            code="corrupt_evidence") from None
+            raise ToolError(
+                f"the evidence of run {store.run_id!r} is unreadable: {exc}", code="corrupt_evidence"
+            ) from None
         labels = {c.id: case_axes(c) for c in cases}  # once per case, for the analysis and the report
-        analysis = build_analysis(store.run_id, config, cases, results, labels, previous=previous_analysis(store),
-                                  modes=modes)
+        analysis = build_analysis(
+            store.run_id, config, cases, results, labels, previous=previous_analysis(store), modes=modes
+        )
         files = {
             ANALYSIS: json.dumps(analysis.model_dump(mode="json"), indent=2) + "\n",
             REPORT: render_report(analysis, config, cases, results, run_dir=str(store.dir), labels=labels),

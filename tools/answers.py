@@ -26,8 +26,9 @@ ANSWERS_DIR = "answers"
 M = TypeVar("M", bound=BaseModel)
 
 
-def cap_lists(node: Any, path: str = "", truncated: dict[str, int] | None = None,
-              limit: int = LIST_CAP) -> tuple[Any, dict[str, int]]:
+def cap_lists(
+    node: Any, path: str = "", truncated: dict[str, int] | None = None, limit: int = LIST_CAP
+) -> tuple[Any, dict[str, int]]:
     """``node`` with every list (and data-keyed map) cut to ``limit`` items, and the cut
     ones as JSON path -> full length."""
     truncated = {} if truncated is None else truncated
@@ -56,8 +57,11 @@ def capped_answer(response: M, *, tool: str, root: Any = None) -> M:
     if not truncated:
         return response
     store = RunStore(root, doc["run_id"])
-    atomic_write_bytes(store.path(ARTIFACTS_DIR, ANSWERS_DIR, f"{tool}.json"),
-                       json.dumps(doc, separators=(",", ":")).encode("utf-8"), fsync=False)
+    atomic_write_bytes(
+        store.path(ARTIFACTS_DIR, ANSWERS_DIR, f"{tool}.json"),
+        json.dumps(doc, separators=(",", ":")).encode("utf-8"),
+        fsync=False,
+    )
     cut.update(truncated=truncated, full_answer=answers_uri(store.run_id, tool))
     return type(response).model_validate(cut)
 
@@ -68,6 +72,8 @@ def read_full_answer(root: Any, run_id: str, tool: str) -> str:
     store.require()
     path = store.path(ARTIFACTS_DIR, ANSWERS_DIR, f"{safe_component(tool, 'tool')}.json")
     if not path.is_file():
-        raise ToolError(f"run {run_id!r} has no whole answer of {tool!r}: one is kept when an answer of that tool "
-                        "had a list cut", code="no_answer")
+        raise ToolError(
+            f"run {run_id!r} has no whole answer of {tool!r}: one is kept when an answer of that tool had a list cut",
+            code="no_answer",
+        )
     return path.read_text(encoding="utf-8")

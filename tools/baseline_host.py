@@ -37,8 +37,12 @@ BASELINE_RAW = "baseline-worker-result.json"
 
 def baseline_run(run: RunFiles) -> RunFiles:
     """The run as the baseline host gets it: the same files, the config with ``role: baseline``."""
-    return RunFiles(run_id=run.run_id, config=dict(run.config, role="baseline"), modules_dir=run.modules_dir,
-                    captured_dir=run.captured_dir)
+    return RunFiles(
+        run_id=run.run_id,
+        config=dict(run.config, role="baseline"),
+        modules_dir=run.modules_dir,
+        captured_dir=run.captured_dir,
+    )
 
 
 def read_side(event: dict, host: str, device: str, callable_name: str) -> tuple[dict | None, str | None]:
@@ -54,16 +58,23 @@ def read_side(event: dict, host: str, device: str, callable_name: str) -> tuple[
     result = done.result or {}
     if result.get("status") != "passed" or "baseline_side" not in result:
         error = result.get("error") or {}
-        return None, (f"the baseline {callable_name} on {host} {device} did not give a baseline: "
-                      f"{result.get('status')}: {error.get('signature') or error.get('message') or 'no numbers'}")
+        return None, (
+            f"the baseline {callable_name} on {host} {device} did not give a baseline: "
+            f"{result.get('status')}: {error.get('signature') or error.get('message') or 'no numbers'}"
+        )
     side = dict(result["baseline_side"])
-    side.update(host=host, device=device, environment=result.get("environment") or {},
-                where=f"{callable_name} on host {host} ({device}), in the candidate's dtype")
+    side.update(
+        host=host,
+        device=device,
+        environment=result.get("environment") or {},
+        where=f"{callable_name} on host {host} ({device}), in the candidate's dtype",
+    )
     return side, None
 
 
-async def baseline_sides(config, cases: dict, todo: list[str], run: RunFiles, inventory=None
-                         ) -> tuple[dict[str, dict], dict[str, str], dict[str, str]]:
+async def baseline_sides(
+    config, cases: dict, todo: list[str], run: RunFiles, inventory=None
+) -> tuple[dict[str, dict], dict[str, str], dict[str, str]]:
     """Pass 1 on ``config.baseline_host``: (case id -> baseline side, case id -> why it stays pending,
     case id -> the baseline host's raw answer as JSON text)."""
     host = as_inventory(inventory).get(config.baseline_host)  # [unknown_host] before anything runs

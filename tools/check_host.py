@@ -40,8 +40,10 @@ def probe_command(host: HostConfig, marker: str = "") -> str:
     q = shlex.quote
     steps = [f"source {q(s)}; s{i}=$?" for i, s in enumerate(host.env_scripts)]
     status = " ".join(f"${{s{i}}}" for i in range(len(host.env_scripts)))
-    steps.append(f'exec env OPDEBUG_ENV_STATUS="{status}" {q(host.python)} - {q(host.work_dir)} {q(host.device)}'
-                 + (f" {q(marker)}" if marker else ""))
+    steps.append(
+        f'exec env OPDEBUG_ENV_STATUS="{status}" {q(host.python)} - {q(host.work_dir)} {q(host.device)}'
+        + (f" {q(marker)}" if marker else "")
+    )
     argv = ["bash", "-c", "; ".join(steps)]
     if host.container:
         argv = ["docker", "exec", "-i", host.container, *argv]
@@ -60,7 +62,8 @@ async def _run_probe_ssh(host: HostConfig) -> tuple[int | None, str, str]:
                 await fh.write(b"written by check_host over SFTP\n")
         try:
             result = await asyncio.wait_for(
-                conn.run(probe_command(host, marker), input=PROBE_SRC.read_text(), check=False), PROBE_TIMEOUT_S)
+                conn.run(probe_command(host, marker), input=PROBE_SRC.read_text(), check=False), PROBE_TIMEOUT_S
+            )
         finally:
             async with conn.start_sftp_client() as sftp:
                 await sftp.remove(f"{host.work_dir}/{marker}")
@@ -71,24 +74,30 @@ async def _run_probe_ssh(host: HostConfig) -> tuple[int | None, str, str]:
 
 async def _run_probe_here(kind: HostKind, work_dir: str) -> tuple[int | None, str, str]:
     """The probe on this machine, through the host kind's short command."""
-    code, out, err = await kind.run_command([sys.executable, "-", work_dir, kind.cfg.device], PROBE_TIMEOUT_S,
-                                            stdin=PROBE_SRC.read_bytes())
+    code, out, err = await kind.run_command(
+        [sys.executable, "-", work_dir, kind.cfg.device], PROBE_TIMEOUT_S, stdin=PROBE_SRC.read_bytes()
+    )
     if code is None and not out:
         raise ToolError(f"the local probe did not run: {err}", code="probe_timeout")
     return code, out, err
 
 
 def _missing(host: HostConfig, probe: dict, env: list[EnvScriptCheck]) -> list[str]:
-    missing = [f"environment script {e.path} did not source cleanly (exit status {e.exit_status})"
-               for e in env if not e.sourced]
+    missing = [
+        f"environment script {e.path} did not source cleanly (exit status {e.exit_status})"
+        for e in env
+        if not e.sourced
+    ]
     if probe.get("torch") is None:
         missing.append(f"torch (not importable by {probe.get('python_executable') or host.python})")
     if host.device == "npu":
         if probe.get("torch_npu") is None:
             missing.append("torch_npu (not importable)")
         if probe.get("cann") is None:
-            missing.append("CANN (no version file under $ASCEND_TOOLKIT_HOME / $ASCEND_HOME_PATH; "
-                           "list CANN's set_env.sh in env_scripts)")
+            missing.append(
+                "CANN (no version file under $ASCEND_TOOLKIT_HOME / $ASCEND_HOME_PATH; "
+                "list CANN's set_env.sh in env_scripts)"
+            )
     count = probe.get("device_count")
     if host.device in ("npu", "cuda") and count is not None:
         if count == 0:
@@ -101,16 +110,19 @@ def _missing(host: HostConfig, probe: dict, env: list[EnvScriptCheck]) -> list[s
         missing.append(f"a writable work_dir ({host.work_dir})")
     elif kind_of(host).remote and not probe.get("marker_seen"):
         where = f"inside container {host.container!r}" if host.container else "where the worker runs"
-        missing.append(f"work_dir {host.work_dir} as uploaded by SFTP is not visible {where}: mount it at the "
-                       "same path (docker run -v PATH:PATH)")
+        missing.append(
+            f"work_dir {host.work_dir} as uploaded by SFTP is not visible {where}: mount it at the "
+            "same path (docker run -v PATH:PATH)"
+        )
     free = probe.get("free_disk_bytes")
     if free is not None and free < MIN_FREE_BYTES:
         missing.append(f"free disk in {host.work_dir} ({free // (1 << 20)} MiB, want at least 1 GiB)")
     return missing
 
 
-async def check_host(host: str, *, inventory: Inventory | str | os.PathLike | None = None,
-                     root: str | os.PathLike | None = None) -> HostCheck:
+async def check_host(
+    host: str, *, inventory: Inventory | str | os.PathLike | None = None, root: str | os.PathLike | None = None
+) -> HostCheck:
     """Report what `host` (an inventory name) has and what it lacks.  For host
     ``local`` the work directory is the evidence root (``root``, as the server
     was started with).  Not read-only: the probe creates the work directory if
@@ -138,9 +150,14 @@ async def check_host(host: str, *, inventory: Inventory | str | os.PathLike | No
         statuses = probe.get("env_script_status", [])
     except json.JSONDecodeError:
         errors.append(f"unreadable probe output: {line[-500:]!r}")
-    env = [EnvScriptCheck(path=p, exit_status=statuses[i] if i < len(statuses) else None,
-                          sourced=i < len(statuses) and statuses[i] == 0)
-           for i, p in enumerate(cfg.env_scripts)]
+    env = [
+        EnvScriptCheck(
+            path=p,
+            exit_status=statuses[i] if i < len(statuses) else None,
+            sourced=i < len(statuses) and statuses[i] == 0,
+        )
+        for i, p in enumerate(cfg.env_scripts)
+    ]
     if probe:
         missing = _missing(cfg, probe, env)
         errors += probe.get("errors", [])
@@ -154,14 +171,28 @@ async def check_host(host: str, *, inventory: Inventory | str | os.PathLike | No
             why = "the probe did not run"
         missing = [f"{why} (exit status {code}; stderr: {tail or '-'})"]
     return HostCheck(
-        host=cfg.name, transport=cfg.transport, address=address, ok=not missing,
-        python=probe.get("python"), python_executable=probe.get("python_executable"),
-        torch=probe.get("torch"), torch_npu=probe.get("torch_npu"), cann=probe.get("cann"),
-        cann_home=probe.get("cann_home"), device_kind=cfg.device, devices=_lent(kind, probe.get("device_count")),
-        device_count=probe.get("device_count"), visibility=probe.get("visibility", {}),
-        work_dir=work_dir, work_dir_writable=probe.get("work_dir_writable"),
-        free_disk_bytes=probe.get("free_disk_bytes"), env_scripts=env, missing=missing, errors=errors,
-        elapsed_s=round(time.monotonic() - started, 3))
+        host=cfg.name,
+        transport=cfg.transport,
+        address=address,
+        ok=not missing,
+        python=probe.get("python"),
+        python_executable=probe.get("python_executable"),
+        torch=probe.get("torch"),
+        torch_npu=probe.get("torch_npu"),
+        cann=probe.get("cann"),
+        cann_home=probe.get("cann_home"),
+        device_kind=cfg.device,
+        devices=_lent(kind, probe.get("device_count")),
+        device_count=probe.get("device_count"),
+        visibility=probe.get("visibility", {}),
+        work_dir=work_dir,
+        work_dir_writable=probe.get("work_dir_writable"),
+        free_disk_bytes=probe.get("free_disk_bytes"),
+        env_scripts=env,
+        missing=missing,
+        errors=errors,
+        elapsed_s=round(time.monotonic() - started, 3),
+    )
 
 
 def _lent(kind: HostKind, seen: int | None) -> list[int]:
@@ -184,10 +215,19 @@ async def _check_scheduler(cfg: HostConfig, started: float) -> HostCheck:
     errors: list[str] = []
     if kind.address is None and not os.access(_existing_parent(cfg.work_dir), os.W_OK):
         missing.append(f"a writable work_dir ({cfg.work_dir}) on a file system the nodes see")
-    return HostCheck(host=cfg.name, transport=cfg.transport, address=kind.address,
-                     ok=not missing, device_kind=cfg.device, devices=[], work_dir=cfg.work_dir,
-                     missing=missing, errors=errors, elapsed_s=round(time.monotonic() - started, 3),
-                     scheduler=SchedulerCheck.model_validate(report))
+    return HostCheck(
+        host=cfg.name,
+        transport=cfg.transport,
+        address=kind.address,
+        ok=not missing,
+        device_kind=cfg.device,
+        devices=[],
+        work_dir=cfg.work_dir,
+        missing=missing,
+        errors=errors,
+        elapsed_s=round(time.monotonic() - started, 3),
+        scheduler=SchedulerCheck.model_validate(report),
+    )
 
 
 def _existing_parent(path: str) -> str:

@@ -44,7 +44,7 @@ def repeat_passing_ids(config: OperatorConfig, planned: list[str], todo: list[st
         return set()
     chosen = {planned[0]} if planned and planned[0] in todo else set()
     rest = sorted((c for c in todo if c not in chosen), key=lambda c: hashlib.sha1(c.encode()).hexdigest())
-    return chosen | set(rest[:max(0, n - len(chosen))])
+    return chosen | set(rest[: max(0, n - len(chosen))])
 
 
 def wire_case(case: Case, *, repeat_passing: bool = False, fresh: bool = False, repeats: int | None = None) -> dict:
@@ -77,7 +77,7 @@ def _result(answer: Answer) -> dict | None:
 def history_of(done: CaseDone, run_id: str) -> tuple[list[str], int]:
     """The cases the worker ran before this one: ids of this run bare, others as run_id/case_id."""
     prefix = f"{run_id}/"
-    entries = [h[len(prefix):] if h.startswith(prefix) else h for h in done.worker_history]
+    entries = [h[len(prefix) :] if h.startswith(prefix) else h for h in done.worker_history]
     return entries, done.worker_history_total or len(entries)
 
 
@@ -95,19 +95,25 @@ def outcome_text(result: dict) -> str:
     parts = []
     rep = c.get("repeats") or {}
     if "nondeterministic" in c.get("flags", []):
-        parts.append(f"nondeterministic: {rep.get('distinct')} distinct results in {rep.get('runs')} runs "
-                     f"(passed: {rep.get('passed_runs')})")
+        parts.append(
+            f"nondeterministic: {rep.get('distinct')} distinct results in {rep.get('runs')} runs "
+            f"(passed: {rep.get('passed_runs')})"
+        )
     alone = c.get("alone") or {}
     if "order_dependent" in c.get("flags", []):
-        parts.append(f"order-dependent: passes alone on a fresh worker; fails after {alone.get('history_total')} "
-                     f"case(s) on the warm worker (latest {alone.get('history', [])[-3:]})")
+        parts.append(
+            f"order-dependent: passes alone on a fresh worker; fails after {alone.get('history_total')} "
+            f"case(s) on the warm worker (latest {alone.get('history', [])[-3:]})"
+        )
     for w in c.get("inputs_written") or []:
         if not w.get("declared"):
             parts.append(f"writes its input {w.get('input')} ({w.get('changed')} elements)")
     if "batch_variant" in c.get("flags", []):
         b = c.get("batch") or {}
-        parts.append(f"batch-variant: {b.get('differing')} element(s) of rows [{b.get('start')}, "
-                     f"{(b.get('start') or 0) + (b.get('length') or 1)}) differ run alone")
+        parts.append(
+            f"batch-variant: {b.get('differing')} element(s) of rows [{b.get('start')}, "
+            f"{(b.get('start') or 0) + (b.get('length') or 1)}) differ run alone"
+        )
     return "; ".join(parts)
 
 
@@ -130,8 +136,14 @@ class AloneRuns:
     def wanted(self, case: Case, answer: Answer) -> bool:
         """Whether this answer asks for a run alone (and it is the first of its group); notes it."""
         result = _result(answer)
-        if result is None or not isinstance(answer, CaseDone) or result.get("status") not in FAILING or case.after or self.config.operator.random \
-                or (case.repeats if case.repeats is not None else self.config.repeats) == 0:
+        if (
+            result is None
+            or not isinstance(answer, CaseDone)
+            or result.get("status") not in FAILING
+            or case.after
+            or self.config.operator.random
+            or (case.repeats if case.repeats is not None else self.config.repeats) == 0
+        ):
             return False  # repeats 0: no re-run of a failing case at all, alone or not
         c = result.get("consistency") or {}
         if "nondeterministic" in c.get("flags", []):
@@ -143,8 +155,12 @@ class AloneRuns:
         if total:  # what ran before it (an order_suspect, when another case of its kind passes alone)
             _consistency(result).update(history=history, history_total=total)
         if not total:  # it was the first case on a fresh worker: it ran alone already
-            _consistency(result)["alone"] = {"status": result["status"], "history": [], "history_total": 0,
-                                             "summary": "it was the first case on a fresh worker"}
+            _consistency(result)["alone"] = {
+                "status": result["status"],
+                "history": [],
+                "history_total": 0,
+                "summary": "it was the first case on a fresh worker",
+            }
             return False
         group = failure_group(result)
         tested = self._load()
@@ -162,15 +178,15 @@ class AloneRuns:
             alone_event = await slot.run_case(run, dict(payload, fresh_worker=True, repeats=0), timeout_s)
         except LOST_ERRORS as exc:  # the first answer stands; the slot is gone for the next case
             _consistency(result).setdefault("notes", []).append(
-                f"the run alone was lost ({type(exc).__name__}: {exc})"[:300])
+                f"the run alone was lost ({type(exc).__name__}: {exc})"[:300]
+            )
             return {}
         raw = {"alone-result.json": wire_text(alone_event)}
         alone = _result(read_case_done(alone_event))
         history, total = history_of(done, self.store.run_id)
         if alone is None:  # a harness error alone: nothing to conclude
             return raw
-        info = {"status": alone["status"], "history": history, "history_total": total,
-                "summary": _alone_summary(alone)}
+        info = {"status": alone["status"], "history": history, "history_total": total, "summary": _alone_summary(alone)}
         c = _consistency(result)
         c["alone"] = info
         if alone["status"] == "passed" and "order_dependent" not in c["flags"]:
@@ -187,8 +203,9 @@ def _alone_summary(result: dict) -> str:
     return f"{result['status']} alone too ({', '.join(map(str, failed))})"
 
 
-async def run_after(slot, run, case: Case, cases: dict[str, Case], default_timeout_s: float
-                    ) -> tuple[Answer, dict[str, str]]:
+async def run_after(
+    slot, run, case: Case, cases: dict[str, Case], default_timeout_s: float
+) -> tuple[Answer, dict[str, str]]:
     """A probe: ``case.after`` first, in order, on a fresh worker, then ``case`` (no repeats)."""
     statuses, raw = [], {}
     for i, pid in enumerate(case.after):
@@ -203,8 +220,9 @@ async def run_after(slot, run, case: Case, cases: dict[str, Case], default_timeo
             statuses.append(f"{res['status']} (the worker died: what ran before is lost)")
         else:
             statuses.append(res["status"])
-    answer = read_case_done(await slot.run_case(run, wire_case(case, fresh=not case.after, repeats=0),
-                                                case.timeout_s or default_timeout_s))
+    answer = read_case_done(
+        await slot.run_case(run, wire_case(case, fresh=not case.after, repeats=0), case.timeout_s or default_timeout_s)
+    )
     result = _result(answer)
     if result is not None:
         _consistency(result)["after"] = {"cases": list(case.after), "statuses": statuses}

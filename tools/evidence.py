@@ -125,9 +125,12 @@ def unknown_cases(run_id: str, unknown, planned) -> ToolError:
     unknown, planned = list(dict.fromkeys(unknown)), list(planned)
     what = f"case {unknown[0]!r} is" if len(unknown) == 1 else f"{len(unknown)} case ids are"
     shown = "" if len(unknown) == 1 else f" {few_ids(unknown)}"
-    return ToolError(f"{what} not planned in run {run_id!r}{shown}; the run plans {len(planned)} case(s), e.g. "
-                     f"{few_ids(planned[:3])} (all of them: opdebug://runs/{run_id}/case-matrix)",
-                     code="unknown_case", details={"unknown_count": len(unknown), "planned_count": len(planned)})
+    return ToolError(
+        f"{what} not planned in run {run_id!r}{shown}; the run plans {len(planned)} case(s), e.g. "
+        f"{few_ids(planned[:3])} (all of them: opdebug://runs/{run_id}/case-matrix)",
+        code="unknown_case",
+        details={"unknown_count": len(unknown), "planned_count": len(planned)},
+    )
 
 
 def writable_dir(given: str, field: str) -> Path:
@@ -138,11 +141,17 @@ def writable_dir(given: str, field: str) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ToolError(f"{field}: cannot create the directory {str(path)!r}: {exc.strerror or exc}",
-                        code="bad_path", details={"field": field, "path": str(path)}) from None
+        raise ToolError(
+            f"{field}: cannot create the directory {str(path)!r}: {exc.strerror or exc}",
+            code="bad_path",
+            details={"field": field, "path": str(path)},
+        ) from None
     if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
-        raise ToolError(f"{field}: {str(path)!r} is not a directory this server can write",
-                        code="bad_path", details={"field": field, "path": str(path)})
+        raise ToolError(
+            f"{field}: {str(path)!r} is not a directory this server can write",
+            code="bad_path",
+            details={"field": field, "path": str(path)},
+        )
     return path
 
 
@@ -174,9 +183,12 @@ def atomic_write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> None:
 
 def _write_failed(path: Path, exc: OSError) -> ToolError:
     name = errno.errorcode.get(exc.errno or 0, "OSError")
-    return ToolError(f"writing {path} failed: {exc.strerror or exc} ({name}); the file was left as it was - free "
-                     "space (or fix the permissions) and retry", code="write_failed",
-                     details={"path": str(path), "errno": name})
+    return ToolError(
+        f"writing {path} failed: {exc.strerror or exc} ({name}); the file was left as it was - free "
+        "space (or fix the permissions) and retry",
+        code="write_failed",
+        details={"path": str(path), "errno": name},
+    )
 
 
 def atomic_write_text(path: Path, text: str, *, fsync: bool = True) -> None:
@@ -344,8 +356,7 @@ class RunStore:
                     "history": [{"status": "planned", "at": now}],
                     "case_count": len(cases),
                     "recorded_count": 0,
-                    "artifacts": [CONFIG, MATRIX, RESULTS_INDEX, RESULTS, f"{RAW_DIR}/",
-                                  f"{INPUT_META_DIR}/"],
+                    "artifacts": [CONFIG, MATRIX, RESULTS_INDEX, RESULTS, f"{RAW_DIR}/", f"{INPUT_META_DIR}/"],
                 },
             )
 
@@ -367,13 +378,13 @@ class RunStore:
             atomic_write_json(self._matrix_path, self._matrix_doc(matrix))
             # Results, or an analysis of the smaller matrix: the run is under way again.
             analyzed = read_json(self._manifest_path)["status"] in ANALYZED_STATES
-            self._update_manifest(case_count=len(matrix),
-                                  status="running" if analyzed or self._has_results() else None, reopen=True)
+            self._update_manifest(
+                case_count=len(matrix), status="running" if analyzed or self._has_results() else None, reopen=True
+            )
             return matrix
 
     def _matrix_doc(self, cases: list[Case]) -> dict:
-        return {"schema_version": 1, "run_id": self.run_id,
-                "cases": [c.model_dump(mode="json") for c in cases]}
+        return {"schema_version": 1, "run_id": self.run_id, "cases": [c.model_dump(mode="json") for c in cases]}
 
     # -- reads ------------------------------------------------------------
 
@@ -520,8 +531,14 @@ class RunStore:
 
     # -- recording ----------------------------------------------------------
 
-    def record(self, result: CaseResult, raw_files: dict[str, str | bytes] | None = None,
-               input_metadata: dict | None = None, *, lazy_manifest: bool = False) -> CaseResult:
+    def record(
+        self,
+        result: CaseResult,
+        raw_files: dict[str, str | bytes] | None = None,
+        input_metadata: dict | None = None,
+        *,
+        lazy_manifest: bool = False,
+    ) -> CaseResult:
         """Record one result for a planned, pending case, with its raw evidence.
 
         The raw files and ``result.json`` are written into a fresh directory and
@@ -589,8 +606,9 @@ class RunStore:
             (self._journal_path).unlink()
             return result
 
-    def _finish_record(self, case_id: str, doc: dict, input_metadata: dict | None, *,
-                       lazy_manifest: bool = False) -> None:
+    def _finish_record(
+        self, case_id: str, doc: dict, input_metadata: dict | None, *, lazy_manifest: bool = False
+    ) -> None:
         """After the commit: index line, input metadata, manifest (caller holds the lock)."""
         compact = json.dumps(doc, separators=(",", ":"))
         line = (compact + "\n").encode("utf-8")
@@ -616,8 +634,7 @@ class RunStore:
         written = _MANIFEST_WRITTEN_AT.get(str(self.dir), 0.0)
         if lazy_manifest and manifest.get("status") == "running" and time.monotonic() - written < MANIFEST_LAG_S:
             return
-        self._update_manifest(recorded_count=len(self._index_docs()), status="running", reopen=True,
-                              manifest=manifest)
+        self._update_manifest(recorded_count=len(self._index_docs()), status="running", reopen=True, manifest=manifest)
 
     def sync_manifest(self, *, lazy: bool = False) -> bool:
         """Bring the manifest's recorded_count up to the index (after lazy records).
@@ -693,8 +710,9 @@ class RunStore:
                 suspects = [case_id]
             else:  # a torn journal: every committed directory is checked against the index
                 raw_root = self.dir / RAW_DIR
-                suspects = [e.name for e in os.scandir(raw_root)
-                            if not e.name.startswith(".")] if raw_root.is_dir() else []
+                suspects = (
+                    [e.name for e in os.scandir(raw_root) if not e.name.startswith(".")] if raw_root.is_dir() else []
+                )
             self._repair_index_tail()
             indexed = self._index_docs_only()
             for cid in suspects:
@@ -718,8 +736,10 @@ class RunStore:
         if (self._index_path).exists():
             return
         legacy = read_json(self.dir / RESULTS)["results"] if (self.dir / RESULTS).exists() else {}
-        atomic_write_bytes(self._index_path, b"".join(
-            (json.dumps(doc, separators=(",", ":")) + "\n").encode("utf-8") for doc in legacy.values()))
+        atomic_write_bytes(
+            self._index_path,
+            b"".join((json.dumps(doc, separators=(",", ":")) + "\n").encode("utf-8") for doc in legacy.values()),
+        )
 
     def _index_docs_only(self) -> dict[str, dict]:
         path = self._index_path
@@ -765,8 +785,9 @@ class RunStore:
         self._write_results_view(self._index_docs())
 
     def _write_results_view(self, docs: dict[str, dict]) -> None:
-        atomic_write_bytes(self.dir / RESULTS, results_view.view_bytes(self.run_id, list(docs.values()),
-                                                                       RESULTS_INDEX), fsync=False)
+        atomic_write_bytes(
+            self.dir / RESULTS, results_view.view_bytes(self.run_id, list(docs.values()), RESULTS_INDEX), fsync=False
+        )
 
     def sync_results_view(self, encoded: dict[str, str] | None = None) -> None:
         """results.json up to the index: the results it lacks appended in place (a
@@ -804,9 +825,16 @@ class RunStore:
             self._update_manifest(add_artifacts=[f"{ARTIFACTS_DIR}/{'/'.join(parts)}"])
         return target
 
-    def _update_manifest(self, *, status: str | None = None, case_count: int | None = None,
-                         recorded_count: int | None = None, add_artifacts: list[str] | None = None,
-                         reopen: bool = False, manifest: dict | None = None) -> None:
+    def _update_manifest(
+        self,
+        *,
+        status: str | None = None,
+        case_count: int | None = None,
+        recorded_count: int | None = None,
+        add_artifacts: list[str] | None = None,
+        reopen: bool = False,
+        manifest: dict | None = None,
+    ) -> None:
         """Caller holds the lock."""
         if manifest is None:
             manifest = read_json(self._manifest_path)
@@ -889,8 +917,13 @@ def run_index(root: str | os.PathLike | None = None, limit: int = RUN_INDEX_LIMI
     ``limit``): id, operator, status, counts and last update; not whole manifests."""
     runs = []
     for m in list_runs(root):
-        runs.append({k: m.get(k) for k in ("run_id", "operator", "status", "case_count", "recorded_count",
-                                            "updated_at")})
+        runs.append(
+            {k: m.get(k) for k in ("run_id", "operator", "status", "case_count", "recorded_count", "updated_at")}
+        )
     runs.sort(key=lambda r: str(r.get("updated_at") or ""), reverse=True)
-    return {"run_count": len(runs), "runs": runs[:limit], "omitted": max(0, len(runs) - limit),
-            "read": "opdebug://runs/{run_id}/manifest (report, analysis, case-matrix, results, raw/{case_id})"}
+    return {
+        "run_count": len(runs),
+        "runs": runs[:limit],
+        "omitted": max(0, len(runs) - limit),
+        "read": "opdebug://runs/{run_id}/manifest (report, analysis, case-matrix, results, raw/{case_id})",
+    }

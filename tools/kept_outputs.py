@@ -27,18 +27,25 @@ def kept_outputs(root: Any, run_id: str, case_id: str) -> dict:
     store.require()
     path = store.raw_dir(case_id) / OUTPUTS_FILE
     if not path.is_file():
-        raise ToolError(f"case {case_id!r} of run {run_id!r} has no kept outputs: they are kept for a mismatching "
-                        "case run with run_case_remote keep_outputs=true (plan it again under a new id to keep them)",
-                        code="no_outputs")
+        raise ToolError(
+            f"case {case_id!r} of run {run_id!r} has no kept outputs: they are kept for a mismatching "
+            "case run with run_case_remote keep_outputs=true (plan it again under a new id to keep them)",
+            code="no_outputs",
+        )
     import torch
 
     data = torch.load(path, map_location="cpu", weights_only=True)
     names = _output_names(store.read_result_docs().get(case_id) or {})
     candidate, reference = _tensors(data.get("candidate"), names), _tensors(data.get("reference"), names)
     outputs = [_describe(name, candidate[name], reference.get(name)) for name in candidate]
-    return {"run_id": store.run_id, "case_id": case_id, "file": str(path),
-            "raw_uri": f"opdebug://runs/{store.run_id}/raw/{case_id}/{OUTPUTS_FILE}",
-            "values_shown": MAX_VALUES, "outputs": outputs}
+    return {
+        "run_id": store.run_id,
+        "case_id": case_id,
+        "file": str(path),
+        "raw_uri": f"opdebug://runs/{store.run_id}/raw/{case_id}/{OUTPUTS_FILE}",
+        "values_shown": MAX_VALUES,
+        "outputs": outputs,
+    }
 
 
 def _output_names(result: dict) -> list[str]:
@@ -60,18 +67,31 @@ def _tensors(value: Any, names: list[str]) -> dict[str, Any]:
 
 
 def _describe(name: str, cand: Any, ref: Any) -> dict:
-    out: dict = {"output": name, "shape": list(cand.shape), "dtype": str(cand.dtype).removeprefix("torch."),
-                 "numel": cand.numel(), "candidate": _values(cand), "candidate_nonfinite": _nonfinite(cand)}
+    out: dict = {
+        "output": name,
+        "shape": list(cand.shape),
+        "dtype": str(cand.dtype).removeprefix("torch."),
+        "numel": cand.numel(),
+        "candidate": _values(cand),
+        "candidate_nonfinite": _nonfinite(cand),
+    }
     if ref is None:
         return out
-    out.update(reference_dtype=str(ref.dtype).removeprefix("torch."), reference=_values(ref),
-               reference_nonfinite=_nonfinite(ref))
+    out.update(
+        reference_dtype=str(ref.dtype).removeprefix("torch."),
+        reference=_values(ref),
+        reference_nonfinite=_nonfinite(ref),
+    )
     if ref.shape == cand.shape and cand.numel():
         diff = (cand.double() - ref.double()).abs().nan_to_num(nan=math.inf)
         flat = int(diff.reshape(-1).argmax())
         index = [int(i) for i in _unravel(flat, list(cand.shape))]
-        out["worst"] = {"index": index, "candidate": _number(cand.reshape(-1)[flat]),
-                        "reference": _number(ref.reshape(-1)[flat]), "abs_diff": _number(diff.reshape(-1)[flat])}
+        out["worst"] = {
+            "index": index,
+            "candidate": _number(cand.reshape(-1)[flat]),
+            "reference": _number(ref.reshape(-1)[flat]),
+            "abs_diff": _number(diff.reshape(-1)[flat]),
+        }
     return out
 
 

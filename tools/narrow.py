@@ -101,8 +101,7 @@ class _Runs:
     in the time left at the slowest pace seen so far.  ``detach``: a case still running at
     the deadline is not waited for - it goes on, and is recorded, after the answer."""
 
-    def __init__(self, req: NarrowRequest, root, inventory, progress: Progress | None, on_news,
-                 detach: bool) -> None:
+    def __init__(self, req: NarrowRequest, root, inventory, progress: Progress | None, on_news, detach: bool) -> None:
         self.req, self.root, self.inventory, self.detach = req, root, inventory, detach
         self.progress, self.on_news = progress, on_news
         self.t0 = time.monotonic()
@@ -152,9 +151,18 @@ class _Runs:
 
     async def _run(self, case_ids: list[str] | None):
         started = time.monotonic()
-        response = await run_case_remote(self.req.run_id, case_ids=case_ids, root=self.root, hosts=self.req.hosts,
-                                         inventory=self.inventory, progress=self._answered, on_news=self.say,
-                                         on_start=self._started, lease_wait_s=self.left(), deadline=self.deadline)
+        response = await run_case_remote(
+            self.req.run_id,
+            case_ids=case_ids,
+            root=self.root,
+            hosts=self.req.hosts,
+            inventory=self.inventory,
+            progress=self._answered,
+            on_news=self.say,
+            on_start=self._started,
+            lease_wait_s=self.left(),
+            deadline=self.deadline,
+        )
         analysis = analyze_failures(self.req.run_id, root=self.root, modes=self.modes)
         if response.outcomes:
             self.per_case_s = max(self.per_case_s, (time.monotonic() - started) / len(response.outcomes))
@@ -184,8 +192,15 @@ def _forget_late_run(task: asyncio.Future) -> None:
         task.exception()  # retrieved: a late run's failure leaves its cases pending, as any run's does
 
 
-async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=None,
-                         progress: Progress | None = None, on_news=None, detach: bool = False) -> NarrowResponse:
+async def narrow_failure(
+    request: dict | NarrowRequest,
+    *,
+    root=None,
+    inventory=None,
+    progress: Progress | None = None,
+    on_news=None,
+    detach: bool = False,
+) -> NarrowResponse:
     """``progress(done, None, text)`` after each case it runs; ``on_news(line)`` after each
     round, and about once a second while a device held elsewhere is awaited (within what is
     left of max_seconds).  ``detach`` (a server, whose clients time out): answer by
@@ -200,23 +215,42 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
     ran_first = runs.ran()
     cases_run = len(ran_first)
     if ran_first:  # the pending cases it ran are the first step
-        steps.append(NarrowStep(
-            index=1, kinds=["pending"], axes=[], cases=runs.states(ran_first),
-            findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings],
-            competing=[f.predicate for f in analysis.competing]))
+        steps.append(
+            NarrowStep(
+                index=1,
+                kinds=["pending"],
+                axes=[],
+                cases=runs.states(ran_first),
+                findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings],
+                competing=[f.predicate for f in analysis.competing],
+            )
+        )
     stopped = None
     searched: set[str] = set()  # order-dependent cases whose poisoning earlier case was looked for
     while stopped is None and first is not None:
-        order = await search_order(req.run_id, analysis, root=root, hosts=req.hosts, inventory=inventory,
-                                   budget=req.max_cases - new_cases, done=searched)  # order_search.py
+        order = await search_order(
+            req.run_id,
+            analysis,
+            root=root,
+            hosts=req.hosts,
+            inventory=inventory,
+            budget=req.max_cases - new_cases,
+            done=searched,
+        )  # order_search.py
         if order.cases_run:
             new_cases += order.cases_run
             cases_run += order.cases_run
             analysis = analyze_failures(req.run_id, root=root, modes=runs.modes)
-            steps.append(NarrowStep(index=len(steps) + 1, kinds=["order"], axes=sorted(order.probes),
-                                    cases={c: s for p in order.probes.values() for c, s in p.items()},
-                                    findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings],
-                                    competing=[f.predicate for f in analysis.competing]))
+            steps.append(
+                NarrowStep(
+                    index=len(steps) + 1,
+                    kinds=["order"],
+                    axes=sorted(order.probes),
+                    cases={c: s for p in order.probes.values() for c, s in p.items()},
+                    findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings],
+                    competing=[f.predicate for f in analysis.competing],
+                )
+            )
         stopped = _done(analysis)
         if stopped:
             break
@@ -244,19 +278,35 @@ async def narrow_failure(request: dict | NarrowRequest, *, root=None, inventory=
         new_cases += len(added)
         cases_run += len(added)
         run, analysis = await runs.run(added)
-        steps.append(NarrowStep(
-            index=len(steps) + 1, kinds=sorted({k for _, k, _ in picked}),
-            axes=sorted({a for _, _, a in picked if a}), cases=runs.states(added),
-            findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings],
-            competing=[f.predicate for f in analysis.competing]))
-        await runs.say(f"round {len(steps)}: {len(added)} case(s); findings: "
-                       f"{', '.join(steps[-1].findings[:3]) or 'none yet'}")
+        steps.append(
+            NarrowStep(
+                index=len(steps) + 1,
+                kinds=sorted({k for _, k, _ in picked}),
+                axes=sorted({a for _, _, a in picked if a}),
+                cases=runs.states(added),
+                findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings],
+                competing=[f.predicate for f in analysis.competing],
+            )
+        )
+        await runs.say(
+            f"round {len(steps)}: {len(added)} case(s); findings: {', '.join(steps[-1].findings[:3]) or 'none yet'}"
+        )
         if run is None:
             stopped = "budget_seconds"  # answered at the deadline: a case is still running
         elif not run.recorded:
             stopped = "no_progress"
-    return NarrowResponse(run_id=req.run_id, stopped=stopped, exact=bool(analysis.findings) and all(
-        f.exact for f in analysis.findings) and not analysis.unexplained, findings=analysis.findings, steps=steps, cases_run=cases_run,
-        seconds=round(time.monotonic() - t0, 3), summary=analysis.summary, competing=analysis.competing,
-        new_cases=new_cases, pending_run=len(ran_first), counterexamples=analysis.counterexamples,
-        still_running=runs.still_running())
+    return NarrowResponse(
+        run_id=req.run_id,
+        stopped=stopped,
+        exact=bool(analysis.findings) and all(f.exact for f in analysis.findings) and not analysis.unexplained,
+        findings=analysis.findings,
+        steps=steps,
+        cases_run=cases_run,
+        seconds=round(time.monotonic() - t0, 3),
+        summary=analysis.summary,
+        competing=analysis.competing,
+        new_cases=new_cases,
+        pending_run=len(ran_first),
+        counterexamples=analysis.counterexamples,
+        still_running=runs.still_running(),
+    )

@@ -50,8 +50,9 @@ def _split(items: list[str], n: int) -> list[list[str]]:
     return out
 
 
-async def search_order(run_id: str, analysis, *, root=None, hosts=None, inventory=None, budget: int = 16,
-                       done: set[str] | None = None) -> OrderSearch:
+async def search_order(
+    run_id: str, analysis, *, root=None, hosts=None, inventory=None, budget: int = 16, done: set[str] | None = None
+) -> OrderSearch:
     """Probe every order-dependent case of ``analysis`` not in ``done`` (it is added) within ``budget``
     new cases; returns the probes run and the minimal earlier cases found."""
     done = done if done is not None else set()
@@ -67,16 +68,23 @@ async def search_order(run_id: str, analysis, *, root=None, hosts=None, inventor
         target = cases.get(flagged.case_id)
         if target is None:
             continue
-        history = [h for h in dict.fromkeys(flagged.history)
-                   if "/" not in h and h in cases and h != target.id and not cases[h].after]
+        history = [
+            h
+            for h in dict.fromkeys(flagged.history)
+            if "/" not in h and h in cases and h != target.id and not cases[h].after
+        ]
         if not history:
             continue
         known = {tuple(c.after): c.id for c in cases.values() if c.after and _same_case(c, target)}
         probes = search.probes.setdefault(target.id, {})
 
         # this iteration's target, known and probes bound as defaults: test is awaited within it
-        async def test(subsets: list[list[str]], target: Case = target, known: dict[tuple, str] = known,
-                       probes: dict[str, str] = probes) -> dict[tuple, bool]:
+        async def test(
+            subsets: list[list[str]],
+            target: Case = target,
+            known: dict[tuple, str] = known,
+            probes: dict[str, str] = probes,
+        ) -> dict[tuple, bool]:
             """Whether the target fails after each subset (planned and run as probes where new)."""
             new: list[dict] = []
             for sub in subsets:
@@ -85,15 +93,16 @@ async def search_order(run_id: str, analysis, *, root=None, hosts=None, inventor
                     continue
                 new.append(_probe(target, sub, set(cases)))
             room = budget - search.cases_run
-            new = new[:max(0, room)]
+            new = new[: max(0, room)]
             if new:
                 plan_cases({"run_id": run_id, "append": True, "cases": new}, root=root)
                 search.cases_run += len(new)
                 for doc in new:
                     known[tuple(doc["after"])] = doc["id"]
                     cases[doc["id"]] = target.model_copy(update={"id": doc["id"], "after": doc["after"]})
-                run = await run_case_remote(run_id, case_ids=[d["id"] for d in new], root=root, hosts=hosts,
-                                            inventory=inventory)
+                run = await run_case_remote(
+                    run_id, case_ids=[d["id"] for d in new], root=root, hosts=hosts, inventory=inventory
+                )
                 for o in run.outcomes:
                     probes[o.case_id] = o.state
                 results.update(store.read_results())
@@ -163,7 +172,10 @@ def _probe(target: Case, after: list[str], taken: set[str]) -> dict:
         pid = fit_id(f"{base}-{k}")
     taken.add(pid)
     doc = target.model_dump(mode="json", exclude_none=True)
-    doc.update(id=pid, after=list(after),
-               description=f"order probe: {target.id} run after {', '.join(after)} on a fresh worker")
+    doc.update(
+        id=pid,
+        after=list(after),
+        description=f"order probe: {target.id} run after {', '.join(after)} on a fresh worker",
+    )
     doc.pop("repeats", None)
     return doc

@@ -43,9 +43,11 @@ def default_tolerance_warnings(config, cases: list[Case]) -> list[str]:
     for dtype in dtypes:
         atol, rtol, source = config.tolerance.for_dtype(dtype)
         if source == "default":
-            out.append(f"tolerance: {dtype} has no per_dtype entry and the config gives no atol/rtol: using "
-                       f"atol {atol:g}, rtol {rtol:g} from {TOLERANCE_SOURCE}"
-                       + ("" if config.judge == "tolerance" else f" (judge {config.judge!r})"))
+            out.append(
+                f"tolerance: {dtype} has no per_dtype entry and the config gives no atol/rtol: using "
+                f"atol {atol:g}, rtol {rtol:g} from {TOLERANCE_SOURCE}"
+                + ("" if config.judge == "tolerance" else f" (judge {config.judge!r})")
+            )
     return out
 
 
@@ -64,10 +66,12 @@ def tight_tolerance_warnings(config, cases: list[Case]) -> list[str]:
         eps = DTYPE_EPS[dtype]
         if source != "default" and atol < eps and rtol < eps:
             d_atol, d_rtol = default_tolerance(dtype)
-            out.append(f"tolerance: atol {atol:g} and rtol {rtol:g} ({source}) are below {dtype}'s resolution "
-                       f"(eps {eps:g}): a correct {dtype} computation fails from rounding alone; torch.testing "
-                       f"would use atol {d_atol:g}, rtol {d_rtol:g} ({TOLERANCE_SOURCE}) - give per_dtype."
-                       f"{dtype}, or judge 'baseline'")
+            out.append(
+                f"tolerance: atol {atol:g} and rtol {rtol:g} ({source}) are below {dtype}'s resolution "
+                f"(eps {eps:g}): a correct {dtype} computation fails from rounding alone; torch.testing "
+                f"would use atol {d_atol:g}, rtol {d_rtol:g} ({TOLERANCE_SOURCE}) - give per_dtype."
+                f"{dtype}, or judge 'baseline'"
+            )
     return out
 
 
@@ -83,11 +87,16 @@ def _check_call_order(config: OperatorConfig, cases: list[Case]) -> None:
         names = {i.name for i in case.inputs} | set(case.attributes)
         missing = [n for n in order if n not in names]
         if missing:
-            problems.append(f"case {case.id!r}: {missing} (it has inputs {[i.name for i in case.inputs]} "
-                            f"and attributes {sorted(case.attributes)})")
+            problems.append(
+                f"case {case.id!r}: {missing} (it has inputs {[i.name for i in case.inputs]} "
+                f"and attributes {sorted(case.attributes)})"
+            )
     if problems:
-        raise ToolError("config.operator.call.order names arguments that some cases do not provide:\n  - "
-                        + "\n  - ".join(problems), code="validation_error")
+        raise ToolError(
+            "config.operator.call.order names arguments that some cases do not provide:\n  - "
+            + "\n  - ".join(problems),
+            code="validation_error",
+        )
 
 
 def _check_default_grad_inputs(config: OperatorConfig, cases: list[Case]) -> None:
@@ -102,10 +111,13 @@ def _check_default_grad_inputs(config: OperatorConfig, cases: list[Case]) -> Non
         except ValueError as exc:
             problems.append(f"case {case.id!r}: {exc}")
     if problems:
-        raise ToolError("config.grad_inputs (the gradients of cases that name none) does not fit some cases; give "
-                        "those cases their own grad_inputs:\n  - " + "\n  - ".join(problems[:5])
-                        + (f"\n  - and {len(problems) - 5} more" if len(problems) > 5 else ""),
-                        code="validation_error")
+        raise ToolError(
+            "config.grad_inputs (the gradients of cases that name none) does not fit some cases; give "
+            "those cases their own grad_inputs:\n  - "
+            + "\n  - ".join(problems[:5])
+            + (f"\n  - and {len(problems) - 5} more" if len(problems) > 5 else ""),
+            code="validation_error",
+        )
 
 
 def _check_after(store: RunStore, append: bool, cases: list[Case]) -> None:
@@ -118,15 +130,16 @@ def _check_after(store: RunStore, append: bool, cases: list[Case]) -> None:
     known.update({c.id: c for c in cases})
     problems = check_after(known, cases)
     if problems:
-        raise ToolError("cases[].after must name planned cases of this run:\n  - " + "\n  - ".join(problems[:5]),
-                        code="validation_error")
+        raise ToolError(
+            "cases[].after must name planned cases of this run:\n  - " + "\n  - ".join(problems[:5]),
+            code="validation_error",
+        )
 
 
 def _changed_paths(old: Any, new: Any, path: str) -> list[str]:
     """Dotted paths at which two JSON documents differ."""
     if isinstance(old, dict) and isinstance(new, dict):
-        return [p for k in dict.fromkeys([*old, *new])
-                for p in _changed_paths(old.get(k), new.get(k), f"{path}.{k}")]
+        return [p for k in dict.fromkeys([*old, *new]) for p in _changed_paths(old.get(k), new.get(k), f"{path}.{k}")]
     return [] if old == new else [path]
 
 
@@ -146,16 +159,21 @@ def _modules_to_store(store: RunStore, config: OperatorConfig, sources: dict[str
     (evidence is never overwritten)."""
     unlisted = sorted(set(sources) - set(config.operator.modules))
     if unlisted:
-        raise ToolError(f"module_sources has {unlisted}, which config.operator.modules does not list "
-                        f"(modules: {config.operator.modules})", code="validation_error")
+        raise ToolError(
+            f"module_sources has {unlisted}, which config.operator.modules does not list "
+            f"(modules: {config.operator.modules})",
+            code="validation_error",
+        )
     todo = {}
     for name, source in sorted(sources.items()):
         existing = store.path("artifacts", "modules", name)
         if existing.is_file():
             if existing.read_text(encoding="utf-8") != source:
-                raise ToolError(f"module {name!r} is already stored in run {store.run_id!r} with other "
-                                "content; evidence is never overwritten - plan a new run to change it",
-                                code="module_changed")
+                raise ToolError(
+                    f"module {name!r} is already stored in run {store.run_id!r} with other "
+                    "content; evidence is never overwritten - plan a new run to change it",
+                    code="module_changed",
+                )
             continue
         todo[name] = source
     return todo
@@ -181,8 +199,11 @@ def _captured_to_store(store: RunStore, files: dict[str, str], cases: list[Case]
         existing = store.path("artifacts", "captured", name)
         if existing.is_file():
             if file_sha256(existing) != hashlib.sha256(data).hexdigest():
-                raise ToolError(f"captured tensor {name!r} is already stored in run {store.run_id!r} with other "
-                                "content; evidence is never overwritten - give it another name", code="captured_changed")
+                raise ToolError(
+                    f"captured tensor {name!r} is already stored in run {store.run_id!r} with other "
+                    "content; evidence is never overwritten - give it another name",
+                    code="captured_changed",
+                )
             continue
         todo[name] = data
     for case in cases:
@@ -191,17 +212,24 @@ def _captured_to_store(store: RunStore, files: dict[str, str], cases: list[Case]
                 values = member.values.for_dtype(member.dtype)
                 ref = values.captured if values.kind == "captured" else None
                 if ref and ref not in files and not store.path("artifacts", "captured", ref).is_file():
-                    raise ToolError(f"case {case.id!r} input {spec.name!r} replays captured tensor {ref!r}, which "
-                                    "is neither in 'captured_files' nor stored in the run", code="validation_error")
+                    raise ToolError(
+                        f"case {case.id!r} input {spec.name!r} replays captured tensor {ref!r}, which "
+                        "is neither in 'captured_files' nor stored in the run",
+                        code="validation_error",
+                    )
         for ref in grad_output_captures(case.grad_output):
             if ref not in files and not store.path("artifacts", "captured", ref).is_file():
-                raise ToolError(f"case {case.id!r} grad_output replays captured tensor {ref!r}, which is neither in "
-                                "'captured_files' nor stored in the run", code="validation_error")
+                raise ToolError(
+                    f"case {case.id!r} grad_output replays captured tensor {ref!r}, which is neither in "
+                    "'captured_files' nor stored in the run",
+                    code="validation_error",
+                )
     return todo
 
 
-def planned_cases(store: RunStore, only: list[Case] | None = None,
-                  against: dict[str, Case | None] | None = None) -> list[PlannedCase]:
+def planned_cases(
+    store: RunStore, only: list[Case] | None = None, against: dict[str, Case | None] | None = None
+) -> list[PlannedCase]:
     """The run's cases (or ``only`` these) with their axes and state, read from disk.
     ``against``: case id -> the case its axes are given against (only the axes
     that differ are listed; None or absent: every axis)."""
@@ -215,9 +243,15 @@ def planned_cases(store: RunStore, only: list[Case] | None = None,
             theirs = case_axes(other)
             # an axis the other case has and this one lacks is implied by one it has (x.none, x.len)
             axes = {k: v for k, v in axes.items() if theirs.get(k) != v}
-        out.append(PlannedCase(id=case.id, mode=case.mode, axes=axes,
-                               state=result["status"] if result else "pending",
-                               differs_from=other.id if other is not None else None))
+        out.append(
+            PlannedCase(
+                id=case.id,
+                mode=case.mode,
+                axes=axes,
+                state=result["status"] if result else "pending",
+                differs_from=other.id if other is not None else None,
+            )
+        )
     return out
 
 
@@ -244,9 +278,11 @@ def _resolve_star_bases(store: RunStore, req: PlanRequest) -> list[StarSpec]:
     for i, star in enumerate(req.stars):
         if isinstance(star.base, str):
             if star.base not in planned:
-                raise ToolError(f"stars[{i}].base names case {star.base!r}, which is not planned in run "
-                                f"{req.target_run_id!r}; give the base case's body, or a planned id when appending",
-                                code="unknown_case")
+                raise ToolError(
+                    f"stars[{i}].base names case {star.base!r}, which is not planned in run "
+                    f"{req.target_run_id!r}; give the base case's body, or a planned id when appending",
+                    code="unknown_case",
+                )
             out.append(star.model_copy(update={"base": planned[star.base], "include_base": False}))
             continue
         known = planned.get(star.base.id)
@@ -254,9 +290,12 @@ def _resolve_star_bases(store: RunStore, req: PlanRequest) -> list[StarSpec]:
             old, new = known.model_dump(mode="json"), star.base.model_dump(mode="json")
             if case_content(old) != case_content(new):
                 changed = _changed_paths(old, new, "base")
-                raise ToolError(f"stars[{i}].base reuses the planned case id {star.base.id!r} with a different body "
-                                f"(changed: {', '.join(changed[:8])}); a base must be the planned case: give only its "
-                                "id, its exact body, or a new id", code="base_mismatch")
+                raise ToolError(
+                    f"stars[{i}].base reuses the planned case id {star.base.id!r} with a different body "
+                    f"(changed: {', '.join(changed[:8])}); a base must be the planned case: give only its "
+                    "id, its exact body, or a new id",
+                    code="base_mismatch",
+                )
         out.append(star)
     return out
 
@@ -281,8 +320,11 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
     stars = _resolve_star_bases(store, req) if req.stars else []
     new_cases = list(req.cases)
     star_bases: dict[str, Case] = {}  # a star's case -> its base (what its answer is shown against)
-    planned = ({c.id: case_content(c.model_dump(mode="json")) for c in store.read_cases()}
-               if stars and req.append and store.exists() else None)
+    planned = (
+        {c.id: case_content(c.model_dump(mode="json")) for c in store.read_cases()}
+        if stars and req.append and store.exists()
+        else None
+    )
     for i, star in enumerate(stars):
         try:
             expanded = expand_star(star, planned)
@@ -293,33 +335,51 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
     captured_paths = dict(req.captured_files)
     if req.captures:  # the model's real calls (capture/plan.py), checked before anything is planned
         from .capture.plan import plan_from_captures
+
         from_captures = plan_from_captures(req.captures, root)
         new_cases.extend(from_captures.cases)
         captured_paths.update({name: str(path) for name, path in from_captures.files.items()})
     if not new_cases:
-        raise ToolError("the request plans no case: every star variation value gives back its base case and "
-                        "include_base is false; give values that differ from the base (or include the base)",
-                        code="validation_error")
+        raise ToolError(
+            "the request plans no case: every star variation value gives back its base case and "
+            "include_base is false; give values that differ from the base (or include the base)",
+            code="validation_error",
+        )
     dupes = _duplicates([c.id for c in new_cases])
     if dupes:
-        raise ToolError(f"duplicate case ids in the request: {few_ids(dupes)}; every case id must be unique "
-                        "(a star's base case counts too unless include_base is false)", code="duplicate_case")
+        raise ToolError(
+            f"duplicate case ids in the request: {few_ids(dupes)}; every case id must be unique "
+            "(a star's base case counts too unless include_base is false)",
+            code="duplicate_case",
+        )
 
     if req.append:
         store.require()
         config = store.read_config()
         if req.config is not None and req.config.model_dump(mode="json") != config.model_dump(mode="json"):
             changed = _changed_paths(config.model_dump(mode="json"), req.config.model_dump(mode="json"), "config")
-            raise ToolError(f"config differs from the one run {store.run_id!r} was planned with (changed: "
-                            f"{', '.join(changed)}); the operator, reference and tolerances are fixed before any "
-                            "result - omit 'config' when appending, or plan a new run", code="config_changed")
+            raise ToolError(
+                f"config differs from the one run {store.run_id!r} was planned with (changed: "
+                f"{', '.join(changed)}); the operator, reference and tolerances are fixed before any "
+                "result - omit 'config' when appending, or plan a new run",
+                code="config_changed",
+            )
         clash = sorted(store.planned_ids() & {c.id for c in new_cases})
         if clash:
             bases = sorted({star_base(s).id for s in stars if s.include_base} & set(clash))
-            hint = (f"; {bases} are star bases: to add only the variations around a planned case, set "
-                    "include_base false in its star") if bases else ""
-            raise ToolError(f"case ids already planned in run {store.run_id!r}: {few_ids(clash)}; planned cases are "
-                            f"never replaced - give the new cases new ids{hint}", code="duplicate_case")
+            hint = (
+                (
+                    f"; {bases} are star bases: to add only the variations around a planned case, set "
+                    "include_base false in its star"
+                )
+                if bases
+                else ""
+            )
+            raise ToolError(
+                f"case ids already planned in run {store.run_id!r}: {few_ids(clash)}; planned cases are "
+                f"never replaced - give the new cases new ids{hint}",
+                code="duplicate_case",
+            )
         _check_call_order(config, new_cases)
         _check_default_grad_inputs(config, new_cases)
         _check_after(store, True, new_cases)
@@ -334,8 +394,11 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
         _check_default_grad_inputs(config, new_cases)
         _check_after(store, False, new_cases)
         if store.exists() or (store.dir.exists() and any(store.dir.iterdir())):
-            raise ToolError(f"run {store.run_id!r} already exists at {store.dir}; a run is never overwritten - "
-                            "choose another run_id or append cases to it (append=true)", code="run_exists")
+            raise ToolError(
+                f"run {store.run_id!r} already exists at {store.dir}; a run is never overwritten - "
+                "choose another run_id or append cases to it (append=true)",
+                code="run_exists",
+            )
         modules = _modules_to_store(store, config, req.module_sources)
         captured = _captured_to_store(store, captured_paths, new_cases)
         store.create(config, new_cases)
@@ -351,11 +414,15 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
         run_dir=str(store.dir),
         created=created,
         added=[c.id for c in new_cases],
-        cases=planned_cases(store, only=new_cases[:PLANNED_LIST_LIMIT],
-                            against=_references(new_cases[:PLANNED_LIST_LIMIT], star_bases)),
+        cases=planned_cases(
+            store, only=new_cases[:PLANNED_LIST_LIMIT], against=_references(new_cases[:PLANNED_LIST_LIMIT], star_bases)
+        ),
         cases_omitted=max(0, len(new_cases) - PLANNED_LIST_LIMIT),
         case_count=len(all_cases),
         recorded_count=len(store.recorded_ids()),
-        warnings=(multi_axis_warnings(all_cases, star_bases=star_bases)
-                  + default_tolerance_warnings(config, all_cases) + tight_tolerance_warnings(config, all_cases)),
+        warnings=(
+            multi_axis_warnings(all_cases, star_bases=star_bases)
+            + default_tolerance_warnings(config, all_cases)
+            + tight_tolerance_warnings(config, all_cases)
+        ),
     )

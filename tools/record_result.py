@@ -45,8 +45,9 @@ def record_result(
         parsed = result
     else:
         if not isinstance(result, dict):
-            raise ToolError(f"invalid result: expected a JSON object, got {type(result).__name__}",
-                            code="validation_error")
+            raise ToolError(
+                f"invalid result: expected a JSON object, got {type(result).__name__}", code="validation_error"
+            )
         try:
             parsed = CaseResult.model_validate(result)
         except ValidationError as exc:

@@ -32,14 +32,19 @@ from pathlib import Path
 COUNT_WIDTH = 12
 _TAIL_START = b'\n}, "result_count_at_end": '
 TAIL_LEN = len(_TAIL_START) + COUNT_WIDTH + 2
-NOTE = ("every recorded result, in recording order, current after every call that records; the record itself is "
-        "record_index (one result per line); result_count says how many this file holds")
+NOTE = (
+    "every recorded result, in recording order, current after every call that records; the record itself is "
+    "record_index (one result per line); result_count says how many this file holds"
+)
 
 
 def _head(run_id: str, count: int, index_name: str) -> bytes:
     prefix = _prefix(run_id)
-    return prefix + _count(count) + \
-        f', "record_index": {json.dumps(index_name)}, "note": {json.dumps(NOTE)}, "results": {{'.encode()
+    return (
+        prefix
+        + _count(count)
+        + f', "record_index": {json.dumps(index_name)}, "note": {json.dumps(NOTE)}, "results": {{'.encode()
+    )
 
 
 def _count(n: int) -> bytes:
@@ -78,8 +83,8 @@ def _count_of(fd: int, run_id: str) -> tuple[int | None, int]:
     if not head.startswith(prefix) or not tail.startswith(_TAIL_START) or not tail.endswith(b"}\n"):
         return None, size
     try:
-        count = int(head[len(prefix):].decode("ascii").strip())
-        at_end = int(tail[len(_TAIL_START):-2].decode("ascii").strip())
+        count = int(head[len(prefix) :].decode("ascii").strip())
+        at_end = int(tail[len(_TAIL_START) : -2].decode("ascii").strip())
     except ValueError:
         return None, size
     return (count if count == at_end else None), size

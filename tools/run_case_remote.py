@@ -45,11 +45,21 @@ def list_slot_specs(hosts: list[str] | None, inventory=None) -> list[SlotSpec]:
     return slot_specs(as_inventory(inventory).resolve(hosts))
 
 
-async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hosts: list[str] | None = None,
-                          root=None, inventory=None, progress: Progress | None = None,
-                          on_start: Callable[[str], Awaitable[None]] | None = None,
-                          keep_outputs: bool = False, lease_wait_s: float | None = None,
-                          device_wait_s: float | None = None, deadline: float | None = None, on_news: Callable[[str], Awaitable[None]] | None = None) -> RunResponse:
+async def run_case_remote(
+    run_id: str,
+    *,
+    case_ids: list[str] | None = None,
+    hosts: list[str] | None = None,
+    root=None,
+    inventory=None,
+    progress: Progress | None = None,
+    on_start: Callable[[str], Awaitable[None]] | None = None,
+    keep_outputs: bool = False,
+    lease_wait_s: float | None = None,
+    device_wait_s: float | None = None,
+    deadline: float | None = None,
+    on_news: Callable[[str], Awaitable[None]] | None = None,
+) -> RunResponse:
     """``progress(done, total, outcome)`` after each case; ``on_start(case_id)``
     when a case goes to a slot (a progress bar shows the cases in flight);
     ``keep_outputs``: the candidate and reference outputs of a mismatching case
@@ -69,16 +79,30 @@ async def run_case_remote(run_id: str, *, case_ids: list[str] | None = None, hos
     if not chosen.todo:
         return _answer(store, host_names, [], chosen.refused, chosen.order)
     config = store.read_config()
-    run = _run_files(store, config, keep_outputs=keep_outputs, lease_wait_s=lease_wait_s, device_wait_s=device_wait_s,
-                     on_news=on_news)
-    call = _CallRun(store, RunStore(root, run_id, lock_timeout_s=0), config, chosen, progress=progress,
-                    on_start=on_start, deadline=deadline)
+    run = _run_files(
+        store,
+        config,
+        keep_outputs=keep_outputs,
+        lease_wait_s=lease_wait_s,
+        device_wait_s=device_wait_s,
+        on_news=on_news,
+    )
+    call = _CallRun(
+        store,
+        RunStore(root, run_id, lock_timeout_s=0),
+        config,
+        chosen,
+        progress=progress,
+        on_start=on_start,
+        deadline=deadline,
+    )
     todo = await call.baseline_pass(run, inventory)
     queue_report = await call.pool_run(specs, todo, run)
     await call.report_left(queue_report, host_names)
     call.sync_manifest()
-    return _answer(store, host_names, [call.outcomes[c] for c in chosen.order if c in call.outcomes],
-                   call.refused, chosen.order)
+    return _answer(
+        store, host_names, [call.outcomes[c] for c in chosen.order if c in call.outcomes], call.refused, chosen.order
+    )
 
 
 @dataclass
@@ -106,8 +130,15 @@ def _choose_cases(store: RunStore, case_ids: list[str] | None) -> _Chosen:
     return _Chosen(cases, [c for c in wanted if c not in recorded], [c for c in wanted if c in recorded], wanted)
 
 
-def _run_files(store: RunStore, config: OperatorConfig, *, keep_outputs: bool, lease_wait_s: float | None, device_wait_s: float | None,
-               on_news: Callable[[str], Awaitable[None]] | None) -> RunFiles:
+def _run_files(
+    store: RunStore,
+    config: OperatorConfig,
+    *,
+    keep_outputs: bool,
+    lease_wait_s: float | None,
+    device_wait_s: float | None,
+    on_news: Callable[[str], Awaitable[None]] | None,
+) -> RunFiles:
     """What every slot of the call is sent: the config, the run's modules and captured inputs,
     and how long a slot may wait for a device held elsewhere."""
     modules_dir = store.dir / ARTIFACTS_DIR / "modules"  # constant names: nothing to resolve
@@ -115,18 +146,32 @@ def _run_files(store: RunStore, config: OperatorConfig, *, keep_outputs: bool, l
     wire_config = config.model_dump(mode="json")
     if keep_outputs:  # read by the runner only, never stored: the planned config is unchanged
         wire_config["keep_outputs_max_bytes"] = KEEP_OUTPUTS_MAX_BYTES
-    return RunFiles(run_id=store.run_id, config=wire_config,
-                    modules_dir=modules_dir if config.operator.modules and modules_dir.is_dir() else None,
-                    captured_dir=captured_dir if captured_dir.is_dir() else None,
-                    lease_wait_s=lease_wait_s, news=on_news, device_wait_s=device_wait_s)
+    return RunFiles(
+        run_id=store.run_id,
+        config=wire_config,
+        modules_dir=modules_dir if config.operator.modules and modules_dir.is_dir() else None,
+        captured_dir=captured_dir if captured_dir.is_dir() else None,
+        lease_wait_s=lease_wait_s,
+        news=on_news,
+        device_wait_s=device_wait_s,
+    )
 
 
 class _CallRun:
     """The cases of one call on the pool's slots: each run (with its consistency runs), its
     answer recorded, its outcome reported; no case starts after ``deadline``."""
 
-    def __init__(self, store: RunStore, writer: RunStore, config: OperatorConfig, chosen: _Chosen, *, progress: Progress | None,
-                 on_start: Callable[[str], Awaitable[None]] | None, deadline: float | None):
+    def __init__(
+        self,
+        store: RunStore,
+        writer: RunStore,
+        config: OperatorConfig,
+        chosen: _Chosen,
+        *,
+        progress: Progress | None,
+        on_start: Callable[[str], Awaitable[None]] | None,
+        deadline: float | None,
+    ):
         self.store, self.chosen, self.cases = store, chosen, chosen.cases
         self.writer = writer  # records inline unless another writer holds the run (lock_timeout_s=0)
         self.config = config
@@ -161,7 +206,9 @@ class _CallRun:
         """The cases over the slots; every answer that came back is recorded, also when the call
         is cancelled or fails."""
         try:
-            queue_report = await pool.run_queue(specs, todo, run, lambda slot, case_id: self.run_one(slot, case_id, run))
+            queue_report = await pool.run_queue(
+                specs, todo, run, lambda slot, case_id: self.run_one(slot, case_id, run)
+            )
         except BaseException:
             if self.recording:  # cancelled or failed: the answers that came back are still recorded
                 await asyncio.gather(*self.recording, return_exceptions=True)
@@ -229,8 +276,11 @@ class _CallRun:
             why += ": " + "; ".join(f"{k}: {v}" for k, v in queue_report.slot_errors.items())
         if not queue_report.slots_used and not self.outcomes:  # each slot's own reason (a busy device names its holder)
             reasons = "; ".join(f"{k}: {v}" for k, v in queue_report.slot_errors.items()) or why
-            raise ToolError(f"no slot could start on {host_names}: {reasons}", code="no_slot",
-                            details={"slot_errors": queue_report.slot_errors})
+            raise ToolError(
+                f"no slot could start on {host_names}: {reasons}",
+                code="no_slot",
+                details={"slot_errors": queue_report.slot_errors},
+            )
         for case_id in queue_report.not_started:
             await self.report(_pending(case_id, why))
 
@@ -240,15 +290,18 @@ class _CallRun:
             schedule_manifest_flush()
 
 
-def _answer(store: RunStore, host_names: list[str], ordered: list[CaseOutcome], refused: list[str],
-            order: list[str]) -> RunResponse:
+def _answer(
+    store: RunStore, host_names: list[str], ordered: list[CaseOutcome], refused: list[str], order: list[str]
+) -> RunResponse:
     """The call's answer: each case's outcome in the call's order, and what to do next."""
     refused = [c for c in order if c in refused]
     still = [o.case_id for o in ordered if not o.recorded]
     hint = None
     if still:
-        hint = (f"{len(still)} case(s) stayed pending (nothing recorded): {few_ids(still)}; fix the cause named in each "
-                f"outcome's error, then run run_case_remote again for run {store.run_id!r} (pending cases are picked up).")
+        hint = (
+            f"{len(still)} case(s) stayed pending (nothing recorded): {few_ids(still)}; fix the cause named in each "
+            f"outcome's error, then run run_case_remote again for run {store.run_id!r} (pending cases are picked up)."
+        )
     elif refused:
         hint = _refused_hint(refused)
     external = [o for o in ordered if o.rerun_case]
@@ -256,11 +309,18 @@ def _answer(store: RunStore, host_names: list[str], ordered: list[CaseOutcome], 
         hint = ((hint + " ") if hint else "") + (
             f"killed from outside the harness (signal, not the case timeout): {[o.case_id for o in external]}; "
             "to run one again under a new id, call plan_cases with {\"run_id\": \"" + store.run_id + "\", "
-            "\"append\": true, \"cases\": [<that outcome's rerun_case>]}, then run_case_remote.")
-    return RunResponse(run_id=store.run_id, hosts=host_names, outcomes=ordered,
-                       recorded=[o.case_id for o in ordered if o.recorded],
-                       pending=store.pending_case_ids(limit=PENDING_LIST_LIMIT),
-                       pending_count=store.pending_count(), refused=refused, rerun_hint=hint)
+            "\"append\": true, \"cases\": [<that outcome's rerun_case>]}, then run_case_remote."
+        )
+    return RunResponse(
+        run_id=store.run_id,
+        hosts=host_names,
+        outcomes=ordered,
+        recorded=[o.case_id for o in ordered if o.recorded],
+        pending=store.pending_case_ids(limit=PENDING_LIST_LIMIT),
+        pending_count=store.pending_count(),
+        refused=refused,
+        rerun_hint=hint,
+    )
 
 
 NOT_STARTED_AFTER_DEADLINE = "not started: the call's time budget (max_seconds) ran out before its turn"
@@ -279,13 +339,22 @@ def _rerun_case(case: Case, answer: Answer) -> dict | None:
 def _refused_hint(refused: list[str]) -> str | None:
     if not refused:
         return None
-    return (f"already recorded, not re-run: {refused}; a recorded case is never overwritten - plan a new case id "
-            "(plan_cases with append=true) to run it again")
+    return (
+        f"already recorded, not re-run: {refused}; a recorded case is never overwritten - plan a new case id "
+        "(plan_cases with append=true) to run it again"
+    )
 
 
 def _pending(case_id: str, error: str, *, host=None, device=None) -> CaseOutcome:
-    return CaseOutcome(case_id=case_id, state="pending", recorded=False, host=host, device=device,
-                       summary=f"pending: {error.splitlines()[0][:300]}", error=error[:4000])
+    return CaseOutcome(
+        case_id=case_id,
+        state="pending",
+        recorded=False,
+        host=host,
+        device=device,
+        summary=f"pending: {error.splitlines()[0][:300]}",
+        error=error[:4000],
+    )
 
 
 def _recorded_ids(store: RunStore) -> set[str]:
@@ -300,8 +369,9 @@ def _worker_gave_up(answer: Answer) -> str | None:
     return err.message if err is not None and err.type == WORKER_RESTART_LIMIT else None
 
 
-def _record_event(store: RunStore, host: str, device: str, case_id: str, answer: Answer,
-                  extra_raw: dict | None = None) -> CaseOutcome | None:
+def _record_event(
+    store: RunStore, host: str, device: str, case_id: str, answer: Answer, extra_raw: dict | None = None
+) -> CaseOutcome | None:
     """Record one supervisor answer (parsed once where it came back: ``read_case_done``)
     through ``store`` (in the event loop, or in a thread when another writer holds the
     run's lock); None when another call recorded the case first.  A malformed answer
@@ -312,8 +382,12 @@ def _record_event(store: RunStore, host: str, device: str, case_id: str, answer:
     if done.outcome != "result":
         err = done.harness_error
         assert err is not None  # CaseDone's validator
-        return _pending(case_id, f"{HARNESS_WHERE_TEXT[err.where]} ({err.type}: {err.message}); "
-                                 "nothing recorded, the case stays pending", host=host, device=device)
+        return _pending(
+            case_id,
+            f"{HARNESS_WHERE_TEXT[err.where]} ({err.type}: {err.message}); nothing recorded, the case stays pending",
+            host=host,
+            device=device,
+        )
     result = dict(done.result or {})
     result["source"] = {"kind": "run_case_remote", "tool": "run_case_remote", "host": host, "device": device}
     kept = done.outputs_b64  # keep_outputs: stored as outputs.pt, not inside worker-result.json
@@ -327,8 +401,16 @@ def _record_event(store: RunStore, host: str, device: str, case_id: str, answer:
         raw_files["outputs.pt"] = base64.b64decode(kept)
     raw_files.update(extra_raw or {})  # the baseline host's answer, the consistency checks' further answers
     try:
-        response = record_result(store.run_id, result, raw_files=raw_files, input_metadata=done.input_metadata,
-                                 source_kind="run_case_remote", lazy_manifest=True, pending=False, store=store)
+        response = record_result(
+            store.run_id,
+            result,
+            raw_files=raw_files,
+            input_metadata=done.input_metadata,
+            source_kind="run_case_remote",
+            lazy_manifest=True,
+            pending=False,
+            store=store,
+        )
     except ToolError as exc:
         if exc.code == "already_recorded":
             return None
@@ -336,9 +418,14 @@ def _record_event(store: RunStore, host: str, device: str, case_id: str, answer:
     except FileLockTimeout:  # an OSError too: the caller waits for the lock in a thread (lock_timeout_s=0)
         raise
     except OSError as exc:  # a full disk outside the atomic writes: this case stays pending, the others keep theirs
-        return _pending(case_id, f"not recorded: writing the evidence failed: {exc.strerror or exc} "
-                                 f"({errno.errorcode.get(exc.errno or 0, 'OSError')}"
-                                 f"{', ' + str(exc.filename) if exc.filename else ''})", host=host, device=device)
+        return _pending(
+            case_id,
+            f"not recorded: writing the evidence failed: {exc.strerror or exc} "
+            f"({errno.errorcode.get(exc.errno or 0, 'OSError')}"
+            f"{', ' + str(exc.filename) if exc.filename else ''})",
+            host=host,
+            device=device,
+        )
     return _outcome(case_id, result, host, device, response.raw_path)
 
 
@@ -355,21 +442,34 @@ def _outcome(case_id: str, result: dict, host: str, device: str, raw_path: str) 
         if judged:
             summary += f": {judged[0]}"
     elif status == "numerical_mismatch":
-        summary = "numerical mismatch - " + "; ".join(describe_comparison(c, brief=True)
-                                                      for c in comparisons if not c.get("passed"))
+        summary = "numerical mismatch - " + "; ".join(
+            describe_comparison(c, brief=True) for c in comparisons if not c.get("passed")
+        )
     elif status == "crash":
         summary = f"crash: {error.get('signature')}"
     else:
-        summary = f"unsupported: {error.get('message', '')[:200]}" + \
-            (f" (rule {error.get('matched_rule')!r})" if error.get("matched_rule") else "")
+        summary = f"unsupported: {error.get('message', '')[:200]}" + (
+            f" (rule {error.get('matched_rule')!r})" if error.get("matched_rule") else ""
+        )
     flagged = outcome_text(result)
     if flagged:
         summary = f"{summary} [{flagged}]"
-    return CaseOutcome(case_id=case_id, state=status, recorded=True, host=host, device=device, summary=summary[:1000],
-                       failed_outputs=failed, max_abs=max_abs, mismatch_ratio=ratio,
-                       signature=error.get("signature"), matched_rule=error.get("matched_rule"), raw_path=raw_path,
-                       first_mismatch=first_mismatch(comparisons) if status == "numerical_mismatch" else None,
-                       flags=list((result.get("consistency") or {}).get("flags") or []))
+    return CaseOutcome(
+        case_id=case_id,
+        state=status,
+        recorded=True,
+        host=host,
+        device=device,
+        summary=summary[:1000],
+        failed_outputs=failed,
+        max_abs=max_abs,
+        mismatch_ratio=ratio,
+        signature=error.get("signature"),
+        matched_rule=error.get("matched_rule"),
+        raw_path=raw_path,
+        first_mismatch=first_mismatch(comparisons) if status == "numerical_mismatch" else None,
+        flags=list((result.get("consistency") or {}).get("flags") or []),
+    )
 
 
 def first_mismatch(comparisons: list[dict]) -> FirstMismatch | None:
@@ -379,11 +479,19 @@ def first_mismatch(comparisons: list[dict]) -> FirstMismatch | None:
         if c.get("passed"):
             continue
         if c.get("first_mismatch_index") is not None:
-            return FirstMismatch(output=c["output"], index=c["first_mismatch_index"],
-                                 candidate=c.get("first_candidate"), reference=c.get("first_reference"))
+            return FirstMismatch(
+                output=c["output"],
+                index=c["first_mismatch_index"],
+                candidate=c.get("first_candidate"),
+                reference=c.get("first_reference"),
+            )
         if c.get("worst_index") is not None:
-            return FirstMismatch(output=c["output"], index=c["worst_index"],
-                                 candidate=c.get("worst_candidate"), reference=c.get("worst_reference"))
+            return FirstMismatch(
+                output=c["output"],
+                index=c["worst_index"],
+                candidate=c.get("worst_candidate"),
+                reference=c.get("worst_reference"),
+            )
         return FirstMismatch(output=c["output"])
     return None
 

@@ -85,8 +85,13 @@ class Diagnosis:
     hax: dict[str, dict] = field(default_factory=dict)
     status: dict[str, str] = field(default_factory=dict)
 
-def diagnose(cases: list[Case], results: dict[str, CaseResult], missing: list[str],
-             labels: dict[str, dict[str, str]] | None = None) -> tuple[list[Finding], list]:
+
+def diagnose(
+    cases: list[Case],
+    results: dict[str, CaseResult],
+    missing: list[str],
+    labels: dict[str, dict[str, str]] | None = None,
+) -> tuple[list[Finding], list]:
     """Findings (the leading hypothesis, exactness set) and next cases of a run."""
     d = diagnose_run(cases, results, missing, labels)
     return d.findings, d.next_cases
@@ -134,8 +139,9 @@ class _Run:
     proposed: set[str] = field(default_factory=set)  # next cases' contents: one group never repeats another's
 
 
-def _prepare(cases: list[Case], results: dict[str, CaseResult], labels: dict[str, dict[str, str]] | None,
-             modes: set[str] | None) -> _Run:
+def _prepare(
+    cases: list[Case], results: dict[str, CaseResult], labels: dict[str, dict[str, str]] | None, modes: set[str] | None
+) -> _Run:
     labels = labels or {c.id: case_axes(c) for c in cases}
     status = _statuses(cases, results)
     ran = [c for c in cases if status.get(c.id) in ("fail", "pass")]
@@ -144,21 +150,40 @@ def _prepare(cases: list[Case], results: dict[str, CaseResult], labels: dict[str
     dist = {c.id: case_distance_axes(c, labels[c.id]) for c in ran}
     ties = dim_ties(ran or cases)  # dimensions equal in every case that ran (a refused case says nothing)
     aliases = tie_aliases(ties, [i.name for i in cases[0].inputs] if cases else [])
-    for spec in (cases[0].inputs if cases else []):  # a vector's element count is its one dimension
-        if all(any(i.name == spec.name and not i.none and i.shape is not None and len(i.shape) == 1
-                   for i in c.inputs) for c in (ran or cases)):
+    for spec in cases[0].inputs if cases else []:  # a vector's element count is its one dimension
+        if all(
+            any(i.name == spec.name and not i.none and i.shape is not None and len(i.shape) == 1 for i in c.inputs)
+            for c in (ran or cases)
+        ):
             last = f"{spec.name}.shape[-1]"
             aliases[f"{spec.name}.numel"] = aliases.get(last, last)
     no_modes, cpu_only = unusable_modes(cases, results, status)
     if modes is not None:  # what no host of the call can run, whatever the recorded results say
         no_modes |= set(MODES) - set(modes)
-    return _Run({c.id: c for c in cases}, status, axes, hax, dist, sorted(c.id for c in ran if status[c.id] == "fail"),
-                sorted(c.id for c in ran if status[c.id] == "pass"), ties, aliases, no_modes, cpu_only,
-                _Planned(cases), identical_pairs(dist, status, {c.id: c for c in ran}))
+    return _Run(
+        {c.id: c for c in cases},
+        status,
+        axes,
+        hax,
+        dist,
+        sorted(c.id for c in ran if status[c.id] == "fail"),
+        sorted(c.id for c in ran if status[c.id] == "pass"),
+        ties,
+        aliases,
+        no_modes,
+        cpu_only,
+        _Planned(cases),
+        identical_pairs(dist, status, {c.id: c for c in ran}),
+    )
 
 
-def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: list[str],
-                 labels: dict[str, dict[str, str]] | None = None, modes: set[str] | None = None) -> Diagnosis:
+def diagnose_run(
+    cases: list[Case],
+    results: dict[str, CaseResult],
+    missing: list[str],
+    labels: dict[str, dict[str, str]] | None = None,
+    modes: set[str] | None = None,
+) -> Diagnosis:
     """Every failing group (analysis/causes.py) diagnosed: its hypotheses, the leading one settled (exact or
     why not, after the probes built to break it: probes.py), its competitors and next cases; a group without
     one is reported with its closest survivors.  ``modes``: the modes the hosts can run (None: as the
@@ -174,16 +199,34 @@ def diagnose_run(cases: list[Case], results: dict[str, CaseResult], missing: lis
     kinds = {c: results[c].status for c in run.failing}
     space = None
     if run.failing and passing:  # the open space, when no atom of the first one separates the cases
-        space, run.hax = widen(enumerate_hypotheses(run.hax, run.failing, passing, run.aliases), run.hax,
-                               run.by_id, run.failing, passing, run.aliases)
+        space, run.hax = widen(
+            enumerate_hypotheses(run.hax, run.failing, passing, run.aliases),
+            run.hax,
+            run.by_id,
+            run.failing,
+            passing,
+            run.aliases,
+        )
     groups = failure_groups(run.hax, run.failing, passing, kinds, run.aliases, space) if run.failing else []
-    parts = [_diagnose_group(run, g, passing, results, missing if i == 0 else [], filled, conflicts, refuted)
-             for i, g in enumerate(groups)]
+    parts = [
+        _diagnose_group(run, g, passing, results, missing if i == 0 else [], filled, conflicts, refuted)
+        for i, g in enumerate(groups)
+    ]
     if not parts:
-        return Diagnosis([], _diagnose_group(run, None, passing, results, missing, filled, conflicts,
-                                             refuted).next_cases, [], None, refuted)
-    d = Diagnosis([f for p in parts for f in p.findings], _interleave([p.next_cases for p in parts]),
-                  [f for p in parts for f in p.competing][:MAX_COMPETING_SHOWN], parts[0].space, refuted)
+        return Diagnosis(
+            [],
+            _diagnose_group(run, None, passing, results, missing, filled, conflicts, refuted).next_cases,
+            [],
+            None,
+            refuted,
+        )
+    d = Diagnosis(
+        [f for p in parts for f in p.findings],
+        _interleave([p.next_cases for p in parts]),
+        [f for p in parts for f in p.competing][:MAX_COMPETING_SHOWN],
+        parts[0].space,
+        refuted,
+    )
     d.causes = sum(1 for g in groups if g.cause is not None and g.space is not None and g.space.hypotheses)
     d.unexplained = [u for p in parts for u in p.unexplained]
     d.twins, d.hax, d.status = run.twins, run.hax, run.status
@@ -203,8 +246,10 @@ def _group_status(run: _Run, group: Group | None, passing: list[str]) -> dict[st
     if group is None:
         return {c: ("other" if s == "pass" and c not in passing else s) for c, s in run.status.items()}
     inside, kept = set(group.cases), set(passing)
-    return {c: ("fail" if c in inside else "pass" if c in kept else "other" if s in ("fail", "pass") else s)
-            for c, s in run.status.items()}
+    return {
+        c: ("fail" if c in inside else "pass" if c in kept else "other" if s in ("fail", "pass") else s)
+        for c, s in run.status.items()
+    }
 
 
 def _pair_context(run: _Run, status: dict[str, str], failing: list[str]):
@@ -221,8 +266,16 @@ def _pair_context(run: _Run, status: dict[str, str], failing: list[str]):
     return index, {k: sorted(v) for k, v in dtype_sets.items()}
 
 
-def _without_hypothesis(run: _Run, group: Group | None, ctx, passing: list[str], results: dict[str, CaseResult],
-                        missing: list[str], conflicts: dict[str, str], refuted: list[Counterexample]) -> Diagnosis:
+def _without_hypothesis(
+    run: _Run,
+    group: Group | None,
+    ctx,
+    passing: list[str],
+    results: dict[str, CaseResult],
+    missing: list[str],
+    conflicts: dict[str, str],
+    refuted: list[Counterexample],
+) -> Diagnosis:
     """A group no hypothesis separates: a necessary condition when the values decide (a pass equal but for
     the seed), else a trend where one can help, else the group is reported unexplained with its closest
     survivors; the minimal pair re-run with other seeds comes first."""
@@ -232,44 +285,75 @@ def _without_hypothesis(run: _Run, group: Group | None, ctx, passing: list[str],
         nec = necessary_atom(run.hax, failing, [*passing, *flips])
         if nec is not None:  # value-dependent: the condition every failing case has, never exact
             index, dtypes = _pair_context(run, ctx.status, failing)
-            f = hypothesis_finding(Hypothesis((nec,)), run.hax, run.dist, failing, [*passing, *flips], index,
-                                   axes_difference, dtypes)
+            f = hypothesis_finding(
+                Hypothesis((nec,)), run.hax, run.dist, failing, [*passing, *flips], index, axes_difference, dtypes
+            )
             necessary_note(f, flips, sum(1 for c in [*passing, *flips] if nec.holds(run.hax[c].get(nec.axis))))
             f.status, f.cause, f.cases = group.status, group.cause, failing[:MAX_CASES_LISTED]
             return Diagnosis([f], next_cases(ctx, None, {}, results, missing), [], None, refuted)
     trend = None
-    if group is not None and group.cause is None and not flips and group.status != "crash" and \
-            trend_helps(results, failing):  # a crash has no error to grow
+    if (
+        group is not None
+        and group.cause is None
+        and not flips
+        and group.status != "crash"
+        and trend_helps(results, failing)
+    ):  # a crash has no error to grow
         trend = trend_finding(run.hax, run.dist, results, failing, passing) if failing and passing else None
     if trend is not None and group is not None:  # a trend is only sought for a group
         trend.status, trend.cases = group.status, failing[:MAX_CASES_LISTED]
     nxt = next_cases(ctx, None, {}, results, missing)
-    d = Diagnosis([trend] if trend else [], (seed_probing(ctx) if group is not None else []) + nxt, [], None,
-                  refuted)
+    d = Diagnosis([trend] if trend else [], (seed_probing(ctx) if group is not None else []) + nxt, [], None, refuted)
     if group is not None and trend is None:
-        d.unexplained = [FailureGroup(status=group.status, count=len(failing), cases=failing[:MAX_CASES_LISTED],
-                                      survivors=closest(run.hax, failing, passing))]
+        d.unexplained = [
+            FailureGroup(
+                status=group.status,
+                count=len(failing),
+                cases=failing[:MAX_CASES_LISTED],
+                survivors=closest(run.hax, failing, passing),
+            )
+        ]
     return d
 
 
-def _diagnose_group(run: _Run, group: Group | None, passing: list[str], results: dict[str, CaseResult],
-                    missing: list[str], filled: list, conflicts: dict[str, str],
-                    refuted: list[Counterexample]) -> Diagnosis:
+def _diagnose_group(
+    run: _Run,
+    group: Group | None,
+    passing: list[str],
+    results: dict[str, CaseResult],
+    missing: list[str],
+    filled: list,
+    conflicts: dict[str, str],
+    refuted: list[Counterexample],
+) -> Diagnosis:
     status = _group_status(run, group, passing)
     failing = group.cases if group is not None else []
-    ctx = Context(cases=run.by_id, axes=run.axes, dist=run.dist, status=status, planned=run.planned, findings=[],
-                  ties=run.ties, no_modes=run.no_modes, cpu_only=run.cpu_only, hax=run.hax,
-                  seen_contents=run.proposed)
+    ctx = Context(
+        cases=run.by_id,
+        axes=run.axes,
+        dist=run.dist,
+        status=status,
+        planned=run.planned,
+        findings=[],
+        ties=run.ties,
+        no_modes=run.no_modes,
+        cpu_only=run.cpu_only,
+        hax=run.hax,
+        seen_contents=run.proposed,
+    )
     if group is None or group.space is None or not group.space.hypotheses:
         return _without_hypothesis(run, group, ctx, passing, results, missing, conflicts, refuted)
     space = group.space
     index, dtypes = _pair_context(run, status, failing)
-    findings = [hypothesis_finding(h, run.hax, run.dist, failing, list(passing), index, axes_difference,
-                                   dtypes) for h in space.hypotheses]
+    findings = [
+        hypothesis_finding(h, run.hax, run.dist, failing, list(passing), index, axes_difference, dtypes)
+        for h in space.hypotheses
+    ]
     ctx.findings, ctx.hyps = findings, space.hypotheses
     ctx.terms = {h.text: term_findings(f) for h, f in zip(space.hypotheses, findings, strict=True)}
-    summary = HypothesisSpace(axes=space.axes, consistent=space.consistent, conjunctions=space.conjunctions,
-                              capped=space.capped, cap=CAP_TEXT)
+    summary = HypothesisSpace(
+        axes=space.axes, consistent=space.consistent, conjunctions=space.conjunctions, capped=space.capped, cap=CAP_TEXT
+    )
     lead, lead_hyp = findings[0], space.hypotheses[0]
     terms = ctx.terms[lead_hyp.text]
     splits = splitting(ctx)  # first: a case that splits hypotheses is a split, whatever else it narrows
@@ -278,13 +362,16 @@ def _diagnose_group(run: _Run, group: Group | None, passing: list[str], results:
     settle(lead, terms, space.hypotheses, space.capped, narrow, cross, dtypes)
     if group.alternative:  # an OR of pure atoms reads the cases as well: the AND is not settled
         lead.exact = False
-        lead.why_not_exact.append(f"the failing cases read as well as {len(group.alternative)} separate causes: "
-                                  + "; ".join(group.alternative))
+        lead.why_not_exact.append(
+            f"the failing cases read as well as {len(group.alternative)} separate causes: "
+            + "; ".join(group.alternative)
+        )
     # falsify before exact (probes.py): a lead exact in the closed world gets the cases built to break it
     # (the checks are listed once the closed-world test holds: before, the lead is still being narrowed)
     flips = {p: q for p, q in conflicts.items() if q in set(failing)}
-    reqs, probes = (falsifying(ctx, lead, lead_hyp, terms, propose=not flips, others=group.others)
-                     if lead.exact else ([], []))
+    reqs, probes = (
+        falsifying(ctx, lead, lead_hyp, terms, propose=not flips, others=group.others) if lead.exact else ([], [])
+    )
     validate(ctx, lead, lead_hyp, reqs, filled, flips)
     lead.counterexamples = [c for c in refuted if c.refutes != lead_hyp.text]
     for f in findings[1:]:
@@ -295,12 +382,19 @@ def _diagnose_group(run: _Run, group: Group | None, passing: list[str], results:
     nxt = next_cases(ctx, lead, narrow, results, missing, splits=splits, cross=cross, lead_hyp=lead_hyp.text)
     at = next((i for i, n in enumerate(nxt) if n.kind == "missing"), len(nxt))
     nxt[at:at] = probes
-    return Diagnosis([lead], nxt, findings[1:1 + MAX_COMPETING_SHOWN], summary, refuted)
+    return Diagnosis([lead], nxt, findings[1 : 1 + MAX_COMPETING_SHOWN], summary, refuted)
 
 
-def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, CaseResult],
-                   labels: dict[str, dict[str, str]] | None = None, *, previous: Analysis | None = None,
-                   modes: set[str] | None = None) -> Analysis:
+def build_analysis(
+    run_id: str,
+    config,
+    cases: list[Case],
+    results: dict[str, CaseResult],
+    labels: dict[str, dict[str, str]] | None = None,
+    *,
+    previous: Analysis | None = None,
+    modes: set[str] | None = None,
+) -> Analysis:
     """The analysis of a run; ``labels`` are the cases' axes (``case_axes``) when already at hand;
     ``previous``: the run's last analysis (its findings that a case now refutes are reported); ``modes``: the
     modes the hosts can run (next cases propose no other)."""
@@ -313,10 +407,16 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
     missing = [c.id for c in cases if c.id not in results]
     counts["missing"] = len(missing)
 
-    failures = [case_failure(c, results[c.id], labels[c.id]) for c in cases
-                if c.id in results and results[c.id].status in FAILING]
-    unsupported = [case_failure(c, results[c.id], labels[c.id]) for c in cases
-                   if c.id in results and results[c.id].status == "unsupported"]
+    failures = [
+        case_failure(c, results[c.id], labels[c.id])
+        for c in cases
+        if c.id in results and results[c.id].status in FAILING
+    ]
+    unsupported = [
+        case_failure(c, results[c.id], labels[c.id])
+        for c in cases
+        if c.id in results and results[c.id].status == "unsupported"
+    ]
     crash_groups: dict[str, list[str]] = {}
     for f in failures:
         if f.status == "crash":
@@ -330,16 +430,24 @@ def build_analysis(run_id: str, config, cases: list[Case], results: dict[str, Ca
     axes = failure_axes(ev_cases, ev_results, labels)
     diagnosis = diagnose_run(ev_cases, ev_results, missing, labels, modes)
     findings = diagnosis.findings
-    refuted = refuted_leads(previous, findings, diagnosis.competing, diagnosis.hax, diagnosis.status,
-                            {c: r.status for c, r in ev_results.items()})
+    refuted = refuted_leads(
+        previous,
+        findings,
+        diagnosis.competing,
+        diagnosis.hax,
+        diagnosis.status,
+        {c: r.status for c, r in ev_results.items()},
+    )
     twins = [IdenticalPair(passing=p, failing=q) for p, q in diagnosis.twins[:MAX_PAIRS]]
     summary = verdict_summary(verdict, cases, counts, missing, axes, findings, competing=diagnosis.competing)
     summary = accounted_summary(summary, verdict, findings, diagnosis.causes, diagnosis.unexplained, refuted, twins)
-    summary = amend_summary(summary, verdict, counts, len(cases), report,
-                            sum(1 for r in ev_results.values() if r.status in FAILING))
+    summary = amend_summary(
+        summary, verdict, counts, len(cases), report, sum(1 for r in ev_results.values() if r.status in FAILING)
+    )
     summary += falsified_note(findings, diagnosis.counterexamples)
-    hint = integration_hint(config.source_model_failure) if (
-        verdict == "passed" and config.source_model_failure) else None
+    hint = (
+        integration_hint(config.source_model_failure) if (verdict == "passed" and config.source_model_failure) else None
+    )
     analysis = Analysis(
         run_id=run_id,
         verdict=verdict,

@@ -44,8 +44,9 @@ class Group:
     others: list[tuple[Atom, list[str]]] = field(default_factory=list)
 
 
-def _pure_atoms(hax: dict[str, dict[str, Any]], failing: list[str], passing: list[str],
-                aliases: dict[str, str]) -> list[tuple[Atom, frozenset[str]]]:
+def _pure_atoms(
+    hax: dict[str, dict[str, Any]], failing: list[str], passing: list[str], aliases: dict[str, str]
+) -> list[tuple[Atom, frozenset[str]]]:
     """Per axis, the widest atoms that hold on no passing case and on some failing cases, with those cases."""
     fcols, pcols = columns(hax, failing), columns(hax, passing)
     out = []
@@ -92,8 +93,9 @@ def _num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def pure_cover(hax: dict[str, dict[str, Any]], failing: list[str], passing: list[str],
-               aliases: dict[str, str] | None = None) -> list[tuple[Atom, list[str]]]:
+def pure_cover(
+    hax: dict[str, dict[str, Any]], failing: list[str], passing: list[str], aliases: dict[str, str] | None = None
+) -> list[tuple[Atom, list[str]]]:
     """Greedily, the pure atoms that cover the failing cases together (the one covering most of the uncovered
     first, then the simplest), at most MAX_CAUSES; none when they do not cover every failing case."""
     atoms = _pure_atoms(hax, sorted(failing), sorted(passing), aliases or {})
@@ -110,8 +112,14 @@ def pure_cover(hax: dict[str, dict[str, Any]], failing: list[str], passing: list
     return [] if left else chosen  # only a cover of every case: a tail of a few cases beyond the passing ones is noise
 
 
-def failure_groups(hax: dict[str, dict[str, Any]], failing: list[str], passing: list[str],
-                   kinds: Mapping[str, str], aliases: dict[str, str] | None = None, space: Any = None) -> list[Group]:
+def failure_groups(
+    hax: dict[str, dict[str, Any]],
+    failing: list[str],
+    passing: list[str],
+    kinds: Mapping[str, str],
+    aliases: dict[str, str] | None = None,
+    space: Any = None,
+) -> list[Group]:
     """The groups of failing cases, each with its hypothesis space (see the module's docstring); ``space``:
     the whole run's space when already enumerated."""
     if space is None:
@@ -124,8 +132,11 @@ def failure_groups(hax: dict[str, dict[str, Any]], failing: list[str], passing: 
                 group.alternative = [a.text for a, _ in cover]
         return [group]
     statuses = sorted({kinds[c] for c in failing})
-    parts = [(s, sorted(c for c in failing if kinds[c] == s)) for s in statuses] if len(statuses) > 1 \
+    parts = (
+        [(s, sorted(c for c in failing if kinds[c] == s)) for s in statuses]
+        if len(statuses) > 1
         else [(None, sorted(failing))]
+    )
     groups: list[Group] = []
     for status, sub in parts:
         sp = enumerate_hypotheses(hax, sub, passing, aliases) if status else space
@@ -135,9 +146,15 @@ def failure_groups(hax: dict[str, dict[str, Any]], failing: list[str], passing: 
         cover = pure_cover(hax, sub, passing, aliases)
         covered: set[str] = set()
         for n, (atom, cases) in enumerate(cover, 1):
-            groups.append(Group(cases, status, enumerate_hypotheses(hax, cases, passing, aliases),
-                                n if len(cover) > 1 or len(cases) < len(sub) else None,
-                                others=[(b, cs) for b, cs in cover if b is not atom]))
+            groups.append(
+                Group(
+                    cases,
+                    status,
+                    enumerate_hypotheses(hax, cases, passing, aliases),
+                    n if len(cover) > 1 or len(cases) < len(sub) else None,
+                    others=[(b, cs) for b, cs in cover if b is not atom],
+                )
+            )
             covered.update(cases)
         rest = [c for c in sub if c not in covered]
         if rest:
@@ -164,8 +181,9 @@ def closest(hax: dict[str, dict[str, Any]], failing: list[str], passing: list[st
     return out
 
 
-def identical_pairs(dist: dict[str, dict[str, str]], status: dict[str, str],
-                    cases: dict[str, Any]) -> list[tuple[str, str]]:
+def identical_pairs(
+    dist: dict[str, dict[str, str]], status: dict[str, str], cases: dict[str, Any]
+) -> list[tuple[str, str]]:
     """(passing, failing) cases equal in everything but their id and seed: first grouped by their variation
     axes (cheap), then by their whole content (two value specs may read the same in a label)."""
     groups: dict[str, list[str]] = {}

@@ -59,7 +59,7 @@ def _relation(poison: Case, target: Case) -> str:
     same = []
     for key in diff:
         if key.endswith(".shape"):
-            name = key[:-len(".shape")]
+            name = key[: -len(".shape")]
             sa = next((i.shape for i in poison.inputs if i.name == name and i.shape is not None), None)
             sb = next((i.shape for i in target.inputs if i.name == name and i.shape is not None), None)
             if sa is not None and sb is not None and math.prod(sa) == math.prod(sb):
@@ -74,8 +74,10 @@ def _repeat_detail(r: CaseResult) -> str:
     rep = r.consistency.repeats if r.consistency else None
     if rep is None:
         return "its runs differ"
-    text = (f"{rep.distinct} distinct results in {rep.runs} runs on the same inputs (statuses "
-            f"{', '.join(rep.statuses)}; passed in runs {rep.passed_runs or 'none'})")
+    text = (
+        f"{rep.distinct} distinct results in {rep.runs} runs on the same inputs (statuses "
+        f"{', '.join(rep.statuses)}; passed in runs {rep.passed_runs or 'none'})"
+    )
     if rep.max_diff is not None:
         text += f"; largest difference between runs {rep.max_diff:.4g}"
     if rep.differing_outputs:
@@ -102,28 +104,48 @@ def consistency_report(cases: list[Case], results: dict[str, CaseResult]) -> Con
         report.alone += ev.alone is not None and ev.alone.history_total > 0
         failing = r.status in FAILING
         if "nondeterministic" in ev.flags and failing:
-            report.flagged.append(FlaggedCase(case_id=c.id, flag="nondeterministic", status=r.status,
-                                              detail=_repeat_detail(r)))
+            report.flagged.append(
+                FlaggedCase(case_id=c.id, flag="nondeterministic", status=r.status, detail=_repeat_detail(r))
+            )
         elif "nondeterministic" in ev.flags:
-            report.flagged.append(FlaggedCase(case_id=c.id, flag="nondeterministic", status=r.status,
-                                              detail=_repeat_detail(r) + "; every run passed the judge"))
+            report.flagged.append(
+                FlaggedCase(
+                    case_id=c.id,
+                    flag="nondeterministic",
+                    status=r.status,
+                    detail=_repeat_detail(r) + "; every run passed the judge",
+                )
+            )
         if "order_dependent" in ev.flags and ev.alone is not None:
             order_groups.add(failure_group(r.model_dump(mode="json")))
             report.flagged.append(_order_case(c, r, ev.alone, probes.get(_probe_key(c), []), by_id))
         for w in ev.inputs_written:
             if not w.declared:
-                where = (f"{w.changed} storage elements outside its view" if w.outside_view else
-                         f"{w.changed} of {w.numel} elements" if w.changed is not None else "its checksum")
-                report.flagged.append(FlaggedCase(
-                    case_id=c.id, flag="writes_input", status=r.status,
-                    detail=f"the candidate modified its input {w.input}: {where} changed (not declared in "
-                           "operator.writes)"))
+                where = (
+                    f"{w.changed} storage elements outside its view"
+                    if w.outside_view
+                    else f"{w.changed} of {w.numel} elements"
+                    if w.changed is not None
+                    else "its checksum"
+                )
+                report.flagged.append(
+                    FlaggedCase(
+                        case_id=c.id,
+                        flag="writes_input",
+                        status=r.status,
+                        detail=f"the candidate modified its input {w.input}: {where} changed (not declared in "
+                        "operator.writes)",
+                    )
+                )
         if "batch_variant" in ev.flags and ev.batch is not None:
             b = ev.batch
-            detail = (b.note or f"rows [{b.start}, {b.start + b.length}) of {b.input} run alone differ "
-                      f"{'bit for bit' if b.exact else 'beyond the tolerance'} from the same rows of the full batch "
-                      f"(dim {b.dim}): {b.differing} element(s)" +
-                      (f", largest difference {b.max_diff:.4g}" if b.max_diff is not None else ""))
+            detail = (
+                b.note
+                or f"rows [{b.start}, {b.start + b.length}) of {b.input} run alone differ "
+                f"{'bit for bit' if b.exact else 'beyond the tolerance'} from the same rows of the full batch "
+                f"(dim {b.dim}): {b.differing} element(s)"
+                + (f", largest difference {b.max_diff:.4g}" if b.max_diff is not None else "")
+            )
             report.flagged.append(FlaggedCase(case_id=c.id, flag="batch_variant", status=r.status, detail=detail))
     flagged_ids = {f.case_id for f in report.flagged}
     for c in cases:  # failing the way an order-dependent case fails, after other cases, never run alone
@@ -132,16 +154,25 @@ def consistency_report(cases: list[Case], results: dict[str, CaseResult]) -> Con
             continue
         ev = r.consistency
         if ev.history_total and ev.alone is None and failure_group(r.model_dump(mode="json")) in order_groups:
-            report.flagged.append(FlaggedCase(
-                case_id=c.id, flag="order_suspect", status=r.status, history=ev.history,
-                detail=f"fails like an order-dependent case after {ev.history_total} case(s) on the warm worker; "
-                       "not run alone (one alone-run per kind of failure)"))
+            report.flagged.append(
+                FlaggedCase(
+                    case_id=c.id,
+                    flag="order_suspect",
+                    status=r.status,
+                    history=ev.history,
+                    detail=f"fails like an order-dependent case after {ev.history_total} case(s) on the warm worker; "
+                    "not run alone (one alone-run per kind of failure)",
+                )
+            )
     report.excluded_from_findings = sorted(
-        {f.case_id for f in report.flagged if f.flag in NOT_EVIDENCE and f.status in FAILING} | set(report.probes))
+        {f.case_id for f in report.flagged if f.flag in NOT_EVIDENCE and f.status in FAILING} | set(report.probes)
+    )
     report.bias = bias_warnings(cases, results)
-    report.stats = {flag: sum(1 for f in report.flagged if f.flag == flag)
-                    for flag in ("nondeterministic", "order_dependent", "order_suspect", "writes_input",
-                                 "batch_variant") if any(f.flag == flag for f in report.flagged)}
+    report.stats = {
+        flag: sum(1 for f in report.flagged if f.flag == flag)
+        for flag in ("nondeterministic", "order_dependent", "order_suspect", "writes_input", "batch_variant")
+        if any(f.flag == flag for f in report.flagged)
+    }
     report.summary = _summary(report)
     return report
 
@@ -156,11 +187,24 @@ def _order_case(case: Case, r: CaseResult, alone: AloneRun, probes: list, by_id:
         detail = f"fails after {rel} on a fresh worker; passes alone"
     else:
         latest = ", ".join(f"`{h}`" for h in history[-3:])
-        detail = (f"fails after {alone.history_total} case(s) on the warm worker (latest {latest}); passes alone on a "
-                  "fresh worker" + ("; no probe has made it fail yet" if probes else
-                                    "; narrow_failure finds the earlier case that poisons it"))
-    return FlaggedCase(case_id=case.id, flag="order_dependent", status=r.status, detail=detail, history=history,
-                       poisoned_by=poisoned, probes=ran)
+        detail = (
+            f"fails after {alone.history_total} case(s) on the warm worker (latest {latest}); passes alone on a "
+            "fresh worker"
+            + (
+                "; no probe has made it fail yet"
+                if probes
+                else "; narrow_failure finds the earlier case that poisons it"
+            )
+        )
+    return FlaggedCase(
+        case_id=case.id,
+        flag="order_dependent",
+        status=r.status,
+        detail=detail,
+        history=history,
+        poisoned_by=poisoned,
+        probes=ran,
+    )
 
 
 def bias_warnings(cases: list[Case], results: dict[str, CaseResult]) -> list[BiasWarning]:
@@ -184,9 +228,10 @@ def bias_warnings(cases: list[Case], results: dict[str, CaseResult]) -> list[Bia
             base = comp.baseline
             if base is None or not base.nonzero_errors:
                 continue
-            for kind, value, base_value in (("sign", p.sign_balance, base.sign_balance if base else None),
-                                            ("magnitude", p.magnitude_balance,
-                                             base.magnitude_balance if base else None)):
+            for kind, value, base_value in (
+                ("sign", p.sign_balance, base.sign_balance if base else None),
+                ("magnitude", p.magnitude_balance, base.magnitude_balance if base else None),
+            ):
                 if value is None:
                     continue
                 imbalance = value * p.count
@@ -197,15 +242,24 @@ def bias_warnings(cases: list[Case], results: dict[str, CaseResult]) -> list[Bia
                 far = abs(share - base_share) >= BIAS_SHARE
                 if not far or abs(imbalance) <= BIAS_SIGMAS * math.sqrt(m):
                     continue
-                direction = (("positive" if share > 0 else "negative") if kind == "sign" else
-                             ("away_from_zero" if share > 0 else "toward_zero"))
+                direction = (
+                    ("positive" if share > 0 else "negative")
+                    if kind == "sign"
+                    else ("away_from_zero" if share > 0 else "toward_zero")
+                )
                 key = (comp.output, comp.actual_dtype, kind, direction)
                 w = found.get(key)
                 if w is None:
-                    found[key] = BiasWarning(output=comp.output, dtype=comp.actual_dtype or "?", kind=kind,
-                                             direction=direction, share=round(share, 4),
-                                             baseline_share=None if base_share is None else round(base_share, 4),
-                                             cases=[c.id], message="")
+                    found[key] = BiasWarning(
+                        output=comp.output,
+                        dtype=comp.actual_dtype or "?",
+                        kind=kind,
+                        direction=direction,
+                        share=round(share, 4),
+                        baseline_share=None if base_share is None else round(base_share, 4),
+                        cases=[c.id],
+                        message="",
+                    )
                 else:
                     w.cases.append(c.id)
                     if abs(share) > abs(w.share):
@@ -239,18 +293,25 @@ def _bias_message(w: BiasWarning, directions: set[str]) -> str:
             guess = f"rounding toward {'-' if w.direction == 'negative' else '+'}inf instead of round-to-nearest?"
     else:
         lean = f"{how} {'toward zero' if w.direction == 'toward_zero' else 'away from zero'}"
-        guess = ("truncation (round toward zero) instead of round-to-nearest?" if w.direction == "toward_zero"
-                 else "rounding away from zero instead of to nearest?")
-    base = (f", the baseline's {w.baseline_share:+.2f}" if w.baseline_share is not None else "")
-    return (f"{w.dtype} errors {lean} in output {w.output!r} ({pct} of the nonzero errors one way, balance "
-            f"{w.share:+.2f}{base}; {n}): {guess}")
+        guess = (
+            "truncation (round toward zero) instead of round-to-nearest?"
+            if w.direction == "toward_zero"
+            else "rounding away from zero instead of to nearest?"
+        )
+    base = f", the baseline's {w.baseline_share:+.2f}" if w.baseline_share is not None else ""
+    return (
+        f"{w.dtype} errors {lean} in output {w.output!r} ({pct} of the nonzero errors one way, balance "
+        f"{w.share:+.2f}{base}; {n}): {guess}"
+    )
 
 
 def _summary(report: ConsistencyReport) -> str | None:
     """The consistency findings in one sentence (None when there is nothing to say)."""
     parts = []
-    by = {flag: [f for f in report.flagged if f.flag == flag] for flag in
-          ("nondeterministic", "order_dependent", "order_suspect", "writes_input", "batch_variant")}
+    by = {
+        flag: [f for f in report.flagged if f.flag == flag]
+        for flag in ("nondeterministic", "order_dependent", "order_suspect", "writes_input", "batch_variant")
+    }
     if by["nondeterministic"]:
         f = by["nondeterministic"][0]
         parts.append(f"{len(by['nondeterministic'])} case(s) nondeterministic (`{f.case_id}`: {f.detail})")
@@ -262,8 +323,10 @@ def _summary(report: ConsistencyReport) -> str | None:
         parts.append(text)
     if by["writes_input"]:
         inputs = sorted({f.detail.split("its input ", 1)[-1].split(":", 1)[0] for f in by["writes_input"]})
-        parts.append(f"the candidate writes its input {', '.join(inputs)} in {len(by['writes_input'])} case(s) "
-                     "(a model's next layer reads the changed tensor; declare operator.writes if it is in-place)")
+        parts.append(
+            f"the candidate writes its input {', '.join(inputs)} in {len(by['writes_input'])} case(s) "
+            "(a model's next layer reads the changed tensor; declare operator.writes if it is in-place)"
+        )
     if by["batch_variant"]:
         f = by["batch_variant"][0]
         parts.append(f"{len(by['batch_variant'])} case(s) batch-variant (`{f.case_id}`: {f.detail})")
@@ -272,8 +335,9 @@ def _summary(report: ConsistencyReport) -> str | None:
     return "; ".join(parts) or None
 
 
-def evidence_for_findings(cases: list[Case], results: dict[str, CaseResult],
-                          report: ConsistencyReport) -> tuple[list[Case], dict[str, CaseResult]]:
+def evidence_for_findings(
+    cases: list[Case], results: dict[str, CaseResult], report: ConsistencyReport
+) -> tuple[list[Case], dict[str, CaseResult]]:
     """The cases and results findings and failure axes may use: without the excluded ones."""
     out = set(report.excluded_from_findings)
     if not out:
@@ -295,8 +359,9 @@ def annotate_failures(failures: list[CaseFailure], report: ConsistencyReport) ->
             f.reason = (f.reason or "") + " [order probe: run after earlier cases on a fresh worker]"
 
 
-def amend_summary(summary: str, verdict: str, counts: dict[str, int], planned: int,
-                  report: ConsistencyReport, evidence_failing: int) -> str:
+def amend_summary(
+    summary: str, verdict: str, counts: dict[str, int], planned: int, report: ConsistencyReport, evidence_failing: int
+) -> str:
     """The verdict's sentence, saying what the consistency checks found.  When every failure
     is nondeterministic or order-dependent, no axis is named: the failures are of their own kind."""
     if not report.summary:
@@ -304,7 +369,9 @@ def amend_summary(summary: str, verdict: str, counts: dict[str, int], planned: i
     failing = counts.get("numerical_mismatch", 0) + counts.get("crash", 0)
     if verdict == "diagnosed" and failing and not evidence_failing:
         probes = f"; {len(report.probes)} of the cases are order probes" if report.probes else ""
-        return (f"diagnosed: {failing} of {planned} cases fail ({counts.get('numerical_mismatch', 0)} "
-                f"numerical_mismatch, {counts.get('crash', 0)} crash{probes}), none as evidence of an axis: "
-                f"{report.summary}.")
+        return (
+            f"diagnosed: {failing} of {planned} cases fail ({counts.get('numerical_mismatch', 0)} "
+            f"numerical_mismatch, {counts.get('crash', 0)} crash{probes}), none as evidence of an axis: "
+            f"{report.summary}."
+        )
     return summary.rstrip(".") + f"; consistency: {report.summary}."

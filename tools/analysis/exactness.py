@@ -47,14 +47,22 @@ def pinned(t: Finding, dtypes: dict[str, list[str]]) -> bool:
         sizes = [element_bytes(d) or 1 for d in dtypes.get(name, [])] or [1]
         return hi - lo <= max(sizes)
     values = [v for v in (*t.failing_values, *t.passing_values, p, q) if v is not None]
-    if all(isinstance(v, int) or (isinstance(v, float) and v.is_integer()) for v in values) and \
-            not t.axis.endswith(".magnitude"):
+    if all(isinstance(v, int) or (isinstance(v, float) and v.is_integer()) for v in values) and not t.axis.endswith(
+        ".magnitude"
+    ):
         return hi - lo <= 1
     return lo > 0 and hi / lo <= 2.0
 
 
-def settle(lead: Finding, terms: list[Finding], hyps: list[Hypothesis], capped: bool, narrow: dict,
-           cross: list, dtypes: dict[str, list[str]] | None = None) -> None:
+def settle(
+    lead: Finding,
+    terms: list[Finding],
+    hyps: list[Hypothesis],
+    capped: bool,
+    narrow: dict,
+    cross: list,
+    dtypes: dict[str, list[str]] | None = None,
+) -> None:
     """Set ``exact`` and ``why_not_exact`` of the leading finding."""
     why: list[str] = []
     others = [h.text for h in hyps[1:]]
@@ -67,16 +75,21 @@ def settle(lead: Finding, terms: list[Finding], hyps: list[Hypothesis], capped: 
         if t.minimal_pair is None:
             why.append(f"no minimal pair for {t.predicate} yet: no passing and failing case differ only in {t.source}")
         if t.kind == "threshold" and not pinned(t, dtypes or {}):
-            why.append(f"the boundary of {t.axis} is not pinned: passes at {_fmt(t.passes_at)}, "
-                       f"fails at {_fmt(t.fails_at)}" + ("" if narrow.get(t.axis) else
-                                                         " (no case the variations can build lies between)"))
+            why.append(
+                f"the boundary of {t.axis} is not pinned: passes at {_fmt(t.passes_at)}, "
+                f"fails at {_fmt(t.fails_at)}"
+                + ("" if narrow.get(t.axis) else " (no case the variations can build lies between)")
+            )
         elif narrow.get(t.axis) and t.kind != "threshold":
             values = ", ".join(str(c.hax.get(t.axis, c.axes.get(t.axis))) for c in narrow[t.axis])
             why.append(f"untried values of {t.axis}: {values}")
     if cross:
-        changes = "; ".join(json.dumps({c.var["axis"]: c.value, **{a["axis"]: a["values"][0]
-                                                                    for a in c.var.get("also") or []}},
-                                       default=str) for c in cross)
+        changes = "; ".join(
+            json.dumps(
+                {c.var["axis"]: c.value, **{a["axis"]: a["values"][0] for a in c.var.get("also") or []}}, default=str
+            )
+            for c in cross
+        )
         why.append(f"not crossed yet with the run's other axes ({changes})")
     lead.exact = not why
     lead.why_not_exact = why
@@ -86,5 +99,6 @@ def settle(lead: Finding, terms: list[Finding], hyps: list[Hypothesis], capped: 
 
 def competitor_note(f: Finding, lead: Finding) -> None:
     f.exact = False
-    f.why_not_exact = [f"competes with the leading finding {lead.predicate}: the recorded cases do not tell them "
-                       f"apart yet"]
+    f.why_not_exact = [
+        f"competes with the leading finding {lead.predicate}: the recorded cases do not tell them apart yet"
+    ]

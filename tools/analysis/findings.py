@@ -53,19 +53,34 @@ def _bounds(a: Atom) -> dict[str, Any]:
     return out
 
 
-def hypothesis_finding(h: Hypothesis, hax: dict[str, dict[str, Any]], dist: dict[str, dict[str, str]],
-                       failing: list[str], passing: list[str], index: dict,
-                       differ: Callable[[dict, dict], list[str]], dtypes: dict[str, list[str]]) -> Finding:
+def hypothesis_finding(
+    h: Hypothesis,
+    hax: dict[str, dict[str, Any]],
+    dist: dict[str, dict[str, str]],
+    failing: list[str],
+    passing: list[str],
+    index: dict,
+    differ: Callable[[dict, dict], list[str]],
+    dtypes: dict[str, list[str]],
+) -> Finding:
     """One hypothesis as a Finding (exactness is settled later)."""
     if len(h.atoms) == 1:
         a = h.atoms[0]
         pair = best_pair(index, axis_sources(a.axis))
-        f = Finding(axis=a.axis, kind=a.kind, predicate=h.text, source=source_of(a.axis),
-                    failing_values=_values(hax, failing, a.axis, False),
-                    passing_values=_values(hax, passing, a.axis, a.direction == "above"),
-                    exact=False, failing=len(failing), passing=len(passing),
-                    minimal_pair=make_pair(pair[0], pair[1], a.axis, hax, dist, differ, UNSET) if pair else None,
-                    equivalent=list(h.equivalent), **_bounds(a))
+        f = Finding(
+            axis=a.axis,
+            kind=a.kind,
+            predicate=h.text,
+            source=source_of(a.axis),
+            failing_values=_values(hax, failing, a.axis, False),
+            passing_values=_values(hax, passing, a.axis, a.direction == "above"),
+            exact=False,
+            failing=len(failing),
+            passing=len(passing),
+            minimal_pair=make_pair(pair[0], pair[1], a.axis, hax, dist, differ, UNSET) if pair else None,
+            equivalent=list(h.equivalent),
+            **_bounds(a),
+        )
         f.statement = statement(f, dtypes)
         return f
     terms = []
@@ -78,16 +93,33 @@ def hypothesis_finding(h: Hypothesis, hax: dict[str, dict[str, Any]], dist: dict
         pair = best_pair(index, axis_sources(a.axis), accept)
         ctx_passing = [c for c in passing if accept(c, "")]
         bounds = {k: v for k, v in _bounds(a).items() if k in ("direction", "passes_at", "fails_at")}
-        terms.append(Term(axis=a.axis, kind=a.kind, predicate=a.text, source=source_of(a.axis),
-                          failing_values=_values(hax, failing, a.axis, False),
-                          passing_values=_values(hax, ctx_passing, a.axis, a.direction == "above"),
-                          minimal_pair=make_pair(pair[0], pair[1], a.axis, hax, dist, differ, UNSET) if pair else None,
-                          **bounds))
+        terms.append(
+            Term(
+                axis=a.axis,
+                kind=a.kind,
+                predicate=a.text,
+                source=source_of(a.axis),
+                failing_values=_values(hax, failing, a.axis, False),
+                passing_values=_values(hax, ctx_passing, a.axis, a.direction == "above"),
+                minimal_pair=make_pair(pair[0], pair[1], a.axis, hax, dist, differ, UNSET) if pair else None,
+                **bounds,
+            )
+        )
     first = terms[0]
-    f = Finding(axis=" & ".join(t.axis for t in terms), kind="conjunction", predicate=h.text,
-                source=", ".join(dict.fromkeys(t.source for t in terms)), failing_values=[], passing_values=[],
-                exact=False, failing=len(failing), passing=len(passing), minimal_pair=first.minimal_pair,
-                terms=terms, equivalent=list(h.equivalent))
+    f = Finding(
+        axis=" & ".join(t.axis for t in terms),
+        kind="conjunction",
+        predicate=h.text,
+        source=", ".join(dict.fromkeys(t.source for t in terms)),
+        failing_values=[],
+        passing_values=[],
+        exact=False,
+        failing=len(failing),
+        passing=len(passing),
+        minimal_pair=first.minimal_pair,
+        terms=terms,
+        equivalent=list(h.equivalent),
+    )
     f.statement = statement(f, dtypes)
     return f
 
@@ -101,12 +133,29 @@ def term_findings(f: Finding) -> list[Finding]:
     for t in f.terms:
         extra = {}
         if t.kind == "threshold":
-            extra = ({"largest_passing": t.passes_at, "smallest_failing": t.fails_at} if t.direction == "above"
-                     else {"smallest_passing": t.passes_at, "largest_failing": t.fails_at})
-        out.append(Finding(axis=t.axis, kind=t.kind, predicate=t.predicate, source=t.source,
-                           failing_values=t.failing_values, passing_values=t.passing_values, direction=t.direction,
-                           passes_at=t.passes_at, fails_at=t.fails_at, exact=False, failing=f.failing,
-                           passing=f.passing, minimal_pair=t.minimal_pair, **extra))
+            extra = (
+                {"largest_passing": t.passes_at, "smallest_failing": t.fails_at}
+                if t.direction == "above"
+                else {"smallest_passing": t.passes_at, "largest_failing": t.fails_at}
+            )
+        out.append(
+            Finding(
+                axis=t.axis,
+                kind=t.kind,
+                predicate=t.predicate,
+                source=t.source,
+                failing_values=t.failing_values,
+                passing_values=t.passing_values,
+                direction=t.direction,
+                passes_at=t.passes_at,
+                fails_at=t.fails_at,
+                exact=False,
+                failing=f.failing,
+                passing=f.passing,
+                minimal_pair=t.minimal_pair,
+                **extra,
+            )
+        )
     return out
 
 
@@ -136,28 +185,40 @@ def statement(f: Finding, dtypes: dict[str, list[str]]) -> str | None:
         return "fails only when both hold: " + "; and ".join(texts)
     if f.kind == "threshold" and f.fails_at is not None:  # a threshold always has a failing value nearest it
         name = f.axis.split(".", 1)[0].split("[", 1)[0]
-        side = (f"passes at {_fmt(f.passes_at)}, fails at {_fmt(f.fails_at)}" if f.passes_at is not None
-                else f"fails at {_fmt(f.fails_at)}, no passing value on the other side yet")
+        side = (
+            f"passes at {_fmt(f.passes_at)}, fails at {_fmt(f.fails_at)}"
+            if f.passes_at is not None
+            else f"fails at {_fmt(f.fails_at)}, no passing value on the other side yet"
+        )
         what = None
         if f.axis.endswith(("last_align", "offset_align")) or ".align[" in f.axis:
-            where = ("the last dimension" if f.axis.endswith("last_align") else "the storage offset"
-                     if f.axis.endswith("offset_align") else f"dimension {f.axis.rsplit('[', 1)[1][:-1]}")
+            where = (
+                "the last dimension"
+                if f.axis.endswith("last_align")
+                else "the storage offset"
+                if f.axis.endswith("offset_align")
+                else f"dimension {f.axis.rsplit('[', 1)[1][:-1]}"
+            )
             if f.direction == "below" and f.passes_at is not None:
                 b = _in_bytes(f.passes_at, name, dtypes)
-                what = (f"{where} of {name} must be a multiple of {_fmt(f.passes_at)} elements"
-                        + (f" ({b})" if b else ""))
+                what = f"{where} of {name} must be a multiple of {_fmt(f.passes_at)} elements" + (
+                    f" ({b})" if b else ""
+                )
             elif f.direction == "above":
                 b = _in_bytes(f.fails_at, name, dtypes)
-                what = (f"fails when {where} of {name} is a multiple of {_fmt(f.fails_at)} elements"
-                        + (f" ({b})" if b else ""))
+                what = f"fails when {where} of {name} is a multiple of {_fmt(f.fails_at)} elements" + (
+                    f" ({b})" if b else ""
+                )
         elif f.axis.endswith(".bytes"):
             bound = f.passes_at if f.passes_at is not None else f.fails_at
             e = _in_elements(bound, name, dtypes)
-            what = (f"{name} fails {'above' if f.direction == 'above' else 'below'} {_fmt(bound)} bytes"
-                    + (f" ({e})" if e else ""))
+            what = f"{name} fails {'above' if f.direction == 'above' else 'below'} {_fmt(bound)} bytes" + (
+                f" ({e})" if e else ""
+            )
         elif f.axis.endswith(".numel") and f.passes_at is not None:
             b = _in_bytes(f.passes_at, name, dtypes)
-            what = (f"{name} fails {'above' if f.direction == 'above' else 'below'} {_fmt(f.passes_at)} elements"
-                    + (f" ({b})" if b else ""))
+            what = f"{name} fails {'above' if f.direction == 'above' else 'below'} {_fmt(f.passes_at)} elements" + (
+                f" ({b})" if b else ""
+            )
         return f"{f.predicate}: " + (f"{what}; " if what else "") + side
     return None

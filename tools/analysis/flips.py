@@ -74,9 +74,11 @@ def relation_moves(ties: dict[str, list[str]], base: Case, axis: str, target: st
     va, vb = _size_of(base, left), _size_of(base, right)
     if da is None or db is None or va is None or vb is None:
         return out
-    want = {"<": [(va, vb + 1), (va, 2 * vb + 1), (max(vb - 1, 0), vb), (vb // 2, vb)],
-            "=": [(vb, vb), (va, va)],
-            ">": [(vb + 1, vb), (2 * vb + 1, vb), (va, max(va - 1, 0)), (va, va // 2)]}.get(target, [])
+    want = {
+        "<": [(va, vb + 1), (va, 2 * vb + 1), (max(vb - 1, 0), vb), (vb // 2, vb)],
+        "=": [(vb, vb), (va, va)],
+        ">": [(vb + 1, vb), (2 * vb + 1, vb), (va, max(va - 1, 0)), (va, va // 2)],
+    }.get(target, [])
     for new_a, new_b in want:
         if (new_a, new_b) == (va, vb) or new_a < 0 or new_b < 0:
             continue
@@ -120,8 +122,11 @@ def value_moves(base: Case, axis: str, target: Any) -> list[tuple[dict, Any]]:
     if fld == "all_zero":
         specs = [{"kind": "zeros"}] if target else [_plain(spec)]
     elif fld == "has_zero":
-        specs = [_with_specials(spec, [{"value": "+0", "count": 1}])] if target and numel > 0 else (
-            [_plain(spec)] if not target else [])
+        specs = (
+            [_with_specials(spec, [{"value": "+0", "count": 1}])]
+            if target and numel > 0
+            else ([_plain(spec)] if not target else [])
+        )
     elif fld == "zero_rows":
         if target and spec.shape and 0 < spec.shape[-1] <= MAX_ZERO_ROW and numel > 0:
             lead = [0] * (len(spec.shape) - 1)
@@ -131,18 +136,26 @@ def value_moves(base: Case, axis: str, target: Any) -> list[tuple[dict, Any]]:
     elif fld == "constant":
         specs = [{"kind": "full", "fill": 2.0}, {"kind": "ones"}] if target else [_plain(spec)]
     elif fld == "sign":
-        specs = {"nonnegative": [{"kind": "uniform", "low": 0.5, "high": 1.5}],
-                 "nonpositive": [{"kind": "uniform", "low": -1.5, "high": -0.5}],
-                 "mixed": [_plain(spec)]}.get(target, [])
+        specs = {
+            "nonnegative": [{"kind": "uniform", "low": 0.5, "high": 1.5}],
+            "nonpositive": [{"kind": "uniform", "low": -1.5, "high": -0.5}],
+            "mixed": [_plain(spec)],
+        }.get(target, [])
     elif fld in ("has_nan", "has_inf", "has_large", "has_denormal"):
         kind = {"has_nan": "nan", "has_inf": "inf", "has_large": "large", "has_denormal": "denormal"}[fld]
         if target and numel > 0:
             specs = [_with_specials(spec, [{"value": kind, "count": min(2, numel)}])]
         elif not target:
             v = spec.values.for_dtype(spec.dtype)
-            keep = [s.model_dump(mode="json", exclude_none=True) for s in v.specials
-                    if not (s.value == kind or (kind == "inf" and s.value == "-inf")
-                            or (kind == "large" and s.value == "-large"))]
+            keep = [
+                s.model_dump(mode="json", exclude_none=True)
+                for s in v.specials
+                if not (
+                    s.value == kind
+                    or (kind == "inf" and s.value == "-inf")
+                    or (kind == "large" and s.value == "-large")
+                )
+            ]
             specs = [_plain(spec) | ({"specials": keep} if keep else {})]
     out = []
     current = _values(spec)
@@ -224,8 +237,14 @@ def byte_moves(ties: dict[str, list[str]], base: Case, name: str, target: float)
     if numel and spec.dtype in FLOAT_DTYPES:
         for d in FLOAT_DTYPES:
             if d != spec.dtype and numel * DTYPE_BITS[d] / 8 == target:
-                out.append(({"axis": "dtype", "input": name} if len([i for i in base.inputs if not i.none]) > 1
-                            else {"axis": "dtype"}, d))
+                out.append(
+                    (
+                        {"axis": "dtype", "input": name}
+                        if len([i for i in base.inputs if not i.none]) > 1
+                        else {"axis": "dtype"},
+                        d,
+                    )
+                )
     return out
 
 
@@ -235,8 +254,9 @@ def align_moves(ties: dict[str, list[str]], base: Case, name: str, index: int, t
     if spec is None or not spec.shape or target < 1 or target & (target - 1):
         return []
     cur = spec.shape[index]
-    sizes = [v for v in range((cur // target + 1) * target, (cur // target + 9) * target, target)
-             if alignment(v) == target][:1]
+    sizes = [
+        v for v in range((cur // target + 1) * target, (cur // target + 9) * target, target) if alignment(v) == target
+    ][:1]
     return [(v, s) for s in sizes for v in dim_moves(ties, base, name, index)]
 
 
@@ -250,15 +270,25 @@ def dtype_bits_moves(base: Case, name: str, target: int, tried: set[str]) -> lis
     return [({"axis": "dtype"} if single else {"axis": "dtype", "input": name}, d) for d in options[:1]]
 
 
-def flip_moves(ties: dict[str, list[str]], base: Case, axis: str, target: Any,
-               tried_dtypes: set[str] | None = None) -> list[tuple[dict, Any]]:
+def flip_moves(
+    ties: dict[str, list[str]], base: Case, axis: str, target: Any, tried_dtypes: set[str] | None = None
+) -> list[tuple[dict, Any]]:
     """The moves of this module for one axis and target (empty when none applies)."""
     if "~" in axis:
         return relation_moves(ties, base, axis, target)
     name, _, fld = axis.partition(".")
     numeric = isinstance(target, (int, float)) and not isinstance(target, bool)
-    if fld in ("all_zero", "has_zero", "zero_rows", "constant", "sign", "has_nan", "has_inf", "has_large",
-               "has_denormal"):
+    if fld in (
+        "all_zero",
+        "has_zero",
+        "zero_rows",
+        "constant",
+        "sign",
+        "has_nan",
+        "has_inf",
+        "has_large",
+        "has_denormal",
+    ):
         return value_moves(base, axis, target)
     if fld == "zero_size" and isinstance(target, bool):
         spec = _spec(base, name)
@@ -275,7 +305,7 @@ def flip_moves(ties: dict[str, list[str]], base: Case, axis: str, target: Any,
         return byte_moves(ties, base, name, float(target))
     if fld.startswith("align[") and numeric:
         try:
-            index = int(fld[len("align["):-1])
+            index = int(fld[len("align[") : -1])
         except ValueError:
             return []
         return align_moves(ties, base, name, index, int(target))

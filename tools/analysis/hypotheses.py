@@ -34,13 +34,15 @@ MAX_SET_VALUES = 4
 MAX_COVERING_ATOMS = 160
 MAX_HYPOTHESES = 64
 # a magnitude threshold whose failing side is 0 and whose passing side reaches this is the zero class
-MAGNITUDE_RESOLUTION = 2.0 ** -20
+MAGNITUDE_RESOLUTION = 2.0**-20
 # alignments are told apart up to this many elements: an alignment threshold that still fails there, with
 # no aligned passing value (only sizes or offsets of 0), is the size or offset being non-zero
 ALIGN_RESOLUTION = 1024
 
-CAP_TEXT = (f"conjunctions of two from the {MAX_COVERING_ATOMS} simplest atoms that hold on every failing case; "
-            f"at most {MAX_HYPOTHESES} hypotheses; sets of at most {MAX_SET_VALUES} values")
+CAP_TEXT = (
+    f"conjunctions of two from the {MAX_COVERING_ATOMS} simplest atoms that hold on every failing case; "
+    f"at most {MAX_HYPOTHESES} hypotheses; sets of at most {MAX_SET_VALUES} values"
+)
 
 # composite or restated axes: never the axis of a hypothesis
 _EXCLUDED_SUFFIXES = (".shape", ".strides", ".values", ".offset_nonzero", ".none")
@@ -108,8 +110,9 @@ class Atom:
                 return "fail"
             if self.passes_at is None:
                 # an alignment with only 0 (aligned to everything) passing: told apart up to the resolution
-                return "pass" if is_align(self.axis) and self.direction == "below" and \
-                    value >= ALIGN_RESOLUTION else None
+                return (
+                    "pass" if is_align(self.axis) and self.direction == "below" and value >= ALIGN_RESOLUTION else None
+                )
             inside = value > self.passes_at if self.direction == "above" else value < self.passes_at
             return None if inside else "pass"
         # a value or set says what it says: an untried value passes (probing it is part of pinning, exactness.py)
@@ -132,8 +135,15 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
-_REL_OPS = {frozenset("<"): "<", frozenset("="): "==", frozenset(">"): ">", frozenset("<="): "<=",
-            frozenset(">="): ">=", frozenset("<>"): "!=", frozenset(["!="]): "!="}
+_REL_OPS = {
+    frozenset("<"): "<",
+    frozenset("="): "==",
+    frozenset(">"): ">",
+    frozenset("<="): "<=",
+    frozenset(">="): ">=",
+    frozenset("<>"): "!=",
+    frozenset(["!="]): "!=",
+}
 
 
 def atom_text(a: Atom) -> str:
@@ -141,8 +151,11 @@ def atom_text(a: Atom) -> str:
         return a.axis if a.failing == (True,) else f"not {a.axis}"
     if a.kind == "threshold":
         bound = a.passes_at if a.passes_at is not None else a.fails_at
-        op = (">" if a.passes_at is not None else ">=") if a.direction == "above" else (
-            "<" if a.passes_at is not None else "<=")
+        op = (
+            (">" if a.passes_at is not None else ">=")
+            if a.direction == "above"
+            else ("<" if a.passes_at is not None else "<=")
+        )
         return f"{a.axis} {op} {fmt(bound)}"
     sides = relation_sides(a.axis)  # a relation atom's axis always names its two sides
     if a.kind == "relation" and sides is not None:
@@ -212,15 +225,28 @@ def derivation_rank(axis: str) -> int:
     if axis in ("mode", "dtype") or axis.startswith("attr."):
         return 0
     field_ = axis.split(".", 1)[1] if "." in axis else axis
-    if field_ in ("dtype", "layout", "offset", "contiguity", "has_nan", "has_inf", "has_large", "has_denormal",
-                  "zero_size") or field_.startswith("shape["):
+    if field_ in (
+        "dtype",
+        "layout",
+        "offset",
+        "contiguity",
+        "has_nan",
+        "has_inf",
+        "has_large",
+        "has_denormal",
+        "zero_size",
+    ) or field_.startswith("shape["):
         return 0
     return 1
 
 
 def rank_key(h: Hypothesis) -> tuple:
-    return (len(h.atoms), sum(KIND_RANK[a.kind] for a in h.atoms), sum(derivation_rank(a.axis) for a in h.atoms),
-            h.text)
+    return (
+        len(h.atoms),
+        sum(KIND_RANK[a.kind] for a in h.atoms),
+        sum(derivation_rank(a.axis) for a in h.atoms),
+        h.text,
+    )
 
 
 @dataclass
@@ -285,15 +311,17 @@ def _atoms(axis: str, fvals: list[Any], pvals: list[Any]) -> list[tuple[Atom, in
             a = Atom(axis, "threshold", direction="above", fails_at=b)
             mask = _mask(pvals, a)
             below = [v for v in pnum if v < b]
-            out.append((Atom(axis, "threshold", direction="above", fails_at=b,
-                             passes_at=max(below) if below else None), mask))
+            out.append(
+                (Atom(axis, "threshold", direction="above", fails_at=b, passes_at=max(below) if below else None), mask)
+            )
         b = max(fnum)
         if None not in fvals:
             a = Atom(axis, "threshold", direction="below", fails_at=b)
             mask = _mask(pvals, a)
             above = [v for v in pnum if v > b]
-            out.append((Atom(axis, "threshold", direction="below", fails_at=b,
-                             passes_at=min(above) if above else None), mask))
+            out.append(
+                (Atom(axis, "threshold", direction="below", fails_at=b, passes_at=min(above) if above else None), mask)
+            )
     return out
 
 
@@ -336,19 +364,26 @@ def _in_context(atom: Atom, pvals: list[Any], ctx_mask: int) -> Atom:
         nums = [v for v in vals if _num(v)]
         if atom.direction == "above":
             side = [v for v in nums if v < atom.fails_at]
-            return Atom(atom.axis, "threshold", direction="above", fails_at=atom.fails_at,
-                        passes_at=max(side) if side else None)
+            return Atom(
+                atom.axis, "threshold", direction="above", fails_at=atom.fails_at, passes_at=max(side) if side else None
+            )
         side = [v for v in nums if v > atom.fails_at]
-        return Atom(atom.axis, "threshold", direction="below", fails_at=atom.fails_at,
-                    passes_at=min(side) if side else None)
+        return Atom(
+            atom.axis, "threshold", direction="below", fails_at=atom.fails_at, passes_at=min(side) if side else None
+        )
     if atom.kind in ("value", "set", "relation"):
-        return Atom(atom.axis, atom.kind, atom.failing, passing=tuple(sorted({v for v in vals if v is not None
-                                                                            and v not in atom.failing})))
+        return Atom(
+            atom.axis,
+            atom.kind,
+            atom.failing,
+            passing=tuple(sorted({v for v in vals if v is not None and v not in atom.failing})),
+        )
     return atom
 
 
-def enumerate_hypotheses(axes: dict[str, dict[str, Any]], failing: list[str], passing: list[str],
-                         aliases: dict[str, str] | None = None) -> Space:
+def enumerate_hypotheses(
+    axes: dict[str, dict[str, Any]], failing: list[str], passing: list[str], aliases: dict[str, str] | None = None
+) -> Space:
     """Every hypothesis of the space consistent with the recorded cases (each
     failing case satisfies it, no passing case does), simplest first.
     ``aliases`` maps an axis to the axis it always equals (tied dimensions)."""
@@ -378,8 +413,11 @@ def enumerate_hypotheses(axes: dict[str, dict[str, Any]], failing: list[str], pa
         kept_singles = []
         for h in singles:
             twin = reps.get(aliases.get(h.atoms[0].axis, ""))
-            if twin is not None and (twin.atoms[0].kind, twin.atoms[0].failing, twin.atoms[0].direction) == \
-                    (h.atoms[0].kind, h.atoms[0].failing, h.atoms[0].direction):
+            if twin is not None and (twin.atoms[0].kind, twin.atoms[0].failing, twin.atoms[0].direction) == (
+                h.atoms[0].kind,
+                h.atoms[0].failing,
+                h.atoms[0].direction,
+            ):
                 twin.equivalent.append(h.text)
                 continue
             kept_singles.append(h)
@@ -394,12 +432,13 @@ def enumerate_hypotheses(axes: dict[str, dict[str, Any]], failing: list[str], pa
     covering = covering[:MAX_COVERING_ATOMS]
     conj: list[Hypothesis] = []
     for i, (a, ma, pa) in enumerate(covering):
-        for b, mb, pb in covering[i + 1:]:
+        for b, mb, pb in covering[i + 1 :]:
             if a.axis == b.axis or ma & mb:
                 continue
             ta, tb = _in_context(a, pa, mb), _in_context(b, pb, ma)
-            conj.append(Hypothesis(tuple(sorted((ta, tb), key=lambda t: (KIND_RANK[t.kind],
-                                                                          derivation_rank(t.axis), t.axis)))))
+            conj.append(
+                Hypothesis(tuple(sorted((ta, tb), key=lambda t: (KIND_RANK[t.kind], derivation_rank(t.axis), t.axis))))
+            )
     conj = _drop_restatements(conj)
     conj.sort(key=rank_key)
     capped = capped or len(conj) > MAX_HYPOTHESES
@@ -449,10 +488,27 @@ def _drop_restatements(hyps: list[Hypothesis]) -> list[Hypothesis]:
             if a.axis.endswith(".magnitude") and a.passes_at is not None and a.passes_at <= MAGNITUDE_RESOLUTION:
                 if any(fold(h, by_text.get(f"{name}.{c}")) for c in ("all_zero", "zero_rows", "has_zero")):
                     continue
-        if len(h.atoms) == 1 and a.kind == "threshold" and a.direction == "below" and is_align(a.axis) and \
-                a.passes_at is None and a.fails_at is not None and a.fails_at >= ALIGN_RESOLUTION:
-            twin = next((g for g in hyps if len(g.atoms) == 1 and g.atoms[0].axis == f"{name}.offset"
-                         and g.atoms[0].direction == "above"), None) if a.axis.endswith("offset_align") else None
+        if (
+            len(h.atoms) == 1
+            and a.kind == "threshold"
+            and a.direction == "below"
+            and is_align(a.axis)
+            and a.passes_at is None
+            and a.fails_at is not None
+            and a.fails_at >= ALIGN_RESOLUTION
+        ):
+            twin = (
+                next(
+                    (
+                        g
+                        for g in hyps
+                        if len(g.atoms) == 1 and g.atoms[0].axis == f"{name}.offset" and g.atoms[0].direction == "above"
+                    ),
+                    None,
+                )
+                if a.axis.endswith("offset_align")
+                else None
+            )
             if not fold(h, twin):
                 dropped.add(id(h))  # misaligned up to the resolution, nothing aligned passed: says "non-zero"
             continue
@@ -465,16 +521,26 @@ def _drop_restatements(hyps: list[Hypothesis]) -> list[Hypothesis]:
                     continue
                 rest_h = [x for j, x in enumerate(h.atoms) if j != i]
                 swap = [x for x in g.atoms if x not in rest_h]
-                if len(swap) == 1 and _float_truth(swap[0]) == truth and swap[0].axis != t.axis and \
-                        (swap[0].axis == "dtype" or swap[0].axis == t.axis[: -len("_bits")]) and fold(h, g):
+                if (
+                    len(swap) == 1
+                    and _float_truth(swap[0]) == truth
+                    and swap[0].axis != t.axis
+                    and (swap[0].axis == "dtype" or swap[0].axis == t.axis[: -len("_bits")])
+                    and fold(h, g)
+                ):
                     break
         if id(h) in dropped:
             continue
         if len(h.atoms) == 2:
             byte = next((t for t in h.atoms if t.axis.endswith(".bytes")), None)
             other = next((t for t in h.atoms if t is not byte), None)
-            if byte is not None and other is not None and _float_truth(other) is not None \
-                    and other.kind != "threshold" and len(other.failing) == 1:
+            if (
+                byte is not None
+                and other is not None
+                and _float_truth(other) is not None
+                and other.kind != "threshold"
+                and len(other.failing) == 1
+            ):
                 numel = byte.axis[: -len(".bytes")] + ".numel"
                 twin = next((g for g in hyps if other in g.atoms and any(x.axis == numel for x in g.atoms)), None)
                 fold(h, twin)

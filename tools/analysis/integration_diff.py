@@ -102,9 +102,15 @@ def values_class(case: Case, spec: InputSpec) -> str | None:
         if v.kind == "captured":
             return None
         for s in v.specials:
-            classes.add({"nan": "nan", "inf": "inf", "-inf": "inf", "large": "large", "-large": "large"}.get(s.value, ""))
-        mag = {"normal": abs(v.mean) + 6 * v.std, "uniform": max(abs(v.low or 0), abs(v.high or 0)),
-               "full": abs(v.fill or 0), "randint": max(abs(v.low or 0), abs(v.high or 0))}.get(v.kind, 0.0)
+            classes.add(
+                {"nan": "nan", "inf": "inf", "-inf": "inf", "large": "large", "-large": "large"}.get(s.value, "")
+            )
+        mag = {
+            "normal": abs(v.mean) + 6 * v.std,
+            "uniform": max(abs(v.low or 0), abs(v.high or 0)),
+            "full": abs(v.fill or 0),
+            "randint": max(abs(v.low or 0), abs(v.high or 0)),
+        }.get(v.kind, 0.0)
         if mag > LARGE_MAGNITUDE:
             classes.add("large")
     classes.discard("")
@@ -136,12 +142,15 @@ def features(case: Case) -> dict[str, str]:
 def _variation(failing: Case, base: Case, axis: str) -> list[dict]:
     """StarVariation dicts that move ``base`` one axis toward ``failing``."""
     if axis.startswith("attr."):
-        name = axis[len("attr."):]
+        name = axis[len("attr.") :]
         return [{"axis": "attribute", "name": name, "values": [failing.attributes.get(name)]}]
     if axis == "dtypes_mixed":
         base_inputs = {s.name: s for s in base.inputs if s.shape is not None}
-        return [{"axis": "dtype", "input": s.name, "values": [s.dtype]} for s in failing.inputs
-                if s.shape is not None and s.name in base_inputs and base_inputs[s.name].dtype != s.dtype]
+        return [
+            {"axis": "dtype", "input": s.name, "values": [s.dtype]}
+            for s in failing.inputs
+            if s.shape is not None and s.name in base_inputs and base_inputs[s.name].dtype != s.dtype
+        ]
     name, what = axis.rsplit(".", 1)
     f = next((s for s in failing.inputs if s.name == name), None)
     b = next((s for s in base.inputs if s.name == name), None)
@@ -208,17 +217,28 @@ def _diff(failing: Case, passing: list[Case], direction: str) -> IntegrationDiff
             found.append(BoundaryFeature(axis=axis, value=value, passing_values=seen))
     closest = None
     if pas:
-        closest = min(pas, key=lambda item: (sum(item[1].get(k) != v for k, v in fa.items())
-                                             + sum(k not in fa for k in item[1]), item[0].id))[0]
+        closest = min(
+            pas,
+            key=lambda item: (
+                sum(item[1].get(k) != v for k, v in fa.items()) + sum(k not in fa for k in item[1]),
+                item[0].id,
+            ),
+        )[0]
     bridges = [b for feat in found for b in _bridges(failing, closest, feat.axis)] if closest is not None else []
-    return IntegrationDiff(direction=direction, failing_case=failing.id,
-                           closest_passing=closest.id if closest else None, features=found, bridges=bridges)
+    return IntegrationDiff(
+        direction=direction,
+        failing_case=failing.id,
+        closest_passing=closest.id if closest else None,
+        features=found,
+        bridges=bridges,
+    )
 
 
 def integration_diff(cases: list[Case], results: dict[str, CaseResult]) -> list[IntegrationDiff]:
     """Per failing captured call (when some planned case passes), its boundary
     features and bridges; else, per failing planned case (when some captured
     call passes), what it has that the passing captured calls do not."""
+
     def status(c: Case) -> str | None:
         r = results.get(c.id)
         return r.status if r else None

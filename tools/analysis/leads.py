@@ -48,14 +48,24 @@ def contradicting(f: Finding, hax: dict[str, dict], status: dict[str, str], kind
         holds = all(a.holds(hax[c].get(a.axis)) for a in atoms)
         if status.get(c) == "pass" and holds:
             out.append(c)
-        elif kinds.get(c) in ("crash", "numerical_mismatch") and not holds and f.cause is None and \
-                (f.status is None or kinds[c] == f.status):
+        elif (
+            kinds.get(c) in ("crash", "numerical_mismatch")
+            and not holds
+            and f.cause is None
+            and (f.status is None or kinds[c] == f.status)
+        ):
             out.append(c)
     return out
 
 
-def refuted_leads(previous: Analysis | None, findings: list[Finding], competing: list[Finding],
-                  hax: dict[str, dict], status: dict[str, str], kinds: dict[str, str]) -> list[RefutedLead]:
+def refuted_leads(
+    previous: Analysis | None,
+    findings: list[Finding],
+    competing: list[Finding],
+    hax: dict[str, dict],
+    status: dict[str, str],
+    kinds: dict[str, str],
+) -> list[RefutedLead]:
     """The previous analysis' findings (and the leads it had found refuted) that a recorded case contradicts
     now; a lead that leads again, or still competes, is not refuted."""
     if previous is None:
@@ -67,8 +77,12 @@ def refuted_leads(previous: Analysis | None, findings: list[Finding], competing:
             continue
         against = contradicting(f, hax, status, kinds)
         if against:
-            out[f.predicate] = RefutedLead(predicate=f.predicate, was_exact=f.exact,
-                                           refuted_by=against[:MAX_CASES_NAMED], since=previous.analyzed_at)
+            out[f.predicate] = RefutedLead(
+                predicate=f.predicate,
+                was_exact=f.exact,
+                refuted_by=against[:MAX_CASES_NAMED],
+                since=previous.analyzed_at,
+            )
     for lead in previous.refuted:
         if lead.predicate not in alive and lead.predicate not in out:
             out[lead.predicate] = lead

@@ -39,8 +39,15 @@ def failing_outputs(result: CaseResult) -> list[str]:
 def _worst(items: list[tuple[str, Comparison]]) -> tuple[str, Comparison] | None:
     if not items:
         return None
-    return max(items, key=lambda item: (item[1].contract_mismatch is not None, item[1].mismatch_ratio,
-                                        item[1].max_abs or 0.0, item[0]))
+    return max(
+        items,
+        key=lambda item: (
+            item[1].contract_mismatch is not None,
+            item[1].mismatch_ratio,
+            item[1].max_abs or 0.0,
+            item[0],
+        ),
+    )
 
 
 def output_summaries(cases: list[Case], results: dict[str, CaseResult]) -> list[OutputSummary]:
@@ -58,13 +65,21 @@ def output_summaries(cases: list[Case], results: dict[str, CaseResult]) -> list[
         worst = _worst(failing) or _worst(items)
         assert worst is not None
         cid, comp = worst
-        out.append(OutputSummary(
-            output=name, compared=len(items), failing=len(failing),
-            failing_cases=[c for c, _ in failing][:MAX_LISTED],
-            failing_dtypes=sorted({c.actual_dtype for _, c in failing if c.actual_dtype}),
-            passing_dtypes=sorted({c.actual_dtype for _, c in items if c.passed and c.actual_dtype}),
-            worst_case=cid, max_abs=comp.max_abs, max_rel=comp.max_rel, mismatch_ratio=comp.mismatch_ratio,
-            verdict=comp.verdict or comp.contract_mismatch))
+        out.append(
+            OutputSummary(
+                output=name,
+                compared=len(items),
+                failing=len(failing),
+                failing_cases=[c for c, _ in failing][:MAX_LISTED],
+                failing_dtypes=sorted({c.actual_dtype for _, c in failing if c.actual_dtype}),
+                passing_dtypes=sorted({c.actual_dtype for _, c in items if c.passed and c.actual_dtype}),
+                worst_case=cid,
+                max_abs=comp.max_abs,
+                max_rel=comp.max_rel,
+                mismatch_ratio=comp.mismatch_ratio,
+                verdict=comp.verdict or comp.contract_mismatch,
+            )
+        )
     return out
 
 
@@ -81,13 +96,15 @@ def _per_output_results(results: dict[str, CaseResult], output: str) -> dict[str
     return view
 
 
-def annotate_outputs(analysis: Analysis, cases: list[Case], results: dict[str, CaseResult],
-                     diagnose: Callable | None = None) -> Analysis:
+def annotate_outputs(
+    analysis: Analysis, cases: list[Case], results: dict[str, CaseResult], diagnose: Callable | None = None
+) -> Analysis:
     """The analysis with failing outputs on failures and findings, per-output summaries, and a
     sentence in the summary (in place; returned)."""
     by_case = {cid: failing_outputs(r) for cid, r in results.items() if r.status == "numerical_mismatch"}
-    compared = {cid: [c.output for c in r.comparisons] for cid, r in results.items()
-                if r.status == "numerical_mismatch"}
+    compared = {
+        cid: [c.output for c in r.comparisons] for cid, r in results.items() if r.status == "numerical_mismatch"
+    }
     for failure in analysis.failures:
         failure.failing_outputs = by_case.get(failure.case_id, [])
     planned = {c.id for c in cases}

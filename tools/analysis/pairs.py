@@ -101,8 +101,13 @@ class PairIndex(dict):
     differ only there, closest first (at most MAX_PAIRS_PER_AXIS each); an
     axis is indexed the first time a hypothesis asks for it."""
 
-    def __init__(self, dist: dict[str, dict[str, str]], axes: dict[str, dict[str, Any]], status: dict[str, str],
-                 tied: dict[str, set[str]] | None = None):
+    def __init__(
+        self,
+        dist: dict[str, dict[str, str]],
+        axes: dict[str, dict[str, Any]],
+        status: dict[str, str],
+        tied: dict[str, set[str]] | None = None,
+    ):
         super().__init__()
         self.tied = tied or {}  # input -> the inputs whose dimensions are tied to its (their shapes move with it)
         self.ids = sorted(c for c, s in status.items() if s in ("pass", "fail"))
@@ -116,8 +121,12 @@ class PairIndex(dict):
         return dict.get(self, k) or default
 
 
-def pair_index(dist: dict[str, dict[str, str]], axes: dict[str, dict[str, Any]],
-               status: dict[str, str], tied: dict[str, set[str]] | None = None) -> PairIndex:
+def pair_index(
+    dist: dict[str, dict[str, str]],
+    axes: dict[str, dict[str, Any]],
+    status: dict[str, str],
+    tied: dict[str, set[str]] | None = None,
+) -> PairIndex:
     """The lazy pair index of a run (see PairIndex); a shape change of an
     input with tied dimensions moves the tied inputs' shapes too (one change)."""
     return PairIndex(dist, axes, status, tied)
@@ -151,14 +160,14 @@ def _pairs_of(index: PairIndex, k: str) -> list[tuple[float, str, str]]:
             cand = [(p, q) for p in ps for q in fs]
         else:
             ordered = sorted(members, key=lambda c: (_order_key(dist[c].get(k)), c))
-            cand = [(a, b) if status[a] == "pass" else (b, a) for a, b in pairwise(ordered)
-                    if status[a] != status[b]]
+            cand = [(a, b) if status[a] == "pass" else (b, a) for a, b in pairwise(ordered) if status[a] != status[b]]
         pairs.extend((change(dist[p].get(k), dist[q].get(k)), p, q) for p, q in cand)
     return sorted(pairs)[:MAX_PAIRS_PER_AXIS]
 
 
-def best_pair(index: dict[str, list[tuple[float, str, str]]], sources: list[str],
-              accept: Callable[[str, str], bool] | None = None) -> tuple[str, str, str] | None:
+def best_pair(
+    index: dict[str, list[tuple[float, str, str]]], sources: list[str], accept: Callable[[str, str], bool] | None = None
+) -> tuple[str, str, str] | None:
     """The closest accepted pair over the hypothesis' sources: (passing, failing, axis)."""
     best = None
     for rank, k in enumerate(sources):
@@ -172,10 +181,22 @@ def best_pair(index: dict[str, list[tuple[float, str, str]]], sources: list[str]
     return None if best is None else (best[2], best[3], best[4])
 
 
-def make_pair(p: str, q: str, axis: str, axes: dict[str, dict[str, Any]], dist: dict[str, dict[str, str]],
-              differ: Callable[[dict, dict], list[str]], unset: Any) -> MinimalPair:
+def make_pair(
+    p: str,
+    q: str,
+    axis: str,
+    axes: dict[str, dict[str, Any]],
+    dist: dict[str, dict[str, str]],
+    differ: Callable[[dict, dict], list[str]],
+    unset: Any,
+) -> MinimalPair:
     diff = differ(dist[p], dist[q])
-    return MinimalPair(passing=p, failing=q, passing_value=axes[p].get(axis, unset),
-                       failing_value=axes[q].get(axis, unset), differs_in=diff,
-                       passing_planned={k: str(dist[p].get(k)) for k in diff},
-                       failing_planned={k: str(dist[q].get(k)) for k in diff})
+    return MinimalPair(
+        passing=p,
+        failing=q,
+        passing_value=axes[p].get(axis, unset),
+        failing_value=axes[q].get(axis, unset),
+        differs_in=diff,
+        passing_planned={k: str(dist[p].get(k)) for k in diff},
+        failing_planned={k: str(dist[q].get(k)) for k in diff},
+    )

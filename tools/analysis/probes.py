@@ -45,14 +45,21 @@ from ..schemas import Case, Counterexample, Finding, NextCase, Validation
 from .hypotheses import Atom, Hypothesis, is_align
 
 TAG = "falsify"
-FAR = 4          # a far side is a factor 4 beyond the last value (a recorded one a factor 2 beyond counts)
+FAR = 4  # a far side is a factor 4 beyond the last value (a recorded one a factor 2 beyond counts)
 SEEDS = (1_000_003, 2_000_029)
 FRESH = 2
 REPIN_AXES = ("mode", "dtype")  # and every input's dtype and contiguity
-_ALT_VALUES = ({"kind": "uniform", "low": 0.25, "high": 2.0}, {"kind": "uniform", "low": -2.0, "high": -0.25},
-               {"kind": "uniform", "low": -2.0, "high": 2.0}, {"kind": "normal", "mean": 3.0, "std": 0.5},
-               {"kind": "arange"}, {"kind": "ones"}, {"kind": "full", "fill": -1.5}, {"kind": "zeros"},
-               {"kind": "randint", "low": 0, "high": 4})
+_ALT_VALUES = (
+    {"kind": "uniform", "low": 0.25, "high": 2.0},
+    {"kind": "uniform", "low": -2.0, "high": -0.25},
+    {"kind": "uniform", "low": -2.0, "high": 2.0},
+    {"kind": "normal", "mean": 3.0, "std": 0.5},
+    {"kind": "arange"},
+    {"kind": "ones"},
+    {"kind": "full", "fill": -1.5},
+    {"kind": "zeros"},
+    {"kind": "randint", "low": 0, "high": 4},
+)
 
 
 @dataclass
@@ -79,7 +86,7 @@ def read_tag(case: Case) -> tuple[str, str, str] | None:
     if not d.startswith(TAG + " [") or " predicts " not in d:
         return None
     head, _, predicted = d.rpartition(" predicts ")
-    kind, _, predicate = head[len(TAG) + 2:].partition("]: ")
+    kind, _, predicate = head[len(TAG) + 2 :].partition("]: ")
     return (kind, predicate, predicted) if predicted in ("fail", "pass") else None
 
 
@@ -157,8 +164,13 @@ def widen(space, hax: dict, cases: dict[str, Case], failing: list[str], passing:
     if not alt.hypotheses or alt.conjunctions:
         return space, hax
     both = sorted(alt.hypotheses + space.hypotheses, key=rank_key)
-    return Space(both[:MAX_HYPOTHESES], alt.axes, alt.consistent + space.consistent, space.conjunctions,
-                 alt.capped or space.capped or len(both) > MAX_HYPOTHESES), wide
+    return Space(
+        both[:MAX_HYPOTHESES],
+        alt.axes,
+        alt.consistent + space.consistent,
+        space.conjunctions,
+        alt.capped or space.capped or len(both) > MAX_HYPOTHESES,
+    ), wide
 
 
 # --------------------------------------------------------------------------
@@ -212,8 +224,14 @@ def far_requirements(ctx, hyp: Hypothesis, terms: list[Finding], moves) -> list[
             target, test = _far(atom, side)
             last = atom.passes_at if side == "pass" else atom.fails_at
             req = Req(f"far-{side}", f"far {side}ing side of {atom.axis} (beyond {_fmt(last)})")
-            req.done = [c for c, s in sorted(ctx.status.items()) if s == side and _num(ctx.hax[c].get(atom.axis))
-                        and test(ctx.hax[c][atom.axis]) and _others_hold(hyp, atom, ctx.hax[c])]
+            req.done = [
+                c
+                for c, s in sorted(ctx.status.items())
+                if s == side
+                and _num(ctx.hax[c].get(atom.axis))
+                and test(ctx.hax[c][atom.axis])
+                and _others_hold(hyp, atom, ctx.hax[c])
+            ]
             if target is None:
                 req.waived = f"nothing lies beyond {_fmt(last)}"
             else:
@@ -229,10 +247,16 @@ def _repin_axes(ctx, hyp: Hypothesis) -> list[str]:
     axes = [k for k in keys if k in REPIN_AXES or k.endswith((".dtype", ".contiguity"))]
     out = []
     for k in axes:
-        src = "dtype" if k == "dtype" or k.endswith(".dtype") else k if k == "mode" else k.replace(".contiguity",
-                                                                                                     ".strides")
-        if src in sources or (src == "dtype" and any(a.axis.endswith(".bytes") or "_bytes" in a.axis
-                                                     for a in hyp.atoms)):
+        src = (
+            "dtype"
+            if k == "dtype" or k.endswith(".dtype")
+            else k
+            if k == "mode"
+            else k.replace(".contiguity", ".strides")
+        )
+        if src in sources or (
+            src == "dtype" and any(a.axis.endswith(".bytes") or "_bytes" in a.axis for a in hyp.atoms)
+        ):
             continue
         out.append(k)
     return out
@@ -249,8 +273,10 @@ def repin_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Req]:
         if len(values) < 2:
             continue
         for u in values:
-            for side, at, pair_id in (("pass", atom.passes_at, lead.minimal_pair.passing),
-                                      ("fail", atom.fails_at, lead.minimal_pair.failing)):
+            for side, at, pair_id in (
+                ("pass", atom.passes_at, lead.minimal_pair.passing),
+                ("fail", atom.fails_at, lead.minimal_pair.failing),
+            ):
                 req = Req(f"repin-{side}", f"{atom.axis} = {_fmt(at)} ({side}) again under {b} = {u}")
                 at_boundary = sorted(c for c in ran if ctx.status[c] == side and ctx.hax[c].get(atom.axis) == at)
                 req.done = [c for c in at_boundary if ctx.hax[c].get(b) == u]
@@ -268,8 +294,12 @@ MAX_MIRRORS = 4
 
 
 def _planned_like(k: str) -> bool:
-    return k in ("mode", "dtype") or k.endswith((".dtype", ".offset")) or (
-        k.startswith("attr.") and k.count(".") == 1) or (".shape[" in k and "~" not in k)
+    return (
+        k in ("mode", "dtype")
+        or k.endswith((".dtype", ".offset"))
+        or (k.startswith("attr.") and k.count(".") == 1)
+        or (".shape[" in k and "~" not in k)
+    )
 
 
 def mirror_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Req]:
@@ -344,8 +374,9 @@ def _source(ctx, hyp: Hypothesis, atom: Atom, term: Finding) -> Req | None:
         req.done = [c for c in failing if _values_of(ctx.cases[c], name) != mine]
         specials = [s.model_dump(mode="json", exclude_none=True) for s in spec.values.specials]
         alts = [dict(v, specials=specials) if specials else v for v in _ALT_VALUES]
-        req.builds = [(base, {"axis": "values", "input": name}, v, "fail") for v in alts
-                      if json.dumps(v, sort_keys=True) != mine]
+        req.builds = [
+            (base, {"axis": "values", "input": name}, v, "fail") for v in alts if json.dumps(v, sort_keys=True) != mine
+        ]
         return req
     if fld in ("numel", "bytes", "rows", "last_align") or fld.startswith("align[") or fld.startswith("stride["):
         req = Req("source", f"{axis} = {_fmt(want)} from another shape than {spec.shape}")
@@ -376,10 +407,16 @@ def cross_requirements(ctx, hyp: Hypothesis, terms: list[Finding], moves) -> lis
         for u in sorted({ctx.hax[c].get(other.axis) for c in ran} - {None}, key=str):
             if other.holds(u):
                 continue
-            req = Req("repin-other", f"{atom.axis} at {_fmt(target)} (its far failing side) under "
-                                     f"{other.axis} = {u}, where the conjunction predicts pass")
-            req.done = [c for c in ran if ctx.hax[c].get(other.axis) == u and _num(ctx.hax[c].get(atom.axis))
-                        and test(ctx.hax[c][atom.axis])]
+            req = Req(
+                "repin-other",
+                f"{atom.axis} at {_fmt(target)} (its far failing side) under "
+                f"{other.axis} = {u}, where the conjunction predicts pass",
+            )
+            req.done = [
+                c
+                for c in ran
+                if ctx.hax[c].get(other.axis) == u and _num(ctx.hax[c].get(atom.axis)) and test(ctx.hax[c][atom.axis])
+            ]
             base = ctx.cases[term.minimal_pair.failing]
             for var, value in moves(ctx, base, other.axis, u)[:1]:
                 for var2, value2 in moves(ctx, base, atom.axis, target)[:2]:
@@ -421,8 +458,11 @@ def seed_requirements(ctx, lead: Finding) -> list[Req]:
         base = ctx.cases[base_id]
         body, dist = _body(base), ctx.dist[base_id]  # the same call has the same planned axes: compared first
         req = Req(f"seed-{side}", f"{base_id} with {n} other seed(s)")
-        req.done = [c for c, s in sorted(ctx.status.items()) if c != base_id and s in ("fail", "pass")
-                    and ctx.dist.get(c) == dist and _body(ctx.cases[c]) == body][:n]
+        req.done = [
+            c
+            for c, s in sorted(ctx.status.items())
+            if c != base_id and s in ("fail", "pass") and ctx.dist.get(c) == dist and _body(ctx.cases[c]) == body
+        ][:n]
         if len(req.done) < n:
             req.builds = [(base, {"axis": "seed"}, s, side) for s in SEEDS[:n]]
         out.append(req)
@@ -434,8 +474,11 @@ def fresh_requirement(ctx, hyp: Hypothesis) -> Req:
     its dimensions, its mode, dtype or attributes set to values other cases have
     (sizes halved and doubled too), and another seed."""
     req = Req("fresh", f"{FRESH} fresh cases across the run's values")
-    req.done = [c for c, s in sorted(ctx.status.items()) if s in ("fail", "pass")
-                and "fresh" in (read_tag(ctx.cases[c]) or ("",))[0].split(",")][:FRESH]
+    req.done = [
+        c
+        for c, s in sorted(ctx.status.items())
+        if s in ("fail", "pass") and "fresh" in (read_tag(ctx.cases[c]) or ("",))[0].split(",")
+    ][:FRESH]
     ran = sorted(c for c, s in sorted(ctx.status.items()) if s in ("fail", "pass"))
     rng = random.Random(hashlib.sha256(json.dumps(ran).encode()).hexdigest())
     if len(req.done) >= FRESH:
@@ -443,8 +486,12 @@ def fresh_requirement(ctx, hyp: Hypothesis) -> Req:
     values: dict[str, set] = {}
     for c in ran:
         for k, v in ctx.hax[c].items():
-            if v is not None and (k in ("mode", "dtype") or (k.startswith("attr.") and k.count(".") == 1)
-                                  or k.endswith(".dtype") or (".shape[" in k and "~" not in k)):
+            if v is not None and (
+                k in ("mode", "dtype")
+                or (k.startswith("attr.") and k.count(".") == 1)
+                or k.endswith(".dtype")
+                or (".shape[" in k and "~" not in k)
+            ):
                 values.setdefault(k, set()).add(v)
     axes = sorted(values)
     for _ in range(8 * FRESH):
@@ -470,8 +517,7 @@ def cause_requirements(ctx, hyp: Hypothesis, lead: Finding, others: list, moves)
         return []
     out = []
     for atom, cases in others:
-        target = next((ctx.hax[c].get(atom.axis) for c in cases if ctx.hax.get(c, {}).get(atom.axis) is not None),
-                      None)
+        target = next((ctx.hax[c].get(atom.axis) for c in cases if ctx.hax.get(c, {}).get(atom.axis) is not None), None)
         req = Req("causes", f"{hyp.text} together with the other cause {atom.text}: both hold, it predicts fail")
         req.done = [c for c in sorted(ctx.hax) if hyp.holds(ctx.hax[c]) and atom.holds(ctx.hax[c].get(atom.axis))]
         if target is None:
@@ -485,16 +531,23 @@ def cause_requirements(ctx, hyp: Hypothesis, lead: Finding, others: list, moves)
     return out
 
 
-def requirements(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding], moves,
-                 others: list | None = None) -> list[Req]:
-    return (far_requirements(ctx, hyp, terms, moves) + repin_requirements(ctx, hyp, lead, moves)
-            + cross_requirements(ctx, hyp, terms, moves) + mirror_requirements(ctx, hyp, lead, moves)
-            + source_requirements(ctx, hyp, terms) + cause_requirements(ctx, hyp, lead, others or [], moves)
-            + seed_requirements(ctx, lead) + [fresh_requirement(ctx, hyp)])
+def requirements(
+    ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding], moves, others: list | None = None
+) -> list[Req]:
+    return (
+        far_requirements(ctx, hyp, terms, moves)
+        + repin_requirements(ctx, hyp, lead, moves)
+        + cross_requirements(ctx, hyp, terms, moves)
+        + mirror_requirements(ctx, hyp, lead, moves)
+        + source_requirements(ctx, hyp, terms)
+        + cause_requirements(ctx, hyp, lead, others or [], moves)
+        + seed_requirements(ctx, lead)
+        + [fresh_requirement(ctx, hyp)]
+    )
 
 
 def _need(r: Req) -> int:
-    return (len(SEEDS) if r.kind == "seed-fail" else FRESH if r.kind == "fresh" else 1)
+    return len(SEEDS) if r.kind == "seed-fail" else FRESH if r.kind == "fresh" else 1
 
 
 def is_open(r: Req) -> bool:
@@ -522,13 +575,17 @@ def not_applicable(ctx, hyp: Hypothesis, filled: list[tuple[str, str]]) -> list[
     for a in hyp.atoms:
         absent = sorted(c for c in ran if ctx.hax[c].get(a.axis) is None)
         if absent:
-            out.append(f"{a.axis} does not exist in {len(absent)} case(s) (e.g. {absent[0]}): read as "
-                       f"{'holding' if a.holds(None) else 'not holding'}, predicted "
-                       f"{'fail' if a.holds(None) else 'pass'}, held")
+            out.append(
+                f"{a.axis} does not exist in {len(absent)} case(s) (e.g. {absent[0]}): read as "
+                f"{'holding' if a.holds(None) else 'not holding'}, predicted "
+                f"{'fail' if a.holds(None) else 'pass'}, held"
+            )
         read = sorted(c for c, k in filled if k == a.axis)
         if read:
-            out.append(f"{a.axis} read as the last dimension in {len(read)} case(s) of rank "
-                       f"{a.axis.split('[')[-1][:-1]}+1 (e.g. {read[0]})")
+            out.append(
+                f"{a.axis} read as the last dimension in {len(read)} case(s) of rank "
+                f"{a.axis.split('[')[-1][:-1]}+1 (e.g. {read[0]})"
+            )
     return out
 
 
@@ -542,25 +599,42 @@ def validate(ctx, lead: Finding, hyp: Hypothesis, reqs: list[Req], filled: list,
     ran = len(ran_ids)
     flips = [f"{p} passes where {f} fails with the same call but another seed" for p, f in sorted(conflicts.items())]
     met = sum(1 for r in reqs if not is_open(r))
-    text = (f"predicted {len(probe_ids)}/{len(probe_ids)} probes built to break it and {ran}/{ran} recorded cases; "
-            f"{met}/{len(reqs)} checks met")
+    text = (
+        f"predicted {len(probe_ids)}/{len(probe_ids)} probes built to break it and {ran}/{ran} recorded cases; "
+        f"{met}/{len(reqs)} checks met"
+    )
     if opened:
         text += f", {len(opened)} to run"
     if not reqs:
-        text = (f"predicted {ran}/{ran} recorded cases (the cases built to break it come once it is pinned, "
-                f"crossed and unrivalled)")
-    lead.validation = Validation(probes_run=len(probe_ids), probes_held=len(probe_ids), probe_ids=probe_ids,
-                                 recorded=ran, held=held, open=opened, not_applicable=not_applicable(ctx, hyp, filled),
-                                 value_dependent=flips, text=text)
+        text = (
+            f"predicted {ran}/{ran} recorded cases (the cases built to break it come once it is pinned, "
+            f"crossed and unrivalled)"
+        )
+    lead.validation = Validation(
+        probes_run=len(probe_ids),
+        probes_held=len(probe_ids),
+        probe_ids=probe_ids,
+        recorded=ran,
+        held=held,
+        open=opened,
+        not_applicable=not_applicable(ctx, hyp, filled),
+        value_dependent=flips,
+        text=text,
+    )
     if flips:
         lead.necessary_only = True
         lead.exact = False
-        lead.why_not_exact.insert(0, f"the outcome flips with the seed ({flips[0]}): the values decide too; "
-                                  f"{lead.predicate} is a necessary condition only (every failing case has it)")
+        lead.why_not_exact.insert(
+            0,
+            f"the outcome flips with the seed ({flips[0]}): the values decide too; "
+            f"{lead.predicate} is a necessary condition only (every failing case has it)",
+        )
     elif opened and lead.exact:
         lead.exact = False
-        lead.why_not_exact.append(f"not falsified yet: {len(opened)} probe(s) built to break it still to run "
-                                  f"({'; '.join(opened[:3])}{' ...' if len(opened) > 3 else ''})")
+        lead.why_not_exact.append(
+            f"not falsified yet: {len(opened)} probe(s) built to break it still to run "
+            f"({'; '.join(opened[:3])}{' ...' if len(opened) > 3 else ''})"
+        )
 
 
 # --------------------------------------------------------------------------
@@ -612,12 +686,17 @@ def probe_cases(ctx, lead: Finding, hyp: Hypothesis, reqs: list[Req], make, move
         for c in cands:
             c.base = tagged
         texts = "; ".join(dict.fromkeys(r.text for r, _ in items))
-        out.append(build_next(
-            "falsify", lead.axis, cands,
-            reason=f"{lead.predicate} would be exact; these case(s) of {base_id!r} are built to break it "
-                   f"({texts}): it predicts {predicted}",
-            if_fails="held" if predicted == "fail" else f"refutes {lead.predicate} (a counterexample)",
-            if_passes="held" if predicted == "pass" else f"refutes {lead.predicate} (a counterexample)"))
+        out.append(
+            build_next(
+                "falsify",
+                lead.axis,
+                cands,
+                reason=f"{lead.predicate} would be exact; these case(s) of {base_id!r} are built to break it "
+                f"({texts}): it predicts {predicted}",
+                if_fails="held" if predicted == "fail" else f"refutes {lead.predicate} (a counterexample)",
+                if_passes="held" if predicted == "pass" else f"refutes {lead.predicate} (a counterexample)",
+            )
+        )
     return out
 
 
@@ -637,11 +716,12 @@ def seed_pair_cases(ctx, make, build_next) -> list[NextCase]:
     ran = {c: s for c, s in sorted(ctx.status.items()) if s in ("fail", "pass")}
     failing = sorted(c for c, s in ran.items() if s == "fail")
     passing = sorted(c for c, s in ran.items() if s == "pass")
-    if not failing or not passing or any((t := read_tag(ctx.cases[c])) is not None
-                                         and t[0] == "seed" for c in ran):
+    if not failing or not passing or any((t := read_tag(ctx.cases[c])) is not None and t[0] == "seed" for c in ran):
         return []
-    f, p = min(((f, p) for f in failing[:50] for p in passing[:50]),
-               key=lambda fp: (len(axes_difference(ctx.dist[fp[0]], ctx.dist[fp[1]])), fp))
+    f, p = min(
+        ((f, p) for f in failing[:50] for p in passing[:50]),
+        key=lambda fp: (len(axes_difference(ctx.dist[fp[0]], ctx.dist[fp[1]])), fp),
+    )
     out = []
     for cid in (f, p):
         base = ctx.cases[cid].model_copy(update={"description": tag("seed", STRUCTURAL, ran[cid])})
@@ -649,11 +729,17 @@ def seed_pair_cases(ctx, make, build_next) -> list[NextCase]:
         for c in cands:
             ctx.seen_contents.add(c.content)
         if cands:
-            out.append(build_next("falsify", None, cands,
-                                  reason=f"no hypothesis separates the cases: is the outcome of {cid!r} a property of "
-                                         f"the call or of the values drawn? the same call with other seeds",
-                                  if_fails="held" if ran[cid] == "fail" else "the values decide (value-dependent)",
-                                  if_passes="held" if ran[cid] == "pass" else "the values decide (value-dependent)"))
+            out.append(
+                build_next(
+                    "falsify",
+                    None,
+                    cands,
+                    reason=f"no hypothesis separates the cases: is the outcome of {cid!r} a property of "
+                    f"the call or of the values drawn? the same call with other seeds",
+                    if_fails="held" if ran[cid] == "fail" else "the values decide (value-dependent)",
+                    if_passes="held" if ran[cid] == "pass" else "the values decide (value-dependent)",
+                )
+            )
     return out
 
 
@@ -685,13 +771,20 @@ OPEN_SKIP = (".shape", ".strides", ".values", ".none", ".offset_nonzero")
 def necessary_note(f: Finding, conflicts: dict[str, str], inside: int) -> None:
     f.necessary_only, f.exact = True, False
     p, q = sorted(conflicts.items())[0]
-    f.why_not_exact = [f"the outcome flips with the seed ({p} passes, {q} fails: the same call, other values): "
-                       f"{f.predicate} is a necessary condition only (every failing case has it; {inside} passing "
-                       f"case(s) have it too) - within it, the values decide"]
+    f.why_not_exact = [
+        f"the outcome flips with the seed ({p} passes, {q} fails: the same call, other values): "
+        f"{f.predicate} is a necessary condition only (every failing case has it; {inside} passing "
+        f"case(s) have it too) - within it, the values decide"
+    ]
     f.statement = f"fails only where {f.predicate}; within it, the values drawn decide"
     flips = [f"{a} passes where {b} fails with the same call but another seed" for a, b in sorted(conflicts.items())]
-    f.validation = Validation(probes_run=0, probes_held=0, recorded=f.failing + f.passing, value_dependent=flips,
-                              text=f"necessary only: {len(flips)} call(s) pass and fail with other seeds")
+    f.validation = Validation(
+        probes_run=0,
+        probes_held=0,
+        recorded=f.failing + f.passing,
+        value_dependent=flips,
+        text=f"necessary only: {len(flips)} call(s) pass and fail with other seeds",
+    )
 
 
 def falsified_note(findings: list[Finding], refuted: list[Counterexample]) -> str:
@@ -700,7 +793,11 @@ def falsified_note(findings: list[Finding], refuted: list[Counterexample]) -> st
         return ""
     leads = ", ".join(dict.fromkeys(c.refutes for c in refuted))
     hyps = [f for f in findings if f.kind != "trend"]
-    edge = ("the closest survivor is not exact" if hyps else
-            "nothing in the enumerated space survives them: the cause is a property it lacks")
-    return (f" No exact finding: cases built to break the leads refuted {leads} ({len(refuted)} "
-            f"counterexample(s)); {edge}.")
+    edge = (
+        "the closest survivor is not exact"
+        if hyps
+        else "nothing in the enumerated space survives them: the cause is a property it lacks"
+    )
+    return (
+        f" No exact finding: cases built to break the leads refuted {leads} ({len(refuted)} counterexample(s)); {edge}."
+    )

@@ -60,12 +60,18 @@ def case_failure(case: Case, result: CaseResult, axes: dict[str, str] | None = N
         signature, reason = mismatch_signature(result), mismatch_reason(result)
     else:
         signature, reason = result.error.signature if result.error else None, error_reason(result)
-    return CaseFailure(case_id=case.id, status=result.status, signature=signature, reason=reason,
-                       axes=axes if axes is not None else case_axes(case))
+    return CaseFailure(
+        case_id=case.id,
+        status=result.status,
+        signature=signature,
+        reason=reason,
+        axes=axes if axes is not None else case_axes(case),
+    )
 
 
-def failure_axes(cases: list[Case], results: dict[str, CaseResult],
-                 labels: dict[str, dict[str, str]] | None = None) -> list[FailureAxis]:
+def failure_axes(
+    cases: list[Case], results: dict[str, CaseResult], labels: dict[str, dict[str, str]] | None = None
+) -> list[FailureAxis]:
     """Every axis=value shared by all failing cases and not by every case of
     the run, with how many cases have it and whether it explains all (no
     passing case has it).  Most explanatory first; of two axis values that
@@ -91,11 +97,16 @@ def failure_axes(cases: list[Case], results: dict[str, CaseResult],
         if len(with_value) == len(cases) or with_value in seen_sets:
             continue
         seen_sets.add(with_value)
-        found.append(FailureAxis(
-            axis=key, value=value, failing=len(failing), total_with_value=len(with_value),
-            # with no passing case there is no contrast: nothing is explained yet
-            explains_all=bool(passing) and not any(p in with_value for p in passing),
-        ))
+        found.append(
+            FailureAxis(
+                axis=key,
+                value=value,
+                failing=len(failing),
+                total_with_value=len(with_value),
+                # with no passing case there is no contrast: nothing is explained yet
+                explains_all=bool(passing) and not any(p in with_value for p in passing),
+            )
+        )
     order = {f.axis: i for i, f in enumerate(found)}
     return sorted(found, key=lambda f: (not f.explains_all, f.total_with_value, order[f.axis]))
 
@@ -111,5 +122,3 @@ def integration_hint(source_failure: str) -> str:
         "covered by this matrix), the operations right before and after it, and graph capture or "
         f"compilation of the surrounding model. Source failure: {quote}"
     )
-
-

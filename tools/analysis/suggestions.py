@@ -56,7 +56,7 @@ from .probes import read_case, untagged
 MAX_BISECT_VALUES = 3
 MAX_CROSSINGS = 4
 MAX_MISSING_SUGGESTIONS = 20
-MAX_SPLITS = 4          # discriminating cases per analysis
+MAX_SPLITS = 4  # discriminating cases per analysis
 MAX_SPLIT_HYPOTHESES = 12  # the simplest survivors the splitting cases are searched for
 MAX_SPLIT_BASES = 3
 
@@ -112,8 +112,9 @@ def dim_ties(cases: list[Case]) -> dict[str, list[str]]:
     dims = _dims
     ordered = sorted(cases, key=lambda c: c.id)
     first = dims(ordered[0])
-    pairs = {(a, b) for a in first for b in first
-             if a < b and first[a][0] != first[b][0] and first[a][1] == first[b][1]}
+    pairs = {
+        (a, b) for a in first for b in first if a < b and first[a][0] != first[b][0] and first[a][1] == first[b][1]
+    }
     for case in ordered[1:]:
         if not pairs:
             break
@@ -189,8 +190,16 @@ def make_proposal(ctx: Context, base: Case, var: dict, value: Any, finding: str)
         return None
     axes = structured_axes(case, case_axes(case))
     named = {a.axis for h in ctx.hyps for a in h.atoms}
-    cand = Proposal(base=base, var=var, value=value, doc=doc, axes=axes, finding=finding,
-                     hax=read_case(hypothesis_axes(case, {}, axes), case, named), content=content)
+    cand = Proposal(
+        base=base,
+        var=var,
+        value=value,
+        doc=doc,
+        axes=axes,
+        finding=finding,
+        hax=read_case(hypothesis_axes(case, {}, axes), case, named),
+        content=content,
+    )
     cand.preds = {h.text: h.predict(cand.hax) for h in ctx.hyps}
     return cand
 
@@ -223,8 +232,9 @@ def valid_call(ctx: Context, case: Case) -> bool:
 def refused_values(ctx: Context) -> set[tuple[str, str]]:
     """(planned axis, value) pairs some unsupported case has and no case that ran has: a change that made a
     case unsupported, never proposed again."""
-    ran: set[tuple[str, str]] = {(k, v) for c, s in ctx.status.items() if s in ("pass", "fail", "other")
-                                 for k, v in ctx.dist[c].items()}
+    ran: set[tuple[str, str]] = {
+        (k, v) for c, s in ctx.status.items() if s in ("pass", "fail", "other") for k, v in ctx.dist[c].items()
+    }
     out: set[tuple[str, str]] = set()
     for c, s in ctx.status.items():
         if s == "unsupported" and c in ctx.cases:
@@ -252,8 +262,9 @@ def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, 
         return []  # an axis a case does not have (an attribute left out, a captured input's magnitude)
     numeric = isinstance(target, (int, float)) and not isinstance(target, bool)
     dim = parse_dim_axis(axis)
-    if (dim is not None or axis.endswith((".numel", ".offset", ".magnitude", ".last_align", ".offset_align"))) \
-            and not numeric:
+    if (
+        dim is not None or axis.endswith((".numel", ".offset", ".magnitude", ".last_align", ".offset_align"))
+    ) and not numeric:
         return []
     if dim is not None:
         return [(v, int(target)) for v in _dim_moves(ctx, base, *dim)]
@@ -305,7 +316,7 @@ def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, 
         return moves(ctx, base, f"{name}.last_align", int(target // width)) if target >= width else []
     if fld.startswith("stride[") and numeric:  # one dimension's stride, the others kept
         strides = list(spec.strides if spec.strides is not None else contiguous_strides(spec.shape))
-        i = int(fld[len("stride["):-1])
+        i = int(fld[len("stride[") : -1])
         strides[i] = int(target)
         return [({"axis": "strides", "input": name}, strides)]
     if fld == "offset_align":
@@ -319,14 +330,19 @@ def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, 
             return [({"axis": "values", "input": name}, values | {"std": target - abs(spec.values.mean)})]
         if spec.values.kind == "uniform" and spec.values.low is not None and spec.values.high is not None:
             scale = target / max(abs(spec.values.low), abs(spec.values.high), 1e-30)
-            return [({"axis": "values", "input": name},
-                     values | {"low": spec.values.low * scale, "high": spec.values.high * scale})]
+            return [
+                (
+                    {"axis": "values", "input": name},
+                    values | {"low": spec.values.low * scale, "high": spec.values.high * scale},
+                )
+            ]
         if spec.values.kind in ("zeros", "ones", "full") and target > 0:
             return [({"axis": "values", "input": name}, {"kind": "normal", "std": target})]
         return []
     if ctx.tried_dtypes is None:  # once per analysis
-        ctx.tried_dtypes = {v for a in ctx.axes.values() for k, v in a.items()
-                            if k.endswith(".dtype") and isinstance(v, str)}
+        ctx.tried_dtypes = {
+            v for a in ctx.axes.values() for k, v in a.items() if k.endswith(".dtype") and isinstance(v, str)
+        }
     return flip_moves(ctx.ties, base, axis, target, ctx.tried_dtypes)
 
 
@@ -363,9 +379,9 @@ def _pow2_between(lo: float, hi: float) -> list[float]:
     """Powers of two strictly between lo and hi (1, 2, 4... for lo < 1)."""
     k = math.floor(math.log2(lo)) + 1 if lo > 0 else 0
     out = []
-    while 2.0 ** k < hi:
-        if 2.0 ** k > lo:
-            out.append(2.0 ** k)
+    while 2.0**k < hi:
+        if 2.0**k > lo:
+            out.append(2.0**k)
         k += 1
     return out
 
@@ -433,8 +449,13 @@ def probe_values(ctx: Context, f: Finding, base: Case) -> list:
         same = [d for d in FLOAT_DTYPES if d not in seen and DTYPE_BITS[d] in widths]
         if same:
             return same
-        wider = [d for d in FLOAT_DTYPES if d not in seen and DTYPE_BITS[d] > max(widths)
-                 and not any(DTYPE_BITS[p] > max(widths) for p in f.passing_values if p in DTYPE_BITS)]
+        wider = [
+            d
+            for d in FLOAT_DTYPES
+            if d not in seen
+            and DTYPE_BITS[d] > max(widths)
+            and not any(DTYPE_BITS[p] > max(widths) for p in f.passing_values if p in DTYPE_BITS)
+        ]
         return wider[:1]
     if axis.endswith(".contiguity"):
         name = axis.rsplit(".", 1)[0]
@@ -468,8 +489,9 @@ def _bases(ctx: Context, f: Finding) -> list[Case]:
     passing = sorted(c for c, s in ctx.status.items() if s == "pass")
     failing = sorted(c for c, s in ctx.status.items() if s == "fail")
     if f.kind == "threshold" and f.passes_at is not None:
-        passing = [c for c in passing if ctx.axes[c].get(f.axis, ctx.hax.get(c, {}).get(f.axis)) == f.passes_at] \
-            or passing
+        passing = [
+            c for c in passing if ctx.axes[c].get(f.axis, ctx.hax.get(c, {}).get(f.axis)) == f.passes_at
+        ] or passing
     return [ctx.cases[c] for c in passing[:1] + failing[:1]]
 
 
@@ -494,10 +516,17 @@ def narrowing(ctx: Context, f: Finding, hyp: str | None = None) -> list[Proposal
                 if cand is None or (f.kind == "threshold" and not informative(cand, f, hyp)):
                     continue
                 got = cand.hax.get(f.axis, cand.axes.get(f.axis))
-                miss = abs(got - target) if f.kind == "threshold" and isinstance(got, (int, float)) and \
-                    isinstance(target, (int, float)) else 0  # the move that lands on the value first
-                score = (miss, len(var.get("dims") or [1]) if var["axis"] == "dim" else 5,
-                         1 if var.get("also") else 0, _others_named(ctx, f, var))
+                miss = (
+                    abs(got - target)
+                    if f.kind == "threshold" and isinstance(got, (int, float)) and isinstance(target, (int, float))
+                    else 0
+                )  # the move that lands on the value first
+                score = (
+                    miss,
+                    len(var.get("dims") or [1]) if var["axis"] == "dim" else 5,
+                    1 if var.get("also") else 0,
+                    _others_named(ctx, f, var),
+                )
                 if best is None or score < best[0]:
                     best = (score, cand)
             if best is not None:
@@ -561,8 +590,12 @@ def _flip_targets(ctx: Context, atom: Atom, term: Finding, base: Case) -> list:
 
 def _split_pairs(c: Proposal, names: list[str]) -> set[tuple[int, int]]:
     preds = [c.preds.get(n) for n in names]
-    return {(i, j) for i in range(len(names)) for j in range(i + 1, len(names))
-            if preds[i] is not None and preds[j] is not None and preds[i] != preds[j]}
+    return {
+        (i, j)
+        for i in range(len(names))
+        for j in range(i + 1, len(names))
+        if preds[i] is not None and preds[j] is not None and preds[i] != preds[j]
+    }
 
 
 def _term_moves(ctx: Context, hyp: Hypothesis) -> list[tuple[Case, str, dict, Any]]:
@@ -625,9 +658,16 @@ def splitting(ctx: Context) -> list[Proposal]:
         cand, pairs = item
         known = [p for p in cand.preds.values() if p is not None]
         balance = min(known.count("fail"), known.count("pass"))
-        return (-len(pairs - covered), -balance, 1 if cand.var.get("also") else 0,
-                cand.var["axis"] == "shape", len(cand.var.get("dims") or []), cand.base.id,
-                json.dumps(cand.var, sort_keys=True, default=str), json.dumps(cand.value, sort_keys=True, default=str))
+        return (
+            -len(pairs - covered),
+            -balance,
+            1 if cand.var.get("also") else 0,
+            cand.var["axis"] == "shape",
+            len(cand.var.get("dims") or []),
+            cand.base.id,
+            json.dumps(cand.var, sort_keys=True, default=str),
+            json.dumps(cand.value, sort_keys=True, default=str),
+        )
 
     while pool and len(chosen) < MAX_SPLITS:
         pool.sort(key=score)
@@ -649,7 +689,7 @@ def _variation_for(axis_key: str) -> dict[str, Any] | None:
     if axis_key in ("mode", "dtype", "layout"):
         return {"axis": axis_key}
     if axis_key.startswith("attr."):
-        return {"axis": "attribute", "name": axis_key[len("attr."):]}
+        return {"axis": "attribute", "name": axis_key[len("attr.") :]}
     name, _, fld = axis_key.partition(".")
     mapping = {"shape": "shape", "strides": "strides", "offset": "storage_offset", "values": "values"}
     return {"axis": mapping[fld], "input": name} if fld in mapping else None
@@ -659,7 +699,7 @@ def _raw_value(case: Case, axis_key: str) -> Any:
     if axis_key == "mode":
         return case.mode
     if axis_key.startswith("attr."):
-        return case.attributes.get(axis_key[len("attr."):])
+        return case.attributes.get(axis_key[len("attr.") :])
     if axis_key in ("dtype", "layout"):
         return None  # per-input lists: not one star value
     name, _, fld = axis_key.partition(".")
@@ -685,8 +725,12 @@ def _excluded_keys(ctx: Context, sources: list[str]) -> set[str]:
     for key in list(excluded):
         if key.endswith(".shape"):
             name = key[: -len(".shape")]
-            excluded |= {t.split(".shape[", 1)[0] + ".shape" for d, tied in ctx.ties.items()
-                         if d.startswith(name + ".shape[") for t in tied}
+            excluded |= {
+                t.split(".shape[", 1)[0] + ".shape"
+                for d, tied in ctx.ties.items()
+                if d.startswith(name + ".shape[")
+                for t in tied
+            }
     if "dtype" in excluded:
         excluded.add("layout")
     return excluded
@@ -743,8 +787,11 @@ def _crossing_move(ctx: Context, base: Case, key: str, value: Any, cid: str) -> 
         if spec.is_contiguous() or len(raw) != len(spec.shape):
             return [(var, raw)] + tied_shape_moves(ctx, base, var["input"], raw) if spec.is_contiguous() else None
         strides = restride(spec.shape, spec.strides, raw)
-        return [(var, raw)] + ([({"axis": "strides", "input": var["input"]}, strides)] if strides else []) + \
-            tied_shape_moves(ctx, base, var["input"], raw)
+        return (
+            [(var, raw)]
+            + ([({"axis": "strides", "input": var["input"]}, strides)] if strides else [])
+            + tied_shape_moves(ctx, base, var["input"], raw)
+        )
     one = _crossing_one(ctx, base, key, value, cid, var)
     return None if one is None else [one]
 
@@ -812,9 +859,11 @@ def crossing_proposals(ctx: Context, f: Finding, sources: list[str]) -> list[Pro
     firsts: dict[str, tuple[str, Any, str]] = {}
     for key, value, cid in todo:
         firsts.setdefault(key, (key, value, cid))
+
     def has(cand: Proposal, items) -> bool:  # a strides pattern that does not fit the shape is no crossing
-        return all(cand.axes.get(k[: -len(".strides")] + ".contiguity") == v for k, v, _ in items
-                   if k.endswith(".strides"))
+        return all(
+            cand.axes.get(k[: -len(".strides")] + ".contiguity") == v for k, v, _ in items if k.endswith(".strides")
+        )
 
     def combined(changes: list[tuple[dict, Any]]) -> Proposal | None:
         (var0, val0), rest = changes[0], changes[1:]
@@ -857,14 +906,22 @@ def _refuted(cands: list[Proposal], outcome: str) -> list[str]:
     return sorted({h for c in cands for h, p in c.preds.items() if p == other})
 
 
-def _next(kind: str, axis: str | None, cands: list[Proposal], reason: str, if_fails: str,
-          if_passes: str) -> NextCase:
+def _next(kind: str, axis: str | None, cands: list[Proposal], reason: str, if_fails: str, if_passes: str) -> NextCase:
     base, vary = _star(cands)
     doc = base.model_dump(mode="json", exclude_none=True)
     star = {"base": doc if kind == "falsify" else untagged(doc), "vary": vary, "include_base": False}
-    return NextCase(reason=reason, base_case=base.id, change=vary[0], kind=kind, axis=axis, star=star,
-                    if_fails=if_fails, if_passes=if_passes, refutes_if_fails=_refuted(cands, "fail"),
-                    refutes_if_passes=_refuted(cands, "pass"))
+    return NextCase(
+        reason=reason,
+        base_case=base.id,
+        change=vary[0],
+        kind=kind,
+        axis=axis,
+        star=star,
+        if_fails=if_fails,
+        if_passes=if_passes,
+        refutes_if_fails=_refuted(cands, "fail"),
+        refutes_if_passes=_refuted(cands, "pass"),
+    )
 
 
 def _by_base(cands: list[Proposal]) -> list[list[Proposal]]:
@@ -884,23 +941,40 @@ def _change_text(c: Proposal) -> str:
     return " and ".join(parts)
 
 
-def next_cases(ctx: Context, lead: Finding | None, narrow: dict[str, list[Proposal]], results: dict,
-               missing: list[str], *, splits: Sequence[Proposal] = (), cross: Sequence[Proposal] = (),
-               lead_hyp: str | None = None) -> list[NextCase]:
+def next_cases(
+    ctx: Context,
+    lead: Finding | None,
+    narrow: dict[str, list[Proposal]],
+    results: dict,
+    missing: list[str],
+    *,
+    splits: Sequence[Proposal] = (),
+    cross: Sequence[Proposal] = (),
+    lead_hyp: str | None = None,
+) -> list[NextCase]:
     out: list[NextCase] = []
     for group in _by_base(list(splits)):  # one next case per base: each of its cases says what it refutes
         each = []
         for cand in group:
             fails, passes = _refuted([cand], "fail"), _refuted([cand], "pass")
             two = ", two axes at once: a missing cell of the 2x2" if cand.var.get("also") else ""
-            each.append(f"{_change_text(cand)}{two} - a failure refutes {', '.join(fails) or 'nothing'}; "
-                        f"a pass refutes {', '.join(passes) or 'nothing'}")
-        out.append(_next(
-            "discriminate", group[0].finding, group,
-            reason=(f"{len(ctx.hyps)} hypotheses separate the recorded cases equally well; these case(s) of "
-                    f"{group[0].base.id!r} tell them apart: " + " | ".join(each)),
-            if_fails="each failing case refutes the hypotheses that predicted it passes (refutes_if_fails)",
-            if_passes="each passing case refutes the hypotheses that predicted it fails (refutes_if_passes)"))
+            each.append(
+                f"{_change_text(cand)}{two} - a failure refutes {', '.join(fails) or 'nothing'}; "
+                f"a pass refutes {', '.join(passes) or 'nothing'}"
+            )
+        out.append(
+            _next(
+                "discriminate",
+                group[0].finding,
+                group,
+                reason=(
+                    f"{len(ctx.hyps)} hypotheses separate the recorded cases equally well; these case(s) of "
+                    f"{group[0].base.id!r} tell them apart: " + " | ".join(each)
+                ),
+                if_fails="each failing case refutes the hypotheses that predicted it passes (refutes_if_fails)",
+                if_passes="each passing case refutes the hypotheses that predicted it fails (refutes_if_passes)",
+            )
+        )
     if lead is not None:
         for f in [lead, *[t for t in ctx.terms.get(lead_hyp or "", []) if t is not lead]]:
             cands = narrow.get(f.axis) or []
@@ -910,31 +984,53 @@ def next_cases(ctx: Context, lead: Finding | None, narrow: dict[str, list[Propos
                 shown = _values_text(group, f.axis)
                 if f.kind == "threshold":
                     side = f"passes at {_fmt(f.passes_at)}, fails at {_fmt(f.fails_at)}"
-                    out.append(_next(
-                        "bisect", f.axis, group,
-                        reason=f"{f.predicate} is not pinned yet ({side}): bisect {f.axis} at {shown}",
-                        if_fails=f"each failing value moves the boundary of {f.axis} toward the passing side",
-                        if_passes=f"each passing value moves the boundary of {f.axis} toward the failing side"))
+                    out.append(
+                        _next(
+                            "bisect",
+                            f.axis,
+                            group,
+                            reason=f"{f.predicate} is not pinned yet ({side}): bisect {f.axis} at {shown}",
+                            if_fails=f"each failing value moves the boundary of {f.axis} toward the passing side",
+                            if_passes=f"each passing value moves the boundary of {f.axis} toward the failing side",
+                        )
+                    )
                 else:
-                    out.append(_next(
-                        "probe", f.axis, group,
-                        reason=f"{f.predicate}: try the untried value(s) {shown} of the same axis",
-                        if_fails=f"the failure covers those {f.axis} values too",
-                        if_passes=f"the failure is limited to {f.failing_values}"))
+                    out.append(
+                        _next(
+                            "probe",
+                            f.axis,
+                            group,
+                            reason=f"{f.predicate}: try the untried value(s) {shown} of the same axis",
+                            if_fails=f"the failure covers those {f.axis} values too",
+                            if_passes=f"the failure is limited to {f.failing_values}",
+                        )
+                    )
         if cross:
             changes = "; ".join(_change_text(c) for c in cross)
-            out.append(_next(
-                "crossing", lead.axis, list(cross),
-                reason=(f"{lead.predicate}: check that it holds across the run's other axes - the failing case "
-                        f"{cross[0].base.id!r} with the values that pass elsewhere ({changes})"),
-                if_fails=f"the failure follows {lead.predicate} whatever the other axes",
-                if_passes="the failure needs the other axis value too: an interaction (refutes "
-                          f"{lead.predicate})"))
+            out.append(
+                _next(
+                    "crossing",
+                    lead.axis,
+                    list(cross),
+                    reason=(
+                        f"{lead.predicate}: check that it holds across the run's other axes - the failing case "
+                        f"{cross[0].base.id!r} with the values that pass elsewhere ({changes})"
+                    ),
+                    if_fails=f"the failure follows {lead.predicate} whatever the other axes",
+                    if_passes=f"the failure needs the other axis value too: an interaction (refutes {lead.predicate})",
+                )
+            )
     elif any(s == "fail" for s in ctx.status.values()):
         out.extend(explore(ctx))
     for cid in missing[:MAX_MISSING_SUGGESTIONS]:
-        out.append(NextCase(reason=f"planned case {cid!r} has no result: run it (or record its result)",
-                            base_case=cid, change={}, kind="missing"))
+        out.append(
+            NextCase(
+                reason=f"planned case {cid!r} has no result: run it (or record its result)",
+                base_case=cid,
+                change={},
+                kind="missing",
+            )
+        )
     return out
 
 
@@ -961,23 +1057,45 @@ def _each_axis_once(ctx: Context, base: Case) -> list[tuple[dict, Any]]:
     for spec in base.inputs:
         if spec.shape is None or spec.none or spec.tensors is not None:
             continue
-        out.append(({"axis": "strides", "input": spec.name},
-                    None if not spec.is_contiguous() else strides_for(spec.shape, "transposed")))
+        out.append(
+            (
+                {"axis": "strides", "input": spec.name},
+                None if not spec.is_contiguous() else strides_for(spec.shape, "transposed"),
+            )
+        )
         out.append(({"axis": "storage_offset", "input": spec.name}, 0 if spec.storage_offset else 16))
         v = spec.values.for_dtype(spec.dtype)
-        out.append(({"axis": "values", "input": spec.name},
-                    {"kind": "normal"} if (v.specials or v.kind != "normal") else {"kind": "uniform", "low": 0.5,
-                                                                                   "high": 1.5}))
+        out.append(
+            (
+                {"axis": "values", "input": spec.name},
+                {"kind": "normal"}
+                if (v.specials or v.kind != "normal")
+                else {"kind": "uniform", "low": 0.5, "high": 1.5},
+            )
+        )
         for i, size in enumerate(spec.shape):
             if size > 1:
                 out.extend((m, size // 2) for m in _dim_moves(ctx, base, spec.name, i))
     for name in sorted(base.attributes):
-        seen = sorted({json.dumps(c.attributes.get(name), sort_keys=True, default=str) for c in ctx.cases.values()
-                       if name in c.attributes} - {json.dumps(base.attributes[name], sort_keys=True, default=str)})
+        seen = sorted(
+            {
+                json.dumps(c.attributes.get(name), sort_keys=True, default=str)
+                for c in ctx.cases.values()
+                if name in c.attributes
+            }
+            - {json.dumps(base.attributes[name], sort_keys=True, default=str)}
+        )
         if seen:
             out.append(({"axis": "attribute", "name": name}, json.loads(seen[0])))
-    return [(v, x) for v, x in out if not (v["axis"] == "strides" and x is None and
-                                           next(i for i in base.inputs if i.name == v.get("input")).is_contiguous())]
+    return [
+        (v, x)
+        for v, x in out
+        if not (
+            v["axis"] == "strides"
+            and x is None
+            and next(i for i in base.inputs if i.name == v.get("input")).is_contiguous()
+        )
+    ]
 
 
 def explore(ctx: Context) -> list[NextCase]:
@@ -998,9 +1116,12 @@ def explore(ctx: Context) -> list[NextCase]:
             if cand is not None:
                 ctx.seen_contents.add(cand.content)
                 cands.append(cand)
-        why = (f"no hypothesis separates the failing cases from the passing ones yet: vary each axis of the "
-               f"failing case {fid!r} once" if passing else
-               f"no case passes yet: vary each axis of the failing case {fid!r} once, toward a plain case")
+        why = (
+            f"no hypothesis separates the failing cases from the passing ones yet: vary each axis of the "
+            f"failing case {fid!r} once"
+            if passing
+            else f"no case passes yet: vary each axis of the failing case {fid!r} once, toward a plain case"
+        )
         if passing:
             near = min(passing, key=lambda p: (len(axes_difference(ctx.dist[p], ctx.dist[fid])), p))
             for key in axes_difference(ctx.dist[near], ctx.dist[fid]):
@@ -1017,20 +1138,35 @@ def explore(ctx: Context) -> list[NextCase]:
         for c in cands:
             groups.setdefault(c.group, []).append(c)
         for group in _by_base(cands) if len(groups) > 1 else []:  # every axis at once first: one round covers them
-            out.append(_next("explore", None, group, reason=why + " (every such change at once, one case each)",
-                             if_fails="that axis is not what the failure needs",
-                             if_passes="that axis change removes the failure: a hypothesis on it follows"))
+            out.append(
+                _next(
+                    "explore",
+                    None,
+                    group,
+                    reason=why + " (every such change at once, one case each)",
+                    if_fails="that axis is not what the failure needs",
+                    if_passes="that axis change removes the failure: a hypothesis on it follows",
+                )
+            )
         for group in groups.values():
-            out.append(_next("explore", None, group, reason=why,
-                             if_fails="that axis is not what the failure needs",
-                             if_passes="that axis change removes the failure: a hypothesis on it follows"))
+            out.append(
+                _next(
+                    "explore",
+                    None,
+                    group,
+                    reason=why,
+                    if_fails="that axis is not what the failure needs",
+                    if_passes="that axis change removes the failure: a hypothesis on it follows",
+                )
+            )
         if out:
             break
     return out
 
 
-def falsifying(ctx: Context, lead: Finding, hyp: Hypothesis, terms: list[Finding],
-               propose: bool, others: list | None = None) -> tuple[list, list[NextCase]]:
+def falsifying(
+    ctx: Context, lead: Finding, hyp: Hypothesis, terms: list[Finding], propose: bool, others: list | None = None
+) -> tuple[list, list[NextCase]]:
     """The requirements a finding must meet before it is exact (probes.py) and,
     when ``propose``, the cases built to break it (kind ``falsify``); ``others``: the
     other causes' conditions with their cases (several causes)."""

@@ -58,8 +58,13 @@ def _interleaved(fvals: list[float], pvals: list[float]) -> bool:
     return bool(fvals and pvals) and not (max(pvals) < min(fvals) or max(fvals) < min(pvals))
 
 
-def trend_finding(hax: dict[str, dict[str, Any]], dist: dict[str, dict[str, str]], results: dict[str, CaseResult],
-                  failing: list[str], passing: list[str]) -> Finding | None:
+def trend_finding(
+    hax: dict[str, dict[str, Any]],
+    dist: dict[str, dict[str, str]],
+    results: dict[str, CaseResult],
+    failing: list[str],
+    passing: list[str],
+) -> Finding | None:
     """The ordered axis the error follows best with every other planned axis
     held (cases grouped by the values of the other variation axes), when its
     failing and passing values interleave."""
@@ -70,9 +75,10 @@ def trend_finding(hax: dict[str, dict[str, Any]], dist: dict[str, dict[str, str]
     dist_keys = sorted({k for c in ids for k in dist[c]})
     rows = {c: tuple(dist[c].get(k) for k in dist_keys) for c in ids}
     first = hax[ids[0]]
-    keys = sorted({k for c in ids[:64] for k, v in hax[c].items()
-                   if isinstance(v, (int, float)) and not isinstance(v, bool)} | {k for k, v in first.items()
-                                                                                 if isinstance(v, (int, float))})
+    keys = sorted(
+        {k for c in ids[:64] for k, v in hax[c].items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        | {k for k, v in first.items() if isinstance(v, (int, float))}
+    )
     groupings: dict[tuple, list[list[str]]] = {}
     best = None
     for metric in METRICS:
@@ -80,14 +86,20 @@ def trend_finding(hax: dict[str, dict[str, Any]], dist: dict[str, dict[str, str]
         for key in keys:
             src = tuple(axis_sources(key))
             if src not in groupings:  # cases that differ only in the key's sources, once per source
-                held = [j for j, k in enumerate(dist_keys) if k not in src
-                        and not (k.endswith(".strides") and k[: -len(".strides")] + ".shape" in src)]
+                held = [
+                    j
+                    for j, k in enumerate(dist_keys)
+                    if k not in src and not (k.endswith(".strides") and k[: -len(".strides")] + ".shape" in src)
+                ]
                 pick = itemgetter(*held) if held else (lambda row: ())
                 groups: dict[Any, list[str]] = {}
                 for c in ids:
                     groups.setdefault(pick(rows[c]), []).append(c)
-                groupings[src] = [g for g in groups.values() if len(g) >= MIN_CASES and any(c in fset for c in g)
-                                  and any(c not in fset for c in g)]
+                groupings[src] = [
+                    g
+                    for g in groups.values()
+                    if len(g) >= MIN_CASES and any(c in fset for c in g) and any(c not in fset for c in g)
+                ]
             for members in groupings[src]:
                 raw = [hax[c].get(key) for c in members]
                 vals = [v for v in raw if isinstance(v, (int, float)) and not isinstance(v, bool)]
@@ -107,14 +119,26 @@ def trend_finding(hax: dict[str, dict[str, Any]], dist: dict[str, dict[str, str]
     _, key, rho, fv, pv, metric, n = best
     verb = "grows" if rho > 0 else "shrinks"
     overlap = f"failing values {sorted(set(fv))[:6]} and passing values {sorted(set(pv))[:6]} interleave"
-    text = (f"{metric} {verb} with {key} (rank correlation {rho:.2f} over {n} cases differing only there) but "
-            f"{overlap}: a clean boundary does not exist at these tolerances; use the baseline judge (config.judge "
-            f"'baseline' or 'both') to tell the kernel's error from the dtype's")
-    return Finding(axis=key, kind="trend", predicate=f"{metric} {verb} with {key}", source=source_of(key),
-                   failing_values=sorted(set(fv))[:32], passing_values=sorted(set(pv))[:32], exact=False,
-                   failing=len(failing), passing=len(passing), statement=text, metric=metric,
-                   correlation=round(rho, 3),
-                   why_not_exact=["a trend is never exact: failing and passing values interleave"])
+    text = (
+        f"{metric} {verb} with {key} (rank correlation {rho:.2f} over {n} cases differing only there) but "
+        f"{overlap}: a clean boundary does not exist at these tolerances; use the baseline judge (config.judge "
+        f"'baseline' or 'both') to tell the kernel's error from the dtype's"
+    )
+    return Finding(
+        axis=key,
+        kind="trend",
+        predicate=f"{metric} {verb} with {key}",
+        source=source_of(key),
+        failing_values=sorted(set(fv))[:32],
+        passing_values=sorted(set(pv))[:32],
+        exact=False,
+        failing=len(failing),
+        passing=len(passing),
+        statement=text,
+        metric=metric,
+        correlation=round(rho, 3),
+        why_not_exact=["a trend is never exact: failing and passing values interleave"],
+    )
 
 
 _FLOATING_OUTPUTS = ("float", "bfloat", "complex")

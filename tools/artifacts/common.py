@@ -46,8 +46,11 @@ def copy_beside(src: Path, dest: Path, what: str) -> None:
     if dest.exists():
         if dest.is_file() and file_sha256(dest) == file_sha256(src):
             return
-        raise ToolError(f"{dest} already exists with other content than the run's {what}; export into another "
-                        "directory (nothing there is overwritten)", code="artifact_exists")
+        raise ToolError(
+            f"{dest} already exists with other content than the run's {what}; export into another "
+            "directory (nothing there is overwritten)",
+            code="artifact_exists",
+        )
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, dest)
 
@@ -60,8 +63,9 @@ def write_text_new(path: Path, text: str) -> None:
         if old == text:
             return
         if GENERATED_MARK not in old[:400]:
-            raise ToolError(f"{path} exists and was not written by opdebug; export into another directory",
-                            code="artifact_exists")
+            raise ToolError(
+                f"{path} exists and was not written by opdebug; export into another directory", code="artifact_exists"
+            )
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")

@@ -41,8 +41,13 @@ from .records import PICTURES_DIR, available, install_hint
 from .repro import device_kind, export_repro
 
 MAX_CELLS = 512
-STATUS_COLOURS = {"passed": "#2e7d32", "numerical_mismatch": "#c62828", "crash": "#6a1b9a",
-                  "unsupported": "#9e9e9e", "pending": "#f9a825"}
+STATUS_COLOURS = {
+    "passed": "#2e7d32",
+    "numerical_mismatch": "#c62828",
+    "crash": "#6a1b9a",
+    "unsupported": "#9e9e9e",
+    "pending": "#f9a825",
+}
 
 
 def _name(*parts: str) -> str:
@@ -55,8 +60,9 @@ def _name(*parts: str) -> str:
     return text
 
 
-def _outputs_of(store: RunStore, case_id: str, result: CaseResult,
-                timeout_s: float) -> tuple[tuple[Any, Any] | None, str | None, str | None]:
+def _outputs_of(
+    store: RunStore, case_id: str, result: CaseResult, timeout_s: float
+) -> tuple[tuple[Any, Any] | None, str | None, str | None]:
     """((candidate, reference) outputs, None, where from) of a case, or (None, why, None)."""
     import torch
 
@@ -67,14 +73,24 @@ def _outputs_of(store: RunStore, case_id: str, result: CaseResult,
             data = torch.load(path, map_location="cpu", weights_only=True)
             return (data["candidate"], data["reference"]), None, source
     if device_kind(result) != "cpu":
-        return None, (f"ran on {device_kind(result)} and its outputs were not kept: run it again with keep_outputs "
-                      f"(opdebug run --keep-outputs), or run its reproducer there with --save-outputs FILE and give "
-                      f"FILE as outputs (it goes to {ARTIFACTS_DIR}/outputs/{case_id}.pt)"), None
+        return (
+            None,
+            (
+                f"ran on {device_kind(result)} and its outputs were not kept: run it again with keep_outputs "
+                f"(opdebug run --keep-outputs), or run its reproducer there with --save-outputs FILE and give "
+                f"FILE as outputs (it goes to {ARTIFACTS_DIR}/outputs/{case_id}.pt)"
+            ),
+            None,
+        )
     with tempfile.TemporaryDirectory(prefix="opdebug-pictures-") as tmp:
         script = export_repro(store.run_id, case_id, tmp, root=store.root).script
         out = Path(tmp) / "outputs.pt"
-        proc = subprocess.run([sys.executable, script, "--save-outputs", str(out), "--json"],
-                              capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(
+            [sys.executable, script, "--save-outputs", str(out), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
         if not out.is_file():
             return None, f"recomputing it gave no outputs (exit {proc.returncode}): {proc.stderr[-300:]}", None
         data = torch.load(out, map_location="cpu", weights_only=True)
@@ -126,21 +142,31 @@ def error_map_png(cand, ref, comp: Comparison, title: str) -> bytes:
         grid = torch.nn.functional.max_pool2d(grid[None, None], (fr, fc), ceil_mode=True)[0, 0]
     img = torch.log10(grid.clamp_min(1e-6)).clamp(-6, 6)
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
-    im = ax.imshow(img.numpy() if hasattr(img, "numpy") else img.tolist(), aspect="auto", cmap="RdBu_r",
-                   vmin=-3, vmax=3, interpolation="nearest", extent=(0, cols, rows, 0))
+    im = ax.imshow(
+        img.numpy() if hasattr(img, "numpy") else img.tolist(),
+        aspect="auto",
+        cmap="RdBu_r",
+        vmin=-3,
+        vmax=3,
+        interpolation="nearest",
+        extent=(0, cols, rows, 0),
+    )
     fig.colorbar(im, ax=ax, label="log10(|cand-ref| / (atol + rtol|ref|));  > 0 is outside")
-    for idx, marker, colour, label in ((comp.worst_index, "x", "cyan", "worst"),
-                                       (comp.first_mismatch_index, "o", "lime", "first mismatch")):
+    for idx, marker, colour, label in (
+        (comp.worst_index, "x", "cyan", "worst"),
+        (comp.first_mismatch_index, "o", "lime", "first mismatch"),
+    ):
         at = _fold(shape, idx)
         if at is not None:
-            style: dict[str, Any] = {"facecolors": "none", "edgecolors": colour} if marker == "o" else \
-                {"color": colour}
-            ax.scatter([at[1] + 0.5], [at[0] + 0.5], marker=marker, s=90, linewidths=2, label=f"{label} {idx}",
-                       **style)
+            style: dict[str, Any] = {"facecolors": "none", "edgecolors": colour} if marker == "o" else {"color": colour}
+            ax.scatter([at[1] + 0.5], [at[0] + 0.5], marker=marker, s=90, linewidths=2, label=f"{label} {idx}", **style)
     ax.set_xlabel(f"last dimension ({cols}" + (f"; max of {fc} per cell)" if fc > 1 else ")"))
     ax.set_ylabel(f"leading dims folded ({rows}" + (f"; max of {fr} per cell)" if fr > 1 else ")"))
-    ax.set_title(f"{title}\n{comp.mismatch_count} of {comp.numel} outside atol {atol:g} + rtol {rtol:g}|ref| "
-                 f"({comp.mismatch_ratio:.2%}), max_abs {comp.max_abs}", fontsize=9)
+    ax.set_title(
+        f"{title}\n{comp.mismatch_count} of {comp.numel} outside atol {atol:g} + rtol {rtol:g}|ref| "
+        f"({comp.mismatch_ratio:.2%}), max_abs {comp.max_abs}",
+        fontsize=9,
+    )
     if comp.worst_index is not None or comp.first_mismatch_index is not None:
         ax.legend(loc="upper right", fontsize=8)
     return _png(fig)
@@ -160,8 +186,11 @@ def histogram_png(cand, ref, comp: Comparison, title: str) -> bytes:
     values = torch.log10(rel.clamp_min(1e-12)).float()
     fig, ax = plt.subplots(figsize=(8, 4), dpi=100)
     if values.numel():
-        ax.hist(values.tolist() if values.numel() <= 200_000 else values[:: values.numel() // 200_000].tolist(),
-                bins=80, color="#546e7a")
+        ax.hist(
+            values.tolist() if values.numel() <= 200_000 else values[:: values.numel() // 200_000].tolist(),
+            bins=80,
+            color="#546e7a",
+        )
     if comp.rtol:
         ax.axvline(math.log10(comp.rtol), color="#c62828", linestyle="--", label=f"rtol {comp.rtol:g}")
         ax.legend(fontsize=8)
@@ -183,8 +212,7 @@ def run_png(store: RunStore) -> bytes | None:
     if not cases:
         return None
     axes = {c.id: case_axes(c) for c in cases}
-    keys = [k for k in dict.fromkeys(k for a in axes.values() for k in a)
-            if len({a.get(k) for a in axes.values()}) > 1]
+    keys = [k for k in dict.fromkeys(k for a in axes.values() for k in a) if len({a.get(k) for a in axes.values()}) > 1]
     if not keys:
         keys = ["mode"]
     keys = keys[:12]
@@ -192,9 +220,12 @@ def run_png(store: RunStore) -> bytes | None:
     fig, subplots = plt.subplots(len(keys), 1, figsize=(9, 1.2 + 1.1 * len(keys)), dpi=100, squeeze=False)
     for ax, key in zip(subplots[:, 0], keys, strict=True):
         values = sorted({axes[c][key] for c in axes if key in axes[c]}, key=_sort_key)
-        failing_only = {v for v in values
-                        if all(state[c] in ("numerical_mismatch", "crash") for c in axes if axes[c].get(key) == v)
-                        and any(state[c] in ("numerical_mismatch", "crash") for c in axes)}
+        failing_only = {
+            v
+            for v in values
+            if all(state[c] in ("numerical_mismatch", "crash") for c in axes if axes[c].get(key) == v)
+            and any(state[c] in ("numerical_mismatch", "crash") for c in axes)
+        }
         passing_somewhere = any(state[c] == "passed" for c in axes)
         stack: dict[str, int] = {}
         for c in axes:
@@ -214,11 +245,15 @@ def run_png(store: RunStore) -> bytes | None:
         ax.set_ylim(-0.7, max(stack.values(), default=1) - 0.3)
         ax.set_yticks([])
         ax.set_ylabel(key, rotation=0, ha="right", fontsize=8)
-    handles = [plt.Line2D([], [], marker="o", linestyle="", color=col, label=s) for s, col in STATUS_COLOURS.items()
-               if s in state.values()]
+    handles = [
+        plt.Line2D([], [], marker="o", linestyle="", color=col, label=s)
+        for s, col in STATUS_COLOURS.items()
+        if s in state.values()
+    ]
     fig.legend(handles=handles, loc="lower center", ncol=max(len(handles), 1), fontsize=8)
-    fig.suptitle(f"run {store.run_id}: every case by axis value (shaded: values only failing cases have)",
-                 fontsize=9, y=0.995)
+    fig.suptitle(
+        f"run {store.run_id}: every case by axis value (shaded: values only failing cases have)", fontsize=9, y=0.995
+    )
     fig.tight_layout(rect=(0, 0.06, 1, 0.96))
     return _png(fig)
 
@@ -275,26 +310,40 @@ def store_outputs(store: RunStore, outputs: dict[str, str]) -> None:
         target = store.path(ARTIFACTS_DIR, "outputs", f"{case_id}.pt")
         if target.is_file():
             if file_sha256(target) != file_sha256(src):
-                raise ToolError(f"outputs of case {case_id!r} are already stored with other content; evidence is "
-                                "never overwritten", code="artifact_exists")
+                raise ToolError(
+                    f"outputs of case {case_id!r} are already stored with other content; evidence is never overwritten",
+                    code="artifact_exists",
+                )
             continue
         store.write_artifact(f"outputs/{case_id}.pt", src.read_bytes())
 
 
-def render_pictures(run_id: str, *, root=None, case_ids: list[str] | None = None,
-                    outputs: dict[str, str] | None = None, timeout_s: float = 600.0) -> PicturesResponse:
+def render_pictures(
+    run_id: str,
+    *,
+    root=None,
+    case_ids: list[str] | None = None,
+    outputs: dict[str, str] | None = None,
+    timeout_s: float = 600.0,
+) -> PicturesResponse:
     """Draw the pictures of a run's failing outputs (``case_ids``, default
     :func:`default_cases`) and of its cases; ``outputs`` (case -> file saved by
     the reproducer's --save-outputs) are stored first."""
     store = RunStore(root, run_id)
     store.require()
     if not available():
-        return PicturesResponse(run_id=store.run_id, pictures=[], skipped=[f"matplotlib is missing: {install_hint()}"],
-                                available=False)
+        return PicturesResponse(
+            run_id=store.run_id, pictures=[], skipped=[f"matplotlib is missing: {install_hint()}"], available=False
+        )
     if importlib.util.find_spec("torch") is None:
-        return PicturesResponse(run_id=store.run_id, pictures=[], available=False,
-                                skipped=["torch is not installed where pictures are drawn (pip install "
-                                         "'ascend-operator-debug[runner,pictures]')"])
+        return PicturesResponse(
+            run_id=store.run_id,
+            pictures=[],
+            available=False,
+            skipped=[
+                "torch is not installed where pictures are drawn (pip install 'ascend-operator-debug[runner,pictures]')"
+            ],
+        )
     if outputs:
         store_outputs(store, outputs)
     results = store.read_results()
@@ -335,7 +384,6 @@ def render_pictures(run_id: str, *, root=None, case_ids: list[str] | None = None
     if png is not None:
         store.write_artifact(f"{PICTURES_DIR}/run-cases.png", png)
         pictures.append(f"{ARTIFACTS_DIR}/{PICTURES_DIR}/run-cases.png")
-    return PicturesResponse(run_id=store.run_id, pictures=pictures, skipped=skipped, available=True,
-                            outputs_from=outputs_from)
-
-
+    return PicturesResponse(
+        run_id=store.run_id, pictures=pictures, skipped=skipped, available=True, outputs_from=outputs_from
+    )

@@ -81,8 +81,9 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_").lower() or "operator"
 
 
-def export_regression(run_id: str, out_dir: str | Path, *, root=None, case_ids: list[str] | None = None,
-                      neighbours: bool = False) -> RegressionExport:
+def export_regression(
+    run_id: str, out_dir: str | Path, *, root=None, case_ids: list[str] | None = None, neighbours: bool = False
+) -> RegressionExport:
     """Write the reproducers of the failing cases (or ``case_ids``) and a
     pytest file over them into ``out_dir``."""
     store = RunStore(root, run_id)
@@ -99,8 +100,10 @@ def export_regression(run_id: str, out_dir: str | Path, *, root=None, case_ids: 
     else:
         failing = failing_ids(results, [c.id for c in cases])
     if not failing:
-        raise ToolError(f"run {run_id!r} has no failing case (crash or numerical_mismatch) to guard against; "
-                        "run its cases first", code="nothing_to_export")
+        raise ToolError(
+            f"run {run_id!r} has no failing case (crash or numerical_mismatch) to guard against; run its cases first",
+            code="nothing_to_export",
+        )
     near: list[str] = []
     if neighbours:
         for case in cases:
@@ -116,11 +119,21 @@ def export_regression(run_id: str, out_dir: str | Path, *, root=None, case_ids: 
         files += [f for f in exported.files if f not in files]
     kind = device_kind(results.get(failing[0]))
     statuses = sorted({results[c].status for c in failing if c in results})
-    text = TEMPLATE.format(operator=config.operator.name, run_id=store.run_id, mark=GENERATED_MARK, device=kind,
-                           statuses=", ".join(statuses) or "pending",
-                           cases={c: (results[c].status if c in results else "pending") for c in [*failing, *near]})
+    text = TEMPLATE.format(
+        operator=config.operator.name,
+        run_id=store.run_id,
+        mark=GENERATED_MARK,
+        device=kind,
+        statuses=", ".join(statuses) or "pending",
+        cases={c: (results[c].status if c in results else "pending") for c in [*failing, *near]},
+    )
     test_file = out / f"test_{_slug(config.operator.name)}_regression.py"
     write_text_new(test_file, text)
-    return RegressionExport(run_id=store.run_id, test_file=str(test_file), failing_cases=failing,
-                            neighbour_cases=near, files=[str(test_file), *files],
-                            command=f"python -m pytest -q {shlex.quote(str(test_file))}")
+    return RegressionExport(
+        run_id=store.run_id,
+        test_file=str(test_file),
+        failing_cases=failing,
+        neighbour_cases=near,
+        files=[str(test_file), *files],
+        command=f"python -m pytest -q {shlex.quote(str(test_file))}",
+    )

@@ -26,8 +26,19 @@ from ..evidence import ARTIFACTS_DIR, RunStore, read_json, unknown_cases
 from ..schemas import Case, CaseResult, OperatorConfig, ReproExport, grad_output_captures
 from .common import GENERATED_MARK, copy_beside, copy_runner, write_text_new
 
-METRICS = ("max_abs", "max_rel", "mean_abs", "rmse", "cosine", "mismatch_count", "mismatch_ratio",
-           "nan_mismatch", "inf_mismatch", "worst_index", "first_mismatch_index")
+METRICS = (
+    "max_abs",
+    "max_rel",
+    "mean_abs",
+    "rmse",
+    "cosine",
+    "mismatch_count",
+    "mismatch_ratio",
+    "nan_mismatch",
+    "inf_mismatch",
+    "worst_index",
+    "first_mismatch_index",
+)
 
 # The body every exported script shares.  CONFIG, CASE, RECORDED and DEVICE are
 # defined above it by the header; nothing below imports anything but the stdlib,
@@ -237,14 +248,21 @@ def device_kind(result: CaseResult | None) -> str:
 
 
 def recorded_summary(result: CaseResult | None, input_meta: dict | None) -> dict:
-    out: dict = {"status": result.status if result else None,
-                 "signature": (result.error.signature if result and result.error else None)}
-    out["comparisons"] = [{k: v for k, v in c.model_dump(mode="json").items() if k == "output" or k in METRICS}
-                          for c in (result.comparisons if result else [])]
+    out: dict = {
+        "status": result.status if result else None,
+        "signature": (result.error.signature if result and result.error else None),
+    }
+    out["comparisons"] = [
+        {k: v for k, v in c.model_dump(mode="json").items() if k == "output" or k in METRICS}
+        for c in (result.comparisons if result else [])
+    ]
     out["input_sha256"] = {i["name"]: i["sha256"] for i in (input_meta or {}).get("inputs", []) if "sha256" in i}
     # the backward's upstream gradients: how each was made, and its sha256
-    out["grad_outputs"] = [{k: m.get(k) for k in ("output", "name", "shape", "dtype", "values", "seed", "sha256")}
-                           for m in (input_meta or {}).get("grad_outputs") or [] if "sha256" in m]
+    out["grad_outputs"] = [
+        {k: m.get(k) for k in ("output", "name", "shape", "dtype", "values", "seed", "sha256")}
+        for m in (input_meta or {}).get("grad_outputs") or []
+        if "sha256" in m
+    ]
     return out
 
 
@@ -255,10 +273,14 @@ def tensor_text(spec) -> str:
     strides = "" if spec.is_contiguous() else f", strides {spec.strides}"
     offset = f", storage_offset {spec.storage_offset}" if spec.storage_offset else ""
     values = spec.values.model_copy(update={"specials": []})
-    specials = ", ".join(f"{s.value} x{s.count}" if s.count is not None else f"{s.value} at {s.positions}"
-                         for s in spec.values.specials)
-    return (f"<{spec.dtype} {spec.shape}{strides}{offset}{layout}, {values_text(values)}"
-            + (f", specials {specials}" if specials else "") + ">")
+    specials = ", ".join(
+        f"{s.value} x{s.count}" if s.count is not None else f"{s.value} at {s.positions}" for s in spec.values.specials
+    )
+    return (
+        f"<{spec.dtype} {spec.shape}{strides}{offset}{layout}, {values_text(values)}"
+        + (f", specials {specials}" if specials else "")
+        + ">"
+    )
 
 
 def input_text(spec) -> str:
@@ -287,18 +309,27 @@ def backward_lines(config: OperatorConfig, case: Case) -> list[str]:
     if not names:
         return []
     spec = case.grad_output if case.grad_output is not None else config.grad_output
-    how = spec if isinstance(spec, str) else json.dumps(
-        spec.model_dump(mode="json", exclude_defaults=True) if hasattr(spec, "model_dump") else
-        {k: v.model_dump(mode="json", exclude_defaults=True) for k, v in spec.items()}) if spec else "normal"
-    return [f"Backward: the gradients of {', '.join(names)} (outputs grad.<input>), candidate on the device and "
-            f"reference by CPU autograd, from the same upstream gradient ({how}; built from the case seed, its "
-            "sha256 printed beside the recorded one; the bytes in <case>.upstream.pt)"]
+    how = (
+        spec
+        if isinstance(spec, str)
+        else json.dumps(
+            spec.model_dump(mode="json", exclude_defaults=True)
+            if hasattr(spec, "model_dump")
+            else {k: v.model_dump(mode="json", exclude_defaults=True) for k, v in spec.items()}
+        )
+        if spec
+        else "normal"
+    )
+    return [
+        f"Backward: the gradients of {', '.join(names)} (outputs grad.<input>), candidate on the device and "
+        f"reference by CPU autograd, from the same upstream gradient ({how}; built from the case seed, its "
+        "sha256 printed beside the recorded one; the bytes in <case>.upstream.pt)"
+    ]
 
 
-def header(store: RunStore, config: OperatorConfig, case: Case, result: CaseResult | None, kind: str,
-           what: str) -> str:
+def header(store: RunStore, config: OperatorConfig, case: Case, result: CaseResult | None, kind: str, what: str) -> str:
     env = result.environment if result else {}
-    cann = (config.environment.get("cann") or config.environment.get("CANN") or env.get("cann") or "not recorded")
+    cann = config.environment.get("cann") or config.environment.get("CANN") or env.get("cann") or "not recorded"
     lines = [
         f"{what} for case {case.id!r} of run {store.run_id!r} ({GENERATED_MARK}).",
         "",
@@ -308,8 +339,11 @@ def header(store: RunStore, config: OperatorConfig, case: Case, result: CaseResu
         *backward_lines(config, case),
         f"Recorded: {result.status if result else 'no result'}"
         + (f" ({result.error.signature})" if result and result.error else "")
-        + "".join(f"; {c.output}: max_abs={c.max_abs!r}, mismatch_ratio={c.mismatch_ratio!r}"
-                  for c in (result.comparisons if result else []) if not c.passed),
+        + "".join(
+            f"; {c.output}: max_abs={c.max_abs!r}, mismatch_ratio={c.mismatch_ratio!r}"
+            for c in (result.comparisons if result else [])
+            if not c.passed
+        ),
         "",
         "Environment of the recorded result:",
         f"  torch {env.get('torch', 'not recorded')}, torch_npu {env.get('torch_npu') or 'none'}, CANN {cann}",
@@ -361,8 +395,9 @@ def copy_support(store: RunStore, config: OperatorConfig, cases: list[Case], out
     return files
 
 
-def script_for(store: RunStore, config: OperatorConfig, case: Case, result: CaseResult | None,
-               meta: dict | None) -> str:
+def script_for(
+    store: RunStore, config: OperatorConfig, case: Case, result: CaseResult | None, meta: dict | None
+) -> str:
     kind = device_kind(result)
     doc = header(store, config, case, result, kind, "Standalone reproducer")
     body = [
@@ -391,12 +426,16 @@ def _upstream_file(script: Path, target: Path, meta: dict | None) -> list[str]:
     if not (meta or {}).get("grad_outputs") or importlib.util.find_spec("torch") is None:
         return []
     tmp = target.with_name(f".{target.name}.tmp")
-    proc = subprocess.run([sys.executable, str(script), "--save-upstream", str(tmp)], capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(script), "--save-upstream", str(tmp)], capture_output=True, text=True, timeout=300
+    )
     if proc.returncode != 0 or not tmp.is_file():
         tmp.unlink(missing_ok=True)
-        raise ToolError(f"the upstream gradients of {script.stem!r} could not be rebuilt from their recorded seed: "
-                        f"{(proc.stderr or proc.stdout)[-500:]}", code="internal_error")
+        raise ToolError(
+            f"the upstream gradients of {script.stem!r} could not be rebuilt from their recorded seed: "
+            f"{(proc.stderr or proc.stdout)[-500:]}",
+            code="internal_error",
+        )
     if target.exists() and target.read_bytes() != tmp.read_bytes():
         tmp.unlink()
         raise ToolError(f"{target} exists with other content; export into another directory", code="artifact_exists")
@@ -416,6 +455,12 @@ def export_repro(run_id: str, case_id: str, out_dir: str | Path, *, root=None) -
     write_text_new(script, script_for(store, config, case, result, meta))
     script.chmod(0o755)
     files += _upstream_file(script, out / f"{case.id}.upstream.pt", meta)
-    return ReproExport(run_id=store.run_id, case_id=case.id, script=str(script), files=[str(script), *files],
-                       device=device_kind(result), recorded_status=result.status if result else "pending",
-                       command=f"python {shlex.quote(str(script))}")
+    return ReproExport(
+        run_id=store.run_id,
+        case_id=case.id,
+        script=str(script),
+        files=[str(script), *files],
+        device=device_kind(result),
+        recorded_status=result.status if result else "pending",
+        command=f"python {shlex.quote(str(script))}",
+    )

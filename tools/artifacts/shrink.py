@@ -85,8 +85,11 @@ def _fit_specials(spec: dict) -> None:
     kept = []
     for special in spec["values"].get("specials") or []:
         if special.get("positions") is not None:
-            pos = [p for p in special["positions"]
-                   if len(p) == len(spec["shape"]) and all(i < s for i, s in zip(p, spec["shape"], strict=True))]
+            pos = [
+                p
+                for p in special["positions"]
+                if len(p) == len(spec["shape"]) and all(i < s for i, s in zip(p, spec["shape"], strict=True))
+            ]
             if pos:
                 kept.append(dict(special, positions=pos))
         elif numel:
@@ -135,8 +138,10 @@ def dim_groups(doc: dict) -> list[list[tuple[str, int]]]:
         for i, size in enumerate(s["shape"]):
             if size > 1:
                 groups.setdefault(find((s["name"], i)), []).append((s["name"], i))
-    sizes = {g: next(sz for s in specs for i, sz in enumerate(s["shape"]) if (s["name"], i) == g[0])
-             for g in map(tuple, groups.values())}
+    sizes = {
+        g: next(sz for s in specs for i, sz in enumerate(s["shape"]) if (s["name"], i) == g[0])
+        for g in map(tuple, groups.values())
+    }
     return [list(g) for g in sorted(sizes, key=lambda g: -sizes[g])]
 
 
@@ -162,8 +167,11 @@ def _drop_group(doc: dict, group: list[tuple[str, int]]) -> dict:
     dropped: dict[str, list[int]] = {}
     for name, i in group:
         dropped.setdefault(name, []).append(i)
-    changes = {s["name"]: [sz for i, sz in enumerate(s["shape"]) if i not in dropped[s["name"]]]
-               for s in _tensors(doc) if s["name"] in dropped}
+    changes = {
+        s["name"]: [sz for i, sz in enumerate(s["shape"]) if i not in dropped[s["name"]]]
+        for s in _tensors(doc)
+        if s["name"] in dropped
+    }
     return with_shape(doc, changes, dropped)
 
 
@@ -197,13 +205,30 @@ def changes_text(old: dict, new: dict) -> str:
 
 def _specials_text(spec: dict) -> str:
     found = (spec.get("values") or {}).get("specials") or []
-    return "[" + ", ".join(f"{x['value']} x{x['count']}" if x.get("count") is not None else
-                           f"{x['value']} at {x['positions']}" for x in found) + "]"
+    return (
+        "["
+        + ", ".join(
+            f"{x['value']} x{x['count']}" if x.get("count") is not None else f"{x['value']} at {x['positions']}"
+            for x in found
+        )
+        + "]"
+    )
 
 
 class _Shrinker:
-    def __init__(self, store: RunStore, start: Case, target: str, *, root, hosts, inventory, max_cases: int,
-                 max_seconds: float, progress: Progress | None):
+    def __init__(
+        self,
+        store: RunStore,
+        start: Case,
+        target: str,
+        *,
+        root,
+        hosts,
+        inventory,
+        max_cases: int,
+        max_seconds: float,
+        progress: Progress | None,
+    ):
         self.store, self.root, self.hosts, self.inventory = store, root, hosts, inventory
         self.start = start
         self.target = target
@@ -263,16 +288,32 @@ class _Shrinker:
         self.planned.add(case_id)
         if self.progress is not None:
             await self.progress(len(self.steps), self.max_cases, f"{case_id}: {change}")
-        response = await run_case_remote(self.store.run_id, case_ids=[case_id], hosts=self.hosts, root=self.root,
-                                         inventory=self.inventory,  # a device held elsewhere: within the budget
-                                         lease_wait_s=max(0.0, self.max_seconds - (time.monotonic() - self.t0)))
+        response = await run_case_remote(
+            self.store.run_id,
+            case_ids=[case_id],
+            hosts=self.hosts,
+            root=self.root,
+            inventory=self.inventory,  # a device held elsewhere: within the budget
+            lease_wait_s=max(0.0, self.max_seconds - (time.monotonic() - self.t0)),
+        )
         outcome: CaseOutcome | None = response.outcomes[0] if response.outcomes else None
         state = outcome.state if outcome else "pending"
-        same = outcome is not None and outcome.recorded and \
-            failure_key(outcome.state, outcome.signature, outcome.failed_outputs) == self.target
+        same = (
+            outcome is not None
+            and outcome.recorded
+            and failure_key(outcome.state, outcome.signature, outcome.failed_outputs) == self.target
+        )
         rejected = self.invalid_call(case_id) if same else None
-        self.steps.append(ShrinkStep(case_id=case_id, change=change, numel=total_numel(doc), state=state,
-                                     same_failure=same, rejected=rejected))
+        self.steps.append(
+            ShrinkStep(
+                case_id=case_id,
+                change=change,
+                numel=total_numel(doc),
+                state=state,
+                same_failure=same,
+                rejected=rejected,
+            )
+        )
         if same and not rejected:
             self.best, self.best_id = doc, case_id
         return same and not rejected
@@ -301,7 +342,7 @@ class _Shrinker:
             names = self.grad_defaults
         if not names or len(names) < 2:
             return
-        failed = {o[len("grad."):].split("[", 1)[0] for o in self.failed_outputs if o.startswith("grad.")}
+        failed = {o[len("grad.") :].split("[", 1)[0] for o in self.failed_outputs if o.startswith("grad.")}
         if self.target.startswith("numerical_mismatch"):
             keep = [n for n in names if n in failed]
             if keep and len(keep) < len(names):
@@ -310,14 +351,19 @@ class _Shrinker:
             return
         if self.target.startswith("crash: backward: "):
             for name in names:
-                if await self.attempt(dict(copy.deepcopy(self.best), grad_inputs=[name]),
-                                      f"one gradient: grad_inputs [{name!r}]"):
+                if await self.attempt(
+                    dict(copy.deepcopy(self.best), grad_inputs=[name]), f"one gradient: grad_inputs [{name!r}]"
+                ):
                     return
 
     async def contiguous(self) -> None:
-        strided = [s["name"] for s in self.best["inputs"]
-                   if s.get("strides") is not None and s["strides"] != contiguous_strides(s["shape"])
-                   or s.get("storage_offset")]
+        strided = [
+            s["name"]
+            for s in self.best["inputs"]
+            if s.get("strides") is not None
+            and s["strides"] != contiguous_strides(s["shape"])
+            or s.get("storage_offset")
+        ]
         if not strided:
             return
         doc = copy.deepcopy(self.best)
@@ -369,12 +415,15 @@ class _Shrinker:
                 if len(spec["shape"]) < 2:
                     break
                 group = next((g for g in dim_groups(self.best) if (name, 0) in g), [(name, 0)])
-                if any(i != 0 for _, i in group) or \
-                        any(len(s["shape"]) < 2 for s in _tensors(self.best) for n, _ in group if s["name"] == n):
+                if any(i != 0 for _, i in group) or any(
+                    len(s["shape"]) < 2 for s in _tensors(self.best) for n, _ in group if s["name"] == n
+                ):
                     break  # shared with an inner dimension, or some input's only dimension
-                if not await self.attempt(_drop_group(self.best, group),
-                                          f"{name}'s leading dimension ({spec['shape'][0]}) dropped"
-                                          + (" with the inputs sharing it" if len(group) > 1 else "")):
+                if not await self.attempt(
+                    _drop_group(self.best, group),
+                    f"{name}'s leading dimension ({spec['shape'][0]}) dropped"
+                    + (" with the inputs sharing it" if len(group) > 1 else ""),
+                ):
                     break
 
     async def fewer_elements(self) -> None:
@@ -392,9 +441,17 @@ class _Shrinker:
                     lo = mid + 1
 
 
-async def shrink_case(run_id: str, case_id: str, *, hosts: list[str] | None = None, root=None, inventory=None,
-                      max_cases: int = 30, max_seconds: float = 600.0,
-                      progress: Progress | None = None) -> ShrinkResponse:
+async def shrink_case(
+    run_id: str,
+    case_id: str,
+    *,
+    hosts: list[str] | None = None,
+    root=None,
+    inventory=None,
+    max_cases: int = 30,
+    max_seconds: float = 600.0,
+    progress: Progress | None = None,
+) -> ShrinkResponse:
     """Find the smallest case that fails like ``case_id`` (which must be recorded as failing)."""
     if max_cases < 1:
         raise ToolError("max_cases must be at least 1", code="validation_error")
@@ -405,19 +462,41 @@ async def shrink_case(run_id: str, case_id: str, *, hosts: list[str] | None = No
         raise unknown_cases(run_id, [case_id], cases)
     result = store.read_results().get(case_id)
     if result is None or result.status == "passed":
-        raise ToolError(f"case {case_id!r} is {'not recorded' if result is None else 'passed'}: shrink starts from a "
-                        "recorded failing case (run it first)", code="not_failing")
-    target = failure_key(result.status, result.error.signature if result.error else None,
-                         [c.output for c in result.comparisons if not c.passed])
-    shrinker = _Shrinker(store, cases[case_id], target, root=root, hosts=hosts, inventory=inventory,
-                         max_cases=max_cases, max_seconds=max_seconds, progress=progress)
+        raise ToolError(
+            f"case {case_id!r} is {'not recorded' if result is None else 'passed'}: shrink starts from a "
+            "recorded failing case (run it first)",
+            code="not_failing",
+        )
+    target = failure_key(
+        result.status,
+        result.error.signature if result.error else None,
+        [c.output for c in result.comparisons if not c.passed],
+    )
+    shrinker = _Shrinker(
+        store,
+        cases[case_id],
+        target,
+        root=root,
+        hosts=hosts,
+        inventory=inventory,
+        max_cases=max_cases,
+        max_seconds=max_seconds,
+        progress=progress,
+    )
     shrinker.failed_outputs = [c.output for c in result.comparisons if not c.passed]
     shrinker.start_reference_error = result.error.reference_error if result.error else None
     await shrinker.run()
     best = shrinker.best
-    return ShrinkResponse(run_id=store.run_id, start_case=case_id, smallest_case=shrinker.best_id,
-                          start_numel=total_numel(cases[case_id].model_dump(mode="json")),
-                          smallest_numel=total_numel(best),
-                          smallest_shapes={i["name"]: i["shape"] for i in best["inputs"]},
-                          cases_run=len(shrinker.steps), seconds=round(time.monotonic() - shrinker.t0, 3),
-                          stopped=shrinker.stopped, signature=target, steps=shrinker.steps)
+    return ShrinkResponse(
+        run_id=store.run_id,
+        start_case=case_id,
+        smallest_case=shrinker.best_id,
+        start_numel=total_numel(cases[case_id].model_dump(mode="json")),
+        smallest_numel=total_numel(best),
+        smallest_shapes={i["name"]: i["shape"] for i in best["inputs"]},
+        cases_run=len(shrinker.steps),
+        seconds=round(time.monotonic() - shrinker.t0, 3),
+        stopped=shrinker.stopped,
+        signature=target,
+        steps=shrinker.steps,
+    )

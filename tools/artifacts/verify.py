@@ -36,7 +36,7 @@ VERIFY_MARK = ".verify-"
 
 
 def _tail(text: str) -> str:
-    return text if len(text) <= OUTPUT_TAIL else "..." + text[-(OUTPUT_TAIL - 3):]
+    return text if len(text) <= OUTPUT_TAIL else "..." + text[-(OUTPUT_TAIL - 3) :]
 
 
 async def run_model_command(command: str, host, *, timeout_s: float) -> dict[str, Any]:
@@ -68,16 +68,26 @@ def conclusion(still: list[str], total: int, model: dict | None) -> str:
     if model is None:
         return text + "; no model command in the config, the model-level symptom is not checked"
     if model.get("exit_status") == 0:
-        return text + ("; fixed in the model (the model command exits 0)" if not still else
-                       "; the model command exits 0 nonetheless")
+        return text + (
+            "; fixed in the model (the model command exits 0)"
+            if not still
+            else "; the model command exits 0 nonetheless"
+        )
     why = model.get("error") or f"exit status {model.get('exit_status')}"
     return text + f"; the model command still fails ({why})"
 
 
-async def verify_run(run_id: str, *, hosts: list[str] | None = None, root=None, inventory=None,
-                     run_command: bool = True, command_timeout_s: float = 600.0,
-                     progress: Progress | None = None,
-                     on_start: Callable[[str], Awaitable[None]] | None = None) -> VerifyResponse:
+async def verify_run(
+    run_id: str,
+    *,
+    hosts: list[str] | None = None,
+    root=None,
+    inventory=None,
+    run_command: bool = True,
+    command_timeout_s: float = 600.0,
+    progress: Progress | None = None,
+    on_start: Callable[[str], Awaitable[None]] | None = None,
+) -> VerifyResponse:
     store = RunStore(root, run_id)
     store.require()
     config = store.read_config()
@@ -85,8 +95,9 @@ async def verify_run(run_id: str, *, hosts: list[str] | None = None, root=None, 
     results = store.read_results()
     originals = [cid for cid in failing_ids(results, [c.id for c in cases]) if VERIFY_MARK not in cid]
     if not originals:
-        raise ToolError(f"run {run_id!r} has no failing case to verify (crash or numerical_mismatch)",
-                        code="nothing_to_verify")
+        raise ToolError(
+            f"run {run_id!r} has no failing case to verify (crash or numerical_mismatch)", code="nothing_to_verify"
+        )
     index = len(verify_records(store)) + 1
     planned = {c.id for c in cases}
     while any(fit_id(f"{cid}{VERIFY_MARK}{index}") in planned for cid in originals):
@@ -106,8 +117,15 @@ async def verify_run(run_id: str, *, hosts: list[str] | None = None, root=None, 
     plan_cases({"run_id": store.run_id, "append": True, "cases": docs}, root=root)
     host_names = [h.name for h in as_inventory(inventory).resolve(hosts)]
     await pool.REGISTRY.close_idle(host_names)
-    response = await run_case_remote(store.run_id, case_ids=list(rerun.values()), hosts=hosts, root=root,
-                                     inventory=inventory, progress=progress, on_start=on_start)
+    response = await run_case_remote(
+        store.run_id,
+        case_ids=list(rerun.values()),
+        hosts=hosts,
+        root=root,
+        inventory=inventory,
+        progress=progress,
+        on_start=on_start,
+    )
     states = {o.case_id: o.state for o in response.outcomes}
     still = [cid for cid, new in rerun.items() if states.get(new) != "passed"]
     model = None
@@ -115,9 +133,26 @@ async def verify_run(run_id: str, *, hosts: list[str] | None = None, root=None, 
         host = as_inventory(inventory).resolve(host_names[:1])[0]
         model = await run_model_command(config.command, host, timeout_s=command_timeout_s)
     text = conclusion(still, len(rerun), model)
-    evidence = {"schema_version": 1, "index": index, "run_id": store.run_id, "at": now_utc().isoformat(),
-                "hosts": host_names, "rerun": rerun, "states": states, "still_failing": still,
-                "model_command": model, "conclusion": text}
+    evidence = {
+        "schema_version": 1,
+        "index": index,
+        "run_id": store.run_id,
+        "at": now_utc().isoformat(),
+        "hosts": host_names,
+        "rerun": rerun,
+        "states": states,
+        "still_failing": still,
+        "model_command": model,
+        "conclusion": text,
+    }
     path = store.write_artifact(f"{VERIFY_DIR}/{index}.json", json.dumps(evidence, indent=2) + "\n")
-    return VerifyResponse(run_id=store.run_id, verify_index=index, rerun=rerun, states=states, still_failing=still,
-                          model_command=model, conclusion=text, evidence=str(path.relative_to(store.dir)))
+    return VerifyResponse(
+        run_id=store.run_id,
+        verify_index=index,
+        rerun=rerun,
+        states=states,
+        still_failing=still,
+        model_command=model,
+        conclusion=text,
+        evidence=str(path.relative_to(store.dir)),
+    )

@@ -28,18 +28,49 @@ from ..errors import ToolError
 
 # typed storage class -> (dtype, bytes per element)
 STORAGES = {
-    "FloatStorage": ("float32", 4), "HalfStorage": ("float16", 2), "BFloat16Storage": ("bfloat16", 2),
-    "DoubleStorage": ("float64", 8), "ByteStorage": ("uint8", 1), "CharStorage": ("int8", 1),
-    "ShortStorage": ("int16", 2), "IntStorage": ("int32", 4), "LongStorage": ("int64", 8),
-    "BoolStorage": ("bool", 1), "ComplexFloatStorage": ("complex64", 8), "ComplexDoubleStorage": ("complex128", 16),
+    "FloatStorage": ("float32", 4),
+    "HalfStorage": ("float16", 2),
+    "BFloat16Storage": ("bfloat16", 2),
+    "DoubleStorage": ("float64", 8),
+    "ByteStorage": ("uint8", 1),
+    "CharStorage": ("int8", 1),
+    "ShortStorage": ("int16", 2),
+    "IntStorage": ("int32", 4),
+    "LongStorage": ("int64", 8),
+    "BoolStorage": ("bool", 1),
+    "ComplexFloatStorage": ("complex64", 8),
+    "ComplexDoubleStorage": ("complex128", 16),
 }
 # torch dtypes a _rebuild_tensor_v3 pickle names (float8, wide unsigned...), with their element sizes
-V3_DTYPES = {"float8_e4m3fn": 1, "float8_e5m2": 1, "uint16": 2, "uint32": 4, "uint64": 8, "float16": 2,
-             "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8,
-             "bool": 1, "complex64": 8, "complex128": 16}
+V3_DTYPES = {
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "uint16": 2,
+    "uint32": 4,
+    "uint64": 8,
+    "float16": 2,
+    "bfloat16": 2,
+    "float32": 4,
+    "float64": 8,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "int32": 4,
+    "int64": 8,
+    "bool": 1,
+    "complex64": 8,
+    "complex128": 16,
+}
 NPY_DTYPES = {
-    "<f2": "float16", "<f4": "float32", "<f8": "float64", "|i1": "int8", "|u1": "uint8", "<i2": "int16",
-    "<i4": "int32", "<i8": "int64", "|b1": "bool",
+    "<f2": "float16",
+    "<f4": "float32",
+    "<f8": "float64",
+    "|i1": "int8",
+    "|u1": "uint8",
+    "<i2": "int16",
+    "<i4": "int32",
+    "<i8": "int64",
+    "|b1": "bool",
 }
 ITEM_BYTES = {**V3_DTYPES}
 MAX_PICKLE_BYTES = 1 << 20
@@ -49,8 +80,7 @@ class CaptureFileError(ToolError):
     """A captured file that is not plain tensor data, or not what its index says."""
 
     def __init__(self, path: Path | str, problem: str) -> None:
-        super().__init__(f"captured file {str(path)!r}: {problem}; nothing was planned from it",
-                         code="bad_capture")
+        super().__init__(f"captured file {str(path)!r}: {problem}; nothing was planned from it", code="bad_capture")
 
 
 @dataclass
@@ -85,8 +115,9 @@ class _StorageClass:
 def _rebuild_tensor(storage, offset, size, stride, *rest):  # pickle arguments
     if not isinstance(storage, _Storage):
         raise pickle.UnpicklingError("a tensor without a storage")
-    return TensorInfo(storage.dtype, [int(s) for s in size], [int(s) for s in stride], int(offset),
-                      storage.numel, storage.key)
+    return TensorInfo(
+        storage.dtype, [int(s) for s in size], [int(s) for s in stride], int(offset), storage.numel, storage.key
+    )
 
 
 class _Dtype:
@@ -99,8 +130,9 @@ def _rebuild_tensor_v3(storage, offset, size, stride, requires_grad, hooks, dtyp
     if not isinstance(storage, _Storage) or storage.dtype != "bytes" or not isinstance(dtype, _Dtype):
         raise pickle.UnpicklingError("a tensor without an untyped storage and a dtype")
     item = V3_DTYPES[dtype.name]
-    return TensorInfo(dtype.name, [int(s) for s in size], [int(s) for s in stride], int(offset),
-                      storage.numel // item, storage.key)
+    return TensorInfo(
+        dtype.name, [int(s) for s in size], [int(s) for s in stride], int(offset), storage.numel // item, storage.key
+    )
 
 
 def _ordered_dict(*args):
@@ -126,8 +158,7 @@ class _DataOnlyUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"it needs {module}.{name}, which is code, not tensor data")
 
     def persistent_load(self, pid):
-        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
-                and isinstance(pid[1], _StorageClass)):
+        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage" and isinstance(pid[1], _StorageClass)):
             raise pickle.UnpicklingError(f"an unknown persistent id {str(pid)[:80]}")
         if pid[1].name == "UntypedStorage":
             return _Storage("bytes", str(pid[2]), int(pid[4]))
@@ -148,14 +179,24 @@ def inspect_pt(path: Path) -> FileInfo:
                 raise CaptureFileError(path, f"its pickle is {info.file_size} bytes, not one tensor")
             try:
                 obj = _DataOnlyUnpickler(io.BytesIO(zf.read(pkl[0]))).load()
-            except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError,
-                    KeyError) as exc:
+            except (
+                pickle.UnpicklingError,
+                EOFError,
+                ValueError,
+                TypeError,
+                AttributeError,
+                IndexError,
+                KeyError,
+            ) as exc:
                 raise CaptureFileError(path, f"refused: {exc} (captures are data, never code)") from None
             bad = zf.testzip()
             if bad is not None:
                 raise CaptureFileError(path, f"corrupt (CRC mismatch in {bad!r})")
-            sizes = {n[len(prefix) + len("data/"):]: zf.getinfo(n).file_size
-                     for n in names if n.startswith(prefix + "data/")}
+            sizes = {
+                n[len(prefix) + len("data/") :]: zf.getinfo(n).file_size
+                for n in names
+                if n.startswith(prefix + "data/")
+            }
     except zipfile.BadZipFile as exc:
         raise CaptureFileError(path, f"truncated or not a torch.save archive ({exc})") from None
     except OSError as exc:
@@ -164,8 +205,11 @@ def inspect_pt(path: Path) -> FileInfo:
         result = FileInfo("tensor", obj)
     elif isinstance(obj, dict) and isinstance(obj.get("region"), TensorInfo):
         view = {k: obj.get(k) for k in ("shape", "strides", "storage_offset")}
-        if not (isinstance(view["shape"], list) and isinstance(view["strides"], list)
-                and isinstance(view["storage_offset"], int)):
+        if not (
+            isinstance(view["shape"], list)
+            and isinstance(view["strides"], list)
+            and isinstance(view["storage_offset"], int)
+        ):
             raise CaptureFileError(path, "a region without its view's shape, strides and storage_offset")
         result = FileInfo("region", obj["region"], view)
     else:
@@ -186,8 +230,11 @@ def inspect_npy(path: Path) -> TensorInfo:
     try:
         import numpy
     except ImportError:
-        raise CaptureFileError(path, "reading a .npy capture needs numpy (pip install numpy, or the '[pictures]' "
-                                     "extra); a torch.save file needs nothing more") from None
+        raise CaptureFileError(
+            path,
+            "reading a .npy capture needs numpy (pip install numpy, or the '[pictures]' "
+            "extra); a torch.save file needs nothing more",
+        ) from None
     try:
         if os.path.getsize(path) == 0:
             raise CaptureFileError(path, "empty (0 bytes)")
@@ -199,8 +246,11 @@ def inspect_npy(path: Path) -> TensorInfo:
     except ValueError as exc:
         text = str(exc)
         pickled = "pickle" in text.lower() or "python objects" in text.lower()
-        why = "an object array needs pickle (captures are data, never code)" if pickled else \
-            f"an unreadable or truncated .npy file ({text})"
+        why = (
+            "an object array needs pickle (captures are data, never code)"
+            if pickled
+            else f"an unreadable or truncated .npy file ({text})"
+        )
         raise CaptureFileError(path, f"refused: {why}") from None
     if not isinstance(array, numpy.ndarray):  # an .npz archive read through a .npy name
         raise CaptureFileError(path, "not a .npy file")
@@ -234,5 +284,6 @@ def inspect_file(path: Path) -> FileInfo:
         return FileInfo("tensor", inspect_npy(path))
     if head[:4] == b"PK\x03\x04":
         return inspect_pt(path)
-    raise CaptureFileError(path, "neither a torch.save archive nor a .npy file (a legacy pickle is refused: "
-                           "captures are data, never code)")
+    raise CaptureFileError(
+        path, "neither a torch.save archive nor a .npy file (a legacy pickle is refused: captures are data, never code)"
+    )

@@ -78,7 +78,9 @@ LARGE_MAGNITUDE = 1e4
 
 _recorders: dict = {}
 _recorders_lock = threading.Lock()
-_wrappers: list[CaptureWrapper] = []  # every capture_calls wrapper of this process, checked at exit (see _warn_if_empty)
+_wrappers: list[
+    CaptureWrapper
+] = []  # every capture_calls wrapper of this process, checked at exit (see _warn_if_empty)
 
 
 # --------------------------------------------------------------------------
@@ -128,29 +130,55 @@ def value_stats(t) -> dict:
         x = x.float()  # float8: reductions in float32
     if x.dtype.is_floating_point:
         mn, mx = (float(v) for v in torch.aminmax(x))
-        if math.isfinite(mn) and math.isfinite(mx):  # the common case in two passes: no NaN (it would propagate), no Inf
-            return {"numel": int(t.numel()), "nan": 0, "inf": 0, "min": mn, "max": mx,
-                    "mean": float(x.mean(dtype=torch.float64)), "absmax": max(abs(mn), abs(mx))}
+        if math.isfinite(mn) and math.isfinite(
+            mx
+        ):  # the common case in two passes: no NaN (it would propagate), no Inf
+            return {
+                "numel": int(t.numel()),
+                "nan": 0,
+                "inf": 0,
+                "min": mn,
+                "max": mx,
+                "mean": float(x.mean(dtype=torch.float64)),
+                "absmax": max(abs(mn), abs(mx)),
+            }
         x = x.float() if x.dtype != torch.float64 else x
         finite = torch.isfinite(x)
-        stats: dict[str, int | float] = {"numel": int(t.numel()), "nan": int(torch.isnan(x).sum()),
-                                         "inf": int(torch.isinf(x).sum())}
+        stats: dict[str, int | float] = {
+            "numel": int(t.numel()),
+            "nan": int(torch.isnan(x).sum()),
+            "inf": int(torch.isinf(x).sum()),
+        }
         if bool(finite.any()):
             xf = x[finite].to(torch.float64)
-            stats.update(min=float(xf.min()), max=float(xf.max()), mean=float(xf.mean()),
-                         absmax=float(xf.abs().max()))
+            stats.update(min=float(xf.min()), max=float(xf.max()), mean=float(xf.mean()), absmax=float(xf.abs().max()))
         return stats
     xi = x.to(torch.int64)
-    return {"numel": int(x.numel()), "nan": 0, "inf": 0, "min": int(xi.min()), "max": int(xi.max()),
-            "mean": float(xi.to(torch.float64).mean()), "absmax": int(xi.abs().max())}
+    return {
+        "numel": int(x.numel()),
+        "nan": 0,
+        "inf": 0,
+        "min": int(xi.min()),
+        "max": int(xi.max()),
+        "mean": float(xi.to(torch.float64).mean()),
+        "absmax": int(xi.abs().max()),
+    }
 
 
 def tensor_meta(t) -> dict:
     shape, strides = list(t.shape), list(t.stride())
-    return {"kind": "tensor", "shape": shape, "strides": strides, "storage_offset": int(t.storage_offset()),
-            "dtype": dtype_name(t.dtype), "device": str(t.device), "format": storage_format(t),
-            "contiguous": bool(t.is_contiguous()), "requires_grad": bool(t.requires_grad),
-            "stats": value_stats(t)}
+    return {
+        "kind": "tensor",
+        "shape": shape,
+        "strides": strides,
+        "storage_offset": int(t.storage_offset()),
+        "dtype": dtype_name(t.dtype),
+        "device": str(t.device),
+        "format": storage_format(t),
+        "contiguous": bool(t.is_contiguous()),
+        "requires_grad": bool(t.requires_grad),
+        "stats": value_stats(t),
+    }
 
 
 def plain_value(value):
@@ -206,8 +234,13 @@ class Recorder:
     def _read_index(self) -> dict:
         path = os.path.join(self.dir, INDEX)
         if not os.path.exists(path):
-            return {"format": FORMAT, "version": VERSION, "budget_bytes": self.budget_bytes,
-                    "bytes_saved": 0, "calls": []}
+            return {
+                "format": FORMAT,
+                "version": VERSION,
+                "budget_bytes": self.budget_bytes,
+                "bytes_saved": 0,
+                "calls": [],
+            }
         with open(path, encoding="utf-8") as fh:
             return json.load(fh)
 
@@ -222,8 +255,18 @@ class Recorder:
                 os.unlink(tmp)
             raise
 
-    def record(self, stage: str, target: str, args: list, *, save, stack: list, limit: int | None,
-               kind: str, saved: dict | None = None) -> str | None:
+    def record(
+        self,
+        stage: str,
+        target: str,
+        args: list,
+        *,
+        save,
+        stack: list,
+        limit: int | None,
+        kind: str,
+        saved: dict | None = None,
+    ) -> str | None:
         """Record one call; ``args`` is a list of (name, value, positional).
         ``save(n_stage_calls)`` says whether to save tensors.  Returns the
         call id, or None when the target's limit is reached."""
@@ -253,17 +296,28 @@ class Recorder:
             for name, value, positional, meta in metas:
                 meta = dict(meta, name=name, positional=positional)
                 if meta["kind"] == "tensor" and want:
-                    note = self._save_tensor(value, meta, f"{pid}-{self.seq}.{name}.pt",
-                                             index["bytes_saved"] + saved_bytes)
+                    note = self._save_tensor(
+                        value, meta, f"{pid}-{self.seq}.{name}.pt", index["bytes_saved"] + saved_bytes
+                    )
                     saved_bytes += note
                 elif meta["kind"] == "tensor":
                     meta["saved"] = None
                 entry_args.append(meta)
             index["bytes_saved"] += saved_bytes
-            calls.append({"id": call_id, "stage": stage, "target": target, "kind": kind, "pid": pid,
-                          "thread": threading.current_thread().name, "time": time.time(),
-                          "args": entry_args, "stack": stack,
-                          "grad_enabled": torch.is_grad_enabled()})  # a training call: replayed with backward
+            calls.append(
+                {
+                    "id": call_id,
+                    "stage": stage,
+                    "target": target,
+                    "kind": kind,
+                    "pid": pid,
+                    "thread": threading.current_thread().name,
+                    "time": time.time(),
+                    "args": entry_args,
+                    "stack": stack,
+                    "grad_enabled": torch.is_grad_enabled(),
+                }
+            )  # a training call: replayed with backward
             self._write_index(index)
         return call_id
 
@@ -279,8 +333,9 @@ class Recorder:
                 return  # not ours, or already saved (a hook fires once per backward)
             self.seq += 1
             meta = dict(tensor_meta(grad), name=output, positional=False)
-            note = self._save_tensor(grad, meta, f"{os.getpid()}-{self.seq}.grad_output.{output}.pt",
-                                     index["bytes_saved"])
+            note = self._save_tensor(
+                grad, meta, f"{os.getpid()}-{self.seq}.grad_output.{output}.pt", index["bytes_saved"]
+            )
             index["bytes_saved"] += note
             entry.setdefault("grad_outputs", []).append(meta)
             self._write_index(index)
@@ -301,8 +356,13 @@ class Recorder:
             return 0
         if fmt in PLAIN_FORMATS:
             region = detached.as_strided((extent,), (1,), meta["storage_offset"]).cpu().clone()
-            payload = {"opdebug_capture": VERSION, "region": region, "shape": meta["shape"],
-                       "strides": meta["strides"], "storage_offset": meta["storage_offset"]}
+            payload = {
+                "opdebug_capture": VERSION,
+                "region": region,
+                "shape": meta["shape"],
+                "strides": meta["strides"],
+                "storage_offset": meta["storage_offset"],
+            }
             meta["saved"] = "region"
         else:  # a private NPU format: its logical values; the format is in the index
             payload = detached.cpu().contiguous().clone()
@@ -321,8 +381,12 @@ class Recorder:
         with open(path, "rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(block)
-        meta.update(file=file_name, file_bytes=os.path.getsize(path), file_sha256=digest.hexdigest(),
-                    sha256=logical_sha256(detached))
+        meta.update(
+            file=file_name,
+            file_bytes=os.path.getsize(path),
+            file_sha256=digest.hexdigest(),
+            sha256=logical_sha256(detached),
+        )
         return os.path.getsize(path)
 
 
@@ -360,8 +424,7 @@ def _resolve(target):
     if callable(target):
         return target, getattr(target, "__module__", None), getattr(target, "__qualname__", repr(target))
     if not isinstance(target, str) or "." not in target:
-        raise ValueError(f"target must be a callable or a dotted name such as 'torch_npu.npu_rms_norm', "
-                         f"not {target!r}")
+        raise ValueError(f"target must be a callable or a dotted name such as 'torch_npu.npu_rms_norm', not {target!r}")
     module_name, attr = target.rsplit(".", 1)
     module = importlib.import_module(module_name)
     return getattr(module, attr), module_name, attr
@@ -369,8 +432,11 @@ def _resolve(target):
 
 def _param_names(fn) -> list | None:
     try:
-        return [p.name for p in inspect.signature(fn).parameters.values()
-                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        return [
+            p.name
+            for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
     except (TypeError, ValueError):
         return None
 
@@ -379,15 +445,22 @@ def _hook_upstream(rec: Recorder, call_id: str, out, errors: list) -> None:
     """A tensor hook on each output that requires grad: the gradient the model's backward
     sends into it is saved as that call's upstream gradient (``out``, or ``out0``, ``out1``...
     for a tuple, as the runner names outputs by position)."""
-    outs = [("out", out)] if isinstance(out, torch.Tensor) else \
-        [(f"out{i}", o) for i, o in enumerate(out)] if isinstance(out, (tuple, list)) else []
+    outs = (
+        [("out", out)]
+        if isinstance(out, torch.Tensor)
+        else [(f"out{i}", o) for i, o in enumerate(out)]
+        if isinstance(out, (tuple, list))
+        else []
+    )
     for name, t in outs:
         if isinstance(t, torch.Tensor) and t.requires_grad:
+
             def hook(grad, name=name):
                 try:
                     rec.record_grad(call_id, name, grad)
                 except Exception as exc:  # never break the model's backward
                     errors.append(f"{type(exc).__name__}: {exc}")
+
             t.register_hook(hook)
 
 
@@ -406,9 +479,17 @@ class CaptureWrapper(Protocol):
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 
-def capture_calls(target, out_dir=None, *, limit: int | None = 100, when=None, tensors=False,
-                  budget_bytes: int = DEFAULT_BUDGET_BYTES, stage: str | None = None,
-                  install: bool = False) -> CaptureWrapper:
+def capture_calls(
+    target,
+    out_dir=None,
+    *,
+    limit: int | None = 100,
+    when=None,
+    tensors=False,
+    budget_bytes: int = DEFAULT_BUDGET_BYTES,
+    stage: str | None = None,
+    install: bool = False,
+) -> CaptureWrapper:
     """A wrapper of ``target`` that records each real call under ``out_dir``.
 
     - ``limit``: most calls recorded for this target (all processes together);
@@ -492,15 +573,19 @@ def empty_capture_warnings() -> list:
         if w.pid != os.getpid() or w.recorded or w.full:
             continue
         if w.calls_seen == 0:
-            why = ("saw no call: the model may call the operator through another name (a 'from ... import' bound "
-                   "before install=True, a method or a compiled graph); wrap that name, or call capture_inputs at "
-                   "the call site")
+            why = (
+                "saw no call: the model may call the operator through another name (a 'from ... import' bound "
+                "before install=True, a method or a compiled graph); wrap that name, or call capture_inputs at "
+                "the call site"
+            )
         elif w.errors:
             why = f"saw {w.calls_seen} call(s) and every one failed to record; the first error: {w.errors[0]}"
         else:
             why = f"saw {w.calls_seen} call(s) and 'when' let none through"
-        out.append(f"opdebug_capture: WARNING: capture_calls({w.target_name!r}) recorded nothing in {w.out_dir} "
-                   f"(pid {w.pid}): it {why}. Planning from this capture is refused.")
+        out.append(
+            f"opdebug_capture: WARNING: capture_calls({w.target_name!r}) recorded nothing in {w.out_dir} "
+            f"(pid {w.pid}): it {why}. Planning from this capture is refused."
+        )
     return out
 
 
@@ -511,7 +596,6 @@ def _warn_if_empty() -> None:
             sys.stderr.flush()
         except Exception:  # stderr gone at exit: nothing more to do
             pass
-
 
 
 atexit.register(_warn_if_empty)

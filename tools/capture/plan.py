@@ -40,9 +40,9 @@ from ..schemas import DTYPES, FLOAT_DTYPES, LAYOUTS, CaptureSelection, Case, con
 from .files import CaptureFileError, FileInfo, inspect_file
 from .workspace import allowed_roots
 
-MAX_FILE_BYTES = 1 << 30          # one captured tensor file
-MAX_CAPTURE_BYTES = 4 << 30       # every file of one capture together
-MAX_INDEX_BYTES = 64 << 20        # index.json / dump.json
+MAX_FILE_BYTES = 1 << 30  # one captured tensor file
+MAX_CAPTURE_BYTES = 4 << 30  # every file of one capture together
+MAX_INDEX_BYTES = 64 << 20  # index.json / dump.json
 WORKSPACE_ENV = "OPDEBUG_WORKSPACE"
 ID_PREFIX, DUMP_ID_PREFIX = "cap-", "dump-"  # case ids: cap-<stage>-<N>, dump-<API name>
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -69,9 +69,11 @@ def workspace_path(given: str, where: str, evidence_root=None) -> Path:
     path = Path(given).expanduser().resolve()
     roots = workspace_roots(evidence_root)
     if not any(path == r or r in path.parents for r in roots):
-        raise ToolError(f"{where}: {given!r} is outside the workspace ({', '.join(str(r) for r in roots)}); "
-                        f"copy the capture into the project or add its directory to ${WORKSPACE_ENV}",
-                        code="bad_file")
+        raise ToolError(
+            f"{where}: {given!r} is outside the workspace ({', '.join(str(r) for r in roots)}); "
+            f"copy the capture into the project or add its directory to ${WORKSPACE_ENV}",
+            code="bad_file",
+        )
     return path
 
 
@@ -81,8 +83,9 @@ def _read_json(path: Path, where: str) -> Any:
         if not path.is_file():
             raise ToolError(f"{where}: {str(path)!r} is not a regular file", code="bad_file")
         if size > MAX_INDEX_BYTES:
-            raise ToolError(f"{where}: {str(path)!r} is {size} bytes, over the {MAX_INDEX_BYTES} limit",
-                            code="bad_file")
+            raise ToolError(
+                f"{where}: {str(path)!r} is {size} bytes, over the {MAX_INDEX_BYTES} limit", code="bad_file"
+            )
         with open(path, encoding="utf-8") as fh:
             return json.load(fh)
     except OSError as exc:
@@ -106,8 +109,11 @@ class _Budget:
             raise CaptureFileError(path, f"{size} bytes, over the {MAX_FILE_BYTES}-byte limit per captured file")
         self.total += size
         if self.total > MAX_CAPTURE_BYTES:
-            raise ToolError(f"{self.where}: the capture's files pass {MAX_CAPTURE_BYTES} bytes (per-capture limit); "
-                            "choose fewer calls ('calls')", code="bad_file")
+            raise ToolError(
+                f"{self.where}: the capture's files pass {MAX_CAPTURE_BYTES} bytes (per-capture limit); "
+                "choose fewer calls ('calls')",
+                code="bad_file",
+            )
 
 
 def _data_file(base: Path, name: Any, where: str) -> Path:
@@ -138,8 +144,11 @@ def generated_values(stats: dict, dtype: str, numel: int) -> dict:
     elif dtype.startswith("complex"):
         spec = {"kind": "normal"}
     elif not dtype.startswith(("float", "bfloat")):
-        spec = {"kind": "randint", "low": int(lo), "high": int(hi) + 1} if _finite(lo) and _finite(hi) else \
-            {"kind": "randint", "low": -8, "high": 8}
+        spec = (
+            {"kind": "randint", "low": int(lo), "high": int(hi) + 1}
+            if _finite(lo) and _finite(hi)
+            else {"kind": "randint", "low": -8, "high": 8}
+        )
     elif _finite(lo) and _finite(hi) and lo < hi:
         spec = {"kind": "uniform", "low": float(lo), "high": float(hi)}
     elif _finite(lo) and lo == hi:
@@ -179,22 +188,41 @@ def _case_id(prefix: str, call: str) -> str:
     return fit_id(prefix + call.replace("#", "-"))
 
 
-def _build_case(case_id: str, origin: dict, tensors: list[tuple[str, dict, str | None]], attributes: dict,
-                description: str, grad_output: dict | None = None, training: bool = False) -> Case:
+def _build_case(
+    case_id: str,
+    origin: dict,
+    tensors: list[tuple[str, dict, str | None]],
+    attributes: dict,
+    description: str,
+    grad_output: dict | None = None,
+    training: bool = False,
+) -> Case:
     inputs = []
     for name, meta, stored in tensors:
         strides = meta["strides"] if meta["strides"] != contiguous_strides(meta["shape"]) else None
         numel = math.prod(meta["shape"])
-        values = {"kind": "captured", "captured": stored} if stored else \
-            generated_values(meta.get("stats") or {}, meta["dtype"], numel)
-        inputs.append({"name": name, "shape": meta["shape"], "strides": strides,
-                       "storage_offset": meta["storage_offset"], "dtype": meta["dtype"],
-                       "layout": meta["layout"], "values": values})
+        values = (
+            {"kind": "captured", "captured": stored}
+            if stored
+            else generated_values(meta.get("stats") or {}, meta["dtype"], numel)
+        )
+        inputs.append(
+            {
+                "name": name,
+                "shape": meta["shape"],
+                "strides": strides,
+                "storage_offset": meta["storage_offset"],
+                "dtype": meta["dtype"],
+                "layout": meta["layout"],
+                "values": values,
+            }
+        )
     doc = {"id": case_id, "inputs": inputs, "attributes": attributes, "description": description, "origin": origin}
     # a training call (gradients on) replays with its backward for the inputs that required
     # grad (the model's own upstream gradients when they were captured, else generated ones)
-    grads = [name for name, meta, _ in tensors if training and meta.get("requires_grad")
-             and meta["dtype"] in FLOAT_DTYPES]
+    grads = [
+        name for name, meta, _ in tensors if training and meta.get("requires_grad") and meta["dtype"] in FLOAT_DTYPES
+    ]
     if grads:
         doc["grad_inputs"] = grads
         if grad_output:
@@ -202,8 +230,10 @@ def _build_case(case_id: str, origin: dict, tensors: list[tuple[str, dict, str |
     try:
         return Case.model_validate(doc)
     except ValidationError as exc:
-        raise ToolError(f"{origin['source']} call {origin['call']!r} gives an invalid case: "
-                        + format_validation_error(exc), code="bad_capture") from None
+        raise ToolError(
+            f"{origin['source']} call {origin['call']!r} gives an invalid case: " + format_validation_error(exc),
+            code="bad_capture",
+        ) from None
 
 
 def _star(base: Case, tensors: list[tuple[str, dict, str | None]]) -> list[Case]:
@@ -213,8 +243,12 @@ def _star(base: Case, tensors: list[tuple[str, dict, str | None]]) -> list[Case]
         spec = next(i for i in base.inputs if i.name == name)
         variants: list[tuple[str, dict[str, Any]]] = []
         if stored:
-            variants.append(("values-generated", {"values": generated_values(meta.get("stats") or {}, meta["dtype"],
-                                                                               math.prod(meta["shape"]))}))
+            variants.append(
+                (
+                    "values-generated",
+                    {"values": generated_values(meta.get("stats") or {}, meta["dtype"], math.prod(meta["shape"]))},
+                )
+            )
         if not spec.is_contiguous():
             variants.append(("strides-contiguous", {"strides": None}))
         if spec.storage_offset:
@@ -243,14 +277,24 @@ def _tensor_meta(meta: dict, where: str) -> dict:
     except (KeyError, TypeError, ValueError):
         raise ToolError(f"{where}: the recorded tensor lacks shape/dtype", code="bad_capture") from None
     if dtype not in DTYPES:
-        raise ToolError(f"{where}: dtype {dtype!r} is not one a case can take ({', '.join(DTYPES)}); nothing is "
-                        "cast", code="bad_capture")
+        raise ToolError(
+            f"{where}: dtype {dtype!r} is not one a case can take ({', '.join(DTYPES)}); nothing is cast",
+            code="bad_capture",
+        )
     layout = meta.get("format") or "ND"
     if layout not in LAYOUTS:
-        raise ToolError(f"{where}: storage format {layout!r} is not one a case can take ({', '.join(LAYOUTS)})",
-                        code="bad_capture")
-    return {"shape": shape, "strides": strides, "storage_offset": offset, "dtype": dtype, "layout": layout,
-            "stats": meta.get("stats") or {}, "requires_grad": meta.get("requires_grad") is True}
+        raise ToolError(
+            f"{where}: storage format {layout!r} is not one a case can take ({', '.join(LAYOUTS)})", code="bad_capture"
+        )
+    return {
+        "shape": shape,
+        "strides": strides,
+        "storage_offset": offset,
+        "dtype": dtype,
+        "layout": layout,
+        "stats": meta.get("stats") or {},
+        "requires_grad": meta.get("requires_grad") is True,
+    }
 
 
 def _attribute(value: Any, where: str) -> Any:
@@ -258,8 +302,11 @@ def _attribute(value: Any, where: str) -> Any:
     if isinstance(value, list):
         ok = all(v is None or isinstance(v, (bool, int, str)) or _finite(v) for v in value)
     if not ok:
-        raise ToolError(f"{where}: the recorded value {json.dumps(value)[:120]} cannot be a case attribute "
-                        "(None, bool, int, finite float, str or a list of them)", code="bad_capture")
+        raise ToolError(
+            f"{where}: the recorded value {json.dumps(value)[:120]} cannot be a case attribute "
+            "(None, bool, int, finite float, str or a list of them)",
+            code="bad_capture",
+        )
     return value
 
 
@@ -271,8 +318,11 @@ def _check_region(path: Path, info: FileInfo, meta: dict, entry: dict) -> None:
         view = {"shape": meta["shape"], "strides": meta["strides"], "storage_offset": meta["storage_offset"]}
         if info.view != view:
             raise CaptureFileError(path, f"holds the view {info.view}, the index says {view}")
-        extent = 0 if 0 in meta["shape"] else \
-            sum((s - 1) * st for s, st in zip(meta["shape"], meta["strides"], strict=True)) + 1
+        extent = (
+            0
+            if 0 in meta["shape"]
+            else sum((s - 1) * st for s, st in zip(meta["shape"], meta["strides"], strict=True)) + 1
+        )
         if t.shape != [extent]:
             raise CaptureFileError(path, f"its region has shape {t.shape}, the view spans {extent} elements")
     elif t.shape != meta["shape"]:
@@ -284,7 +334,11 @@ def _check_region(path: Path, info: FileInfo, meta: dict, entry: dict) -> None:
 
 def _opdebug_cases(sel: CaptureSelection, base: Path, where: str) -> Planned:
     index = _read_json(base / "index.json", where)
-    if not isinstance(index, dict) or index.get("format") != "opdebug-capture" or not isinstance(index.get("calls"), list):
+    if (
+        not isinstance(index, dict)
+        or index.get("format") != "opdebug-capture"
+        or not isinstance(index.get("calls"), list)
+    ):
         raise CaptureFileError(base / "index.json", "not an opdebug-capture index")
     calls = {c["id"]: c for c in index["calls"] if isinstance(c, dict) and isinstance(c.get("id"), str)}
     if not calls:
@@ -292,8 +346,10 @@ def _opdebug_cases(sel: CaptureSelection, base: Path, where: str) -> Planned:
     chosen = sel.calls or list(calls)
     unknown = [c for c in chosen if c not in calls]
     if unknown:
-        raise ToolError(f"{where}: calls {unknown} are not in {str(base / 'index.json')!r} "
-                        f"(it has {sorted(calls)[:20]})", code="validation_error")
+        raise ToolError(
+            f"{where}: calls {unknown} are not in {str(base / 'index.json')!r} (it has {sorted(calls)[:20]})",
+            code="validation_error",
+        )
     planned, budget = Planned(), _Budget(where)
     for call_id in chosen:
         entry = calls[call_id]
@@ -322,8 +378,10 @@ def _opdebug_cases(sel: CaptureSelection, base: Path, where: str) -> Planned:
             elif arg.get("kind") == "value":
                 attributes[name] = _attribute(arg.get("value"), awhere)
             else:
-                raise ToolError(f"{awhere}: a {arg.get('kind')!r} argument (a list of tensors) is not replayed yet",
-                                code="bad_capture")
+                raise ToolError(
+                    f"{awhere}: a {arg.get('kind')!r} argument (a list of tensors) is not replayed yet",
+                    code="bad_capture",
+                )
         if not tensors:
             raise ToolError(f"{cwhere}: no tensor argument to replay", code="bad_capture")
         grad_output = {}
@@ -339,12 +397,21 @@ def _opdebug_cases(sel: CaptureSelection, base: Path, where: str) -> Planned:
             stored = fit_id(f"{case_id}.grad_output.{gname}")
             planned.files[stored] = path
             grad_output[gname] = {"kind": "captured", "captured": stored}
-        origin = {"kind": "captured_call", "source": str(base), "call": call_id, "target": entry.get("target"),
-                  "exact": exact, "stats": stats, "stack": [str(s)[:1000] for s in (entry.get("stack") or [])][-8:]}
-        desc = (f"captured call {call_id} of {entry.get('target')}: "
-                + ("exact recorded values" if exact else "metadata only - generated values of the recorded spec"))
-        case = _build_case(case_id, origin, tensors, attributes, desc, grad_output,
-                           training=entry.get("grad_enabled") is True)
+        origin = {
+            "kind": "captured_call",
+            "source": str(base),
+            "call": call_id,
+            "target": entry.get("target"),
+            "exact": exact,
+            "stats": stats,
+            "stack": [str(s)[:1000] for s in (entry.get("stack") or [])][-8:],
+        }
+        desc = f"captured call {call_id} of {entry.get('target')}: " + (
+            "exact recorded values" if exact else "metadata only - generated values of the recorded spec"
+        )
+        case = _build_case(
+            case_id, origin, tensors, attributes, desc, grad_output, training=entry.get("grad_enabled") is True
+        )
         planned.cases.append(case)
         if sel.star:
             planned.cases.extend(_star(case, tensors))
@@ -371,12 +438,18 @@ def _dump_cases(sel: CaptureSelection, dump_json: Path, where: str) -> Planned:
         raise empty_capture(where, str(dump_json), "its 'data' has no API with inputs")
     chosen = sel.calls or [k for k in apis if k.endswith(".forward")]
     if not chosen:
-        raise empty_capture(where, str(dump_json), f"none of its {len(apis)} APIs is a forward call; name the ones "
-                                                   f"to replay in 'calls' (it has {sorted(apis)[:10]})")
+        raise empty_capture(
+            where,
+            str(dump_json),
+            f"none of its {len(apis)} APIs is a forward call; name the ones "
+            f"to replay in 'calls' (it has {sorted(apis)[:10]})",
+        )
     unknown = [c for c in chosen if c not in apis]
     if unknown:
-        raise ToolError(f"{where}: APIs {unknown} are not in {str(dump_json)!r} (it has {sorted(apis)[:20]})",
-                        code="validation_error")
+        raise ToolError(
+            f"{where}: APIs {unknown} are not in {str(dump_json)!r} (it has {sorted(apis)[:20]})",
+            code="validation_error",
+        )
     planned, budget = Planned(), _Budget(where)
     for api in chosen:
         entry = apis[api]
@@ -397,8 +470,15 @@ def _dump_cases(sel: CaptureSelection, dump_json: Path, where: str) -> Planned:
                     st["nan"] = 1
                 if any(math.isinf(v) for v in nonfinite):
                     st["inf"] = 1
-                meta = _tensor_meta({"shape": arg.get("shape"), "dtype": arg.get("dtype"), "stats": st,
-                                     "requires_grad": arg.get("requires_grad")}, awhere)
+                meta = _tensor_meta(
+                    {
+                        "shape": arg.get("shape"),
+                        "dtype": arg.get("dtype"),
+                        "stats": st,
+                        "requires_grad": arg.get("requires_grad"),
+                    },
+                    awhere,
+                )
                 meta["stats"] = st
                 stored = None
                 if arg.get("data_name"):
@@ -408,30 +488,47 @@ def _dump_cases(sel: CaptureSelection, dump_json: Path, where: str) -> Planned:
                     if info.kind != "tensor":
                         raise CaptureFileError(path, "holds a region dict, not the dumped tensor")
                     if info.tensor.dtype != meta["dtype"] or info.tensor.shape != meta["shape"]:
-                        raise CaptureFileError(path, f"holds {info.tensor.dtype} {info.tensor.shape}, dump.json says "
-                                               f"{meta['dtype']} {meta['shape']}")
+                        raise CaptureFileError(
+                            path,
+                            f"holds {info.tensor.dtype} {info.tensor.shape}, dump.json says "
+                            f"{meta['dtype']} {meta['shape']}",
+                        )
                     stored = fit_id(f"{case_id}.{name}")
                     planned.files[stored] = path
                 else:
                     exact = False
                 stats[name] = st
                 tensors.append((name, meta, stored))
-            elif isinstance(arg, dict) and "value" in arg and arg.get("type") in ("int", "float", "bool", "str",
-                                                                                 "NoneType", "slice"):
+            elif (
+                isinstance(arg, dict)
+                and "value" in arg
+                and arg.get("type") in ("int", "float", "bool", "str", "NoneType", "slice")
+            ):
                 attributes[name] = _attribute(arg["value"], awhere)
             elif arg is None:
                 attributes[name] = None
             else:
-                raise ToolError(f"{awhere}: a {str(arg)[:80]} argument cannot be replayed (tensors, int, float, bool, "
-                                "str, None and slices can)", code="bad_capture")
+                raise ToolError(
+                    f"{awhere}: a {str(arg)[:80]} argument cannot be replayed (tensors, int, float, bool, "
+                    "str, None and slices can)",
+                    code="bad_capture",
+                )
         if not tensors:
             raise ToolError(f"{cwhere}: no tensor input to replay", code="bad_capture")
-        origin = {"kind": "accuracy_dump", "source": str(dump_json), "call": api, "target": api.rsplit(".", 2)[0],
-                  "exact": exact, "stats": stats, "stack": []}
-        desc = (f"accuracy-checker dump {api} (task {doc.get('task')}, level {doc.get('level')}): "
-                + ("exact dumped values" if exact else "statistics only - generated values of the dumped spec"))
+        origin = {
+            "kind": "accuracy_dump",
+            "source": str(dump_json),
+            "call": api,
+            "target": api.rsplit(".", 2)[0],
+            "exact": exact,
+            "stats": stats,
+            "stack": [],
+        }
+        desc = f"accuracy-checker dump {api} (task {doc.get('task')}, level {doc.get('level')}): " + (
+            "exact dumped values" if exact else "statistics only - generated values of the dumped spec"
+        )
         # a training dump has the API's backward too: then its inputs that required grad get theirs
-        backward = api.endswith(".forward") and f"{api[:-len('.forward')]}.backward" in doc["data"]
+        backward = api.endswith(".forward") and f"{api[: -len('.forward')]}.backward" in doc["data"]
         case = _build_case(case_id, origin, tensors, attributes, desc, training=backward)
         planned.cases.append(case)
         if sel.star:
@@ -441,11 +538,14 @@ def _dump_cases(sel: CaptureSelection, dump_json: Path, where: str) -> Planned:
 
 def empty_capture(where: str, source: str, detail: str) -> ToolError:
     """A capture that recorded nothing: refused by name, with the usual cause."""
-    return ToolError(f"{where}.dir: the capture {source!r} recorded no call ({detail}); nothing was planned. A "
-                     "wrapper that saw no call usually means the model calls the operator through another name "
-                     "(a 'from torch_npu import npu_rms_norm' bound before install=True, a method of a module): wrap "
-                     "that name, or call capture_inputs at the call site, and run the model again "
-                     "(opdebug_capture warns at exit when a wrapper saw no call)", code="empty_capture")
+    return ToolError(
+        f"{where}.dir: the capture {source!r} recorded no call ({detail}); nothing was planned. A "
+        "wrapper that saw no call usually means the model calls the operator through another name "
+        "(a 'from torch_npu import npu_rms_norm' bound before install=True, a method of a module): wrap "
+        "that name, or call capture_inputs at the call site, and run the model again "
+        "(opdebug_capture warns at exit when a wrapper saw no call)",
+        code="empty_capture",
+    )
 
 
 def plan_from_captures(selections: list[CaptureSelection], evidence_root=None) -> Planned:
@@ -463,13 +563,17 @@ def plan_from_captures(selections: list[CaptureSelection], evidence_root=None) -
         elif path.is_dir() and not [p for p in path.iterdir() if p.name != "index.lock"]:
             raise empty_capture(where, sel.dir, "the directory holds no index.json: no call was recorded")
         else:
-            raise ToolError(f"{where}.dir: {sel.dir!r} holds neither an opdebug capture (index.json) nor an "
-                            "accuracy-checker dump (dump.json)", code="bad_file")
+            raise ToolError(
+                f"{where}.dir: {sel.dir!r} holds neither an opdebug capture (index.json) nor an "
+                "accuracy-checker dump (dump.json)",
+                code="bad_file",
+            )
         for name, file in planned.files.items():
             if name in out.files and out.files[name] != file:
-                raise ToolError(f"{where}: stored capture name {name!r} comes from two captures; plan them in separate "
-                                "runs",
-                                code="validation_error")
+                raise ToolError(
+                    f"{where}: stored capture name {name!r} comes from two captures; plan them in separate runs",
+                    code="validation_error",
+                )
             out.files[name] = file
         out.cases.extend(planned.cases)
     return out

@@ -39,14 +39,18 @@ def _inside(path: Path, roots: list[Path]) -> bool:
     return any(path == r or r in path.parents for r in roots)
 
 
-def read_workspace_file(given: str, field: str, roots: list[Path], *, limit: int,
-                        timeout_s: float = READ_TIMEOUT_S) -> bytes:
+def read_workspace_file(
+    given: str, field: str, roots: list[Path], *, limit: int, timeout_s: float = READ_TIMEOUT_S
+) -> bytes:
     """The file's bytes, or a ToolError naming ``field`` and what is wrong."""
     path = Path(given).expanduser()
     real = Path(os.path.realpath(path))
     if not _inside(real, roots):
-        raise ToolError(f"{field}: {given!r} is outside the workspace ({', '.join(map(str, roots))}); copy the "
-                        f"file into the workspace, or add its directory to ${ROOTS_ENV}", code="bad_file")
+        raise ToolError(
+            f"{field}: {given!r} is outside the workspace ({', '.join(map(str, roots))}); copy the "
+            f"file into the workspace, or add its directory to ${ROOTS_ENV}",
+            code="bad_file",
+        )
     box: dict = {}
 
     def read() -> None:

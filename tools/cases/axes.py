@@ -122,12 +122,17 @@ def distance_axes(case: Case) -> dict[str, str]:
     layouts; the summary ``dtype`` axis is left out (it is derived); values
     count as planned (a ``by_dtype`` spec does not change with the dtype)."""
     axes = case_axes(case, effective_values=False)
-    out = {"mode": axes["mode"],
-           "dtype": ",".join(input_kinds(i, "dtype") for i in case.inputs),
-           "layout": ",".join(input_kinds(i, "layout") for i in case.inputs)}
+    out = {
+        "mode": axes["mode"],
+        "dtype": ",".join(input_kinds(i, "dtype") for i in case.inputs),
+        "layout": ",".join(input_kinds(i, "layout") for i in case.inputs),
+    }
     for key, value in axes.items():
-        if key.startswith("attr.") or key.endswith((".shape", ".strides", ".offset", ".values", ".len", ".none")) \
-                or key in OPTION_AXES:
+        if (
+            key.startswith("attr.")
+            or key.endswith((".shape", ".strides", ".offset", ".values", ".len", ".none"))
+            or key in OPTION_AXES
+        ):
             out[key] = value
     return out
 
@@ -146,10 +151,13 @@ def axes_difference(da: dict[str, str], db: dict[str, str]) -> list[str]:
     diff = [k for k in dict.fromkeys([*da, *db]) if da.get(k) != db.get(k)]
     lens = {owner(k) for k in diff if k.endswith(".len")}
     nones = {owner(k) for k in diff if k.endswith(".none")}
-    return [k for k in diff
-            if not (k.endswith(".strides") and k[: -len(".strides")] + ".shape" in diff)
-            and not (owner(k) in lens and "[" in k)
-            and not (owner(k) in nones and not k.endswith(".none"))]
+    return [
+        k
+        for k in diff
+        if not (k.endswith(".strides") and k[: -len(".strides")] + ".shape" in diff)
+        and not (owner(k) in lens and "[" in k)
+        and not (owner(k) in nones and not k.endswith(".none"))
+    ]
 
 
 def differing_axes(a: Case, b: Case) -> list[str]:

@@ -28,10 +28,29 @@ from .axes import OPTION_AXES, distance_axes, input_kinds
 
 UNSET = "unset"
 CONTIGUITY = ("contiguous", "transposed", "sliced", "broadcast", "overlapping")
-DTYPE_BITS = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64, "int8": 8, "uint8": 8,
-              "int16": 16, "int32": 32, "int64": 64, "bool": 8, "float8_e4m3fn": 8, "float8_e5m2": 8,
-              "complex64": 64, "complex128": 128, "uint16": 16, "uint32": 32, "uint64": 64, "hifloat8": 8,
-              "float4_e2m1fn_x2": 8, "float4_e1m2fn_x2": 8, "int4": 4}
+DTYPE_BITS = {
+    "float16": 16,
+    "bfloat16": 16,
+    "float32": 32,
+    "float64": 64,
+    "int8": 8,
+    "uint8": 8,
+    "int16": 16,
+    "int32": 32,
+    "int64": 64,
+    "bool": 8,
+    "float8_e4m3fn": 8,
+    "float8_e5m2": 8,
+    "complex64": 64,
+    "complex128": 128,
+    "uint16": 16,
+    "uint32": 32,
+    "uint64": 64,
+    "hifloat8": 8,
+    "float4_e2m1fn_x2": 8,
+    "float4_e1m2fn_x2": 8,
+    "int4": 4,
+}
 _SHAPE_SUFFIX = ".shape["
 
 
@@ -176,9 +195,17 @@ def source_of(axis: str) -> str:
     if axis.endswith(".layout"):
         return "layout"
     name = axis.split(".", 1)[0]
-    field = axis[len(name) + 1:]
-    if field in ("shape", "rank", "numel", "zero_size", "last_align", "bytes", "rows", "last_align_bytes") or \
-            field.startswith(("shape[", "align[")):
+    field = axis[len(name) + 1 :]
+    if field in (
+        "shape",
+        "rank",
+        "numel",
+        "zero_size",
+        "last_align",
+        "bytes",
+        "rows",
+        "last_align_bytes",
+    ) or field.startswith(("shape[", "align[")):
         return f"{name}.shape"
     if field in ("strides", "contiguity") or field.startswith("stride["):
         return f"{name}.strides"
@@ -194,10 +221,16 @@ def case_distance_axes(case: Case, labels: dict[str, str] | None = None) -> dict
     members = [m for i in case.inputs for m in i.members()]
     if labels is None or any(m.values.by_dtype for m in members) or any(i.values.by_dtype for i in case.inputs):
         return distance_axes(case)
-    out = {"mode": labels["mode"], "dtype": ",".join(input_kinds(i, "dtype") for i in case.inputs),
-           "layout": ",".join(input_kinds(i, "layout") for i in case.inputs)}
+    out = {
+        "mode": labels["mode"],
+        "dtype": ",".join(input_kinds(i, "dtype") for i in case.inputs),
+        "layout": ",".join(input_kinds(i, "layout") for i in case.inputs),
+    }
     for key, value in labels.items():
-        if key.startswith("attr.") or key.endswith((".shape", ".strides", ".offset", ".values", ".len", ".none")) \
-                or key in OPTION_AXES:
+        if (
+            key.startswith("attr.")
+            or key.endswith((".shape", ".strides", ".offset", ".values", ".len", ".none"))
+            or key in OPTION_AXES
+        ):
             out[key] = value
     return out

@@ -30,8 +30,9 @@ def _one_axis_keys(axes: dict[str, str], keys: list[str]) -> list[tuple]:
     return out
 
 
-def multi_axis_warnings(cases: list[Case], *, limit: int = MAX_WARNINGS,
-                        star_bases: dict[str, Case] | None = None) -> list[str]:
+def multi_axis_warnings(
+    cases: list[Case], *, limit: int = MAX_WARNINGS, star_bases: dict[str, Case] | None = None
+) -> list[str]:
     """One warning per case that differs from every other case in more than
     one axis, naming its closest neighbour and the differing axes (the first
     ``limit`` such cases; one more line counts the rest).  A case a star made
@@ -80,6 +81,8 @@ def multi_axis_warnings(cases: list[Case], *, limit: int = MAX_WARNINGS,
             "pinned to one axis - add a case between them that changes one axis at a time."
         )
     if len(lonely) > limit:
-        warnings.append(f"... and {len(lonely) - limit} more case(s) that differ from every other case in more "
-                        "than one axis (the first ones are named above).")
+        warnings.append(
+            f"... and {len(lonely) - limit} more case(s) that differ from every other case in more "
+            "than one axis (the first ones are named above)."
+        )
     return warnings

@@ -71,28 +71,43 @@ def value_classes(spec: TensorSpec, n: str) -> dict[str, Any]:
     zero_specials = [p for s in v.specials if s.value in ("+0", "-0") for p in (s.positions or [])]
     counted_zero = any(s.value in ("+0", "-0") for s in v.specials)
     nonzero_specials = specials - {"+0", "-0"}
-    if v.kind == "zeros" or (v.kind == "full" and v.fill == 0) or (v.kind == "normal" and v.std == 0 and v.mean == 0) \
-            or (v.kind == "randint" and v.low == 0 and v.high == 1):
+    if (
+        v.kind == "zeros"
+        or (v.kind == "full" and v.fill == 0)
+        or (v.kind == "normal" and v.std == 0 and v.mean == 0)
+        or (v.kind == "randint" and v.low == 0 and v.high == 1)
+    ):
         base_zero, base_const = True, True
     else:
         base_zero = False
-        base_const = v.kind in ("ones", "full") or (v.kind == "normal" and v.std == 0) or \
-            (v.kind == "randint" and v.high is not None and v.low is not None and v.high - v.low <= 1)
+        base_const = (
+            v.kind in ("ones", "full")
+            or (v.kind == "normal" and v.std == 0)
+            or (v.kind == "randint" and v.high is not None and v.low is not None and v.high - v.low <= 1)
+        )
     if v.exclude_zero and base_zero:
         base_zero = False  # zeros become the smallest non-zero step
     all_zero = numel > 0 and base_zero and not nonzero_specials
-    base_has_zero = base_zero or v.kind == "arange" or (
-        v.kind == "randint" and v.low is not None and v.high is not None and v.low <= 0 < v.high)
+    base_has_zero = (
+        base_zero
+        or v.kind == "arange"
+        or (v.kind == "randint" and v.low is not None and v.high is not None and v.low <= 0 < v.high)
+    )
     if v.exclude_zero:
         base_has_zero = False
     has_zero = numel > 0 and (base_has_zero or counted_zero)
     rows = numel // spec.shape[-1] if spec.shape and spec.shape[-1] else 0
-    placed = sum(s.count if s.count is not None else len(s.positions or []) for s in v.specials
-                 if s.value not in ("+0", "-0"))
+    placed = sum(
+        s.count if s.count is not None else len(s.positions or []) for s in v.specials if s.value not in ("+0", "-0")
+    )
     # zeros with fewer special elements than rows leave a row untouched
     zero_rows = all_zero or (numel > 0 and (_zero_row(spec, zero_specials) or (base_zero and placed < rows)))
-    out: dict[str, Any] = {f"{n}.all_zero": all_zero, f"{n}.has_zero": has_zero, f"{n}.zero_rows": zero_rows,
-                           f"{n}.constant": numel > 0 and base_const and not specials}
+    out: dict[str, Any] = {
+        f"{n}.all_zero": all_zero,
+        f"{n}.has_zero": has_zero,
+        f"{n}.zero_rows": zero_rows,
+        f"{n}.constant": numel > 0 and base_const and not specials,
+    }
     # sign of the non-zero elements
     if v.kind in ("zeros",) or base_zero:
         signs: set[str] = set()
@@ -100,7 +115,8 @@ def value_classes(spec: TensorSpec, n: str) -> dict[str, Any]:
         signs = {"+", "-"} if v.std > 0 else ({"+"} if v.mean > 0 else {"-"})
     elif v.kind in ("uniform", "randint"):
         signs = ({"+"} if v.high is not None and v.high > 0 else set()) | (
-            {"-"} if v.low is not None and v.low < 0 else set())
+            {"-"} if v.low is not None and v.low < 0 else set()
+        )
     elif v.kind == "full":
         signs = {"+"} if v.fill is not None and v.fill > 0 else {"-"}
     else:  # ones, arange
@@ -130,7 +146,9 @@ def tensor_quantities(spec: TensorSpec, n: str) -> dict[str, Any]:
 def _broadcast(a: list[int], b: list[int]) -> str:
     if a == b:
         return "equal"
-    for x, y in zip(reversed(a), reversed(b), strict=False):  # the trailing dimensions; a longer shape's extra ones broadcast
+    for x, y in zip(
+        reversed(a), reversed(b), strict=False
+    ):  # the trailing dimensions; a longer shape's extra ones broadcast
         if x != y and x != 1 and y != 1:
             return "other"
     return "broadcast"
@@ -158,7 +176,7 @@ def relation_axes(case: Case) -> dict[str, Any]:
                 out[f"{dim_axis(name, i, rank)}~{dim_axis(name, j, rank)}"] = _cmp(tensor.shape[i], tensor.shape[j])
     plain = tensors[:MAX_RELATION_INPUTS]
     for ia, (na, sa) in enumerate(plain):
-        for nb, sb in plain[ia + 1:]:
+        for nb, sb in plain[ia + 1 :]:
             out[f"{na}.dtype~{nb}.dtype"] = "=" if sa.dtype == sb.dtype else "!="
             out[f"{na}.shape~{nb}.shape"] = _broadcast(sa.shape, sb.shape)
             ra, rb = len(sa.shape), len(sb.shape)

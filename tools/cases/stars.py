@@ -64,6 +64,7 @@ def value_slug(axis: str, value: Any) -> str:
         return json.dumps(value, sort_keys=True)
     return str(value)
 
+
 _FLOATING = FLOAT_DTYPES + DTYPE_FAMILIES["float8"] + DTYPE_FAMILIES["complex"]
 
 
@@ -79,14 +80,17 @@ def _input_targets(base: dict, var: StarVariation) -> list[dict]:
     if var.input is not None:
         named = [i for i in inputs if i["name"] == var.input]
         if not named:
-            raise ValueError(f"input {var.input!r} is not an input of the base case "
-                             f"(inputs: {[i['name'] for i in inputs]})")
+            raise ValueError(
+                f"input {var.input!r} is not an input of the base case (inputs: {[i['name'] for i in inputs]})"
+            )
         spec = named[0]
         if var.member is not None:
             members = spec.get("tensors")
             if members is None or var.member >= len(members):
-                raise ValueError(f"'member' {var.member} is not a member of input {var.input!r} "
-                                 f"({'a list of ' + str(len(members)) if members else 'not a tensor list'})")
+                raise ValueError(
+                    f"'member' {var.member} is not a member of input {var.input!r} "
+                    f"({'a list of ' + str(len(members)) if members else 'not a tensor list'})"
+                )
             return [members[var.member]]
         if spec.get("tensors") is not None and var.axis not in ("dtype", "layout"):
             raise ValueError(f"input {var.input!r} is a tensor list: name the 'member' whose {var.axis} varies")
@@ -136,8 +140,9 @@ def apply_variation(base: Case, var: StarVariation, value: Any) -> dict:
 def _apply_one(base: Case, var: StarVariation, value: Any) -> dict:
     doc = copy.deepcopy(base.model_dump(mode="json", exclude_none=False))
     doc.pop("origin", None)  # a variation of a captured call is a planned case, not the model's call
-    if var.axis in ("mode", "attribute", "grad_inputs", "compile_dynamic", "seed") and \
-            (var.input is not None or var.member is not None):
+    if var.axis in ("mode", "attribute", "grad_inputs", "compile_dynamic", "seed") and (
+        var.input is not None or var.member is not None
+    ):
         raise ValueError(f"'input' and 'member' do not apply to axis {var.axis!r}")
     if var.axis == "dim":
         _set_dims(doc, var.dims or [], value)
@@ -149,8 +154,9 @@ def _apply_one(base: Case, var: StarVariation, value: Any) -> dict:
         doc["seed"] = value
     elif var.axis == "grad_inputs":  # which inputs' gradients are compared: a list of names, [] forward only
         if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
-            raise ValueError("axis 'grad_inputs' takes lists of input names (e.g. ['x', 'weight'], [] for "
-                             "forward only)")
+            raise ValueError(
+                "axis 'grad_inputs' takes lists of input names (e.g. ['x', 'weight'], [] for forward only)"
+            )
         doc["grad_inputs"] = value
     elif var.axis == "compile_dynamic":  # true, false, or the dimensions marked dynamic
         if not isinstance(value, bool) and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
@@ -173,13 +179,15 @@ def _apply_one(base: Case, var: StarVariation, value: Any) -> dict:
                 if value is not None and (not isinstance(value, list) or len(value) != len(spec["shape"])):
                     raise ValueError(
                         f"strides {value!r} must be a list of {len(spec['shape'])} ints "
-                        f"(the rank of input {spec.get('name', var.input)!r}, shape {spec['shape']})")
+                        f"(the rank of input {spec.get('name', var.input)!r}, shape {spec['shape']})"
+                    )
                 spec["strides"] = value
             elif var.axis == "storage_offset":
                 spec["storage_offset"] = value
             elif var.axis == "values":
                 spec["values"] = value
     return doc
+
 
 _DIM_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\.shape\[(-?[0-9]+)\]$")
 
@@ -216,8 +224,9 @@ def _set_dims(doc: dict, dims: list[str], value: Any) -> None:
         name, index = parse_dim(ref)
         spec = by_name.get(name)
         if spec is None:
-            raise ValueError(f"dimension {ref!r}: {name!r} is not an input of the base case "
-                             f"(inputs: {sorted(by_name)})")
+            raise ValueError(
+                f"dimension {ref!r}: {name!r} is not an input of the base case (inputs: {sorted(by_name)})"
+            )
         if spec.get("shape") is None or spec.get("none"):
             raise ValueError(f"dimension {ref!r}: input {name!r} is a tensor list or None, not one tensor")
         rank = len(spec["shape"])
@@ -295,8 +304,12 @@ def expand_star(star: StarSpec, planned: dict[str, str] | None = None) -> list[C
     ids = {c.id for c in produced}
     for j, var in enumerate(star.vary):
         for value in var.values:
-            where = f"vary[{j}] (axis {var.axis!r}" + (f", input {var.input!r}" if var.input else "") + \
-                (f", attribute {var.name!r}" if var.name else "") + f", value {json.dumps(value)})"
+            where = (
+                f"vary[{j}] (axis {var.axis!r}"
+                + (f", input {var.input!r}" if var.input else "")
+                + (f", attribute {var.name!r}" if var.name else "")
+                + f", value {json.dumps(value)})"
+            )
             try:
                 doc = apply_variation(base, var, value)
             except ValueError as exc:
@@ -309,10 +322,12 @@ def expand_star(star: StarSpec, planned: dict[str, str] | None = None) -> list[C
             try:
                 case = Case.model_validate(doc)
             except ValidationError as exc:
-                raise ToolError(f"star {where} gives an invalid case: " + format_validation_error(exc),
-                                code="validation_error") from None
-            if case_id in ids or (planned and case_id in planned and
-                                  planned[case_id] != case_content(case.model_dump(mode="json"))):
+                raise ToolError(
+                    f"star {where} gives an invalid case: " + format_validation_error(exc), code="validation_error"
+                ) from None
+            if case_id in ids or (
+                planned and case_id in planned and planned[case_id] != case_content(case.model_dump(mode="json"))
+            ):
                 digest = hashlib.sha1(content.encode("utf-8")).hexdigest()[:6]
                 case_id = fit_id(f"{case_id[: MAX_ID_LEN - 7]}-{digest}")
                 case = case.model_copy(update={"id": case_id})

@@ -55,15 +55,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("plan", parents=[common], help="validate a plan request and create (or grow) a run")
-    p.add_argument("--config", metavar="FILE",
-                   help="plan request JSON (config + cases/stars; module_sources may be omitted: modules are read "
-                   "from the config file's directory)")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="plan request JSON (config + cases/stars; module_sources may be omitted: modules are read "
+        "from the config file's directory)",
+    )
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--output-dir", metavar="RUN_DIR", help="the run directory, <root>/<run_id>")
     where.add_argument("--root", help="evidence root; the run goes to <root>/<config.run_id>")
     p.add_argument("--append", action="store_true", help="add new cases to the existing run")
-    p.add_argument("--cases", metavar="FILE",
-                   help="take the cases from FILE (a JSON list of cases, or {cases, stars}) instead of the config")
+    p.add_argument(
+        "--cases",
+        metavar="FILE",
+        help="take the cases from FILE (a JSON list of cases, or {cases, stars}) instead of the config",
+    )
     p.set_defaults(func=commands.cmd_plan)
 
     p = sub.add_parser("record", parents=[common], help="record one result (CaseResult JSON) for a pending case")
@@ -80,13 +86,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--case", action="append", metavar="ID", help="a case to run (repeatable; default: all pending)")
     p.add_argument("--host", action="append", metavar="NAME", help="an inventory host (repeatable; default: local)")
     p.add_argument("--inventory", metavar="FILE", help=f"host inventory TOML (default ${INVENTORY_ENV})")
-    p.add_argument("--keep-outputs", action="store_true",
-                   help="keep both outputs of each mismatching case (raw-results/<case>/outputs.pt) for pictures")
+    p.add_argument(
+        "--keep-outputs",
+        action="store_true",
+        help="keep both outputs of each mismatching case (raw-results/<case>/outputs.pt) for pictures",
+    )
     p.set_defaults(func=commands.cmd_run)
 
-    p = sub.add_parser("narrow", parents=[common],
-                       help="autopilot: plan, run and analyze next cases until every finding is exact or a budget ends")
-    p.add_argument("run", nargs="?", help="the run: a run directory or a run id under --root (or give --output-dir / --root --run-id)")
+    p = sub.add_parser(
+        "narrow",
+        parents=[common],
+        help="autopilot: plan, run and analyze next cases until every finding is exact or a budget ends",
+    )
+    p.add_argument(
+        "run",
+        nargs="?",
+        help="the run: a run directory or a run id under --root (or give --output-dir / --root --run-id)",
+    )
     run_dir_args(p)
     p.add_argument("--host", action="append", metavar="NAME", help="an inventory host (repeatable; default: local)")
     p.add_argument("--inventory", metavar="FILE", help=f"host inventory TOML (default ${INVENTORY_ENV})")
@@ -110,13 +126,17 @@ def build_parser() -> argparse.ArgumentParser:
     hp.add_argument("--inventory", metavar="FILE", help=f"host inventory TOML (default ${INVENTORY_ENV})")
     hp.set_defaults(func=commands.cmd_hosts_check)
 
-    p = sub.add_parser("demo", parents=[common],
-                       help="plan, run (local), and analyze the built-in example with a planted bug")
+    p = sub.add_parser(
+        "demo", parents=[common], help="plan, run (local), and analyze the built-in example with a planted bug"
+    )
     p.add_argument("--root", help="evidence root")
     p.set_defaults(func=commands.cmd_demo)
 
-    p = sub.add_parser("capture-module", help="print (or write to --out DIR) opdebug_capture.py, the standalone "
-                       "module (stdlib + torch) that records a model's real operator calls")
+    p = sub.add_parser(
+        "capture-module",
+        help="print (or write to --out DIR) opdebug_capture.py, the standalone "
+        "module (stdlib + torch) that records a model's real operator calls",
+    )
     p.add_argument("--out", metavar="DIR", help="write DIR/opdebug_capture.py instead of printing it")
     p.set_defaults(func=commands.cmd_capture_module)
 
@@ -140,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if os.environ.get(DEBUG_ENV):
             raise
-        error(f"opdebug {args.command}: internal error: {type(exc).__name__}: {exc} "
-               f"(set {DEBUG_ENV}=1 for the traceback)")
+        error(
+            f"opdebug {args.command}: internal error: {type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 for the traceback)"
+        )
         return EXIT_INTERNAL_ERROR

@@ -42,19 +42,33 @@ def cmd_shrink(args: argparse.Namespace) -> int:
 
     root, run_id = run_location(args)
     with _bar(f"shrink {args.case}", args.max_cases, args) as bar:
+
         async def progress(done: int, total: int, text: str) -> None:
             bar.complete(done, total)
             await bar.started(text)
 
-        response = asyncio.run(shrink_case(run_id, args.case, hosts=args.host or None, root=root,
-                                           inventory=inventory(args), max_cases=args.max_cases,
-                                           max_seconds=args.max_seconds, progress=progress))
+        response = asyncio.run(
+            shrink_case(
+                run_id,
+                args.case,
+                hosts=args.host or None,
+                root=root,
+                inventory=inventory(args),
+                max_cases=args.max_cases,
+                max_seconds=args.max_seconds,
+                progress=progress,
+            )
+        )
         bar.complete(response.cases_run, args.max_cases)
-    lines = [f"{s.case_id}: {s.change} -> {s.state}{' (same failure, kept)' if s.same_failure else ''}"
-             for s in response.steps]
-    lines += [f"smallest case failing the same way ({response.signature}): {response.smallest_case}, shapes "
-              f"{response.smallest_shapes}, {response.smallest_numel} elements (from {response.start_numel}); "
-              f"{response.cases_run} case(s) in {response.seconds:.1f} s, stopped: {response.stopped}"]
+    lines = [
+        f"{s.case_id}: {s.change} -> {s.state}{' (same failure, kept)' if s.same_failure else ''}"
+        for s in response.steps
+    ]
+    lines += [
+        f"smallest case failing the same way ({response.signature}): {response.smallest_case}, shapes "
+        f"{response.smallest_shapes}, {response.smallest_numel} elements (from {response.start_numel}); "
+        f"{response.cases_run} case(s) in {response.seconds:.1f} s, stopped: {response.stopped}"
+    ]
     return _print(args, response, lines)
 
 
@@ -63,19 +77,30 @@ def cmd_repro(args: argparse.Namespace) -> int:
 
     root, run_id = run_location(args)
     response = export_repro(run_id, args.case, args.out, root=root)
-    return _print(args, response, [f"wrote {response.script} (recorded {response.recorded_status} on "
-                                   f"{response.device}); run: {response.command}"])
+    return _print(
+        args,
+        response,
+        [
+            f"wrote {response.script} (recorded {response.recorded_status} on "
+            f"{response.device}); run: {response.command}"
+        ],
+    )
 
 
 def cmd_regression(args: argparse.Namespace) -> int:
     from ..artifacts.regression import export_regression
 
     root, run_id = run_location(args)
-    response = export_regression(run_id, args.out, root=root, case_ids=args.case or None,
-                                 neighbours=args.neighbours)
-    return _print(args, response, [f"wrote {response.test_file}: failing {response.failing_cases}"
-                                   + (f", passing neighbours {response.neighbour_cases}" if response.neighbour_cases
-                                      else ""), f"run: {response.command}"])
+    response = export_regression(run_id, args.out, root=root, case_ids=args.case or None, neighbours=args.neighbours)
+    return _print(
+        args,
+        response,
+        [
+            f"wrote {response.test_file}: failing {response.failing_cases}"
+            + (f", passing neighbours {response.neighbour_cases}" if response.neighbour_cases else ""),
+            f"run: {response.command}",
+        ],
+    )
 
 
 def cmd_pictures(args: argparse.Namespace) -> int:
@@ -102,12 +127,22 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     root, run_id = run_location(args)
     with _bar(f"verify {run_id}", None, args) as bar:
+
         async def progress(done: int, total: int, outcome: Any) -> None:
             await bar.finished(done, total, outcome.case_id)
 
-        response = asyncio.run(verify_run(run_id, hosts=args.host or None, root=root, inventory=inventory(args),
-                                          run_command=not args.no_command, command_timeout_s=args.command_timeout,
-                                          progress=progress, on_start=bar.started))
+        response = asyncio.run(
+            verify_run(
+                run_id,
+                hosts=args.host or None,
+                root=root,
+                inventory=inventory(args),
+                run_command=not args.no_command,
+                command_timeout_s=args.command_timeout,
+                progress=progress,
+                on_start=bar.started,
+            )
+        )
     lines = [f"{orig} -> {new}: {response.states.get(new, 'pending')}" for orig, new in response.rerun.items()]
     if response.model_command:
         m = response.model_command
@@ -164,15 +199,21 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("pictures", parents=[common], help="draw error maps and histograms of the failing outputs")
     run_arg(p)
     p.add_argument("--case", action="append", metavar="ID", help="cases to draw (default: every mismatching case)")
-    p.add_argument("--outputs", action="append", metavar="CASE=FILE",
-                   help="a case's outputs saved by its reproducer (--save-outputs) on the device host")
+    p.add_argument(
+        "--outputs",
+        action="append",
+        metavar="CASE=FILE",
+        help="a case's outputs saved by its reproducer (--save-outputs) on the device host",
+    )
     p.set_defaults(func=cmd_pictures)
 
-    p = sub.add_parser("verify", parents=[common],
-                       help="after a fix: the failing cases again under new ids, and the config's model command")
+    p = sub.add_parser(
+        "verify",
+        parents=[common],
+        help="after a fix: the failing cases again under new ids, and the config's model command",
+    )
     run_arg(p)
     hosts(p)
     p.add_argument("--no-command", action="store_true", help="do not run the config's model command")
     p.add_argument("--command-timeout", type=float, default=600.0, help="seconds for the model command")
     p.set_defaults(func=cmd_verify)
-

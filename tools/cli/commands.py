@@ -40,8 +40,7 @@ def _load_plan_request(args: argparse.Namespace) -> dict[str, Any]:
     if args.config:
         request = read_json_file(args.config, "config file")
         if not isinstance(request, dict):
-            raise ToolError(f"config file {args.config!r} must hold a JSON object (a plan request)",
-                            code="bad_file")
+            raise ToolError(f"config file {args.config!r} must hold a JSON object (a plan request)", code="bad_file")
     elif not args.append:
         raise ToolError("plan needs --config FILE (a plan request: config + cases/stars)", code="missing_config")
     if args.cases:
@@ -49,8 +48,10 @@ def _load_plan_request(args: argparse.Namespace) -> dict[str, Any]:
         if isinstance(extra, list):
             extra = {"cases": extra}
         if not isinstance(extra, dict) or not set(extra) <= {"cases", "stars"}:
-            raise ToolError(f"cases file {args.cases!r} must hold a list of cases or an object with "
-                            "'cases' and/or 'stars'", code="bad_file")
+            raise ToolError(
+                f"cases file {args.cases!r} must hold a list of cases or an object with 'cases' and/or 'stars'",
+                code="bad_file",
+            )
         request["cases"] = extra.get("cases", [])
         request["stars"] = extra.get("stars", [])
     if args.append:
@@ -58,8 +59,9 @@ def _load_plan_request(args: argparse.Namespace) -> dict[str, Any]:
     if args.config and isinstance(request.get("captured_files"), dict):
         # Relative capture paths are relative to the config file, like its modules.
         base = Path(args.config).expanduser().parent
-        request["captured_files"] = {k: str(base / v) if isinstance(v, str) else v
-                                     for k, v in request["captured_files"].items()}
+        request["captured_files"] = {
+            k: str(base / v) if isinstance(v, str) else v for k, v in request["captured_files"].items()
+        }
     if args.config and "module_sources" not in request and not request.get("append"):
         request["module_sources"] = _module_sources_beside(request, Path(args.config).expanduser().parent)
     return request
@@ -76,9 +78,12 @@ def _module_sources_beside(request: dict[str, Any], directory: Path) -> dict[str
         try:
             sources[name] = path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise ToolError(f"config.operator.modules names {name!r} but {str(path)!r} cannot be read "
-                            f"({exc.strerror or exc}); put the module next to the config file or give "
-                            "'module_sources' in it", code="bad_file") from None
+            raise ToolError(
+                f"config.operator.modules names {name!r} but {str(path)!r} cannot be read "
+                f"({exc.strerror or exc}); put the module next to the config file or give "
+                "'module_sources' in it",
+                code="bad_file",
+            ) from None
     return sources
 
 
@@ -108,19 +113,35 @@ def cmd_plan(args: argparse.Namespace) -> int:
     else:
         root = Path(args.root).expanduser() if args.root else None
         if request.get("append") and not (request.get("run_id") or config.get("run_id")):
-            raise ToolError("--append needs to know which run to grow: use --output-dir RUN_DIR "
-                            "(<root>/<run_id>), or a --config whose run_id names the run", code="missing_run")
+            raise ToolError(
+                "--append needs to know which run to grow: use --output-dir RUN_DIR "
+                "(<root>/<run_id>), or a --config whose run_id names the run",
+                code="missing_run",
+            )
     response = plan_cases(request, root=root)
     if args.json:
         print_json(response)
         return 0
     out = console()
     verb = "created" if response.created else "appended to"
-    out.print(f"{verb} run [bold]{response.run_id}[/bold] at {escape(response.run_dir)} "
-              f"({len(response.added)} new case(s), {response.case_count} in all)")
+    out.print(
+        f"{verb} run [bold]{response.run_id}[/bold] at {escape(response.run_dir)} "
+        f"({len(response.added)} new case(s), {response.case_count} in all)"
+    )
     # each case with what differs from its base (the base itself: every axis is in case-matrix.json)
-    _print_cases(out, [(c.id, c.mode, c.axes if c.differs_from else {}, c.state,
-                        f"vs {c.differs_from}" if c.differs_from else "base") for c in response.cases])
+    _print_cases(
+        out,
+        [
+            (
+                c.id,
+                c.mode,
+                c.axes if c.differs_from else {},
+                c.state,
+                f"vs {c.differs_from}" if c.differs_from else "base",
+            )
+            for c in response.cases
+        ],
+    )
     for warning in response.warnings:
         out.print(f"[yellow]warning:[/yellow] {escape(warning)}")
     return 0
@@ -144,8 +165,10 @@ def cmd_record(args: argparse.Namespace) -> int:
         print_json(response)
         return 0
     out = console()
-    out.print(f"recorded [bold]{response.case_id}[/bold] as {styled(response.status)} at "
-              f"{response.recorded_at.isoformat()} (raw evidence: {response.raw_path})")
+    out.print(
+        f"recorded [bold]{response.case_id}[/bold] as {styled(response.status)} at "
+        f"{response.recorded_at.isoformat()} (raw evidence: {response.raw_path})"
+    )
     out.print(f"pending: {len(response.pending)}" + (f" ({', '.join(response.pending)})" if response.pending else ""))
     return 0
 
@@ -172,8 +195,13 @@ def _print_analysis(out: Any, analysis: Any) -> None:
     if analysis.failure_axes:
         table = make_table("axis", "value", "failing", "cases with value", "explains all", title="failure axes")
         for ax in analysis.failure_axes:
-            table.add_row(escape(ax.axis), escape(ax.value), str(ax.failing), str(ax.total_with_value),
-                          "[bold]yes[/bold]" if ax.explains_all else "no")
+            table.add_row(
+                escape(ax.axis),
+                escape(ax.value),
+                str(ax.failing),
+                str(ax.total_with_value),
+                "[bold]yes[/bold]" if ax.explains_all else "no",
+            )
         out.print(table)
     for signature, cases in analysis.crash_groups.items():
         out.print(escape(f"crash group {signature!r}: {', '.join(cases)}"))
@@ -186,7 +214,8 @@ def _print_analysis(out: Any, analysis: Any) -> None:
     from ..render.findings import accounting_lines, finding_lines
 
     for line in finding_lines(analysis.findings, analysis.competing, analysis.counterexamples) + accounting_lines(
-            analysis, ""):
+        analysis, ""
+    ):
         out.print(escape(line))
     for flagged in analysis.consistency.flagged:  # evidence of its own kind, not of an axis
         out.print(f"[yellow]{escape(flagged.flag)}:[/yellow] {escape(flagged.case_id)} - {escape(flagged.detail)}")
@@ -203,24 +232,40 @@ def cmd_run(args: argparse.Namespace) -> int:
     root, run_id = run_location(args)
     progress_out = console(stderr=args.json)
     # a bar (cases done, cases in flight) where stderr is a terminal; the lines either way
-    bar = RunProgress(f"run {run_id}", len(args.case) if args.case else None,
-                      enabled=not args.json and sys.stderr.isatty(), console=console(stderr=True),
-                      lines=progress_out)
+    bar = RunProgress(
+        f"run {run_id}",
+        len(args.case) if args.case else None,
+        enabled=not args.json and sys.stderr.isatty(),
+        console=console(stderr=True),
+        lines=progress_out,
+    )
 
     async def progress(done: int, total: int, outcome: Any) -> None:
         where = f" on {outcome.host}/{outcome.device}" if outcome.host else ""
-        await bar.finished(done, total, outcome.case_id,
-                           f"\\[{done}/{total}] {outcome.case_id}: {styled(outcome.state)}{escape(where)} - "
-                           f"{escape(outcome.summary)}")
+        await bar.finished(
+            done,
+            total,
+            outcome.case_id,
+            f"\\[{done}/{total}] {outcome.case_id}: {styled(outcome.state)}{escape(where)} - {escape(outcome.summary)}",
+        )
 
     async def news(text: str) -> None:  # a job waiting in a scheduler's queue, a lost slot started again
         await bar.note(escape(text))
 
     with bar:
-        response = asyncio.run(run_case_remote(run_id, case_ids=args.case or None, hosts=args.host or None,
-                                               root=root, inventory=inventory(args), progress=progress,
-                                               on_start=bar.started, keep_outputs=args.keep_outputs,
-                                               on_news=news))
+        response = asyncio.run(
+            run_case_remote(
+                run_id,
+                case_ids=args.case or None,
+                hosts=args.host or None,
+                root=root,
+                inventory=inventory(args),
+                progress=progress,
+                on_start=bar.started,
+                keep_outputs=args.keep_outputs,
+                on_news=news,
+            )
+        )
     if args.json:
         print_json(response)
         return 0
@@ -237,18 +282,29 @@ def cmd_narrow(args: argparse.Namespace) -> int:
     async def progress(done: int, total: int | None, message: str) -> None:
         progress_out.print(escape(message))
 
-    request = {"run_id": run_id, "hosts": args.host or None, "max_cases": args.max_cases,
-               "max_seconds": args.max_seconds, "max_steps": args.max_steps}
+    request = {
+        "run_id": run_id,
+        "hosts": args.host or None,
+        "max_cases": args.max_cases,
+        "max_seconds": args.max_seconds,
+        "max_steps": args.max_steps,
+    }
     response = asyncio.run(narrow_failure(request, root=root, inventory=inventory(args), progress=progress))
     if args.json:
         print_json(response)
         return 0
     out = console()
-    out.print(f"stopped: {response.stopped} after {len(response.steps)} round(s), {response.cases_run} case(s) run "
-              f"({response.pending_run} pending first, {response.new_cases} new), {response.seconds:g} s")
+    out.print(
+        f"stopped: {response.stopped} after {len(response.steps)} round(s), {response.cases_run} case(s) run "
+        f"({response.pending_run} pending first, {response.new_cases} new), {response.seconds:g} s"
+    )
     for step in response.steps:
-        out.print(escape(f"round {step.index} ({', '.join(step.kinds)} on {', '.join(step.axes) or '-'}): "
-                          + ", ".join(f"{c}={s}" for c, s in step.cases.items())))
+        out.print(
+            escape(
+                f"round {step.index} ({', '.join(step.kinds)} on {', '.join(step.axes) or '-'}): "
+                + ", ".join(f"{c}={s}" for c, s in step.cases.items())
+            )
+        )
     from ..render.findings import finding_lines
 
     for line in finding_lines(response.findings, response.competing, response.counterexamples):
@@ -264,8 +320,10 @@ def _print_run(out: Any, response: Any) -> None:
         summary = escape(o.summary) + (f" [dim]({escape(o.error)})[/dim]" if o.error else "")
         table.add_row(o.case_id, styled(o.state), "yes" if o.recorded else "no", escape(where), summary)
     out.print(table)
-    out.print(f"recorded {len(response.recorded)}, pending {len(response.pending)}"
-              + (f", refused {', '.join(response.refused)}" if response.refused else ""))
+    out.print(
+        f"recorded {len(response.recorded)}, pending {len(response.pending)}"
+        + (f", refused {', '.join(response.refused)}" if response.refused else "")
+    )
     if response.rerun_hint:
         out.print(f"[yellow]{escape(response.rerun_hint)}[/yellow]")
 
@@ -284,9 +342,14 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 0
     table = make_table("run_id", "operator", "status", "cases", "recorded", "updated", title=f"runs under {root}")
     for run in runs:
-        table.add_row(str(run.get("run_id", "")), escape(str(run.get("operator", ""))), styled(str(run.get("status", ""))),
-                      str(run.get("case_count", "")), str(run.get("recorded_count", "")),
-                      str(run.get("updated_at", ""))[:19].replace("T", " "))
+        table.add_row(
+            str(run.get("run_id", "")),
+            escape(str(run.get("operator", ""))),
+            styled(str(run.get("status", ""))),
+            str(run.get("case_count", "")),
+            str(run.get("recorded_count", "")),
+            str(run.get("updated_at", ""))[:19].replace("T", " "),
+        )
     out.print(table)
     return 0
 
@@ -320,28 +383,42 @@ def cmd_show(args: argparse.Namespace) -> int:
     results = store.read_results()
     analysis_path = store.path(ANALYSIS)
     analysis = Analysis.model_validate(read_json(analysis_path)) if analysis_path.is_file() else None
-    rows = [(c.id, c.mode, case_axes(c), results[c.id].status if c.id in results else "pending",
-             result_detail(results.get(c.id))) for c in cases]
+    rows = [
+        (
+            c.id,
+            c.mode,
+            case_axes(c),
+            results[c.id].status if c.id in results else "pending",
+            result_detail(results.get(c.id)),
+        )
+        for c in cases
+    ]
     # Cases and results only grow: other counts than the analysis saw mean it is out of date.
     stale = analysis is not None and (analysis.planned, analysis.recorded) != (len(cases), len(results))
     if args.json:
-        print_json({
-            "run": manifest,
-            "run_dir": str(store.dir),
-            "cases": [{"id": r[0], "mode": r[1], "axes": r[2], "state": r[3], "detail": r[4]} for r in rows],
-            "analysis": analysis,
-            "analysis_stale": stale,
-            "pictures": [str(p) for p in picture_paths(store)],
-        })
+        print_json(
+            {
+                "run": manifest,
+                "run_dir": str(store.dir),
+                "cases": [{"id": r[0], "mode": r[1], "axes": r[2], "state": r[3], "detail": r[4]} for r in rows],
+                "analysis": analysis,
+                "analysis_stale": stale,
+                "pictures": [str(p) for p in picture_paths(store)],
+            }
+        )
         return 0
     out = console()
-    out.print(f"run [bold]{run_id}[/bold] ({escape(str(manifest.get('operator')))}) at {escape(str(store.dir))}: "
-              f"{styled(str(manifest.get('status')))}, {len(results)}/{len(cases)} recorded")
+    out.print(
+        f"run [bold]{run_id}[/bold] ({escape(str(manifest.get('operator')))}) at {escape(str(store.dir))}: "
+        f"{styled(str(manifest.get('status')))}, {len(results)}/{len(cases)} recorded"
+    )
     _print_cases(out, rows)
     if analysis is not None:
         if stale:
-            out.print(f"[yellow]the analysis below is out of date: it saw {analysis.recorded}/{analysis.planned} "
-                      f"recorded, the run now has {len(results)}/{len(cases)} - run opdebug analyze[/yellow]")
+            out.print(
+                f"[yellow]the analysis below is out of date: it saw {analysis.recorded}/{analysis.planned} "
+                f"recorded, the run now has {len(results)}/{len(cases)} - run opdebug analyze[/yellow]"
+            )
         _print_analysis(out, analysis)
     else:
         out.print("not analyzed yet (opdebug analyze)")
@@ -360,12 +437,14 @@ def cmd_hosts_check(args: argparse.Namespace) -> int:
     out = console()
     data = to_jsonable(report)
     table = make_table("field", "value", title=f"host {escape(args.name)}")
-    for key, value in (data.items() if isinstance(data, dict) else []):
+    for key, value in data.items() if isinstance(data, dict) else []:
         if key == "scheduler" and isinstance(value, dict):  # a Slurm host: what its partition offers, row by row
             for sub, item in value.items():
                 if sub == "nodes":
-                    item = [f"{n['name']} {n['state']} gres {n['gres']} (used {n['gres_used']}) cpus {n['cpus']}"
-                            for n in item]
+                    item = [
+                        f"{n['name']} {n['state']} gres {n['gres']} (used {n['gres_used']}) cpus {n['cpus']}"
+                        for n in item
+                    ]
                 table.add_row(f"scheduler.{sub}", _field_text(sub, item))
             continue
         table.add_row(key, _field_text(key, value))
@@ -408,8 +487,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     analysis = analyze_failures(run_id, root=root)  # report.md embeds the pictures drawn
     report = RunStore(root, run_id).path(REPORT)
     if args.json:
-        print_json({"run_id": run_id, "run_dir": plan.run_dir, "report": str(report), "run": run,
-                     "analysis": analysis, "pictures": pictures})
+        print_json(
+            {
+                "run_id": run_id,
+                "run_dir": plan.run_dir,
+                "report": str(report),
+                "run": run,
+                "analysis": analysis,
+                "pictures": pictures,
+            }
+        )
         return 0
     out = console()
     _print_analysis(out, analysis)

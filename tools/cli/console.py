@@ -18,9 +18,16 @@ from ..errors import ToolError
 INVENTORY_ENV = "OPDEBUG_INVENTORY"
 
 STATE_STYLE = {
-    "passed": "green", "numerical_mismatch": "red", "crash": "bold red", "unsupported": "yellow",
-    "pending": "dim", "inconclusive": "yellow", "planned": "cyan",
-    "running": "cyan", "failed": "red", "diagnosed": "red",
+    "passed": "green",
+    "numerical_mismatch": "red",
+    "crash": "bold red",
+    "unsupported": "yellow",
+    "pending": "dim",
+    "inconclusive": "yellow",
+    "planned": "cyan",
+    "running": "cyan",
+    "failed": "red",
+    "diagnosed": "red",
 }
 
 
@@ -75,8 +82,10 @@ def varying_axes(axes_list: list[dict[str, str]]) -> set[str]:
 def axes_text(axes: dict[str, str], shown: set[str]) -> str:
     """``k=v`` for the shown axes; an input's dtype is left out when the
     case-wide ``dtype`` axis already says it."""
+
     def redundant(key: str, value: str) -> bool:
         return key.endswith(".dtype") and "dtype" in shown and axes.get("dtype") == value
+
     return ", ".join(f"{k}={v}" for k, v in axes.items() if k in shown and not redundant(k, v))
 
 
@@ -91,11 +100,13 @@ def read_json_file(path: str, what: str) -> Any:
     try:
         return json.loads(text)
     except RecursionError:
-        raise ToolError(f"{what} {str(p)!r} is nested too deeply to read (JSON nested beyond ~1000 levels)",
-                        code="bad_file") from None
+        raise ToolError(
+            f"{what} {str(p)!r} is nested too deeply to read (JSON nested beyond ~1000 levels)", code="bad_file"
+        ) from None
     except json.JSONDecodeError as exc:
-        raise ToolError(f"{what} {str(p)!r} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-                        code="bad_file") from None
+        raise ToolError(
+            f"{what} {str(p)!r} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", code="bad_file"
+        ) from None
 
 
 def run_location(args: argparse.Namespace) -> tuple[Path | None, str]:

@@ -26,8 +26,14 @@ class RunProgress:
         if self.enabled:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                           TimeElapsedColumn(), TextColumn("{task.fields[flight]}"), console=self.console)
+            bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.fields[flight]}"),
+                console=self.console,
+            )
             bar.__enter__()
             self._bar, self._task = bar, bar.add_task(self.title, total=self.total, flight="")
         return self

@@ -26,8 +26,12 @@ def demo_request(run_id: str) -> dict:
         "mode": "eager",
         "inputs": [
             {"name": "x", "shape": [ROWS, HIDDEN], "dtype": "float32", "values": {"kind": "normal"}},
-            {"name": "weight", "shape": [HIDDEN], "dtype": "float32",
-             "values": {"kind": "uniform", "low": 0.5, "high": 1.5}},
+            {
+                "name": "weight",
+                "shape": [HIDDEN],
+                "dtype": "float32",
+                "values": {"kind": "uniform", "low": 0.5, "high": 1.5},
+            },
         ],
         "attributes": {"eps": 1e-6},
         "seed": 1234,
@@ -44,7 +48,8 @@ def demo_request(run_id: str) -> dict:
             },
             # Fixed before any result: about one unit in the last place of each dtype.
             "tolerance": {
-                "atol": 1e-5, "rtol": 1e-5,
+                "atol": 1e-5,
+                "rtol": 1e-5,
                 "per_dtype": {"float16": {"atol": 1e-3, "rtol": 1e-3}, "bfloat16": {"atol": 8e-3, "rtol": 8e-3}},
             },
             "source_model_failure": (
@@ -55,13 +60,15 @@ def demo_request(run_id: str) -> dict:
             "model": "llama-style decoder, hidden size 4096",
             "command": "opdebug demo",
         },
-        "stars": [{
-            "base": base,
-            "vary": [
-                {"axis": "dtype", "values": ["float16", "bfloat16"]},
-                {"axis": "strides", "input": "x", "values": [[1, ROWS]]},  # the same data, column-major
-                {"axis": "mode", "values": ["compile"]},
-            ],
-        }],
+        "stars": [
+            {
+                "base": base,
+                "vary": [
+                    {"axis": "dtype", "values": ["float16", "bfloat16"]},
+                    {"axis": "strides", "input": "x", "values": [[1, ROWS]]},  # the same data, column-major
+                    {"axis": "mode", "values": ["compile"]},
+                ],
+            }
+        ],
         "module_sources": {DEMO_MODULE: demo_module_source()},
     }

@@ -38,8 +38,10 @@ def holder_text(holder: dict | None, now: float | None = None) -> str:
     """``pid 6685 on host-a (owner host-a:6673, ...), run demo-1, case rms.x since ...; it has held ... since ...``."""
     if not holder:
         return "another process (its holder is not recorded yet)"
-    text = (f"pid {holder.get('pid', '?')} on {holder.get('host') or '?'} (owner {holder.get('owner') or '?'}, the "
-            "server that started it)")
+    text = (
+        f"pid {holder.get('pid', '?')} on {holder.get('host') or '?'} (owner {holder.get('owner') or '?'}, the "
+        "server that started it)"
+    )
     if holder.get("run_id"):
         text += f", run {holder['run_id']}"
         if holder.get("case_id"):
@@ -49,18 +51,23 @@ def holder_text(holder: dict | None, now: float | None = None) -> str:
 
 def waiting_text(host: str, device: str, holder: dict | None, waited_s: float, budget_s: float) -> str:
     """One progress line while a slot waits for its device."""
-    return (f"waiting for {host} {device}: leased by {holder_text(holder)}; waited {duration(waited_s)} of at most "
-            f"{duration(budget_s)}")
+    return (
+        f"waiting for {host} {device}: leased by {holder_text(holder)}; waited {duration(waited_s)} of at most "
+        f"{duration(budget_s)}"
+    )
 
 
-def busy_text(host: str, device: str, holder: dict | None, waited_s: float, budget_s: float,
-              lease_file: str | None = None) -> str:
+def busy_text(
+    host: str, device: str, holder: dict | None, waited_s: float, budget_s: float, lease_file: str | None = None
+) -> str:
     """The refusal once the call's budget for the wait is spent."""
     where = f" (lease file {lease_file})" if lease_file else ""
-    return (f"{host} {device} is leased by {holder_text(holder)}{where}; this call waited {duration(waited_s)} "
-            f"(its budget for the wait: {duration(budget_s)}). A warm worker holds its device until it has been "
-            "idle for its server's idle_timeout_s or that server stops; use another device or host, or run again "
-            "later")
+    return (
+        f"{host} {device} is leased by {holder_text(holder)}{where}; this call waited {duration(waited_s)} "
+        f"(its budget for the wait: {duration(budget_s)}). A warm worker holds its device until it has been "
+        "idle for its server's idle_timeout_s or that server stops; use another device or host, or run again "
+        "later"
+    )
 
 
 def wait_budget(host_wait_s: float, run: Any) -> float:

@@ -21,8 +21,18 @@ from ..schemas import FiniteFloat, NonNegFinite, Strict, format_validation_error
 # start: its bound of consecutive start failures was reached (the slot is retired).
 WORKER_RESTART_LIMIT = "WorkerRestartLimit"
 
-HarnessWhere = Literal["resolve", "import", "binding", "inputs", "reference", "baseline", "compare", "harness",
-                       "worker_start", "grad_output"]
+HarnessWhere = Literal[
+    "resolve",
+    "import",
+    "binding",
+    "inputs",
+    "reference",
+    "baseline",
+    "compare",
+    "harness",
+    "worker_start",
+    "grad_output",
+]
 
 # What each `where` means for people ("the case stays pending" is said by the caller).
 HARNESS_WHERE_TEXT: dict[str, str] = {
@@ -70,9 +80,11 @@ class CaseDone(Strict):
     outputs_b64: str | None = Field(None, description="keep_outputs: both outputs of a mismatch, torch.save, base64")
     outputs_note: str | None = Field(None, description="keep_outputs: why the outputs were not kept")
     worker_replaced_after: str | None = Field(
-        None, description="the case left the worker unusable (a closed fd): replaced before the next case")
+        None, description="the case left the worker unusable (a closed fd): replaced before the next case"
+    )
     worker_history: list[str] = Field(
-        default_factory=list, description="the cases that worker ran before this one (run_id/case_id), oldest first")
+        default_factory=list, description="the cases that worker ran before this one (run_id/case_id), oldest first"
+    )
     worker_history_total: int = Field(0, ge=0, description="how many (the list keeps the latest)")
 
     @model_validator(mode="after")
@@ -108,8 +120,9 @@ def parse_case_done(event: Any) -> CaseDone:
     try:
         return CaseDone.model_validate(event)
     except ValidationError as exc:
-        raise MalformedEnvelope("malformed case_done envelope from the supervisor: "
-                                + format_validation_error(exc)) from None
+        raise MalformedEnvelope(
+            "malformed case_done envelope from the supervisor: " + format_validation_error(exc)
+        ) from None
 
 
 def parse_deadlines(hello: dict) -> SupervisorDeadlines | None:
@@ -121,8 +134,9 @@ def parse_deadlines(hello: dict) -> SupervisorDeadlines | None:
     try:
         return SupervisorDeadlines.model_validate(raw)
     except ValidationError as exc:
-        raise MalformedEnvelope("malformed deadlines in the supervisor's hello: "
-                                + format_validation_error(exc)) from None
+        raise MalformedEnvelope(
+            "malformed deadlines in the supervisor's hello: " + format_validation_error(exc)
+        ) from None
 
 
 def read_case_done(event: Any) -> CaseDone | MalformedEnvelope:

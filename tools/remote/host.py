@@ -111,8 +111,9 @@ class HostKind:
     async def start_process(self, argv: list[str], env: dict[str, str], root: str, device: int) -> HostProcess:
         raise NotImplementedError
 
-    async def run_command(self, argv: list[str], timeout: float, *, stdin: bytes | None = None,
-                          merge_stderr: bool = False) -> tuple[int | None, str, str]:
+    async def run_command(
+        self, argv: list[str], timeout: float, *, stdin: bytes | None = None, merge_stderr: bool = False
+    ) -> tuple[int | None, str, str]:
         """(exit status or None when it could not run or timed out, stdout, stderr)."""
         raise NotImplementedError
 
@@ -144,12 +145,30 @@ def lease_file(root: str, kind: str, device: int) -> str:
     return f"{root.rstrip('/').rsplit('/', 1)[0]}/leases/{kind}-{int(device)}.lock"
 
 
-def supervise_argv(python: str, root: str, kind: str, device: int, wait_s: float, owner: str | None = None) -> list[str]:
+def supervise_argv(
+    python: str, root: str, kind: str, device: int, wait_s: float, owner: str | None = None
+) -> list[str]:
     """The lease helper holding the device's lease for as long as the supervisor it execs lives."""
     owner = server_owner() if owner is None else _OWNER_SAFE.sub("_", owner)[:128]
-    return [python, f"{root}/{LEASE_SCRIPT}", "--lease-file", lease_file(root, kind, device),
-            "--wait", repr(float(wait_s)), "--owner", owner, "--device", f"{kind}:{int(device)}", "--",
-            python, "-m", RUNNER_PACKAGE, "supervise", "--device", kind]
+    return [
+        python,
+        f"{root}/{LEASE_SCRIPT}",
+        "--lease-file",
+        lease_file(root, kind, device),
+        "--wait",
+        repr(float(wait_s)),
+        "--owner",
+        owner,
+        "--device",
+        f"{kind}:{int(device)}",
+        "--",
+        python,
+        "-m",
+        RUNNER_PACKAGE,
+        "supervise",
+        "--device",
+        kind,
+    ]
 
 
 class SupervisorSlot:
@@ -178,8 +197,13 @@ class SupervisorSlot:
     @property
     def alive(self) -> bool:
         """Started, and neither its process nor its channel has gone away."""
-        return (self._alive and self.process is not None and self.process.exit_code is None
-                and self.client is not None and not self.client.closed)
+        return (
+            self._alive
+            and self.process is not None
+            and self.process.exit_code is None
+            and self.client is not None
+            and not self.client.closed
+        )
 
     @property
     def pid(self) -> int | None:
@@ -203,8 +227,9 @@ class SupervisorSlot:
 
     async def _spawn(self, root: str, run: RunFiles | None) -> HostProcess:
         # the helper waits as long as this call may (run_case_remote's device_wait_s, else the host's)
-        argv = supervise_argv(self.kind.python, root, self.cfg.device, self.device_id,
-                              wait_budget(self.cfg.lease_wait_s, run))
+        argv = supervise_argv(
+            self.kind.python, root, self.cfg.device, self.device_id, wait_budget(self.cfg.lease_wait_s, run)
+        )
         return await self.kind.start_process(argv, device_env(self.cfg.device, self.device_id), root, self.device_id)
 
     async def _failed_start(self, exc: BaseException) -> BaseException:
@@ -234,13 +259,16 @@ class SupervisorSlot:
             holder = event.get("holder") or holder
             waited = time.monotonic() - t0
             if kind == "lease_refused":
-                raise SlotCannotStart(f"{self.label}: refused to take the device lease: {event.get('reason')}",
-                                      code="unsafe_path")
+                raise SlotCannotStart(
+                    f"{self.label}: refused to take the device lease: {event.get('reason')}", code="unsafe_path"
+                )
             # lease_busy, or still waiting when the call's budget (shorter than the helper's --wait) is spent
             if kind == "lease_busy" or (kind == "lease_waiting" and waited >= wait_s):
-                raise SlotCannotStart(busy_text(self.host, self.device, holder, waited, wait_s,
-                                                event.get("lease_file")), code="device_busy",
-                                      details={"holder": holder, "waited_s": round(waited, 1), "budget_s": wait_s})
+                raise SlotCannotStart(
+                    busy_text(self.host, self.device, holder, waited, wait_s, event.get("lease_file")),
+                    code="device_busy",
+                    details={"holder": holder, "waited_s": round(waited, 1), "budget_s": wait_s},
+                )
             if kind == "lease_waiting" and run is not None:
                 await run.say(waiting_text(self.host, self.device, holder, waited, wait_s))
 
@@ -253,9 +281,11 @@ class SupervisorSlot:
             if not line:
                 await self.process.wait(2.0)
                 await self._stderr_settled()
-                raise SlotCannotStart(f"{self.label}: the process exited before taking the device lease (exit status "
-                                      f"{self.process.exit_code}); stderr: {self.stderr_tail() or '-'}",
-                                      code="slot_start_failed")
+                raise SlotCannotStart(
+                    f"{self.label}: the process exited before taking the device lease (exit status "
+                    f"{self.process.exit_code}); stderr: {self.stderr_tail() or '-'}",
+                    code="slot_start_failed",
+                )
             try:
                 event = json.loads(line)
             except ValueError:
@@ -290,8 +320,10 @@ class SupervisorSlot:
         await self._stderr_settled()
         tail = self.stderr_tail()
         lost = type(exc) if isinstance(exc, SlotGone) else SlotLost
-        return lost(f"{self.label}: connection lost mid-case ({type(exc).__name__}: {exc})"
-                    + (f"; supervisor stderr: {tail}" if tail else ""))
+        return lost(
+            f"{self.label}: connection lost mid-case ({type(exc).__name__}: {exc})"
+            + (f"; supervisor stderr: {tail}" if tail else "")
+        )
 
     # -- stop --------------------------------------------------------------------
 
@@ -346,7 +378,7 @@ class SupervisorSlot:
                 pass
 
     def stderr_tail(self) -> str:
-        return "".join(self._stderr).strip()[-self.stderr_chars:]
+        return "".join(self._stderr).strip()[-self.stderr_chars :]
 
 
 def str_or_none(path: Path | str | None) -> str | None:

@@ -33,7 +33,10 @@ def cann_version():
         for base in (home, os.path.dirname(home.rstrip("/"))):
             candidates = [os.path.join(base, "version.cfg"), os.path.join(base, "version.info")]
             candidates += sorted(glob.glob(os.path.join(base, "*", "ascend_toolkit_install.info")))
-            candidates += [os.path.join(base, "compiler", "version.info"), os.path.join(base, "runtime", "version.info")]
+            candidates += [
+                os.path.join(base, "compiler", "version.info"),
+                os.path.join(base, "runtime", "version.info"),
+            ]
             for path in candidates:
                 version = _version_from(path)
                 if version:
@@ -45,20 +48,28 @@ def main():
     work_dir, kind = sys.argv[1], sys.argv[2]
     marker = sys.argv[3] if len(sys.argv) > 3 else ""
     started = time.time()
-    out = {"python": platform.python_version(), "python_executable": sys.executable,
-           "hostname": platform.node(), "kind": kind, "errors": []}
+    out = {
+        "python": platform.python_version(),
+        "python_executable": sys.executable,
+        "hostname": platform.node(),
+        "kind": kind,
+        "errors": [],
+    }
     statuses = os.environ.get("OPDEBUG_ENV_STATUS", "").split()
     out["env_script_status"] = [int(s) for s in statuses if s.lstrip("-").isdigit()]
-    out["visibility"] = {k: os.environ[k] for k in ("ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
-                         if k in os.environ}
+    out["visibility"] = {
+        k: os.environ[k] for k in ("ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") if k in os.environ
+    }
     out["cann"], out["cann_home"], out["cann_version_file"] = cann_version()
     out["torch"] = out["torch_npu"] = out["device_count"] = None
     try:
         import torch
+
         out["torch"] = torch.__version__
         if kind == "npu":
             try:
                 import torch_npu
+
                 out["torch_npu"] = getattr(torch_npu, "__version__", "unknown")
                 out["device_count"] = torch.npu.device_count()
             except Exception as exc:

@@ -90,13 +90,45 @@ _SRUN_OPTION_RE = re.compile(r"^--[a-z][a-z0-9-]{1,40}(?:=[A-Za-z0-9_.,:=/@%+\[\
 # srun options the transport sets itself, or that would break the protocol channel
 # (a pty, labelled or redirected stdio, more than one task) or leave the job's own
 # allocation (--jobid runs a step inside somebody else's job).
-SRUN_RESERVED = frozenset({
-    "--job-name", "--partition", "--account", "--qos", "--time", "--gres", "--nodes", "--ntasks",
-    "--cpus-per-task", "--pty", "--unbuffered", "--label", "--input", "--output", "--error", "--jobid",
-    "--ntasks-per-node", "--multi-prog", "--kill-on-bad-exit", "--quit-on-interrupt", "--overlap",
-    "--het-group", "--open-mode", "--export", "--chdir", "--immediate", "--no-allocate", "--test-only",
-    "--wait", "--bcast", "--propagate", "--task-prolog", "--task-epilog", "--prolog", "--epilog",
-})
+SRUN_RESERVED = frozenset(
+    {
+        "--job-name",
+        "--partition",
+        "--account",
+        "--qos",
+        "--time",
+        "--gres",
+        "--nodes",
+        "--ntasks",
+        "--cpus-per-task",
+        "--pty",
+        "--unbuffered",
+        "--label",
+        "--input",
+        "--output",
+        "--error",
+        "--jobid",
+        "--ntasks-per-node",
+        "--multi-prog",
+        "--kill-on-bad-exit",
+        "--quit-on-interrupt",
+        "--overlap",
+        "--het-group",
+        "--open-mode",
+        "--export",
+        "--chdir",
+        "--immediate",
+        "--no-allocate",
+        "--test-only",
+        "--wait",
+        "--bcast",
+        "--propagate",
+        "--task-prolog",
+        "--task-epilog",
+        "--prolog",
+        "--epilog",
+    }
+)
 
 
 def _matching(regex: re.Pattern, what: str):
@@ -104,13 +136,16 @@ def _matching(regex: re.Pattern, what: str):
         if not regex.fullmatch(value):
             raise ValueError(f"{value!r} is not a valid {what}")
         return value
+
     return check
 
 
 def _abs_path(value: str) -> str:
     if not _ABS_PATH_RE.fullmatch(value):
-        raise ValueError(f"{value!r} must be an absolute path of letters, digits and . _ / + @ = - "
-                         "(no spaces, quotes, '~' or shell characters)")
+        raise ValueError(
+            f"{value!r} must be an absolute path of letters, digits and . _ / + @ = - "
+            "(no spaces, quotes, '~' or shell characters)"
+        )
     if any(part in (".", "..") for part in value.split("/")):
         raise ValueError(f"{value!r} must not contain '.' or '..' components")
     return value.rstrip("/") or "/"
@@ -119,8 +154,10 @@ def _abs_path(value: str) -> str:
 def _work_dir(value: str) -> str:
     value = _abs_path(value)
     if value == "/":
-        raise ValueError("'/' cannot be the work_dir: give a directory of its own (e.g. /home/USER/.opdebug), "
-                         "owned by the login user and writable by nobody else")
+        raise ValueError(
+            "'/' cannot be the work_dir: give a directory of its own (e.g. /home/USER/.opdebug), "
+            "owned by the login user and writable by nobody else"
+        )
     return value
 
 
@@ -154,12 +191,15 @@ VISIBILITY_VARIABLE = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE
 
 def _srun_option(value: str) -> str:
     if not _SRUN_OPTION_RE.fullmatch(value):
-        raise ValueError(f"{value!r} is not an srun option of the form --name or --name=value (long options "
-                         "only; values of letters, digits and _ . , : = / @ % + [ ] -)")
+        raise ValueError(
+            f"{value!r} is not an srun option of the form --name or --name=value (long options "
+            "only; values of letters, digits and _ . , : = / @ % + [ ] -)"
+        )
     name = value.split("=", 1)[0]
     if name in SRUN_RESERVED:
-        raise ValueError(f"{name} is set by the transport or breaks the protocol channel; it cannot be given "
-                         "in srun_options")
+        raise ValueError(
+            f"{name} is set by the transport or breaks the protocol channel; it cannot be given in srun_options"
+        )
     return value
 
 
@@ -175,19 +215,35 @@ class SlurmOptions(Strict):
     partition: SlurmName | None = Field(None, description="--partition (none: the cluster's default partition)")
     account: SlurmName | None = Field(None, description="--account to charge")
     qos: SlurmName | None = Field(None, description="--qos")
-    time_limit: SlurmTime = Field("01:00:00", description="--time of each slot's job (always passed): the "
-                                  "longest one slot may live; a slot near it is replaced before its next case")
+    time_limit: SlurmTime = Field(
+        "01:00:00",
+        description="--time of each slot's job (always passed): the "
+        "longest one slot may live; a slot near it is replaced before its next case",
+    )
     gres: Gres = Field("npu:1", description="--gres of each slot: the devices one slot gets (name[:type]:count)")
     cpus_per_task: Annotated[int, Field(ge=1, le=1024)] | None = Field(None, description="--cpus-per-task")
-    srun_options: list[SrunOption] = Field(default_factory=list, max_length=32, description=(
-        "further srun options, each one argument (--name or --name=value), e.g. --constraint=910b, "
-        "--exclusive, --nodelist=n1; the options the transport sets are refused"))
-    login_env_scripts: list[AbsPath] = Field(default_factory=list, description=(
-        "scripts sourced on the login host before srun, squeue, scancel, scontrol and sinfo (e.g. a module "
-        "setup that puts Slurm on PATH or sets SLURM_CONF)"))
-    max_pending_s: Annotated[float, Field(gt=0, le=86400)] = Field(600.0, description=(
-        "how long a slot's job may wait in the queue (its squeue state and reason are reported meanwhile) "
-        "before the slot gives up and its job is cancelled"))
+    srun_options: list[SrunOption] = Field(
+        default_factory=list,
+        max_length=32,
+        description=(
+            "further srun options, each one argument (--name or --name=value), e.g. --constraint=910b, "
+            "--exclusive, --nodelist=n1; the options the transport sets are refused"
+        ),
+    )
+    login_env_scripts: list[AbsPath] = Field(
+        default_factory=list,
+        description=(
+            "scripts sourced on the login host before srun, squeue, scancel, scontrol and sinfo (e.g. a module "
+            "setup that puts Slurm on PATH or sets SLURM_CONF)"
+        ),
+    )
+    max_pending_s: Annotated[float, Field(gt=0, le=86400)] = Field(
+        600.0,
+        description=(
+            "how long a slot's job may wait in the queue (its squeue state and reason are reported meanwhile) "
+            "before the slot gives up and its job is cancelled"
+        ),
+    )
 
     @property
     def gres_name(self) -> str:
@@ -223,13 +279,21 @@ class HostConfig(Strict):
     lease_wait_s: Annotated[float, Field(ge=0, le=3600)] = 30.0
     # A warm worker nobody used for this long is shut down (its lease released).
     idle_timeout_s: Annotated[float, Field(gt=0, le=86400)] = 600.0
-    scheduler: Literal["slurm"] | None = Field(None, description=(
-        "a cluster scheduler between the login host and the devices: each slot is one of its jobs, no lease"))
+    scheduler: Literal["slurm"] | None = Field(
+        None,
+        description=(
+            "a cluster scheduler between the login host and the devices: each slot is one of its jobs, no lease"
+        ),
+    )
     slurm: SlurmOptions | None = Field(None, description="the Slurm request of each slot (scheduler 'slurm')")
-    all_devices: bool = Field(False, description=(
-        "a local host lends a slot on every device its probe sees (check_host's 'devices ... of N seen': cpu "
-        "counts os.cpu_count(), cuda/npu torch's device count), each under its own lease, instead of the listed "
-        "'devices' (still capped by 'concurrency')"))
+    all_devices: bool = Field(
+        False,
+        description=(
+            "a local host lends a slot on every device its probe sees (check_host's 'devices ... of N seen': cpu "
+            "counts os.cpu_count(), cuda/npu torch's device count), each under its own lease, instead of the listed "
+            "'devices' (still capped by 'concurrency')"
+        ),
+    )
 
     @model_validator(mode="after")
     def _shape(self) -> HostConfig:
@@ -241,18 +305,22 @@ class HostConfig(Strict):
             if self.slurm is None:
                 self.slurm = SlurmOptions()
             if "devices" in self.model_fields_set:
-                raise ValueError("a scheduler host takes no 'devices': the scheduler picks them; 'concurrency' "
-                                 "is the number of jobs (slots) at once")
+                raise ValueError(
+                    "a scheduler host takes no 'devices': the scheduler picks them; 'concurrency' "
+                    "is the number of jobs (slots) at once"
+                )
             if self.container:
-                raise ValueError("a scheduler host takes no 'container' (a site's container plugin goes in "
-                                 "slurm.srun_options)")
+                raise ValueError(
+                    "a scheduler host takes no 'container' (a site's container plugin goes in slurm.srun_options)"
+                )
         remote = host_kind(self.transport).remote
         if self.all_devices and (remote or self.scheduler):
             raise ValueError("'all_devices' is for a host of this machine (transport 'local') without a scheduler")
         if not remote and self.scheduler:
             if self.hostname or self.ssh_config_alias:
-                raise ValueError("transport 'local' (the login host is this machine) takes no hostname or "
-                                 "ssh_config_alias")
+                raise ValueError(
+                    "transport 'local' (the login host is this machine) takes no hostname or ssh_config_alias"
+                )
             return self
         if not remote:
             if self.hostname or self.ssh_config_alias or self.container or self.env_scripts:
@@ -265,18 +333,32 @@ class HostConfig(Strict):
         if self.known_hosts is None:
             default = DEFAULT_KNOWN_HOSTS.expanduser()
             if not default.is_file():
-                raise ValueError(f"'known_hosts' is required: {default} does not exist "
-                                 "(host keys are always verified)")
+                raise ValueError(f"'known_hosts' is required: {default} does not exist (host keys are always verified)")
             self.known_hosts = str(default)
         return self
 
     def worker_identity(self) -> tuple:
         """What a connection and a started worker depend on: when any of it changes,
         they are not reused (concurrency, timeouts and lease waits may change freely)."""
-        return (self.transport, self.hostname, self.port, self.user, self.ssh_config_alias, self.ssh_config,
-                tuple(self.identity_files), self.known_hosts, self.python, tuple(self.env_scripts),
-                self.container, self.device, self.work_dir, self.max_sessions, self.scheduler,
-                self.slurm.model_dump_json() if self.slurm else None, self.all_devices)
+        return (
+            self.transport,
+            self.hostname,
+            self.port,
+            self.user,
+            self.ssh_config_alias,
+            self.ssh_config,
+            tuple(self.identity_files),
+            self.known_hosts,
+            self.python,
+            tuple(self.env_scripts),
+            self.container,
+            self.device,
+            self.work_dir,
+            self.max_sessions,
+            self.scheduler,
+            self.slurm.model_dump_json() if self.slurm else None,
+            self.all_devices,
+        )
 
     @property
     def slot_devices(self) -> list[int]:
@@ -313,8 +395,11 @@ class Inventory:
         host = self.hosts.get(name) if isinstance(name, str) else None
         if host is None:
             where = f" (inventory {self.path})" if self.path else f" (no inventory file; set ${INVENTORY_ENV})"
-            raise ToolError(f"unknown host {name!r}{where}; known hosts: {self.names()}", code="unknown_host",
-                            details={"known_hosts": self.names()})
+            raise ToolError(
+                f"unknown host {name!r}{where}; known hosts: {self.names()}",
+                code="unknown_host",
+                details={"known_hosts": self.names()},
+            )
         return host
 
     def resolve(self, names: list[str] | None) -> list[HostConfig]:

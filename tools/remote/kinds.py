@@ -42,8 +42,10 @@ def host_kind(name: str) -> Any:
     module = importlib.import_module(f"{__package__}.{name}") if declared else None
     kind = getattr(module, "HOST_KIND", None)
     if kind is None or getattr(kind, "name", None) != name:
-        raise UnknownHostKind(f"no host kind {name!r}: tools/remote/{name}.py with HOST_KIND = a HostKind "
-                              f"named {name!r} (see references/host-kinds.md)")
+        raise UnknownHostKind(
+            f"no host kind {name!r}: tools/remote/{name}.py with HOST_KIND = a HostKind "
+            f"named {name!r} (see references/host-kinds.md)"
+        )
     return kind
 
 

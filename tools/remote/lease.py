@@ -79,8 +79,10 @@ def open_lease(path: str) -> int:
     st = os.lstat(directory)
     uid = os.getuid()
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid or st.st_mode & 0o022:
-        raise LeaseRefused(f"lease directory {directory} must be a directory owned by uid {uid} and writable by "
-                           f"nobody else (owner uid {st.st_uid}, mode {st.st_mode & 0o7777:o})")
+        raise LeaseRefused(
+            f"lease directory {directory} must be a directory owned by uid {uid} and writable by "
+            f"nobody else (owner uid {st.st_uid}, mode {st.st_mode & 0o7777:o})"
+        )
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
     except OSError as exc:
@@ -88,8 +90,9 @@ def open_lease(path: str) -> int:
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode) or st.st_uid != uid or st.st_nlink != 1:
         os.close(fd)
-        raise LeaseRefused(f"lease file {path} is not a plain file of uid {uid} with one name (uid {st.st_uid}, "
-                           f"links {st.st_nlink})")
+        raise LeaseRefused(
+            f"lease file {path} is not a plain file of uid {uid} with one name (uid {st.st_uid}, links {st.st_nlink})"
+        )
     return fd
 
 
@@ -111,8 +114,12 @@ def acquire(path: str, wait_s: float, holder: dict) -> tuple[int | None, dict]:
             return None, current
         time.sleep(POLL_S)
     since = time.time()
-    holder = {**holder, "pid": os.getpid(), "since": since,
-              "since_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(since))}
+    holder = {
+        **holder,
+        "pid": os.getpid(),
+        "since": since,
+        "since_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(since)),
+    }
     os.ftruncate(fd, 0)
     os.lseek(fd, 0, os.SEEK_SET)
     os.write(fd, (json.dumps(holder) + "\n").encode("utf-8"))
@@ -131,8 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("a command to run under the lease is required after --")
-    holder = {"owner": args.owner, "device": args.device,
-              "host": os.uname().nodename}
+    holder = {"owner": args.owner, "device": args.device, "host": os.uname().nodename}
     try:
         fd, holder = acquire(args.lease_file, args.wait, holder)
     except LeaseRefused as exc:

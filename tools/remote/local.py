@@ -99,21 +99,36 @@ class LocalProcess:
 async def spawn(argv: list[str], env: dict[str, str], *, whole_group: bool = True) -> LocalProcess:
     """``argv`` as a local child with piped stdio, in a session of its own."""
     proc = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env=env, start_new_session=True, limit=STREAM_LIMIT)
+        *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+        limit=STREAM_LIMIT,
+    )
     return LocalProcess(proc, whole_group=whole_group)
 
 
-async def run_local(argv: list[str], timeout: float, *, stdin: bytes | None = None, env: dict[str, str] | None = None,
-                    merge_stderr: bool = False) -> tuple[int | None, str, str]:
+async def run_local(
+    argv: list[str],
+    timeout: float,
+    *,
+    stdin: bytes | None = None,
+    env: dict[str, str] | None = None,
+    merge_stderr: bool = False,
+) -> tuple[int | None, str, str]:
     """A short local command, no shell: (exit status, stdout, stderr); None when it
     could not start or ran past ``timeout`` (its session is killed)."""
     try:
         proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            *argv,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
-            env=env, start_new_session=True)
+            env=env,
+            start_new_session=True,
+        )
     except OSError as exc:
         return None, "", f"cannot run {argv[0]}: {exc.strerror or exc}"
     try:
@@ -132,8 +147,13 @@ def seen_devices(kind: str) -> int:
     """How many devices of ``kind`` this machine's probe sees (what check_host reports)."""
     if kind == "cpu":
         return os.cpu_count() or 1
-    done = subprocess.run([sys.executable, "-", tempfile.gettempdir(), kind], input=PROBE_SRC.read_bytes(),
-                          capture_output=True, timeout=PROBE_TIMEOUT_S, env={**os.environ, "OPDEBUG_ENV_STATUS": ""})
+    done = subprocess.run(
+        [sys.executable, "-", tempfile.gettempdir(), kind],
+        input=PROBE_SRC.read_bytes(),
+        capture_output=True,
+        timeout=PROBE_TIMEOUT_S,
+        env={**os.environ, "OPDEBUG_ENV_STATUS": ""},
+    )
     try:
         count = json.loads(done.stdout.decode().strip().splitlines()[-1]).get("device_count")
     except (ValueError, IndexError):
@@ -171,17 +191,20 @@ class LocalHost(HostKind):
         full["PYTHONPATH"] = os.pathsep.join(p for p in (root, full.get("PYTHONPATH")) if p)
         return await spawn(argv, full)
 
-    async def run_command(self, argv: list[str], timeout: float, *, stdin: bytes | None = None,
-                          merge_stderr: bool = False) -> tuple[int | None, str, str]:
+    async def run_command(
+        self, argv: list[str], timeout: float, *, stdin: bytes | None = None, merge_stderr: bool = False
+    ) -> tuple[int | None, str, str]:
         return await run_local(argv, timeout, stdin=stdin, merge_stderr=merge_stderr)
 
 
 HOST_KIND = LocalHost
 
 
-def LocalSlot(host: str = "local", device_kind: str = "cpu", device_id: int = 0,
-              lease_wait_s: float = 30.0) -> SupervisorSlot:
+def LocalSlot(
+    host: str = "local", device_kind: str = "cpu", device_id: int = 0, lease_wait_s: float = 30.0
+) -> SupervisorSlot:
     """One local supervisor on one device (for cpu the id is only a label), outside any pool."""
-    cfg = HostConfig(name=host, transport="local", device=device_kind, devices=[int(device_id)],
-                     lease_wait_s=lease_wait_s)
+    cfg = HostConfig(
+        name=host, transport="local", device=device_kind, devices=[int(device_id)], lease_wait_s=lease_wait_s
+    )
     return LocalHost(cfg, HostContext()).new_slot(device_id)

@@ -143,8 +143,13 @@ class SlotRegistry:
         who holds it about once a second; past the call's budget, a device_busy refusal."""
         budget = wait_budget(host.lease_wait_s, run)
         label = f"{host.device}:{int(device)}"
-        holder = {"pid": os.getpid(), "host": socket.gethostname(), "owner": "this server (another tool call)",
-                  "run_id": entry.run_id, "since": entry.since}
+        holder = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "owner": "this server (another tool call)",
+            "run_id": entry.run_id,
+            "since": entry.since,
+        }
         t0 = time.monotonic()
         getting = asyncio.ensure_future(entry.lock.acquire())
         try:
@@ -156,8 +161,11 @@ class SlotRegistry:
                     return
                 waited = time.monotonic() - t0
                 if waited >= budget:
-                    raise SlotCannotStart(busy_text(host.name, label, holder, waited, budget), code="device_busy",
-                                          details={"holder": holder, "waited_s": round(waited, 1), "budget_s": budget})
+                    raise SlotCannotStart(
+                        busy_text(host.name, label, holder, waited, budget),
+                        code="device_busy",
+                        details={"holder": holder, "waited_s": round(waited, 1), "budget_s": budget},
+                    )
                 await run.say(waiting_text(host.name, label, holder, waited, budget))
         except BaseException:
             if not getting.done():
@@ -273,9 +281,14 @@ class QueueReport:
     slots_used: list[str] = field(default_factory=list)
 
 
-async def run_queue(specs: list[SlotSpec], case_ids: list[str], run: RunFiles,
-                    run_one: Callable[[DeviceSlot, str], Awaitable[None]], *,
-                    registry: SlotRegistry | None = None) -> QueueReport:
+async def run_queue(
+    specs: list[SlotSpec],
+    case_ids: list[str],
+    run: RunFiles,
+    run_one: Callable[[DeviceSlot, str], Awaitable[None]],
+    *,
+    registry: SlotRegistry | None = None,
+) -> QueueReport:
     """One task per slot consuming a shared queue of case ids.
 
     `run_one(slot, case_id)` runs and records one case; a SlotGone (or a
@@ -295,8 +308,13 @@ async def run_queue(specs: list[SlotSpec], case_ids: list[str], run: RunFiles,
 class _CaseQueue:
     """The shared queue of one run_queue call and what its slot tasks share."""
 
-    def __init__(self, case_ids: list[str], run: RunFiles, run_one: Callable[[DeviceSlot, str], Awaitable[None]],
-                 registry: SlotRegistry):
+    def __init__(
+        self,
+        case_ids: list[str],
+        run: RunFiles,
+        run_one: Callable[[DeviceSlot, str], Awaitable[None]],
+        registry: SlotRegistry,
+    ):
         self.run_files, self.run_one, self.registry = run, run_one, registry
         self.queue: asyncio.Queue[str] = asyncio.Queue()
         for cid in case_ids:
@@ -343,8 +361,9 @@ class _CaseQueue:
         if losses > len(RETRY_DELAYS_S) or self.queue.empty():
             return False
         delay = RETRY_DELAYS_S[losses - 1]
-        await self.run_files.say(f"{label}: {why}; starting it again in {delay:g} s "
-                                 f"(retry {losses} of {len(RETRY_DELAYS_S)})")
+        await self.run_files.say(
+            f"{label}: {why}; starting it again in {delay:g} s (retry {losses} of {len(RETRY_DELAYS_S)})"
+        )
         sleeping = asyncio.ensure_future(asyncio.sleep(delay))
         waiting = asyncio.ensure_future(self.settled.wait())
         try:

@@ -53,9 +53,12 @@ def unsafe_reason(st: ModeAndOwner, uid: int, what: str) -> str | None:
 
 
 def refuse(path, reason: str) -> ToolError:
-    return ToolError(f"refusing to use {str(path)!r}: {reason}. Another user could plant code there; remove it "
-                     f"(or make it yours, mode 700), or point the stage elsewhere", code="unsafe_path",
-                     details={"path": str(path)})
+    return ToolError(
+        f"refusing to use {str(path)!r}: {reason}. Another user could plant code there; remove it "
+        f"(or make it yours, mode 700), or point the stage elsewhere",
+        code="unsafe_path",
+        details={"path": str(path)},
+    )
 
 
 def private_dir(path: Path) -> Path:

@@ -192,8 +192,9 @@ class SlurmHost(HostKind):
         """``argv`` is srun's: the environment reaches the step through its placement."""
         return await self.login.spawn(argv)
 
-    async def run_command(self, argv: list[str], timeout: float, *, stdin: bytes | None = None,
-                          merge_stderr: bool = False) -> tuple[int | None, str, str]:
+    async def run_command(
+        self, argv: list[str], timeout: float, *, stdin: bytes | None = None, merge_stderr: bool = False
+    ) -> tuple[int | None, str, str]:
         code, out, err = await self.login.run(argv, timeout)
         return (code, out + err, "") if merge_stderr else (code, out, err)
 
@@ -267,8 +268,9 @@ class SlurmSlot(SupervisorSlot):
         if isinstance(exc, SlotGone) and not isinstance(exc, JobEnded):
             return await self._explain_loss(exc, "before its first case")
         if isinstance(exc, (ConnectionError, OSError)):
-            return await self._explain_loss(SlotLost(f"{self.label}: {type(exc).__name__}: {exc}"),
-                                            "before its first case")
+            return await self._explain_loss(
+                SlotLost(f"{self.label}: {type(exc).__name__}: {exc}"), "before its first case"
+            )
         await self._end()
         return exc
 
@@ -304,19 +306,26 @@ class SlurmSlot(SupervisorSlot):
             if state.state == "PENDING":
                 if said != (state.state, state.reason) or now - said_at >= REPORT_EVERY_S:
                     said, said_at = (state.state, state.reason), now
-                    await _say(run, f"{self.label}: waiting in the queue, {state.text()}, for {now - t0:.0f} s "
-                                    f"(gives up after {max_pending:g} s)")
+                    await _say(
+                        run,
+                        f"{self.label}: waiting in the queue, {state.text()}, for {now - t0:.0f} s "
+                        f"(gives up after {max_pending:g} s)",
+                    )
                 if now - t0 > max_pending:
                     raise SlotCannotStart(
                         f"{self.label}: still pending after {max_pending:g} s ({state.text()}); its job was "
                         f"cancelled. Ask for less (slurm.gres, time_limit, partition) or raise max_pending_s",
-                        code="slot_pending", details={"job_id": self.job_id, "reason": state.reason})
+                        code="slot_pending",
+                        details={"job_id": self.job_id, "reason": state.reason},
+                    )
             elif state.state is not None:
                 allocated_at = allocated_at or now
                 if now - allocated_at > STEP_START_TIMEOUT_S:
-                    raise SlotCannotStart(f"{self.label}: the job is {state.text()} but its step said nothing "
-                                          f"within {STEP_START_TIMEOUT_S:g} s; srun: {self.stderr_tail() or '-'}",
-                                          code="slot_start_failed")
+                    raise SlotCannotStart(
+                        f"{self.label}: the job is {state.text()} but its step said nothing "
+                        f"within {STEP_START_TIMEOUT_S:g} s; srun: {self.stderr_tail() or '-'}",
+                        code="slot_start_failed",
+                    )
             next_poll = time.monotonic() + POLL_S
 
     async def _await_placed(self) -> None:
@@ -326,16 +335,18 @@ class SlurmSlot(SupervisorSlot):
             try:
                 line = await within(self.step.stdout.readline(), SLOT_START_TIMEOUT_S)
             except asyncio.TimeoutError:
-                raise SlotLost(f"{self.label}: the step did not answer its placement within "
-                               f"{SLOT_START_TIMEOUT_S:g} s") from None
+                raise SlotLost(
+                    f"{self.label}: the step did not answer its placement within {SLOT_START_TIMEOUT_S:g} s"
+                ) from None
             if not line:
                 raise SlotLost(f"{self.label}: the step ended before it took its placement")
             event = _event(line)
             if event.get("event") == "step_placed":
                 return
             if event.get("event") == "step_refused":
-                raise SlotCannotStart(f"{self.label}: the step refused its placement: {event.get('reason')}",
-                                      code="slot_start_failed")
+                raise SlotCannotStart(
+                    f"{self.label}: the step refused its placement: {event.get('reason')}", code="slot_start_failed"
+                )
 
     def _known_job_id(self) -> str | None:
         if self.job_id:
@@ -355,9 +366,12 @@ class SlurmSlot(SupervisorSlot):
         self._known_job_id()
         if cancelled_line(text) or "Job has been cancelled" in text or "already completing or completed" in text:
             return JobEnded(f"{self.label}: the job was cancelled before its step started ({_last_lines(text)})")
-        return SlotCannotStart(f"{self.host} slot {self.slot}: srun exited (status {self.step.exit_code if self.step else '?'}) "
-                               f"before the job's step started: {_last_lines(text) or 'no message'}",
-                               code="slot_start_failed", details={"srun_stderr": text[-2000:]})
+        return SlotCannotStart(
+            f"{self.host} slot {self.slot}: srun exited (status {self.step.exit_code if self.step else '?'}) "
+            f"before the job's step started: {_last_lines(text) or 'no message'}",
+            code="slot_start_failed",
+            details={"srun_stderr": text[-2000:]},
+        )
 
     async def _place(self, started: dict) -> dict[str, str]:
         """Settle the device from what the step was given; the variables to send it."""
@@ -366,8 +380,11 @@ class SlurmSlot(SupervisorSlot):
             self.job_id = job_id
         if NODE_NAME.fullmatch(node):
             self.node = node
-        visible = {k: v for k, v in (started.get("visible") or {}).items()
-                   if isinstance(k, str) and isinstance(v, str) and re.fullmatch(r"[0-9,]{1,64}", v)}
+        visible = {
+            k: v
+            for k, v in (started.get("visible") or {}).items()
+            if isinstance(k, str) and isinstance(v, str) and re.fullmatch(r"[0-9,]{1,64}", v)
+        }
         show = ""
         if self.job_id:
             code, show, _ = await self.login.run(["scontrol", "-d", "-o", "show", "job", self.job_id])
@@ -399,8 +416,10 @@ class SlurmSlot(SupervisorSlot):
             index = self.clusters.claim(self.host, where)
             self._claim = (where, index)
             ids = str(index)
-            source = (f"slot order on node {where}: the GRES {gres_name} is a bare count and the scheduler does not "
-                      "say which device (safe when the run owns the devices of the node)")
+            source = (
+                f"slot order on node {where}: the GRES {gres_name} is a bare count and the scheduler does not "
+                "say which device (safe when the run owns the devices of the node)"
+            )
             if var:
                 env[var] = ids
         env["OPDEBUG_DEVICE_ID"] = ids
@@ -414,21 +433,28 @@ class SlurmSlot(SupervisorSlot):
     # -- cases -----------------------------------------------------------------
 
     async def _before_case(self, timeout_s: float) -> None:
-        if (self.cases_run and self._deadline is not None
-                and time.monotonic() + float(timeout_s) + EXPIRY_MARGIN_S > self._deadline):
+        if (
+            self.cases_run
+            and self._deadline is not None
+            and time.monotonic() + float(timeout_s) + EXPIRY_MARGIN_S > self._deadline
+        ):
             self._alive = False
             limit = self.cfg.slurm.time_limit if self.cfg.slurm else "?"
-            raise SlotExpired(f"{self.label}: its job's time limit ({limit}) ends in "
-                              f"{max(0.0, self._deadline - time.monotonic()):.0f} s, too soon for a case of "
-                              f"{timeout_s:g} s; the slot is replaced")
+            raise SlotExpired(
+                f"{self.label}: its job's time limit ({limit}) ends in "
+                f"{max(0.0, self._deadline - time.monotonic()):.0f} s, too soon for a case of "
+                f"{timeout_s:g} s; the slot is replaced"
+            )
 
     async def _after_case(self, event: dict) -> dict:
         if _scheduler_may_have_ended(event):
             ended = await self._scheduler_end(wait_s=END_CHECK_S)
             if ended:
                 self._alive = False
-                raise JobEnded(f"{ended} mid-case; nothing recorded (the worker's death is the scheduler's "
-                               "doing, not the operator's crash)")
+                raise JobEnded(
+                    f"{ended} mid-case; nothing recorded (the worker's death is the scheduler's "
+                    "doing, not the operator's crash)"
+                )
         return event
 
     async def _scheduler_end(self, wait_s: float) -> str | None:
@@ -452,8 +478,10 @@ class SlurmSlot(SupervisorSlot):
             why = line["due_to"] or SCHEDULER_END_STATES["CANCELLED"]
             return f"{self.host} slot {self.slot}: {where} was ended by the scheduler ({why}; job {state.text()})"
         if state.state in SCHEDULER_END_STATES:
-            return (f"{self.host} slot {self.slot}: {where} was ended by the scheduler "
-                    f"({SCHEDULER_END_STATES[state.state]}; job {state.text()})")
+            return (
+                f"{self.host} slot {self.slot}: {where} was ended by the scheduler "
+                f"({SCHEDULER_END_STATES[state.state]}; job {state.text()})"
+            )
         return None
 
     async def _explain_loss(self, exc: BaseException, when: str = "mid-case; nothing recorded") -> SlotGone:
@@ -466,8 +494,9 @@ class SlurmSlot(SupervisorSlot):
             return JobEnded(f"{ended} {when}")
         tail = _last_lines(self.stderr_tail())
         code = self.step.exit_code if self.step else None
-        return SlotLost(f"{exc}" + (f"; srun exit status {code}" if code is not None else "")
-                        + (f"; srun: {tail}" if tail else ""))
+        return SlotLost(
+            f"{exc}" + (f"; srun exit status {code}" if code is not None else "") + (f"; srun: {tail}" if tail else "")
+        )
 
     # -- stop --------------------------------------------------------------------
 
@@ -548,4 +577,3 @@ def _scheduler_may_have_ended(event: dict) -> bool:
 async def _say(run: RunFiles | None, text: str) -> None:
     if run is not None:
         await run.say(text)
-

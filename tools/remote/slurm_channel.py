@@ -112,8 +112,7 @@ class FramedChannel:
                 try:
                     await within(self._acks.acquire(), ACK_TIMEOUT_S)
                 except asyncio.TimeoutError:
-                    raise ConnectionError(f"the step relay did not ack a chunk within {ACK_TIMEOUT_S:g} s") \
-                        from None
+                    raise ConnectionError(f"the step relay did not ack a chunk within {ACK_TIMEOUT_S:g} s") from None
                 if self._ended:
                     raise ConnectionError("the step's output ended while a line was being sent")
 

@@ -33,14 +33,22 @@ from .inventory import HostConfig
 # Job states in which the scheduler, not the task, ended the job.
 # CANCELLED with no DUE TO reason is an explicit scancel (by a user, an administrator
 # or a script), whether or not slurmstepd's line reached us before the pipe closed.
-SCHEDULER_END_STATES = {"CANCELLED": "scancel by a user or an administrator", "TIMEOUT": "time limit", "PREEMPTED": "preemption",
-                        "NODE_FAIL": "node failure", "DEADLINE": "deadline", "OUT_OF_MEMORY": "out of memory",
-                        "BOOT_FAIL": "node boot failure", "REVOKED": "revoked"}
+SCHEDULER_END_STATES = {
+    "CANCELLED": "scancel by a user or an administrator",
+    "TIMEOUT": "time limit",
+    "PREEMPTED": "preemption",
+    "NODE_FAIL": "node failure",
+    "DEADLINE": "deadline",
+    "OUT_OF_MEMORY": "out of memory",
+    "BOOT_FAIL": "node boot failure",
+    "REVOKED": "revoked",
+}
 # slurmstepd's line on the step's stderr when the scheduler kills it (22.05:
 # "*** STEP 7.0 ON vm CANCELLED AT <time> DUE TO TIME LIMIT ***"; older releases
 # leave out "ON <node>"; no DUE TO clause: scancel).
 CANCELLED_LINE = re.compile(
-    r"\*\*\* (?:STEP|JOB) (\d+)(?:\.\d+)?(?: ON (\S+))? CANCELLED AT (\S+)(?: DUE TO ([^*]+?))? \*\*\*")
+    r"\*\*\* (?:STEP|JOB) (\d+)(?:\.\d+)?(?: ON (\S+))? CANCELLED AT (\S+)(?: DUE TO ([^*]+?))? \*\*\*"
+)
 QUEUED_LINE = re.compile(r"srun: job (\d+) queued and waiting for resources")
 ALLOCATED_LINE = re.compile(r"srun: job (\d+) has been allocated resources")
 JOB_ID = re.compile(r"^\d{1,12}$")
@@ -49,7 +57,7 @@ NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 # SLURM_* would make srun start a step inside it, and the login host's own device
 # variables would pass for the scheduler's.  SLURM_CONF stays (it names the cluster).
 DEVICE_VARIABLES = ("ASCEND_RT_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
-LOGIN_SCRUB = ("unset " + " ".join(DEVICE_VARIABLES) + " $(compgen -e SLURM_ | grep -vx SLURM_CONF)")
+LOGIN_SCRUB = "unset " + " ".join(DEVICE_VARIABLES) + " $(compgen -e SLURM_ | grep -vx SLURM_CONF)"
 
 
 # --------------------------------------------------------------------------
@@ -109,8 +117,22 @@ def step_script(host: HostConfig, runner_root: str) -> str:
     q = shlex.quote
     steps = [f"source {q(script)}" for script in host.env_scripts]
     steps.append(f"export PYTHONPATH={q(runner_root)}" + "${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1")
-    steps.append(" ".join(["exec", q(host.python), q(f"{runner_root}/{STEP_SCRIPT}"), "--", q(host.python),
-                           "-m", RUNNER_PACKAGE, "supervise", "--device", q(host.device)]))
+    steps.append(
+        " ".join(
+            [
+                "exec",
+                q(host.python),
+                q(f"{runner_root}/{STEP_SCRIPT}"),
+                "--",
+                q(host.python),
+                "-m",
+                RUNNER_PACKAGE,
+                "supervise",
+                "--device",
+                q(host.device),
+            ]
+        )
+    )
     return " && ".join(steps)
 
 
@@ -119,10 +141,21 @@ def srun_argv(host: HostConfig, job_name: str, runner_root: str) -> list[str]:
     task a pty; no ``--pty``, no ``--label``: the channel stays the runner's lines)."""
     o = host.slurm
     assert o is not None
-    argv = ["srun", f"--job-name={job_name}", "--nodes=1", "--ntasks=1", f"--time={o.time_limit}",
-            f"--gres={o.gres}", "--kill-on-bad-exit=1"]
-    for flag, value in (("--partition", o.partition), ("--account", o.account), ("--qos", o.qos),
-                        ("--cpus-per-task", o.cpus_per_task)):
+    argv = [
+        "srun",
+        f"--job-name={job_name}",
+        "--nodes=1",
+        "--ntasks=1",
+        f"--time={o.time_limit}",
+        f"--gres={o.gres}",
+        "--kill-on-bad-exit=1",
+    ]
+    for flag, value in (
+        ("--partition", o.partition),
+        ("--account", o.account),
+        ("--qos", o.qos),
+        ("--cpus-per-task", o.cpus_per_task),
+    ):
         if value is not None:
             argv.append(f"{flag}={value}")
     argv += list(o.srun_options)
@@ -143,8 +176,11 @@ def login_command(host: HostConfig, argv: list[str]) -> str:
 
 def local_login_env() -> dict[str, str]:
     """This machine's environment for srun and friends, scrubbed like LOGIN_SCRUB."""
-    return {k: v for k, v in os.environ.items()
-            if not (k.startswith("SLURM_") and k != "SLURM_CONF") and k not in DEVICE_VARIABLES}
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not (k.startswith("SLURM_") and k != "SLURM_CONF") and k not in DEVICE_VARIABLES
+    }
 
 
 # --------------------------------------------------------------------------
@@ -158,8 +194,12 @@ def cancelled_line(text: str) -> dict | None:
     if not matches:
         return None
     m = matches[-1]
-    return {"job_id": m.group(1), "node": m.group(2), "at": m.group(3),
-            "due_to": m.group(4).strip().lower() if m.group(4) else None}
+    return {
+        "job_id": m.group(1),
+        "node": m.group(2),
+        "at": m.group(3),
+        "due_to": m.group(4).strip().lower() if m.group(4) else None,
+    }
 
 
 def expand_indexes(spec: str) -> list[int]:

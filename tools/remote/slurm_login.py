@@ -54,14 +54,16 @@ class LocalLogin:
         try:
             return await spawn(self._argv(argv), local_login_env(), whole_group=False)
         except OSError as exc:
-            raise SlotCannotStart(f"{self.cfg.name}: cannot run srun on this machine: {exc.strerror or exc} "
-                                  "(is Slurm's client installed and on PATH?)", code="slurm_missing") from None
+            raise SlotCannotStart(
+                f"{self.cfg.name}: cannot run srun on this machine: {exc.strerror or exc} "
+                "(is Slurm's client installed and on PATH?)",
+                code="slurm_missing",
+            ) from None
 
     async def runner_root(self) -> str:
         """The runner staged into work_dir (which the nodes must see), once per content hash."""
         files = bundle_files()
-        root = await asyncio.to_thread(stage_tree, Path(self.cfg.work_dir), f"runner-{content_hash(files)[:12]}",
-                                       files)
+        root = await asyncio.to_thread(stage_tree, Path(self.cfg.work_dir), f"runner-{content_hash(files)[:12]}", files)
         return str(root)
 
     async def run_files(self, run: RunFiles) -> tuple[str | None, str | None]:
@@ -143,8 +145,7 @@ def _stamp(path: Path | None) -> list:
     return sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in path.iterdir() if p.is_file())
 
 
-async def job_state(login, *, job_id: str | None = None, name: str | None = None,
-                    all_states: bool = False) -> JobState:
+async def job_state(login, *, job_id: str | None = None, name: str | None = None, all_states: bool = False) -> JobState:
     """The job's squeue state and reason (by id, else by name among the caller's jobs)."""
     argv = ["squeue", "-h", "-o", "%i|%T|%r"]
     argv += ["-j", job_id] if job_id else ["--me", f"--name={name}"]
@@ -176,8 +177,7 @@ async def own_jobs(login) -> list[tuple[str, str, str]] | None:
     if code != 0:
         return None
     rows = [line.strip().split("|") for line in out.splitlines()]
-    return [(r[0], r[1], r[2]) for r in rows if len(r) == 3 and JOB_ID.fullmatch(r[0])
-            and r[1].startswith(JOB_PREFIX)]
+    return [(r[0], r[1], r[2]) for r in rows if len(r) == 3 and JOB_ID.fullmatch(r[0]) and r[1].startswith(JOB_PREFIX)]
 
 
 async def sweep(login, host_name: str, run: RunFiles | None = None) -> list[str]:
@@ -188,6 +188,8 @@ async def sweep(login, host_name: str, run: RunFiles | None = None) -> list[str]
     if orphans:
         await login.run(["scancel", *orphans])
         if run is not None:
-            await run.say(f"{host_name}: cancelled {len(orphans)} Slurm job(s) left by a server of this machine "
-                          f"that is gone: {', '.join(orphans)}")
+            await run.say(
+                f"{host_name}: cancelled {len(orphans)} Slurm job(s) left by a server of this machine "
+                f"that is gone: {', '.join(orphans)}"
+            )
     return orphans

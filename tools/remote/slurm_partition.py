@@ -19,8 +19,23 @@ from .inventory import HostConfig
 from .slurm_commands import JOB_PREFIX, duration_s, owner_gone, show_field, time_limit_s
 
 # Node states in which a node takes no new job.
-UNUSABLE_STATES = ("down", "drain", "drained", "draining", "fail", "failing", "future", "inval", "maint",
-                   "not_responding", "power_down", "powered_down", "powering_down", "reboot", "unknown")
+UNUSABLE_STATES = (
+    "down",
+    "drain",
+    "drained",
+    "draining",
+    "fail",
+    "failing",
+    "future",
+    "inval",
+    "maint",
+    "not_responding",
+    "power_down",
+    "powered_down",
+    "powering_down",
+    "reboot",
+    "unknown",
+)
 _GRES_ITEM = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)(?::([A-Za-z0-9_.-]+))?:(\d+)")
 
 
@@ -51,16 +66,25 @@ async def partition_report(login, host: HostConfig) -> tuple[dict, list[str]]:
     assert o is not None
     missing: list[str] = []
     notes: list[str] = []
-    report: dict = {"scheduler": "slurm", "partition": o.partition, "gres_requested": o.gres,
-                    "time_limit": o.time_limit, "slots": host.concurrency or 1, "nodes": [], "notes": notes}
+    report: dict = {
+        "scheduler": "slurm",
+        "partition": o.partition,
+        "gres_requested": o.gres,
+        "time_limit": o.time_limit,
+        "slots": host.concurrency or 1,
+        "nodes": [],
+        "notes": notes,
+    }
     code, out, err = await login.run(["sinfo", "--version"])
     if code != 0:
         said = (err or out).strip()[-500:] or f"exit status {code}"
         if code is None and "cannot run sinfo" not in said:
             missing.append(f"a login host that answers: {said}")
         else:
-            missing.append(f"Slurm's client commands on the login host (sinfo --version: {said}); list a script "
-                           "that puts them on PATH (and sets SLURM_CONF where needed) in slurm.login_env_scripts")
+            missing.append(
+                f"Slurm's client commands on the login host (sinfo --version: {said}); list a script "
+                "that puts them on PATH (and sets SLURM_CONF where needed) in slurm.login_env_scripts"
+            )
         return report, missing
     report["slurm_version"] = out.strip()
     argv = ["scontrol", "-o", "show", "partition"] + ([o.partition] if o.partition else [])
@@ -70,16 +94,22 @@ async def partition_report(login, host: HostConfig) -> tuple[dict, list[str]]:
         lines = [line for line in lines if show_field(line, "Default") == "YES"] or lines[:0]
     if code != 0 or not lines:
         code_all, all_out, _ = await login.run(["scontrol", "-o", "show", "partition"])
-        names = [show_field(line, "PartitionName") for line in all_out.splitlines()
-                 if line.startswith("PartitionName=")]
+        names = [
+            show_field(line, "PartitionName") for line in all_out.splitlines() if line.startswith("PartitionName=")
+        ]
         what = f"partition {o.partition!r}" if o.partition else "a default partition (give slurm.partition)"
         missing.append(f"{what} on this cluster (it has: {', '.join(n for n in names if n) or 'none'})")
         return report, missing
     part = lines[0]
     name = show_field(part, "PartitionName")
-    report.update(partition=name, partition_state=show_field(part, "State"), max_time=show_field(part, "MaxTime"),
-                  default_time=show_field(part, "DefaultTime"), allow_accounts=show_field(part, "AllowAccounts"),
-                  allow_qos=show_field(part, "AllowQos"))
+    report.update(
+        partition=name,
+        partition_state=show_field(part, "State"),
+        max_time=show_field(part, "MaxTime"),
+        default_time=show_field(part, "DefaultTime"),
+        allow_accounts=show_field(part, "AllowAccounts"),
+        allow_qos=show_field(part, "AllowQos"),
+    )
     if report["partition_state"] != "UP":
         missing.append(f"partition {name} is {report['partition_state']}, not UP: it starts no job")
     limit, wanted = duration_s(report["max_time"]), time_limit_s(o.time_limit)
@@ -89,8 +119,9 @@ async def partition_report(login, host: HostConfig) -> tuple[dict, list[str]]:
         missing.append(f"account {o.account} among the partition's AllowAccounts ({report['allow_accounts']})")
     if not _allowed(report["allow_qos"], o.qos):
         missing.append(f"QoS {o.qos} among the partition's AllowQos ({report['allow_qos']})")
-    code, out, err = await login.run(["sinfo", "-h", "-N", "-p", name or "", "-O",
-                                      "NodeList:|,StateLong:|,Gres:|,GresUsed:|,CPUsState:|"])
+    code, out, err = await login.run(
+        ["sinfo", "-h", "-N", "-p", name or "", "-O", "NodeList:|,StateLong:|,Gres:|,GresUsed:|,CPUsState:|"]
+    )
     per_slot = int(o.gres.rsplit(":", 1)[1])
     gres_name = o.gres_name
     usable_total = 0
@@ -101,24 +132,31 @@ async def partition_report(login, host: HostConfig) -> tuple[dict, list[str]]:
         node, state, gres, used, cpus = (p.strip() for p in parts[:5])
         have = gres_counts(gres).get(gres_name, 0)
         usable = _usable(state)
-        report["nodes"].append({"name": node, "state": state, "gres": gres, "gres_used": used, "cpus": cpus,
-                                "usable": usable})
+        report["nodes"].append(
+            {"name": node, "state": state, "gres": gres, "gres_used": used, "cpus": cpus, "usable": usable}
+        )
         if usable and have >= per_slot:
             usable_total += have // per_slot
     if not report["nodes"]:
         missing.append(f"nodes in partition {name} (sinfo lists none)")
     elif not any(n["usable"] for n in report["nodes"]):
-        missing.append(f"a node of partition {name} that takes jobs (states: "
-                       f"{', '.join(sorted({n['state'] for n in report['nodes']}))})")
+        missing.append(
+            f"a node of partition {name} that takes jobs (states: "
+            f"{', '.join(sorted({n['state'] for n in report['nodes']}))})"
+        )
     elif usable_total == 0:
         offered = sorted({n["gres"] for n in report["nodes"]}) or ["none"]
-        missing.append(f"GRES {o.gres} on a node of partition {name} that takes jobs (the nodes offer: "
-                       f"{', '.join(offered)}); set slurm.gres to what the cluster calls its devices")
+        missing.append(
+            f"GRES {o.gres} on a node of partition {name} that takes jobs (the nodes offer: "
+            f"{', '.join(offered)}); set slurm.gres to what the cluster calls its devices"
+        )
     report["slots_possible"] = usable_total
     slots = host.concurrency or 1
     if 0 < usable_total < slots:
-        notes.append(f"{slots} slots asked, but the partition's usable nodes hold {usable_total} slot(s) of "
-                     f"{o.gres} at most: the rest wait in the queue (or give up after {o.max_pending_s:g} s)")
+        notes.append(
+            f"{slots} slots asked, but the partition's usable nodes hold {usable_total} slot(s) of "
+            f"{o.gres} at most: the rest wait in the queue (or give up after {o.max_pending_s:g} s)"
+        )
     code, out, _ = await login.run(["squeue", "--me", "-h", "-o", "%i|%j|%T"])
     for line in out.splitlines():
         job_id, _, rest = line.partition("|")
@@ -126,9 +164,16 @@ async def partition_report(login, host: HostConfig) -> tuple[dict, list[str]]:
         if not job_name.startswith(JOB_PREFIX):
             continue
         gone = owner_gone(job_name)
-        whose = ("left by a server of this machine that is gone: the next run on this host cancels it"
-                 if gone else "of a running server" if gone is False else "of a server on another machine")
+        whose = (
+            "left by a server of this machine that is gone: the next run on this host cancels it"
+            if gone
+            else "of a running server"
+            if gone is False
+            else "of a server on another machine"
+        )
         notes.append(f"job {job_id} ({job_name}, {state}) {whose}")
-    notes.append("python, torch and CANN on the nodes are not checked here (that takes a job): the first "
-                 "case's environment reports them")
+    notes.append(
+        "python, torch and CANN on the nodes are not checked here (that takes a job): the first "
+        "case's environment reports them"
+    )
     return report, missing

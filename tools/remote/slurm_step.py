@@ -84,12 +84,17 @@ STREAM_PIECE = 1 << 16  # a flowing burst's chunks: srun cuts them into its mess
 RS = b"\x1e"  # a newline inside a chunk
 PR_SET_CHILD_SUBREAPER = 36
 ADOPTED_WAIT_S = 10.0  # the supervisor's watchdog sweeps for about 0.3 s once the supervisor is gone
-PLACEMENT_NAMES = ("OPDEBUG_DEVICE_ID", "OPDEBUG_DEVICE_SOURCE", "ASCEND_RT_VISIBLE_DEVICES",
-                   "CUDA_VISIBLE_DEVICES")
+PLACEMENT_NAMES = ("OPDEBUG_DEVICE_ID", "OPDEBUG_DEVICE_SOURCE", "ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 PLACEMENT_VALUE = re.compile(r"^[A-Za-z0-9 _.,:;()/=+-]{0,200}$")
 # What the step may have been given: Slurm's GRES plugins and sites' TaskProlog scripts set these.
-VISIBLE_NAMES = ("ASCEND_RT_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES",
-                 "SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "GPU_DEVICE_ORDINAL")
+VISIBLE_NAMES = (
+    "ASCEND_RT_VISIBLE_DEVICES",
+    "ASCEND_VISIBLE_DEVICES",
+    "CUDA_VISIBLE_DEVICES",
+    "SLURM_STEP_GPUS",
+    "SLURM_JOB_GPUS",
+    "GPU_DEVICE_ORDINAL",
+)
 
 
 def _emit(event: dict) -> None:
@@ -159,7 +164,7 @@ class Relay:
         with self._lock:
             view = memoryview(data)
             while view:
-                view = view[os.write(self.wire_out, view):]
+                view = view[os.write(self.wire_out, view) :]
 
     def up(self) -> None:
         """Supervisor -> wire: what it wrote, as one burst, each chunk but the last after an ack."""
@@ -257,9 +262,16 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("usage: opdebug_step.py -- COMMAND...\n")
         return EXIT_REFUSED
     try:
-        _emit({"event": "step_started", "job_id": os.environ.get("SLURM_JOB_ID"),
-               "step_id": os.environ.get("SLURM_STEP_ID"), "node": os.environ.get("SLURMD_NODENAME"),
-               "pid": os.getpid(), "visible": {k: os.environ[k] for k in VISIBLE_NAMES if k in os.environ}})
+        _emit(
+            {
+                "event": "step_started",
+                "job_id": os.environ.get("SLURM_JOB_ID"),
+                "step_id": os.environ.get("SLURM_STEP_ID"),
+                "node": os.environ.get("SLURMD_NODENAME"),
+                "pid": os.getpid(),
+                "visible": {k: os.environ[k] for k in VISIBLE_NAMES if k in os.environ},
+            }
+        )
         line = read_line()
     except (BrokenPipeError, OSError):
         return 0  # nobody is listening any more

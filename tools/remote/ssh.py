@@ -100,10 +100,13 @@ async def explain_host_key(host: HostConfig) -> HostKeyRefused:
     kh = host.known_hosts or "~/.ssh/known_hosts"
     try:
         key = await asyncio.wait_for(
-            asyncssh.get_server_host_key(target, port=port, config=kwargs["config"]), host.connect_timeout)
+            asyncssh.get_server_host_key(target, port=port, config=kwargs["config"]), host.connect_timeout
+        )
     except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
-        return HostKeyRefused(f"host {host.name!r} ({hostname}:{port}): host key not trusted and could not be "
-                              f"fetched again ({exc})", code="host_key_untrusted")
+        return HostKeyRefused(
+            f"host {host.name!r} ({hostname}:{port}): host key not trusted and could not be fetched again ({exc})",
+            code="host_key_untrusted",
+        )
     offered = f"{key.get_algorithm()} key {key.get_fingerprint('sha256')}" if key else "no host key"
     fp = key.get_fingerprint("sha256") if key else "?"
     recorded: Sequence[asyncssh.SSHKey] = ()
@@ -120,28 +123,37 @@ async def explain_host_key(host: HostConfig) -> HostKeyRefused:
             f"entry with `ssh-keygen -R {shlex.quote(entry)} -f {shlex.quote(kh)}` and trust the new one with "
             f"`{keyscan}`.",
             code="host_key_changed",
-            details={"fingerprint": fp, "known_hosts": kh, "old_fingerprints": old})
+            details={"fingerprint": fp, "known_hosts": kh, "old_fingerprints": old},
+        )
     return HostKeyRefused(
         f"host {host.name!r} ({hostname}:{port}): unknown host key - refused. The server offers {offered}, "
         f"which is not in {kh}. Verify the fingerprint {fp} out of band (on the host: "
         f"`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`), then trust it with: `{keyscan}`",
-        code="host_key_unknown", details={"fingerprint": fp, "known_hosts": kh, "trust_command": keyscan})
+        code="host_key_unknown",
+        details={"fingerprint": fp, "known_hosts": kh, "trust_command": keyscan},
+    )
 
 
 async def open_connection(host: HostConfig) -> asyncssh.SSHClientConnection:
     """A verified, authenticated connection to an inventory host."""
     target, kwargs = _target(host)
     try:
-        return await asyncssh.connect(target, known_hosts=_known_hosts(host),
-                                      keepalive_interval=15, keepalive_count_max=4, **kwargs)
+        return await asyncssh.connect(
+            target, known_hosts=_known_hosts(host), keepalive_interval=15, keepalive_count_max=4, **kwargs
+        )
     except asyncssh.HostKeyNotVerifiable:
         raise await explain_host_key(host) from None
     except asyncssh.PermissionDenied as exc:
-        raise ToolError(f"host {host.name!r} ({host.address}): authentication refused ({exc.reason}); "
-                        "check user and identity_files (or the ssh-agent)", code="ssh_auth") from None
+        raise ToolError(
+            f"host {host.name!r} ({host.address}): authentication refused ({exc.reason}); "
+            "check user and identity_files (or the ssh-agent)",
+            code="ssh_auth",
+        ) from None
     except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
-        raise ToolError(f"host {host.name!r} ({host.address}): cannot connect: {exc or type(exc).__name__}",
-                        code="connection_failed") from None
+        raise ToolError(
+            f"host {host.name!r} ({host.address}): cannot connect: {exc or type(exc).__name__}",
+            code="connection_failed",
+        ) from None
 
 
 # --------------------------------------------------------------------------
@@ -167,8 +179,11 @@ class _Attrs:
     def __init__(self, attrs: asyncssh.SFTPAttrs):
         mode = attrs.permissions or 0
         if not stat.S_IFMT(mode):  # a server that leaves the type out of the mode
-            mode |= {asyncssh.FILEXFER_TYPE_DIRECTORY: stat.S_IFDIR, asyncssh.FILEXFER_TYPE_SYMLINK: stat.S_IFLNK,
-                     asyncssh.FILEXFER_TYPE_REGULAR: stat.S_IFREG}.get(attrs.type, 0)
+            mode |= {
+                asyncssh.FILEXFER_TYPE_DIRECTORY: stat.S_IFDIR,
+                asyncssh.FILEXFER_TYPE_SYMLINK: stat.S_IFLNK,
+                asyncssh.FILEXFER_TYPE_REGULAR: stat.S_IFREG,
+            }.get(attrs.type, 0)
         self.st_mode, self.st_uid = mode, attrs.uid
 
 
@@ -185,8 +200,9 @@ async def remote_uid(sftp: asyncssh.SFTPClient, directory: str) -> int:
     except (asyncssh.SFTPError, OSError) as exc:
         raise refuse(directory, f"cannot create a file in it ({exc})") from None
     if uid is None:
-        raise ToolError(f"the host's SFTP server does not report file owners; cannot check {directory}",
-                        code="unsafe_path")
+        raise ToolError(
+            f"the host's SFTP server does not report file owners; cannot check {directory}", code="unsafe_path"
+        )
     return uid
 
 
@@ -330,8 +346,13 @@ def _dir_files(local: Path | None) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(local.iterdir()) if p.is_file() and not p.name.startswith(".")}
 
 
-async def upload_run_files(conn: asyncssh.SSHClientConnection, host: HostConfig, run_id: str,
-                           modules_dir: Path | None, captured_dir: Path | None) -> tuple[str | None, str | None]:
+async def upload_run_files(
+    conn: asyncssh.SSHClientConnection,
+    host: HostConfig,
+    run_id: str,
+    modules_dir: Path | None,
+    captured_dir: Path | None,
+) -> tuple[str | None, str | None]:
     """Ship a run's user modules and captured inputs; (remote modules dir, remote captured dir).
 
     Stored per content hash (``runs/<run_id>/<kind>-<hash12>/``), so a re-run
@@ -360,15 +381,17 @@ async def upload_run_files(conn: asyncssh.SSHClientConnection, host: HostConfig,
 # --------------------------------------------------------------------------
 
 
-def worker_command(host: HostConfig, device: int, runner_root: str, *, owner: str | None = None,
-                   wait_s: float | None = None) -> str:
+def worker_command(
+    host: HostConfig, device: int, runner_root: str, *, owner: str | None = None, wait_s: float | None = None
+) -> str:
     """The remote command line of one device's supervisor, from inventory fields
     and constants only, each piece shlex-quoted:
 
     ``[docker exec -i C] bash -c 'source S && export PYTHONPATH=R${PYTHONPATH:+:$PYTHONPATH} && exec env VAR=ID PY R/opdebug_lease.py ... -- PY -m opdebug_runner supervise --device K'``
     """
-    argv = supervise_argv(host.python, runner_root, host.device, device,
-                          host.lease_wait_s if wait_s is None else wait_s, owner)
+    argv = supervise_argv(
+        host.python, runner_root, host.device, device, host.lease_wait_s if wait_s is None else wait_s, owner
+    )
     return supervisor_command(host, argv, device_env(host.device, device), runner_root)
 
 
@@ -476,8 +499,7 @@ class SSHConnections:
         async with self._upload_lock(host.name):
             if key not in self._uploaded:
                 conn = await self.connection(host)
-                self._uploaded[key] = await upload_run_files(
-                    conn, host, run.run_id, run.modules_dir, run.captured_dir)
+                self._uploaded[key] = await upload_run_files(conn, host, run.run_id, run.modules_dir, run.captured_dir)
             return self._uploaded[key]
 
     def close_unused(self, used_hosts: set[str]) -> None:
@@ -582,13 +604,21 @@ class SSHHost(HostKind):
             raise SlotLost(f"cannot start a worker on {self.cfg.name} {self.cfg.device}:{device}: {exc}") from None
         return SSHProcess(process, self.connections, self.cfg.name)
 
-    async def run_command(self, argv: list[str], timeout: float, *, stdin: bytes | None = None,
-                          merge_stderr: bool = False) -> tuple[int | None, str, str]:
+    async def run_command(
+        self, argv: list[str], timeout: float, *, stdin: bytes | None = None, merge_stderr: bool = False
+    ) -> tuple[int | None, str, str]:
         try:
             conn = await self.connections.connection(self.cfg)
             done = await asyncio.wait_for(
-                conn.run(shell_command(self.cfg, argv), check=False, input=stdin, encoding=None,
-                         stderr=asyncssh.STDOUT if merge_stderr else asyncssh.PIPE), timeout)
+                conn.run(
+                    shell_command(self.cfg, argv),
+                    check=False,
+                    input=stdin,
+                    encoding=None,
+                    stderr=asyncssh.STDOUT if merge_stderr else asyncssh.PIPE,
+                ),
+                timeout,
+            )
         except asyncio.TimeoutError:
             return None, "", f"{argv[0]} did not finish within {timeout:g} s on {self.cfg.address}"
         except (asyncssh.Error, OSError) as exc:

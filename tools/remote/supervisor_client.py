@@ -51,8 +51,13 @@ class Event:
     @classmethod
     def parse(cls, msg: dict) -> Event:
         rid, phase = msg.get("request_id"), msg.get("phase")
-        return cls(msg["event"], rid if isinstance(rid, str) else None, phase if isinstance(phase, str) else None,
-                   _budget(msg.get("budget_s"), None), msg)
+        return cls(
+            msg["event"],
+            rid if isinstance(rid, str) else None,
+            phase if isinstance(phase, str) else None,
+            _budget(msg.get("budget_s"), None),
+            msg,
+        )
 
 
 @dataclass
@@ -73,8 +78,9 @@ class CaseWait:
     def on_preparing(self, event: Event) -> None:
         """Emitted when a phase before the candidate begins (health check, worker start, resolve, inputs)."""
         phase = PHASE.get(event.phase or "")
-        self.waiting = f"the end of the case's {phase.name} phase ({phase.text})" if phase else \
-            "the end of the case's preparation"
+        self.waiting = (
+            f"the end of the case's {phase.name} phase ({phase.text})" if phase else "the end of the case's preparation"
+        )
         self.timeout = (event.budget_s or self.start_timeout_s) + self.grace_s
 
     def on_started(self, event: Event) -> None:
@@ -99,6 +105,7 @@ class ConnectionLost(SlotGone):
 
 
 if sys.version_info >= (3, 11):
+
     async def within(awaitable, timeout: float):
         """``awaitable`` within ``timeout`` seconds (asyncio.TimeoutError past it).
         Not asyncio.wait_for: on 3.11 it returns a result that arrives with a
@@ -111,8 +118,15 @@ else:  # 3.10 has no asyncio.timeout; its wait_for has the race above
 
 
 class SupervisorClient:
-    def __init__(self, reader, writer, *, label: str = "supervisor", start_timeout_s: float = START_TIMEOUT_S,
-                 answer_grace_s: float = ANSWER_GRACE_S):
+    def __init__(
+        self,
+        reader,
+        writer,
+        *,
+        label: str = "supervisor",
+        start_timeout_s: float = START_TIMEOUT_S,
+        answer_grace_s: float = ANSWER_GRACE_S,
+    ):
         self.reader = reader
         self.writer = writer
         self.label = label
@@ -134,8 +148,9 @@ class SupervisorClient:
             raise
         except Exception as exc:  # any transport failure (OSError, asyncssh errors)
             self.closed = True
-            raise ConnectionLost(f"{self.label}: cannot write to the supervisor ({type(exc).__name__}: {exc})") \
-                from None
+            raise ConnectionLost(
+                f"{self.label}: cannot write to the supervisor ({type(exc).__name__}: {exc})"
+            ) from None
 
     async def _event(self, timeout: float, waiting_for: str) -> dict:
         """The next protocol event (a JSON object with "event")."""
@@ -154,12 +169,15 @@ class SupervisorClient:
                 raise
             except Exception as exc:  # stream broke, line too long, channel error
                 self.closed = True
-                raise ConnectionLost(f"{self.label}: reading from the supervisor failed "
-                                     f"({type(exc).__name__}: {exc})") from None
+                raise ConnectionLost(
+                    f"{self.label}: reading from the supervisor failed ({type(exc).__name__}: {exc})"
+                ) from None
             if not line:
                 self.closed = True
-                raise ConnectionLost(f"{self.label}: the supervisor's output ended while waiting for {waiting_for}"
-                                     + (f" (last output: {list(self.noise)[-3:]})" if self.noise else ""))
+                raise ConnectionLost(
+                    f"{self.label}: the supervisor's output ended while waiting for {waiting_for}"
+                    + (f" (last output: {list(self.noise)[-3:]})" if self.noise else "")
+                )
             text = line.decode("utf-8", "replace") if isinstance(line, (bytes, bytearray)) else str(line)
             try:
                 msg = json.loads(text)
@@ -197,17 +215,31 @@ class SupervisorClient:
                         raise SlotCannotStart(f"{self.label}: {exc}", code="protocol_error") from None
                     return msg
 
-    async def run_case(self, config: dict, case: dict, timeout_s: float, modules_dir: str | None = None,
-                       captured_dir: str | None = None) -> dict:
+    async def run_case(
+        self,
+        config: dict,
+        case: dict,
+        timeout_s: float,
+        modules_dir: str | None = None,
+        captured_dir: str | None = None,
+    ) -> dict:
         """Run one case; returns the ``case_done`` event (after the phases' news)."""
         request_id = uuid.uuid4().hex
         async with self._lock:
-            await self._send({"op": "run", "request_id": request_id, "config": config, "case": case,
-                              "timeout_s": float(timeout_s),
-                              "modules_dir": None if modules_dir is None else str(modules_dir),
-                              "captured_dir": None if captured_dir is None else str(captured_dir)})
-            wait = CaseWait("the case start", self.started_wait_s(), float(timeout_s), self.start_timeout_s,
-                         self.answer_grace_s)
+            await self._send(
+                {
+                    "op": "run",
+                    "request_id": request_id,
+                    "config": config,
+                    "case": case,
+                    "timeout_s": float(timeout_s),
+                    "modules_dir": None if modules_dir is None else str(modules_dir),
+                    "captured_dir": None if captured_dir is None else str(captured_dir),
+                }
+            )
+            wait = CaseWait(
+                "the case start", self.started_wait_s(), float(timeout_s), self.start_timeout_s, self.answer_grace_s
+            )
             while True:
                 event = Event.parse(await self._event(wait.timeout, wait.waiting))
                 if event.request_id != request_id:

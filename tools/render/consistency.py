@@ -21,11 +21,15 @@ def consistency_section(analysis: Analysis) -> list[str]:
     c = analysis.consistency
     if not (c.flagged or c.bias or c.repeated or c.alone or c.probes):
         return []
-    out = ["## Consistency checks", "",
-           f"Repeated: {c.repeated} case(s) (same worker, same inputs, outputs compared bit for bit); run alone on a "
-           f"fresh worker: {c.alone}; probes (run after named earlier cases): {len(c.probes)}. "
-           "Nondeterministic and order-dependent cases are evidence of their own kind, never of an axis: "
-           f"{len(c.excluded_from_findings)} case(s) are left out of the findings.", ""]
+    out = [
+        "## Consistency checks",
+        "",
+        f"Repeated: {c.repeated} case(s) (same worker, same inputs, outputs compared bit for bit); run alone on a "
+        f"fresh worker: {c.alone}; probes (run after named earlier cases): {len(c.probes)}. "
+        "Nondeterministic and order-dependent cases are evidence of their own kind, never of an axis: "
+        f"{len(c.excluded_from_findings)} case(s) are left out of the findings.",
+        "",
+    ]
     if c.flagged:
         rows = []
         for f in c.flagged:
@@ -41,6 +45,9 @@ def consistency_section(analysis: Analysis) -> list[str]:
         out += [f"- `{flag}`: {text}" for flag, text in FLAG_TEXT.items() if flag in c.stats] + [""]
     if c.bias:
         out += ["Errors that lean one way (within the judge; a failure only under the baseline judge):", ""]
-        out += [f"- {one_line(w.message)} Cases: {', '.join(f'`{x}`' for x in w.cases[:8])}"
-                + (" ..." if len(w.cases) > 8 else "") for w in c.bias] + [""]
+        out += [
+            f"- {one_line(w.message)} Cases: {', '.join(f'`{x}`' for x in w.cases[:8])}"
+            + (" ..." if len(w.cases) > 8 else "")
+            for w in c.bias
+        ] + [""]
     return out

@@ -29,8 +29,11 @@ def describe_comparison(comparison: Comparison | dict[str, Any], *, brief: bool 
     head = f"output {c.output!r}"
     if c.contract_mismatch:
         return f"{head}: contract mismatch: {c.contract_mismatch}"
-    if not c.passed and c.verdict and (c.output.startswith("batch:") or
-                                       c.output.startswith("input:") and "modified its input" in c.verdict):
+    if (
+        not c.passed
+        and c.verdict
+        and (c.output.startswith("batch:") or c.output.startswith("input:") and "modified its input" in c.verdict)
+    ):
         return f"{head}: {c.verdict}"  # a consistency check's own sentence: an input written, a batch slice
     if c.judge in ("baseline", "both") and c.verdict and not c.passed:
         # the judge's sentence names the judge that failed and carries the ratios

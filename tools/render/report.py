@@ -21,18 +21,23 @@ from .sections import artifact_sections, latest_verify_line
 def tolerance_line(config: OperatorConfig) -> str:
     """The judge and the tolerances, as fixed before any result."""
     tol = config.tolerance
-    text = (f"- judge: {config.judge}" + (f" (baseline `{config.operator.baseline}`)" if config.operator.baseline
-                                          else "") + "; tolerance: ")
-    text += (f"atol {tol.atol:g}, rtol {tol.rtol:g}" if tol.atol is not None else
-             "torch.testing's per-dtype defaults")
+    text = (
+        f"- judge: {config.judge}"
+        + (f" (baseline `{config.operator.baseline}`)" if config.operator.baseline else "")
+        + "; tolerance: "
+    )
+    text += f"atol {tol.atol:g}, rtol {tol.rtol:g}" if tol.atol is not None else "torch.testing's per-dtype defaults"
     text += "".join(f"; {d}: atol {t.atol:g}, rtol {t.rtol:g}" for d, t in tol.per_dtype.items())
     return text + (standard_line(config) if config.judge != "tolerance" else "")
 
 
 def standard_line(config: OperatorConfig) -> str:
     """The baseline judge's msprobe standard and level, as configured (each case's verdict says what applied)."""
-    level = config.judge_level if config.judge_level != "auto" else \
-        "auto ({}: {})".format(*level_for("auto", config.operator.model_dump()))
+    level = (
+        config.judge_level
+        if config.judge_level != "auto"
+        else "auto ({}: {})".format(*level_for("auto", config.operator.model_dump()))
+    )
     standard = config.standard if config.standard != "auto" else "auto (msprobe 26.2's routing by output dtype)"
     text = f"\n- msprobe standard: {standard}; level: {level}"
     for name, per in config.output_judges.items():
@@ -62,9 +67,15 @@ def _failure_rows(items: list[CaseFailure], varying: set[str]) -> list[list[obje
     return [[f"`{f.case_id}`", f.status, _axes_text(f.axes, varying) or "-", f.reason or ""] for f in items]
 
 
-def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
-                  results: dict[str, CaseResult], *, run_dir: str,
-                  labels: dict[str, dict[str, str]] | None = None) -> str:
+def render_report(
+    analysis: Analysis,
+    config: OperatorConfig,
+    cases: list[Case],
+    results: dict[str, CaseResult],
+    *,
+    run_dir: str,
+    labels: dict[str, dict[str, str]] | None = None,
+) -> str:
     """report.md; ``labels`` are the cases' axes (cases/axes.py ``case_axes``) when already at hand."""
     labels = labels if labels is not None else {c.id: case_axes(c) for c in cases}
     varying = _varying_axes(list(labels.values()))
@@ -82,8 +93,11 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
         "",
         "## Counts",
         "",
-        table(["status", "cases"], [[k, v] for k, v in analysis.status_counts.items()]
-              + [["planned", analysis.planned], ["recorded", analysis.recorded]]),
+        table(
+            ["status", "cases"],
+            [[k, v] for k, v in analysis.status_counts.items()]
+            + [["planned", analysis.planned], ["recorded", analysis.recorded]],
+        ),
         "",
     ]
     if config.source_model_failure:
@@ -94,9 +108,12 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
     else:
         out += ["No case crashed or mismatched.", ""]
     if analysis.crash_groups:
-        out += ["### Crash groups (by error signature)", "",
-                table(["signature", "cases"], [[s, ", ".join(ids)] for s, ids in analysis.crash_groups.items()]),
-                ""]
+        out += [
+            "### Crash groups (by error signature)",
+            "",
+            table(["signature", "cases"], [[s, ", ".join(ids)] for s, ids in analysis.crash_groups.items()]),
+            "",
+        ]
     out += findings_section(analysis.findings, analysis.competing, analysis.hypotheses, analysis.counterexamples)
     accounted = accounting_lines(analysis)  # several causes, groups without a finding, refuted leads
     if accounted:
@@ -105,15 +122,31 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
     out += consistency_section(analysis)  # repeats, order, inputs written, batch, bias
     out += ["## Failure axes", ""]
     if analysis.failure_axes:
-        out += ["Axis values every failing case shares (and not every case has); most explanatory first.", "",
-                table(["axis", "value", "failing", "cases with value", "explains all"],
-                      [[a.axis, a.value, a.failing, a.total_with_value, "yes" if a.explains_all else "no"]
-                       for a in analysis.failure_axes]), ""]
+        out += [
+            "Axis values every failing case shares (and not every case has); most explanatory first.",
+            "",
+            table(
+                ["axis", "value", "failing", "cases with value", "explains all"],
+                [
+                    [a.axis, a.value, a.failing, a.total_with_value, "yes" if a.explains_all else "no"]
+                    for a in analysis.failure_axes
+                ],
+            ),
+            "",
+        ]
     else:
-        out += ["None." if not analysis.failures else
-                "No axis value is shared by all failing cases and absent from some other case.", ""]
-    out += ["## Unsupported combinations", "",
-            "Unsupported is not a product failure: the operator refuses this combination.", ""]
+        out += [
+            "None."
+            if not analysis.failures
+            else "No axis value is shared by all failing cases and absent from some other case.",
+            "",
+        ]
+    out += [
+        "## Unsupported combinations",
+        "",
+        "Unsupported is not a product failure: the operator refuses this combination.",
+        "",
+    ]
     if analysis.unsupported:
         rows = []
         for f in analysis.unsupported:
@@ -153,8 +186,9 @@ def render_report(analysis: Analysis, config: OperatorConfig, cases: list[Case],
     return "\n".join(out)
 
 
-def render_reproduction(analysis: Analysis, config: OperatorConfig, cases: list[Case],
-                        results: dict[str, CaseResult], *, run_dir: str) -> str:
+def render_reproduction(
+    analysis: Analysis, config: OperatorConfig, cases: list[Case], results: dict[str, CaseResult], *, run_dir: str
+) -> str:
     op = config.operator
     run_id = analysis.run_id
     where = f"--root {shlex.quote(str(Path(run_dir).parent))} --run-id {run_id}"
@@ -171,8 +205,7 @@ def render_reproduction(analysis: Analysis, config: OperatorConfig, cases: list[
         f"- compile backend: {op.compile_backend or 'default (torchair on NPU, inductor elsewhere)'}",
         tolerance_line(config),
         "",
-        "The operator config is `operator-config.json` and every case is in `case-matrix.json` "
-        f"under `{run_dir}`.",
+        f"The operator config is `operator-config.json` and every case is in `case-matrix.json` under `{run_dir}`.",
         "",
     ]
     failing = [*analysis.failures]
@@ -212,22 +245,47 @@ def integration_diff_section(analysis: Analysis) -> list[str]:
     feature with the bridging case that crosses it; empty when there is none."""
     if not analysis.integration_diff:
         return []
-    out = ["## Captured calls vs planned cases", "",
-           "What the failing case has that no passing case of the other kind has; each bridge changes one axis "
-           "of the closest passing case (append it with plan_cases `append: true`, `stars: [star]`).", ""]
+    out = [
+        "## Captured calls vs planned cases",
+        "",
+        "What the failing case has that no passing case of the other kind has; each bridge changes one axis "
+        "of the closest passing case (append it with plan_cases `append: true`, `stars: [star]`).",
+        "",
+    ]
     rows = []
     for diff in analysis.integration_diff:
         bridges: dict[str, list[str]] = {}
         for b in diff.bridges:
             bridges.setdefault(b.axis, []).append(json.dumps(b.star["vary"][0], sort_keys=True))
         for feat in diff.features:
-            rows.append([f"`{diff.failing_case}`", diff.direction, feat.axis, feat.value,
-                         ", ".join(feat.passing_values) or "-", f"`{diff.closest_passing}`" if diff.closest_passing
-                         else "-", "; ".join(bridges.get(feat.axis, [])) or "-"])
+            rows.append(
+                [
+                    f"`{diff.failing_case}`",
+                    diff.direction,
+                    feat.axis,
+                    feat.value,
+                    ", ".join(feat.passing_values) or "-",
+                    f"`{diff.closest_passing}`" if diff.closest_passing else "-",
+                    "; ".join(bridges.get(feat.axis, [])) or "-",
+                ]
+            )
         if not diff.features:
-            rows.append([f"`{diff.failing_case}`", diff.direction, "(none)", "-", "-",
-                         f"`{diff.closest_passing}`" if diff.closest_passing else "-",
-                         "no axis differs: compare values (star around the captured call)"])
-    out += [table(["failing case", "direction", "axis", "its value", "passing values", "closest passing",
-                   "bridge (vary)"], rows), ""]
+            rows.append(
+                [
+                    f"`{diff.failing_case}`",
+                    diff.direction,
+                    "(none)",
+                    "-",
+                    "-",
+                    f"`{diff.closest_passing}`" if diff.closest_passing else "-",
+                    "no axis differs: compare values (star around the captured call)",
+                ]
+            )
+    out += [
+        table(
+            ["failing case", "direction", "axis", "its value", "passing values", "closest passing", "bridge (vary)"],
+            rows,
+        ),
+        "",
+    ]
     return out

@@ -38,16 +38,28 @@ def artifact_sections(run_dir: str | Path) -> list[str]:
     if records:
         out += ["## Verification after a fix", ""]
         for rec in records:
-            out += [f"### verify {rec['index']} ({rec.get('at', '')}) on {', '.join(rec.get('hosts') or [])}", "",
-                    rec["conclusion"], ""]
-            out += [table(["case", "rerun as", "state"],
-                          [[f"`{c}`", f"`{n}`", rec["states"].get(n, "pending")] for c, n in rec["rerun"].items()]),
-                    ""]
+            out += [
+                f"### verify {rec['index']} ({rec.get('at', '')}) on {', '.join(rec.get('hosts') or [])}",
+                "",
+                rec["conclusion"],
+                "",
+            ]
+            out += [
+                table(
+                    ["case", "rerun as", "state"],
+                    [[f"`{c}`", f"`{n}`", rec["states"].get(n, "pending")] for c, n in rec["rerun"].items()],
+                ),
+                "",
+            ]
             model = rec.get("model_command")
             if model:
                 status = model.get("error") or f"exit status {model.get('exit_status')}"
-                out += [f"Model command on `{model.get('host')}` ({status}, {model.get('seconds')} s):", "",
-                        *fenced(model.get("command", "")), ""]
+                out += [
+                    f"Model command on `{model.get('host')}` ({status}, {model.get('seconds')} s):",
+                    "",
+                    *fenced(model.get("command", "")),
+                    "",
+                ]
                 if model.get("output_tail"):
                     out += ["Output tail:", "", *fenced(model["output_tail"].rstrip()[-2000:]), ""]
     out += ["## Pictures", ""]
@@ -59,6 +71,9 @@ def artifact_sections(run_dir: str | Path) -> list[str]:
     elif not available():
         out += [f"No pictures: matplotlib is not installed. {install_hint()}", ""]
     else:
-        out += [f"No pictures drawn yet: `opdebug pictures {store.run_id}` draws an error map and a relative-error "
-                "histogram per failing output, and every case by axis value.", ""]
+        out += [
+            f"No pictures drawn yet: `opdebug pictures {store.run_id}` draws an error map and a relative-error "
+            "histogram per failing output, and every case by axis value.",
+            "",
+        ]
     return out

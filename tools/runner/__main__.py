@@ -27,13 +27,20 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sup = sub.add_parser("supervise", help="speak the runner protocol on stdin/stdout, owning one worker")
     sup.add_argument("--device", default="cpu", choices=("cpu", "cuda", "npu"))
-    sup.add_argument("--worker-start-timeout", type=float, default=_env_number("OPDEBUG_WORKER_START_TIMEOUT_S", 600.0),
-                     help="seconds a worker may take to import torch and open the device (also the budget for "
-                          "loading user modules and building inputs); default $OPDEBUG_WORKER_START_TIMEOUT_S or 600")
-    sup.add_argument("--max-worker-start-failures", type=int,
-                     default=int(_env_number("OPDEBUG_MAX_WORKER_START_FAILURES", 3)),
-                     help="consecutive worker start failures after which no further start is tried; "
-                          "default $OPDEBUG_MAX_WORKER_START_FAILURES or 3")
+    sup.add_argument(
+        "--worker-start-timeout",
+        type=float,
+        default=_env_number("OPDEBUG_WORKER_START_TIMEOUT_S", 600.0),
+        help="seconds a worker may take to import torch and open the device (also the budget for "
+        "loading user modules and building inputs); default $OPDEBUG_WORKER_START_TIMEOUT_S or 600",
+    )
+    sup.add_argument(
+        "--max-worker-start-failures",
+        type=int,
+        default=int(_env_number("OPDEBUG_MAX_WORKER_START_FAILURES", 3)),
+        help="consecutive worker start failures after which no further start is tried; "
+        "default $OPDEBUG_MAX_WORKER_START_FAILURES or 3",
+    )
     work = sub.add_parser("worker", help="internal: started by the supervisor")
     work.add_argument("--device", default="cpu", choices=("cpu", "cuda", "npu"))
     work.add_argument("--stderr-file", required=True)

@@ -114,12 +114,17 @@ class Backward:
             labels = [f"{name}[{j}]" for j in range(len(members))] if isinstance(value, (list, tuple)) else [name]
             for label, t in zip(labels, members, strict=True):
                 if not isinstance(t, torch.Tensor):
-                    raise NoDerivative(f"grad_inputs names {label!r}, which this case passes as None: a None "
-                                       "argument has no gradient", NOT_FLOATING_RULE)
+                    raise NoDerivative(
+                        f"grad_inputs names {label!r}, which this case passes as None: a None argument has no gradient",
+                        NOT_FLOATING_RULE,
+                    )
                 if not (t.dtype.is_floating_point or t.dtype.is_complex):
-                    raise NoDerivative(f"grad_inputs names {label!r}, whose dtype is "
-                                       f"{str(t.dtype).replace('torch.', '')}: only floating and complex tensors "
-                                       "have gradients", NOT_FLOATING_RULE)
+                    raise NoDerivative(
+                        f"grad_inputs names {label!r}, whose dtype is "
+                        f"{str(t.dtype).replace('torch.', '')}: only floating and complex tensors "
+                        "have gradients",
+                        NOT_FLOATING_RULE,
+                    )
                 t.requires_grad_(True)
                 leaves.append((label, t))
         return leaves
@@ -138,20 +143,29 @@ class Backward:
             for key in self.spec:
                 name = key if key in named else aliases.get(key)
                 if name is None:
-                    raise UpstreamError(f"grad_output names output {key!r}, which the candidate does not "
-                                        f"return (its outputs: {sorted(named)})")
+                    raise UpstreamError(
+                        f"grad_output names output {key!r}, which the candidate does not "
+                        f"return (its outputs: {sorted(named)})"
+                    )
                 t = named[name]
                 if not isinstance(t, torch.Tensor) or not t.requires_grad:
-                    raise NoDerivative(f"the candidate's output {name!r} has no gradient with respect to "
-                                       f"{', '.join(self.names)} (it carries no grad_fn): the operator has no "
-                                       "derivative there")
+                    raise NoDerivative(
+                        f"the candidate's output {name!r} has no gradient with respect to "
+                        f"{', '.join(self.names)} (it carries no grad_fn): the operator has no "
+                        "derivative there"
+                    )
                 chosen.append((name, t, key))
             return chosen
-        chosen = [(n, t, n) for n, t in named.items() if isinstance(t, torch.Tensor) and t.requires_grad
-                  and (t.dtype.is_floating_point or t.dtype.is_complex)]
+        chosen = [
+            (n, t, n)
+            for n, t in named.items()
+            if isinstance(t, torch.Tensor) and t.requires_grad and (t.dtype.is_floating_point or t.dtype.is_complex)
+        ]
         if not chosen:
-            raise NoDerivative(f"no output of the candidate has a gradient with respect to {', '.join(self.names)} "
-                               f"(outputs {sorted(named)} carry no grad_fn): the operator has no derivative here")
+            raise NoDerivative(
+                f"no output of the candidate has a gradient with respect to {', '.join(self.names)} "
+                f"(outputs {sorted(named)} carry no grad_fn): the operator has no derivative here"
+            )
         return chosen
 
     def build_upstream(self, chosen: list[tuple[str, torch.Tensor, str]]) -> None:
@@ -162,8 +176,12 @@ class Backward:
         try:
             for name, t, key in chosen:
                 values = self._values(key, t)
-                spec = {"name": f"grad_output.{name}", "shape": list(t.shape),
-                        "dtype": str(t.dtype).replace("torch.", ""), "values": values}
+                spec = {
+                    "name": f"grad_output.{name}",
+                    "shape": list(t.shape),
+                    "dtype": str(t.dtype).replace("torch.", ""),
+                    "values": values,
+                }
                 built = build_input(spec, input_seed(self.seed, -1, f"grad_output.{name}"), self.captured_dir)
                 meta = dict(built.metadata, output=name)
                 if isinstance(self.spec, str):
@@ -173,8 +191,9 @@ class Backward:
         except Exception as exc:  # the harness's, not the operator's
             self.upstream.clear()
             self.metadata.clear()
-            raise UpstreamError(f"the upstream gradient of output {name!r} could not be built: "
-                                f"{type(exc).__name__}: {exc}") from exc
+            raise UpstreamError(
+                f"the upstream gradient of output {name!r} could not be built: {type(exc).__name__}: {exc}"
+            ) from exc
 
     def _values(self, name: str, t: torch.Tensor) -> dict:
         if self.spec == "sum":
@@ -199,8 +218,7 @@ class Backward:
         grads_out = [device.to_device(u.storage, u.shape, u.strides, u.storage_offset) for _, u in self.upstream]
         t0 = time.perf_counter()
         try:
-            grads = torch.autograd.grad([t for _, t, _ in chosen], [t for _, t in leaves], grads_out,
-                                        allow_unused=True)
+            grads = torch.autograd.grad([t for _, t, _ in chosen], [t for _, t in leaves], grads_out, allow_unused=True)
             device.synchronize()
         except BaseException as exc:  # the candidate's backward failed: the evidence
             raise Fault(exc) from None
@@ -225,11 +243,13 @@ class Backward:
             chosen = self.differentiated(out)
             if "grads_out" not in state:
                 self.build_upstream(chosen)
-                state["grads_out"] = [device.to_device(u.storage, u.shape, u.strides, u.storage_offset)
-                                      for _, u in self.upstream]
+                state["grads_out"] = [
+                    device.to_device(u.storage, u.shape, u.strides, u.storage_offset) for _, u in self.upstream
+                ]
             try:
-                grads = torch.autograd.grad([t for _, t, _ in chosen], [t for _, t in leaves], state["grads_out"],
-                                            allow_unused=True)
+                grads = torch.autograd.grad(
+                    [t for _, t, _ in chosen], [t for _, t in leaves], state["grads_out"], allow_unused=True
+                )
             except BaseException as exc:  # the candidate's backward failed: the evidence
                 raise Fault(exc) from None
             return out, grads
@@ -249,16 +269,23 @@ class Backward:
             if not isinstance(t, torch.Tensor):
                 return f"not compared: the {who} returns no tensor output {name!r} to start the backward from"
             if list(t.shape) != list(up.shape):
-                return (f"not compared: the forward output {name!r} has shape {list(up.shape)} on the candidate, "
-                        f"{list(t.shape)} on the {who}")
+                return (
+                    f"not compared: the forward output {name!r} has shape {list(up.shape)} on the candidate, "
+                    f"{list(t.shape)} on the {who}"
+                )
             if not t.requires_grad:
                 raise ReferenceGradError(
                     f"the {who}'s output {name!r} has no gradient with respect to {', '.join(self.names)} (no "
-                    "grad_fn): a reference for gradients must be written in differentiable torch operations")
+                    "grad_fn): a reference for gradients must be written in differentiable torch operations"
+                )
             chosen.append((name, t, up))
         try:
-            grads = torch.autograd.grad([t for _, t, _ in chosen], [t for _, t in leaves],
-                                        [up.view().to(t.dtype) for _, t, up in chosen], allow_unused=True)
+            grads = torch.autograd.grad(
+                [t for _, t, _ in chosen],
+                [t for _, t in leaves],
+                [up.view().to(t.dtype) for _, t, up in chosen],
+                allow_unused=True,
+            )
         except Exception as exc:  # the trusted side failed: the harness's
             raise ReferenceGradError(f"the {who}'s backward raised {type(exc).__name__}: {exc}") from exc
         return self.collect(leaves, grads)
@@ -269,8 +296,14 @@ class Backward:
             return []
         named = name_outputs(ref_out, self.output_names)
         have = {n for n, _ in self.upstream}
-        return [n for n, t in named.items() if isinstance(t, torch.Tensor) and t.requires_grad
-                and (t.dtype.is_floating_point or t.dtype.is_complex) and n not in have]
+        return [
+            n
+            for n, t in named.items()
+            if isinstance(t, torch.Tensor)
+            and t.requires_grad
+            and (t.dtype.is_floating_point or t.dtype.is_complex)
+            and n not in have
+        ]
 
     # -- comparison ---------------------------------------------------------------
 
@@ -289,8 +322,13 @@ def classify(fault: Fault, extra_rules: list) -> tuple[str, dict]:
     message = exception_text(exc)
     tb = traceback_tail(exc)
     rule = match_unsupported(exc_type, message, list(extra_rules) + list(RULES))
-    error = {"type": exc_type, "message": f"phase: backward: {message}"[:20000], "traceback_tail": tb,
-             "signature": (SIGNATURE_PREFIX + exception_signature(exc_type, message))[:300], "phase": "backward"}
+    error = {
+        "type": exc_type,
+        "message": f"phase: backward: {message}"[:20000],
+        "traceback_tail": tb,
+        "signature": (SIGNATURE_PREFIX + exception_signature(exc_type, message))[:300],
+        "phase": "backward",
+    }
     if rule is not None:
         error["matched_rule"] = rule
         return "unsupported", {"error": error}
@@ -313,6 +351,9 @@ def mark_dynamic(inputs: dict, dims) -> None:
             continue
         index = int(m.group(2)) % max(t.dim(), 1)
         if t.shape[index] < 2:
-            raise Unsupported(f"compile_dynamic: {ref} has size {t.shape[index]}; torch specializes sizes 0 and 1, "
-                              "so it cannot be a dynamic dimension", "runner: a dynamic dimension needs size >= 2")
+            raise Unsupported(
+                f"compile_dynamic: {ref} has size {t.shape[index]}; torch specializes sizes 0 and 1, "
+                "so it cannot be a dynamic dimension",
+                "runner: a dynamic dimension needs size >= 2",
+            )
         torch._dynamo.mark_dynamic(t, index)

@@ -50,9 +50,11 @@ def binding_hint(op: dict, names: list[str]) -> str:
         how = f"operator.call is positional with order {call.get('order')}"
     else:
         how = "operator.call passes every input by keyword (style 'keywords')"
-    return (f"{how}; inputs and attributes named {names}. Change operator.call (style 'positional' with an "
-            "'order', or keywords matching the signature) or rename the inputs to the callable's parameter "
-            "names; nothing was recorded, the case stays pending")
+    return (
+        f"{how}; inputs and attributes named {names}. Change operator.call (style 'positional' with an "
+        "'order', or keywords matching the signature) or rename the inputs to the callable's parameter "
+        "names; nothing was recorded, the case stays pending"
+    )
 
 
 def check_binding(role: str, dotted: str, fn, args: list, kwargs: dict, op: dict) -> None:
@@ -66,8 +68,10 @@ def check_binding(role: str, dotted: str, fn, args: list, kwargs: dict, op: dict
         takes_any = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
         unknown = [k for k in kwargs if k not in sig.parameters and not takes_any]
         why = str(exc) + (f"; it has no parameter named {', '.join(map(repr, unknown))}" if unknown else "")
-        raise BindingError(f"the {role} {dotted}{sig} cannot take this call: {why}. "
-                           f"{binding_hint(op, list(kwargs) + [f'#{i}' for i in range(len(args))])}") from None
+        raise BindingError(
+            f"the {role} {dotted}{sig} cannot take this call: {why}. "
+            f"{binding_hint(op, list(kwargs) + [f'#{i}' for i in range(len(args))])}"
+        ) from None
 
 
 _SIGNATURES: dict = {}  # callable -> its signature (or None): inspected once per warm worker, not per case
@@ -99,8 +103,9 @@ def raised_at_call(exc: BaseException) -> bool:
 
 
 def same_refusal(cand_type: str, cand_message: str, exc: BaseException) -> bool:
-    return type(exc).__name__ == cand_type and \
-        message_shape(cand_type, cand_message) == message_shape(type(exc).__name__, str(exc))
+    return type(exc).__name__ == cand_type and message_shape(cand_type, cand_message) == message_shape(
+        type(exc).__name__, str(exc)
+    )
 
 
 def baseline_inputs(built: list) -> dict:

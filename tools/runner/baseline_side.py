@@ -60,5 +60,7 @@ def check_inputs(built: list, side: dict) -> None:
     ours = input_digests(built)
     differ = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
     if differ:
-        raise BaselineError(f"the baseline host built other input bytes than the candidate host for "
-                            f"{', '.join(differ)} (sha256 differ): its numbers cannot be a baseline for this case")
+        raise BaselineError(
+            f"the baseline host built other input bytes than the candidate host for "
+            f"{', '.join(differ)} (sha256 differ): its numbers cannot be a baseline for this case"
+        )

@@ -58,7 +58,7 @@ class Board:
         at = (self._seq // 2 % 2) * SLOT_SIZE
         m = self._map
         _SEQ.pack_into(m, at, self._seq - 1)  # odd: being written
-        m[at + HEADER.size:at + HEADER.size + len(body)] = body
+        m[at + HEADER.size : at + HEADER.size + len(body)] = body
         _LEN_CRC.pack_into(m, at + _SEQ.size, len(body), zlib.crc32(body))
         _SEQ.pack_into(m, at, self._seq)
         return True
@@ -77,7 +77,7 @@ class Board:
         seq, length, crc = HEADER.unpack_from(m, at)
         if seq == 0 or seq % 2 or length > SLOT_SIZE - HEADER.size:
             return None, 0
-        body = m[at + HEADER.size:at + HEADER.size + length]
+        body = m[at + HEADER.size : at + HEADER.size + length]
         if _SEQ.unpack_from(m, at)[0] != seq or zlib.crc32(body) != crc:
             return None, 0
         try:

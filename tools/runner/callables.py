@@ -28,8 +28,9 @@ def load_user_modules(modules_dir: str | None, module_files: list[str]) -> None:
     if not module_files:
         return
     if not modules_dir or not os.path.isdir(modules_dir):
-        raise ResolveError(f"the run ships modules {module_files} but the modules directory {modules_dir!r} "
-                           "does not exist")
+        raise ResolveError(
+            f"the run ships modules {module_files} but the modules directory {modules_dir!r} does not exist"
+        )
     # only this run's modules directory on sys.path (a warm worker serves many runs)
     for old in [d for d in _dirs if d != modules_dir]:
         _dirs.remove(old)
@@ -74,14 +75,14 @@ def resolve(dotted: str):
                 continue
             raise ResolveError(f"importing {module_name!r} for {dotted!r} failed: {exc}") from exc
         except BaseException as exc:
-            raise ResolveError(f"importing {module_name!r} for {dotted!r} failed: {type(exc).__name__}: {exc}") \
-                from exc
+            raise ResolveError(f"importing {module_name!r} for {dotted!r} failed: {type(exc).__name__}: {exc}") from exc
         try:
             for attr in parts[cut:]:
                 obj = getattr(obj, attr)
         except AttributeError as exc:
-            raise ResolveError(f"{dotted!r}: module {module_name!r} has no attribute path "
-                               f"{'.'.join(parts[cut:])!r} ({exc})") from exc
+            raise ResolveError(
+                f"{dotted!r}: module {module_name!r} has no attribute path {'.'.join(parts[cut:])!r} ({exc})"
+            ) from exc
         if not callable(obj):
             raise ResolveError(f"{dotted!r} resolves to a {type(obj).__name__}, which is not callable")
         return obj
@@ -101,8 +102,10 @@ def call_arguments(call: dict | None, inputs: dict, attributes: dict) -> tuple[l
     if call.get("style") == "positional":
         for name in call.get("order") or []:
             if name not in named:
-                raise ResolveError(f"call order names {name!r}, which is neither an input nor an attribute "
-                                   f"of this case (have {sorted(named)})")
+                raise ResolveError(
+                    f"call order names {name!r}, which is neither an input nor an attribute "
+                    f"of this case (have {sorted(named)})"
+                )
             args.append(named.pop(name))
     return args, named
 
@@ -127,6 +130,7 @@ def resolve_attributes(attributes: dict, device_kind: str) -> dict:
                 if device_kind != "npu":
                     raise ResolveError(f"attribute {key!r}: dtype {name!r} is Ascend-only (torch_npu.{name})")
                 import torch_npu  # present on npu hosts
+
                 value = getattr(torch_npu, name)
             else:
                 import torch
@@ -153,5 +157,7 @@ def ascend_only_reason(case: dict, device_kind: str) -> str | None:
             names.append(f"attribute {key!r} dtype {value['value']}")
     if not names:
         return None
-    return (f"{'; '.join(names)}: Ascend-only (torch_npu names, packed carriers); this host's device is "
-            f"{device_kind}, and only an npu host can run it")
+    return (
+        f"{'; '.join(names)}: Ascend-only (torch_npu names, packed carriers); this host's device is "
+        f"{device_kind}, and only an npu host can run it"
+    )

@@ -30,8 +30,7 @@ def nan_inf(nan: int, inf: int, baseline: int | None, dtype: str) -> dict:
     has = f"{base}" if base else "none"
     label = "NaN pattern" if nan and not inf else ("Inf pattern" if inf and not nan else "NaN/Inf pattern")
     if passed:
-        text = f"{label}: {kinds} mismatches, a correct {dtype} computation has {has}" if count else \
-            f"{label}: none"
+        text = f"{label}: {kinds} mismatches, a correct {dtype} computation has {has}" if count else f"{label}: none"
     else:
         text = f"{label}: {kinds} where a correct {dtype} computation has {has}"
     return {"name": "nan_inf", "passed": passed, "value": count, "limit": limit, "text": text}
@@ -43,9 +42,12 @@ def error_balance(eb_ratio: float | None, cand: dict, dtype: str) -> dict:
     significant = sign_imbalance_significant(cand)
     passed = not (ratio > EB_THRESHOLD and significant)
     if passed:
-        text = f"error balance: ratio {ratio:.3g}" + ("" if ratio <= EB_THRESHOLD else
-                                                      " (a fair coin's imbalance: not significant)")
+        text = f"error balance: ratio {ratio:.3g}" + (
+            "" if ratio <= EB_THRESHOLD else " (a fair coin's imbalance: not significant)"
+        )
     else:
-        text = (f"error balance: {ratio:.3g}x the sign imbalance of a correct {dtype} computation "
-                f"(> {EB_THRESHOLD:g}, beyond {SIGN_TEST_SIGMAS:g} sigma of a fair coin): a biased rounding")
+        text = (
+            f"error balance: {ratio:.3g}x the sign imbalance of a correct {dtype} computation "
+            f"(> {EB_THRESHOLD:g}, beyond {SIGN_TEST_SIGMAS:g} sigma of a fair coin): a biased rounding"
+        )
     return {"name": "error_balance", "passed": passed, "value": ratio, "limit": EB_THRESHOLD, "text": text}

@@ -32,14 +32,18 @@ _NUMBER = re.compile(r"(?<![A-Za-z_\d\ue000])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?
 _QUOTED = re.compile(r"('[^']*'|\"[^\"]*\")")
 _PID = re.compile(r"\[PID:\s*\d+\]\s*")
 # an ACL error code after the words that announce one: "error code 161002", "ret=561003"
-_ACL_CODE = re.compile(r"((?:error\s*code|err\s*code|errcode|ret(?:code)?|errno|error|code)\s*(?:is|=|:)?\s*\[?)"
-                       r"([1-5]\d{5})\b", re.IGNORECASE)
+_ACL_CODE = re.compile(
+    r"((?:error\s*code|err\s*code|errcode|ret(?:code)?|errno|error|code)\s*(?:is|=|:)?\s*\[?)"
+    r"([1-5]\d{5})\b",
+    re.IGNORECASE,
+)
 # dtype names as torch spells them in messages ('Half', Got: Int, torch.bfloat16): one refusal, one group
 _DTYPE = re.compile(
     r"\b(?:torch\.)?(?:float8_e4m3fnuz|float8_e4m3fn|float8_e5m2fnuz|float8_e5m2|float16|bfloat16|float32|float64|"
     r"complex32|complex64|complex128|u?int(?:8|16|32|64)|Float8_e4m3fnuz|Float8_e4m3fn|Float8_e5m2fnuz|Float8_e5m2|"
     r"ComplexHalf|ComplexFloat|ComplexDouble|BFloat16|Half|Float|Double|Byte|Char|Short|Int|Long|Bool|"
-    r"UInt16|UInt32|UInt64|QInt8|QUInt8|QInt32|DT_[A-Z0-9_]+)\b")
+    r"UInt16|UInt32|UInt64|QInt8|QUInt8|QInt32|DT_[A-Z0-9_]+)\b"
+)
 
 
 def match_unsupported(exc_type: str, message: str, extra_rules=()) -> str | None:
@@ -107,13 +111,20 @@ def exception_signature(exc_type: str, message: str) -> str:
 # traceback step, with its code / PID / timestamp prefix stripped.
 CANN_SIGNATURE_MAX = 280  # the schema allows 300; the backward prefix takes a few
 _CANN_CODE = re.compile(r"\b(E[A-Z0-9]\d{4})\b")
-_ACL_STATUS = re.compile(r"(?:error\s*code(?:\s*is)?|ret(?:code)?(?:\s*is)?|errno|aclnnStatus)\s*[=:]?\s*\[?([1-5]\d{5})\b"
-                         r"|\b([1-5]\d{5}):\s", re.IGNORECASE)
-_BOILERPLATE = re.compile(r"^(?:TraceBack \(most recent call last\)|\[ERROR\]|\[Error\]|Rectify the fault|"
-                          r"Check \w+\(.*\) failed|(?:E[A-Z0-9]\d{4}:?\s*)?Inner Error!?$)", re.IGNORECASE)
+_ACL_STATUS = re.compile(
+    r"(?:error\s*code(?:\s*is)?|ret(?:code)?(?:\s*is)?|errno|aclnnStatus)\s*[=:]?\s*\[?([1-5]\d{5})\b"
+    r"|\b([1-5]\d{5}):\s",
+    re.IGNORECASE,
+)
+_BOILERPLATE = re.compile(
+    r"^(?:TraceBack \(most recent call last\)|\[ERROR\]|\[Error\]|Rectify the fault|"
+    r"Check \w+\(.*\) failed|(?:E[A-Z0-9]\d{4}:?\s*)?Inner Error!?$)",
+    re.IGNORECASE,
+)
 _REASON_PREFIX = re.compile(
     r"^(?:E[A-Z0-9]\d{4}\s*:?\s*)?(?:\[PID:\s*\d+\]\s*)?:?\s*(?:\d{4}-\d\d-\d\d-[\d:.]+\s*)?"
-    r"(?:\w*Error\s*\(E[A-Z0-9]\d{4}\)\s*:\s*|\(E[A-Z0-9]\d{4}\)\s*:\s*)?")
+    r"(?:\w*Error\s*\(E[A-Z0-9]\d{4}\)\s*:\s*|\(E[A-Z0-9]\d{4}\)\s*:\s*)?"
+)
 
 
 def cann_detail(lines: list[str]) -> str:

@@ -42,7 +42,7 @@ from .precision import BFLOAT16_EPS, TEN_THOUSANDTH, THOUSANDTH, benchmark_for
 from .precision import tolerance_for as _tolerance_for
 
 CHUNK = 1 << 18
-SQUARE_SAFE = 2.0 ** 63  # |x| above it: x*x overflows float32 (max ~2**128)
+SQUARE_SAFE = 2.0**63  # |x| above it: x*x overflows float32 (max ~2**128)
 
 _FLOAT = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -108,8 +108,9 @@ def tolerance_for(tolerance: dict, dtype: torch.dtype, output: str | None = None
     return atol, rtol
 
 
-def compare_outputs(candidate, reference, *, names: list[str] | None, tolerance: dict,
-                    strict_dtype: bool) -> list[dict]:
+def compare_outputs(
+    candidate, reference, *, names: list[str] | None, tolerance: dict, strict_dtype: bool
+) -> list[dict]:
     """One comparison per named output.  ``strict_dtype``: the reference ran
     at the candidate's own precision, so output dtypes must match exactly
     (otherwise only the kind - floating/integer/bool - must match)."""
@@ -187,8 +188,9 @@ def one_thread(fn):
 
 
 @one_thread
-def compare_tensor(name: str, cand: torch.Tensor, ref: torch.Tensor, *, atol: float, rtol: float,
-                   strict_dtype: bool = True) -> dict:
+def compare_tensor(
+    name: str, cand: torch.Tensor, ref: torch.Tensor, *, atol: float, rtol: float, strict_dtype: bool = True
+) -> dict:
     cand = cand.detach()
     ref = ref.detach()
     if cand.device.type != "cpu":
@@ -196,18 +198,24 @@ def compare_tensor(name: str, cand: torch.Tensor, ref: torch.Tensor, *, atol: fl
     if ref.device.type != "cpu":
         ref = ref.cpu()
     comp: dict[str, Any] = {
-        "output": name, "passed": False,
-        "expected_shape": list(ref.shape), "actual_shape": list(cand.shape),
-        "expected_dtype": dtype_name(ref.dtype), "actual_dtype": dtype_name(cand.dtype),
-        "atol": atol, "rtol": rtol, "numel": cand.numel(),
+        "output": name,
+        "passed": False,
+        "expected_shape": list(ref.shape),
+        "actual_shape": list(cand.shape),
+        "expected_dtype": dtype_name(ref.dtype),
+        "actual_dtype": dtype_name(cand.dtype),
+        "atol": atol,
+        "rtol": rtol,
+        "numel": cand.numel(),
     }
     if list(cand.shape) != list(ref.shape):
         comp["contract_mismatch"] = f"shape {list(cand.shape)} but the reference gives {list(ref.shape)}"
         return comp
     ck, rk = _kind(cand.dtype), _kind(ref.dtype)
     if ck != rk:
-        comp["contract_mismatch"] = (f"dtype {dtype_name(cand.dtype)} ({ck}) but the reference gives "
-                                     f"{dtype_name(ref.dtype)} ({rk})")
+        comp["contract_mismatch"] = (
+            f"dtype {dtype_name(cand.dtype)} ({ck}) but the reference gives {dtype_name(ref.dtype)} ({rk})"
+        )
         return comp
     if strict_dtype and cand.dtype != ref.dtype:
         comp["contract_mismatch"] = f"dtype {dtype_name(cand.dtype)} but the reference gives {dtype_name(ref.dtype)}"
@@ -264,9 +272,11 @@ class _Acc:
         if exp > self.exp:
             shift = self.exp - exp
             self.sum_d, self.sum_ad, self.max_abs, self.sum_ar = (
-                _ldexp(x, shift) for x in (self.sum_d, self.sum_ad, self.max_abs, self.sum_ar))
+                _ldexp(x, shift) for x in (self.sum_d, self.sum_ad, self.max_abs, self.sum_ar)
+            )
             self.sum_sq, self.dot_cr, self.dot_cc, self.dot_rr = (
-                _ldexp(x, 2 * shift) for x in (self.sum_sq, self.dot_cr, self.dot_cc, self.dot_rr))
+                _ldexp(x, 2 * shift) for x in (self.sum_sq, self.dot_cr, self.dot_cc, self.dot_rr)
+            )
             if self.prec is not None:
                 self.prec.sq_normal = _ldexp(self.prec.sq_normal, 2 * shift)
             self.exp = exp
@@ -290,35 +300,55 @@ def _float_metrics(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
     acc.prec = _Prec(cand.dtype, ref.dtype)
     n = cflat.numel()
     for start in range(0, n, CHUNK):
-        c = cflat[start:start + CHUNK].to(work)
-        r = rflat[start:start + CHUNK].to(work)
+        c = cflat[start : start + CHUNK].to(work)
+        r = rflat[start : start + CHUNK].to(work)
         d = c - r
         sum_d = d.sum().item()
         if math.isfinite(sum_d):  # no NaN/Inf in either chunk (an overflow also takes the careful path)
-            _chunk(acc, start, c, r, d, sum_d, c.numel(), atol, rtol, guard, exp_mask, int_view, cinfo.eps,
-                   cinfo.tiny)
+            _chunk(acc, start, c, r, d, sum_d, c.numel(), atol, rtol, guard, exp_mask, int_view, cinfo.eps, cinfo.tiny)
         else:
-            _chunk_nonfinite(acc, start, c, r, atol, rtol, guard, exp_mask, int_view, cinfo.eps, cinfo.tiny,
-                             rounds_to=cand.dtype if cand.dtype != ref.dtype else None)
+            _chunk_nonfinite(
+                acc,
+                start,
+                c,
+                r,
+                atol,
+                rtol,
+                guard,
+                exp_mask,
+                int_view,
+                cinfo.eps,
+                cinfo.tiny,
+                rounds_to=cand.dtype if cand.dtype != ref.dtype else None,
+            )
     out = {"mismatch_count": acc.mismatch, "nan_mismatch": acc.nan_mismatch, "inf_mismatch": acc.inf_mismatch}
     if acc.overflowed:
         out["dtype_overflow"] = acc.overflowed
     if acc.n_fin:
         nf = acc.n_fin
         out.update(
-            max_abs=_finite_or_none(_ldexp(acc.max_abs, acc.exp)), max_rel=_finite_or_none(acc.max_rel),
+            max_abs=_finite_or_none(_ldexp(acc.max_abs, acc.exp)),
+            max_rel=_finite_or_none(acc.max_rel),
             mean_abs=_finite_or_none(_ldexp(acc.sum_ad / nf, acc.exp)),
             rmse=_finite_or_none(_ldexp(math.sqrt(acc.sum_sq / nf), acc.exp)),
-            error_balance=_finite_or_none(_ldexp(acc.sum_d / nf, acc.exp)), max_ulp=_finite_or_none(acc.max_ulp),
-            cosine=_cosine(acc), bias=_bias(acc, nf, atol, rtol),
+            error_balance=_finite_or_none(_ldexp(acc.sum_d / nf, acc.exp)),
+            max_ulp=_finite_or_none(acc.max_ulp),
+            cosine=_cosine(acc),
+            bias=_bias(acc, nf, atol, rtol),
         )
     out["precision"] = acc.prec.result(n, acc.exp)
     if acc.worst is not None and acc.max_abs > 0:
-        out.update(worst_index=unravel(acc.worst, cand.shape), worst_candidate=json_element(cflat[acc.worst]),
-                   worst_reference=json_element(rflat[acc.worst]))
+        out.update(
+            worst_index=unravel(acc.worst, cand.shape),
+            worst_candidate=json_element(cflat[acc.worst]),
+            worst_reference=json_element(rflat[acc.worst]),
+        )
     if acc.first is not None:
-        out.update(first_mismatch_index=unravel(acc.first, cand.shape),
-                   first_candidate=json_element(cflat[acc.first]), first_reference=json_element(rflat[acc.first]))
+        out.update(
+            first_mismatch_index=unravel(acc.first, cand.shape),
+            first_candidate=json_element(cflat[acc.first]),
+            first_reference=json_element(rflat[acc.first]),
+        )
     return out
 
 
@@ -344,8 +374,26 @@ def _cosine(acc: _Acc):
     return _finite_or_none(max(-1.0, min(1.0, value)))
 
 
-def _chunk(acc, start, c, r, d, sum_d, nfin, atol, rtol, guard, exp_mask, int_view, eps, tiny,
-           extra_mismatch=None, scale_exp=0, signs=None, prec_special=None):
+def _chunk(
+    acc,
+    start,
+    c,
+    r,
+    d,
+    sum_d,
+    nfin,
+    atol,
+    rtol,
+    guard,
+    exp_mask,
+    int_view,
+    eps,
+    tiny,
+    extra_mismatch=None,
+    scale_exp=0,
+    signs=None,
+    prec_special=None,
+):
     """Metrics of one chunk whose (masked) values are all finite (``c`` and ``r``
     already divided by 2**scale_exp, and atol, guard and tiny with them);
     ``signs``: the precision set's error-balance counts, when the caller took them
@@ -361,10 +409,30 @@ def _chunk(acc, start, c, r, d, sum_d, nfin, atol, rtol, guard, exp_mask, int_vi
         # ~1e19): this chunk again in float64 - a chunk-sized copy, never the tensor.
         c, r = c.to(torch.float64), r.to(torch.float64)
         d = c - r
-        return _chunk(acc, start, c, r, d, d.sum().item(), nfin, atol, rtol, guard, 0x7FF0000000000000,
-                      torch.int64, eps, tiny, extra_mismatch, signs=signs, prec_special=prec_special)
-    if c.dtype == torch.float64 and not scale_exp and \
-            not all(map(math.isfinite, (sum_d, dot_cr, dot_cc, dot_rr, sum_sq))):
+        return _chunk(
+            acc,
+            start,
+            c,
+            r,
+            d,
+            d.sum().item(),
+            nfin,
+            atol,
+            rtol,
+            guard,
+            0x7FF0000000000000,
+            torch.int64,
+            eps,
+            tiny,
+            extra_mismatch,
+            signs=signs,
+            prec_special=prec_special,
+        )
+    if (
+        c.dtype == torch.float64
+        and not scale_exp
+        and not all(map(math.isfinite, (sum_d, dot_cr, dot_cc, dot_rr, sum_sq)))
+    ):
         # float64 values whose difference or square overflows (|x| near 1e308): the
         # chunk divided by a power of two (exact), the sums kept in those units
         # (to 2**480 at most: squares summed over a chunk stay below 2**1024, and values
@@ -372,9 +440,26 @@ def _chunk(acc, start, c, r, d, sum_d, nfin, atol, rtol, guard, exp_mask, int_vi
         k = max(1, math.frexp(max(c.abs().max().item(), r.abs().max().item()))[1] - 480)
         c, r = torch.ldexp(c, torch.tensor(-k)), torch.ldexp(r, torch.tensor(-k))
         d = c - r
-        return _chunk(acc, start, c, r, d, d.sum().item(), nfin, _scaled(atol, k), rtol, _scaled(guard, k),
-                      exp_mask, int_view, eps, _scaled(tiny, k), extra_mismatch, scale_exp=k, signs=signs,
-                      prec_special=prec_special)
+        return _chunk(
+            acc,
+            start,
+            c,
+            r,
+            d,
+            d.sum().item(),
+            nfin,
+            _scaled(atol, k),
+            rtol,
+            _scaled(guard, k),
+            exp_mask,
+            int_view,
+            eps,
+            _scaled(tiny, k),
+            extra_mismatch,
+            scale_exp=k,
+            signs=signs,
+            prec_special=prec_special,
+        )
     shift = acc.bring(scale_exp)
     acc.n_fin += nfin
     acc.sum_d += _ldexp(sum_d, shift)
@@ -446,8 +531,25 @@ def _chunk_nonfinite(acc, start, c, r, atol, rtol, guard, exp_mask, int_view, ep
     r = torch.where(fin, r, zero)
     d = c - r
     sum_d = d.sum().item()
-    _chunk(acc, start, c, r, d, sum_d, int(torch.count_nonzero(fin).item()), atol, rtol, guard, exp_mask,
-           int_view, eps, tiny, extra_mismatch=special_mismatch, signs=signs, prec_special=prec_special)
+    _chunk(
+        acc,
+        start,
+        c,
+        r,
+        d,
+        sum_d,
+        int(torch.count_nonzero(fin).item()),
+        atol,
+        rtol,
+        guard,
+        exp_mask,
+        int_view,
+        eps,
+        tiny,
+        extra_mismatch=special_mismatch,
+        signs=signs,
+        prec_special=prec_special,
+    )
 
 
 def overflow_rounded(c: torch.Tensor, r: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -529,8 +631,16 @@ class _Prec:
         sd, sr = torch.sign(d).nan_to_num_(0.0), torch.sign(r).nan_to_num_(0.0)  # NaN compares false
         return sd.sum().item(), int(torch.dot(sd, sd).item()), torch.dot(sd, sr).item()
 
-    def add(self, signs, ad: torch.Tensor, ar: torch.Tensor, n_nonfinite: int, n_special_mismatch: int,
-            r: torch.Tensor | None = None, shift: int = 0) -> None:
+    def add(
+        self,
+        signs,
+        ad: torch.Tensor,
+        ar: torch.Tensor,
+        n_nonfinite: int,
+        n_special_mismatch: int,
+        r: torch.Tensor | None = None,
+        shift: int = 0,
+    ) -> None:
         """One chunk: ``ad``/``ar`` are |cand - ref| and |ref| (non-finite pairs zeroed, ``n_nonfinite`` of
         them, ``n_special_mismatch`` of which are NaN/Inf pattern mismatches); ``r`` the (zeroed) reference
         chunk; ``shift``: the power of two that brings this chunk's squares to the running sum's units."""
@@ -622,8 +732,8 @@ def precision_metrics(cand: torch.Tensor, ref: torch.Tensor) -> dict:
     cflat, rflat = _flat(cand), _flat(ref)
     n = cflat.numel()
     for start in range(0, n, CHUNK):
-        c = cflat[start:start + CHUNK].to(work)
-        r = rflat[start:start + CHUNK].to(work)
+        c = cflat[start : start + CHUNK].to(work)
+        r = rflat[start : start + CHUNK].to(work)
         d = c - r
         nonfinite, mism = 0, 0
         signs = None
@@ -658,8 +768,8 @@ def exact_metrics(cand: torch.Tensor, ref: torch.Tensor) -> dict:
     max_abs: float = 0
     sum_ad: float = 0
     for start in range(0, cflat.numel(), CHUNK):
-        c = cflat[start:start + CHUNK].to(torch.int64)
-        r = rflat[start:start + CHUNK].to(torch.int64)
+        c = cflat[start : start + CHUNK].to(torch.int64)
+        r = rflat[start : start + CHUNK].to(torch.int64)
         ne = c != r
         count = int(ne.sum().item())
         if not count:
@@ -674,9 +784,15 @@ def exact_metrics(cand: torch.Tensor, ref: torch.Tensor) -> dict:
             max_abs, worst = mx.item(), start + int(mi.item())
     out: dict[str, Any] = {"mismatch_count": mismatch, "max_abs": float(max_abs), "mean_abs": sum_ad / cflat.numel()}
     if worst is not None:
-        out.update(worst_index=unravel(worst, cand.shape), worst_candidate=json_element(cflat[worst]),
-                   worst_reference=json_element(rflat[worst]))
+        out.update(
+            worst_index=unravel(worst, cand.shape),
+            worst_candidate=json_element(cflat[worst]),
+            worst_reference=json_element(rflat[worst]),
+        )
     if first is not None:
-        out.update(first_mismatch_index=unravel(first, cand.shape),
-                   first_candidate=json_element(cflat[first]), first_reference=json_element(rflat[first]))
+        out.update(
+            first_mismatch_index=unravel(first, cand.shape),
+            first_candidate=json_element(cflat[first]),
+            first_reference=json_element(rflat[first]),
+        )
     return out

@@ -81,18 +81,21 @@ class _Print:
             self.copy = flat.clone()
             return
         self.words = self.nbytes // 8
-        words = raw[:self.words * 8].view(torch.int64)
+        words = raw[: self.words * 8].view(torch.int64)
         self.total = words.sum()
         self.sample = words[::SAMPLE_STRIDE].clone()
-        self.tail = raw[self.words * 8:].clone()
+        self.tail = raw[self.words * 8 :].clone()
 
     def changed(self, flat: torch.Tensor) -> bool:
         if self.copy is not None:
             return not torch.equal(_int_view(self.copy), _int_view(flat))
         raw = _bytes(flat)
-        words = raw[:self.words * 8].view(torch.int64)
-        return bool(words.sum().item() != self.total.item()) or not torch.equal(self.sample, words[::SAMPLE_STRIDE]) \
-            or not torch.equal(self.tail, raw[self.words * 8:])
+        words = raw[: self.words * 8].view(torch.int64)
+        return (
+            bool(words.sum().item() != self.total.item())
+            or not torch.equal(self.sample, words[::SAMPLE_STRIDE])
+            or not torch.equal(self.tail, raw[self.words * 8 :])
+        )
 
 
 class InputGuard:
@@ -142,8 +145,10 @@ def differing(a: torch.Tensor, b: torch.Tensor) -> tuple[int, float | None]:
     if a.dtype == torch.bool:
         return count, None
     wide = torch.float64
-    av, bv = (torch.view_as_real(a) if a.is_complex() else a).to(wide), (torch.view_as_real(b) if b.is_complex()
-                                                                          else b).to(wide)
+    av, bv = (
+        (torch.view_as_real(a) if a.is_complex() else a).to(wide),
+        (torch.view_as_real(b) if b.is_complex() else b).to(wide),
+    )
     d = (av - bv).abs()
     d = torch.where(torch.isfinite(d), d, torch.zeros((), dtype=wide))
     top = float(d.max().item()) if d.numel() else 0.0
@@ -157,17 +162,33 @@ def _count_differing(a: torch.Tensor, b: torch.Tensor) -> int:
     return int(ne.sum().item())
 
 
-def write_comparison(label: str, changed: int | None, numel: int, dtype: str, judge: str, max_abs,
-                     outside: bool) -> dict:
+def write_comparison(
+    label: str, changed: int | None, numel: int, dtype: str, judge: str, max_abs, outside: bool
+) -> dict:
     """The failing comparison of an input the candidate modified without declaring it."""
     count = changed if changed is not None else 1
-    where = (f"{changed} storage elements outside its view changed" if outside else
-             f"{changed} elements changed" if changed is not None else "its checksum changed")
-    verdict = (f"the candidate modified its input {label}: {where} (not declared in operator.writes; a model's next "
-               "layer would read the changed tensor)")
-    comp = {"output": f"input:{label}", "passed": False, "expected_dtype": dtype, "actual_dtype": dtype,
-            "numel": numel, "mismatch_count": min(count, numel) if numel else count,
-            "mismatch_ratio": min(1.0, count / numel) if numel else 1.0, "judge": judge, "verdict": verdict}
+    where = (
+        f"{changed} storage elements outside its view changed"
+        if outside
+        else f"{changed} elements changed"
+        if changed is not None
+        else "its checksum changed"
+    )
+    verdict = (
+        f"the candidate modified its input {label}: {where} (not declared in operator.writes; a model's next "
+        "layer would read the changed tensor)"
+    )
+    comp = {
+        "output": f"input:{label}",
+        "passed": False,
+        "expected_dtype": dtype,
+        "actual_dtype": dtype,
+        "numel": numel,
+        "mismatch_count": min(count, numel) if numel else count,
+        "mismatch_ratio": min(1.0, count / numel) if numel else 1.0,
+        "judge": judge,
+        "verdict": verdict,
+    }
     if max_abs is not None:
         comp["max_abs"] = max_abs
     return comp
@@ -193,8 +214,9 @@ def check_writes(guard: InputGuard, pristine, declared: set[str], judge: str) ->
             guard.notes.append(f"{label}: changed, not counted ({type(exc).__name__}: {exc})"[:300])
         numel = t.numel()
         is_declared = name in declared or label in declared
-        evidence.append({"input": label, "changed": changed, "numel": numel, "declared": is_declared,
-                         "outside_view": outside})
+        evidence.append(
+            {"input": label, "changed": changed, "numel": numel, "declared": is_declared, "outside_view": outside}
+        )
         if not is_declared:
             comparisons.append(write_comparison(label, changed, numel, dtype_name(t.dtype), judge, max_abs, outside))
     return evidence, comparisons
@@ -232,8 +254,12 @@ def _max_diff(a, b) -> tuple[float | None, list[str]]:
     oa, ob = name_outputs(a, None), name_outputs(b, None)
     for name in oa:
         x, y = oa.get(name), ob.get(name)
-        if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor) or x.shape != y.shape or \
-                x.dtype != y.dtype:
+        if (
+            not isinstance(x, torch.Tensor)
+            or not isinstance(y, torch.Tensor)
+            or x.shape != y.shape
+            or x.dtype != y.dtype
+        ):
             if output_digest(x) != output_digest(y):
                 names.append(name)
             continue
@@ -255,8 +281,10 @@ def repeat_runs(n: int, first: dict, rerun, on_step=None) -> tuple[dict, dict]:
         if on_step is not None:
             on_step(f"repeat{k}")
         runs.append(rerun())
-    digests = [output_digest(r["out"]) if r.get("out") is not None else {"error": (r.get("error") or {})
-                                                                          .get("signature")} for r in runs]
+    digests = [
+        output_digest(r["out"]) if r.get("out") is not None else {"error": (r.get("error") or {}).get("signature")}
+        for r in runs
+    ]
     distinct = len({tuple(sorted(d.items())) for d in digests})
     top = None
     names: list[str] = []
@@ -268,9 +296,15 @@ def repeat_runs(n: int, first: dict, rerun, on_step=None) -> tuple[dict, dict]:
         if diff is not None:
             top = diff if top is None else max(top, diff)
     worst = max(range(len(runs)), key=lambda i: (STATUS_RANK.get(runs[i]["status"], 0), -i))
-    evidence = {"runs": len(runs), "distinct": distinct, "statuses": [r["status"] for r in runs],
-                "passed_runs": [i for i, r in enumerate(runs) if r["status"] == "passed"],
-                "max_diff": top, "differing_outputs": names, "worst_run": worst}
+    evidence = {
+        "runs": len(runs),
+        "distinct": distinct,
+        "statuses": [r["status"] for r in runs],
+        "passed_runs": [i for i, r in enumerate(runs) if r["status"] == "passed"],
+        "max_diff": top,
+        "differing_outputs": names,
+        "worst_run": worst,
+    }
     return evidence, runs[worst]
 
 
@@ -287,8 +321,17 @@ def batch_slice(spec: dict, built_by_name: dict, full_out, run_slice, tolerance:
     comparisons when ``spec['check']``)."""
     name, start, length = spec["input"], int(spec.get("start", 0)), int(spec.get("length", 1))
     exact = bool(spec.get("exact", True))
-    ev = {"input": name, "dim": int(spec.get("dim", 0)), "start": start, "length": length, "exact": exact,
-          "equal": True, "outputs": [], "differing": 0, "max_diff": None}
+    ev = {
+        "input": name,
+        "dim": int(spec.get("dim", 0)),
+        "start": start,
+        "length": length,
+        "exact": exact,
+        "equal": True,
+        "outputs": [],
+        "differing": 0,
+        "max_diff": None,
+    }
     b = built_by_name.get(name)
     if b is None or not hasattr(b, "shape"):
         ev["note"] = f"no tensor input named {name!r} to slice"
@@ -301,11 +344,18 @@ def batch_slice(spec: dict, built_by_name: dict, full_out, run_slice, tolerance:
     ev["dim"] = dim
     size = b.shape[dim]
     if start + length > size or length >= size:
-        ev["note"] = (f"rows [{start}, {start + length}) are not a proper slice of {name!r}'s batch of {size} "
-                      f"along dim {dim}")
+        ev["note"] = (
+            f"rows [{start}, {start + length}) are not a proper slice of {name!r}'s batch of {size} along dim {dim}"
+        )
         return ev, []
-    names = [name] + [n for n in spec.get("also") or [] if n != name and hasattr(built_by_name.get(n), "shape")
-                      and len(built_by_name[n].shape) > dim and built_by_name[n].shape[dim] == size]
+    names = [name] + [
+        n
+        for n in spec.get("also") or []
+        if n != name
+        and hasattr(built_by_name.get(n), "shape")
+        and len(built_by_name[n].shape) > dim
+        and built_by_name[n].shape[dim] == size
+    ]
     ev["sliced"] = names
     part = name_outputs(run_slice(names, dim, start, length), None)
     odd = []
@@ -317,8 +367,10 @@ def batch_slice(spec: dict, built_by_name: dict, full_out, run_slice, tolerance:
         want = full.narrow(dim, start, length)
         if not isinstance(got, torch.Tensor) or list(got.shape) != list(want.shape) or got.dtype != want.dtype:
             # not the rows' shape: another input shares the batch (name it in 'also'), or the output is not batched
-            odd.append(f"{out_name}: {list(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__} "
-                       f"for rows {list(want.shape)}")
+            odd.append(
+                f"{out_name}: {list(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__} "
+                f"for rows {list(want.shape)}"
+            )
             continue
         ev["outputs"].append(out_name)
         if exact:
@@ -334,18 +386,31 @@ def batch_slice(spec: dict, built_by_name: dict, full_out, run_slice, tolerance:
                 ev["max_diff"] = diff if ev["max_diff"] is None else max(ev["max_diff"], diff)
             if spec.get("check"):
                 how = "bit for bit" if exact else "within the tolerance"
-                comparisons.append({
-                    "output": f"batch:{out_name}", "passed": False, "numel": want.numel(),
-                    "expected_shape": list(want.shape), "actual_shape": list(got.shape),
-                    "expected_dtype": dtype_name(want.dtype), "actual_dtype": dtype_name(got.dtype),
-                    "mismatch_count": count, "mismatch_ratio": min(1.0, count / max(1, want.numel())),
-                    **({"max_abs": diff} if diff is not None else {}), "judge": "tolerance",
-                    "verdict": (f"batch_variant: rows [{start}, {start + length}) of {name!r} run alone differ "
-                                f"{how} from the same rows of the full batch of {size} (dim {dim}): {count} of "
-                                f"{want.numel()} elements")})
+                comparisons.append(
+                    {
+                        "output": f"batch:{out_name}",
+                        "passed": False,
+                        "numel": want.numel(),
+                        "expected_shape": list(want.shape),
+                        "actual_shape": list(got.shape),
+                        "expected_dtype": dtype_name(want.dtype),
+                        "actual_dtype": dtype_name(got.dtype),
+                        "mismatch_count": count,
+                        "mismatch_ratio": min(1.0, count / max(1, want.numel())),
+                        **({"max_abs": diff} if diff is not None else {}),
+                        "judge": "tolerance",
+                        "verdict": (
+                            f"batch_variant: rows [{start}, {start + length}) of {name!r} run alone differ "
+                            f"{how} from the same rows of the full batch of {size} (dim {dim}): {count} of "
+                            f"{want.numel()} elements"
+                        ),
+                    }
+                )
     if odd:
-        ev["note"] = ("not compared, the slice's output is not the full output's rows (is another input batched "
-                      f"too? name it in batch_invariance.also): {'; '.join(odd)}")[:500]
+        ev["note"] = (
+            "not compared, the slice's output is not the full output's rows (is another input batched "
+            f"too? name it in batch_invariance.also): {'; '.join(odd)}"
+        )[:500]
     elif not ev["outputs"]:
         ev["note"] = f"no output has {name!r}'s batch dimension {dim} (size {size}) to compare"
     return ev, comparisons
@@ -356,8 +421,21 @@ def batch_slice(spec: dict, built_by_name: dict, full_out, run_slice, tolerance:
 # --------------------------------------------------------------------------
 
 
-def after_first_run(case: dict, config: dict, comparisons: list, out, written: list, notes: list, built: list, *,
-                    invoke, judged, inputs_again, raised, on_step=None) -> tuple[str, list, dict | None, dict | None]:
+def after_first_run(
+    case: dict,
+    config: dict,
+    comparisons: list,
+    out,
+    written: list,
+    notes: list,
+    built: list,
+    *,
+    invoke,
+    judged,
+    inputs_again,
+    raised,
+    on_step=None,
+) -> tuple[str, list, dict | None, dict | None]:
     """The checks that run the candidate again, once the first run is judged.
 
     ``invoke(inputs)`` runs the candidate as the first run did and returns its
@@ -380,6 +458,7 @@ def after_first_run(case: dict, config: dict, comparisons: list, out, written: l
     status, error = None, None
     repeats = case.get("repeats") if case.get("repeats") is not None else config.get("repeats", 0)
     if repeats and not op.get("random") and (output_status != "passed" or case.get("repeat_passing")):
+
         def rerun() -> dict:
             try:
                 o = invoke(inputs_again())
@@ -389,8 +468,9 @@ def after_first_run(case: dict, config: dict, comparisons: list, out, written: l
             st, comps = judged(o)
             return {"status": st, "comparisons": comps, "out": o, "error": None}
 
-        evidence, worst = repeat_runs(int(repeats), {"status": output_status, "out": out, "error": None,
-                                                     "comparisons": outputs}, rerun, on_step)
+        evidence, worst = repeat_runs(
+            int(repeats), {"status": output_status, "out": out, "error": None, "comparisons": outputs}, rerun, on_step
+        )
         doc["repeats"] = evidence
         if evidence["distinct"] > 1:
             doc["flags"].append("nondeterministic")
@@ -404,14 +484,25 @@ def after_first_run(case: dict, config: dict, comparisons: list, out, written: l
             on_step("batch")
         try:
             doc["batch"], batch_comps = batch_slice(
-                spec, {b.name: b for b in built}, out,
+                spec,
+                {b.name: b for b in built},
+                out,
                 lambda names, dim, start, length: invoke(inputs_again((names, dim, start, length))),
-                config.get("tolerance") or {})
+                config.get("tolerance") or {},
+            )
         except BaseException as exc:  # the slice's own failure is evidence, not the case's crash
-            doc["batch"], batch_comps = {
-                "input": spec.get("input"), "dim": spec.get("dim", 0), "start": spec.get("start", 0),
-                "length": spec.get("length", 1), "exact": spec.get("exact", True), "equal": False,
-                "note": f"the candidate raised on the slice: {raised(exc)['text']}"[:500]}, []
+            doc["batch"], batch_comps = (
+                {
+                    "input": spec.get("input"),
+                    "dim": spec.get("dim", 0),
+                    "start": spec.get("start", 0),
+                    "length": spec.get("length", 1),
+                    "exact": spec.get("exact", True),
+                    "equal": False,
+                    "note": f"the candidate raised on the slice: {raised(exc)['text']}"[:500],
+                },
+                [],
+            )
         if not doc["batch"]["equal"]:
             doc["flags"].append("batch_variant")
         comparisons = comparisons + batch_comps

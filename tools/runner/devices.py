@@ -49,8 +49,10 @@ class Device:
     def format_cast(self, tensor: torch.Tensor, layout: str) -> torch.Tensor:
         if layout == "ND":
             return tensor
-        raise Unsupported(f"layout {layout} is an Ascend storage format (npu_format_cast); this host's device "
-                          f"is {self.kind}", "runner: storage formats need an npu device")
+        raise Unsupported(
+            f"layout {layout} is an Ascend storage format (npu_format_cast); this host's device is {self.kind}",
+            "runner: storage formats need an npu device",
+        )
 
     def compile(self, fn, backend: str | None, dynamic=False):
         """``dynamic``: False (static shapes), True (dynamic shapes), or a list of
@@ -60,12 +62,13 @@ class Device:
         # A fresh dynamo state per case: past recompilation limits, dynamo
         # would fall back to eager silently.
         torch._dynamo.reset()
-        return torch.compile(fn, backend=_backend(backend) or "inductor", dynamic=_dynamic(dynamic),
-                             fullgraph=False)
+        return torch.compile(fn, backend=_backend(backend) or "inductor", dynamic=_dynamic(dynamic), fullgraph=False)
 
     def graph_call(self, fn, args, kwargs, on_captured=None):
-        raise Unsupported(f"graph capture needs a cuda or npu device; this host's device is {self.kind}",
-                          "runner: graph mode needs a cuda or npu device")
+        raise Unsupported(
+            f"graph capture needs a cuda or npu device; this host's device is {self.kind}",
+            "runner: graph mode needs a cuda or npu device",
+        )
 
     def health_check(self) -> None:
         x = torch.ones(4, device=self.torch_device)
@@ -83,8 +86,12 @@ class CudaDevice(Device):
         torch.cuda.set_device(self.torch_device)
 
     def info(self) -> dict:
-        return {"device": self.label, "device_kind": self.kind, "device_count": torch.cuda.device_count(),
-                "device_name": torch.cuda.get_device_name(0)}
+        return {
+            "device": self.label,
+            "device_kind": self.kind,
+            "device_count": torch.cuda.device_count(),
+            "device_name": torch.cuda.get_device_name(0),
+        }
 
     def synchronize(self) -> None:
         torch.cuda.synchronize()
@@ -106,8 +113,12 @@ class NpuDevice(Device):
         self.npu.set_device(self.torch_device)
 
     def info(self) -> dict:
-        info = {"device": self.label, "device_kind": self.kind, "device_count": self.npu.device_count(),
-                "torch_npu": getattr(self.torch_npu, "__version__", None)}
+        info = {
+            "device": self.label,
+            "device_kind": self.kind,
+            "device_count": self.npu.device_count(),
+            "torch_npu": getattr(self.torch_npu, "__version__", None),
+        }
         try:
             info["device_name"] = self.npu.get_device_name(0)
         except Exception:  # informational only
@@ -159,8 +170,12 @@ def _graph_capture_replay(module, graph_cls, fn, args, kwargs, on_captured=None)
 
     The warm-up runs the candidate too: the inputs' storages are put back to
     their values before the replay, so an in-place operator applies once."""
-    inputs = [t for a in list(args) + list(kwargs.values())
-              for t in (a if isinstance(a, (list, tuple)) else [a]) if isinstance(t, torch.Tensor)]  # lists too
+    inputs = [
+        t
+        for a in list(args) + list(kwargs.values())
+        for t in (a if isinstance(a, (list, tuple)) else [a])
+        if isinstance(t, torch.Tensor)
+    ]  # lists too
     saved = [_storage_copy(t) for t in inputs]
     stream = module.Stream()
     stream.wait_stream(module.current_stream())

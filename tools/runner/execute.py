@@ -55,14 +55,26 @@ from .truth import overflowed_truth, widened_reference
 
 # Where the transport placed this worker: the device it was given (and how that was
 # decided), the visibility variables, and the scheduler job it runs in (Slurm hosts).
-PLACEMENT_VARIABLES = ("OPDEBUG_DEVICE_ID", "OPDEBUG_DEVICE_SOURCE", "ASCEND_RT_VISIBLE_DEVICES",
-                       "CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURMD_NODENAME")
+PLACEMENT_VARIABLES = (
+    "OPDEBUG_DEVICE_ID",
+    "OPDEBUG_DEVICE_SOURCE",
+    "ASCEND_RT_VISIBLE_DEVICES",
+    "CUDA_VISIBLE_DEVICES",
+    "SLURM_JOB_ID",
+    "SLURM_STEP_ID",
+    "SLURMD_NODENAME",
+)
 ASCEND_ONLY_RULE = "runner: Ascend-only dtype needs an npu device"
 
 
 def environment(device: Device) -> dict:
-    env = {"runner_version": RUNNER_VERSION, "hostname": socket.gethostname(), "python": sys.version.split()[0],
-           "torch": torch.__version__, "num_threads": torch.get_num_threads()}
+    env = {
+        "runner_version": RUNNER_VERSION,
+        "hostname": socket.gethostname(),
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "num_threads": torch.get_num_threads(),
+    }
     env.update(device.info())
     placement = {k: os.environ[k] for k in PLACEMENT_VARIABLES if os.environ.get(k)}
     if placement:
@@ -139,8 +151,14 @@ class CaseRun:
 
     def result(self, status: str, **fields) -> dict:
         self.timing["total_us"] = (time.perf_counter() - self.t_start) * 1e6
-        body = {"schema_version": 1, "case_id": self.case["id"], "status": status, "comparisons": [],
-                "timing_us": self.timing, "environment": dict(self.env, **self.flags)}
+        body = {
+            "schema_version": 1,
+            "case_id": self.case["id"],
+            "status": status,
+            "comparisons": [],
+            "timing_us": self.timing,
+            "environment": dict(self.env, **self.flags),
+        }
         body.update(fields)
         return dict(self.answer, outcome="result", result=body)
 
@@ -164,48 +182,71 @@ class CaseRun:
         except Exception as exc:  # any input failure is the harness's
             raise HarnessFailure("inputs", exc) from None
         self.seed = case_seed(case)
-        self.grads = Backward(self.config, case, self.seed, self.request.get("captured_dir")) \
-            if wants_gradients(self.config, case) else None
+        self.grads = (
+            Backward(self.config, case, self.seed, self.request.get("captured_dir"))
+            if wants_gradients(self.config, case)
+            else None
+        )
         # Reference inputs first (the candidate may write into its inputs): the
         # same storages cast by the per-dtype upcast rule (inputs.reference_dtype,
         # recorded per input), viewed with the same strides and offset.
         asked = op.get("reference_dtype", "float32")  # a config without the field predates "auto": float32
         self.ref_float = ref_float = auto_reference_float(self.built) if asked == "auto" else asked
         self.ref_inputs, self.upcast = reference_inputs(self.built, ref_float)
-        self.metadata = {"case_id": case["id"], "seed": self.seed, "mode": self.mode, "device": self.device.label,
-                         "reference_dtype": ref_float if asked != "auto" else f"auto: {ref_float}",
-                         "inputs": [b.metadata for b in self.built]}
+        self.metadata = {
+            "case_id": case["id"],
+            "seed": self.seed,
+            "mode": self.mode,
+            "device": self.device.label,
+            "reference_dtype": ref_float if asked != "auto" else f"auto: {ref_float}",
+            "inputs": [b.metadata for b in self.built],
+        }
         if self.grads is not None:  # the upstream gradients' metadata fills in once the forward returned
             self.metadata.update(grad_inputs=self.grads.names, grad_outputs=self.grads.metadata)
         self.answer = {"input_metadata": self.metadata}
         # compiling (or capturing) has a budget of its own; the case timeout starts after it
-        self.enter("candidate" if compile_budget(self.config, case) is None else "compile",
-                   input_metadata=self.metadata)
+        self.enter(
+            "candidate" if compile_budget(self.config, case) is None else "compile", input_metadata=self.metadata
+        )
 
     def check_call(self) -> None:
         """What can refuse the case before the candidate runs: the device, the attributes, the call's binding."""
         op, device = self.op, self.device
         ascend_only = ascend_only_reason(self.case, device.kind)
         if ascend_only is not None:
-            raise OperatorFailure("unsupported", {"type": "Unsupported", "message": ascend_only,
-                                                  "signature": f"unsupported: {ASCEND_ONLY_RULE}",
-                                                  "matched_rule": ASCEND_ONLY_RULE})
+            raise OperatorFailure(
+                "unsupported",
+                {
+                    "type": "Unsupported",
+                    "message": ascend_only,
+                    "signature": f"unsupported: {ASCEND_ONLY_RULE}",
+                    "matched_rule": ASCEND_ONLY_RULE,
+                },
+            )
         try:
             self.attributes = resolve_attributes(self.case.get("attributes") or {}, device.kind)
         except ResolveError as exc:
             raise HarnessFailure("resolve", exc) from None
         try:  # the call's arguments against every callable's signature, before anything runs
-            _check_bindings(op, map_built(self.built, lambda b: None), self.attributes,
-                            [("candidate", self.candidate), ("reference", self.reference)] +
-                            ([("baseline", self.baseline)] if op.get("baseline") else []))
+            _check_bindings(
+                op,
+                map_built(self.built, lambda b: None),
+                self.attributes,
+                [("candidate", self.candidate), ("reference", self.reference)]
+                + ([("baseline", self.baseline)] if op.get("baseline") else []),
+            )
         except (BindingError, ResolveError) as exc:
             raise HarnessFailure("binding" if isinstance(exc, BindingError) else "resolve", exc) from None
         # the baseline's inputs: the storages as they are (no upcast), copied before the candidate may write them
-        self.base_inputs = baseline_inputs(self.built) \
-            if self.judge != "tolerance" and self.role != "baseline" and self.side is None else None
+        self.base_inputs = (
+            baseline_inputs(self.built)
+            if self.judge != "tolerance" and self.role != "baseline" and self.side is None
+            else None
+        )
         try:
-            self.cand_inputs = map_built(self.built, lambda b: device.to_device(b.storage, b.shape, b.strides,
-                                                                                b.storage_offset))
+            self.cand_inputs = map_built(
+                self.built, lambda b: device.to_device(b.storage, b.shape, b.strides, b.storage_offset)
+            )
         except Exception as exc:
             raise HarnessFailure("inputs", exc) from None
 
@@ -222,7 +263,8 @@ class CaseRun:
             self.t_forward = time.perf_counter()
             if grads is not None and self.cand_grads is None:
                 self.cand_grads, timing["backward_us"] = grads.candidate(
-                    out, leaves, device, lambda meta: self.enter("backward", grad_outputs=meta))
+                    out, leaves, device, lambda meta: self.enter("backward", grad_outputs=meta)
+                )
             self.out = _to_cpu(out)
         except UpstreamError as exc:  # the harness could not build the upstream gradient: pending
             raise HarnessFailure("grad_output", exc) from None
@@ -233,8 +275,12 @@ class CaseRun:
             raise OperatorFailure(status, fields["error"]) from None
         except Unsupported as exc:
             timing["candidate_us"] = (time.perf_counter() - self.t0) * 1e6
-            error = {"type": "Unsupported", "message": exc.reason, "signature": f"unsupported: {exc.rule}"[:300],
-                     "matched_rule": exc.rule}
+            error = {
+                "type": "Unsupported",
+                "message": exc.reason,
+                "signature": f"unsupported: {exc.rule}"[:300],
+                "matched_rule": exc.rule,
+            }
             if exc.phase:
                 error["phase"] = exc.phase
             raise OperatorFailure("unsupported", error) from None
@@ -252,8 +298,7 @@ class CaseRun:
     def _candidate_call(self) -> tuple[list, list, dict, InputGuard]:
         """The candidate's inputs in their layouts, gradients required, the call's arguments, the write guard."""
         device, built = self.device, self.built
-        self.cand_inputs = map_built(built, lambda b: device.format_cast(_member(self.cand_inputs, b.name),
-                                                                         b.layout))
+        self.cand_inputs = map_built(built, lambda b: device.format_cast(_member(self.cand_inputs, b.name), b.layout))
         leaves = self.grads.require(self.cand_inputs) if self.grads is not None else []
         args, kwargs = call_arguments(self.op.get("call"), self.cand_inputs, self.attributes)
         g0 = time.perf_counter()  # fingerprints of the inputs, to see what the candidate writes (consistency.py)
@@ -273,9 +318,11 @@ class CaseRun:
         if self.mode == "compile":
             return self._compiled_forward(args, kwargs)
         if self.mode == "graph":
+
             def captured():
                 self.timing["compile_us"] = (time.perf_counter() - self.t0) * 1e6
                 self.enter("candidate")
+
             grads = self.grads
             fn = grads.graph_fn(self.candidate, leaves, self.device) if grads is not None else self.candidate
             out = self.device.graph_call(fn, args, kwargs, on_captured=captured)
@@ -290,8 +337,12 @@ class CaseRun:
         device, grads = self.device, self.grads
         dynamic = self.case.get("compile_dynamic")
         self.compiled = compiled = device.compile(self.candidate, self.op.get("compile_backend"), dynamic=dynamic)
-        warm = map_built(self.built, lambda b: device.format_cast(
-            device.to_device(b.storage.clone(), b.shape, b.strides, b.storage_offset), b.layout))
+        warm = map_built(
+            self.built,
+            lambda b: device.format_cast(
+                device.to_device(b.storage.clone(), b.shape, b.strides, b.storage_offset), b.layout
+            ),
+        )
         warm_leaves = grads.require(warm) if grads is not None else []
         mark_dynamic(warm, dynamic)
         mark_dynamic(self.cand_inputs, dynamic)
@@ -311,22 +362,28 @@ class CaseRun:
         op, built = self.op, self.built
         self.timing["candidate_us"] = (time.perf_counter() - self.t0) * 1e6
         self.answer["needs_health_check"] = True
-        if is_binding_message(exc) and (self.refused_at_call or _same_on_cpu(
-                self.reference, op, self.base_inputs or baseline_inputs(built), self.attributes, exc)):
-            return HarnessFailure("binding", BindingError(
-                f"the candidate {op['candidate']} refused the call's arguments: {type(exc).__name__}: "
-                f"{exception_text(exc)}. {binding_hint(op, [b.name for b in built] + list(self.attributes))}"))
+        if is_binding_message(exc) and (
+            self.refused_at_call
+            or _same_on_cpu(self.reference, op, self.base_inputs or baseline_inputs(built), self.attributes, exc)
+        ):
+            return HarnessFailure(
+                "binding",
+                BindingError(
+                    f"the candidate {op['candidate']} refused the call's arguments: {type(exc).__name__}: "
+                    f"{exception_text(exc)}. {binding_hint(op, [b.name for b in built] + list(self.attributes))}"
+                ),
+            )
         status, error = _classify(exc, op.get("unsupported_rules") or [])
         if self.grads is not None:
             error["phase"] = "forward"
         if status == "crash" and isinstance(exc, Exception):
             # the same call in the same dtypes on CPU refuses it too: outside the operator's contract
             other: list[str] = []
-            if _same_on_cpu(self.baseline, op, self.base_inputs or baseline_inputs(built), self.attributes, exc,
-                            other):
+            if _same_on_cpu(self.baseline, op, self.base_inputs or baseline_inputs(built), self.attributes, exc, other):
                 error["matched_rule"] = (
                     f"refused by the reference too: {op.get('baseline') or op['reference']} on CPU with the "
-                    f"case's dtypes raised the same {type(exc).__name__}")
+                    f"case's dtypes raised the same {type(exc).__name__}"
+                )
                 status = "unsupported"
             elif other:  # the reference refuses the call another way: not a valid call (shrink rejects it)
                 error["reference_error"] = other[0]
@@ -346,19 +403,26 @@ class CaseRun:
         when its float32 outputs overflowed where the candidate's did not (truth.py)."""
         t0 = time.perf_counter()
         self.ref_out = self._reference_on(self.ref_inputs)
-        widened = overflowed_truth(self.out, self.ref_out, self.op.get("outputs")) \
-            if self.upcast and self.ref_float == "float32" else 0
+        widened = (
+            overflowed_truth(self.out, self.ref_out, self.op.get("outputs"))
+            if self.upcast and self.ref_float == "float32"
+            else 0
+        )
         if widened:
             try:
-                self.ref_inputs, _ = reference_inputs(build_case_inputs(self.case, self.request.get("captured_dir")),
-                                                      "float64")
+                self.ref_inputs, _ = reference_inputs(
+                    build_case_inputs(self.case, self.request.get("captured_dir")), "float64"
+                )
             except Exception as exc:  # the same inputs built again: the harness's
                 raise HarnessFailure("inputs", exc) from None
             self.ref_out = self._reference_on(self.ref_inputs)
             self.metadata.update(widened_reference(self.metadata, widened))
         self.timing["reference_us"] = (time.perf_counter() - t0) * 1e6
-        if not self.upcast and _has_float64(self.ref_out) and not any(b.storage.dtype == torch.float64
-                                                                      for b in tensors_of(self.built)):
+        if (
+            not self.upcast
+            and _has_float64(self.ref_out)
+            and not any(b.storage.dtype == torch.float64 for b in tensors_of(self.built))
+        ):
             # the reference widened to float64 on its own (numpy-style math): its output
             # dtype is not the candidate's contract, only its kind is
             self.upcast = True
@@ -380,18 +444,29 @@ class CaseRun:
             if not extra:
                 ref_out = _to_cpu(ref_out)
                 if op.get("random"):
-                    self.flags.update(_check_reproducible(self.reference, op, ref_inputs, self.attributes,
-                                                          self.seed, ref_out, self.device))
+                    self.flags.update(
+                        _check_reproducible(
+                            self.reference, op, ref_inputs, self.attributes, self.seed, ref_out, self.device
+                        )
+                    )
         except BaseException as exc:
             raise HarnessFailure("reference", exc) from None
         if grads is not None and extra:
-            raise OperatorFailure("unsupported", {
-                "type": "NoDerivative", "phase": "backward", "matched_rule": "runner: no derivative",
-                "signature": "unsupported: runner: no derivative",
-                "message": (f"phase: backward: the reference's outputs {extra} have gradients with respect to "
-                            f"{', '.join(grads.names)}, the candidate's do not (no grad_fn): the operator has "
-                            "no derivative there; name the outputs to differentiate in grad_output "
-                            "({output: spec}) to compare the others")})
+            raise OperatorFailure(
+                "unsupported",
+                {
+                    "type": "NoDerivative",
+                    "phase": "backward",
+                    "matched_rule": "runner: no derivative",
+                    "signature": "unsupported: runner: no derivative",
+                    "message": (
+                        f"phase: backward: the reference's outputs {extra} have gradients with respect to "
+                        f"{', '.join(grads.names)}, the candidate's do not (no grad_fn): the operator has "
+                        "no derivative there; name the outputs to differentiate in grad_output "
+                        "({output: spec}) to compare the others"
+                    ),
+                },
+            )
         return ref_out
 
     def measured_here(self) -> dict:
@@ -401,8 +476,12 @@ class CaseRun:
             b_out, b_ref, b_names = self.out, self.ref_out, self.op.get("outputs")
         else:
             (b_out, b_ref), b_names = self._named_outputs(), None
-        return self.result("passed", baseline_side=measure(b_out, b_ref, names=b_names, config=self.config,
-                                                           in_dtypes=in_dtypes, built=self.built))
+        return self.result(
+            "passed",
+            baseline_side=measure(
+                b_out, b_ref, names=b_names, config=self.config, in_dtypes=in_dtypes, built=self.built
+            ),
+        )
 
     def run_baseline(self) -> None:
         """The baseline: a correct computation in the candidate's dtypes, on CPU (judges other than tolerance;
@@ -427,10 +506,14 @@ class CaseRun:
                     raise ReferenceGradError(self.base_grads)
             self.base_out = _to_cpu(base_out)
         except BaseException as exc:  # a harness matter, not the operator's verdict
-            raise HarnessFailure("baseline", RuntimeError(
-                f"the baseline ({op.get('baseline') or op['reference']} on CPU in the case's dtypes) failed: "
-                f"{type(exc).__name__}: {exception_text(exc)}; name another operator.baseline or use judge "
-                "'tolerance'")) from None
+            raise HarnessFailure(
+                "baseline",
+                RuntimeError(
+                    f"the baseline ({op.get('baseline') or op['reference']} on CPU in the case's dtypes) failed: "
+                    f"{type(exc).__name__}: {exception_text(exc)}; name another operator.baseline or use judge "
+                    "'tolerance'"
+                ),
+            ) from None
         self.timing["baseline_us"] = (time.perf_counter() - t0) * 1e6
 
     # -- judge, consistency ---------------------------------------------------------
@@ -446,8 +529,10 @@ class CaseRun:
         if self.grads is None:
             return self.out, self.ref_out
         names, ref_grads = self.op.get("outputs"), self.ref_grads
-        return (dict(name_outputs(self.out, names), **self._candidate_grads()),
-                dict(name_outputs(self.ref_out, names), **(ref_grads if isinstance(ref_grads, dict) else {})))
+        return (
+            dict(name_outputs(self.out, names), **self._candidate_grads()),
+            dict(name_outputs(self.ref_out, names), **(ref_grads if isinstance(ref_grads, dict) else {})),
+        )
 
     def judged_first_run(self) -> list[dict]:
         """Every output, gradient and written input of the first run, compared and judged.  Under the
@@ -457,8 +542,9 @@ class CaseRun:
         comparisons = self._judged_all()
         if self.judge == "tolerance" and self.side is None and any(special_mismatches(c) for c in comparisons):
             try:
-                self.base_inputs = base_inputs = baseline_inputs(build_case_inputs(self.case,
-                                                                                   self.request.get("captured_dir")))
+                self.base_inputs = base_inputs = baseline_inputs(
+                    build_case_inputs(self.case, self.request.get("captured_dir"))
+                )
                 self._baseline_run(base_inputs)
             except Exception as exc:  # the tolerance judge never needed it: judged without it
                 self.flags["specials_baseline"] = f"not run, the NaN/Inf judged against the truth alone: {exc}"
@@ -470,18 +556,25 @@ class CaseRun:
     def _judged_all(self) -> list[dict]:
         self.kept = self._named_outputs()
         self.enter("judge", outputs=self.kept)
-        self.judging = Judging(self.judge, self.config, strict_dtype=not self.upcast,
-                               in_dtypes=[b.dtype for b in tensors_of(self.built)], baseline_side=self.side)
+        self.judging = Judging(
+            self.judge,
+            self.config,
+            strict_dtype=not self.upcast,
+            in_dtypes=[b.dtype for b in tensors_of(self.built)],
+            baseline_side=self.side,
+        )
         t0 = time.perf_counter()
         try:
-            comparisons = compare_and_judge(self.judging, self.out, self.ref_out, baseline=self.base_out,
-                                            names=self.op.get("outputs"))
+            comparisons = compare_and_judge(
+                self.judging, self.out, self.ref_out, baseline=self.base_out, names=self.op.get("outputs")
+            )
             if self.side is not None:
                 check_inputs(self.built, self.side)
             if self.grads is not None:  # each gradient an output grad.<input>, judged like the others
                 comparisons += self._judged_gradients(self.grads)
-            comparisons += _declared_comparisons(self.judging, self.declared, self.cand_inputs, self.ref_inputs,
-                                                 self.base_inputs)
+            comparisons += _declared_comparisons(
+                self.judging, self.declared, self.cand_inputs, self.ref_inputs, self.base_inputs
+            )
             comparisons += self.write_comps  # an input changed that is not declared written: its own failing one
         except BaselineError as exc:
             raise HarnessFailure("baseline", exc) from None
@@ -489,26 +582,39 @@ class CaseRun:
             raise HarnessFailure("compare", exc) from None
         self.timing["compare_us"] = (time.perf_counter() - t0) * 1e6
         if not comparisons:
-            raise HarnessFailure("compare", RuntimeError(
-                "neither the candidate nor the reference returned a tensor output to compare"))
+            raise HarnessFailure(
+                "compare", RuntimeError("neither the candidate nor the reference returned a tensor output to compare")
+            )
         return comparisons
 
     def _judged_gradients(self, grads: Backward) -> list[dict]:
         ref, base = self.ref_grads, self.base_grads  # a dict of gradients, or why there are none to compare
         cand = self._candidate_grads()
         return compare_and_judge(
-            self.judging, cand, ref if isinstance(ref, dict) else None,
+            self.judging,
+            cand,
+            ref if isinstance(ref, dict) else None,
             baseline=base if isinstance(base, dict) else None,
-            measured=grads.compare(cand, ref, self.judging.tolerance, not self.upcast))
+            measured=grads.compare(cand, ref, self.judging.tolerance, not self.upcast),
+        )
 
     def consistency(self, comparisons: list[dict]) -> dict:
         """Repeats of a failing (or sampled) case, the batch slice (consistency.py); the case's result."""
         c0 = time.perf_counter()
         status, comparisons, error, consistency = after_first_run(
-            self.case, self.config, comparisons, self.out, self.written,
-            self.guard.notes if self.guard is not None else [], self.built, invoke=self._invoke,
-            judged=self._judged, inputs_again=self._inputs_again, raised=self._raised,
-            on_step=lambda step: self.enter("consistency", step=step))
+            self.case,
+            self.config,
+            comparisons,
+            self.out,
+            self.written,
+            self.guard.notes if self.guard is not None else [],
+            self.built,
+            invoke=self._invoke,
+            judged=self._judged,
+            inputs_again=self._inputs_again,
+            raised=self._raised,
+            on_step=lambda step: self.enter("consistency", step=step),
+        )
         more = {"consistency": consistency} if consistency else {}
         if consistency is not None and (consistency.get("repeats") or consistency.get("batch")):
             self.timing["consistency_us"] = (time.perf_counter() - c0) * 1e6
@@ -519,8 +625,7 @@ class CaseRun:
         return self.result(status, comparisons=comparisons, **more)
 
     def _judged(self, out) -> tuple:
-        comps = compare_and_judge(self.judging, out, self.ref_out, baseline=self.base_out,
-                                  names=self.op.get("outputs"))
+        comps = compare_and_judge(self.judging, out, self.ref_out, baseline=self.base_out, names=self.op.get("outputs"))
         return status_of(comps), comps
 
     def _invoke(self, inputs):
@@ -538,8 +643,9 @@ class CaseRun:
 
     def _inputs_again(self, slice_of=None) -> dict:
         """Bit-identical from the case seed, on the device."""
-        return map_built(build_case_inputs(self.case, self.request.get("captured_dir")),
-                         lambda b: _placed(self.device, b, slice_of))
+        return map_built(
+            build_case_inputs(self.case, self.request.get("captured_dir")), lambda b: _placed(self.device, b, slice_of)
+        )
 
     def _raised(self, exc) -> dict:
         """A further run that raises: that run's crash (or unsupported)."""
@@ -553,22 +659,30 @@ def _placed(device: Device, b, slice_of=None):
     as a new contiguous tensor (the batch slice)."""
     if slice_of is not None and b.name in slice_of[0]:
         view = b.view().narrow(slice_of[1], slice_of[2], slice_of[3]).contiguous()
-        return device.format_cast(device.to_device(view.reshape(-1), list(view.shape), list(view.stride()), 0),
-                                  b.layout)
+        return device.format_cast(
+            device.to_device(view.reshape(-1), list(view.shape), list(view.stride()), 0), b.layout
+        )
     return device.format_cast(device.to_device(b.storage, b.shape, b.strides, b.storage_offset), b.layout)
 
 
 def _declared_comparisons(judging: Judging, declared, cand_inputs, ref_inputs, base_inputs) -> list:
     """Declared written inputs (operator.writes, in-place), compared as outputs ``input:NAME``:
     the candidate's input after its call against the reference's after its own."""
-    names = [n for n in sorted(declared) if isinstance(cand_inputs.get(n), torch.Tensor)
-             and isinstance(ref_inputs.get(n), torch.Tensor)]
+    names = [
+        n
+        for n in sorted(declared)
+        if isinstance(cand_inputs.get(n), torch.Tensor) and isinstance(ref_inputs.get(n), torch.Tensor)
+    ]
     if not names:
         return []
     label = {n: f"input:{n}" for n in names}
     base = {label[n]: base_inputs[n] for n in names} if base_inputs is not None else None
-    return compare_and_judge(judging, {label[n]: cand_inputs[n].detach().cpu() for n in names},
-                             {label[n]: ref_inputs[n] for n in names}, baseline=base)
+    return compare_and_judge(
+        judging,
+        {label[n]: cand_inputs[n].detach().cpu() for n in names},
+        {label[n]: ref_inputs[n] for n in names},
+        baseline=base,
+    )
 
 
 def _check_bindings(op: dict, names: dict, attributes: dict, callables: list) -> None:
@@ -577,8 +691,9 @@ def _check_bindings(op: dict, names: dict, attributes: dict, callables: list) ->
         check_binding(role, op.get(role) or op["reference"], fn, args, kwargs, op)
 
 
-def _same_on_cpu(fn, op: dict, inputs: dict, attributes: dict, exc: BaseException,
-                 other_error: list | None = None) -> bool:
+def _same_on_cpu(
+    fn, op: dict, inputs: dict, attributes: dict, exc: BaseException, other_error: list | None = None
+) -> bool:
     """``fn`` called the same way on CPU raises the same exception as the candidate; when it raises
     another, its "type: first line" is appended to ``other_error``."""
     try:
@@ -626,18 +741,28 @@ def _check_reproducible(reference, op, ref_inputs, attributes, seed, first, devi
     seed_everything(seed)
     again = _to_cpu(reference(*rargs, **rkwargs))
     if not _same(first, again):
-        raise RuntimeError("operator.random: the reference gave different outputs from the same seed twice; it "
-                           "does not draw from the seeded global generators, so its cases cannot be compared")
+        raise RuntimeError(
+            "operator.random: the reference gave different outputs from the same seed twice; it "
+            "does not draw from the seeded global generators, so its cases cannot be compared"
+        )
     if device.kind != "cpu":
-        return {"nondeterministic": f"random operator on {device.kind}: the device's generator is not the CPU's, "
-                                    "so candidate and reference draw different numbers"}
+        return {
+            "nondeterministic": f"random operator on {device.kind}: the device's generator is not the CPU's, "
+            "so candidate and reference draw different numbers"
+        }
     return {}
 
 
 def _same(a, b) -> bool:
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b) or (
-            a.dtype.is_floating_point and torch.equal(torch.nan_to_num(a), torch.nan_to_num(b))))
+        return (
+            a.shape == b.shape
+            and a.dtype == b.dtype
+            and bool(
+                torch.equal(a, b)
+                or (a.dtype.is_floating_point and torch.equal(torch.nan_to_num(a), torch.nan_to_num(b)))
+            )
+        )
     if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict) and isinstance(b, dict):

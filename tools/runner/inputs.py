@@ -25,9 +25,16 @@ from typing import Any
 import torch
 
 DTYPES = {
-    "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64,
-    "int8": torch.int8, "uint8": torch.uint8, "int16": torch.int16, "int32": torch.int32,
-    "int64": torch.int64, "bool": torch.bool,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "int8": torch.int8,
+    "uint8": torch.uint8,
+    "int16": torch.int16,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "bool": torch.bool,
 }
 # dtypes this torch may have (float8, complex, wide unsigned)
 for _name in ("float8_e4m3fn", "float8_e5m2", "complex64", "complex128", "uint16", "uint32", "uint64"):
@@ -41,8 +48,13 @@ FLOATS = ("float16", "bfloat16", "float32", "float64")
 FLOAT8 = ("float8_e4m3fn", "float8_e5m2")
 COMPLEX = ("complex64", "complex128")
 FAMILIES = {  # mirrors tools/schemas.DTYPE_FAMILIES
-    "float": FLOATS, "float8": FLOAT8, "complex": COMPLEX, "int": ("int8", "int16", "int32", "int64"),
-    "uint": ("uint8", "uint16", "uint32", "uint64"), "bool": ("bool",), "ascend": tuple(ASCEND_CARRIERS),
+    "float": FLOATS,
+    "float8": FLOAT8,
+    "complex": COMPLEX,
+    "int": ("int8", "int16", "int32", "int64"),
+    "uint": ("uint8", "uint16", "uint32", "uint64"),
+    "bool": ("bool",),
+    "ascend": tuple(ASCEND_CARRIERS),
 }
 MAX_RECORDED_POSITIONS = 64
 
@@ -95,8 +107,7 @@ def input_seed(seed: int, index: int, name: str) -> int:
 
 def build_inputs(case: dict, captured_dir: str | None = None) -> list[BuiltInput]:
     seed = case_seed(case)
-    return [build_input(spec, input_seed(seed, i, spec["name"]), captured_dir)
-            for i, spec in enumerate(case["inputs"])]
+    return [build_input(spec, input_seed(seed, i, spec["name"]), captured_dir) for i, spec in enumerate(case["inputs"])]
 
 
 def build_input(spec: dict, seed: int, captured_dir: str | None = None) -> BuiltInput:
@@ -124,16 +135,27 @@ def build_input(spec: dict, seed: int, captured_dir: str | None = None) -> Built
         positions.append(_inject(view, special, gen, dtype_name, name))
     numel = view.numel()
     built.metadata = {
-        "name": name, "shape": shape, "strides": strides, "storage_offset": offset, "dtype": dtype_name,
-        "layout": built.layout, "storage_numel": numel_storage, "numel": numel,
-        "contiguous": view.is_contiguous(), "seed": seed, "values": values, "family": family(dtype_name),
-        "specials_at": positions, "conversion": "; ".join(notes) or None,
+        "name": name,
+        "shape": shape,
+        "strides": strides,
+        "storage_offset": offset,
+        "dtype": dtype_name,
+        "layout": built.layout,
+        "storage_numel": numel_storage,
+        "numel": numel,
+        "contiguous": view.is_contiguous(),
+        "seed": seed,
+        "values": values,
+        "family": family(dtype_name),
+        "specials_at": positions,
+        "conversion": "; ".join(notes) or None,
         "sha256": tensor_sha256(view),
         "stats": _stats(view),
     }
     if values is not planned:
-        built.metadata["values_from"] = "by_dtype." + (dtype_name if dtype_name in planned["by_dtype"]
-                                                       else family(dtype_name))
+        built.metadata["values_from"] = "by_dtype." + (
+            dtype_name if dtype_name in planned["by_dtype"] else family(dtype_name)
+        )
     if dtype_name in ASCEND_CARRIERS:
         built.metadata["carrier"] = ASCEND_CARRIERS[dtype_name]
     return built
@@ -159,8 +181,10 @@ def _generate(values: dict, n: int, dtype_name: str, gen, notes: list, name: str
         carrier = ASCEND_CARRIERS[dtype_name]
         if kind in ("normal", "uniform"):
             info = torch.iinfo(DTYPES[carrier])
-            notes.append(f"{dtype_name}: uniformly random raw bit patterns in a {carrier} carrier (no {dtype_name} "
-                         "encoder in the runner; some patterns may be NaN/Inf encodings)")
+            notes.append(
+                f"{dtype_name}: uniformly random raw bit patterns in a {carrier} carrier (no {dtype_name} "
+                "encoder in the runner; some patterns may be NaN/Inf encodings)"
+            )
             return torch.randint(info.min, info.max + 1, (n,), generator=gen, dtype=torch.int64).to(DTYPES[carrier])
         notes.append(f"{dtype_name}: values are {carrier} carrier values (raw bits)")
         x = _generate_plain(values, n, carrier, gen, notes, name)
@@ -172,8 +196,10 @@ def _generate(values: dict, n: int, dtype_name: str, gen, notes: list, name: str
             wide = _generate_plain(values, n, "float32", gen, notes, name)
             top = torch.finfo(dtype).max
             clamped = int(((wide > top) | (wide < -top)).sum())
-            notes.append(f"{kind} values generated in float32, clamped to [-{top:g}, {top:g}] ({clamped} clamped) "
-                         f"and rounded to nearest {dtype_name}: every value is representable")
+            notes.append(
+                f"{kind} values generated in float32, clamped to [-{top:g}, {top:g}] ({clamped} clamped) "
+                f"and rounded to nearest {dtype_name}: every value is representable"
+            )
             x = wide.clamp(-top, top).to(dtype)
     elif dtype_name in COMPLEX:
         part = "float64" if dtype_name == "complex128" else "float32"
@@ -215,7 +241,9 @@ def _generate_plain(values: dict, n: int, dtype_name: str, gen, notes: list, nam
                 notes.append(f"randint range [{low}, {high}) clipped to [{clip_low}, {clip_high}) for {dtype_name}")
             low, high = clip_low, clip_high
         if high <= low:
-            raise InputError(f"input {name!r}: randint range [{values['low']}, {values['high']}) is empty for {dtype_name}")
+            raise InputError(
+                f"input {name!r}: randint range [{values['low']}, {values['high']}) is empty for {dtype_name}"
+            )
         ints = torch.randint(low, high, (n,), generator=gen, dtype=torch.int64)
         return ints.to(dtype)
     elif kind == "zeros":
@@ -245,8 +273,10 @@ def _generate_plain(values: dict, n: int, dtype_name: str, gen, notes: list, nam
         notes.append(f"{kind} values made bool as value != 0 after rounding")
         return torch.round(x) != 0
     info = torch.iinfo(dtype)
-    notes.append(f"{kind} values generated in {str(work).replace('torch.', '')}, rounded half-to-even and "
-                 f"clamped to [{info.min}, {info.max}] for {dtype_name}")
+    notes.append(
+        f"{kind} values generated in {str(work).replace('torch.', '')}, rounded half-to-even and "
+        f"clamped to [{info.min}, {info.max}] for {dtype_name}"
+    )
     return torch.round(x).clamp_(info.min, info.max).to(dtype)
 
 
@@ -256,8 +286,10 @@ def _check_range(ints, low: int, high: int, dtype_name: str, name: str) -> None:
         return
     info = torch.iinfo(dtype)
     if low < info.min or high > info.max:
-        raise InputError(f"input {name!r}: values in [{low}, {high}] do not fit {dtype_name} "
-                         f"[{info.min}, {info.max}] (refusing to wrap them silently)")
+        raise InputError(
+            f"input {name!r}: values in [{low}, {high}] do not fit {dtype_name} "
+            f"[{info.min}, {info.max}] (refusing to wrap them silently)"
+        )
 
 
 def _fill_captured(view: torch.Tensor, values: dict, captured_dir: str | None, name: str) -> None:
@@ -288,19 +320,31 @@ def _fill_captured(view: torch.Tensor, values: dict, captured_dir: str | None, n
     else:
         raise InputError(f"input {name!r}: captured file {values['captured']!r} does not hold one tensor")
     if list(tensor.shape) != list(view.shape):
-        raise InputError(f"input {name!r}: captured tensor has shape {list(tensor.shape)}, the case says "
-                         f"{list(view.shape)}")
+        raise InputError(
+            f"input {name!r}: captured tensor has shape {list(tensor.shape)}, the case says {list(view.shape)}"
+        )
     if tensor.dtype != view.dtype:
-        raise InputError(f"input {name!r}: captured tensor is {str(tensor.dtype).replace('torch.', '')}, the case "
-                         f"says {str(view.dtype).replace('torch.', '')} (refusing to cast silently)")
+        raise InputError(
+            f"input {name!r}: captured tensor is {str(tensor.dtype).replace('torch.', '')}, the case "
+            f"says {str(view.dtype).replace('torch.', '')} (refusing to cast silently)"
+        )
     if region is not None and (list(view.stride()), view.storage_offset()) == (rec[1], rec[2]):
         view.as_strided((region.numel(),), (1,), view.storage_offset()).copy_(region)
     else:
         view.copy_(tensor)
 
 
-_NPY_DTYPES = {"<f2": torch.float16, "<f4": torch.float32, "<f8": torch.float64, "|i1": torch.int8,
-               "|u1": torch.uint8, "<i2": torch.int16, "<i4": torch.int32, "<i8": torch.int64, "|b1": torch.bool}
+_NPY_DTYPES = {
+    "<f2": torch.float16,
+    "<f4": torch.float32,
+    "<f8": torch.float64,
+    "|i1": torch.int8,
+    "|u1": torch.uint8,
+    "<i2": torch.int16,
+    "<i4": torch.int32,
+    "<i8": torch.int64,
+    "|b1": torch.bool,
+}
 
 
 def _load_npy(path: str) -> torch.Tensor:
@@ -330,9 +374,13 @@ def special_value(kind: str, dtype: torch.dtype) -> float:
         return 0.0 if dtype.is_floating_point else 0
     info = torch.finfo(dtype)
     return {
-        "nan": float("nan"), "inf": float("inf"), "-inf": float("-inf"),
+        "nan": float("nan"),
+        "inf": float("inf"),
+        "-inf": float("-inf"),
         "denormal": info.tiny * info.eps,  # the smallest subnormal of the dtype
-        "-0": -0.0, "large": info.max / 2, "-large": -info.max / 2,
+        "-0": -0.0,
+        "large": info.max / 2,
+        "-large": -info.max / 2,
     }[kind]
 
 
@@ -349,8 +397,11 @@ def _inject(view: torch.Tensor, special: dict, gen, dtype_name: str, name: str) 
         count = int(special["count"])
         if count > numel:
             raise InputError(f"input {name!r}: {count} special {kind!r} values but only {numel} elements")
-        flat = torch.randperm(numel, generator=gen)[:count] if numel <= 1 << 20 else \
-            torch.randint(numel, (count,), generator=gen)
+        flat = (
+            torch.randperm(numel, generator=gen)[:count]
+            if numel <= 1 << 20
+            else torch.randint(numel, (count,), generator=gen)
+        )
         positions = [_unravel(int(i), shape) for i in flat.tolist()]
     value = special_value(kind, view.dtype)
     for p in positions:
@@ -397,8 +448,11 @@ def _stats(view: torch.Tensor) -> dict:
             mean = float(torch.where(finite, x, 0.0).sum(dtype=torch.float64)) / count
             if not math.isfinite(mean):
                 mean = float((torch.where(finite, x, 0.0).to(torch.float64) / count).sum())
-            stats.update(min=float(torch.where(finite, x, math.inf).min()),
-                         max=float(torch.where(finite, x, -math.inf).max()), mean=mean)
+            stats.update(
+                min=float(torch.where(finite, x, math.inf).min()),
+                max=float(torch.where(finite, x, -math.inf).max()),
+                mean=mean,
+            )
         return stats
     x = view.to(torch.int64)
     return {"min": int(x.min()), "max": int(x.max()), "sum": int(x.sum())}
@@ -418,8 +472,12 @@ class BuiltList:
 
     @property
     def metadata(self) -> dict:
-        return {"name": self.name, "kind": "list", "length": len(self.members),
-                "members": [m.metadata for m in self.members]}
+        return {
+            "name": self.name,
+            "kind": "list",
+            "length": len(self.members),
+            "members": [m.metadata for m in self.members],
+        }
 
 
 @dataclass

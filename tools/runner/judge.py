@@ -45,15 +45,18 @@ def tolerance_verdict(comp: dict) -> str:
     dtype = comp.get("actual_dtype") or "its dtype"
     accepted = []
     if comp.get("dtype_overflow"):
-        accepted.append(f"{comp['dtype_overflow']} infinite where the truth is beyond {dtype}'s range, as the truth "
-                        f"rounded to {dtype} is")
+        accepted.append(
+            f"{comp['dtype_overflow']} infinite where the truth is beyond {dtype}'s range, as the truth "
+            f"rounded to {dtype} is"
+        )
     if comp.get("specials_as_baseline"):
         accepted.append(f"{comp['specials_as_baseline']} NaN/Inf where a correct {dtype} computation has the same")
     note = f" ({'; '.join(accepted)})" if accepted else ""
     if not bad:
         return f"all {n} elements within {within}{note}"
-    special = (comp.get("nan_mismatch") or 0) + (comp.get("inf_mismatch") or 0) - \
-        (comp.get("specials_as_baseline") or 0)
+    special = (
+        (comp.get("nan_mismatch") or 0) + (comp.get("inf_mismatch") or 0) - (comp.get("specials_as_baseline") or 0)
+    )
     text = f"{bad} of {n} elements ({bad / n:.2%}) outside {within}" if n else f"{bad} elements outside {within}"
     return text + (f", {special} NaN/Inf pattern mismatches" if special else "") + note
 
@@ -75,9 +78,18 @@ def choose(config: dict, output: str, out_dtype: str, in_dtypes: list[str]) -> d
     return {"standard": standard, "routed": why, "level": level, "level_source": level_why}
 
 
-def apply_judge(comparisons: list[dict], judge: str, *, baseline=None, reference=None,
-                names: list[str] | None = None, candidate=None, config: dict | None = None,
-                in_dtypes: list[str] | None = None, baseline_side: dict | None = None) -> list[dict]:
+def apply_judge(
+    comparisons: list[dict],
+    judge: str,
+    *,
+    baseline=None,
+    reference=None,
+    names: list[str] | None = None,
+    candidate=None,
+    config: dict | None = None,
+    in_dtypes: list[str] | None = None,
+    baseline_side: dict | None = None,
+) -> list[dict]:
     """Decide every comparison with ``judge`` (in place; returned).  With the
     baseline judge, ``baseline``, ``reference`` and ``candidate`` are the
     baseline's, the reference's and the candidate's outputs (CPU);
@@ -120,8 +132,10 @@ def apply_judge(comparisons: list[dict], judge: str, *, baseline=None, reference
                 raise BaselineError(f"the baseline returned no output {comp['output']!r} to judge against")
             b = as_tensor(b)
             if list(b.shape) != list(r.shape):
-                raise BaselineError(f"the baseline's output {comp['output']!r} has shape {list(b.shape)}, the "
-                                    f"reference's {list(r.shape)}")
+                raise BaselineError(
+                    f"the baseline's output {comp['output']!r} has shape {list(b.shape)}, the "
+                    f"reference's {list(r.shape)}"
+                )
             b, repaired = repair_overflowed_baseline(c, b, r)
             shared = specials_as_baseline(comp, c, b, r)
             if shared:
@@ -129,8 +143,12 @@ def apply_judge(comparisons: list[dict], judge: str, *, baseline=None, reference
             decided, found = _judge_local(comp, c, b, r, chosen, dtype)
             if repaired:
                 decided["baseline_repaired"] = repaired
-        decided.update(routed=chosen["routed"], level_source=chosen["level_source"] if decided["level"] else None,
-                       baseline=where, msprobe=MSPROBE)
+        decided.update(
+            routed=chosen["routed"],
+            level_source=chosen["level_source"] if decided["level"] else None,
+            baseline=where,
+            msprobe=MSPROBE,
+        )
         comp["benchmark"] = decided
         comp["checks"] = found
         finite = {k: v for k, v in decided["ratios"].items() if isinstance(v, (int, float)) and v == v}
@@ -182,8 +200,13 @@ def specials_as_baseline(comp: dict, c, b, r) -> int:
     """The candidate's NaN/Inf pattern mismatches against the truth at places where the same-dtype
     baseline has the same NaN or infinity: what a correct computation in that dtype gives there
     (a float16 intermediate that overflows while the float32 truth stays finite)."""
-    if c is None or not (comp.get("nan_mismatch") or comp.get("inf_mismatch")) or c.dtype != b.dtype \
-            or list(c.shape) != list(b.shape) or not c.dtype.is_floating_point:
+    if (
+        c is None
+        or not (comp.get("nan_mismatch") or comp.get("inf_mismatch"))
+        or c.dtype != b.dtype
+        or list(c.shape) != list(b.shape)
+        or not c.dtype.is_floating_point
+    ):
         return 0
     c, b, r = c.detach().cpu(), b.detach().cpu(), r.detach().cpu()
     cn, bn, rn = torch.isnan(c), torch.isnan(b), torch.isnan(r)
@@ -191,22 +214,31 @@ def specials_as_baseline(comp: dict, c, b, r) -> int:
     r_in = r.to(c.dtype)
     ours = ~(cn & rn) & ~(ci & (c == r_in))  # not a match already (the overflow rule included)
     same_as_base = (cn & bn) | (ci & (c == b))
-    return int(torch.count_nonzero((cn | ci | rn | ri) & ~(torch.isfinite(c) & torch.isfinite(r)) & ours
-                                   & same_as_base).item())
+    return int(
+        torch.count_nonzero((cn | ci | rn | ri) & ~(torch.isfinite(c) & torch.isfinite(r)) & ours & same_as_base).item()
+    )
 
 
 def special_mismatches(comp: dict) -> bool:
     """The comparison fails the tolerance judge with NaN/Inf pattern mismatches that no same-dtype
     baseline has explained yet: those a correct computation in the output's dtype may have too."""
-    return bool(comp.get("nan_mismatch") or comp.get("inf_mismatch")) and tolerance_mismatches(comp) > 0 \
-        and not comp.get("contract_mismatch") and "specials_as_baseline" not in comp
+    return (
+        bool(comp.get("nan_mismatch") or comp.get("inf_mismatch"))
+        and tolerance_mismatches(comp) > 0
+        and not comp.get("contract_mismatch")
+        and "specials_as_baseline" not in comp
+    )
 
 
 def _specials_of_baseline(comp: dict, cand: dict, base: dict, ref: dict) -> None:
     """Under the tolerance judge, with the baseline run for this case: its own NaN/Inf accepted."""
     name = comp["output"]
-    if not (comp.get("nan_mismatch") or comp.get("inf_mismatch")) or name not in base or name not in cand \
-            or ref.get(name) is None:
+    if (
+        not (comp.get("nan_mismatch") or comp.get("inf_mismatch"))
+        or name not in base
+        or name not in cand
+        or ref.get(name) is None
+    ):
         return
     c, b, r = as_tensor(cand[name]), as_tensor(base[name]), as_tensor(ref[name])
     if list(b.shape) == list(r.shape):
@@ -238,11 +270,15 @@ def _judge_from_side(comp: dict, c, side: dict, r, chosen: dict, dtype: str) -> 
     """The same with a baseline host's stage-1 numbers for this output."""
     standard, level = chosen["standard"], chosen["level"]
     if side.get("dtype") != dtype or list(side.get("shape") or []) != list(r.shape):
-        raise BaselineError(f"the baseline host's output {comp['output']!r} is {side.get('dtype')} "
-                            f"{side.get('shape')}, the candidate's {dtype} {list(r.shape)}: no same-dtype baseline")
+        raise BaselineError(
+            f"the baseline host's output {comp['output']!r} is {side.get('dtype')} "
+            f"{side.get('shape')}, the candidate's {dtype} {list(r.shape)}: no same-dtype baseline"
+        )
     if side.get("standard") != standard:
-        raise BaselineError(f"the baseline host measured {comp['output']!r} for the {side.get('standard')} standard, "
-                            f"the candidate's output is judged by {standard}")
+        raise BaselineError(
+            f"the baseline host measured {comp['output']!r} for the {side.get('standard')} standard, "
+            f"the candidate's output is judged by {standard}"
+        )
     if comp.get("numel", 0) == 0:
         return _empty(standard, level), []
     if "precision" not in comp:
@@ -268,21 +304,32 @@ def _levelled(decided: dict, standard: str, level: str) -> dict:
 
 
 def _empty(standard: str, level: str) -> dict:
-    return {"standard": standard, "level": level if standard == "benchmark" else None, "passed": True,
-            "ratios": {}, "thresholds": {}, "rule": "an empty output has nothing to judge", "failed": []}
+    return {
+        "standard": standard,
+        "level": level if standard == "benchmark" else None,
+        "passed": True,
+        "ratios": {},
+        "thresholds": {},
+        "rule": "an empty output has nothing to judge",
+        "failed": [],
+    }
 
 
 def _cand_of(comp: dict, c):
     """The candidate's output tensor, for standards that measure beyond the metric set."""
     if c is None:
-        raise BaselineError(f"the candidate's output {comp['output']!r} is not at hand for the "
-                            "standard's own measurement")
+        raise BaselineError(
+            f"the candidate's output {comp['output']!r} is not at hand for the standard's own measurement"
+        )
     return c
 
 
 def _checks(comp: dict, b_prec: dict | None, decided: dict, dtype: str) -> list[dict]:
-    found = [extra.nan_inf(comp.get("nan_mismatch") or 0, comp.get("inf_mismatch") or 0,
-                           (b_prec or {}).get("special_mismatch"), dtype)]
+    found = [
+        extra.nan_inf(
+            comp.get("nan_mismatch") or 0, comp.get("inf_mismatch") or 0, (b_prec or {}).get("special_mismatch"), dtype
+        )
+    ]
     if decided["standard"] == "benchmark":
         found.append(extra.error_balance(decided["ratios"].get("error_balance"), comp["precision"], dtype))
     return found
@@ -292,10 +339,20 @@ def _checks(comp: dict, b_prec: dict | None, decided: dict, dtype: str) -> list[
 # the sentence
 # --------------------------------------------------------------------------
 
-_LABELS = {"small_value": "small-value error ratio", "max_rel": "max relative error",
-           "mean_rel": "mean relative error", "rmse": "RMSE", "error_balance": "error balance"}
-_SHORT = {"small_value": "small-value", "max_rel": "max-rel", "mean_rel": "mean-rel", "rmse": "rmse",
-          "error_balance": "balance"}
+_LABELS = {
+    "small_value": "small-value error ratio",
+    "max_rel": "max relative error",
+    "mean_rel": "mean relative error",
+    "rmse": "RMSE",
+    "error_balance": "error balance",
+}
+_SHORT = {
+    "small_value": "small-value",
+    "max_rel": "max-rel",
+    "mean_rel": "mean-rel",
+    "rmse": "rmse",
+    "error_balance": "balance",
+}
 
 
 def _x(value: float) -> str:
@@ -325,8 +382,10 @@ def verdict_sentence(decided: dict, found: list[dict], dtype: str, comp: dict) -
         if standard == "binary" and counted.get("error_count"):
             text += f", {counted['error_count']} of {counted.get('count', 0)} elements differ"
     if decided.get("baseline_repaired"):
-        text += (f" (the baseline overflowed on {decided['baseline_repaired']} element(s) the truth and the candidate "
-                 f"hold: there it is the truth in {dtype})")
+        text += (
+            f" (the baseline overflowed on {decided['baseline_repaired']} element(s) the truth and the candidate "
+            f"hold: there it is the truth in {dtype})"
+        )
     failing = [c["text"] for c in found if not c["passed"]]
     return "; ".join([text] + failing)
 

@@ -31,16 +31,36 @@ class Judging:
         return self.config.get("tolerance") or {}
 
 
-def compare_and_judge(judging: Judging, candidate, reference, *, baseline=None, names: list[str] | None = None,
-                      measured: list[dict] | None = None) -> list[dict]:
+def compare_and_judge(
+    judging: Judging,
+    candidate,
+    reference,
+    *,
+    baseline=None,
+    names: list[str] | None = None,
+    measured: list[dict] | None = None,
+) -> list[dict]:
     """The judged comparisons of ``candidate`` against ``reference`` (by output name).
     ``measured``: comparisons already measured (a gradient that has none to compare
     against), judged as they are."""
-    comparisons = measured if measured is not None else compare_outputs(
-        candidate, reference, names=names, tolerance=judging.tolerance, strict_dtype=judging.strict_dtype)
-    return apply_judge([dict(c) for c in comparisons], judging.judge, baseline=baseline, reference=reference,
-                       names=names, candidate=candidate, config=judging.config, in_dtypes=judging.in_dtypes,
-                       baseline_side=judging.baseline_side)
+    comparisons = (
+        measured
+        if measured is not None
+        else compare_outputs(
+            candidate, reference, names=names, tolerance=judging.tolerance, strict_dtype=judging.strict_dtype
+        )
+    )
+    return apply_judge(
+        [dict(c) for c in comparisons],
+        judging.judge,
+        baseline=baseline,
+        reference=reference,
+        names=names,
+        candidate=candidate,
+        config=judging.config,
+        in_dtypes=judging.in_dtypes,
+        baseline_side=judging.baseline_side,
+    )
 
 
 def status_of(comparisons: list[dict]) -> str:

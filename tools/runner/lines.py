@@ -71,7 +71,7 @@ class Lines:
             end = buf.find(b"\n", start)
             if end < 0:
                 break
-            self._ready.append((kind, tag, bytes(buf[start:end + 1])))
+            self._ready.append((kind, tag, bytes(buf[start : end + 1])))
             start = end + 1
         del buf[:start]
 

@@ -54,20 +54,54 @@ class Phase:
 PHASES: tuple[Phase, ...] = (
     Phase("health_check", "health", HARNESS, "preparing", "worker_start", "checking the device's health", None),
     Phase("worker_start", "worker_start", HARNESS, "preparing", "worker_start", "starting the worker", None),
-    Phase("resolve", "import", HARNESS, "preparing", "import",
-          "importing the user modules and resolving the callables", None),
+    Phase(
+        "resolve",
+        "import",
+        HARNESS,
+        "preparing",
+        "import",
+        "importing the user modules and resolving the callables",
+        None,
+    ),
     Phase("inputs", "worker_start", HARNESS, "preparing", "inputs", "building the inputs"),
-    Phase("compile", "compile", OPERATOR, "started", "harness", "compiling or capturing the candidate",
-          ("input_metadata",)),
+    Phase(
+        "compile",
+        "compile",
+        OPERATOR,
+        "started",
+        "harness",
+        "compiling or capturing the candidate",
+        ("input_metadata",),
+    ),
     Phase("candidate", "case", OPERATOR, "started", "harness", "running the candidate", ("input_metadata",)),
-    Phase("backward", "case", OPERATOR, "backward_started", "grad_output", "running the candidate's backward",
-          ("grad_outputs",)),
-    Phase("reference", "case", HARNESS, "reference_started", "reference",
-          "running the reference and the comparison on CPU"),
+    Phase(
+        "backward",
+        "case",
+        OPERATOR,
+        "backward_started",
+        "grad_output",
+        "running the candidate's backward",
+        ("grad_outputs",),
+    ),
+    Phase(
+        "reference",
+        "case",
+        HARNESS,
+        "reference_started",
+        "reference",
+        "running the reference and the comparison on CPU",
+    ),
     Phase("baseline", None, HARNESS, None, "baseline", "running the same-precision baseline on CPU", None),
     Phase("judge", None, HARNESS, None, "compare", "comparing and judging the outputs", None),
-    Phase("consistency", "case", OPERATOR, None, "harness",
-          "running the candidate again on the same inputs (consistency checks)", ("step",)),
+    Phase(
+        "consistency",
+        "case",
+        OPERATOR,
+        None,
+        "harness",
+        "running the candidate again on the same inputs (consistency checks)",
+        ("step",),
+    ),
 )
 PHASE: dict[str, Phase] = {p.name: p for p in PHASES}
 # The event of the timed candidate run once compiling (or capturing) is over.
@@ -106,8 +140,11 @@ class Step:
         return cls(phase.name, float(at) if isinstance(at, (int, float)) else now, **fields)
 
     def doc(self) -> dict:
-        return {"phase": self.phase, "at": self.at,
-                **{k: getattr(self, k) for k in PHASE[self.phase].posts or () if getattr(self, k) is not None}}
+        return {
+            "phase": self.phase,
+            "at": self.at,
+            **{k: getattr(self, k) for k in PHASE[self.phase].posts or () if getattr(self, k) is not None},
+        }
 
     @property
     def key(self) -> tuple:
@@ -151,14 +188,24 @@ def import_budget(config: dict) -> float:
 
 
 # What a person raises when a phase's budget is too short.
-BUDGET_KNOBS = {"health": "the health check's fixed budget", "worker_start": "the worker start timeout",
-                "import": "operator.import_timeout_s", "compile": "compile_timeout_s", "case": "the case's timeout_s"}
+BUDGET_KNOBS = {
+    "health": "the health check's fixed budget",
+    "worker_start": "the worker start timeout",
+    "import": "operator.import_timeout_s",
+    "compile": "compile_timeout_s",
+    "case": "the case's timeout_s",
+}
 
 
 def budgets(config: dict, case: dict, timeout_s: float, worker_start_s: float) -> dict[str, float | None]:
     """Every clock of one case, by the table's budget names."""
-    return {"health": HEALTH_TIMEOUT_S, "worker_start": worker_start_s, "import": import_budget(config),
-            "compile": compile_budget(config, case), "case": timeout_s}
+    return {
+        "health": HEALTH_TIMEOUT_S,
+        "worker_start": worker_start_s,
+        "import": import_budget(config),
+        "compile": compile_budget(config, case),
+        "case": timeout_s,
+    }
 
 
 def budget_s(name: str, clocks: dict[str, float | None]) -> float | None:
@@ -178,8 +225,9 @@ class HarnessFailure(Exception):
         self.where, self.exc = where, exc
 
     def error(self) -> dict:
-        return harness_error(self.where, type(self.exc).__name__, tail(exception_text(self.exc)),
-                             traceback_tail(self.exc))
+        return harness_error(
+            self.where, type(self.exc).__name__, tail(exception_text(self.exc)), traceback_tail(self.exc)
+        )
 
 
 class OperatorFailure(Exception):
@@ -212,7 +260,7 @@ def killed_from_outside(error: dict | None) -> bool:
 
 
 def tail(text: str, limit: int = TAIL) -> str:
-    return text if len(text) <= limit else "..." + text[-(limit - 3):]
+    return text if len(text) <= limit else "..." + text[-(limit - 3) :]
 
 
 def file_tail(path: str, limit: int = TAIL) -> str:

@@ -38,9 +38,15 @@ EXACT_TOLERANCE = (0.0, 0.0)
 # dtype -> machine epsilon (the spacing above 1.0; torch.finfo(dtype).eps), for tolerances below a
 # dtype's resolution; complex dtypes take their parts'
 DTYPE_EPS: dict[str, float] = {
-    "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52,
-    "float8_e4m3fn": 2.0 ** -3, "float8_e5m2": 2.0 ** -2,
-    "complex32": 2.0 ** -10, "complex64": 2.0 ** -23, "complex128": 2.0 ** -52,
+    "float16": 2.0**-10,
+    "bfloat16": 2.0**-7,
+    "float32": 2.0**-23,
+    "float64": 2.0**-52,
+    "float8_e4m3fn": 2.0**-3,
+    "float8_e5m2": 2.0**-2,
+    "complex32": 2.0**-10,
+    "complex64": 2.0**-23,
+    "complex128": 2.0**-52,
 }
 TOLERANCE_SOURCE = "torch.testing.assert_close's per-dtype defaults (torch/testing/_comparison.py _DTYPE_PRECISIONS)"
 
@@ -79,12 +85,12 @@ def tolerance_for(tolerance: dict, dtype: str, output: str | None = None) -> tup
 
 # dtype -> small-value threshold, small-value atol, ratio floor (msprobe StandardConfig)
 BENCHMARK: dict[str, dict[str, float]] = {
-    "float16": {"small_value": 2 ** -10, "small_value_atol": 1e-16, "ratio_floor": 2 ** -11},
-    "bfloat16": {"small_value": 2 ** -10, "small_value_atol": 1e-16, "ratio_floor": 2 ** -8},
-    "float32": {"small_value": 2 ** -20, "small_value_atol": 2 ** -30, "ratio_floor": 2 ** -14},
+    "float16": {"small_value": 2**-10, "small_value_atol": 1e-16, "ratio_floor": 2**-11},
+    "bfloat16": {"small_value": 2**-10, "small_value_atol": 1e-16, "ratio_floor": 2**-8},
+    "float32": {"small_value": 2**-20, "small_value_atol": 2**-30, "ratio_floor": 2**-14},
 }
-BENCHMARK_DEFAULT = {"small_value": 2 ** -20, "small_value_atol": 2 ** -30, "ratio_floor": 2 ** -14}
-BFLOAT16_EPS = 2 ** -8  # msprobe CompareConst.BFLOAT16_EPS: the eps of relative errors for bfloat16 outputs
+BENCHMARK_DEFAULT = {"small_value": 2**-20, "small_value_atol": 2**-30, "ratio_floor": 2**-14}
+BFLOAT16_EPS = 2**-8  # msprobe CompareConst.BFLOAT16_EPS: the eps of relative errors for bfloat16 outputs
 THOUSANDTH = 1e-3  # msprobe CompareConst.THOUSAND_RATIO_THRESHOLD
 TEN_THOUSANDTH = 1e-4  # msprobe CompareConst.TEN_THOUSAND_RATIO_THRESHOLD
 

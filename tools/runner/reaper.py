@@ -142,9 +142,15 @@ def start_watchdog(token: str, package: str, pythonpath: str) -> subprocess.Pope
     env = {k: v for k, v in os.environ.items() if k != SWEEP_ENV}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, env.get("PYTHONPATH")) if p)
     try:
-        return subprocess.Popen([sys.executable, "-m", package, "watchdog", "--token", token],
-                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True, env=env, close_fds=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", package, "watchdog", "--token", token],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+            close_fds=True,
+        )
     except OSError:
         return None
 

@@ -29,11 +29,24 @@ MSPROBE = "msprobe 26.2"
 STANDARDS = ("benchmark", "ulp", "binary", "thousandth", "absolute", "quantization")
 LEVELS = ("L0", "L1", "L2")
 
-L1_API_LIST = frozenset({"embedding", "npu_fusion_attention_grad", "npu_fusion_attention", "scatter_",
-                         "scatter_add_"})
-L2_API_LIST = frozenset({"addmm", "npu_cross_entropy_loss", "npu_cross_entropy_loss_backward", "GELU",
-                         "layer_norm", "matmul", "mm", "index", "one_hot", "sum", "npu_rms_norm",
-                         "npu_rms_norm_backward", "nonzero"})
+L1_API_LIST = frozenset({"embedding", "npu_fusion_attention_grad", "npu_fusion_attention", "scatter_", "scatter_add_"})
+L2_API_LIST = frozenset(
+    {
+        "addmm",
+        "npu_cross_entropy_loss",
+        "npu_cross_entropy_loss_backward",
+        "GELU",
+        "layer_norm",
+        "matmul",
+        "mm",
+        "index",
+        "one_hot",
+        "sum",
+        "npu_rms_norm",
+        "npu_rms_norm_backward",
+        "nonzero",
+    }
+)
 # quantization APIs with integer outputs: pass iff max |cand - truth| <= 1 (msprobe's stage 1; its stage 2
 # records SKIP for them, see references/behavior.md)
 QUANTIZATION_API_LIST = frozenset({"npu_rms_norm_dynamic_quant", "npu_dynamic_quant", "npu_quant_lightning_indexer"})
@@ -86,8 +99,9 @@ def level_for(asked: str | None, operator: dict) -> tuple[str, str]:
     return "L0", f"{MSPROBE}'s default (no level list names {' or '.join(api_names(operator)) or 'the operator'})"
 
 
-def route(out_dtype: str, in_dtypes: list[str], asked: str | None = None,
-          operator: dict | None = None) -> tuple[str, str]:
+def route(
+    out_dtype: str, in_dtypes: list[str], asked: str | None = None, operator: dict | None = None
+) -> tuple[str, str]:
     """(standard, why) for one output of dtype ``out_dtype`` (a name such as
     "float16"); ``asked`` a standard from STANDARDS overrides; ``auto`` (or
     None) routes as msprobe 26.2 does."""

@@ -44,8 +44,13 @@ from .compare import CHUNK, dtype_name, one_thread, overflow_rounded, precision_
 from .precision import BFLOAT16_EPS, benchmark_for
 from .routing import EB_THRESHOLD, LEVEL_THRESHOLDS, SMALL_VALUE_THRESHOLD
 
-BENCHMARK_RATIOS = (("small_value", "small_value_error_ratio"), ("rmse", "rmse"), ("max_rel", "max_rel_error"),
-                    ("mean_rel", "mean_rel_error"), ("error_balance", "error_balance"))
+BENCHMARK_RATIOS = (
+    ("small_value", "small_value_error_ratio"),
+    ("rmse", "rmse"),
+    ("max_rel", "max_rel_error"),
+    ("mean_rel", "mean_rel_error"),
+    ("error_balance", "error_balance"),
+)
 IN_STATUS = ("small_value", "rmse", "max_rel", "mean_rel")  # benchmark_compare.py l.216: eb is not among them
 
 # ULP standard (compare_utils.ULP_PARAMETERS; CompareConst.ULP_FLOAT32_THRESHOLD / ULP_FLOAT16_THRESHOLD;
@@ -62,10 +67,10 @@ FLOAT8 = ("float8_e4m3fn", "float8_e5m2")
 THOUSANDTH_REL = 1e-3
 THOUSANDTH_PASS = 0.999
 # absolute threshold (StandardConfig._rtol, _threshold_small_value_atol; CompareConst.BFLOAT16_MAX)
-ABSOLUTE_RTOL = {"float16": 2 ** -10, "bfloat16": 2 ** -8, "float32": 2 ** -20}
-ABSOLUTE_RTOL_DEFAULT = 2 ** -20
-ABSOLUTE_SMALL_ATOL = {"float16": 2 ** -16, "bfloat16": 1e-16, "float32": 2 ** -30}
-ABSOLUTE_SMALL_ATOL_DEFAULT = 2 ** -30
+ABSOLUTE_RTOL = {"float16": 2**-10, "bfloat16": 2**-8, "float32": 2**-20}
+ABSOLUTE_RTOL_DEFAULT = 2**-20
+ABSOLUTE_SMALL_ATOL = {"float16": 2**-16, "bfloat16": 1e-16, "float32": 2**-30}
+ABSOLUTE_SMALL_ATOL_DEFAULT = 2**-30
 BFLOAT16_MAX = 3.3895313892515355e38
 QUANTIZATION_MAX_ABS = 1.0
 
@@ -77,10 +82,18 @@ def _flat(t: torch.Tensor) -> torch.Tensor:
     return t.reshape(-1) if t.is_contiguous() else t.contiguous().reshape(-1)
 
 
-def _verdict(standard: str, passed: bool, ratios: dict, thresholds: dict, rule: str, failed: list,
-             level: str | None = None) -> dict:
-    return {"standard": standard, "level": level, "passed": bool(passed), "ratios": ratios,
-            "thresholds": thresholds, "rule": rule, "failed": failed}
+def _verdict(
+    standard: str, passed: bool, ratios: dict, thresholds: dict, rule: str, failed: list, level: str | None = None
+) -> dict:
+    return {
+        "standard": standard,
+        "level": level,
+        "passed": bool(passed),
+        "ratios": ratios,
+        "thresholds": thresholds,
+        "rule": rule,
+        "failed": failed,
+    }
 
 
 def _number(x) -> float | None:
@@ -137,13 +150,27 @@ def decide_benchmark(cand: dict, base: dict, dtype: str, level: str = "L0") -> d
         if not consistent or (value is not None and value > limits[name]):
             failed.append(name)
     thresholds = {n: limits[n] for n in IN_STATUS}
-    return _verdict("benchmark", not failed, ratios, thresholds,
-                    "every ratio |candidate| / max(|baseline|, floor) at most its threshold (error balance shown, "
-                    f"not judged; its threshold is {EB_THRESHOLD:g})", failed, level=level)
+    return _verdict(
+        "benchmark",
+        not failed,
+        ratios,
+        thresholds,
+        "every ratio |candidate| / max(|baseline|, floor) at most its threshold (error balance shown, "
+        f"not judged; its threshold is {EB_THRESHOLD:g})",
+        failed,
+        level=level,
+    )
 
 
-def benchmark(cand: torch.Tensor, bench: torch.Tensor, truth: torch.Tensor, level: str = "L0", *,
-              cand_metrics: dict | None = None, bench_metrics: dict | None = None) -> dict:
+def benchmark(
+    cand: torch.Tensor,
+    bench: torch.Tensor,
+    truth: torch.Tensor,
+    level: str = "L0",
+    *,
+    cand_metrics: dict | None = None,
+    bench_metrics: dict | None = None,
+) -> dict:
     """The benchmark standard: both outputs' metric sets against ``truth``, then their ratios."""
     cm = cand_metrics if cand_metrics is not None else precision_metrics(cand, truth)
     bm = bench_metrics if bench_metrics is not None else precision_metrics(bench, truth)
@@ -170,7 +197,7 @@ def _ulp_chunk(x: torch.Tensor, g: torch.Tensor, dtype: str) -> torch.Tensor:
 def _ulp_chunk_fp8(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     """algorithm.calc_ulp_err_fp8: mantissa width 3/2/1/0 by |exponent| <= 3/7/15/else; a log ratio at width 0."""
     xg, hx = g.to(torch.float64), x.to(torch.float64)
-    ex = torch.log2(xg.abs() + 2.0 ** -1000).clamp_min_(-22)
+    ex = torch.log2(xg.abs() + 2.0**-1000).clamp_min_(-22)
     exponent = torch.floor(ex)
     eabs = exponent.abs()
     wm = torch.zeros_like(xg)
@@ -179,7 +206,7 @@ def _ulp_chunk_fp8(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     wm[eabs <= 3] = 3
     err = (hx - xg) * torch.exp2(-exponent + wm)
     s_ex = ex * torch.where(xg >= 0, 1.0, -1.0)
-    eh = torch.log2(hx.abs() + 2.0 ** -1000)
+    eh = torch.log2(hx.abs() + 2.0**-1000)
     s_eh = eh * torch.where(hx >= 0, 1.0, -1.0)
     return torch.where(wm == 0, s_eh - s_ex, err)
 
@@ -196,14 +223,17 @@ def ulp_metrics(out: torch.Tensor, truth: torch.Tensor) -> dict:
     n = x.numel()
     total, top, above = 0.0, -math.inf, 0
     for start in range(0, n, CHUNK):
-        u = _ulp_chunk(x[start:start + CHUNK], g[start:start + CHUNK], dtype)
+        u = _ulp_chunk(x[start : start + CHUNK], g[start : start + CHUNK], dtype)
         total += u.sum().item()
         m = u.max().item()
         top = m if math.isnan(m) or math.isnan(top) else max(top, m)  # np.max: NaN wins
         above += int(torch.count_nonzero(u > limit).item())
-    return {"count": n, "max_ulp_error": finite_or_text(top if n else 0.0),
-            "mean_ulp_error": finite_or_text(total / n if n else 0.0),
-            "ulp_error_proportion": above / n if n else 0.0}
+    return {
+        "count": n,
+        "max_ulp_error": finite_or_text(top if n else 0.0),
+        "mean_ulp_error": finite_or_text(total / n if n else 0.0),
+        "ulp_error_proportion": above / n if n else 0.0,
+    }
 
 
 def decide_ulp(cand: dict, base: dict, dtype: str) -> dict:
@@ -214,27 +244,47 @@ def decide_ulp(cand: dict, base: dict, dtype: str) -> dict:
     if dtype in FLOAT8 or dtype == "hifloat8":  # the baseline is not consulted
         thresholds = {"ulp_error_proportion": HALF_ULP_PROPORTION}
         passed = c_prop is not None and c_prop < HALF_ULP_PROPORTION
-        return _verdict("ulp", passed, {"ulp_error_proportion": c_prop}, thresholds,
-                        "the share of elements above 1 ULP below its threshold", [] if passed else ["ulp_error"])
+        return _verdict(
+            "ulp",
+            passed,
+            {"ulp_error_proportion": c_prop},
+            thresholds,
+            "the share of elements above 1 ULP below its threshold",
+            [] if passed else ["ulp_error"],
+        )
     mean_ok = not (_nonfinite(c_mean) or _nonfinite(b_mean)) or _consistent(c_mean, b_mean)
     prop_ratio, prop_ok = _ratio(c_prop, b_prop, floor)
-    ratios = {"mean_ulp_error": c_mean if c_mean is None or math.isfinite(c_mean) else None,
-              "ulp_error_proportion": c_prop, "ulp_error_proportion_ratio": prop_ratio}
+    ratios = {
+        "mean_ulp_error": c_mean if c_mean is None or math.isfinite(c_mean) else None,
+        "ulp_error_proportion": c_prop,
+        "ulp_error_proportion_ratio": prop_ratio,
+    }
     if dtype == "float32":
-        thresholds = {"mean_ulp_error": FP32_MEAN_ULP, "ulp_error_proportion": FP32_ULP_PROPORTION,
-                      "ulp_error_proportion_ratio": ULP_PROPORTION_RATIO}
+        thresholds = {
+            "mean_ulp_error": FP32_MEAN_ULP,
+            "ulp_error_proportion": FP32_ULP_PROPORTION,
+            "ulp_error_proportion_ratio": ULP_PROPORTION_RATIO,
+        }
     else:
         thresholds = {"ulp_error_proportion": HALF_ULP_PROPORTION, "ulp_error_proportion_ratio": ULP_PROPORTION_RATIO}
     if not (mean_ok and prop_ok):
         passed = False
     else:
         nan = math.nan
-        values = {"mean_ulp_error": nan if c_mean is None else c_mean,
-                  "ulp_error_proportion": nan if c_prop is None else c_prop,
-                  "ulp_error_proportion_ratio": nan if prop_ratio is None else prop_ratio}
+        values = {
+            "mean_ulp_error": nan if c_mean is None else c_mean,
+            "ulp_error_proportion": nan if c_prop is None else c_prop,
+            "ulp_error_proportion_ratio": nan if prop_ratio is None else prop_ratio,
+        }
         passed = any(values[k] < t for k, t in thresholds.items())
-    return _verdict("ulp", passed, ratios, thresholds,
-                    "pass when any of these is below its threshold (strict)", [] if passed else ["ulp_error"])
+    return _verdict(
+        "ulp",
+        passed,
+        ratios,
+        thresholds,
+        "pass when any of these is below its threshold (strict)",
+        [] if passed else ["ulp_error"],
+    )
 
 
 def ulp(cand: torch.Tensor, bench: torch.Tensor, truth: torch.Tensor, **_ignored) -> dict:
@@ -254,14 +304,20 @@ def binary_metrics(out: torch.Tensor, truth: torch.Tensor) -> dict:
         common = torch.promote_types(x.dtype, g.dtype)
         x, g = x.to(common), g.to(common)
     n = x.numel()
-    differ = sum(int(torch.count_nonzero(x[s:s + CHUNK] != g[s:s + CHUNK]).item()) for s in range(0, n, CHUNK))
+    differ = sum(int(torch.count_nonzero(x[s : s + CHUNK] != g[s : s + CHUNK]).item()) for s in range(0, n, CHUNK))
     return {"count": n, "error_count": differ, "error_rate": differ / n if n else 0.0}
 
 
 def decide_binary(cand: dict) -> dict:
     rate = cand["error_rate"]
-    return _verdict("binary", rate == 0, {"error_rate": rate}, {"error_rate": 0.0},
-                    "no element may differ from the truth", [] if rate == 0 else ["error_rate"])
+    return _verdict(
+        "binary",
+        rate == 0,
+        {"error_rate": rate},
+        {"error_rate": 0.0},
+        "no element may differ from the truth",
+        [] if rate == 0 else ["error_rate"],
+    )
 
 
 def binary(cand: torch.Tensor, bench: torch.Tensor | None, truth: torch.Tensor, **_ignored) -> dict:
@@ -275,7 +331,7 @@ def quantization_metrics(out: torch.Tensor, truth: torch.Tensor) -> dict:
     n = x.numel()
     top = 0.0
     for s in range(0, n, CHUNK):
-        d = (x[s:s + CHUNK].to(torch.float64) - g[s:s + CHUNK].to(torch.float64)).abs_()
+        d = (x[s : s + CHUNK].to(torch.float64) - g[s : s + CHUNK].to(torch.float64)).abs_()
         m = d.max().item()
         top = m if math.isnan(m) or math.isnan(top) else max(top, m)  # np.max: NaN wins
     return {"count": n, "max_abs_error": finite_or_text(top)}
@@ -284,10 +340,14 @@ def quantization_metrics(out: torch.Tensor, truth: torch.Tensor) -> dict:
 def decide_quantization(cand: dict) -> dict:
     top = _number(cand["max_abs_error"])
     passed = top is not None and top <= QUANTIZATION_MAX_ABS
-    return _verdict("quantization", passed, {"max_abs_error": top if top is not None and math.isfinite(top) else None},
-                    {"max_abs_error": QUANTIZATION_MAX_ABS},
-                    "max |candidate - truth| at most 1 (msprobe's stage 1; its stage 2 records SKIP)",
-                    [] if passed else ["max_abs_error"])
+    return _verdict(
+        "quantization",
+        passed,
+        {"max_abs_error": top if top is not None and math.isfinite(top) else None},
+        {"max_abs_error": QUANTIZATION_MAX_ABS},
+        "max |candidate - truth| at most 1 (msprobe's stage 1; its stage 2 records SKIP)",
+        [] if passed else ["max_abs_error"],
+    )
 
 
 def quantization(cand: torch.Tensor, bench: torch.Tensor | None, truth: torch.Tensor, **_ignored) -> dict:
@@ -325,7 +385,7 @@ def thousandth_metrics(out: torch.Tensor, truth: torch.Tensor) -> dict:
     n = x.numel()
     within = 0
     for s in range(0, n, CHUNK):
-        xc, gc = x[s:s + CHUNK].to(work), g[s:s + CHUNK].to(work)
+        xc, gc = x[s : s + CHUNK].to(work), g[s : s + CHUNK].to(work)
         rel = (xc - gc).abs_().div_(gc.abs().add_(eps))
         within += int(torch.count_nonzero(rel < THOUSANDTH_REL).item())
     return {"count": n, "rel_err_thousandth": within / n if n else 1.0}
@@ -334,9 +394,14 @@ def thousandth_metrics(out: torch.Tensor, truth: torch.Tensor) -> dict:
 def decide_thousandth(cand: dict) -> dict:
     ratio = cand["rel_err_thousandth"]
     passed = ratio >= THOUSANDTH_PASS
-    return _verdict("thousandth", passed, {"rel_err_thousandth": ratio}, {"rel_err_thousandth": THOUSANDTH_PASS},
-                    "the share of elements within 1e-3 relative at least its threshold",
-                    [] if passed else ["rel_err_thousandth"])
+    return _verdict(
+        "thousandth",
+        passed,
+        {"rel_err_thousandth": ratio},
+        {"rel_err_thousandth": THOUSANDTH_PASS},
+        "the share of elements within 1e-3 relative at least its threshold",
+        [] if passed else ["rel_err_thousandth"],
+    )
 
 
 def thousandth(cand: torch.Tensor, bench: torch.Tensor | None, truth: torch.Tensor, **_ignored) -> dict:
@@ -358,7 +423,7 @@ def absolute_metrics(out: torch.Tensor, truth: torch.Tensor) -> dict:
     counts = {"nonfinite": 0, "nonfinite_bad": 0, "normal": 0, "normal_bad": 0, "small": 0, "small_bad": 0}
     n = x.numel()
     for s in range(0, n, CHUNK):
-        xc, gc = x[s:s + CHUNK], g[s:s + CHUNK]
+        xc, gc = x[s : s + CHUNK], g[s : s + CHUNK]
         g_cast = gc.to(cast)
         fin = torch.isfinite(xc) & torch.isfinite(g_cast)
         ag = gc.to(work).abs()
@@ -382,15 +447,25 @@ def absolute_metrics(out: torch.Tensor, truth: torch.Tensor) -> dict:
     def ratio(bad: str, total: str) -> float:
         return counts[bad] / counts[total] if counts[total] else 0.0
 
-    return {"count": n, "inf_nan_error_ratio": ratio("nonfinite_bad", "nonfinite"),
-            "rel_err_ratio": ratio("normal_bad", "normal"), "abs_err_ratio": ratio("small_bad", "small")}
+    return {
+        "count": n,
+        "inf_nan_error_ratio": ratio("nonfinite_bad", "nonfinite"),
+        "rel_err_ratio": ratio("normal_bad", "normal"),
+        "abs_err_ratio": ratio("small_bad", "small"),
+    }
 
 
 def decide_absolute(cand: dict) -> dict:
     names = ("inf_nan_error_ratio", "rel_err_ratio", "abs_err_ratio")
     failed = [k for k in names if cand[k] != 0]
-    return _verdict("absolute", not failed, {k: cand[k] for k in names}, {k: 0.0 for k in names},
-                    "each share of failing elements must be 0", failed)
+    return _verdict(
+        "absolute",
+        not failed,
+        {k: cand[k] for k in names},
+        {k: 0.0 for k in names},
+        "each share of failing elements must be 0",
+        failed,
+    )
 
 
 def absolute(cand: torch.Tensor, bench: torch.Tensor | None, truth: torch.Tensor, **_ignored) -> dict:
@@ -401,8 +476,14 @@ def absolute(cand: torch.Tensor, bench: torch.Tensor | None, truth: torch.Tensor
 # one entry point for a judge (and a baseline host's side)
 # --------------------------------------------------------------------------
 
-STAGE1 = {"benchmark": precision_metrics, "ulp": ulp_metrics, "binary": binary_metrics,
-          "thousandth": thousandth_metrics, "absolute": absolute_metrics, "quantization": quantization_metrics}
+STAGE1 = {
+    "benchmark": precision_metrics,
+    "ulp": ulp_metrics,
+    "binary": binary_metrics,
+    "thousandth": thousandth_metrics,
+    "absolute": absolute_metrics,
+    "quantization": quantization_metrics,
+}
 
 
 def stage1(standard: str, out: torch.Tensor, truth: torch.Tensor) -> dict:
@@ -416,12 +497,17 @@ def decide(standard: str, cand: dict, base: dict | None, dtype: str, level: str 
         return decide_benchmark(cand, base or {}, dtype, level)
     if standard == "ulp":
         return decide_ulp(cand, base or {}, dtype)
-    return {"binary": decide_binary, "thousandth": decide_thousandth, "absolute": decide_absolute,
-            "quantization": decide_quantization}[standard](cand)
+    return {
+        "binary": decide_binary,
+        "thousandth": decide_thousandth,
+        "absolute": decide_absolute,
+        "quantization": decide_quantization,
+    }[standard](cand)
 
 
-def judge(standard: str, cand: torch.Tensor, bench: torch.Tensor | None, truth: torch.Tensor,
-          level: str = "L0") -> dict:
+def judge(
+    standard: str, cand: torch.Tensor, bench: torch.Tensor | None, truth: torch.Tensor, level: str = "L0"
+) -> dict:
     """``standard``'s verdict on ``cand`` (``bench``: a correct same-dtype computation; not read by binary,
     thousandth, absolute and quantization, which decide on the candidate alone)."""
     base = None
@@ -437,8 +523,13 @@ def stage1_in_dtype(standard: str, t, r) -> dict:
     ``t``'s dtype (a result beyond the dtype's range, which a correct computation returns) counted as
     exact: the ULP and thousandth standards would count an error there (an infinite ulp or relative
     error), where the benchmark standard masks the pair (msprobe's finite mask)."""
-    if t.dtype.is_floating_point and r.dtype.is_floating_point and list(t.shape) == list(r.shape) \
-            and t.dtype != r.dtype and not bool(torch.isfinite(t.sum())):
+    if (
+        t.dtype.is_floating_point
+        and r.dtype.is_floating_point
+        and list(t.shape) == list(r.shape)
+        and t.dtype != r.dtype
+        and not bool(torch.isfinite(t.sum()))
+    ):
         over = overflow_rounded(t, r, t.dtype)
         if bool(over.any()):
             zero = torch.zeros((), dtype=t.dtype)

@@ -103,11 +103,27 @@ class Worker:
         if token:
             env[reaper.SWEEP_ENV] = token
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", _package_name(), "worker", "--device", device,
-             "--stderr-file", self.stderr_path, "--capture-file", self.capture_path,
-             "--parent-pid", str(os.getpid()), "--board", self.board_path],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr_file,
-            start_new_session=True, env=env,
+            [
+                sys.executable,
+                "-m",
+                _package_name(),
+                "worker",
+                "--device",
+                device,
+                "--stderr-file",
+                self.stderr_path,
+                "--capture-file",
+                self.capture_path,
+                "--parent-pid",
+                str(os.getpid()),
+                "--board",
+                self.board_path,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr_file,
+            start_new_session=True,
+            env=env,
         )
         # both are pipes: Popen opens them when asked for PIPE, as above
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -162,8 +178,13 @@ class Worker:
 
 
 class Supervisor:
-    def __init__(self, device: str, worker_start_timeout_s: float = 600.0, out=None,
-                 max_worker_start_failures: int = MAX_WORKER_START_FAILURES):
+    def __init__(
+        self,
+        device: str,
+        worker_start_timeout_s: float = 600.0,
+        out=None,
+        max_worker_start_failures: int = MAX_WORKER_START_FAILURES,
+    ):
         self.device = device
         self.worker_start_timeout_s = worker_start_timeout_s
         self.max_worker_start_failures = max(1, int(max_worker_start_failures))
@@ -279,9 +300,11 @@ class Supervisor:
         """Count one more consecutive start failure; at the bound, say that no start is tried any more."""
         self.start_failures += 1
         if self.gave_up():
-            why += (f"; that is {self.start_failures} worker start failures in a row, the supervisor's bound "
-                    f"(max_worker_start_failures={self.max_worker_start_failures}): no further start is tried, "
-                    "every remaining case stays pending until the slot is started afresh")
+            why += (
+                f"; that is {self.start_failures} worker start failures in a row, the supervisor's bound "
+                f"(max_worker_start_failures={self.max_worker_start_failures}): no further start is tried, "
+                "every remaining case stays pending until the slot is started afresh"
+            )
         return why
 
     def gave_up(self) -> bool:
@@ -289,9 +312,12 @@ class Supervisor:
 
     def deadlines(self) -> dict:
         """The supervisor's clocks before ``started`` (announced in ``hello``; the client derives its waits)."""
-        return {"worker_start_timeout_s": self.worker_start_timeout_s, "health_check_timeout_s": HEALTH_TIMEOUT_S,
-                "harness_timeout_s": self.worker_start_timeout_s,
-                "max_worker_start_failures": self.max_worker_start_failures}
+        return {
+            "worker_start_timeout_s": self.worker_start_timeout_s,
+            "health_check_timeout_s": HEALTH_TIMEOUT_S,
+            "harness_timeout_s": self.worker_start_timeout_s,
+            "max_worker_start_failures": self.max_worker_start_failures,
+        }
 
     def _health_check(self) -> bool:
         if self.worker is None or not self.worker.send({"op": "health"}):
@@ -313,26 +339,53 @@ class Supervisor:
 
     def hello(self, msg: dict) -> None:
         if not self.gave_up() and (self.worker is None or self.worker.ready is None):  # the client's clock follows ours
-            self.send({"event": "preparing", "request_id": None, "case_id": None, "phase": "worker_start",
-                       "budget_s": self.worker_start_timeout_s, "at": time.time()})
+            self.send(
+                {
+                    "event": "preparing",
+                    "request_id": None,
+                    "case_id": None,
+                    "phase": "worker_start",
+                    "budget_s": self.worker_start_timeout_s,
+                    "at": time.time(),
+                }
+            )
         why = self._ensure_ready()
         ready: dict = (self.worker.ready if self.worker else None) or {}
         env = ready.get("env") or {}
-        self.send({
-            "event": "hello", "runner_version": RUNNER_VERSION, "protocol": PROTOCOL,
-            "python": sys.version.split()[0], "executable": sys.executable,
-            "torch": env.get("torch"), "torch_npu": env.get("torch_npu"),
-            "device": env.get("device", self.device), "device_kind": self.device,
-            "device_count": env.get("device_count"), "pid": os.getpid(),
-            "worker_pid": self.worker.pid if self.worker else None, "worker_error": why,
-            "env": {k: v for k, v in os.environ.items() if k.startswith(REPORTED_ENV_PREFIXES)},
-            "worker_env": env, "deadlines": self.deadlines(),
-        })
+        self.send(
+            {
+                "event": "hello",
+                "runner_version": RUNNER_VERSION,
+                "protocol": PROTOCOL,
+                "python": sys.version.split()[0],
+                "executable": sys.executable,
+                "torch": env.get("torch"),
+                "torch_npu": env.get("torch_npu"),
+                "device": env.get("device", self.device),
+                "device_kind": self.device,
+                "device_count": env.get("device_count"),
+                "pid": os.getpid(),
+                "worker_pid": self.worker.pid if self.worker else None,
+                "worker_error": why,
+                "env": {k: v for k, v in os.environ.items() if k.startswith(REPORTED_ENV_PREFIXES)},
+                "worker_env": env,
+                "deadlines": self.deadlines(),
+            }
+        )
 
     def _news(self, request_id, case_id, phase: str, budget_s: float, flush: bool = True) -> None:
         """Tell the client a preparation phase began and how long it may take (its clock follows ours)."""
-        self.send({"event": "preparing", "request_id": request_id, "case_id": case_id, "phase": phase,
-                   "budget_s": budget_s, "at": time.time()}, flush=flush)
+        self.send(
+            {
+                "event": "preparing",
+                "request_id": request_id,
+                "case_id": case_id,
+                "phase": phase,
+                "budget_s": budget_s,
+                "at": time.time(),
+            },
+            flush=flush,
+        )
 
     def run(self, msg: dict) -> None:
         config, case = msg.get("config") or {}, msg.get("case") or {}
@@ -342,23 +395,44 @@ class Supervisor:
         base = {"event": "case_done", "request_id": request_id, "case_id": case_id, "started_at": time.time()}
         hung = self.import_hung.get(_modules_key(msg))
         if hung is not None:  # the same modules already hung at import in this supervisor
-            self.send(_harness_done(base, PHASE["resolve"].where, "ImportTimeout", hung + " (not tried again for "
-                                    "this case: the same modules hung before)", "", None, worker_lost=False))
+            self.send(
+                _harness_done(
+                    base,
+                    PHASE["resolve"].where,
+                    "ImportTimeout",
+                    hung + " (not tried again for this case: the same modules hung before)",
+                    "",
+                    None,
+                    worker_lost=False,
+                )
+            )
             return
         if not self._worker_for(case, request_id, base):
             return
         worker = self.worker
         assert worker is not None  # _worker_for returned True: a ready worker is in place
         restarted, self.replaced = self.replaced, False
-        base.update(worker_pid=worker.pid, worker_restarted=restarted, worker_history=list(self.history),
-                    worker_history_total=self.history_total)
+        base.update(
+            worker_pid=worker.pid,
+            worker_restarted=restarted,
+            worker_history=list(self.history),
+            worker_history_total=self.history_total,
+        )
         self._ran(msg)
         watch = _CaseWatch(worker, request_id, case_id, budgets(config, case, timeout_s, self.worker_start_timeout_s))
         # graph mode replays forward and backward as one graph: no backward phase to name
         watch.grads = wants_gradients(config, case) and case.get("mode") != "graph"
         self._enter(watch, Step("resolve", time.monotonic()))  # held back one slice, like every per-case news
-        sent = worker.send({"op": "run", "request_id": request_id, "config": msg.get("config"), "case": case,
-                            "modules_dir": msg.get("modules_dir"), "captured_dir": msg.get("captured_dir")})
+        sent = worker.send(
+            {
+                "op": "run",
+                "request_id": request_id,
+                "config": msg.get("config"),
+                "case": case,
+                "modules_dir": msg.get("modules_dir"),
+                "captured_dir": msg.get("captured_dir"),
+            }
+        )
         kind = self._watch_case(watch) if sent else "worker_eof"
         if kind == "worker":
             self._on_answer(base, watch.answer)
@@ -386,8 +460,15 @@ class Supervisor:
         if why is None:
             return True
         kind = "WorkerRestartLimit" if self.gave_up() else "WorkerStartError"
-        self.send(_case_done(base, worker_lost=False, worker_pid=None, worker_restarted=False,
-                             harness_error=harness_error(PHASE["worker_start"].where, kind, why)))
+        self.send(
+            _case_done(
+                base,
+                worker_lost=False,
+                worker_pid=None,
+                worker_restarted=False,
+                harness_error=harness_error(PHASE["worker_start"].where, kind, why),
+            )
+        )
         return False
 
     def _watch_case(self, watch: _CaseWatch) -> str:
@@ -440,7 +521,7 @@ class Supervisor:
         doc = watch.worker.board.read()
         if not doc or doc.get("request_id") != watch.request_id:
             return
-        for posted in (doc.get("events") or [])[watch.board_seen:]:
+        for posted in (doc.get("events") or [])[watch.board_seen :]:
             watch.board_seen += 1
             step = Step.parse(posted, time.monotonic())
             if step is not None:
@@ -464,8 +545,15 @@ class Supervisor:
         watch.enter(name, budget, since=step.at)
         if event is None:
             return
-        doc = {"event": event, "request_id": watch.request_id, "case_id": watch.case_id, "phase": name,
-               "budget_s": budget, "at": time.time() - (time.monotonic() - step.at), **news}
+        doc = {
+            "event": event,
+            "request_id": watch.request_id,
+            "case_id": watch.case_id,
+            "phase": name,
+            "budget_s": budget,
+            "at": time.time() - (time.monotonic() - step.at),
+            **news,
+        }
         self.send(doc, flush=flush)
         watch.unflushed = not flush
 
@@ -548,20 +636,30 @@ class Supervisor:
         nothing about the operator; the case stays pending."""
         rc, stderr, stdout = self._collect_dead(watch.worker, kill=kind == "timeout")
         phase = watch.row()
-        after = ("The candidate finished; nothing about the operator" if watch.phase == "reference"
-                 else "The candidate never ran; the case stays pending")
+        after = (
+            "The candidate finished; nothing about the operator"
+            if watch.phase == "reference"
+            else "The candidate never ran; the case stays pending"
+        )
         if kind == "timeout":
             # a phase without a budget of its own runs on the clock of the phase before it
             knob = BUDGET_KNOBS[phase.budget] if phase.budget is not None else "the previous phase's budget"
-            why = (f"{phase.text} did not finish within {watch.budget_s:g} s ({knob}); the supervisor killed "
-                   f"the worker. {after}")
+            why = (
+                f"{phase.text} did not finish within {watch.budget_s:g} s ({knob}); the supervisor killed "
+                f"the worker. {after}"
+            )
             if watch.phase == "resolve":
                 self.import_hung[_modules_key(msg)] = why
-            self.send(_harness_done(base, phase.where, "Timeout", why, stderr, None if watch.phase == "reference"
-                                    else rc, stdout=stdout))
+            self.send(
+                _harness_done(
+                    base, phase.where, "Timeout", why, stderr, None if watch.phase == "reference" else rc, stdout=stdout
+                )
+            )
             return
-        why = (f"the worker died while {phase.text} ({_death(rc)}{watch.memory_note()}; the supervisor did not "
-               f"kill it: the kernel's OOM killer or another process did, e.g. out of memory). {after}")
+        why = (
+            f"the worker died while {phase.text} ({_death(rc)}{watch.memory_note()}; the supervisor did not "
+            f"kill it: the kernel's OOM killer or another process did, e.g. out of memory). {after}"
+        )
         self.send(_harness_done(base, phase.where, "WorkerDied", why, stderr, rc, stdout=stdout))
 
     def _on_candidate_failure(self, base: dict, watch: _CaseWatch, kind: str) -> None:
@@ -570,15 +668,35 @@ class Supervisor:
         rc, stderr, stdout = self._collect_dead(watch.worker, kill=kind == "timeout")
         error = _timeout_error(watch) if kind == "timeout" else _death_error(watch, rc)
         if watch.phase == "backward":  # the forward returned; its backward crashed, timed out or was killed
-            error.update(phase="backward", signature=f"backward: {error['signature']}",
-                         message=f"phase: backward: {error['message']}")
+            error.update(
+                phase="backward",
+                signature=f"backward: {error['signature']}",
+                message=f"phase: backward: {error['message']}",
+            )
         elif watch.grads:
             error["phase"] = "forward"
         error["traceback_tail"] = stderr
-        result = {"schema_version": 1, "case_id": watch.case_id, "status": "crash", "comparisons": [],
-                  "error": error, "timing_us": {"total_us": elapsed_us}, "environment": self.env}
-        self.send(_case_done(base, worker_lost=True, worker_exit=rc, result=result,
-                             input_metadata=watch.input_metadata, stdout=stdout, stderr=stderr, traceback=stderr))
+        result = {
+            "schema_version": 1,
+            "case_id": watch.case_id,
+            "status": "crash",
+            "comparisons": [],
+            "error": error,
+            "timing_us": {"total_us": elapsed_us},
+            "environment": self.env,
+        }
+        self.send(
+            _case_done(
+                base,
+                worker_lost=True,
+                worker_exit=rc,
+                result=result,
+                input_metadata=watch.input_metadata,
+                stdout=stdout,
+                stderr=stderr,
+                traceback=stderr,
+            )
+        )
 
     def serve(self) -> int:
         self.lines.add(sys.stdin.fileno(), "server")
@@ -674,14 +792,26 @@ class _CaseWatch:
 def _timeout_error(watch: _CaseWatch) -> dict:
     """The crash of a candidate phase that ran past its budget (the supervisor killed the worker)."""
     if watch.phase == "compile":  # never the same signature as a run-time hang
-        return {"type": "CompileTimeout", "signature": "timeout during compile", "signal": "SIGKILL",
-                "message": (f"compiling or capturing the candidate did not finish within its compile budget "
-                            f"of {watch.budget_s:g} s (compile_timeout_s); the supervisor killed the "
-                            "worker's process group")}
+        return {
+            "type": "CompileTimeout",
+            "signature": "timeout during compile",
+            "signal": "SIGKILL",
+            "message": (
+                f"compiling or capturing the candidate did not finish within its compile budget "
+                f"of {watch.budget_s:g} s (compile_timeout_s); the supervisor killed the "
+                "worker's process group"
+            ),
+        }
     what = "the candidate's backward" if watch.phase == "backward" else "the case"
-    return {"type": "Timeout", "signature": "timeout", "signal": "SIGKILL",
-            "message": (f"{what} did not finish within its timeout of {watch.budget_s:g} s; the "
-                        "supervisor killed the worker's process group")}
+    return {
+        "type": "Timeout",
+        "signature": "timeout",
+        "signal": "SIGKILL",
+        "message": (
+            f"{what} did not finish within its timeout of {watch.budget_s:g} s; the "
+            "supervisor killed the worker's process group"
+        ),
+    }
 
 
 def _death_error(watch: _CaseWatch, rc) -> dict:
@@ -691,14 +821,20 @@ def _death_error(watch: _CaseWatch, rc) -> dict:
     message = f"the worker died while running {what} ({_death(rc)})"
     if watch.rerun:
         message += f" (consistency check {watch.rerun}: the candidate run again on the same inputs)"
-    error = {"type": "WorkerDied", "signature": sig or f"exit {rc}", "signal": sig,
-             "exit_code": None if sig else rc, "message": message}
+    error = {
+        "type": "WorkerDied",
+        "signature": sig or f"exit {rc}",
+        "signal": sig,
+        "exit_code": None if sig else rc,
+        "message": message,
+    }
     if killed_from_outside(error):
         error["message"] = (
             f"the worker was killed by {sig} while {what} ran (phase: {watch.phase}). The supervisor did not "
             f"send it (the case timeout of {watch.clocks['case']:g} s had not passed): the kernel's OOM killer or "
             f"another process did{watch.memory_note()}; the sender is not known to the harness. Re-run it as a "
-            "new case id (the outcome's rerun_case) to see whether the candidate itself causes it")
+            "new case id (the outcome's rerun_case) to see whether the candidate itself causes it"
+        )
     return error
 
 
@@ -718,16 +854,25 @@ def _modules_key(msg: dict) -> str:
     return json.dumps([msg.get("modules_dir"), op.get("modules") or [], op.get("candidate"), op.get("reference")])
 
 
-def _harness_done(base: dict, where: str, type_: str, message: str, stderr: str, rc, *, stdout: str = "",
-                  worker_lost: bool = True) -> dict:
+def _harness_done(
+    base: dict, where: str, type_: str, message: str, stderr: str, rc, *, stdout: str = "", worker_lost: bool = True
+) -> dict:
     """The case_done of a failure that says nothing about the operator (the case stays pending)."""
     extra = {} if rc is None else {"worker_exit": rc}
-    return _case_done(base, worker_lost=worker_lost, harness_error=harness_error(where, type_, message, stderr),
-                      stdout=stdout, stderr=stderr, traceback=stderr, **extra)
+    return _case_done(
+        base,
+        worker_lost=worker_lost,
+        harness_error=harness_error(where, type_, message, stderr),
+        stdout=stdout,
+        stderr=stderr,
+        traceback=stderr,
+        **extra,
+    )
 
 
-def _case_done(base: dict, *, worker_lost: bool, result: dict | None = None, harness_error: dict | None = None,
-               **fields) -> dict:
+def _case_done(
+    base: dict, *, worker_lost: bool, result: dict | None = None, harness_error: dict | None = None, **fields
+) -> dict:
     """The one ``case_done`` envelope (its contract: tools/remote/envelopes.py ``CaseDone``).
     ``base`` holds event, request_id, case_id, started_at (and worker_pid,
     worker_restarted once a worker took the case); ``fields`` the worker's

@@ -27,8 +27,13 @@ def overflowed_truth(candidate, reference, names: list[str] | None) -> int:
     count = 0
     for name, r in name_outputs(reference, names).items():
         c = cand.get(name)
-        if not isinstance(r, torch.Tensor) or r.dtype != torch.float32 or not isinstance(c, torch.Tensor) \
-                or list(c.shape) != list(r.shape) or not c.dtype.is_floating_point:
+        if (
+            not isinstance(r, torch.Tensor)
+            or r.dtype != torch.float32
+            or not isinstance(c, torch.Tensor)
+            or list(c.shape) != list(r.shape)
+            or not c.dtype.is_floating_point
+        ):
             continue
         bad = ~torch.isfinite(r)
         if bool(bad.any()):
@@ -41,7 +46,13 @@ def widened_reference(metadata: dict, elements: int) -> dict:
     for entry in metadata.get("inputs") or []:
         if isinstance(entry, dict) and entry.get("reference_dtype") == "float32":
             entry["reference_dtype"] = "float64"
-    return {"reference_dtype": "float64",
-            "reference_widened": {"from": "float32", "to": "float64", "elements": elements,
-                                  "why": f"the float32 reference was NaN/Inf at {elements} elements where the "
-                                         "candidate is finite: its own overflow, so the truth is float64"}}
+    return {
+        "reference_dtype": "float64",
+        "reference_widened": {
+            "from": "float32",
+            "to": "float64",
+            "elements": elements,
+            "why": f"the float32 reference was NaN/Inf at {elements} elements where the "
+            "candidate is finite: its own overflow, so the truth is float64",
+        },
+    }

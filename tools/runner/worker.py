@@ -143,8 +143,14 @@ def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str,
         device = make_device(device_kind)
         env = environment(device)
     except BaseException as exc:  # reported to the supervisor
-        send({"event": "ready", "ok": False, "error": f"{type(exc).__name__}: {exc}",
-              "traceback": traceback.format_exc()[-TAIL:]})
+        send(
+            {
+                "event": "ready",
+                "ok": False,
+                "error": f"{type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc()[-TAIL:],
+            }
+        )
         return 3
     send({"event": "ready", "ok": True, "pid": os.getpid(), "env": env})
     fds = _fd_identity((0, 1, 2, proto_in.fileno(), proto_out.fileno()))
@@ -196,12 +202,22 @@ def _answer_case(msg: dict, run, send, fds: dict, stderr_file: str, capture_file
     damage = _damage(fds)
     if damage:
         answer["worker_unusable"] = damage
-    answer.update(event="case_result", request_id=msg.get("request_id"),
-                  stdout=file_tail(capture_file), stderr=file_tail(stderr_file))
+    answer.update(
+        event="case_result",
+        request_id=msg.get("request_id"),
+        stdout=file_tail(capture_file),
+        stderr=file_tail(stderr_file),
+    )
     answer.setdefault("traceback", ((answer.get("result") or {}).get("error") or {}).get("traceback_tail") or "")
     try:
         send(answer)
     except ValueError as exc:  # a non-finite number slipped into the answer: a harness bug
-        send({"event": "case_result", "request_id": msg.get("request_id"), "outcome": "harness_error",
-              "worker_unusable": damage,
-              "harness_error": harness_error("harness", "ValueError", f"answer is not valid JSON: {exc}")})
+        send(
+            {
+                "event": "case_result",
+                "request_id": msg.get("request_id"),
+                "outcome": "harness_error",
+                "worker_unusable": damage,
+                "harness_error": harness_error("harness", "ValueError", f"answer is not valid JSON: {exc}"),
+            }
+        )

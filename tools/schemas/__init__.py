@@ -87,14 +87,7 @@ from .case import (  # noqa: F401
     grad_output_captures,
     storage_elements,
 )
-from .config import (  # noqa: F401
-    CallSpec,
-    OperatorConfig,
-    OperatorSpec,
-    OutputTolerance,
-    Tolerance,
-    ToleranceSpec,
-)
+from .config import CallSpec, OperatorConfig, OperatorSpec, OutputTolerance, Tolerance, ToleranceSpec  # noqa: F401
 from .consistency import (  # noqa: F401
     AfterRun,
     AloneRun,
@@ -108,15 +101,7 @@ from .consistency import (  # noqa: F401
     InputWrite,
     RepeatRuns,
 )
-from .result import (  # noqa: F401
-    CaseResult,
-    Comparison,
-    Element,
-    ErrorInfo,
-    PrecisionMetrics,
-    ResultSource,
-    Timing,
-)
+from .result import CaseResult, Comparison, Element, ErrorInfo, PrecisionMetrics, ResultSource, Timing  # noqa: F401
 from .tool_io import (  # noqa: F401
     PENDING_LIST_LIMIT,
     PLANNED_LIST_LIMIT,

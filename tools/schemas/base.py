@@ -24,17 +24,38 @@ _DOTTED_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 _MODULE_FILE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\.py$")
 
 DTYPES = (
-    "float16", "bfloat16", "float32", "float64",
-    "int8", "uint8", "int16", "int32", "int64", "bool",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "int8",
+    "uint8",
+    "int16",
+    "int32",
+    "int64",
+    "bool",
     # float8, complex, wide unsigned, and the Ascend-only dtypes (torch_npu names; packed carriers)
-    "float8_e4m3fn", "float8_e5m2", "complex64", "complex128", "uint16", "uint32", "uint64",
-    "hifloat8", "float4_e2m1fn_x2", "float4_e1m2fn_x2", "int4",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "complex64",
+    "complex128",
+    "uint16",
+    "uint32",
+    "uint64",
+    "hifloat8",
+    "float4_e2m1fn_x2",
+    "float4_e1m2fn_x2",
+    "int4",
 )
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 # Dtype families (value specs may be keyed by a family, see ValueSpec.by_dtype); mirrored in tools/runner/inputs.py.
 DTYPE_FAMILIES = {
-    "float": FLOAT_DTYPES, "float8": ("float8_e4m3fn", "float8_e5m2"), "complex": ("complex64", "complex128"),
-    "int": ("int8", "int16", "int32", "int64"), "uint": ("uint8", "uint16", "uint32", "uint64"), "bool": ("bool",),
+    "float": FLOAT_DTYPES,
+    "float8": ("float8_e4m3fn", "float8_e5m2"),
+    "complex": ("complex64", "complex128"),
+    "int": ("int8", "int16", "int32", "int64"),
+    "uint": ("uint8", "uint16", "uint32", "uint64"),
+    "bool": ("bool",),
     "ascend": ("hifloat8", "float4_e2m1fn_x2", "float4_e1m2fn_x2", "int4"),
 }
 ASCEND_ONLY_DTYPES = DTYPE_FAMILIES["ascend"]
@@ -42,6 +63,8 @@ ASCEND_ONLY_DTYPES = DTYPE_FAMILIES["ascend"]
 
 def dtype_family(dtype: str) -> str:
     return next(f for f, members in DTYPE_FAMILIES.items() if dtype in members)
+
+
 # Ascend storage formats (torch_npu.npu_format_cast ids live in the runner).
 LAYOUTS = ("ND", "NCHW", "NHWC", "NC1HWC0", "FRACTAL_Z", "FRACTAL_NZ")
 MODES = ("eager", "compile", "graph")
@@ -52,10 +75,32 @@ MAX_STORAGE_ELEMENTS = 2**34
 STATUSES = ("passed", "numerical_mismatch", "crash", "unsupported")
 
 # A named alias: published once in $defs and referenced (the schema stays compact).
-Dtype = TypeAliasType("Dtype", Literal[
-    "float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "int32", "int64", "bool",
-    "float8_e4m3fn", "float8_e5m2", "complex64", "complex128", "uint16", "uint32", "uint64",
-    "hifloat8", "float4_e2m1fn_x2", "float4_e1m2fn_x2", "int4"])
+Dtype = TypeAliasType(
+    "Dtype",
+    Literal[
+        "float16",
+        "bfloat16",
+        "float32",
+        "float64",
+        "int8",
+        "uint8",
+        "int16",
+        "int32",
+        "int64",
+        "bool",
+        "float8_e4m3fn",
+        "float8_e5m2",
+        "complex64",
+        "complex128",
+        "uint16",
+        "uint32",
+        "uint64",
+        "hifloat8",
+        "float4_e2m1fn_x2",
+        "float4_e1m2fn_x2",
+        "int4",
+    ],
+)
 Layout = Literal["ND", "NCHW", "NHWC", "NC1HWC0", "FRACTAL_Z", "FRACTAL_NZ"]
 Mode = Literal["eager", "compile", "graph"]
 Status = Literal["passed", "numerical_mismatch", "crash", "unsupported"]

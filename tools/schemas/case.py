@@ -41,10 +41,11 @@ SpecialKind = Literal["nan", "inf", "-inf", "denormal", "+0", "-0", "large", "-l
 class SpecialValues(Strict):
     """Special values put into a generated tensor."""
 
-    value: SpecialKind = Field(description="the special value: nan, inf, -inf, denormal (the dtype's smallest "
-                                           "subnormal), +0, -0, large/-large (near the dtype's max)")
-    positions: list[list[Annotated[int, Field(ge=0)]]] | None = Field(
-        None, description="multi-indices")
+    value: SpecialKind = Field(
+        description="the special value: nan, inf, -inf, denormal (the dtype's smallest "
+        "subnormal), +0, -0, large/-large (near the dtype's max)"
+    )
+    positions: list[list[Annotated[int, Field(ge=0)]]] | None = Field(None, description="multi-indices")
     count: Annotated[int, Field(ge=1)] | None = Field(None, description="or: N seeded random positions")
 
     @model_validator(mode="after")
@@ -58,20 +59,24 @@ class ValueSpec(Strict):
     """Values made on CPU from the case seed: mean/std normal; low/high uniform, randint; fill full."""
 
     kind: Literal["normal", "uniform", "randint", "zeros", "ones", "full", "arange", "captured"] = Field(
-        "normal", description="how the values are made on CPU from the case seed (the same bits for candidate "
-                              "and reference)")
+        "normal",
+        description="how the values are made on CPU from the case seed (the same bits for candidate and reference)",
+    )
     mean: FiniteFloat = Field(0.0, description="normal: the mean")
     std: NonNegFinite = Field(1.0, description="normal: the standard deviation")
     low: FiniteFloat | None = Field(None, description="uniform, randint: the lower bound (inclusive)")
     high: FiniteFloat | None = Field(None, description="uniform, randint: the upper bound (exclusive)")
     fill: FiniteFloat | None = Field(None, description="full: the value of every element")
     captured: Annotated[str, AfterValidator(check_slug)] | None = Field(
-        None, description="captured: a captured_files name (artifacts/captured/)")
-    specials: list[SpecialValues] = Field(default_factory=list, description="special values put in after "
-                                                                         "generation (nan, inf, denormal...)")
+        None, description="captured: a captured_files name (artifacts/captured/)"
+    )
+    specials: list[SpecialValues] = Field(
+        default_factory=list, description="special values put in after generation (nan, inf, denormal...)"
+    )
     exclude_zero: bool = Field(False, description="generated zeros become the smallest non-zero step")
     by_dtype: dict[str, ValueSpec] = Field(
-        default_factory=dict, description="per dtype or family (float, int...): dtype, then family, then this spec")
+        default_factory=dict, description="per dtype or family (float, int...): dtype, then family, then this spec"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ValueSpec:
@@ -102,7 +107,8 @@ class TensorSpec(Strict):
 
     shape: list[Annotated[int, Field(ge=0)]] = Field(description="sizes per dimension ([] is a scalar tensor)")
     strides: list[Annotated[int, Field(ge=0)]] | None = Field(
-        None, description="in elements, one per dimension (built with as_strided); null: contiguous")
+        None, description="in elements, one per dimension (built with as_strided); null: contiguous"
+    )
     storage_offset: Annotated[int, Field(ge=0)] = Field(0, description="in elements, into the storage")
     dtype: Dtype = Field("float32", description="the tensor's dtype, built exactly (never cast)")
     layout: Layout = Field("ND", description="storage format; not ND: torch_npu.npu_format_cast on npu")
@@ -113,9 +119,7 @@ class TensorSpec(Strict):
         if self.shape is None:  # an InputSpec that is a tensor list or None
             return self
         if self.strides is not None and len(self.strides) != len(self.shape):
-            raise ValueError(
-                f"'strides' has rank {len(self.strides)} but 'shape' has rank {len(self.shape)}"
-            )
+            raise ValueError(f"'strides' has rank {len(self.strides)} but 'shape' has rank {len(self.shape)}")
         numel = math.prod(self.shape)
         if numel > MAX_STORAGE_ELEMENTS:
             raise ValueError(
@@ -137,8 +141,10 @@ class TensorSpec(Strict):
                 if len(pos) != len(self.shape) or any(i >= size for i, size in zip(pos, self.shape, strict=True)):
                     raise ValueError(f"special '{special.value}' position {pos} is outside shape {self.shape}")
             if special.count is not None and special.count > numel:
-                raise ValueError(f"special '{special.value}' count {special.count} is over the {numel} elements "
-                                 f"of shape {self.shape}")
+                raise ValueError(
+                    f"special '{special.value}' count {special.count} is over the {numel} elements "
+                    f"of shape {self.shape}"
+                )
         floating = FLOAT_DTYPES + DTYPE_FAMILIES["float8"]
         for special in values.specials:
             if self.dtype not in floating and special.value != "+0":
@@ -154,9 +160,11 @@ class TensorSpec(Strict):
 class InputSpec(TensorSpec):
     name: Ident = Field(description="argument name")
     shape: list[Annotated[int, Field(ge=0)]] | None = Field(  # type: ignore[assignment]
-        None, description="sizes per dimension ([] is a scalar tensor); null for a tensor list or none=true")
+        None, description="sizes per dimension ([] is a scalar tensor); null for a tensor list or none=true"
+    )
     tensors: list[TensorSpec] | None = Field(
-        None, min_length=1, max_length=128, description="a Tensor[] argument: one spec per member")
+        None, min_length=1, max_length=128, description="a Tensor[] argument: one spec per member"
+    )
     none: bool = Field(False, description="pass None (an optional Tensor? argument)")
 
     @model_validator(mode="after")
@@ -198,15 +206,25 @@ class CaseOrigin(Strict):
     """Where a case came from when it was planned from a capture or a dump."""
 
     kind: Literal["captured_call", "accuracy_dump", "capture_star"] = Field(
-        description="captured_call/accuracy_dump: the model's real call; capture_star: a one-axis variation around it")
-    source: Annotated[str, Field(max_length=4096)] = Field(description="the capture directory or dump.json it came from")
-    call: Annotated[str, Field(max_length=512)] = Field(description="the call id in the capture index (stage#N) or the dump's API name")
-    target: Annotated[str, Field(max_length=512)] | None = Field(None, description="the operator the model called, as recorded")
+        description="captured_call/accuracy_dump: the model's real call; capture_star: a one-axis variation around it"
+    )
+    source: Annotated[str, Field(max_length=4096)] = Field(
+        description="the capture directory or dump.json it came from"
+    )
+    call: Annotated[str, Field(max_length=512)] = Field(
+        description="the call id in the capture index (stage#N) or the dump's API name"
+    )
+    target: Annotated[str, Field(max_length=512)] | None = Field(
+        None, description="the operator the model called, as recorded"
+    )
     exact: bool = Field(description="true when every tensor input replays the recorded values exactly")
     stats: dict[str, dict[str, float | int | str | None]] = Field(
-        default_factory=dict, description="per input, the recorded value statistics (numel, nan, inf, min, max, mean, absmax)")
+        default_factory=dict,
+        description="per input, the recorded value statistics (numel, nan, inf, min, max, mean, absmax)",
+    )
     stack: list[Annotated[str, Field(max_length=1000)]] = Field(
-        default_factory=list, max_length=16, description="the innermost source frames of the recorded call")
+        default_factory=list, max_length=16, description="the innermost source frames of the recorded call"
+    )
 
 
 def _capture_dir(value: str) -> str:
@@ -228,7 +246,8 @@ class CaptureSelection(Strict):
 
     dir: Annotated[str, AfterValidator(_capture_dir)] = Field(description="capture dir or dump.json")
     calls: Annotated[list[str], AfterValidator(_capture_calls)] = Field(
-        default_factory=list, description="call ids; omit: all")
+        default_factory=list, description="call ids; omit: all"
+    )
     star: bool = Field(False, description="one-axis variations too")
 
 
@@ -272,7 +291,9 @@ GradOutput = Literal["sum", "mean"] | ValueSpec | OutputMap[ValueSpec]
 
 def grad_output_captures(spec) -> list[str]:
     """The captured tensors (artifacts/captured/ names) a grad_output replays."""
-    specs = [] if spec is None or isinstance(spec, str) else [spec] if isinstance(spec, ValueSpec) else list(spec.values())
+    specs = (
+        [] if spec is None or isinstance(spec, str) else [spec] if isinstance(spec, ValueSpec) else list(spec.values())
+    )
     return [v.captured for v in specs if v.kind == "captured" and v.captured]
 
 
@@ -316,25 +337,29 @@ class Case(Strict):
     inputs: list[InputSpec] = Field(min_length=1, description="the tensor arguments, in call order")
     attributes: dict[Ident, AttributeValue] = Field(default_factory=dict, description="non-tensor arguments")
     seed: Annotated[int, Field(ge=0, lt=2**63)] | None = Field(None, description="null: from the id")
-    timeout_s: Annotated[float, Field(gt=0, le=3600)] | None = Field(
-        None, description="null: default_timeout_s")
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] | None = Field(None, description="null: default_timeout_s")
     compile_timeout_s: Annotated[float, Field(gt=0)] | None = Field(default=None, description="compile budget, s")
     description: Annotated[str, Field(max_length=2000)] | None = Field(None, description="free text for people")
     # set by plan_cases for a case planned from 'captures' (not published in the input schema: agents never write it)
     origin: SkipJsonSchema[CaseOrigin | None] = None
     grad_inputs: list[Ident] | None = Field(
-        None, description="inputs whose gradients are compared (outputs grad.<input>); null: the config's; []: none")
+        None, description="inputs whose gradients are compared (outputs grad.<input>); null: the config's; []: none"
+    )
     grad_output: GradOutput | None = Field(
-        None, description="upstream gradient from the seed: a value spec, {output: spec}, 'sum' or 'mean'")
+        None, description="upstream gradient from the seed: a value spec, {output: spec}, 'sum' or 'mean'"
+    )
     compile_dynamic: bool | list[str] | None = Field(
-        None, description="compile with dynamic shapes (true) or these dims dynamic (['x.shape[0]'])")
+        None, description="compile with dynamic shapes (true) or these dims dynamic (['x.shape[0]'])"
+    )
     repeats: Annotated[int, Field(ge=0, le=10)] | None = Field(
-        None, description="failing case run again N times (null: config.repeats)")
-    batch_invariance: BatchInvariance | None = Field(
-        None, description="null: the config's batch_invariance")
+        None, description="failing case run again N times (null: config.repeats)"
+    )
+    batch_invariance: BatchInvariance | None = Field(None, description="null: the config's batch_invariance")
     after: list[Slug] = Field(
-        default_factory=list, max_length=64,
-        description="a probe: these planned cases run first, in order, on a fresh worker (order-dependence)")
+        default_factory=list,
+        max_length=64,
+        description="a probe: these planned cases run first, in order, on a fresh worker (order-dependence)",
+    )
 
     @field_validator("attributes")
     @classmethod
@@ -363,8 +388,22 @@ class Case(Strict):
 # Stars: a base case plus one-axis variations
 # --------------------------------------------------------------------------
 
-StarAxis = Literal["dtype", "shape", "strides", "storage_offset", "layout", "mode", "attribute", "values",
-                   "length", "none", "dim", "grad_inputs", "compile_dynamic", "seed"]
+StarAxis = Literal[
+    "dtype",
+    "shape",
+    "strides",
+    "storage_offset",
+    "layout",
+    "mode",
+    "attribute",
+    "values",
+    "length",
+    "none",
+    "dim",
+    "grad_inputs",
+    "compile_dynamic",
+    "seed",
+]
 _DIM_REF_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\.shape\[-?[0-9]{1,2}\]$")
 
 
@@ -380,18 +419,23 @@ class StarVariation(Strict):
 
     model_config = ConfigDict(extra="forbid", json_schema_extra=drop_titles)  # titles dropped: schema budget
 
-    axis: StarAxis = Field(description="what varies: dtype, shape, strides, storage_offset, layout, mode, "
-                                       "attribute (with name), values, length/none (a list or optional input), "
-                                       "dim (sizes shared by several inputs)")
+    axis: StarAxis = Field(
+        description="what varies: dtype, shape, strides, storage_offset, layout, mode, "
+        "attribute (with name), values, length/none (a list or optional input), "
+        "dim (sizes shared by several inputs)"
+    )
     input: Ident | None = Field(None, description="null: all (dtype/layout) or the first")
     name: Ident | None = Field(None, description="axis attribute: name")
     member: Annotated[int, Field(ge=0)] | None = Field(None, description="tensor-list member the input axis varies")
-    values: list[StarValue] = Field(min_length=1, max_length=64, description="one new case per value (of the "
-                                                                             "axis' kind: a dtype, a shape...)")
+    values: list[StarValue] = Field(
+        min_length=1, max_length=64, description="one new case per value (of the axis' kind: a dtype, a shape...)"
+    )
     dims: list[str] = Field(default_factory=list, description="axis 'dim': ['x.shape[0]']")
-    also: list[StarVariation] = Field(default_factory=list, max_length=4,
-                                        description="other axes set with each value: variations of one value "
-                                                    "each (two axes at once, e.g. a 2x2 cell)")
+    also: list[StarVariation] = Field(
+        default_factory=list,
+        max_length=4,
+        description="other axes set with each value: variations of one value each (two axes at once, e.g. a 2x2 cell)",
+    )
 
     @model_validator(mode="after")
     def _needs_name(self) -> StarVariation:
@@ -429,6 +473,7 @@ class StarSpec(Strict):
     model_config = ConfigDict(extra="forbid", json_schema_extra=drop_titles)  # titles dropped: schema budget
 
     base: Case | Annotated[str, AfterValidator(check_slug)] = Field(
-        description="the base case, or a planned case's id (when appending)")
+        description="the base case, or a planned case's id (when appending)"
+    )
     vary: list[StarVariation] = Field(min_length=1, description="one-axis variations of the base (not a product)")
     include_base: bool = Field(True, description="plan the base case too (false: only the variations)")

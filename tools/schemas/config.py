@@ -31,8 +31,10 @@ class Tolerance(Strict):
     def _together(self) -> Tolerance:
         if (self.atol is None) != (self.rtol is None):
             given, missing = ("atol", "rtol") if self.rtol is None else ("rtol", "atol")
-            raise ValueError(f"atol and rtol are given together or not at all: {given} is given, {missing} is "
-                             f"missing (torch.testing.assert_close's rule; a silent default would decide)")
+            raise ValueError(
+                f"atol and rtol are given together or not at all: {given} is given, {missing} is "
+                f"missing (torch.testing.assert_close's rule; a silent default would decide)"
+            )
         return self
 
 
@@ -54,7 +56,8 @@ class OutputTolerance(Tolerance):
 class ToleranceSpec(Tolerance):
     per_dtype: dict[Dtype, Tolerance] = Field(default_factory=dict, description="by output dtype")
     per_output: OutputMap[OutputTolerance] = Field(
-        default_factory=dict, description="by output name ('grad.weight'; 'grad.*': every gradient); first")
+        default_factory=dict, description="by output name ('grad.weight'; 'grad.*': every gradient); first"
+    )
 
     @model_validator(mode="after")
     def _complete_entries(self) -> ToleranceSpec:
@@ -74,9 +77,9 @@ class CallSpec(Strict):
     """How inputs map onto the callable's arguments."""
 
     style: Literal["keywords", "positional"] = Field(
-        "keywords", description="keywords: each input and attribute by its name; positional: in 'order'")
-    order: list[Ident] | None = Field(
-        None, description="positional: names in argument order")
+        "keywords", description="keywords: each input and attribute by its name; positional: in 'order'"
+    )
+    order: list[Ident] | None = Field(None, description="positional: names in argument order")
 
     @model_validator(mode="after")
     def _order(self) -> CallSpec:
@@ -89,19 +92,22 @@ class OperatorSpec(Strict):
     name: Annotated[str, Field(min_length=1, max_length=200)] = Field(description="the operator's name, for people")
     candidate: Dotted = Field(description="run on the device")
     reference: Dotted = Field(description="trusted, run on CPU")
-    modules: list[ModuleFile] = Field(
-        default_factory=list, description="files given in module_sources")
+    modules: list[ModuleFile] = Field(default_factory=list, description="files given in module_sources")
     call: CallSpec = Field(default_factory=CallSpec, description="how inputs and attributes map onto arguments")
     outputs: list[Ident] | None = Field(None, description="tuple/list output names")
     reference_dtype: Literal["auto", "float32", "float64"] = Field(
-        "auto", description="floating inputs upcast to it (auto: float64 for float32)")
+        "auto", description="floating inputs upcast to it (auto: float64 for float32)"
+    )
     baseline: Dotted | None = Field(default=None, description="CPU baseline in the case's dtypes.")
     compile_backend: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")] | None = Field(
-        None, description="null: inductor; torchair on NPU")
+        None, description="null: inductor; torchair on NPU"
+    )
     unsupported_rules: list[Annotated[str, Field(min_length=1, max_length=500)]] = Field(
-        default_factory=list, description="regexes: a candidate error matching one is unsupported")
+        default_factory=list, description="regexes: a candidate error matching one is unsupported"
+    )
     import_timeout_s: Annotated[float, Field(gt=0, le=3600)] = Field(
-        300.0, description="seconds to import the user modules and resolve the callables; past it: pending")
+        300.0, description="seconds to import the user modules and resolve the callables; past it: pending"
+    )
     random: bool = Field(False, description="draws random numbers (the reference runs twice)")
     writes: list[Ident] = Field(default_factory=list, description="inputs it writes (compared as outputs)")
 
@@ -133,40 +139,58 @@ class OperatorConfig(Strict):
     schema_version: Literal[1] = Field(1, description="contract version")
     run_id: Slug = Field(description="the new run's id: its evidence directory's name")
     operator: OperatorSpec = Field(description="the exact call under test and its trusted reference")
-    tolerance: ToleranceSpec = Field(default_factory=ToleranceSpec,
-                                     description="fixed before any result; a dtype without a pair gets the default")
+    tolerance: ToleranceSpec = Field(
+        default_factory=ToleranceSpec, description="fixed before any result; a dtype without a pair gets the default"
+    )
     judge: Literal["tolerance", "baseline", "both"] = Field(
-        default="tolerance", description="atol/rtol, error ratio vs the baseline, or both.")
+        default="tolerance", description="atol/rtol, error ratio vs the baseline, or both."
+    )
     source_model_failure: Annotated[str, Field(max_length=20000)] | None = Field(
-        None, description="what the model showed (error text, wrong output) that led here")
+        None, description="what the model showed (error text, wrong output) that led here"
+    )
     environment: FreeJson = Field(default_factory=dict, description="free JSON about the environment, kept as given")
     model: Annotated[str, Field(max_length=2000)] | None = Field(None, description="the model, for people")
     command: Annotated[str, Field(max_length=20000)] | None = Field(
-        None, description="the model command verify_fix runs after a fix (split into words, no shell)")
+        None, description="the model command verify_fix runs after a fix (split into words, no shell)"
+    )
     default_timeout_s: Annotated[float, Field(gt=0, le=3600)] = Field(
-        60.0, description="seconds per case (a case's timeout_s overrides it); past it the case is a crash: timeout")
+        60.0, description="seconds per case (a case's timeout_s overrides it); past it the case is a crash: timeout"
+    )
     compile_timeout_s: Annotated[float, Field(gt=0)] = Field(default=600.0, description="compile budget, s")
     grad_inputs: list[Ident] | None = Field(None, description="default of the cases' grad_inputs")
     grad_output: GradOutput | None = Field(None, description="default of the cases' grad_output")
     judge_level: JudgeLevel = Field("auto", description="baseline judge's msprobe level; auto: the operator's")
     standard: JudgeStandard = Field(
-        "auto", description="baseline judge's msprobe standard; auto: msprobe 26.2's routing by output dtype")
+        "auto", description="baseline judge's msprobe standard; auto: msprobe 26.2's routing by output dtype"
+    )
     output_judges: dict[Annotated[str, Field(min_length=1, max_length=200)], OutputJudge] = Field(
-        default_factory=dict, description="per output name: its own judge_level and/or standard")
+        default_factory=dict, description="per output name: its own judge_level and/or standard"
+    )
     baseline_host: Annotated[Slug | None, WithJsonSchema({"type": "string"})] = Field(
-        None, description="inventory host running the baseline")
+        None, description="inventory host running the baseline"
+    )
     repeats: Annotated[int, Field(ge=0, le=10)] = Field(2, description="failing cases run again N times, 0 off")
     repeats_passing: Annotated[int, Field(ge=0, le=1000)] = Field(
-        0, description="also repeat the first case and N-1 sampled others")
+        0, description="also repeat the first case and N-1 sampled others"
+    )
     batch_invariance: BatchInvariance | None = Field(
-        None, description="run a slice of the batch too; it must equal the same rows of the full run")
+        None, description="run a slice of the batch too; it must equal the same rows of the full run"
+    )
 
     @model_validator(mode="after")
     def _standard_needs_the_baseline_judge(self) -> OperatorConfig:
-        asked = [name for name, value in (("judge_level", self.judge_level), ("standard", self.standard))
-                 if value != "auto"] + (["output_judges"] if self.output_judges else []) + \
-            (["baseline_host"] if self.baseline_host else [])
+        asked = (
+            [
+                name
+                for name, value in (("judge_level", self.judge_level), ("standard", self.standard))
+                if value != "auto"
+            ]
+            + (["output_judges"] if self.output_judges else [])
+            + (["baseline_host"] if self.baseline_host else [])
+        )
         if asked and self.judge == "tolerance":
-            raise ValueError(f"{', '.join(asked)} set but judge is 'tolerance': they apply to the baseline judge "
-                             "(msprobe's standards); set judge to 'baseline' or 'both', or drop them")
+            raise ValueError(
+                f"{', '.join(asked)} set but judge is 'tolerance': they apply to the baseline judge "
+                "(msprobe's standards); set judge to 'baseline' or 'both', or drop them"
+            )
         return self

@@ -40,8 +40,11 @@ class BatchInvariance(Strict):
     length: Annotated[int, Field(ge=1)] = Field(1, description="rows in the slice")
     exact: bool = Field(True, description="bit for bit (true) or within the judge's tolerance (false)")
     check: bool = Field(False, description="a difference fails the case (numerical_mismatch), not only flags it")
-    also: list[Ident] = Field(default_factory=list, description="other inputs sliced the same way where their size "
-                                                                "along dim is the batch's (add(x, y): also ['y'])")
+    also: list[Ident] = Field(
+        default_factory=list,
+        description="other inputs sliced the same way where their size "
+        "along dim is the batch's (add(x, y): also ['y'])",
+    )
 
 
 # --------------------------------------------------------------------------
@@ -66,8 +69,10 @@ class AloneRun(Strict):
 
     status: Status = Field(description="its status alone")
     summary: str = Field("", description="what it gave alone, in words")
-    history: list[str] = Field(default_factory=list, description="the cases the warm worker ran before the first run "
-                                                                 "(run_id/case_id for another run), oldest first")
+    history: list[str] = Field(
+        default_factory=list,
+        description="the cases the warm worker ran before the first run (run_id/case_id for another run), oldest first",
+    )
     history_total: int = Field(0, description="how many cases it ran before (the list keeps the latest)")
 
 
@@ -113,8 +118,10 @@ class ConsistencyEvidence(Strict):
     after: AfterRun | None = Field(None, description="a probe case: what ran before it")
     inputs_written: list[InputWrite] = Field(default_factory=list, description="inputs the candidate changed")
     batch: BatchSlice | None = Field(None, description="batch invariance (when asked for)")
-    history: list[str] = Field(default_factory=list, description="a failing case: the cases its warm worker ran "
-                                                                 "before it (run_id/case_id for another run)")
+    history: list[str] = Field(
+        default_factory=list,
+        description="a failing case: the cases its warm worker ran before it (run_id/case_id for another run)",
+    )
     history_total: int = Field(0, description="how many (the list keeps the latest)")
     notes: list[str] = Field(default_factory=list, description="checks that could not be made, and why")
 
@@ -132,8 +139,11 @@ class FlaggedCase(Strict):
     status: Status = Field(description="its recorded status")
     detail: str = Field(description="the evidence in words")
     history: list[str] = Field(default_factory=list, description="order: the cases run before it on the warm worker")
-    poisoned_by: list[str] | None = Field(None, description="order: the smallest set of earlier cases after which it "
-                                                            "fails on a fresh worker (from probe cases)")
+    poisoned_by: list[str] | None = Field(
+        None,
+        description="order: the smallest set of earlier cases after which it "
+        "fails on a fresh worker (from probe cases)",
+    )
     probes: dict[str, str] = Field(default_factory=dict, description="order: probe case id -> its status")
 
 
@@ -143,7 +153,8 @@ class BiasWarning(Strict):
     output: str = Field(description="the output")
     dtype: str = Field(description="its dtype")
     kind: Literal["sign", "magnitude"] = Field(
-        description="sign: d = cand - ref mostly of one sign; magnitude: |cand| mostly below (or above) |ref|")
+        description="sign: d = cand - ref mostly of one sign; magnitude: |cand| mostly below (or above) |ref|"
+    )
     direction: Literal["negative", "positive", "toward_zero", "away_from_zero"] = Field(description="which way")
     share: FiniteFloat = Field(description="(#one way - #the other) / #nonzero errors, of the strongest case")
     baseline_share: FiniteFloat | None = Field(None, description="the same for the baseline, when judged by one")
@@ -154,8 +165,10 @@ class BiasWarning(Strict):
 class ConsistencyReport(Strict):
     """The consistency checks over the run: flagged cases (kept out of findings), bias warnings."""
 
-    flagged: list[FlaggedCase] = Field(default_factory=list, description="cases flagged, kept out of the findings' "
-                                                                         "evidence unless written/batch evidence")
+    flagged: list[FlaggedCase] = Field(
+        default_factory=list,
+        description="cases flagged, kept out of the findings' evidence unless written/batch evidence",
+    )
     excluded_from_findings: list[str] = Field(default_factory=list, description="case ids left out of the findings")
     probes: list[str] = Field(default_factory=list, description="probe cases (case.after), never findings evidence")
     repeated: int = Field(0, description="cases that were repeated")

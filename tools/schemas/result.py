@@ -34,23 +34,30 @@ class PrecisionMetrics(Strict):
     small_value: NonNegFinite = Field(description="Small-value threshold of the output dtype.")
     small_value_count: Annotated[int, Field(ge=0)] = Field(description="Finite elements with |ref| <= small_value.")
     small_value_error_ratio: Annotated[float, Field(ge=0, le=1)] = Field(
-        description="Share of small values whose absolute error exceeds the dtype's small-value atol.")
+        description="Share of small values whose absolute error exceeds the dtype's small-value atol."
+    )
     max_rel_error: NonNegFinite | None = Field(description="Max |d|/(|ref|+eps) over the other finite elements.")
     mean_rel_error: NonNegFinite | None = Field(description="Mean |d|/(|ref|+eps) over the other finite elements.")
     rmse: NonNegFinite | None = Field(
-        description="msprobe's RMSE: over the same elements, scaled sqrt(S/N*(N/(N-M+1e-4)+1e-4)).")
+        description="msprobe's RMSE: over the same elements, scaled sqrt(S/N*(N/(N-M+1e-4)+1e-4))."
+    )
     error_balance: Annotated[float, Field(ge=0, le=1)] = Field(
-        description="|#(x>g) - #(x<g)| / count, g the reference rounded to the output dtype (msprobe's EB).")
+        description="|#(x>g) - #(x<g)| / count, g the reference rounded to the output dtype (msprobe's EB)."
+    )
     nonzero_errors: Annotated[int, Field(ge=0)] = Field(description="Elements with x != g (g rounded as above).")
     thousandth_ratio: Annotated[float, Field(ge=0, le=1)] = Field(
-        description="Share of elements with |d|/(|ref|+eps) < 1e-3.")
+        description="Share of elements with |d|/(|ref|+eps) < 1e-3."
+    )
     ten_thousandth_ratio: Annotated[float, Field(ge=0, le=1)] = Field(
-        description="Share of elements with |d|/(|ref|+eps) < 1e-4.")
+        description="Share of elements with |d|/(|ref|+eps) < 1e-4."
+    )
     special_mismatch: Annotated[int, Field(ge=0)] = Field(description="NaN/Inf pattern mismatches.")
     sign_balance: Annotated[float, Field(ge=-1, le=1)] | None = Field(
-        None, description="(#(d>0) - #(d<0)) / count: the signed error balance.")
+        None, description="(#(d>0) - #(d<0)) / count: the signed error balance."
+    )
     magnitude_balance: Annotated[float, Field(ge=-1, le=1)] | None = Field(
-        None, description="(#(|cand|>|ref|) - #(|cand|<|ref|)) / count: -1 is every error toward zero.")
+        None, description="(#(|cand|>|ref|) - #(|cand|<|ref|)) / count: -1 is every error toward zero."
+    )
 
 
 StageNumber = FiniteFloat | int | Literal["nan", "inf", "-inf"] | None
@@ -60,26 +67,33 @@ class StandardJudgement(Strict):
     """What msprobe 26.2's standard decides on this output (references/behavior.md, "Standards")."""
 
     standard: Literal["benchmark", "ulp", "binary", "thousandth", "absolute", "quantization"] = Field(
-        description="The standard that decided.")
+        description="The standard that decided."
+    )
     level: Literal["L0", "L1", "L2"] | None = Field(None, description="The benchmark standard's level (else null).")
     passed: bool = Field(description="The standard's verdict alone (the checks are apart).")
     ratios: dict[str, NonNegFinite | None] = Field(
-        description="The numbers it decides on; null where msprobe's ratio is NaN (a NaN ratio passes).")
+        description="The numbers it decides on; null where msprobe's ratio is NaN (a NaN ratio passes)."
+    )
     thresholds: dict[str, NonNegFinite] = Field(description="Their limits (see rule).")
     rule: Annotated[str, Field(max_length=500)] = Field(description="How the numbers meet the limits.")
     failed: list[str] = Field(default_factory=list, description="The numbers past their limits.")
     routed: Annotated[str, Field(max_length=500)] | None = Field(None, description="Why this standard.")
     level_source: Annotated[str, Field(max_length=500)] | None = Field(None, description="Why this level.")
     baseline: Annotated[str, Field(max_length=500)] | None = Field(
-        None, description="Where the same-dtype baseline ran.")
+        None, description="Where the same-dtype baseline ran."
+    )
     msprobe: Annotated[str, Field(max_length=64)] | None = Field(None, description="The msprobe version followed.")
     candidate: dict[str, StageNumber] | None = Field(
-        None, description="The candidate's stage-1 numbers (standards other than benchmark).")
+        None, description="The candidate's stage-1 numbers (standards other than benchmark)."
+    )
     baseline_metrics: dict[str, StageNumber] | None = Field(
-        None, description="The baseline's stage-1 numbers (the ULP standard).")
+        None, description="The baseline's stage-1 numbers (the ULP standard)."
+    )
     baseline_repaired: Annotated[int, Field(ge=1)] | None = Field(
-        None, description="Baseline elements that overflowed where the truth and the candidate are finite, set to "
-                          "the truth in the baseline's dtype before the standard judged (runner/judge.py).")
+        None,
+        description="Baseline elements that overflowed where the truth and the candidate are finite, set to "
+        "the truth in the baseline's dtype before the standard judged (runner/judge.py).",
+    )
 
 
 class Check(Strict):
@@ -104,7 +118,8 @@ class Comparison(Strict):
     expected_dtype: str | None = Field(None, description="the dtype the output should have")
     actual_dtype: str | None = Field(None, description="the candidate output's dtype")
     contract_mismatch: Annotated[str, Field(max_length=2000)] | None = Field(
-        None, description="shape or dtype differ: what differs (no metrics then)")
+        None, description="shape or dtype differ: what differs (no metrics then)"
+    )
     atol: NonNegFinite | None = Field(None, description="the absolute tolerance applied")
     rtol: NonNegFinite | None = Field(None, description="the relative tolerance applied")
     numel: Annotated[int, Field(ge=0)] = Field(0, description="elements compared")
@@ -118,12 +133,13 @@ class Comparison(Strict):
     error_balance: SkipJsonSchema[FiniteFloat | None] = None
     max_ulp: SkipJsonSchema[NonNegFinite | None] = None
     mismatch_count: Annotated[int, Field(ge=0)] = Field(0, description="elements outside atol + rtol*|reference|")
-    mismatch_ratio: Annotated[float, AfterValidator(finite_ratio),
-                              Field(json_schema_extra={"minimum": 0, "maximum": 1})] = Field(
-        0.0, description="mismatch_count / numel")
+    mismatch_ratio: Annotated[
+        float, AfterValidator(finite_ratio), Field(json_schema_extra={"minimum": 0, "maximum": 1})
+    ] = Field(0.0, description="mismatch_count / numel")
     nan_mismatch: Annotated[int, Field(ge=0)] = Field(0, description="elements NaN on one side only")
-    inf_mismatch: Annotated[int, Field(ge=0)] = Field(0, description="elements infinite on one side only (or of "
-                                                                     "another sign)")
+    inf_mismatch: Annotated[int, Field(ge=0)] = Field(
+        0, description="elements infinite on one side only (or of another sign)"
+    )
     # Where the worst and the first mismatch are, as the runner found them: accepted from
     # record_result too, not published (as above).
     worst_index: SkipJsonSchema[list[int] | None] = None
@@ -141,11 +157,14 @@ class Comparison(Strict):
     judge: SkipJsonSchema[Literal["tolerance", "baseline", "both"] | None] = None  # the judge that decided
     verdict: SkipJsonSchema[Annotated[str, Field(max_length=2000)] | None] = None  # one sentence, with ratios
     benchmark: SkipJsonSchema[StandardJudgement | None] = Field(
-        None, description="The msprobe standard's own verdict on this output (the baseline judge).")
+        None, description="The msprobe standard's own verdict on this output (the baseline judge)."
+    )
     checks: SkipJsonSchema[list[Check] | None] = Field(
-        None, description="This project's extra rules beyond the standard, each with its own verdict.")
+        None, description="This project's extra rules beyond the standard, each with its own verdict."
+    )
     bias: SkipJsonSchema[FiniteFloat | None] = Field(
-        None, description="mean signed error / mean tolerance (atol + rtol*|ref|) over finite pairs")
+        None, description="mean signed error / mean tolerance (atol + rtol*|ref|) over finite pairs"
+    )
     # NaN/Inf the judges accept because a correct computation in the output's dtype has them too
     # (runner-written, not published): the candidate's infinity where the truth rounded to the output's
     # dtype is that infinity; the candidate's NaN/Inf where the same-dtype baseline has the same value
@@ -154,20 +173,25 @@ class Comparison(Strict):
 
 
 class ErrorInfo(Strict):
-    type: Annotated[str, Field(min_length=1, max_length=200)] = Field(description="the exception type, or "
-                                                                               "'signal' / 'timeout'")
+    type: Annotated[str, Field(min_length=1, max_length=200)] = Field(
+        description="the exception type, or 'signal' / 'timeout'"
+    )
     message: Annotated[str, Field(max_length=20000)] = Field(description="the error message")
     signature: Annotated[str, Field(min_length=1, max_length=300)] = Field(
-        description="short, stable: groups identical crashes")
+        description="short, stable: groups identical crashes"
+    )
     signal: Annotated[str, Field(max_length=32)] | None = Field(None, description="the fatal signal, e.g. SIGSEGV")
     exit_code: int | None = Field(None, description="the worker's exit code, when it died")
-    traceback_tail: Annotated[str, Field(max_length=20000)] | None = Field(None, description="the traceback's last "
-                                                                                            "lines")
+    traceback_tail: Annotated[str, Field(max_length=20000)] | None = Field(
+        None, description="the traceback's last lines"
+    )
     matched_rule: Annotated[str, Field(max_length=500)] | None = Field(
-        None, description="unsupported: the rule that matched")
+        None, description="unsupported: the rule that matched"
+    )
     # runner-written (like timing_us): accepted, not published (tools/list budget)
     phase: SkipJsonSchema[Literal["forward", "backward"] | None] = Field(
-        None, description="a case with gradients: forward (the call) or backward (its gradients) failed")
+        None, description="a case with gradients: forward (the call) or backward (its gradients) failed"
+    )
     # the reference's own refusal of the call, when it differs from the candidate's (an invalid call)
     reference_error: SkipJsonSchema[Annotated[str, Field(max_length=500)] | None] = None
 
@@ -191,8 +215,9 @@ class Timing(Strict):
     baseline_us: NonNegFinite | None = Field(default=None, description="The same-precision baseline's call.")
     compare_us: NonNegFinite | None = None
     total_us: NonNegFinite | None = None
-    backward_us: NonNegFinite | None = Field(default=None, description="the candidate's backward, apart from "
-                                                                       "candidate_us")
+    backward_us: NonNegFinite | None = Field(
+        default=None, description="the candidate's backward, apart from candidate_us"
+    )
     input_check_us: NonNegFinite | None = Field(default=None, description="checking the inputs for writes")
     consistency_us: NonNegFinite | None = Field(default=None, description="repeats and the batch slice")
 
@@ -208,7 +233,8 @@ class CaseResult(Strict):
     environment: FreeJson = Field(default_factory=dict, description="the run's environment (torch, CANN...)")
     recorded_at: datetime | None = Field(None, description="null: set when recorded")
     consistency: SkipJsonSchema[ConsistencyEvidence | None] = Field(
-        None, description="repeats, the run alone, inputs written, batch slice")
+        None, description="repeats, the run alone, inputs written, batch slice"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> CaseResult:

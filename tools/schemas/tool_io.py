@@ -28,11 +28,14 @@ class PlanRequest(Strict):
     cases: list[Case] = Field(default_factory=list, description="explicit cases")
     stars: list[StarSpec] = Field(default_factory=list, description="base + one-axis variations")
     module_sources: dict[ModuleFile, Annotated[str, Field(max_length=2_000_000)]] = Field(
-        default_factory=dict, description="source of each config.operator.modules file")
+        default_factory=dict, description="source of each config.operator.modules file"
+    )
     captured_files: dict[Slug, Annotated[str, Field(min_length=1, max_length=4096)]] = Field(
-        default_factory=dict, description="name -> torch.save file path on the server's machine")
+        default_factory=dict, description="name -> torch.save file path on the server's machine"
+    )
     captures: Annotated[list[CaptureSelection], AfterValidator(_at_most_16)] = Field(
-        default_factory=list, description="calls to replay")
+        default_factory=list, description="calls to replay"
+    )
 
     @model_validator(mode="after")
     def _shape(self) -> PlanRequest:
@@ -59,13 +62,19 @@ class PlanRequest(Strict):
 class PlannedCase(Strict):
     id: str = Field(description="case id")
     mode: Mode = Field(description="its mode")
-    axes: dict[str, str] = Field(description="axis -> value, only where this case differs from 'differs_from' "
-                                             "(every axis when differs_from is null); the full case is in "
-                                             "opdebug://runs/{run_id}/case-matrix")
+    axes: dict[str, str] = Field(
+        description="axis -> value, only where this case differs from 'differs_from' "
+        "(every axis when differs_from is null); the full case is in "
+        "opdebug://runs/{run_id}/case-matrix"
+    )
     state: Literal["pending", "passed", "numerical_mismatch", "crash", "unsupported"] = Field(
-        "pending", description="pending or its status")
-    differs_from: str | None = Field(None, description="the case 'axes' is given against: the star's base, or the "
-                                                       "first case of the call; null: 'axes' lists every axis")
+        "pending", description="pending or its status"
+    )
+    differs_from: str | None = Field(
+        None,
+        description="the case 'axes' is given against: the star's base, or the "
+        "first case of the call; null: 'axes' lists every axis",
+    )
 
 
 class PlanResponse(Strict):
@@ -74,7 +83,9 @@ class PlanResponse(Strict):
     created: bool = Field(description="a new run")
     added: list[str] = Field(description="case ids added")
     cases: list[PlannedCase] = Field(description="The cases this call added, with their axes (the first 50).")
-    cases_omitted: int = Field(0, description="Added cases left out of 'cases' (see opdebug://runs/{run_id}/case-matrix).")
+    cases_omitted: int = Field(
+        0, description="Added cases left out of 'cases' (see opdebug://runs/{run_id}/case-matrix)."
+    )
     case_count: int = Field(0, description="Cases planned in the run, this call's included.")
     recorded_count: int = Field(0, description="Cases of the run that have a result.")
     warnings: list[str] = Field(default_factory=list, description="e.g. cases differing in several axes")
@@ -108,7 +119,8 @@ class CaseOutcome(Strict):
 
     case_id: str = Field(description="the case")
     state: Literal["passed", "numerical_mismatch", "crash", "unsupported", "pending"] = Field(
-        description="status, or pending (nothing recorded)")
+        description="status, or pending (nothing recorded)"
+    )
     recorded: bool = Field(description="a result was recorded")
     host: str | None = Field(None, description="host")
     device: str | None = Field(None, description="device")
@@ -121,12 +133,16 @@ class CaseOutcome(Strict):
     error: str | None = Field(None, description="why it stayed pending (harness, reference, connection)")
     raw_path: str | None = Field(None, description="raw evidence, relative to the run directory")
     rerun_case: dict[str, Any] | None = Field(
-        None, description="this case under a new id for plan_cases(append=true, cases=[rerun_case]): killed from "
-                          "outside")
+        None,
+        description="this case under a new id for plan_cases(append=true, cases=[rerun_case]): killed from outside",
+    )
     first_mismatch: FirstMismatch | None = Field(
-        None, description="where the first failing output first differs (numerical_mismatch only)")
-    flags: list[str] = Field(default_factory=list, description="consistency flags (nondeterministic, "
-                                                               "order_dependent, writes_input, batch_variant)")
+        None, description="where the first failing output first differs (numerical_mismatch only)"
+    )
+    flags: list[str] = Field(
+        default_factory=list,
+        description="consistency flags (nondeterministic, order_dependent, writes_input, batch_variant)",
+    )
 
 
 class RunResponse(Strict):
@@ -146,24 +162,31 @@ class RunResponse(Strict):
 
 
 class NarrowRequest(Strict):
-    run_id: Slug = Field(description="The run to narrow: its pending cases run first, then the next cases its "
-                                     "analysis proposes.", json_schema_extra=DOCUMENTED_ONLY)
+    run_id: Slug = Field(
+        description="The run to narrow: its pending cases run first, then the next cases its analysis proposes.",
+        json_schema_extra=DOCUMENTED_ONLY,
+    )
     hosts: list[Slug] | None = Field(default=None, description="Default ['local'].")
     max_cases: Annotated[int, Field(ge=1, le=10000)] = Field(default=40, description="new cases in all")
     max_seconds: Annotated[float, Field(gt=0, le=86400)] = Field(
-        default=900.0, description="Wall-time budget in seconds: no case starts after it (a round holds the cases "
-                                   "that fit); over MCP the answer comes by then, a case still running is recorded "
-                                   "after it (still_running).",
-        json_schema_extra=DOCUMENTED_ONLY)
+        default=900.0,
+        description="Wall-time budget in seconds: no case starts after it (a round holds the cases "
+        "that fit); over MCP the answer comes by then, a case still running is recorded "
+        "after it (still_running).",
+        json_schema_extra=DOCUMENTED_ONLY,
+    )
     max_steps: Annotated[int, Field(ge=1, le=100)] = Field(default=12, description="plan-run-analyze rounds")
     cases_per_step: Annotated[int, Field(ge=1, le=256)] = Field(
-        default=8, description="At most this many new cases planned per round.", json_schema_extra=DOCUMENTED_ONLY)
+        default=8, description="At most this many new cases planned per round.", json_schema_extra=DOCUMENTED_ONLY
+    )
 
 
 class NarrowStep(Strict):
     index: int = Field(description="1-based round number")
-    kinds: list[str] = Field(description="the kinds of next cases applied (discriminate, bisect, probe, crossing, "
-                                         "explore; pending: the pending cases run first)")
+    kinds: list[str] = Field(
+        description="the kinds of next cases applied (discriminate, bisect, probe, crossing, "
+        "explore; pending: the pending cases run first)"
+    )
     axes: list[str] = Field(description="the finding axes they narrowed")
     cases: dict[str, str] = Field(description="new case id -> its state after the run")
     findings: list[str] = Field(description="the findings' predicates after the round (exact ones marked)")
@@ -172,29 +195,37 @@ class NarrowStep(Strict):
 
 class NarrowResponse(Strict):
     run_id: str = Field(description="the run")
-    stopped: str = Field(description="why it stopped: exact, nothing_to_try (one hypothesis, nothing narrows it), "
-                                     "undecided (hypotheses survive, no buildable case splits them), no_hypothesis "
-                                     "(every axis varied once, nothing separates), budget_cases, budget_seconds, "
-                                     "budget_steps, no_progress, no_failure, consistency (every failure is nondeterministic "
-                                     "or order-dependent: no axis to narrow)")
+    stopped: str = Field(
+        description="why it stopped: exact, nothing_to_try (one hypothesis, nothing narrows it), "
+        "undecided (hypotheses survive, no buildable case splits them), no_hypothesis "
+        "(every axis varied once, nothing separates), budget_cases, budget_seconds, "
+        "budget_steps, no_progress, no_failure, consistency (every failure is nondeterministic "
+        "or order-dependent: no axis to narrow)"
+    )
     exact: bool = Field(description="every finding is exact")
     findings: list[Finding] = Field(description="the final findings with their minimal pairs")
-    steps: list[NarrowStep] = Field(description="the rounds taken, each ordinary planned and recorded cases (the "
-                                                "pending cases it ran first are round 1, kind 'pending')")
+    steps: list[NarrowStep] = Field(
+        description="the rounds taken, each ordinary planned and recorded cases (the "
+        "pending cases it ran first are round 1, kind 'pending')"
+    )
     cases_run: int = Field(description="cases it ran: the pending ones first, then the new ones")
     seconds: float = Field(description="wall time")
     summary: str = Field(description="the analysis summary after the last round")
-    competing: list[Finding] = Field(default_factory=list, description="the hypotheses still competing with the "
-                                                                       "leading finding")
+    competing: list[Finding] = Field(
+        default_factory=list, description="the hypotheses still competing with the leading finding"
+    )
     new_cases: int = Field(0, description="new cases it planned and ran (what max_cases bounds)")
     pending_run: int = Field(0, description="pending cases it ran first")
-    still_running: list[str] = Field(default_factory=list, description="cases started before max_seconds and "
-                                     "still running when it answered: each is recorded when it ends (read "
-                                     "opdebug://runs/{run_id}/results, or analyze_failures, later)")
+    still_running: list[str] = Field(
+        default_factory=list,
+        description="cases started before max_seconds and "
+        "still running when it answered: each is recorded when it ends (read "
+        "opdebug://runs/{run_id}/results, or analyze_failures, later)",
+    )
     # falsification: the probe cases that refuted a lead (kept when nothing survives them)
-    counterexamples: list[Counterexample] = Field(default_factory=list, description="probe cases whose outcome "
-                                                                                    "refuted the lead they were "
-                                                                                    "built for")
+    counterexamples: list[Counterexample] = Field(
+        default_factory=list, description="probe cases whose outcome refuted the lead they were built for"
+    )
 
 
 # --------------------------------------------------------------------------
@@ -212,8 +243,10 @@ class RecordResultArgs(Strict):
 
 
 class AnalyzeFailuresArgs(Strict):
-    run_id: RunIdArg = Field(description="The run to analyze (its recorded results; pending cases are listed as "
-                                         "missing).", json_schema_extra=DOCUMENTED_ONLY)
+    run_id: RunIdArg = Field(
+        description="The run to analyze (its recorded results; pending cases are listed as missing).",
+        json_schema_extra=DOCUMENTED_ONLY,
+    )
 
 
 MAX_DEVICE_WAIT_S = 600.0  # a call waits at most 10 min for a busy device, with a progress line about once a second
@@ -221,54 +254,66 @@ MAX_DEVICE_WAIT_S = 600.0  # a call waits at most 10 min for a busy device, with
 
 class RunCaseRemoteArgs(Strict):
     run_id: RunIdArg = Field(description="The run whose cases to run.", json_schema_extra=DOCUMENTED_ONLY)
-    case_ids: list[NameArg] | None = Field(
-        default=None, min_length=1,
-        description="Omitted: all pending."
-    )
-    hosts: list[NameArg] | None = Field(
-        default=None, description="Omitted: ['local']."
-    )
+    case_ids: list[NameArg] | None = Field(default=None, min_length=1, description="Omitted: all pending.")
+    hosts: list[NameArg] | None = Field(default=None, description="Omitted: ['local'].")
     keep_outputs: bool = Field(
         default=False, description="Keep mismatching outputs: opdebug://runs/{run_id}/outputs/{case_id}."
     )
     device_wait_s: float | None = Field(
-        default=None, ge=0, le=MAX_DEVICE_WAIT_S,
-        description="Max wait for a busy device, s (default: the host's lease_wait_s, 30)."
+        default=None,
+        ge=0,
+        le=MAX_DEVICE_WAIT_S,
+        description="Max wait for a busy device, s (default: the host's lease_wait_s, 30).",
     )
 
 
 class CheckHostArgs(Strict):
-    host: NameArg = Field(description="An inventory host name ('local' is always there).",
-                          json_schema_extra=DOCUMENTED_ONLY)
+    host: NameArg = Field(
+        description="An inventory host name ('local' is always there).", json_schema_extra=DOCUMENTED_ONLY
+    )
 
 
 def RunId() -> Any:  # a Field factory, named as the type it stands for
-    return Field(pattern=SLUG_PATTERN, description="The run (its id, as plan_cases created it).",
-                 json_schema_extra=DOCUMENTED_ONLY)
+    return Field(
+        pattern=SLUG_PATTERN,
+        description="The run (its id, as plan_cases created it).",
+        json_schema_extra=DOCUMENTED_ONLY,
+    )
 
 
 class ShrinkArgs(Strict):
     run_id: Slug = RunId()
     case_id: Slug = Field(pattern=SLUG_PATTERN, description="A recorded failing case.")
     hosts: list[Slug] | None = Field(default=None, description="Default ['local'].")
-    max_cases: int = Field(default=30, ge=1, le=200, description="At most this many shrink steps (each a planned, "
-                                                                  "recorded case).", json_schema_extra=DOCUMENTED_ONLY)
-    max_seconds: float = Field(default=600.0, gt=0, le=7200, description="Wall-time budget in seconds.",
-                               json_schema_extra=DOCUMENTED_ONLY)
+    max_cases: int = Field(
+        default=30,
+        ge=1,
+        le=200,
+        description="At most this many shrink steps (each a planned, recorded case).",
+        json_schema_extra=DOCUMENTED_ONLY,
+    )
+    max_seconds: float = Field(
+        default=600.0, gt=0, le=7200, description="Wall-time budget in seconds.", json_schema_extra=DOCUMENTED_ONLY
+    )
 
 
 class ReproArgs(Strict):
     run_id: Slug = RunId()
-    case_id: Slug = Field(pattern=SLUG_PATTERN, description="The recorded case to reproduce (usually a failing one).",
-                          json_schema_extra=DOCUMENTED_ONLY)
-    out_dir: str | None = Field(default=None, max_length=4096,
-                                description="Server path; default <run>/artifacts/repro.")
+    case_id: Slug = Field(
+        pattern=SLUG_PATTERN,
+        description="The recorded case to reproduce (usually a failing one).",
+        json_schema_extra=DOCUMENTED_ONLY,
+    )
+    out_dir: str | None = Field(
+        default=None, max_length=4096, description="Server path; default <run>/artifacts/repro."
+    )
 
 
 class RegressionArgs(Strict):
     run_id: Slug = RunId()
-    out_dir: str | None = Field(default=None, max_length=4096,
-                                description="Server path; default <run>/artifacts/regression.")
+    out_dir: str | None = Field(
+        default=None, max_length=4096, description="Server path; default <run>/artifacts/regression."
+    )
     case_ids: list[Slug] | None = Field(default=None, description="Default: the failing ones.")
     neighbours: bool = Field(default=False, description="Also passing cases one axis from a failure.")
 
@@ -276,17 +321,22 @@ class RegressionArgs(Strict):
 class PicturesArgs(Strict):
     run_id: Slug = RunId()
     case_ids: list[Slug] | None = Field(default=None, description="Default: the mismatching ones.")
-    outputs: dict[Slug, str] = Field(default_factory=dict, description=(
-        "Case id -> its reproducer's --save-outputs file (a server path)."))
+    outputs: dict[Slug, str] = Field(
+        default_factory=dict, description=("Case id -> its reproducer's --save-outputs file (a server path).")
+    )
 
 
 class VerifyArgs(Strict):
     run_id: Slug = RunId()
     hosts: list[Slug] | None = Field(default=None, description="Default ['local'].")
     run_command: bool = Field(default=True, description="Also the config's model command.")
-    command_timeout_s: float = Field(default=600.0, gt=0, le=7200, description="Seconds the model command may run "
-                                                                             "before it is killed.",
-                                     json_schema_extra=DOCUMENTED_ONLY)
+    command_timeout_s: float = Field(
+        default=600.0,
+        gt=0,
+        le=7200,
+        description="Seconds the model command may run before it is killed.",
+        json_schema_extra=DOCUMENTED_ONLY,
+    )
 
 
 # --------------------------------------------------------------------------
@@ -376,8 +426,11 @@ class RegressionExport(Strict):
     files: list[str] = Field(description="Every file written or reused beside the test.")
     command: str = Field(description="How to run it.")
     # Capped lists (tools/answers.py): which lists this answer cut and where the whole answer is
-    truncated: dict[str, int] = Field(default_factory=dict, description="lists cut to their first 20 items in this "
-                                      "answer: JSON path -> full length (empty: nothing was cut)")
+    truncated: dict[str, int] = Field(
+        default_factory=dict,
+        description="lists cut to their first 20 items in this "
+        "answer: JSON path -> full length (empty: nothing was cut)",
+    )
     full_answer: str | None = Field(None, description="when a list was cut: the resource holding the whole answer")
 
 
@@ -387,8 +440,10 @@ class ShrinkStep(Strict):
     numel: int = Field(description="Total input elements of the step's case.")
     state: str = Field(description="Its recorded status (or pending).")
     same_failure: bool = Field(description="Whether it fails the same way as the start case.")
-    rejected: str | None = Field(None, description="Why a step that fails the same way is not taken: not a valid "
-                                                  "call (the reference refuses it).")
+    rejected: str | None = Field(
+        None,
+        description="Why a step that fails the same way is not taken: not a valid call (the reference refuses it).",
+    )
 
 
 class ShrinkResponse(Strict):
@@ -410,8 +465,9 @@ class PicturesResponse(Strict):
     pictures: list[str] = Field(description="PNG paths relative to the run directory.")
     skipped: list[str] = Field(description="Failing outputs without a picture, with the reason.")
     available: bool = Field(description="False when matplotlib is missing (pip install '.[pictures]').")
-    outputs_from: dict[str, str] = Field(default_factory=dict,
-                                         description="Case id -> where its outputs came from (kept, saved, recomputed).")
+    outputs_from: dict[str, str] = Field(
+        default_factory=dict, description="Case id -> where its outputs came from (kept, saved, recomputed)."
+    )
 
 
 class VerifyResponse(Strict):
@@ -420,7 +476,8 @@ class VerifyResponse(Strict):
     rerun: dict[str, str] = Field(description="Failing case id -> the new case id planned for it.")
     states: dict[str, str] = Field(description="New case id -> its recorded status (or pending).")
     still_failing: list[str] = Field(description="Original case ids whose rerun did not pass.")
-    model_command: dict[str, Any] | None = Field(description="The model command's argv, host, exit status and "
-                                                             "output tail; None when the config names none.")
+    model_command: dict[str, Any] | None = Field(
+        description="The model command's argv, host, exit status and output tail; None when the config names none."
+    )
     conclusion: str = Field(description="'fixed in isolation', 'fixed in the model', or what still fails.")
     evidence: str = Field(description="Path of the verify evidence file relative to the run directory.")

@@ -23,13 +23,48 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-_PRIMITIVE_LABELS = {"str", "int", "float", "bool", "bytes", "list", "dict", "tuple", "set", "frozenset",
-                     "decimal", "date", "datetime", "time", "timedelta", "uuid", "any", "json"}
+_PRIMITIVE_LABELS = {
+    "str",
+    "int",
+    "float",
+    "bool",
+    "bytes",
+    "list",
+    "dict",
+    "tuple",
+    "set",
+    "frozenset",
+    "decimal",
+    "date",
+    "datetime",
+    "time",
+    "timedelta",
+    "uuid",
+    "any",
+    "json",
+}
 _CLASS_LABEL = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 # The errors a branch gives a value of a kind it does not take at all.
-_KIND_ERRORS = {"string_type", "int_type", "float_type", "bool_type", "bytes_type", "list_type", "dict_type",
-                "tuple_type", "set_type", "model_type", "model_attributes_type", "dataclass_type", "none_required",
-                "is_instance_of", "int_from_float", "decimal_type", "date_type", "datetime_type"}
+_KIND_ERRORS = {
+    "string_type",
+    "int_type",
+    "float_type",
+    "bool_type",
+    "bytes_type",
+    "list_type",
+    "dict_type",
+    "tuple_type",
+    "set_type",
+    "model_type",
+    "model_attributes_type",
+    "dataclass_type",
+    "none_required",
+    "is_instance_of",
+    "int_from_float",
+    "decimal_type",
+    "date_type",
+    "datetime_type",
+}
 
 
 def is_branch_label(part: Any) -> bool:
@@ -74,17 +109,22 @@ def _prune_once(errors: list[dict[str, Any]]) -> tuple[bool, list[dict[str, Any]
             continue
         if kind_only == labels:  # the value is of no kind the union takes: one line, every kind listed
             wants = [errors[i]["msg"].removeprefix("Input should be ") for i in members]
-            merged = dict(errors[members[0]], loc=prefix, type="union_kind",
-                          msg="Input should be one of: " + "; ".join(dict.fromkeys(wants)))
-            return True, [merged if i == members[0] else e for i, e in enumerate(errors)
-                          if i == members[0] or i not in members]
+            merged = dict(
+                errors[members[0]],
+                loc=prefix,
+                type="union_kind",
+                msg="Input should be one of: " + "; ".join(dict.fromkeys(wants)),
+            )
+            return True, [
+                merged if i == members[0] else e for i, e in enumerate(errors) if i == members[0] or i not in members
+            ]
         out = []
         for i, e in enumerate(errors):
             if i in members:
                 if e["loc"][depth] in kind_only:
                     continue
                 loc = e["loc"]
-                e = dict(e, loc=loc[:depth] + (_Label(loc[depth]),) + loc[depth + 1:])
+                e = dict(e, loc=loc[:depth] + (_Label(loc[depth]),) + loc[depth + 1 :])
             out.append(e)
         return True, out
     return False, errors
