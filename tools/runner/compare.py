@@ -404,62 +404,29 @@ def _chunk(
         signs = acc.prec.signs(c, r, d)
     ad = d.abs_()
     sum_sq = torch.dot(ad, ad).item()
-    if c.dtype == torch.float32 and not all(map(math.isfinite, (sum_d, dot_cr, dot_cc, dot_rr, sum_sq))):
-        # Finite values whose difference or square overflows float32 (|x| above
-        # ~1e19): this chunk again in float64 - a chunk-sized copy, never the tensor.
-        c, r = c.to(torch.float64), r.to(torch.float64)
-        d = c - r
-        return _chunk(
-            acc,
-            start,
-            c,
-            r,
-            d,
-            d.sum().item(),
-            nfin,
-            atol,
-            rtol,
-            guard,
-            0x7FF0000000000000,
-            torch.int64,
-            eps,
-            tiny,
-            extra_mismatch,
-            signs=signs,
-            prec_special=prec_special,
-        )
-    if (
-        c.dtype == torch.float64
-        and not scale_exp
-        and not all(map(math.isfinite, (sum_d, dot_cr, dot_cc, dot_rr, sum_sq)))
-    ):
-        # float64 values whose difference or square overflows (|x| near 1e308): the
-        # chunk divided by a power of two (exact), the sums kept in those units
-        # (to 2**480 at most: squares summed over a chunk stay below 2**1024, and values
-        # above 2**-479 keep every bit)
-        k = max(1, math.frexp(max(c.abs().max().item(), r.abs().max().item()))[1] - 480)
-        c, r = torch.ldexp(c, torch.tensor(-k)), torch.ldexp(r, torch.tensor(-k))
-        d = c - r
-        return _chunk(
-            acc,
-            start,
-            c,
-            r,
-            d,
-            d.sum().item(),
-            nfin,
-            _scaled(atol, k),
-            rtol,
-            _scaled(guard, k),
-            exp_mask,
-            int_view,
-            eps,
-            _scaled(tiny, k),
-            extra_mismatch,
-            scale_exp=k,
-            signs=signs,
-            prec_special=prec_special,
-        )
+    if not all(map(math.isfinite, (sum_d, dot_cr, dot_cc, dot_rr, sum_sq))):
+        if c.dtype == torch.float32:
+            return _chunk_in_float64(
+                acc, start, c, r, nfin, atol, rtol, guard, eps, tiny, extra_mismatch, signs, prec_special
+            )
+        if c.dtype == torch.float64 and not scale_exp:
+            return _chunk_scaled_down(
+                acc,
+                start,
+                c,
+                r,
+                nfin,
+                atol,
+                rtol,
+                guard,
+                exp_mask,
+                int_view,
+                eps,
+                tiny,
+                extra_mismatch,
+                signs,
+                prec_special,
+            )
     shift = acc.bring(scale_exp)
     acc.n_fin += nfin
     acc.sum_d += _ldexp(sum_d, shift)
@@ -477,7 +444,76 @@ def _chunk(
         if prec_special is None:
             prec_special = 0 if extra_mismatch is None else int(torch.count_nonzero(extra_mismatch).item())
         acc.prec.add(signs, ad, ar, c.numel() - nfin, prec_special, r=r, shift=2 * shift)
-    # mismatch: |d| - rtol*|r| > atol; counted only when the chunk has one
+    _count_mismatches(acc, start, ad, ar, atol, rtol, extra_mismatch)
+    if mx > 0:
+        # ulp of the candidate's dtype at |r| = 2**exponent(|r|) * eps, the
+        # subnormal spacing tiny*eps below tiny (computed before ar is clamped)
+        pow2 = (ar.view(int_view) & exp_mask).view(ar.dtype).clamp_min_(tiny)
+        acc.max_ulp = max(acc.max_ulp, ad.div(pow2).max().item() / eps)
+        acc.max_rel = max(acc.max_rel, ad.div_(ar.clamp_min_(guard)).max().item())
+
+
+def _chunk_in_float64(acc, start, c, r, nfin, atol, rtol, guard, eps, tiny, extra_mismatch, signs, prec_special):
+    """A float32 chunk of finite values whose difference or square overflows float32 (|x| above
+    ~1e19): the chunk again in float64 - a chunk-sized copy, never the tensor."""
+    c, r = c.to(torch.float64), r.to(torch.float64)
+    d = c - r
+    return _chunk(
+        acc,
+        start,
+        c,
+        r,
+        d,
+        d.sum().item(),
+        nfin,
+        atol,
+        rtol,
+        guard,
+        0x7FF0000000000000,
+        torch.int64,
+        eps,
+        tiny,
+        extra_mismatch,
+        signs=signs,
+        prec_special=prec_special,
+    )
+
+
+def _chunk_scaled_down(
+    acc, start, c, r, nfin, atol, rtol, guard, exp_mask, int_view, eps, tiny, extra_mismatch, signs, prec_special
+):
+    """A float64 chunk whose difference or square overflows (|x| near 1e308): the chunk divided by
+    a power of two (exact), the sums kept in those units (to 2**480 at most: squares summed over a
+    chunk stay below 2**1024, and values above 2**-479 keep every bit)."""
+    k = max(1, math.frexp(max(c.abs().max().item(), r.abs().max().item()))[1] - 480)
+    c, r = torch.ldexp(c, torch.tensor(-k)), torch.ldexp(r, torch.tensor(-k))
+    d = c - r
+    return _chunk(
+        acc,
+        start,
+        c,
+        r,
+        d,
+        d.sum().item(),
+        nfin,
+        _scaled(atol, k),
+        rtol,
+        _scaled(guard, k),
+        exp_mask,
+        int_view,
+        eps,
+        _scaled(tiny, k),
+        extra_mismatch,
+        scale_exp=k,
+        signs=signs,
+        prec_special=prec_special,
+    )
+
+
+def _count_mismatches(acc, start, ad, ar, atol, rtol, extra_mismatch) -> None:
+    """Adds the chunk's mismatches, |d| - rtol*|r| > atol or a NaN/Inf pattern mismatch
+    (``extra_mismatch``), to ``acc`` and the first one's index; the mask is built only when the
+    chunk has one."""
     excess = torch.sub(ad, ar, alpha=rtol) if rtol else ad
     mis = None
     if excess.max().item() > atol:
@@ -490,12 +526,6 @@ def _chunk(
             acc.mismatch += count
             if acc.first is None:
                 acc.first = start + mis.view(torch.uint8).argmax().item()
-    if mx > 0:
-        # ulp of the candidate's dtype at |r| = 2**exponent(|r|) * eps, the
-        # subnormal spacing tiny*eps below tiny (computed before ar is clamped)
-        pow2 = (ar.view(int_view) & exp_mask).view(ar.dtype).clamp_min_(tiny)
-        acc.max_ulp = max(acc.max_ulp, ad.div(pow2).max().item() / eps)
-        acc.max_rel = max(acc.max_rel, ad.div_(ar.clamp_min_(guard)).max().item())
 
 
 def _scaled(x: float, k: int) -> float:

@@ -319,35 +319,12 @@ def batch_slice(spec: dict, built_by_name: dict, full_out, run_slice, tolerance:
     batch's; ``run_slice(names, dim, start, length)`` runs it and returns its
     outputs), against the same rows of ``full_out``.  Returns (evidence, failing
     comparisons when ``spec['check']``)."""
-    name, start, length = spec["input"], int(spec.get("start", 0)), int(spec.get("length", 1))
-    exact = bool(spec.get("exact", True))
-    ev = {
-        "input": name,
-        "dim": int(spec.get("dim", 0)),
-        "start": start,
-        "length": length,
-        "exact": exact,
-        "equal": True,
-        "outputs": [],
-        "differing": 0,
-        "max_diff": None,
-    }
-    b = built_by_name.get(name)
-    if b is None or not hasattr(b, "shape"):
-        ev["note"] = f"no tensor input named {name!r} to slice"
+    ev = _batch_evidence(spec)
+    name, start, length = ev["input"], ev["start"], ev["length"]
+    size = _batch_size(ev, built_by_name.get(name))
+    if size is None:
         return ev, []
-    rank = len(b.shape)
-    dim = ev["dim"] + rank if ev["dim"] < 0 else ev["dim"]
-    if not 0 <= dim < rank:
-        ev["note"] = f"dim {ev['dim']} is outside the rank {rank} of input {name!r}"
-        return ev, []
-    ev["dim"] = dim
-    size = b.shape[dim]
-    if start + length > size or length >= size:
-        ev["note"] = (
-            f"rows [{start}, {start + length}) are not a proper slice of {name!r}'s batch of {size} along dim {dim}"
-        )
-        return ev, []
+    dim = ev["dim"]
     names = [name] + [
         n
         for n in spec.get("also") or []
@@ -373,39 +350,14 @@ def batch_slice(spec: dict, built_by_name: dict, full_out, run_slice, tolerance:
             )
             continue
         ev["outputs"].append(out_name)
-        if exact:
-            count, diff = differing(got, want)
-        else:
-            atol, rtol = tolerance_for(tolerance, got.dtype)
-            comp = compare_tensor(out_name, got, want, atol=atol, rtol=rtol, strict_dtype=True)
-            count, diff = comp.get("mismatch_count", 0), comp.get("max_abs")
+        count, diff = _rows_differing(out_name, got, want, ev["exact"], tolerance)
         if count:
             ev["equal"] = False
             ev["differing"] += count
             if diff is not None:
                 ev["max_diff"] = diff if ev["max_diff"] is None else max(ev["max_diff"], diff)
             if spec.get("check"):
-                how = "bit for bit" if exact else "within the tolerance"
-                comparisons.append(
-                    {
-                        "output": f"batch:{out_name}",
-                        "passed": False,
-                        "numel": want.numel(),
-                        "expected_shape": list(want.shape),
-                        "actual_shape": list(got.shape),
-                        "expected_dtype": dtype_name(want.dtype),
-                        "actual_dtype": dtype_name(got.dtype),
-                        "mismatch_count": count,
-                        "mismatch_ratio": min(1.0, count / max(1, want.numel())),
-                        **({"max_abs": diff} if diff is not None else {}),
-                        "judge": "tolerance",
-                        "verdict": (
-                            f"batch_variant: rows [{start}, {start + length}) of {name!r} run alone differ "
-                            f"{how} from the same rows of the full batch of {size} (dim {dim}): {count} of "
-                            f"{want.numel()} elements"
-                        ),
-                    }
-                )
+                comparisons.append(_batch_variant_comparison(ev, out_name, got, want, count, diff, size))
     if odd:
         ev["note"] = (
             "not compared, the slice's output is not the full output's rows (is another input batched "
@@ -414,6 +366,77 @@ def batch_slice(spec: dict, built_by_name: dict, full_out, run_slice, tolerance:
     elif not ev["outputs"]:
         ev["note"] = f"no output has {name!r}'s batch dimension {dim} (size {size}) to compare"
     return ev, comparisons
+
+
+def _batch_evidence(spec: dict) -> dict:
+    """The batch slice's evidence before anything is run: the slice asked for, equal so far."""
+    return {
+        "input": spec["input"],
+        "dim": int(spec.get("dim", 0)),
+        "start": int(spec.get("start", 0)),
+        "length": int(spec.get("length", 1)),
+        "exact": bool(spec.get("exact", True)),
+        "equal": True,
+        "outputs": [],
+        "differing": 0,
+        "max_diff": None,
+    }
+
+
+def _batch_size(ev: dict, b) -> int | None:
+    """The batch's size along ``ev['dim']`` of input ``b`` (the dim made non-negative in ``ev``), or None
+    with ``ev['note']`` saying why the slice cannot be taken."""
+    name, start, length = ev["input"], ev["start"], ev["length"]
+    if b is None or not hasattr(b, "shape"):
+        ev["note"] = f"no tensor input named {name!r} to slice"
+        return None
+    rank = len(b.shape)
+    dim = ev["dim"] + rank if ev["dim"] < 0 else ev["dim"]
+    if not 0 <= dim < rank:
+        ev["note"] = f"dim {ev['dim']} is outside the rank {rank} of input {name!r}"
+        return None
+    ev["dim"] = dim
+    size = b.shape[dim]
+    if start + length > size or length >= size:
+        ev["note"] = (
+            f"rows [{start}, {start + length}) are not a proper slice of {name!r}'s batch of {size} along dim {dim}"
+        )
+        return None
+    return size
+
+
+def _rows_differing(out_name: str, got: torch.Tensor, want: torch.Tensor, exact: bool, tolerance: dict):
+    """(elements differing, largest difference) of the slice's rows against the full run's: bit for bit
+    when ``exact``, else elements outside the tolerance."""
+    if exact:
+        return differing(got, want)
+    atol, rtol = tolerance_for(tolerance, got.dtype)
+    comp = compare_tensor(out_name, got, want, atol=atol, rtol=rtol, strict_dtype=True)
+    return comp.get("mismatch_count", 0), comp.get("max_abs")
+
+
+def _batch_variant_comparison(ev: dict, out_name: str, got, want, count: int, diff, size: int) -> dict:
+    """The failing comparison ``batch:<output>`` of rows that differ from the full batch's."""
+    start, length, name, dim = ev["start"], ev["length"], ev["input"], ev["dim"]
+    how = "bit for bit" if ev["exact"] else "within the tolerance"
+    return {
+        "output": f"batch:{out_name}",
+        "passed": False,
+        "numel": want.numel(),
+        "expected_shape": list(want.shape),
+        "actual_shape": list(got.shape),
+        "expected_dtype": dtype_name(want.dtype),
+        "actual_dtype": dtype_name(got.dtype),
+        "mismatch_count": count,
+        "mismatch_ratio": min(1.0, count / max(1, want.numel())),
+        **({"max_abs": diff} if diff is not None else {}),
+        "judge": "tolerance",
+        "verdict": (
+            f"batch_variant: rows [{start}, {start + length}) of {name!r} run alone differ "
+            f"{how} from the same rows of the full batch of {size} (dim {dim}): {count} of "
+            f"{want.numel()} elements"
+        ),
+    }
 
 
 # --------------------------------------------------------------------------
@@ -444,70 +467,82 @@ def after_first_run(
     the device (``slice_of``: the batch slice); ``raised(exc)`` the run's crash.
     Returns (status, comparisons, error of a crash run, the ``consistency`` evidence
     or None when there is nothing to say)."""
-    op = config["operator"]
     doc: dict = {"flags": []}
     if written:
         doc["inputs_written"] = written
         if any(not w["declared"] for w in written):
             doc["flags"].append("writes_input")
-    # the inputs' comparisons and the gradients' stay as the first run judged them: a repeat re-runs
-    # the forward call (a case failing in a gradient only is not repeated)
-    own = [c for c in comparisons if c["output"].startswith(("input:", "grad."))]
-    outputs = [c for c in comparisons if not c["output"].startswith(("input:", "grad."))]
-    output_status = "passed" if all(c["passed"] for c in outputs) else "numerical_mismatch"
-    status, error = None, None
-    repeats = case.get("repeats") if case.get("repeats") is not None else config.get("repeats", 0)
-    if repeats and not op.get("random") and (output_status != "passed" or case.get("repeat_passing")):
 
-        def rerun() -> dict:
-            try:
-                o = invoke(inputs_again())
-            except BaseException as exc:  # a run that raises is that run's crash
-                failed = raised(exc)
-                return {"status": failed["status"], "comparisons": [], "out": None, "error": failed["error"]}
-            st, comps = judged(o)
-            return {"status": st, "comparisons": comps, "out": o, "error": None}
+    def rerun() -> dict:
+        try:
+            o = invoke(inputs_again())
+        except BaseException as exc:  # a run that raises is that run's crash
+            failed = raised(exc)
+            return {"status": failed["status"], "comparisons": [], "out": None, "error": failed["error"]}
+        st, comps = judged(o)
+        return {"status": st, "comparisons": comps, "out": o, "error": None}
 
-        evidence, worst = repeat_runs(
-            int(repeats), {"status": output_status, "out": out, "error": None, "comparisons": outputs}, rerun, on_step
-        )
-        doc["repeats"] = evidence
-        if evidence["distinct"] > 1:
-            doc["flags"].append("nondeterministic")
-        if evidence["worst_run"]:
-            comparisons = worst["comparisons"] + own
-            if worst["status"] in ("crash", "unsupported"):  # a run that raised: its error is the result's
-                status, error = worst["status"], worst["error"]
+    status, comparisons, error = _repeats_checked(case, config, comparisons, out, rerun, doc, on_step)
     spec = case.get("batch_invariance") or config.get("batch_invariance")
     if spec and status is None:
-        if on_step is not None:
-            on_step("batch")
-        try:
-            doc["batch"], batch_comps = batch_slice(
-                spec,
-                {b.name: b for b in built},
-                out,
-                lambda names, dim, start, length: invoke(inputs_again((names, dim, start, length))),
-                config.get("tolerance") or {},
-            )
-        except BaseException as exc:  # the slice's own failure is evidence, not the case's crash
-            doc["batch"], batch_comps = (
-                {
-                    "input": spec.get("input"),
-                    "dim": spec.get("dim", 0),
-                    "start": spec.get("start", 0),
-                    "length": spec.get("length", 1),
-                    "exact": spec.get("exact", True),
-                    "equal": False,
-                    "note": f"the candidate raised on the slice: {raised(exc)['text']}"[:500],
-                },
-                [],
-            )
-        if not doc["batch"]["equal"]:
-            doc["flags"].append("batch_variant")
-        comparisons = comparisons + batch_comps
+
+        def run_slice(names, dim, start, length):
+            return invoke(inputs_again((names, dim, start, length)))
+
+        comparisons = comparisons + _batch_checked(spec, built, out, run_slice, config, raised, doc, on_step)
     if status is None:
         status = "passed" if all(c["passed"] for c in comparisons) else "numerical_mismatch"
     if notes:
         doc["notes"] = notes[:8]
     return status, comparisons, error, (doc if len(doc) > 1 or doc["flags"] else None)
+
+
+def _repeats_checked(case, config, comparisons, out, rerun, doc, on_step) -> tuple[str | None, list, dict | None]:
+    """The repeats when the case asks for them: (the status of a repeat that raised or None, the
+    comparisons of the worst run, that run's error); ``doc`` gets the evidence and the flag."""
+    # the inputs' comparisons and the gradients' stay as the first run judged them: a repeat re-runs
+    # the forward call (a case failing in a gradient only is not repeated)
+    op = config["operator"]
+    own = [c for c in comparisons if c["output"].startswith(("input:", "grad."))]
+    outputs = [c for c in comparisons if not c["output"].startswith(("input:", "grad."))]
+    output_status = "passed" if all(c["passed"] for c in outputs) else "numerical_mismatch"
+    repeats = case.get("repeats") if case.get("repeats") is not None else config.get("repeats", 0)
+    if not repeats or op.get("random") or (output_status == "passed" and not case.get("repeat_passing")):
+        return None, comparisons, None
+    evidence, worst = repeat_runs(
+        int(repeats), {"status": output_status, "out": out, "error": None, "comparisons": outputs}, rerun, on_step
+    )
+    doc["repeats"] = evidence
+    if evidence["distinct"] > 1:
+        doc["flags"].append("nondeterministic")
+    if evidence["worst_run"]:
+        comparisons = worst["comparisons"] + own
+        if worst["status"] in ("crash", "unsupported"):  # a run that raised: its error is the result's
+            return worst["status"], comparisons, worst["error"]
+    return None, comparisons, None
+
+
+def _batch_checked(spec: dict, built: list, out, run_slice, config: dict, raised, doc: dict, on_step) -> list:
+    """The batch slice: its evidence (and the flag) in ``doc``; returns its failing comparisons."""
+    if on_step is not None:
+        on_step("batch")
+    try:
+        doc["batch"], batch_comps = batch_slice(
+            spec, {b.name: b for b in built}, out, run_slice, config.get("tolerance") or {}
+        )
+    except BaseException as exc:  # the slice's own failure is evidence, not the case's crash
+        doc["batch"], batch_comps = (
+            {
+                "input": spec.get("input"),
+                "dim": spec.get("dim", 0),
+                "start": spec.get("start", 0),
+                "length": spec.get("length", 1),
+                "exact": spec.get("exact", True),
+                "equal": False,
+                "note": f"the candidate raised on the slice: {raised(exc)['text']}"[:500],
+            },
+            [],
+        )
+    if not doc["batch"]["equal"]:
+        doc["flags"].append("batch_variant")
+    return batch_comps

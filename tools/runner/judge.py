@@ -114,60 +114,78 @@ def apply_judge(
             comp["passed"] = tol_ok
             comp["verdict"] = f"tolerance judge: {tol_text}"
             continue
-        r = ref.get(comp["output"])
-        if r is None:
-            raise BaselineError(f"the reference returned no output {comp['output']!r} to judge against")
-        r = as_tensor(r)
-        dtype = comp.get("actual_dtype") or dtype_name(r.dtype)
-        chosen = choose(config, comp["output"], dtype, in_dtypes or [])
-        c = as_tensor(cand.get(comp["output"])) if comp["output"] in cand else None
-        if baseline_side is not None:
-            side = (baseline_side.get("outputs") or {}).get(comp["output"])
-            if side is None:
-                raise BaselineError(f"the baseline host returned no output {comp['output']!r} to judge against")
-            decided, found = _judge_from_side(comp, c, side, r, chosen, dtype)
-        else:
-            b = base.get(comp["output"])
-            if b is None:
-                raise BaselineError(f"the baseline returned no output {comp['output']!r} to judge against")
-            b = as_tensor(b)
-            if list(b.shape) != list(r.shape):
-                raise BaselineError(
-                    f"the baseline's output {comp['output']!r} has shape {list(b.shape)}, the "
-                    f"reference's {list(r.shape)}"
-                )
-            b, repaired = repair_overflowed_baseline(c, b, r)
-            shared = specials_as_baseline(comp, c, b, r)
-            if shared:
-                comp["specials_as_baseline"] = shared
-            decided, found = _judge_local(comp, c, b, r, chosen, dtype)
-            if repaired:
-                decided["baseline_repaired"] = repaired
-        decided.update(
-            routed=chosen["routed"],
-            level_source=chosen["level_source"] if decided["level"] else None,
-            baseline=where,
-            msprobe=MSPROBE,
-        )
-        comp["benchmark"] = decided
-        comp["checks"] = found
-        finite = {k: v for k, v in decided["ratios"].items() if isinstance(v, (int, float)) and v == v}
-        if decided["standard"] == "benchmark":
-            comp["ratios"] = {k: round(v, 4) for k, v in finite.items()}
-        tol_ok, tol_text = tolerance_mismatches(comp) == 0, tolerance_verdict(comp)
-        std_ok = decided["passed"] and all(c["passed"] for c in found)
-        base_text = f"baseline judge: {verdict_sentence(decided, found, dtype, comp)}"
-        if judge == "baseline":
-            comp["passed"] = std_ok
-            comp["verdict"] = base_text
-        else:  # both
-            comp["passed"] = tol_ok and std_ok
-            if comp["passed"]:
-                comp["verdict"] = f"both judges pass: {tol_text}; {verdict_sentence(decided, found, dtype, comp)}"
-            else:
-                parts = ([f"tolerance judge: {tol_text}"] if not tol_ok else []) + ([base_text] if not std_ok else [])
-                comp["verdict"] = "; ".join(parts)
+        decided, found, dtype = _judge_by_standard(comp, ref, cand, base, baseline_side, config, in_dtypes or [])
+        decided["baseline"], decided["msprobe"] = where, MSPROBE
+        _record_standard(comp, decided, found)
+        _settle_verdict(comp, judge, decided, found, dtype)
     return comparisons
+
+
+def _judge_by_standard(comp, ref, cand, base, baseline_side, config, in_dtypes) -> tuple[dict, list, str]:
+    """(decided, checks, output dtype) of one output under its msprobe standard: against the baseline
+    host's numbers when ``baseline_side`` is given, else against the local baseline ``base``."""
+    r = ref.get(comp["output"])
+    if r is None:
+        raise BaselineError(f"the reference returned no output {comp['output']!r} to judge against")
+    r = as_tensor(r)
+    dtype = comp.get("actual_dtype") or dtype_name(r.dtype)
+    chosen = choose(config, comp["output"], dtype, in_dtypes)
+    c = as_tensor(cand.get(comp["output"])) if comp["output"] in cand else None
+    if baseline_side is not None:
+        side = (baseline_side.get("outputs") or {}).get(comp["output"])
+        if side is None:
+            raise BaselineError(f"the baseline host returned no output {comp['output']!r} to judge against")
+        decided, found = _judge_from_side(comp, c, side, r, chosen, dtype)
+    else:
+        decided, found = _judge_against_local_baseline(comp, c, base, r, chosen, dtype)
+    decided.update(routed=chosen["routed"], level_source=chosen["level_source"] if decided["level"] else None)
+    return decided, found, dtype
+
+
+def _judge_against_local_baseline(comp, c, base, r, chosen, dtype) -> tuple[dict, list]:
+    """(decided, checks) against the baseline computed here, its overflows repaired first."""
+    b = base.get(comp["output"])
+    if b is None:
+        raise BaselineError(f"the baseline returned no output {comp['output']!r} to judge against")
+    b = as_tensor(b)
+    if list(b.shape) != list(r.shape):
+        raise BaselineError(
+            f"the baseline's output {comp['output']!r} has shape {list(b.shape)}, the reference's {list(r.shape)}"
+        )
+    b, repaired = repair_overflowed_baseline(c, b, r)
+    shared = specials_as_baseline(comp, c, b, r)
+    if shared:
+        comp["specials_as_baseline"] = shared
+    decided, found = _judge_local(comp, c, b, r, chosen, dtype)
+    if repaired:
+        decided["baseline_repaired"] = repaired
+    return decided, found
+
+
+def _record_standard(comp: dict, decided: dict, found: list) -> None:
+    """The standard's numbers on the comparison (its finite ratios rounded for the benchmark standard)."""
+    comp["benchmark"] = decided
+    comp["checks"] = found
+    finite = {k: v for k, v in decided["ratios"].items() if isinstance(v, (int, float)) and v == v}
+    if decided["standard"] == "benchmark":
+        comp["ratios"] = {k: round(v, 4) for k, v in finite.items()}
+
+
+def _settle_verdict(comp: dict, judge: str, decided: dict, found: list, dtype: str) -> None:
+    """passed and the verdict sentence under the baseline judge or both judges."""
+    tol_ok, tol_text = tolerance_mismatches(comp) == 0, tolerance_verdict(comp)
+    std_ok = decided["passed"] and all(c["passed"] for c in found)
+    base_text = f"baseline judge: {verdict_sentence(decided, found, dtype, comp)}"
+    if judge == "baseline":
+        comp["passed"] = std_ok
+        comp["verdict"] = base_text
+    else:  # both
+        comp["passed"] = tol_ok and std_ok
+        if comp["passed"]:
+            comp["verdict"] = f"both judges pass: {tol_text}; {verdict_sentence(decided, found, dtype, comp)}"
+        else:
+            parts = ([f"tolerance judge: {tol_text}"] if not tol_ok else []) + ([base_text] if not std_ok else [])
+            comp["verdict"] = "; ".join(parts)
 
 
 def repair_overflowed_baseline(c, b, r):
