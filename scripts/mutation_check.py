@@ -257,7 +257,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              (T_DIAG + "test_findings_do_not_depend_on_the_order_cases_were_appended",)),
     Mutation("narrow-pending-uncounted", "narrow_failure counts the pending cases it ran first",
              "tools/narrow.py",
-             "    cases_run = len(first.outcomes)",
+             "    cases_run = len(ran_first)",
              "    cases_run = 0",
              (T_DIAG + "test_narrow_failure_over_stdio_and_the_next_case_appends_as_it_is",)),
     Mutation("tolerance-changeable", "tolerances (the config) are fixed once the run is planned",
