@@ -225,7 +225,7 @@ def _append_picked(req: NarrowRequest, root, picked) -> list[str]:
     return added
 
 
-async def _order_round(req: NarrowRequest, runs: _Runs, analysis, budget: int, searched: set[str]):
+async def _order_round(req: NarrowRequest, runs: _Runs, analysis, budget: int, searched: set[str], index: int):
     """Look for the earlier case that poisons an order-dependent one: (cases run, its step or None, analysis)."""
     order = await search_order(
         req.run_id, analysis, root=runs.root, hosts=req.hosts, inventory=runs.inventory, budget=budget, done=searched
@@ -234,7 +234,7 @@ async def _order_round(req: NarrowRequest, runs: _Runs, analysis, budget: int, s
         return 0, None, analysis
     analysis = analyze_failures(req.run_id, root=runs.root, modes=runs.modes)
     cases = {c: s for p in order.probes.values() for c, s in p.items()}
-    return order.cases_run, (["order"], sorted(order.probes), cases), analysis
+    return order.cases_run, _step(index, ["order"], sorted(order.probes), cases, analysis), analysis
 
 
 async def narrow_failure(
@@ -263,11 +263,12 @@ async def narrow_failure(
     stopped = None
     searched: set[str] = set()  # order-dependent cases whose poisoning earlier case was looked for
     while stopped is None and first is not None:
-        ran, order_step, analysis = await _order_round(req, runs, analysis, req.max_cases - new_cases, searched)
+        budget = req.max_cases - new_cases
+        ran, order_step, analysis = await _order_round(req, runs, analysis, budget, searched, len(steps) + 1)
         new_cases += ran
         cases_run += ran
         if order_step is not None:
-            steps.append(_step(len(steps) + 1, *order_step, analysis))
+            steps.append(order_step)
         stopped = _done(analysis) or _budget_spent(req, steps, new_cases)
         if stopped:
             break
