@@ -145,7 +145,10 @@ RUNNER_MAX_LINES = 80
 TOOLS_MAX_LINES = 100
 # Functions of tools/ allowed past TOOLS_MAX_LINES: declarative tables and parsers, and (marked) the
 # long ones of modules being restructured elsewhere - each entry is a debt with its reason.
-LONG_ALLOWED: dict[str, str] = {}  # path::function -> why it may stay long (none left)
+# path::function -> why it may stay long (only declarative tables and parsers)
+LONG_ALLOWED: dict[str, str] = {
+    "tools/cli/__init__.py::build_parser": "argparse's declarative table of the CLI's subcommands and options",
+}
 # The phase table's module: the one home of the decisions below.
 PHASES_MODULE = "tools/runner/phases.py"
 

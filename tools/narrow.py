@@ -192,6 +192,51 @@ def _forget_late_run(task: asyncio.Future) -> None:
         task.exception()  # retrieved: a late run's failure leaves its cases pending, as any run's does
 
 
+def _step(index: int, kinds: list[str], axes: list[str], cases: dict, analysis) -> NarrowStep:
+    """One round of the narrowing, with the findings and competing leads after it."""
+    return NarrowStep(
+        index=index,
+        kinds=kinds,
+        axes=axes,
+        cases=cases,
+        findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings],
+        competing=[f.predicate for f in analysis.competing],
+    )
+
+
+def _budget_spent(req: NarrowRequest, steps: list[NarrowStep], new_cases: int) -> str | None:
+    """Why no further round may start within the step and case budgets, or None."""
+    if sum(1 for s in steps if s.kinds != ["pending"]) >= req.max_steps:
+        return "budget_steps"
+    if new_cases >= req.max_cases:
+        return "budget_cases"
+    return None
+
+
+def _append_picked(req: NarrowRequest, root, picked) -> list[str]:
+    """Plan the picked cases into the run; the ids it added."""
+    added: list[str] = []
+    for star, _, _ in picked:
+        try:
+            resp = plan_cases({"run_id": req.run_id, "append": True, "stars": [star]}, root=root)
+        except ToolError:
+            continue  # e.g. a derived id already planned under another body: try the next
+        added.extend(resp.added)
+    return added
+
+
+async def _order_round(req: NarrowRequest, runs: _Runs, analysis, budget: int, searched: set[str], index: int):
+    """Look for the earlier case that poisons an order-dependent one: (cases run, its step or None, analysis)."""
+    order = await search_order(
+        req.run_id, analysis, root=runs.root, hosts=req.hosts, inventory=runs.inventory, budget=budget, done=searched
+    )  # order_search.py
+    if not order.cases_run:
+        return 0, None, analysis
+    analysis = analyze_failures(req.run_id, root=runs.root, modes=runs.modes)
+    cases = {c: s for p in order.probes.values() for c, s in p.items()}
+    return order.cases_run, _step(index, ["order"], sorted(order.probes), cases, analysis), analysis
+
+
 async def narrow_failure(
     request: dict | NarrowRequest,
     *,
@@ -208,86 +253,39 @@ async def narrow_failure(
     answer (``still_running``); else wait for it."""
     req = request if isinstance(request, NarrowRequest) else NarrowRequest.model_validate(request)
     runs = _Runs(req, root, inventory, progress, on_news, detach)
-    t0 = runs.t0
     steps: list[NarrowStep] = []
     new_cases = 0
     first, analysis = await runs.run()  # pending first
     ran_first = runs.ran()
     cases_run = len(ran_first)
     if ran_first:  # the pending cases it ran are the first step
-        steps.append(
-            NarrowStep(
-                index=1,
-                kinds=["pending"],
-                axes=[],
-                cases=runs.states(ran_first),
-                findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings],
-                competing=[f.predicate for f in analysis.competing],
-            )
-        )
+        steps.append(_step(1, ["pending"], [], runs.states(ran_first), analysis))
     stopped = None
     searched: set[str] = set()  # order-dependent cases whose poisoning earlier case was looked for
     while stopped is None and first is not None:
-        order = await search_order(
-            req.run_id,
-            analysis,
-            root=root,
-            hosts=req.hosts,
-            inventory=inventory,
-            budget=req.max_cases - new_cases,
-            done=searched,
-        )  # order_search.py
-        if order.cases_run:
-            new_cases += order.cases_run
-            cases_run += order.cases_run
-            analysis = analyze_failures(req.run_id, root=root, modes=runs.modes)
-            steps.append(
-                NarrowStep(
-                    index=len(steps) + 1,
-                    kinds=["order"],
-                    axes=sorted(order.probes),
-                    cases={c: s for p in order.probes.values() for c, s in p.items()},
-                    findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings],
-                    competing=[f.predicate for f in analysis.competing],
-                )
-            )
-        stopped = _done(analysis)
+        budget = req.max_cases - new_cases
+        ran, order_step, analysis = await _order_round(req, runs, analysis, budget, searched, len(steps) + 1)
+        new_cases += ran
+        cases_run += ran
+        if order_step is not None:
+            steps.append(order_step)
+        stopped = _done(analysis) or _budget_spent(req, steps, new_cases)
         if stopped:
-            break
-        if sum(1 for s in steps if s.kinds != ["pending"]) >= req.max_steps:
-            stopped = "budget_steps"
-            break
-        if new_cases >= req.max_cases:
-            stopped = "budget_cases"
             break
         room = runs.fits(min(req.cases_per_step, req.max_cases - new_cases))
         if room <= 0:  # no case would start in time (run_case_remote starts none after the deadline either)
             stopped = "budget_seconds"
             break
         picked = _pick(analysis, room)
-        added: list[str] = []
-        for star, _, _ in picked:
-            try:
-                resp = plan_cases({"run_id": req.run_id, "append": True, "stars": [star]}, root=root)
-            except ToolError:
-                continue  # e.g. a derived id already planned under another body: try the next
-            added.extend(resp.added)
+        added = _append_picked(req, root, picked)
         if not added:
             stopped = "no_progress"
             break
         new_cases += len(added)
         cases_run += len(added)
         run, analysis = await runs.run(added)
-        steps.append(
-            NarrowStep(
-                index=len(steps) + 1,
-                kinds=sorted({k for _, k, _ in picked}),
-                axes=sorted({a for _, _, a in picked if a}),
-                cases=runs.states(added),
-                findings=[f.predicate + (" (exact)" if f.exact else "") for f in analysis.findings],
-                competing=[f.predicate for f in analysis.competing],
-            )
-        )
+        kinds, axes = sorted({k for _, k, _ in picked}), sorted({a for _, _, a in picked if a})
+        steps.append(_step(len(steps) + 1, kinds, axes, runs.states(added), analysis))
         await runs.say(
             f"round {len(steps)}: {len(added)} case(s); findings: {', '.join(steps[-1].findings[:3]) or 'none yet'}"
         )
@@ -295,6 +293,11 @@ async def narrow_failure(
             stopped = "budget_seconds"  # answered at the deadline: a case is still running
         elif not run.recorded:
             stopped = "no_progress"
+    return _response(req, runs, analysis, stopped, steps, cases_run, new_cases, len(ran_first))
+
+
+def _response(req, runs: _Runs, analysis, stopped, steps, cases_run: int, new_cases: int, pending_run: int):
+    """The answer of narrow_failure from where its rounds stopped."""
     return NarrowResponse(
         run_id=req.run_id,
         stopped=stopped,
@@ -302,11 +305,11 @@ async def narrow_failure(
         findings=analysis.findings,
         steps=steps,
         cases_run=cases_run,
-        seconds=round(time.monotonic() - t0, 3),
+        seconds=round(time.monotonic() - runs.t0, 3),
         summary=analysis.summary,
         competing=analysis.competing,
         new_cases=new_cases,
-        pending_run=len(ran_first),
+        pending_run=pending_run,
         counterexamples=analysis.counterexamples,
         still_running=runs.still_running(),
     )

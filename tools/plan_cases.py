@@ -308,16 +308,38 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
     ids are refused.  Returns the cases this call added with their axes, and
     counts for the whole run.
     """
-    if isinstance(request, PlanRequest):
-        req = request
-    else:
-        try:
-            req = PlanRequest.model_validate(request)
-        except ValidationError as exc:
-            raise ToolError.from_validation(exc, "plan request") from None
-
+    req = _validated(request)
     store = RunStore(root, req.target_run_id)
     stars = _resolve_star_bases(store, req) if req.stars else []
+    new_cases, star_bases, captured_paths = _requested_cases(store, req, stars, root)
+    if req.append:
+        config = _config_to_append(store, req, stars, new_cases)
+    else:
+        config = _config_of_new_run(store, req, new_cases)
+    modules = _modules_to_store(store, config, req.module_sources)
+    captured = _captured_to_store(store, captured_paths, new_cases)
+    if req.append:
+        store.append_cases(new_cases)
+    else:
+        store.create(config, new_cases)
+    for name, source in modules.items():
+        store.write_artifact(f"modules/{name}", source)
+    for name, data in captured.items():
+        store.write_artifact(f"captured/{name}", data)
+    return _planned(store, not req.append, new_cases, star_bases, config)
+
+
+def _validated(request: dict | PlanRequest) -> PlanRequest:
+    if isinstance(request, PlanRequest):
+        return request
+    try:
+        return PlanRequest.model_validate(request)
+    except ValidationError as exc:
+        raise ToolError.from_validation(exc, "plan request") from None
+
+
+def _requested_cases(store: RunStore, req: PlanRequest, stars: list, root):
+    """(the request's cases, its stars' and captures' included; each star case's base; captured file paths)."""
     new_cases = list(req.cases)
     star_bases: dict[str, Case] = {}  # a star's case -> its base (what its answer is shown against)
     planned = (
@@ -352,62 +374,61 @@ def plan_cases(request: dict | PlanRequest, *, root=None) -> PlanResponse:
             "(a star's base case counts too unless include_base is false)",
             code="duplicate_case",
         )
+    return new_cases, star_bases, captured_paths
 
-    if req.append:
-        store.require()
-        config = store.read_config()
-        if req.config is not None and req.config.model_dump(mode="json") != config.model_dump(mode="json"):
-            changed = _changed_paths(config.model_dump(mode="json"), req.config.model_dump(mode="json"), "config")
-            raise ToolError(
-                f"config differs from the one run {store.run_id!r} was planned with (changed: "
-                f"{', '.join(changed)}); the operator, reference and tolerances are fixed before any "
-                "result - omit 'config' when appending, or plan a new run",
-                code="config_changed",
-            )
-        clash = sorted(store.planned_ids() & {c.id for c in new_cases})
-        if clash:
-            bases = sorted({star_base(s).id for s in stars if s.include_base} & set(clash))
-            hint = (
-                (
-                    f"; {bases} are star bases: to add only the variations around a planned case, set "
-                    "include_base false in its star"
-                )
-                if bases
-                else ""
-            )
-            raise ToolError(
-                f"case ids already planned in run {store.run_id!r}: {few_ids(clash)}; planned cases are "
-                f"never replaced - give the new cases new ids{hint}",
-                code="duplicate_case",
-            )
-        _check_call_order(config, new_cases)
-        _check_default_grad_inputs(config, new_cases)
-        _check_after(store, True, new_cases)
-        modules = _modules_to_store(store, config, req.module_sources)
-        captured = _captured_to_store(store, captured_paths, new_cases)
-        store.append_cases(new_cases)
-        created = False
-    else:
-        config = req.config  # type: ignore[assignment]
-        assert config is not None
-        _check_call_order(config, new_cases)
-        _check_default_grad_inputs(config, new_cases)
-        _check_after(store, False, new_cases)
-        if store.exists() or (store.dir.exists() and any(store.dir.iterdir())):
-            raise ToolError(
-                f"run {store.run_id!r} already exists at {store.dir}; a run is never overwritten - "
-                "choose another run_id or append cases to it (append=true)",
-                code="run_exists",
-            )
-        modules = _modules_to_store(store, config, req.module_sources)
-        captured = _captured_to_store(store, captured_paths, new_cases)
-        store.create(config, new_cases)
-        created = True
-    for name, source in modules.items():
-        store.write_artifact(f"modules/{name}", source)
-    for name, data in captured.items():
-        store.write_artifact(f"captured/{name}", data)
 
+def _config_to_append(store: RunStore, req: PlanRequest, stars: list, new_cases: list[Case]):
+    """The run's config, once the new cases are checked to fit it and to be new."""
+    store.require()
+    config = store.read_config()
+    if req.config is not None and req.config.model_dump(mode="json") != config.model_dump(mode="json"):
+        changed = _changed_paths(config.model_dump(mode="json"), req.config.model_dump(mode="json"), "config")
+        raise ToolError(
+            f"config differs from the one run {store.run_id!r} was planned with (changed: "
+            f"{', '.join(changed)}); the operator, reference and tolerances are fixed before any "
+            "result - omit 'config' when appending, or plan a new run",
+            code="config_changed",
+        )
+    clash = sorted(store.planned_ids() & {c.id for c in new_cases})
+    if clash:
+        bases = sorted({star_base(s).id for s in stars if s.include_base} & set(clash))
+        hint = (
+            (
+                f"; {bases} are star bases: to add only the variations around a planned case, set "
+                "include_base false in its star"
+            )
+            if bases
+            else ""
+        )
+        raise ToolError(
+            f"case ids already planned in run {store.run_id!r}: {few_ids(clash)}; planned cases are "
+            f"never replaced - give the new cases new ids{hint}",
+            code="duplicate_case",
+        )
+    _check_call_order(config, new_cases)
+    _check_default_grad_inputs(config, new_cases)
+    _check_after(store, True, new_cases)
+    return config
+
+
+def _config_of_new_run(store: RunStore, req: PlanRequest, new_cases: list[Case]):
+    """The request's config, once the cases are checked and the run id found free."""
+    config = req.config
+    assert config is not None
+    _check_call_order(config, new_cases)
+    _check_default_grad_inputs(config, new_cases)
+    _check_after(store, False, new_cases)
+    if store.exists() or (store.dir.exists() and any(store.dir.iterdir())):
+        raise ToolError(
+            f"run {store.run_id!r} already exists at {store.dir}; a run is never overwritten - "
+            "choose another run_id or append cases to it (append=true)",
+            code="run_exists",
+        )
+    return config
+
+
+def _planned(store: RunStore, created: bool, new_cases: list[Case], star_bases: dict[str, Case], config):
+    """The answer: the cases added (the first PLANNED_LIST_LIMIT listed), the run's counts, and warnings."""
     all_cases = store.read_cases()
     return PlanResponse(
         run_id=store.run_id,

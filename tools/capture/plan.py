@@ -432,7 +432,18 @@ def _dump_cases(sel: CaptureSelection, dump_json: Path, where: str) -> Planned:
     doc = _read_json(dump_json, where)
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), dict):
         raise CaptureFileError(dump_json, "not an accuracy-checker dump.json (no 'data' object)")
-    data_dir = dump_json.parent / "dump_tensor_data"
+    apis, chosen = _dumped_apis(sel, doc, dump_json, where)
+    planned, budget = Planned(), _Budget(where)
+    for api in chosen:
+        case, tensors = _dumped_call_case(doc, dump_json, api, apis[api], where, planned, budget)
+        planned.cases.append(case)
+        if sel.star:
+            planned.cases.extend(_star(case, tensors))
+    return planned
+
+
+def _dumped_apis(sel: CaptureSelection, doc: dict, dump_json: Path, where: str) -> tuple[dict, list[str]]:
+    """(the dump's APIs with inputs, the ones to replay: those named in 'calls', else every forward call)."""
     apis = {k: v for k, v in doc["data"].items() if isinstance(v, dict) and ("input_args" in v or "input_kwargs" in v)}
     if not apis:
         raise empty_capture(where, str(dump_json), "its 'data' has no API with inputs")
@@ -450,90 +461,93 @@ def _dump_cases(sel: CaptureSelection, dump_json: Path, where: str) -> Planned:
             f"{where}: APIs {unknown} are not in {str(dump_json)!r} (it has {sorted(apis)[:20]})",
             code="validation_error",
         )
-    planned, budget = Planned(), _Budget(where)
-    for api in chosen:
-        entry = apis[api]
-        cwhere = f"{where} API {api!r}"
-        case_id = _case_id(DUMP_ID_PREFIX, api)
-        named = [(f"arg{i}", a) for i, a in enumerate(entry.get("input_args") or [])]
-        named += list((entry.get("input_kwargs") or {}).items())
-        tensors, attributes, stats, exact = [], {}, {}, True
-        for name, arg in named:
-            awhere = f"{cwhere} input {name!r}"
-            if not _IDENT.fullmatch(name):
-                raise ToolError(f"{awhere}: not an identifier a case input can take", code="bad_capture")
-            if isinstance(arg, dict) and str(arg.get("type", "")).endswith("Tensor"):
-                st = {"min": arg.get("Min"), "max": arg.get("Max"), "mean": arg.get("Mean"), "norm": arg.get("Norm")}
-                nonfinite = [v for v in st.values() if isinstance(v, float) and not math.isfinite(v)]
-                st = {k: (v if _finite(v) else (None if v is None else str(v))) for k, v in st.items()}
-                if any(math.isnan(v) for v in nonfinite):
-                    st["nan"] = 1
-                if any(math.isinf(v) for v in nonfinite):
-                    st["inf"] = 1
-                meta = _tensor_meta(
-                    {
-                        "shape": arg.get("shape"),
-                        "dtype": arg.get("dtype"),
-                        "stats": st,
-                        "requires_grad": arg.get("requires_grad"),
-                    },
-                    awhere,
-                )
-                meta["stats"] = st
-                stored = None
-                if arg.get("data_name"):
-                    path = _data_file(data_dir, arg["data_name"], awhere)
-                    budget.take(path)
-                    info = inspect_file(path)
-                    if info.kind != "tensor":
-                        raise CaptureFileError(path, "holds a region dict, not the dumped tensor")
-                    if info.tensor.dtype != meta["dtype"] or info.tensor.shape != meta["shape"]:
-                        raise CaptureFileError(
-                            path,
-                            f"holds {info.tensor.dtype} {info.tensor.shape}, dump.json says "
-                            f"{meta['dtype']} {meta['shape']}",
-                        )
-                    stored = fit_id(f"{case_id}.{name}")
-                    planned.files[stored] = path
-                else:
-                    exact = False
-                stats[name] = st
-                tensors.append((name, meta, stored))
-            elif (
-                isinstance(arg, dict)
-                and "value" in arg
-                and arg.get("type") in ("int", "float", "bool", "str", "NoneType", "slice")
-            ):
-                attributes[name] = _attribute(arg["value"], awhere)
-            elif arg is None:
-                attributes[name] = None
+    return apis, chosen
+
+
+def _dumped_call_case(doc: dict, dump_json: Path, api: str, entry: dict, where: str, planned: Planned, budget: _Budget):
+    """(the case replaying one dumped API call, its tensor inputs); its dumped values go to ``planned.files``."""
+    cwhere = f"{where} API {api!r}"
+    case_id = _case_id(DUMP_ID_PREFIX, api)
+    named = [(f"arg{i}", a) for i, a in enumerate(entry.get("input_args") or [])]
+    named += list((entry.get("input_kwargs") or {}).items())
+    tensors, attributes, stats, exact = [], {}, {}, True
+    for name, arg in named:
+        awhere = f"{cwhere} input {name!r}"
+        if not _IDENT.fullmatch(name):
+            raise ToolError(f"{awhere}: not an identifier a case input can take", code="bad_capture")
+        if isinstance(arg, dict) and str(arg.get("type", "")).endswith("Tensor"):
+            meta, st = _dumped_tensor_meta(arg, awhere)
+            stored = None
+            if arg.get("data_name"):
+                path = _dumped_values(dump_json.parent / "dump_tensor_data", arg["data_name"], meta, awhere, budget)
+                stored = fit_id(f"{case_id}.{name}")
+                planned.files[stored] = path
             else:
-                raise ToolError(
-                    f"{awhere}: a {str(arg)[:80]} argument cannot be replayed (tensors, int, float, bool, "
-                    "str, None and slices can)",
-                    code="bad_capture",
-                )
-        if not tensors:
-            raise ToolError(f"{cwhere}: no tensor input to replay", code="bad_capture")
-        origin = {
-            "kind": "accuracy_dump",
-            "source": str(dump_json),
-            "call": api,
-            "target": api.rsplit(".", 2)[0],
-            "exact": exact,
-            "stats": stats,
-            "stack": [],
-        }
-        desc = f"accuracy-checker dump {api} (task {doc.get('task')}, level {doc.get('level')}): " + (
-            "exact dumped values" if exact else "statistics only - generated values of the dumped spec"
+                exact = False
+            stats[name] = st
+            tensors.append((name, meta, stored))
+        elif (
+            isinstance(arg, dict)
+            and "value" in arg
+            and arg.get("type") in ("int", "float", "bool", "str", "NoneType", "slice")
+        ):
+            attributes[name] = _attribute(arg["value"], awhere)
+        elif arg is None:
+            attributes[name] = None
+        else:
+            raise ToolError(
+                f"{awhere}: a {str(arg)[:80]} argument cannot be replayed (tensors, int, float, bool, "
+                "str, None and slices can)",
+                code="bad_capture",
+            )
+    if not tensors:
+        raise ToolError(f"{cwhere}: no tensor input to replay", code="bad_capture")
+    origin = {
+        "kind": "accuracy_dump",
+        "source": str(dump_json),
+        "call": api,
+        "target": api.rsplit(".", 2)[0],
+        "exact": exact,
+        "stats": stats,
+        "stack": [],
+    }
+    desc = f"accuracy-checker dump {api} (task {doc.get('task')}, level {doc.get('level')}): " + (
+        "exact dumped values" if exact else "statistics only - generated values of the dumped spec"
+    )
+    # a training dump has the API's backward too: then its inputs that required grad get theirs
+    backward = api.endswith(".forward") and f"{api[: -len('.forward')]}.backward" in doc["data"]
+    return _build_case(case_id, origin, tensors, attributes, desc, training=backward), tensors
+
+
+def _dumped_tensor_meta(arg: dict, awhere: str) -> tuple[dict, dict]:
+    """(the tensor spec of a dumped tensor entry, its statistics; a non-finite one as text, nan/inf flagged)."""
+    st = {"min": arg.get("Min"), "max": arg.get("Max"), "mean": arg.get("Mean"), "norm": arg.get("Norm")}
+    nonfinite = [v for v in st.values() if isinstance(v, float) and not math.isfinite(v)]
+    st = {k: (v if _finite(v) else (None if v is None else str(v))) for k, v in st.items()}
+    if any(math.isnan(v) for v in nonfinite):
+        st["nan"] = 1
+    if any(math.isinf(v) for v in nonfinite):
+        st["inf"] = 1
+    meta = _tensor_meta(
+        {"shape": arg.get("shape"), "dtype": arg.get("dtype"), "stats": st, "requires_grad": arg.get("requires_grad")},
+        awhere,
+    )
+    meta["stats"] = st
+    return meta, st
+
+
+def _dumped_values(data_dir: Path, data_name: Any, meta: dict, awhere: str, budget: _Budget) -> Path:
+    """The file of a tensor's dumped values, checked to hold the dtype and shape dump.json says."""
+    path = _data_file(data_dir, data_name, awhere)
+    budget.take(path)
+    info = inspect_file(path)
+    if info.kind != "tensor":
+        raise CaptureFileError(path, "holds a region dict, not the dumped tensor")
+    if info.tensor.dtype != meta["dtype"] or info.tensor.shape != meta["shape"]:
+        raise CaptureFileError(
+            path, f"holds {info.tensor.dtype} {info.tensor.shape}, dump.json says {meta['dtype']} {meta['shape']}"
         )
-        # a training dump has the API's backward too: then its inputs that required grad get theirs
-        backward = api.endswith(".forward") and f"{api[: -len('.forward')]}.backward" in doc["data"]
-        case = _build_case(case_id, origin, tensors, attributes, desc, training=backward)
-        planned.cases.append(case)
-        if sel.star:
-            planned.cases.extend(_star(case, tensors))
-    return planned
+    return path
 
 
 def empty_capture(where: str, source: str, detail: str) -> ToolError:

@@ -77,16 +77,42 @@ async def partition_report(login, host: HostConfig) -> tuple[dict, list[str]]:
     }
     code, out, err = await login.run(["sinfo", "--version"])
     if code != 0:
-        said = (err or out).strip()[-500:] or f"exit status {code}"
-        if code is None and "cannot run sinfo" not in said:
-            missing.append(f"a login host that answers: {said}")
-        else:
-            missing.append(
-                f"Slurm's client commands on the login host (sinfo --version: {said}); list a script "
-                "that puts them on PATH (and sets SLURM_CONF where needed) in slurm.login_env_scripts"
-            )
+        missing.append(_no_slurm_client(code, out, err))
         return report, missing
     report["slurm_version"] = out.strip()
+    part = await _partition_line(login, o, missing)
+    if part is None:
+        return report, missing
+    name = _read_partition(part, o, report, missing)
+    usable_total = await _read_nodes(login, o, name, report, missing)
+    report["slots_possible"] = usable_total
+    slots = host.concurrency or 1
+    if 0 < usable_total < slots:
+        notes.append(
+            f"{slots} slots asked, but the partition's usable nodes hold {usable_total} slot(s) of "
+            f"{o.gres} at most: the rest wait in the queue (or give up after {o.max_pending_s:g} s)"
+        )
+    notes.extend(await _own_jobs(login))
+    notes.append(
+        "python, torch and CANN on the nodes are not checked here (that takes a job): the first "
+        "case's environment reports them"
+    )
+    return report, missing
+
+
+def _no_slurm_client(code: int | None, out: str, err: str) -> str:
+    """What is missing when ``sinfo --version`` fails: the login host itself, or Slurm's commands on it."""
+    said = (err or out).strip()[-500:] or f"exit status {code}"
+    if code is None and "cannot run sinfo" not in said:
+        return f"a login host that answers: {said}"
+    return (
+        f"Slurm's client commands on the login host (sinfo --version: {said}); list a script "
+        "that puts them on PATH (and sets SLURM_CONF where needed) in slurm.login_env_scripts"
+    )
+
+
+async def _partition_line(login, o, missing: list[str]) -> str | None:
+    """``scontrol -o show partition``'s line of the partition asked for (else the default one), or None."""
     argv = ["scontrol", "-o", "show", "partition"] + ([o.partition] if o.partition else [])
     code, out, err = await login.run(argv)
     lines = [line for line in out.splitlines() if line.startswith("PartitionName=")]
@@ -99,8 +125,12 @@ async def partition_report(login, host: HostConfig) -> tuple[dict, list[str]]:
         ]
         what = f"partition {o.partition!r}" if o.partition else "a default partition (give slurm.partition)"
         missing.append(f"{what} on this cluster (it has: {', '.join(n for n in names if n) or 'none'})")
-        return report, missing
-    part = lines[0]
+        return None
+    return lines[0]
+
+
+def _read_partition(part: str, o, report: dict, missing: list[str]) -> str | None:
+    """The partition's fields into ``report``; its state, MaxTime, accounts and QoS checked. Its name."""
     name = show_field(part, "PartitionName")
     report.update(
         partition=name,
@@ -119,6 +149,11 @@ async def partition_report(login, host: HostConfig) -> tuple[dict, list[str]]:
         missing.append(f"account {o.account} among the partition's AllowAccounts ({report['allow_accounts']})")
     if not _allowed(report["allow_qos"], o.qos):
         missing.append(f"QoS {o.qos} among the partition's AllowQos ({report['allow_qos']})")
+    return name
+
+
+async def _read_nodes(login, o, name: str | None, report: dict, missing: list[str]) -> int:
+    """The partition's nodes (sinfo) into ``report``; how many slots its usable nodes hold at once."""
     code, out, err = await login.run(
         ["sinfo", "-h", "-N", "-p", name or "", "-O", "NodeList:|,StateLong:|,Gres:|,GresUsed:|,CPUsState:|"]
     )
@@ -150,13 +185,12 @@ async def partition_report(login, host: HostConfig) -> tuple[dict, list[str]]:
             f"GRES {o.gres} on a node of partition {name} that takes jobs (the nodes offer: "
             f"{', '.join(offered)}); set slurm.gres to what the cluster calls its devices"
         )
-    report["slots_possible"] = usable_total
-    slots = host.concurrency or 1
-    if 0 < usable_total < slots:
-        notes.append(
-            f"{slots} slots asked, but the partition's usable nodes hold {usable_total} slot(s) of "
-            f"{o.gres} at most: the rest wait in the queue (or give up after {o.max_pending_s:g} s)"
-        )
+    return usable_total
+
+
+async def _own_jobs(login) -> list[str]:
+    """A note per job of this tool's in the queue (squeue --me), saying whose server it belongs to."""
+    notes = []
     code, out, _ = await login.run(["squeue", "--me", "-h", "-o", "%i|%j|%T"])
     for line in out.splitlines():
         job_id, _, rest = line.partition("|")
@@ -172,8 +206,4 @@ async def partition_report(login, host: HostConfig) -> tuple[dict, list[str]]:
             else "of a server on another machine"
         )
         notes.append(f"job {job_id} ({job_name}, {state}) {whose}")
-    notes.append(
-        "python, torch and CANN on the nodes are not checked here (that takes a job): the first "
-        "case's environment reports them"
-    )
-    return report, missing
+    return notes

@@ -79,7 +79,29 @@ def render_report(
     """report.md; ``labels`` are the cases' axes (cases/axes.py ``case_axes``) when already at hand."""
     labels = labels if labels is not None else {c.id: case_axes(c) for c in cases}
     varying = _varying_axes(list(labels.values()))
-    out = [
+    out = _header_and_counts(analysis, config, run_dir)
+    out += _failures_section(analysis, config, varying)
+    out += findings_section(analysis.findings, analysis.competing, analysis.hypotheses, analysis.counterexamples)
+    accounted = accounting_lines(analysis)  # several causes, groups without a finding, refuted leads
+    if accounted:
+        out += ["## Causes, failing groups and leads", "", *accounted, ""]
+    out += outputs_section(analysis, results)
+    out += consistency_section(analysis)  # repeats, order, inputs written, batch, bias
+    out += _failure_axes_section(analysis)
+    out += _unsupported_section(analysis, results, varying)
+    out += ["## Missing evidence", ""]
+    out += ([f"- `{cid}` is planned but has no result" for cid in analysis.missing] or ["None."]) + [""]
+    out += _next_cases_section(analysis)
+    if analysis.integration_hint:
+        out += ["## Integration boundary", "", one_line(analysis.integration_hint), ""]
+    out += integration_diff_section(analysis)
+    out += _every_case_section(analysis, cases, results, labels, varying)
+    out += artifact_sections(run_dir)
+    return "\n".join(out)
+
+
+def _header_and_counts(analysis: Analysis, config: OperatorConfig, run_dir: str) -> list[str]:
+    return [
         f"# Operator debug report: {one_line(config.operator.name)} (run `{analysis.run_id}`)",
         "",
         f"**Verdict: {analysis.verdict}** - {analysis.summary}",
@@ -100,6 +122,11 @@ def render_report(
         ),
         "",
     ]
+
+
+def _failures_section(analysis: Analysis, config: OperatorConfig, varying: set[str]) -> list[str]:
+    """The source model's failure, the failing cases and their crash groups."""
+    out: list[str] = []
     if config.source_model_failure:
         out += ["## Source model failure", "", *fenced(config.source_model_failure.strip()), ""]
     out += ["## Failures", ""]
@@ -114,13 +141,11 @@ def render_report(
             table(["signature", "cases"], [[s, ", ".join(ids)] for s, ids in analysis.crash_groups.items()]),
             "",
         ]
-    out += findings_section(analysis.findings, analysis.competing, analysis.hypotheses, analysis.counterexamples)
-    accounted = accounting_lines(analysis)  # several causes, groups without a finding, refuted leads
-    if accounted:
-        out += ["## Causes, failing groups and leads", "", *accounted, ""]
-    out += outputs_section(analysis, results)
-    out += consistency_section(analysis)  # repeats, order, inputs written, batch, bias
-    out += ["## Failure axes", ""]
+    return out
+
+
+def _failure_axes_section(analysis: Analysis) -> list[str]:
+    out = ["## Failure axes", ""]
     if analysis.failure_axes:
         out += [
             "Axis values every failing case shares (and not every case has); most explanatory first.",
@@ -141,7 +166,11 @@ def render_report(
             else "No axis value is shared by all failing cases and absent from some other case.",
             "",
         ]
-    out += [
+    return out
+
+
+def _unsupported_section(analysis: Analysis, results: dict[str, CaseResult], varying: set[str]) -> list[str]:
+    out = [
         "## Unsupported combinations",
         "",
         "Unsupported is not a product failure: the operator refuses this combination.",
@@ -156,9 +185,11 @@ def render_report(
         out += [table(["case", "axes (varying)", "error", "matched rule"], rows), ""]
     else:
         out += ["None.", ""]
-    out += ["## Missing evidence", ""]
-    out += ([f"- `{cid}` is planned but has no result" for cid in analysis.missing] or ["None."]) + [""]
-    out += ["## Next cases", ""]
+    return out
+
+
+def _next_cases_section(analysis: Analysis) -> list[str]:
+    out = ["## Next cases", ""]
     if analysis.next_cases:
         for n in analysis.next_cases:
             change = f" - change: `{json.dumps(n.change)}`" if n.change else ""
@@ -167,10 +198,18 @@ def render_report(
         out.append("")
     else:
         out += ["None suggested.", ""]
-    if analysis.integration_hint:
-        out += ["## Integration boundary", "", one_line(analysis.integration_hint), ""]
-    out += integration_diff_section(analysis)
-    out += ["## Every case", ""]
+    return out
+
+
+def _every_case_section(
+    analysis: Analysis,
+    cases: list[Case],
+    results: dict[str, CaseResult],
+    labels: dict[str, dict[str, str]],
+    varying: set[str],
+) -> list[str]:
+    """One line per planned case: its state, varying axes, and why it failed or how close it passed."""
+    out = ["## Every case", ""]
     by_failure = {f.case_id: f for f in [*analysis.failures, *analysis.unsupported]}
     for case in cases:
         result = results.get(case.id)
@@ -182,8 +221,7 @@ def render_report(
             line += judged_text(result)
         out.append(line)
     out.append("")
-    out += artifact_sections(run_dir)
-    return "\n".join(out)
+    return out
 
 
 def render_reproduction(
