@@ -227,7 +227,8 @@ MUTATIONS: tuple[Mutation, ...] = (
              "    if others:",
              "    if False:",
              (T_FIND + "test_an_exact_finding_is_consistent_with_every_case_and_unrivalled_in_the_space",
-              T_PRA + "test_analysis_follows_one_failing_dtype")),
+              T_PRA + "test_analysis_follows_one_failing_dtype",
+              "tests/test_causes.py::test_a_lead_with_a_surviving_competitor_says_so_and_is_not_exact")),
     Mutation("exact-unpinned", "a threshold is exact only with its boundary pinned (adjacent values recorded)",
              "tools/analysis/exactness.py",
              '        if t.kind == "threshold" and not pinned(t, dtypes or {}):',
@@ -387,7 +388,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              "tools/analysis/consistency.py",
              '                if not far or abs(imbalance) <= BIAS_SIGMAS * math.sqrt(m):',
              '                if True:',
-             (T_CONS_MCP,)),
+             (T_CONS_MCP, T_CONS + "test_a_lean_is_warned_about_only_against_a_correct_computations_lean")),
     # the phase table: one kill decision, read by every side
     Mutation("backward-timeout-from-outside", "a backward timeout is the supervisor's own kill, not one from outside",
              "tools/runner/phases.py",

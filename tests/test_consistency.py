@@ -204,3 +204,32 @@ def test_runner_checks_declared_writes_large_inputs_and_batch_check_mode() -> No
     within = run("batch_split", [{"name": "x", "shape": [8, 1024]}],
                  batch_invariance={"input": "x", "dim": 0, "exact": False, "check": True})
     assert within["status"] == "passed" and within["consistency"]["batch"]["equal"]
+
+
+def _leaning(cid: str, sign: float, base_sign: float | None) -> Any:
+    from tools.schemas import CaseResult
+
+    def metrics(balance: float) -> dict:
+        return {"count": 1000, "small_value": 1e-3, "small_value_count": 0, "small_value_error_ratio": 0.0,
+                "max_rel_error": 1e-3, "mean_rel_error": 1e-4, "rmse": 1e-4, "error_balance": abs(balance),
+                "nonzero_errors": 400, "thousandth_ratio": 1.0, "ten_thousandth_ratio": 1.0,
+                "special_mismatch": 0, "sign_balance": balance}
+
+    comp = {"output": "out", "passed": True, "expected_dtype": "bfloat16", "actual_dtype": "bfloat16",
+            "precision": metrics(sign)}
+    if base_sign is not None:
+        comp["baseline"] = metrics(base_sign)
+    return CaseResult.model_validate({"case_id": cid, "status": "passed", "comparisons": [comp]})
+
+
+def test_a_lean_is_warned_about_only_against_a_correct_computations_lean() -> None:
+    from tools.analysis.consistency import bias_warnings
+    from tools.schemas import Case
+
+    case = Case.model_validate({"id": "c", "inputs": [{"name": "x", "shape": [1000], "dtype": "bfloat16"}]})
+    # 360 of 400 errors positive where a correct bfloat16 computation's are balanced: a biased rounding
+    (w,) = bias_warnings([case], {"c": _leaning("c", 0.36, 0.0)})
+    assert (w.kind, w.direction, w.cases) == ("sign", "positive", ["c"]) and w.baseline_share == 0.0
+    # the same lean in the baseline (float32 arithmetic against a float64 truth), or no baseline: no warning
+    assert bias_warnings([case], {"c": _leaning("c", 0.36, 0.35)}) == []
+    assert bias_warnings([case], {"c": _leaning("c", 0.36, None)}) == []
