@@ -121,7 +121,11 @@ def distance_axes(case: Case) -> dict[str, str]:
     axis (a dtype variation may change several inputs at once), so do the
     layouts; the summary ``dtype`` axis is left out (it is derived); values
     count as planned (a ``by_dtype`` spec does not change with the dtype)."""
-    axes = case_axes(case, effective_values=False)
+    return distance_from_labels(case, case_axes(case, effective_values=False))
+
+
+def distance_from_labels(case: Case, axes: dict[str, str]) -> dict[str, str]:
+    """The variation axes of ``case`` from its labelled axes (``case_axes``)."""
     out = {
         "mode": axes["mode"],
         "dtype": ",".join(input_kinds(i, "dtype") for i in case.inputs),

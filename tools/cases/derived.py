@@ -24,7 +24,7 @@ import math
 from typing import Any
 
 from ..schemas import DTYPE_FAMILIES, Case, TensorSpec, contiguous_strides
-from .axes import OPTION_AXES, distance_axes, input_kinds
+from .axes import OPTION_AXES, distance_axes, distance_from_labels
 
 UNSET = "unset"
 CONTIGUITY = ("contiguous", "transposed", "sliced", "broadcast", "overlapping")
@@ -221,16 +221,4 @@ def case_distance_axes(case: Case, labels: dict[str, str] | None = None) -> dict
     members = [m for i in case.inputs for m in i.members()]
     if labels is None or any(m.values.by_dtype for m in members) or any(i.values.by_dtype for i in case.inputs):
         return distance_axes(case)
-    out = {
-        "mode": labels["mode"],
-        "dtype": ",".join(input_kinds(i, "dtype") for i in case.inputs),
-        "layout": ",".join(input_kinds(i, "layout") for i in case.inputs),
-    }
-    for key, value in labels.items():
-        if (
-            key.startswith("attr.")
-            or key.endswith((".shape", ".strides", ".offset", ".values", ".len", ".none"))
-            or key in OPTION_AXES
-        ):
-            out[key] = value
-    return out
+    return distance_from_labels(case, labels)
