@@ -40,16 +40,7 @@ from .integration_diff import integration_diff
 from .leads import refuted_leads
 from .outputs import annotate_outputs
 from .pairs import pair_index
-from .probes import (
-    counterexamples,
-    falsified_note,
-    necessary_atom,
-    necessary_note,
-    read_absent_dims,
-    seed_conflicts,
-    validate,
-    widen,
-)
+from .probes import counterexamples, falsified_note, necessary_atom, necessary_note, read_absent_dims, validate, widen
 from .reasons import FAILING, case_failure, failure_axes, integration_hint
 from .suggestions import (
     Context,
@@ -191,9 +182,7 @@ def diagnose_run(
     run = _prepare(cases, results, labels, modes)
     filled = read_absent_dims(run.hax)  # every case predicts: x.shape[1] of a rank-2 case is its last dimension
     # a pass equal but for the seed (or its id, which seeds it) to a failure refutes no structure: the values decide
-    conflicts = dict(seed_conflicts(run.by_id, run.status))
-    for p, q in run.twins:
-        conflicts.setdefault(p, q)
+    conflicts = dict(run.twins)  # passing case -> the failing case it equals (causes.identical_pairs)
     refuted = counterexamples(run.by_id, run.status)  # probes whose outcome their lead did not predict
     passing = [c for c in run.passing if c not in conflicts]
     kinds = {c: results[c].status for c in run.failing}

@@ -103,24 +103,6 @@ def _body(case: Case) -> str:
     return case_content(doc)
 
 
-def seed_conflicts(cases: dict[str, Case], status: dict[str, str]) -> dict[str, str]:
-    """Passing case -> a failing case identical to it but for the seed (the
-    values drawn decide): such a pass does not refute a structural condition."""
-    ran = sorted(c for c, s in status.items() if s in ("fail", "pass"))
-    if not any(cases[c].seed is not None for c in ran):
-        return {}  # no seed was set (each comes from its case's id): identical cases are the consistency checks
-    groups: dict[str, list[str]] = {}
-    for cid in ran:
-        groups.setdefault(_body(cases[cid]), []).append(cid)
-    out = {}
-    for ids in groups.values():
-        fails = [c for c in ids if status[c] == "fail"]
-        for c in ids:
-            if status[c] == "pass" and fails:
-                out[c] = fails[0]
-    return out
-
-
 def read_absent_dims(hax: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
     """Every recorded case predicts: ``x.shape[i]`` (counted from the front)
     is the last dimension of a case of rank i+1, where it is named
