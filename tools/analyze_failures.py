@@ -11,7 +11,7 @@ processes analyzes the same).  Semantics:
 
 The verdict is decided in analysis/verdict.py; findings (predicates with
 minimal pairs) and next cases come from the ``tools.analysis`` package; this module is the entry point that reads the
-evidence and writes analysis.json, report.md and reproduction.md, and sets
+evidence and writes analysis.json, report.md, reproduction.md and run.html, and sets
 the manifest status (diagnosed -> failed, inconclusive -> inconclusive,
 passed -> passed).
 """
@@ -25,7 +25,9 @@ from pydantic import ValidationError
 from .analysis import build_analysis
 from .cases.axes import case_axes
 from .errors import ToolError
-from .evidence import ANALYSIS, REPORT, REPRODUCTION, RunStore, read_json
+from .evidence import ANALYSIS, PAGE, REPORT, REPRODUCTION, RunStore, read_json
+from .render.page import page_data
+from .render.page_html import render_page
 from .render.report import render_report, render_reproduction
 from .schemas import Analysis
 
@@ -43,7 +45,7 @@ def previous_analysis(store: RunStore) -> Analysis | None:
 
 def analyze_failures(run_id: str, *, root=None, modes: set[str] | None = None) -> Analysis:
     """Analyze the run from its evidence on disk; write analysis.json,
-    report.md and reproduction.md; set the manifest status.  ``modes``: the
+    report.md, reproduction.md and run.html; set the manifest status.  ``modes``: the
     modes the hosts of the call can run (narrow_failure's hosts,
     tools/host_modes.py); None: as the recorded results say (the next cases
     may be run anywhere and recorded)."""
@@ -68,6 +70,10 @@ def analyze_failures(run_id: str, *, root=None, modes: set[str] | None = None) -
             ANALYSIS: json.dumps(analysis.model_dump(mode="json"), indent=2) + "\n",
             REPORT: render_report(analysis, config, cases, results, run_dir=str(store.dir), labels=labels),
             REPRODUCTION: render_reproduction(analysis, config, cases, results, run_dir=str(store.dir)),
+            PAGE: render_page(
+                page_data(analysis, config, cases, results, run_dir=store.dir, labels=labels),
+                title=f"{config.operator.name} (run {store.run_id})",
+            ),
         }
         store.write_outputs(files, MANIFEST_STATUS[analysis.verdict])
     return analysis
