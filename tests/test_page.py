@@ -272,3 +272,132 @@ def test_the_embedded_run_data_cannot_end_its_script_element(rich_run: Path) -> 
     data = json.loads(embedded.split(">", 1)[1])
     assert data["details"]["b.x.strides-1-16"]["error"]["message"] == MARKUP
 
+
+
+# -- the MCP App: tools/list, resources/read over stdio, and a minimal host in the browser -----
+
+APP_URI = "ui://opdebug/run-page"
+APP_MIME = "text/html;profile=mcp-app"
+
+# The host side of the MCP Apps extension (specification 2026-01-26), as small as it can be: the view in a
+# sandboxed iframe; ui/initialize answered with the host's capabilities; after ui/notifications/initialized
+# the tool's input and result; resources/read answered from what the real server returned over stdio.
+HOST_JS = """
+([app, input, result, resources, capabilities]) => new Promise((ready) => {
+  window.hostLog = [];
+  const frame = document.createElement("iframe");
+  frame.setAttribute("sandbox", "allow-scripts");
+  frame.style.width = "1200px"; frame.style.height = "2000px";
+  const send = (m) => frame.contentWindow.postMessage(Object.assign({jsonrpc: "2.0"}, m), "*");
+  window.addEventListener("message", (event) => {
+    if (event.source !== frame.contentWindow) return;
+    const m = event.data;
+    window.hostLog.push(m);
+    if (m.method === "ui/initialize") {
+      send({id: m.id, result: {protocolVersion: "2026-01-26", hostCapabilities: capabilities,
+                               hostInfo: {name: "test-host", version: "1"},
+                               hostContext: {theme: "light", displayMode: "inline"}}});
+    } else if (m.method === "ui/notifications/initialized") {
+      send({method: "ui/notifications/tool-input", params: {arguments: input}});
+      send({method: "ui/notifications/tool-result", params: result});
+      ready(true);
+    } else if (m.method === "resources/read") {
+      const contents = resources[m.params.uri];
+      send(contents ? {id: m.id, result: {contents: contents}}
+                    : {id: m.id, error: {code: -32002, message: "no resource " + m.params.uri}});
+    }
+  });
+  frame.srcdoc = app;
+  document.body.appendChild(frame);
+})
+"""
+
+
+def _over_stdio(root: Path, scenario: Any) -> Any:
+    """The real MCP client over stdio, in a thread of its own (the browser's sync API holds this one's loop)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from test_mcp_stdio import with_server
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(with_server, root, scenario).result()
+
+
+@pytest.fixture(scope="module")
+def served(rich_run: Path) -> dict[str, Any]:
+    """What a host gets from the server for the rich run: tools/list, the app, an answer and the run's page."""
+
+    async def scenario(client: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {"tools": (await client.list_tools()).tools}
+        out["listed"] = (await client.list_resources()).resources
+        out["app"] = (await client.read_resource(APP_URI)).contents[0]
+        answer = await client.call_tool("analyze_failures", {"run_id": "rich"})
+        out["answer"] = answer.model_dump(mode="json", by_alias=True, exclude_none=True)
+        out["page"] = (await client.read_resource("opdebug://runs/rich/page")).contents[0]
+        return out
+
+    return _over_stdio(rich_run.parent, scenario)
+
+
+def test_tools_list_links_the_app_and_resources_read_returns_it_with_its_mime_type(
+    served: dict, rich_run: Path
+) -> None:
+    linked = {t.name: t.meta for t in served["tools"] if t.meta}
+    assert linked == {"analyze_failures": {"ui": {"resourceUri": APP_URI}},
+                      "narrow_failure": {"ui": {"resourceUri": APP_URI}}}
+    assert [r.mime_type for r in served["listed"] if str(r.uri) == APP_URI] == [APP_MIME]
+    app = served["app"]
+    assert str(app.uri) == APP_URI and app.mime_type == APP_MIME and app.meta == {"ui": {"prefersBorder": True}}
+    assert app.text.startswith("<!DOCTYPE html>") and '<script type="application/json" id="run-data">null<' in app.text
+    assert "http://" not in app.text and "https://" not in app.text  # nothing to fetch: no CSP domain to declare
+    page = served["page"]
+    assert page.mime_type == "text/html" and page.text == (rich_run / "run.html").read_text()
+    # the answer itself is today's: text beside the structured analysis, nothing of the view in it
+    answer = served["answer"]
+    assert answer["structuredContent"]["verdict"] == "diagnosed" and answer["content"][0]["type"] == "text"
+    assert "ui" not in answer.get("_meta", {}) and "ui://" not in json.dumps(answer)
+
+
+def _host(browser: Any, served: dict, capabilities: dict) -> Any:
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.set_content("<!DOCTYPE html><html><body></body></html>")
+    resources = {"opdebug://runs/rich/page": [{"uri": "opdebug://runs/rich/page", "mimeType": "text/html",
+                                               "text": served["page"].text}]}
+    answer = served["answer"]
+    assert page.evaluate(HOST_JS, [served["app"].text, {"run_id": "rich"}, answer, resources, capabilities])
+    return page, errors
+
+
+def test_a_minimal_host_hands_the_app_a_tool_result_and_the_view_renders_that_run(
+    browser: Any, served: dict
+) -> None:
+    page, errors = _host(browser, served, {"serverResources": {}})
+    view = page.frame_locator("iframe")
+    view.locator("body[data-ready] table.grid td.cell").first.wait_for()
+    assert view.locator("#verdict").text_content() == "diagnosed"
+    assert view.locator('.finding[data-predicate="dtype == bfloat16"]').is_visible()
+    assert view.locator("tr.case-row").count() == 10  # the whole run, read through the host
+    assert "RuntimeError: EZ9999" in view.locator(".account.crash-groups").text_content()
+    log = page.evaluate("window.hostLog")
+    methods = [m.get("method") for m in log]
+    assert methods[:2] == ["ui/initialize", "ui/notifications/initialized"]
+    assert log[0]["params"]["protocolVersion"] == "2026-01-26" and "appInfo" in log[0]["params"]
+    reads = [m["params"]["uri"] for m in log if m.get("method") == "resources/read"]
+    assert reads == ["opdebug://runs/rich/page"]
+    assert errors == []
+
+
+def test_a_host_that_cannot_read_resources_gets_the_view_of_the_answer_alone(browser: Any, served: dict) -> None:
+    page, errors = _host(browser, served, {})
+    view = page.frame_locator("iframe")
+    view.locator("body[data-ready]").wait_for()
+    assert view.locator("#verdict").text_content() == "diagnosed"
+    assert view.locator('.finding[data-predicate="dtype == bfloat16"]').is_visible()
+    analysis = served["answer"]["structuredContent"]
+    failing = sorted(f["case_id"] for f in analysis["failures"] + analysis["unsupported"])
+    assert sorted(view.locator("tr.case-row").evaluate_all("rs => rs.map(r => r.dataset.case)")) == failing
+    assert not [m for m in page.evaluate("window.hostLog") if m.get("method") == "resources/read"]
+    assert errors == []
