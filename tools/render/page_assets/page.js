@@ -101,7 +101,7 @@
     row("says the same as", f.equivalent.join(", "));
     if (f.validation) {
       var v = f.validation;
-      row("validation", v.text + " (probes predicted " + v.probes_held + " of " + v.probes_run + " run)");
+      row("validation", v.text + (v.probes_run ? " (probes predicted " + v.probes_held + " of " + v.probes_run + " run)" : ""));
       if (v.probe_ids.length) row("probes", linkList(v.probe_ids));
       v.held.forEach(function (t) { row("held", t); });
       v.open.forEach(function (t) { row("still to run", t); });
