@@ -34,10 +34,20 @@ MODES = ["eager", "compile", "graph"]
 
 def case(i: int) -> dict:
     cols = 64 * (1 + i % 40)
-    return {"id": f"c{i:05d}", "seed": i, "mode": MODES[i % 3],
-            "inputs": [{"name": "x", "shape": [8 + i % 7, cols], "dtype": DTYPES[(i // 3) % 3],
-                        "strides": [1, 8 + i % 7] if i % 11 == 0 else None}],
-            "attributes": {"eps": 1e-6}}
+    return {
+        "id": f"c{i:05d}",
+        "seed": i,
+        "mode": MODES[i % 3],
+        "inputs": [
+            {
+                "name": "x",
+                "shape": [8 + i % 7, cols],
+                "dtype": DTYPES[(i // 3) % 3],
+                "strides": [1, 8 + i % 7] if i % 11 == 0 else None,
+            }
+        ],
+        "attributes": {"eps": 1e-6},
+    }
 
 
 def result(c: dict) -> dict:
@@ -45,31 +55,74 @@ def result(c: dict) -> dict:
     cols = x["shape"][1]
     numel = x["shape"][0] * cols
     if c["mode"] == "graph":
-        return {"case_id": c["id"], "status": "unsupported", "comparisons": [],
-                "error": {"type": "RuntimeError", "message": "graph capture is not supported for this operator",
-                          "signature": "RuntimeError: graph not supported", "matched_rule": "not supported"}}
+        return {
+            "case_id": c["id"],
+            "status": "unsupported",
+            "comparisons": [],
+            "error": {
+                "type": "RuntimeError",
+                "message": "graph capture is not supported for this operator",
+                "signature": "RuntimeError: graph not supported",
+                "matched_rule": "not supported",
+            },
+        }
     if x["strides"] is not None:
-        return {"case_id": c["id"], "status": "crash", "comparisons": [],
-                "error": {"type": "RuntimeError", "message": "EZ9999: Inner Error, aicore exception",
-                          "signature": "RuntimeError: EZ9999",
-                          "traceback_tail": "Traceback (most recent call last):\n  ...\nRuntimeError: EZ9999\n" * 4}}
+        return {
+            "case_id": c["id"],
+            "status": "crash",
+            "comparisons": [],
+            "error": {
+                "type": "RuntimeError",
+                "message": "EZ9999: Inner Error, aicore exception",
+                "signature": "RuntimeError: EZ9999",
+                "traceback_tail": "Traceback (most recent call last):\n  ...\nRuntimeError: EZ9999\n" * 4,
+            },
+        }
     bad = x["dtype"] == "bfloat16" and cols > 1024
-    cmp = {"output": "out", "passed": not bad, "numel": numel, "atol": 8e-3, "rtol": 8e-3,
-           "max_abs": 0.09 if bad else 1e-3, "max_rel": 0.02 if bad else 1e-4, "mean_abs": 0.01, "rmse": 0.015,
-           "cosine": 0.99999, "max_ulp": 6.5, "mismatch_count": numel // 4 if bad else 0,
-           "mismatch_ratio": 0.25 if bad else 0.0, "expected_dtype": "float32", "actual_dtype": x["dtype"],
-           "expected_shape": x["shape"], "actual_shape": x["shape"]}
+    cmp = {
+        "output": "out",
+        "passed": not bad,
+        "numel": numel,
+        "atol": 8e-3,
+        "rtol": 8e-3,
+        "max_abs": 0.09 if bad else 1e-3,
+        "max_rel": 0.02 if bad else 1e-4,
+        "mean_abs": 0.01,
+        "rmse": 0.015,
+        "cosine": 0.99999,
+        "max_ulp": 6.5,
+        "mismatch_count": numel // 4 if bad else 0,
+        "mismatch_ratio": 0.25 if bad else 0.0,
+        "expected_dtype": "float32",
+        "actual_dtype": x["dtype"],
+        "expected_shape": x["shape"],
+        "actual_shape": x["shape"],
+    }
     if bad:
-        cmp.update(worst_index=[1, cols - 1], worst_candidate=-4.3125, worst_reference=-4.2147,
-                   first_mismatch_index=[0, 0], first_candidate=-1.5625, first_reference=-1.536)
+        cmp.update(
+            worst_index=[1, cols - 1],
+            worst_candidate=-4.3125,
+            worst_reference=-4.2147,
+            first_mismatch_index=[0, 0],
+            first_candidate=-1.5625,
+            first_reference=-1.536,
+        )
     return {"case_id": c["id"], "status": "numerical_mismatch" if bad else "passed", "comparisons": [cmp]}
 
 
 def build(root: Path, n: int) -> tuple[Path, float]:
     cases = [case(i) for i in range(n)]
-    plan_cases({"config": {"run_id": "big", "operator": {"name": "rms_norm", "candidate": "m.cand",
-                                                         "reference": "m.ref"},
-                           "tolerance": {"atol": 1e-5, "rtol": 1e-5}}, "cases": cases}, root=root)
+    plan_cases(
+        {
+            "config": {
+                "run_id": "big",
+                "operator": {"name": "rms_norm", "candidate": "m.cand", "reference": "m.ref"},
+                "tolerance": {"atol": 1e-5, "rtol": 1e-5},
+            },
+            "cases": cases,
+        },
+        root=root,
+    )
     for c in cases:
         record_result("big", result(c), root=root)
     t0 = time.perf_counter()
@@ -99,8 +152,12 @@ def measure(page_path: Path, repeat: int) -> dict:
             rows = page.locator("tr.case-row").count()
             page.close()
         browser.close()
-    return {"usable_s": [round(t, 3) for t in usable], "filter_s": [round(t, 3) for t in filtered],
-            "open_case_s": [round(t, 3) for t in opened], "rows_drawn": rows}
+    return {
+        "usable_s": [round(t, 3) for t in usable],
+        "filter_s": [round(t, 3) for t in filtered],
+        "open_case_s": [round(t, 3) for t in opened],
+        "rows_drawn": rows,
+    }
 
 
 def main() -> int:
@@ -114,9 +171,16 @@ def main() -> int:
     build_s = time.perf_counter() - t0
     page = run / "run.html"
     analysis = json.loads((run / "analysis.json").read_text())
-    figures = {"cases": args.cases, "status_counts": analysis["status_counts"], "page_bytes": page.stat().st_size,
-               "page_mb": round(page.stat().st_size / 1e6, 2), "analyze_s (writes every file, run.html too)":
-               round(analyze_s, 2), "build_s": round(build_s, 1), **measure(page, args.repeat), "page": str(page)}
+    figures = {
+        "cases": args.cases,
+        "status_counts": analysis["status_counts"],
+        "page_bytes": page.stat().st_size,
+        "page_mb": round(page.stat().st_size / 1e6, 2),
+        "analyze_s (writes every file, run.html too)": round(analyze_s, 2),
+        "build_s": round(build_s, 1),
+        **measure(page, args.repeat),
+        "page": str(page),
+    }
     figures["goal_met"] = figures["page_bytes"] < 5e6 and max(figures["usable_s"]) < 2.0
     print(json.dumps(figures, indent=2))
     return 0 if figures["goal_met"] else 1

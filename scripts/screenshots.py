@@ -48,8 +48,11 @@ def shoot(run: Path, out: Path) -> list[Path]:
         page.select_option("#grid-rows", label="dtype")
         page.select_option("#grid-cols", label="mode")
         bottom = page.locator("#grid-section").bounding_box()
-        page.screenshot(path=str(grid), full_page=True, clip={"x": 0, "y": 0, "width": 1200,
-                                                              "height": bottom["y"] + bottom["height"]})
+        page.screenshot(
+            path=str(grid),
+            full_page=True,
+            clip={"x": 0, "y": 0, "width": 1200, "height": bottom["y"] + bottom["height"]},
+        )
         page.click(f'tr.case-row[data-case="{FAILING_CASE}"]')
         page.locator("tr.case-detail img").first.evaluate("img => img.decode()")
         page.locator("#cases-section").screenshot(path=str(case))

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_cli import ok, opdebug, user_error
 from test_page import make_rich_run
 
@@ -37,6 +36,7 @@ def test_report_html_writes_the_page_and_prints_its_path(analyzed: Path, subproc
 def test_report_html_of_a_run_never_analyzed_is_refused(evidence_root: Path, subprocess_env: dict,
                                                         tmp_path: Path) -> None:
     from conftest import minimal_plan_request
+
     from tools.plan_cases import plan_cases
 
     plan_cases(minimal_plan_request("fresh", ("a",)), root=evidence_root)

@@ -33,7 +33,6 @@ from .sections import latest_verify_line
 ALWAYS_AXES = ("mode", "dtype")
 LOG_TAIL_CHARS = 3000
 MESSAGE_CHARS = 2000
-FAILING = ("numerical_mismatch", "crash")
 METRICS = (
     "max_abs",
     "max_rel",
@@ -67,6 +66,8 @@ def page_data(
     pngs = picture_paths(store)
     by_case = case_pictures([c.id for c in cases], [p.name for p in pngs])
     axes = page_axes(labels)
+    repro_dir = store.dir / ARTIFACTS_DIR / "repro"
+    repros = {p.stem for p in repro_dir.glob("*.py")} if repro_dir.is_dir() else set()
     return {
         "run_id": analysis.run_id,
         "header": header(analysis, config, run_dir),
@@ -78,9 +79,7 @@ def page_data(
         "accounting": accounting(analysis),
         "axes": axes,
         "cases": case_rows(analysis, cases, results, labels, axes),
-        "details": {
-            c.id: case_detail(c, results.get(c.id), store, by_case.get(c.id, []), analysis.run_id) for c in cases
-        },
+        "details": {c.id: case_detail(c, results.get(c.id), store, by_case.get(c.id, []), repros) for c in cases},
         "pictures": {p.name: "data:image/png;base64," + base64.b64encode(p.read_bytes()).decode() for p in pngs},
         "run_pictures": [p.name for p in pngs if not any(p.name in names for names in by_case.values())],
         "links": links(store),
@@ -199,10 +198,9 @@ def case_rows(
 
 
 def case_detail(
-    case: Case, result: CaseResult | None, store: RunStore, pictures: list[str], run_id: str
+    case: Case, result: CaseResult | None, store: RunStore, pictures: list[str], repros: set[str]
 ) -> dict[str, Any]:
     """A case opened: its exact call, its metrics per output, its error and log tail, pictures, reproducer."""
-    repro = store.path(ARTIFACTS_DIR, "repro", f"{case.id}.py")
     detail: dict[str, Any] = {
         "mode": case.mode,
         "seed": case.seed,
@@ -211,8 +209,8 @@ def case_detail(
         "grad_inputs": case.grad_inputs,
         "inputs": [row for spec in case.inputs for row in input_rows(spec)],
         "pictures": pictures,
-        "repro": f"{ARTIFACTS_DIR}/repro/{case.id}.py" if repro.is_file() else None,
-        "repro_command": f"opdebug repro {run_id} {case.id} --out DIR",
+        "repro": f"{ARTIFACTS_DIR}/repro/{case.id}.py" if case.id in repros else None,
+        "repro_command": f"opdebug repro {store.run_id} {case.id} --out DIR",
     }
     if result is not None:
         detail["outputs"] = [output_metrics(c) for c in result.comparisons]
@@ -222,7 +220,7 @@ def case_detail(
             err = result.error.model_dump(mode="json", exclude_none=True)
             err["message"] = err.get("message", "")[:MESSAGE_CHARS]
             detail["error"] = err
-        if result.status in (*FAILING, "unsupported"):
+        if result.error is not None:  # a crash or an unsupported case: what the worker said
             detail["log_tail"] = log_tail(store, result)
     return detail
 
@@ -234,7 +232,6 @@ def input_rows(spec: Any) -> list[dict[str, Any]]:
     members = spec.tensors if spec.tensors is not None else [spec]
     rows = []
     for i, t in enumerate(members):
-        values = t.values.model_dump(mode="json", exclude_defaults=True)
         rows.append(
             {
                 "name": spec.name if spec.tensors is None else f"{spec.name}[{i}]",
@@ -243,10 +240,17 @@ def input_rows(spec: Any) -> list[dict[str, Any]]:
                 "offset": t.storage_offset,
                 "dtype": t.dtype,
                 "layout": t.layout,
-                "values": json.dumps({"kind": t.values.kind, **values}, separators=(", ", ": ")),
+                "values": values_text(t.values),
             }
         )
     return rows
+
+
+def values_text(values: Any) -> str:
+    """How the values are made, as planned: ``normal``, ``uniform(low=0.5, high=1.5)``, ``normal(specials=[...])``."""
+    given = {k: v for k, v in values.model_dump(mode="json", exclude_defaults=True).items() if k != "kind"}
+    args = ", ".join(f"{k}={v if isinstance(v, (int, float, str)) else json.dumps(v)}" for k, v in given.items())
+    return f"{values.kind}({args})" if args else values.kind
 
 
 def output_metrics(c: Comparison) -> dict[str, Any]:
