@@ -65,3 +65,22 @@ def test_open_says_where_the_page_is_where_no_browser_is(analyzed: Path, subproc
     assert json.loads(out) == {"run_id": "rich", "path": str(analyzed / "run.html"), "opened": False}
     out = ok(opdebug("open", str(analyzed), env=env, cwd=tmp_path))
     assert "no browser here" in out and (analyzed / "run.html").as_uri() in out
+
+
+def test_the_page_links_the_exported_reproducer_and_regression_test(analyzed: Path, subprocess_env: dict,
+                                                                    tmp_path: Path) -> None:
+    from tools.artifacts.regression import export_regression
+    from tools.artifacts.repro import export_repro
+
+    export_repro("rich", "b.dtype-bfloat16", analyzed / "artifacts" / "repro", root=analyzed.parent)
+    export_regression("rich", str(analyzed / "artifacts" / "regression"), root=analyzed.parent)
+    ok(opdebug("report", str(analyzed), "--html", env=subprocess_env, cwd=tmp_path))
+    html = (analyzed / "run.html").read_text()
+    start = html.index('id="run-data">') + len('id="run-data">')
+    data = json.loads(html[start:html.index("</script>", start)])
+    hrefs = [link["href"] for link in data["links"]]
+    assert hrefs == ["report.md", "reproduction.md", "analysis.json", "artifacts/repro/b.dtype-bfloat16.py",
+                     "artifacts/regression/test_scaled_add_regression.py"]  # not the user module beside them
+    assert all((analyzed / h).is_file() for h in hrefs)
+    assert data["details"]["b.dtype-bfloat16"]["repro"] == "artifacts/repro/b.dtype-bfloat16.py"
+    assert data["details"]["b"]["repro"] is None and "opdebug repro rich b --out DIR" in html

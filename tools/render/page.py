@@ -67,7 +67,7 @@ def page_data(
     by_case = case_pictures([c.id for c in cases], [p.name for p in pngs])
     axes = page_axes(labels)
     repro_dir = store.dir / ARTIFACTS_DIR / "repro"
-    repros = {p.stem for p in repro_dir.glob("*.py")} if repro_dir.is_dir() else set()
+    repros = {p.stem for p in repro_dir.glob("*.py")} & {c.id for c in cases} if repro_dir.is_dir() else set()
     return {
         "run_id": analysis.run_id,
         "header": header(analysis, config, run_dir),
@@ -82,7 +82,7 @@ def page_data(
         "details": {c.id: case_detail(c, results.get(c.id), store, by_case.get(c.id, []), repros) for c in cases},
         "pictures": {p.name: "data:image/png;base64," + base64.b64encode(p.read_bytes()).decode() for p in pngs},
         "run_pictures": [p.name for p in pngs if not any(p.name in names for names in by_case.values())],
-        "links": links(store),
+        "links": links(store, sorted(repros)),
     }
 
 
@@ -298,11 +298,12 @@ def case_pictures(case_ids: list[str], names: list[str]) -> dict[str, list[str]]
     return out
 
 
-def links(store: RunStore) -> list[dict[str, str]]:
-    """The run's documents, the exported reproducers and the regression test, as paths relative to the run."""
+def links(store: RunStore, repros: list[str]) -> list[dict[str, str]]:
+    """The run's documents, the exported reproducers (``repros``: their case ids) and the regression test
+    (export_repro's and export_regression's default folders), as paths relative to the run."""
     out = [{"label": name, "href": name} for name in (REPORT, REPRODUCTION, ANALYSIS)]  # written with the page
-    for sub, pattern, label in (("repro", "*.py", "reproducer"), ("regression", "test_*.py", "regression test")):
-        folder = store.path(ARTIFACTS_DIR, sub)
-        for path in sorted(folder.glob(pattern)) if folder.is_dir() else []:
-            out.append({"label": f"{label} {path.name}", "href": f"{ARTIFACTS_DIR}/{sub}/{path.name}"})
+    out += [{"label": f"reproducer {cid}.py", "href": f"{ARTIFACTS_DIR}/repro/{cid}.py"} for cid in repros]
+    folder = store.dir / ARTIFACTS_DIR / "regression"
+    for path in sorted(folder.glob("test_*.py")) if folder.is_dir() else []:
+        out.append({"label": f"regression test {path.name}", "href": f"{ARTIFACTS_DIR}/regression/{path.name}"})
     return out
