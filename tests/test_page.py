@@ -400,3 +400,34 @@ def test_a_host_that_cannot_read_resources_gets_the_view_of_the_answer_alone(bro
     assert sorted(view.locator("tr.case-row").evaluate_all("rs => rs.map(r => r.dataset.case)")) == failing
     assert not [m for m in page.evaluate("window.hostLog") if m.get("method") == "resources/read"]
     assert errors == []
+
+
+def test_a_large_run_draws_its_table_a_page_at_a_time(browser: Any, tmp_path: Path) -> None:
+    """250 cases: 100 rows drawn at once; next/previous move by pages; a filter starts again at page 1;
+    a case link opens a case that is on another page."""
+    from tools.analyze_failures import analyze_failures
+    from tools.plan_cases import plan_cases
+    from tools.record_result import record_result
+
+    n = 250
+    cases = [{"id": f"c{i:03d}", "seed": i, "inputs": [dict(X, shape=[4, 8 * (1 + i % 50)])]} for i in range(n)]
+    plan_cases({"config": {"run_id": "large", "operator": {"name": "op", "candidate": "m.cand", "reference": "m.ref"}},
+                "cases": cases}, root=tmp_path)
+    for c in cases:
+        record_result("large", _result(c["id"], "numerical_mismatch" if c["inputs"][0]["shape"][1] > 100 else "passed"),
+                      root=tmp_path)
+    analyze_failures("large", root=tmp_path)
+    opened = Opened(browser, (tmp_path / "large" / "run.html").as_uri())
+    page = opened.page
+    assert opened.rows() == [f"c{i:03d}" for i in range(100)]
+    assert page.text_content("#page-no") == "page 1 of 3"
+    page.click("#next")
+    page.click("#next")
+    assert opened.rows() == [f"c{i:03d}" for i in range(200, 250)] and page.is_disabled("#next")
+    page.select_option("#filter-status", "numerical_mismatch")
+    assert page.text_content("#page-no") == "page 1 of 2" and len(opened.rows()) == 100
+    page.select_option("#filter-status", "")
+    page.locator('.finding a.case-link').last.click()  # a covered case: its page is opened with it
+    shown = page.locator("tr.case-detail").get_attribute("data-case")
+    assert shown in opened.rows() and page.locator("tr.case-detail").is_visible()
+    assert opened.errors == []
