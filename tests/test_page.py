@@ -431,3 +431,39 @@ def test_a_large_run_draws_its_table_a_page_at_a_time(browser: Any, tmp_path: Pa
     shown = page.locator("tr.case-detail").get_attribute("data-case")
     assert shown in opened.rows() and page.locator("tr.case-detail").is_visible()
     assert opened.errors == []
+
+
+def run_data(run: Path) -> dict[str, Any]:
+    html = (run / "run.html").read_text()
+    start = html.index('id="run-data">') + len('id="run-data">')
+    return json.loads(html[start:html.index("</script>", start)])
+
+
+def test_a_verify_run_writes_the_page_again_with_its_cases_and_conclusion(demo_run: Path, tmp_path: Path) -> None:
+    import asyncio
+    import shutil
+
+    from tools.artifacts.verify import verify_run
+    from tools.remote.pool import REGISTRY
+
+    copy = tmp_path / demo_run.name  # the demo's run, verified apart (the other tests read the original)
+    shutil.copytree(demo_run, copy)
+    before = run_data(copy)
+    assert before["header"]["verify"] is None and len(before["cases"]) == 5
+
+    async def verify() -> Any:
+        try:
+            return await verify_run(copy.name, root=tmp_path, run_command=False)
+        finally:
+            await REGISTRY.close_all()
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:  # a loop of its own: the browser's sync API holds this thread's
+        response = pool.submit(asyncio.run, verify()).result()
+    after = run_data(copy)
+    assert response.still_failing == ["rms.dtype-bfloat16"]  # the planted bug is still there
+    assert after["header"]["verify"].startswith("After the fix (verify 1): still failing in isolation")
+    rows = {c["id"]: c["status"] for c in after["cases"]}
+    assert rows["rms.dtype-bfloat16.verify-1"] == "numerical_mismatch" and len(rows) == 6
+    assert after["header"]["analyzed_at"] == before["header"]["analyzed_at"]  # the page, not a new analysis
