@@ -26,6 +26,7 @@ from tools.evidence import (
     CONFIG,
     MANIFEST,
     MATRIX,
+    PAGE,
     REPORT,
     REPRODUCTION,
     RESULTS,
@@ -79,6 +80,7 @@ PLAN_EXAMPLE = json.dumps(
 RUN_FILES = {
     # resource name: (file in the run directory, mime type, what produces it)
     "report": (REPORT, "text/markdown", "analyze_failures"),
+    "page": (PAGE, "text/html", "analyze_failures"),  # run.html, the run as one self-contained page
     "reproduction": (REPRODUCTION, "text/markdown", "analyze_failures"),
     "analysis": (ANALYSIS, "application/json", "analyze_failures"),
     "case-matrix": (MATRIX, "application/json", "plan_cases"),
@@ -91,6 +93,7 @@ RUN_FILES = {
 def add_resources(server: AdaptedServer, root: Path, catalog: ToolCatalog) -> None:
     """Register every resource and template; list the runs already on disk."""
     _add_static(server, root, catalog)
+    _add_page_app(server)
     _add_run_files(server, root)
     _add_raw(server, root)
     _add_kept_outputs(server, root)
@@ -147,6 +150,33 @@ def _add_static(server: AdaptedServer, root: Path, catalog: ToolCatalog) -> None
     )
     def runs() -> str:
         return json.dumps(run_index(root), separators=(",", ":"), default=str)
+
+
+# ---------------------------------------------------------------------------
+# The MCP App view of a run (the MCP Apps extension, io.modelcontextprotocol/ui)
+# ---------------------------------------------------------------------------
+
+# analyze_failures and narrow_failure name it in tools/list (``_meta.ui.resourceUri``); a host with
+# the extension renders their answers in it, one without it reads the same answers as ever.
+PAGE_APP_URI = "ui://opdebug/run-page"
+PAGE_APP_MIME = "text/html;profile=mcp-app"
+PAGE_APP_META = {"ui": {"resourceUri": PAGE_APP_URI}}
+
+
+def _add_page_app(server: AdaptedServer) -> None:
+    @server.resource(
+        PAGE_APP_URI,
+        name="run-page",
+        title="Run page",
+        mime_type=PAGE_APP_MIME,
+        description="The run of an analyze_failures or narrow_failure answer as a page: verdict, findings, the "
+        "case matrix as a grid, every case (it reads opdebug://runs/{run_id}/page through the host).",
+        meta={"ui": {"prefersBorder": True}},
+    )
+    def page_app() -> str:
+        from tools.render.page_html import app_html
+
+        return app_html()
 
 
 # ---------------------------------------------------------------------------

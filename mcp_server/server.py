@@ -53,7 +53,7 @@ from tools.schemas import (
 from . import SERVER_NAME
 from .artifact_tools import artifact_tools
 from .protocol import add_protocol, announce_run, log
-from .resources import PLAN_EXAMPLE_URI, add_resources
+from .resources import PAGE_APP_META, PLAN_EXAMPLE_URI, add_resources
 from .sdk_adapter import AdaptedServer
 from .tooling import ToolCatalog
 
@@ -184,6 +184,7 @@ def build_server(
             output=Analysis,
             annotations=ToolAnnotations(destructiveHint=False, idempotentHint=True, openWorldHint=False),
             body=analyze_body,
+            meta=PAGE_APP_META,
         ),
         _tool(
             "run_case_remote",
@@ -202,6 +203,7 @@ def build_server(
             output=NarrowResponse,
             annotations=ToolAnnotations(destructiveHint=False),
             body=narrow_body,
+            meta=PAGE_APP_META,
         ),
         _tool(
             "check_host",

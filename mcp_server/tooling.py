@@ -135,6 +135,7 @@ class ToolCatalog:
         output: Any,
         annotations: ToolAnnotations,
         body: Callable[..., Awaitable[Any]],
+        meta: dict[str, Any] | None = None,
     ) -> Tool:
         arg_model = arguments_model(name, arguments)
         metadata = FuncMetadata(arg_model=arg_model, output_model=output)
@@ -152,6 +153,7 @@ class ToolCatalog:
             is_async=True,
             context_kwarg="ctx",
             annotations=annotations,
+            meta=meta,  # tools/list's _meta, e.g. the MCP App view of the answer (ui.resourceUri)
         )
 
     def schema_text(self, kind: str, tool: str) -> str:

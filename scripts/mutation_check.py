@@ -53,6 +53,7 @@ T_DIAG = "tests/test_diagnosis.py::"
 T_FIND = "tests/test_findings.py::"
 T_CONS = "tests/test_consistency.py::"
 T_CONS_MCP = T_CONS + "test_planted_consistency_bugs_are_named_for_what_they_are_over_mcp"
+T_PAGE = "tests/test_page.py::"
 
 
 @dataclass(frozen=True)
@@ -396,6 +397,21 @@ MUTATIONS: tuple[Mutation, ...] = (
              '    signature = str((error or {}).get("signature") or "")',
              ("tests/test_phases.py::test_a_backward_timeout_is_a_timeout_and_not_a_kill_from_outside",
               T_BW + "test_a_backward_that_segfaults_or_hangs_is_its_crash_and_the_next_case_runs_fresh")),
+    Mutation("page-script-escape", "no text of a run can end run.html's embedded data (no '<' left in it)",
+             "tools/render/page_html.py",
+             '    return text.replace("<", "\\\\u003c").replace(">", "\\\\u003e").replace("&", "\\\\u0026")',
+             "    return text",
+             (T_PAGE + "test_the_embedded_run_data_cannot_end_its_script_element",)),
+    Mutation("page-not-written", "every analysis writes run.html beside report.md",
+             "tools/analyze_failures.py",
+             "            PAGE: page_text(analysis, config, cases, results, store, labels),",
+             "",
+             (T_PAGE + "test_the_embedded_run_data_cannot_end_its_script_element",)),
+    Mutation("app-not-linked", "analyze_failures and narrow_failure name the MCP App view in tools/list",
+             "mcp_server/resources.py",
+             'PAGE_APP_META = {"ui": {"resourceUri": PAGE_APP_URI}}',
+             "PAGE_APP_META: dict = {}",
+             (T_PAGE + "test_tools_list_links_the_app_and_resources_read_returns_it_with_its_mime_type",)),
 )
 # fmt: on
 

@@ -4,7 +4,9 @@
 # tests a real munged + slurmctld + slurmd, so openssh-server, slurm-wlm and
 # munge are installed when missing (Debian/Ubuntu).  The Slurm daemons are
 # never started as services: each test module starts its own with a
-# throw-away configuration (tests/slurm_fixture.py).
+# throw-away configuration (tests/slurm_fixture.py).  The page tests
+# (tests/test_page.py) drive Debian's headless Chromium with Playwright, so
+# chromium is installed when /usr/bin/chromium is missing.
 # Extra arguments go to pytest; its exit code is this script's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +17,7 @@ need=()
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 { [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ] && command -v srun >/dev/null 2>&1; } || need+=(slurm-wlm)
 [ -x /usr/sbin/munged ] || need+=(munge)
+[ -x /usr/bin/chromium ] || need+=(chromium)
 if [ "${#need[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
     SUDO=""
     if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -34,10 +37,10 @@ if [ "${#need[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
     if [ -n "$policy" ]; then $SUDO rm -f "$policy"; trap - EXIT; fi
 fi
 bash scripts/setup.sh
-# The SSH and Slurm tests fail (not skip) when their binaries are missing:
-# they were installed above.
-export OPDEBUG_REQUIRE_SSHD=1 OPDEBUG_REQUIRE_SLURM=1
+# The SSH, Slurm and browser tests fail (not skip) when their binaries are
+# missing: they were installed above.
+export OPDEBUG_REQUIRE_SSHD=1 OPDEBUG_REQUIRE_SLURM=1 OPDEBUG_REQUIRE_CHROMIUM=1
 # Two pytest-xdist workers, each test file on one of them (tests/conftest.py: the
 # Slurm files count as one, so two real clusters never run at once).
-echo "+ OPDEBUG_REQUIRE_SSHD=1 OPDEBUG_REQUIRE_SLURM=1 .venv/bin/python -m pytest -q -n 2 --dist loadfile $*"
+echo "+ OPDEBUG_REQUIRE_SSHD=1 OPDEBUG_REQUIRE_SLURM=1 OPDEBUG_REQUIRE_CHROMIUM=1 .venv/bin/python -m pytest -q -n 2 --dist loadfile $*"
 exec .venv/bin/python -m pytest -q -n 2 --dist loadfile "$@"

@@ -11,7 +11,7 @@ processes analyzes the same).  Semantics:
 
 The verdict is decided in analysis/verdict.py; findings (predicates with
 minimal pairs) and next cases come from the ``tools.analysis`` package; this module is the entry point that reads the
-evidence and writes analysis.json, report.md and reproduction.md, and sets
+evidence and writes analysis.json, report.md, reproduction.md and run.html, and sets
 the manifest status (diagnosed -> failed, inconclusive -> inconclusive,
 passed -> passed).
 """
@@ -19,15 +19,18 @@ passed -> passed).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from pydantic import ValidationError
 
 from .analysis import build_analysis
 from .cases.axes import case_axes
 from .errors import ToolError
-from .evidence import ANALYSIS, REPORT, REPRODUCTION, RunStore, read_json
+from .evidence import ANALYSIS, PAGE, REPORT, REPRODUCTION, RunStore, atomic_write_text, read_json
+from .render.page import page_data
+from .render.page_html import render_page
 from .render.report import render_report, render_reproduction
-from .schemas import Analysis
+from .schemas import Analysis, Case, CaseResult, OperatorConfig
 
 MANIFEST_STATUS = {"diagnosed": "diagnosed", "inconclusive": "inconclusive", "passed": "passed"}
 
@@ -43,7 +46,7 @@ def previous_analysis(store: RunStore) -> Analysis | None:
 
 def analyze_failures(run_id: str, *, root=None, modes: set[str] | None = None) -> Analysis:
     """Analyze the run from its evidence on disk; write analysis.json,
-    report.md and reproduction.md; set the manifest status.  ``modes``: the
+    report.md, reproduction.md and run.html; set the manifest status.  ``modes``: the
     modes the hosts of the call can run (narrow_failure's hosts,
     tools/host_modes.py); None: as the recorded results say (the next cases
     may be run anywhere and recorded)."""
@@ -68,6 +71,42 @@ def analyze_failures(run_id: str, *, root=None, modes: set[str] | None = None) -
             ANALYSIS: json.dumps(analysis.model_dump(mode="json"), indent=2) + "\n",
             REPORT: render_report(analysis, config, cases, results, run_dir=str(store.dir), labels=labels),
             REPRODUCTION: render_reproduction(analysis, config, cases, results, run_dir=str(store.dir)),
+            PAGE: page_text(analysis, config, cases, results, store, labels),
         }
         store.write_outputs(files, MANIFEST_STATUS[analysis.verdict])
     return analysis
+
+
+def page_text(
+    analysis: Analysis,
+    config: OperatorConfig,
+    cases: list[Case],
+    results: dict[str, CaseResult],
+    store: RunStore,
+    labels: dict[str, dict[str, str]],
+) -> str:
+    """run.html of the run: its analysis and its evidence as they are on disk now."""
+    data = page_data(analysis, config, cases, results, run_dir=store.dir, labels=labels)
+    return render_page(data, title=f"{config.operator.name} (run {store.run_id})")
+
+
+def write_page(run_id: str, *, root=None) -> Path:
+    """Write run.html again from the run's last analysis and its evidence as it is now (after a verify
+    run, whose cases and conclusion it then shows; or on request: ``opdebug report RUN --html``), without
+    analyzing again.  A run never analyzed is refused: its page needs a verdict."""
+    store = RunStore(root, run_id)
+    store.require()
+    with store.locked():
+        analysis = previous_analysis(store)
+        if analysis is None:
+            raise ToolError(
+                f"run {store.run_id!r} has no analysis yet (or an unreadable analysis.json): analyze it first "
+                f"(analyze_failures, or opdebug analyze --root ... --run-id {store.run_id}), which writes run.html",
+                code="not_analyzed",
+            )
+        cases = store.read_cases()
+        text = page_text(
+            analysis, store.read_config(), cases, store.read_results(), store, {c.id: case_axes(c) for c in cases}
+        )
+        atomic_write_text(store.path(PAGE), text)
+    return store.path(PAGE)

@@ -5,7 +5,7 @@ Layout of one run (``<root>/<run_id>/``)::
     manifest.json  operator-config.json  case-matrix.json
     results.jsonl  results.json (a derived view)
     raw-results/<case>/   input-metadata/<case>.json   artifacts/
-    analysis.json  report.md  reproduction.md
+    analysis.json  report.md  reproduction.md  run.html
 
 Rules: every write is a temp file + rename in the same directory; every
 read-modify-write holds the run's file lock (``.lock``, a ``filelock``
@@ -72,6 +72,7 @@ MAX_IDS_IN_ERROR = 5
 ANALYSIS = "analysis.json"
 REPORT = "report.md"
 REPRODUCTION = "reproduction.md"
+PAGE = "run.html"  # the run as one self-contained page (render/page.py, page_html.py)
 RAW_DIR = "raw-results"
 INPUT_META_DIR = "input-metadata"
 ARTIFACTS_DIR = "artifacts"

@@ -9,7 +9,8 @@ with argv from ``shlex.split`` and no shell; SSH: the same argv, each word
 quoted, through the transport's command building (environment scripts and
 container included).  Exit status and output tail go with the new cases'
 states into ``artifacts/verify/<n>.json``; the report then says "fixed in
-isolation", "fixed in the model", or what still fails.
+isolation", "fixed in the model", or what still fails, and run.html says it at
+once (written again from the last analysis).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ..analyze_failures import write_page
 from ..cases.ids import fit_id
 from ..errors import ToolError
 from ..evidence import RunStore
@@ -146,6 +148,10 @@ async def verify_run(
         "conclusion": text,
     }
     path = store.write_artifact(f"{VERIFY_DIR}/{index}.json", json.dumps(evidence, indent=2) + "\n")
+    try:  # run.html shows the verify's cases and conclusion at once
+        write_page(store.run_id, root=root)
+    except ToolError:  # never analyzed (or an older analysis.json): the next analysis writes the page
+        pass
     return VerifyResponse(
         run_id=store.run_id,
         verify_index=index,

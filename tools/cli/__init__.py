@@ -11,6 +11,7 @@ MCP server calls.
     opdebug hosts check NAME [--inventory F]
     opdebug demo    [--root R]
     opdebug shrink | repro | regression | pictures | verify RUN ...   (artifacts.py)
+    opdebug report RUN [--html] | open RUN                           (page.py)
 
 D is a run directory, ``<evidence root>/<run_id>``; ``--root R --run-id ID``
 says the same thing in two parts.  ``--json`` (on every subcommand) prints
@@ -18,7 +19,7 @@ the tool's JSON response instead of tables.  A refusal or a bad input prints
 one clear message on stderr and exits 2; nothing prints a traceback for it.
 
 The parser and the entry point are here; the core commands are commands.py,
-the artefact commands artifacts.py, what they share console.py.
+the artefact commands artifacts.py, the page commands page.py, what they share console.py.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pydantic import ValidationError
 
 from ..errors import ToolError
 from ..schemas import format_validation_error
-from . import artifacts, commands
+from . import artifacts, commands, page
 from .console import INVENTORY_ENV, error
 
 EXIT_USER_ERROR = 2
@@ -141,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=commands.cmd_capture_module)
 
     artifacts.add_parsers(sub, common)
+    page.add_parsers(sub, common)
     return parser
 
 
