@@ -95,31 +95,68 @@ def test_memory_formats_as_torch_names_them() -> None:
     assert memory_format([2, 3, 4], [12, 1, 3]) == "none"  # rank 3 has no channels_last
 
 
-def test_measured_statistics_flatten_under_both_indices() -> None:
-    stats = {"min": -3.0, "max": 4.0, "nan": 0, "sumsq": {"-1": 70000.0, "0": 12.0}, "rows": {"count": 2}}
-    p = flatten_measured("x.values", stats, 2)
-    assert p["x.values.min"] == -3.0 and p["x.values.nan"] == 0
-    assert p["x.values.sumsq[-1]"] == p["x.values.sumsq[1]"] == 70000.0
-    assert p["x.values.sumsq[0]"] == p["x.values.sumsq[-2]"] == 12.0
-    assert p["x.values.rows.count"] == 2
-    assert parse("x.values.sumsq[-1] > float16.max").evaluate(p) is True
-
-
-def test_a_comparison_gives_the_wrong_count_of_each_output() -> None:
-    case = _case([4, 8], id="f")
+def test_the_recorded_values_and_wrong_places_read_under_both_indices() -> None:
+    case = Case.model_validate({"id": "rows", "inputs": [{"name": "x", "shape": [4, 300], "dtype": "float16"}]})
+    wrong = {
+        "count": 300,
+        "fraction": 0.25,
+        "shape": [4, 300],
+        "rows": 1,
+        "of_rows": 4,
+        "row_index": [1],
+        "rows_zero": 1,
+        "tail": [1, None],
+        "period": [None, None],
+        "zeros": 300,
+    }
     result = CaseResult.model_validate(
         {
-            "case_id": "f",
+            "case_id": "rows",
             "status": "numerical_mismatch",
             "comparisons": [
-                {"output": "out", "passed": False, "numel": 32, "mismatch_count": 8, "mismatch_ratio": 0.25},
-                {"output": "grad.x", "passed": True, "numel": 32},
+                {
+                    "output": "out",
+                    "passed": False,
+                    "numel": 1200,
+                    "mismatch_count": 300,
+                    "mismatch_ratio": 0.25,
+                    "wrong": wrong,
+                }
             ],
+            "values": {
+                "x": {
+                    "numel": 1200,
+                    "min": -3.0,
+                    "max": 300.0,
+                    "max_abs": 300.0,
+                    "distinct": 1100,
+                    "sumsq": [9e4, 9.3e4],
+                    "sum_abs": [310.0, 540.0],
+                }
+            },
         }
     )
     p = case_properties(case, result)
-    assert p["out.wrong.count"] == 8 and p["out.wrong.fraction"] == 0.25 and p["grad.x.wrong.count"] == 0
-    assert "out.wrong.count" not in case_properties(case)
+    assert p["x.values.max"] == 300.0 and p["x.values.nan"] == 0 and p["x.values.distinct"] == 1100
+    assert p["x.values.sumsq[-1]"] == p["x.values.sumsq[1]"] == 9.3e4  # the largest row sum of squares
+    assert p["x.values.sum_abs[0]"] == p["x.values.sum_abs[-2]"] == 310.0
+    assert p["out.wrong.rows"] == 1 and p["out.wrong.rows_zero"] == 1 and p["out.wrong.row_index[0]"] == 1
+    assert p["out.wrong.tail[0]"] == p["out.wrong.tail[-2]"] == 1
+    assert "out.wrong.tail[-1]" not in p and "out.wrong.period[0]" not in p  # measured: not a tail, no period
+    assert parse("x.dtype == float16 and x.values.sumsq[-1] > float16.max").evaluate(p) is True
+    assert parse("out.wrong.rows_zero == out.wrong.rows and out.wrong.rows >= 1").evaluate(p) is True
+    assert parse("out.wrong.tail[-1] >= 0").evaluate(p) is None
+
+
+def test_measured_mappings_keyed_by_dimension_read_like_lists() -> None:
+    p = flatten_measured("x.values", {"sumsq": {"-1": 7.0, "0": 2.0}, "rows": {"count": 2}}, 2)
+    assert p == {
+        "x.values.sumsq[-1]": 7.0,
+        "x.values.sumsq[1]": 7.0,
+        "x.values.sumsq[0]": 2.0,
+        "x.values.sumsq[-2]": 2.0,
+        "x.values.rows.count": 2,
+    }
 
 
 def _run(verdicts: dict[str, tuple[list[int], str]]) -> tuple[list[Case], dict[str, CaseResult]]:

@@ -134,52 +134,51 @@ def _dim_keys(value: Mapping[Any, Any]) -> dict[int, Any] | None:
         return None
 
 
-def flatten_measured(prefix: str, stats: Mapping[str, Any], rank: int | None) -> dict[str, Any]:
-    """``{"max": 3, "sumsq": {"-1": 9}}`` under ``x.values`` -> ``x.values.max``,
-    ``x.values.sumsq[-1]`` and ``x.values.sumsq[1]`` (both indices when the rank is known);
-    nested mappings nest their names; lists and None are left out."""
+def flatten_measured(prefix: str, stats: Mapping[str, Any], rank: int | None = None) -> dict[str, Any]:
+    """What the runner measured, by name: ``{"max": 3, "sumsq": [4.0, 9.0]}`` under ``x.values`` ->
+    ``x.values.max``, ``x.values.sumsq[1]`` and ``x.values.sumsq[-1]`` (a list is per dimension,
+    indexed like ``shape``: both indices); a mapping keyed by dimensions reads the same under ``rank``,
+    another mapping nests its names; None (not measured, not a tail block) is absent."""
     out: dict[str, Any] = {}
     for key, value in stats.items():
         name = f"{prefix}.{key}"
-        if isinstance(value, Mapping):
+        if isinstance(value, list):
+            scalars = {i: v for i, v in enumerate(value) if isinstance(v, (bool, int, float, str))}
+            out.update(_both_indices(name, scalars, len(value)))
+        elif isinstance(value, Mapping):
             dims = _dim_keys(value) if value else None
             if dims is None:
                 out.update(flatten_measured(name, value, rank))
             elif rank is None:
-                out.update({f"{name}[{d}]": v for d, v in dims.items()})
+                out.update({f"{name}[{d}]": v for d, v in dims.items() if v is not None})
             else:
-                out.update(_both_indices(name, dims, rank))
+                out.update(_both_indices(name, {d: v for d, v in dims.items() if v is not None}, rank))
         elif isinstance(value, (bool, int, float, str)):
             out[name] = value
     return out
 
 
-def value_properties(result: CaseResult, ranks: Mapping[str, int]) -> dict[str, Any]:
-    """``x.values.*``: the statistics of the values actually built, as the runner recorded them."""
-    recorded = _dump(getattr(result, "values", None))
-    if not isinstance(recorded, Mapping):
-        return {}
+def value_properties(result: CaseResult) -> dict[str, Any]:
+    """``x.values.*``: the statistics of the values actually built, as the runner recorded them
+    (CaseResult.values, by input name; a list's members as ``x[0]``...)."""
     out: dict[str, Any] = {}
-    for name, stats in recorded.items():
-        if isinstance(stats := _dump(stats), Mapping):
-            out.update(flatten_measured(f"{name}.values", stats, ranks.get(name)))
+    for name, stats in (result.values or {}).items():
+        out.update(flatten_measured(f"{name}.values", _dump(stats)))
     return out
 
 
 def wrong_properties(result: CaseResult) -> dict[str, Any]:
     """``out.wrong.*`` per compared output: where its wrong elements are, as the runner measured
-    them; at least the count and the fraction of the comparison."""
+    them (Comparison.wrong); at least the count and the fraction of the comparison."""
     out: dict[str, Any] = {}
     for c in result.comparisons:
         if c.contract_mismatch:
             continue  # another shape or dtype: there are no elements to place
         prefix = f"{c.output}.wrong"
-        shape = c.expected_shape if c.expected_shape is not None else c.actual_shape
         out[f"{prefix}.count"] = c.mismatch_count
         out[f"{prefix}.fraction"] = c.mismatch_ratio
-        wrong = _dump(getattr(c, "wrong", None))
-        if isinstance(wrong, Mapping):
-            out.update(flatten_measured(prefix, wrong, len(shape) if shape is not None else None))
+        if c.wrong is not None:
+            out.update(flatten_measured(prefix, _dump(c.wrong)))
     return out
 
 
@@ -199,6 +198,6 @@ def case_properties(
     out["mode"] = case.mode
     out["seed"] = case_seed({"id": case.id, "seed": case.seed})
     if recorded_result is not None:
-        out.update(value_properties(recorded_result, {n: len(s.shape) for n, s in tensors.items()}))
+        out.update(value_properties(recorded_result))
         out.update(wrong_properties(recorded_result))
     return out
