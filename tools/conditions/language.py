@@ -41,6 +41,7 @@ import difflib
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from ..cases.derived import CONTIGUITY
@@ -63,6 +64,7 @@ ALLOWED = (
 )
 
 Value = Any  # a property's value: int, float, bool or str; None: undefined
+Fn = Callable[[Mapping[str, Value]], Value]
 
 
 class ConditionError(ToolError):
@@ -86,8 +88,12 @@ class Node:
     precedence = _ATOM
     boolean = False  # may stand as a condition (an operand of and/or/not, or the whole)
 
-    def evaluate(self, props: Mapping[str, Value]) -> Value:
+    def compile(self) -> Fn:
+        """The node as one closure over a case's properties (built once, called per case)."""
         raise NotImplementedError
+
+    def evaluate(self, props: Mapping[str, Value]) -> Value:
+        return self.compile()(props)
 
     def names(self) -> frozenset[str]:
         return frozenset()
@@ -108,8 +114,9 @@ class Prop(Node):
         """A property may be a bool (x.contiguous); an indexed one (x.shape[0]) never is."""
         return not self.name.endswith("]")
 
-    def evaluate(self, props: Mapping[str, Value]) -> Value:
-        return props.get(self.name)
+    def compile(self) -> Fn:
+        name = self.name
+        return lambda props: props.get(name)
 
     def names(self) -> frozenset[str]:
         return frozenset({self.name})
@@ -125,8 +132,9 @@ class Limit(Node):
     dtype: str
     field: str
 
-    def evaluate(self, props: Mapping[str, Value]) -> Value:
-        return limit(self.dtype, self.field)
+    def compile(self) -> Fn:
+        value = limit(self.dtype, self.field)
+        return lambda props: value
 
     def __str__(self) -> str:
         return f"{self.dtype}.{self.field}"
@@ -146,8 +154,9 @@ class Const(Node):
     def precedence(self) -> int:  # type: ignore[override]
         return _UNARY if isinstance(self.value, (int, float)) and self.value < 0 else _ATOM
 
-    def evaluate(self, props: Mapping[str, Value]) -> Value:
-        return self.value
+    def compile(self) -> Fn:
+        value = self.value
+        return lambda props: value
 
     def __str__(self) -> str:
         if isinstance(self.value, str):
@@ -171,9 +180,14 @@ class Neg(Node):
 
     precedence = _UNARY
 
-    def evaluate(self, props: Mapping[str, Value]) -> Value:
-        v = self.operand.evaluate(props)
-        return -v if _number(v) else None
+    def compile(self) -> Fn:
+        operand = self.operand.compile()
+
+        def neg(props: Mapping[str, Value]) -> Value:
+            v = operand(props)
+            return -v if _number(v) else None
+
+        return neg
 
     def names(self) -> frozenset[str]:
         return self.operand.names()
@@ -215,14 +229,19 @@ class Arith(Node):
     def precedence(self) -> int:  # type: ignore[override]
         return _ARITH[self.op][0]
 
-    def evaluate(self, props: Mapping[str, Value]) -> Value:
-        a, b = self.left.evaluate(props), self.right.evaluate(props)
-        if not (_number(a) and _number(b)):
-            return None
-        try:
-            return _bounded(_ARITH[self.op][1](a, b))
-        except (OverflowError, ValueError):
-            return None
+    def compile(self) -> Fn:
+        left, right, fn = self.left.compile(), self.right.compile(), _ARITH[self.op][1]
+
+        def arith(props: Mapping[str, Value]) -> Value:
+            a, b = left(props), right(props)
+            if not (_number(a) and _number(b)):
+                return None
+            try:
+                return _bounded(fn(a, b))
+            except (OverflowError, ValueError):
+                return None
+
+        return arith
 
     def names(self) -> frozenset[str]:
         return self.left.names() | self.right.names()
@@ -260,14 +279,19 @@ class Call(Node):
             want = str(low) if low == high else f"{low} to {high}"
             raise ConditionError(f"{self.func}() takes {want} arguments, not {len(self.args)}")
 
-    def evaluate(self, props: Mapping[str, Value]) -> Value:
-        values = [a.evaluate(props) for a in self.args]
-        if not all(_number(v) for v in values):
-            return None
-        try:
-            return _bounded(_CALLS[self.func](*values))
-        except (OverflowError, ValueError):
-            return None
+    def compile(self) -> Fn:
+        args, fn = [a.compile() for a in self.args], _CALLS[self.func]
+
+        def call(props: Mapping[str, Value]) -> Value:
+            values = [a(props) for a in args]
+            if not all(_number(v) for v in values):
+                return None
+            try:
+                return _bounded(fn(*values))
+            except (OverflowError, ValueError):
+                return None
+
+        return call
 
     def names(self) -> frozenset[str]:
         return frozenset().union(*(a.names() for a in self.args))
@@ -314,8 +338,8 @@ def _or(values: Iterable[bool | None]) -> bool | None:
     return out
 
 
-def _truth(node: Node, props: Mapping[str, Value]) -> bool | None:
-    v = node.evaluate(props)
+def _bool(v: Value) -> bool | None:
+    """A condition's value: a bool, else undefined (a bool property that is not a bool)."""
     return v if isinstance(v, bool) else None
 
 
@@ -337,12 +361,27 @@ class Compare(Node):
         if bad:
             raise ConditionError(f"comparison operators {bad} are not among {list(_COMPARE)}")
 
-    def evaluate(self, props: Mapping[str, Value]) -> bool | None:
-        values = [self.left.evaluate(props)] + [c.evaluate(props) for c in self.comparators]
-        results: list[bool | None] = []
-        for op, a, b in zip(self.ops, values, values[1:], strict=False):
-            results.append(None if a is None or b is None else _COMPARE[op](a, b))
-        return _and(results)
+    def compile(self) -> Fn:
+        sides = [self.left.compile()] + [c.compile() for c in self.comparators]
+        tests = [_COMPARE[op] for op in self.ops]
+        if len(tests) == 1:  # the common case, without the chain's lists
+            (left, right), (test,) = sides, tests
+
+            def compare(props: Mapping[str, Value]) -> bool | None:
+                a = left(props)
+                b = right(props) if a is not None else None
+                return None if b is None else test(a, b)
+
+            return compare
+
+        def chain(props: Mapping[str, Value]) -> bool | None:
+            values = [side(props) for side in sides]
+            return _and(
+                None if a is None or b is None else test(a, b)
+                for test, a, b in zip(tests, values, values[1:], strict=False)
+            )
+
+        return chain
 
     def names(self) -> frozenset[str]:
         return self.left.names().union(*(c.names() for c in self.comparators))
@@ -375,12 +414,21 @@ class In(Node):
         unique = {c.value: c for c in self.values}.values()  # 1 and 1.0 are one member, as in a Python set
         object.__setattr__(self, "values", tuple(sorted(unique, key=lambda c: _set_key(c.value))))
 
-    def evaluate(self, props: Mapping[str, Value]) -> bool | None:
-        v = self.operand.evaluate(props)
-        if v is None:
-            return None
-        member = any(v == c.value and isinstance(v, str) == isinstance(c.value, str) for c in self.values)
-        return member != self.negate
+    def compile(self) -> Fn:
+        operand, negate = self.operand.compile(), self.negate
+        strings = frozenset(c.value for c in self.values if isinstance(c.value, str))
+        numbers = frozenset(c.value for c in self.values if not isinstance(c.value, str))
+
+        def member(props: Mapping[str, Value]) -> bool | None:
+            v = operand(props)
+            if v is None:
+                return None
+            try:
+                return (v in (strings if isinstance(v, str) else numbers)) != negate
+            except TypeError:  # not hashable: no member
+                return negate
+
+        return member
 
     def names(self) -> frozenset[str]:
         return self.operand.names()
@@ -409,9 +457,9 @@ class BoolOp(Node):
     def precedence(self) -> int:  # type: ignore[override]
         return _AND if self.op == "and" else _OR
 
-    def evaluate(self, props: Mapping[str, Value]) -> bool | None:
-        truths = (_truth(v, props) for v in self.values)
-        return _and(truths) if self.op == "and" else _or(truths)
+    def compile(self) -> Fn:
+        parts, combine = [v.compile() for v in self.values], _and if self.op == "and" else _or
+        return lambda props: combine(_bool(part(props)) for part in parts)
 
     def names(self) -> frozenset[str]:
         return frozenset().union(*(v.names() for v in self.values))
@@ -433,9 +481,14 @@ class Not(Node):
     def __post_init__(self) -> None:
         _require_boolean(self.operand)
 
-    def evaluate(self, props: Mapping[str, Value]) -> bool | None:
-        v = _truth(self.operand, props)
-        return None if v is None else not v
+    def compile(self) -> Fn:
+        operand = self.operand.compile()
+
+        def negation(props: Mapping[str, Value]) -> bool | None:
+            v = operand(props)
+            return not v if isinstance(v, bool) else None
+
+        return negation
 
     def names(self) -> frozenset[str]:
         return self.operand.names()
@@ -460,9 +513,13 @@ class Condition:
     def __post_init__(self) -> None:
         _require_boolean(self.root)
 
+    @cached_property
+    def _compiled(self) -> Fn:
+        return self.root.compile()
+
     def evaluate(self, props: Mapping[str, Value]) -> bool | None:
         """True, False, or None where it is undefined on this case (see the module docstring)."""
-        return _truth(self.root, props)
+        return _bool(self._compiled(props))
 
     def names(self) -> frozenset[str]:
         """The property names it reads (dtype limits and symbols are constants)."""
