@@ -116,6 +116,8 @@ def test_stated_conditions_are_tested_on_the_recorded_cases_over_stdio(evidence_
     # analysis.json keeps the answers of the call
     stored = json.loads((evidence_root / RUN / "analysis.json").read_text())
     assert [c["condition"] for c in stored["conditions"]] == [RIGHT, NO_TAIL, FROM_THE_BACK, PAST_THE_RANK]
+    report = (evidence_root / RUN / "report.md").read_text()
+    assert f"- `{NO_TAIL}`: **refuted** - refuted by 1 recorded case: {_id(48, 3, 3)} passed" in report
 
     unknown = error_text(out["unknown"])
     assert "conditions[1]" in unknown and "attr.group is not a property of any case of this run" in unknown
