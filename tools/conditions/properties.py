@@ -36,7 +36,7 @@ from ..cases.derived import contiguity, structured_axes
 from ..cases.relations import element_bytes, open_quantities, relation_axes
 from ..schemas import Case, CaseResult, DtypeArg, TensorSpec, contiguous_strides
 
-MEMORY_FORMATS = {4: "channels_last", 5: "channels_last_3d"}
+CHANNELS_LAST = {4: "channels_last", 5: "channels_last_3d"}  # by rank
 
 
 def memory_format(shape: list[int], strides: list[int] | None) -> str:
@@ -46,14 +46,14 @@ def memory_format(shape: list[int], strides: list[int] | None) -> str:
     if contiguity(shape, strides) == "contiguous":
         return "contiguous_format"
     rank = len(shape)
-    if rank not in MEMORY_FORMATS or strides is None:
+    if rank not in CHANNELS_LAST or strides is None:
         return "none"
     expected, acc = [0] * rank, 1
     for d in [1, *range(rank - 1, 1, -1), 0]:  # innermost first: C, W, H, (D), N
         expected[d] = acc
         acc *= max(shape[d], 1)
     same = all(st == ex for st, ex, size in zip(strides, expected, shape, strict=True) if size != 1)
-    return MEMORY_FORMATS[rank] if same else "none"
+    return CHANNELS_LAST[rank] if same else "none"
 
 
 def _both_indices(prefix: str, values: list[Any] | Mapping[int, Any], rank: int) -> dict[str, Any]:
