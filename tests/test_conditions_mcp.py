@@ -125,3 +125,63 @@ def test_stated_conditions_are_tested_on_the_recorded_cases_over_stdio(evidence_
     unsafe = error_text(out["unsafe"])
     assert "conditions[0]" in unsafe and "only min(), max(), abs(), pow2() may be called" in unsafe
     assert "conditions" in error_text(out["too_many"]) and "16" in error_text(out["too_many"])
+
+
+SUMSQ_RUN = "sumsq"
+SUMSQ_MODULE = '''\
+import torch
+
+
+def rms(x):
+    ss = (x * x).sum(-1, keepdim=True)  # in x's dtype: a float16 row past 65504 is inf, the row becomes 0
+    return x / torch.sqrt(ss / x.shape[-1])
+
+
+cand = rms
+ref = rms  # on CPU with float16 upcast to float32: no overflow
+'''
+RIGHT_SUMSQ = "x.dtype == float16 and x.values.sumsq[-1] > float16.max"
+OUTLIER = "x.values.max_abs > 100"  # a large value alone: 200 passes, and long rows of 3 fail
+
+
+def _sumsq_plan() -> dict[str, Any]:
+    def case(cid: str, dtype: str, cols: int, values: dict[str, Any]) -> dict[str, Any]:
+        return {"id": cid, "inputs": [{"name": "x", "shape": [4, cols], "dtype": dtype, "values": values}], "seed": 5}
+
+    normal = {"kind": "normal"}
+    threes = {"kind": "uniform", "low": 2.9, "high": 3.1}
+    cases = [
+        case("f16-plain", "float16", 64, normal),
+        case("f16-300", "float16", 64, {**normal, "place": [{"index": [1, 5], "value": 300.0}]}),  # 9e4 in row 1
+        case("f16-200", "float16", 64, {**normal, "place": [{"index": [1, 5], "value": 200.0}]}),  # 4e4
+        case("f32-300", "float32", 64, {**normal, "place": [{"index": [1, 5], "value": 300.0}]}),
+        case("f16-threes-4096", "float16", 4096, threes),  # about 3.7e4 per row
+        case("f16-threes-8192", "float16", 8192, threes),  # about 7.4e4 per row
+    ]
+    config = {
+        "run_id": SUMSQ_RUN,
+        "operator": {"name": "rms", "candidate": "rms_mod.cand", "reference": "rms_mod.ref", "modules": ["rms_mod.py"]},
+        "tolerance": {"atol": 1e-2, "rtol": 1e-2},
+    }
+    return {"config": config, "cases": cases, "module_sources": {"rms_mod.py": SUMSQ_MODULE}}
+
+
+def test_a_statistic_of_the_values_built_against_a_dtype_limit_over_stdio(evidence_root: Path) -> None:
+    async def scenario(client: Client) -> dict[str, Any]:
+        out: dict[str, Any] = {"plan": await client.call_tool("plan_cases", _sumsq_plan())}
+        out["run"] = await client.call_tool("run_case_remote", {"run_id": SUMSQ_RUN})
+        out["analysis"] = await client.call_tool(
+            "analyze_failures", {"run_id": SUMSQ_RUN, "conditions": [RIGHT_SUMSQ, OUTLIER]}
+        )
+        return out
+
+    stage = {k: v for k, v in os.environ.items() if k == "OPDEBUG_RUNNER_STAGE"}
+    out = with_server(evidence_root, scenario, env=stage)
+    for step in ("plan", "run", "analysis"):
+        assert not out[step].is_error, error_text(out[step])
+    analysis = out["analysis"].structured_content
+    assert sorted(f["case_id"] for f in analysis["failures"]) == ["f16-300", "f16-threes-8192"]
+    right, outlier = analysis["conditions"]
+    assert right["fate"] == "surviving" and right["agree_count"] == 6 and right["contradict"] == []
+    assert outlier["fate"] == "refuted" and sorted(outlier["contradict"]) == ["f16-200", "f16-threes-8192", "f32-300"]
+    assert "f16-200 passed where it is true (x.values.max_abs = 200)" in outlier["text"]
