@@ -35,8 +35,10 @@ from ..cases.axes import case_axes
 from ..cases.derived import contiguity, structured_axes
 from ..cases.relations import element_bytes, open_quantities, relation_axes
 from ..schemas import Case, CaseResult, DtypeArg, TensorSpec, contiguous_strides
+from ..schemas.result import WrongWhere
 
 CHANNELS_LAST = {4: "channels_last", 5: "channels_last_3d"}  # by rank
+NOTHING_WRONG = WrongWhere()  # a passing output: every count 0, no tail, no period
 
 
 def memory_format(shape: list[int], strides: list[int] | None) -> str:
@@ -169,7 +171,8 @@ def value_properties(result: CaseResult) -> dict[str, Any]:
 
 def wrong_properties(result: CaseResult) -> dict[str, Any]:
     """``out.wrong.*`` per compared output: where its wrong elements are, as the runner measured
-    them (Comparison.wrong); at least the count and the fraction of the comparison."""
+    them (Comparison.wrong); at least the count and the fraction of the comparison; a passing
+    output without a measurement has nothing wrong (every count 0: ``out.wrong.rows == 0``)."""
     out: dict[str, Any] = {}
     for c in result.comparisons:
         if c.contract_mismatch:
@@ -177,8 +180,9 @@ def wrong_properties(result: CaseResult) -> dict[str, Any]:
         prefix = f"{c.output}.wrong"
         out[f"{prefix}.count"] = c.mismatch_count
         out[f"{prefix}.fraction"] = c.mismatch_ratio
-        if c.wrong is not None:
-            out.update(flatten_measured(prefix, _dump(c.wrong)))
+        wrong = c.wrong if c.wrong is not None or not c.passed else NOTHING_WRONG  # a pass: no row, no zero
+        if wrong is not None:
+            out.update(flatten_measured(prefix, _dump(wrong)))
     return out
 
 
