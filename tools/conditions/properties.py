@@ -193,11 +193,10 @@ def case_properties(
     already at hand."""
     labels = labels if labels is not None else case_axes(case)
     derived = {**structured_axes(case, labels), **relation_axes(case), **open_quantities(case)}
-    out = {k: v for k, v in derived.items() if "~" not in k}
-    tensors = _tensors(case)
-    for n, spec in tensors.items():
+    # relations say themselves in the language (x.shape[0] < x.shape[-1]); attributes are typed below
+    out = {k: v for k, v in derived.items() if "~" not in k and not k.startswith("attr.")}
+    for n, spec in _tensors(case).items():
         out.update(tensor_properties(spec, n))
-    out = {k: v for k, v in out.items() if not k.startswith("attr.")}  # the typed ones below
     out.update(attribute_properties(case.attributes))
     out["mode"] = case.mode
     out["seed"] = case_seed({"id": case.id, "seed": case.seed})
