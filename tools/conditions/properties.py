@@ -18,7 +18,8 @@
   (``x.values.min``, ``x.values.sumsq[-1]`` ...) and where each output's wrong elements
   are (``out.wrong.rows``, ``grad.x.wrong.tail[-1]`` ...), as the runner measured them;
   ``out.wrong.count`` / ``out.wrong.fraction`` fall back to the comparison's mismatch count
-  and ratio when the runner measured no more.
+  and ratio when the runner measured no more, and a passing output has nothing wrong (every
+  count 0).
 
 Nothing here runs anything: a case and its recorded result in, a dict out.
 """
