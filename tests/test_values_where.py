@@ -167,3 +167,27 @@ def test_measuring_16m_elements_stays_modest() -> None:
     m = measure(t)
     took = time.perf_counter() - start
     assert m["numel"] == 1 << 24 and m["distinct_capped"] and took < 20, took
+
+
+def test_a_trend_reads_the_values_actually_built_not_the_generator_parameter() -> None:
+    from tools.analysis.trend import trend_finding
+    from tools.schemas.result import CaseResult
+
+    # the generator's std does not order the cases; the values drawn do (std 1022 drew |x| at most 292)
+    stds = [1022.0, 8.0, 300.0, 2.0, 40.0, 600.0]
+    drawn = [292.0, 3.0, 150.0, 1.0, 20.0, 400.0]
+    ids = [f"c{i}" for i in range(6)]
+    hax = {c: {"x.magnitude": s} for c, s in zip(ids, stds, strict=True)}
+    dist = {c: {"x.values": f"normal(std={s})"} for c, s in zip(ids, stds, strict=True)}
+    failing = [c for c, d in zip(ids, drawn, strict=True) if d not in (3.0, 150.0)]
+    results = {
+        c: CaseResult.model_validate({
+            "case_id": c, "status": "numerical_mismatch" if c in failing else "passed",
+            "comparisons": [{"output": "out", "passed": c not in failing, "max_abs": d / 1e3, "max_rel": d / 1e3,
+                             "mismatch_count": int(c in failing)}],
+            "values": {"x": {"numel": 8, "min": -d, "max": d / 2, "max_abs": d}}})
+        for c, d in zip(ids, drawn, strict=True)
+    }
+    found = trend_finding(hax, dist, results, failing, [c for c in ids if c not in failing])
+    assert found is not None and found.axis in ("x.values.max_abs", "x.values.min"), found
+    assert "values actually built" in found.statement and 1022.0 not in found.failing_values + found.passing_values
