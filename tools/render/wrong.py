@@ -23,7 +23,7 @@ def wrong_sentences(wrong: WrongWhere, output: str) -> list[str]:
         lo, hi = wrong.channels
         which = f"channel {lo}" if hi - lo == 1 else f"channels {lo}..{hi - 1}"
         out.append(f"every wrong element lies in {which} of {wrong.shape[1]} ({output}[:, {lo}:{hi}, ...])")
-    out += [s for s in (_rows(wrong),) if s]
+    out += _rows(wrong)
     rank = len(wrong.shape)
     for d, start in enumerate(wrong.tail):
         if start is not None:
@@ -43,15 +43,23 @@ def wrong_sentences(wrong: WrongWhere, output: str) -> list[str]:
     return out
 
 
-def _rows(w: WrongWhere) -> str | None:
-    if not w.rows:
-        return None
-    what = "entirely 0" if w.rows_zero == w.rows else "entirely wrong"
-    if w.rows == w.of_rows:
-        return f"every row is {what}" if w.rows_zero == w.rows else None
+def _rows(w: WrongWhere) -> list[str]:
+    """Rows entirely 0 where the reference's are not; rows entirely wrong (when not those)."""
     lead = w.shape[:-1]
-    names = [str(i) if len(lead) <= 1 else str(_unravel(i, lead)) for i in w.row_index]
-    return _listed(w.rows, w.of_rows, names, "row", f"{what}")
+
+    def names(index: list[int]) -> list[str]:
+        return [str(i) if len(lead) <= 1 else str(_unravel(i, lead)) for i in index]
+
+    out = []
+    if w.rows_zero:
+        out.append(
+            "every row is entirely 0"
+            if w.rows_zero == w.of_rows
+            else _listed(w.rows_zero, w.of_rows, names(w.zero_row_index), "row", "entirely 0")
+        )
+    if 0 < w.rows < w.of_rows and w.row_index != w.zero_row_index:
+        out.append(_listed(w.rows, w.of_rows, names(w.row_index), "row", "entirely wrong"))
+    return out
 
 
 def _listed(count: int, total: int, names: list, noun: str, said: str) -> str:

@@ -5,9 +5,10 @@ pattern difference; integers and bool: any difference) - the same rule as compar
 ``mismatch_count`` - this module measures (tools/schemas/result.py ``WrongWhere`` names the keys):
 
 - ``count``, ``fraction``;
-- ``rows``: whole rows along the last dimension all wrong (and ``rows_zero``: of those, the rows the
-  candidate gives entirely 0 where the reference is not), ``cols``: indices of the last dimension
-  wrong in every row (rank 2 and up);
+- ``rows``: whole rows along the last dimension all wrong; ``rows_zero``: rows the candidate gives
+  entirely 0 where the reference's row is not (and something in it is wrong: the small elements of
+  a zeroed row may be within tolerance); ``cols``: indices of the last dimension wrong in every row
+  (rank 2 and up);
 - per dimension d (lists indexed like ``shape``): ``tail[d]``, the index from which every wrong
   element lies, up to the end (null when the wrong elements start at 0 or stop before the end);
   ``period[d]``, the smallest period (at least 2) of which indices along d hold a wrong element,
@@ -35,14 +36,14 @@ def locate(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> d
     cand, ref = cand.detach().cpu(), ref.detach().cpu()
     if cand.dtype.is_complex or ref.dtype.is_complex:
         cand, ref = torch.view_as_real(cand.resolve_conj()), torch.view_as_real(ref.resolve_conj())
-    mask, zero_mask, counts = _mask(cand, ref, atol, rtol)
+    mask, zeros, counts = _mask(cand, ref, atol, rtol)
     count = counts["count"]
     if not count:
         return None
     shape = list(cand.shape)
     out = dict(counts, fraction=count / cand.numel(), shape=shape)
     if len(shape) >= 1 and shape[-1]:
-        out.update(_rows_and_cols(mask, zero_mask if counts["zeros"] else None, shape))
+        out.update(_rows_and_cols(mask, zeros, shape))
     profiles = [_profile(mask, d) for d in range(len(shape))]
     out["tail"] = [_tail(p) for p in profiles]
     out["period"] = [_period(p) for p in profiles]
@@ -52,13 +53,12 @@ def locate(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> d
 
 
 def _mask(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float):
-    """The mismatch mask and the "0 where the reference is not" mask (shaped like the output), and
-    the counts: wrong elements, and those 0 / NaN / Inf where the reference is not."""
+    """The mismatch mask, the candidate's and the reference's zeros (each shaped like the output),
+    and the counts: wrong elements, and those 0 / NaN / Inf where the reference is not."""
     floating = cand.dtype.is_floating_point or ref.dtype.is_floating_point
     work = torch.float64 if torch.float64 in (cand.dtype, ref.dtype) else torch.float32
     c_flat, r_flat = cand.reshape(-1), ref.reshape(-1)
-    mask = torch.empty(c_flat.numel(), dtype=torch.bool)
-    zero_mask = torch.empty(c_flat.numel(), dtype=torch.bool)
+    mask, c_zero, r_zero = (torch.empty(c_flat.numel(), dtype=torch.bool) for _ in range(3))
     counts = {"count": 0, "zeros": 0, "nan": 0, "inf": 0}
     for start in range(0, c_flat.numel(), CHUNK):
         c = c_flat[start : start + CHUNK]
@@ -73,20 +73,23 @@ def _mask(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float):
             counts["inf"] += int((m & torch.isinf(c) & ~torch.isinf(r)).sum())
         else:
             m = c != r
-        z = m & (c == 0) & (r != 0)
-        mask[start : start + CHUNK] = m
-        zero_mask[start : start + CHUNK] = z
+        cz, rz = c == 0, r == 0
+        mask[start : start + CHUNK], c_zero[start : start + CHUNK], r_zero[start : start + CHUNK] = m, cz, rz
         counts["count"] += int(m.sum())
-        counts["zeros"] += int(z.sum())
-    return mask.view(cand.shape), zero_mask.view(cand.shape), counts
+        counts["zeros"] += int((m & cz & ~rz).sum())
+    return mask.view(cand.shape), (c_zero.view(cand.shape), r_zero.view(cand.shape)), counts
 
 
-def _rows_and_cols(mask: torch.Tensor, zero_mask: torch.Tensor | None, shape: list) -> dict:
+def _rows_and_cols(mask: torch.Tensor, zeros: tuple, shape: list) -> dict:
+    """Rows all wrong; rows the candidate gives entirely 0 where the reference's row is not and
+    something is wrong; columns wrong in every row (rank 2 and up)."""
     n = shape[-1]
     grid = mask.reshape(-1, n)
     whole = grid.all(1)
     out = {"rows": int(whole.sum()), "of_rows": grid.shape[0], "row_index": _first(whole)}
-    out["rows_zero"] = int(zero_mask.reshape(-1, n).all(1).sum()) if zero_mask is not None else 0
+    c_zero, r_zero = (z.reshape(-1, n) for z in zeros)
+    zero_rows = c_zero.all(1) & ~r_zero.all(1) & grid.any(1)
+    out.update(rows_zero=int(zero_rows.sum()), zero_row_index=_first(zero_rows))
     if len(shape) >= 2:
         cols = grid.all(0)
         out.update(cols=int(cols.sum()), of_cols=n, col_index=_first(cols))
