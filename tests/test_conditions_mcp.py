@@ -142,9 +142,10 @@ ref = rms  # on CPU with float16 upcast to float32: no overflow
 '''
 RIGHT_SUMSQ = "x.dtype == float16 and x.values.sumsq[-1] > float16.max"
 OUTLIER = "x.values.max_abs > 100"  # a large value alone: 200 passes, and long rows of 3 fail
-# where it shows: wrong elements that are 0 (none in a passing output; not whole wrong rows - a 0 in place of
-# a reference value within atol of 0 is not wrong)
-ZEROS = "out.wrong.zeros >= 1"
+# where it shows: rows the candidate gives entirely 0 (none in a passing output), though not whole wrong rows:
+# a 0 in place of a reference value within atol of 0 is not wrong
+ZERO_ROWS = "out.wrong.rows_zero >= 1"
+WHOLE_ROWS = "out.wrong.rows >= 1"
 
 
 def _sumsq_plan() -> dict[str, Any]:
@@ -174,7 +175,7 @@ def test_a_statistic_of_the_values_built_against_a_dtype_limit_over_stdio(eviden
         out: dict[str, Any] = {"plan": await client.call_tool("plan_cases", _sumsq_plan())}
         out["run"] = await client.call_tool("run_case_remote", {"run_id": SUMSQ_RUN})
         out["analysis"] = await client.call_tool(
-            "analyze_failures", {"run_id": SUMSQ_RUN, "conditions": [RIGHT_SUMSQ, OUTLIER, ZEROS]}
+            "analyze_failures", {"run_id": SUMSQ_RUN, "conditions": [RIGHT_SUMSQ, OUTLIER, ZERO_ROWS, WHOLE_ROWS]}
         )
         return out
 
@@ -184,8 +185,9 @@ def test_a_statistic_of_the_values_built_against_a_dtype_limit_over_stdio(eviden
         assert not out[step].is_error, error_text(out[step])
     analysis = out["analysis"].structured_content
     assert sorted(f["case_id"] for f in analysis["failures"]) == ["f16-300", "f16-threes-8192"]
-    right, outlier, zeros = analysis["conditions"]
+    right, outlier, zero_rows, whole_rows = analysis["conditions"]
     assert right["fate"] == "surviving" and right["agree_count"] == 6 and right["contradict"] == []
     assert outlier["fate"] == "refuted" and sorted(outlier["contradict"]) == ["f16-200", "f16-threes-8192", "f32-300"]
     assert "f16-200 passed where it is true (x.values.max_abs = 200)" in outlier["text"]
-    assert zeros["fate"] == "surviving" and zeros["agree_count"] == 6
+    assert zero_rows["fate"] == "surviving" and zero_rows["agree_count"] == 6
+    assert whole_rows["fate"] == "refuted" and whole_rows["contradict"] == ["f16-300"]  # 13 of its 0s are within atol
