@@ -22,12 +22,12 @@ from ..evidence import safe_component
 from .bundle import bundle_files, content_hash
 from .errors import SlotCannotStart, SlotLost
 from .inventory import HostConfig
-from .kinds import host_kind
 from .local import LocalProcess, run_local, spawn
 from .safe_stage import private_dir, stage_tree
 from .slot import RunFiles
 from .slurm_commands import JOB_ID, JOB_PREFIX, LOGIN_SCRUB, JobState, local_login_env, login_command, owner_gone
-from .ssh import SSHConnections, SSHProcess
+from .slurm_fields import slurm_options
+from .ssh import SSHConnections, SSHProcess, ssh_fields
 
 COMMAND_TIMEOUT_S = 30.0  # one squeue/scancel/scontrol/sinfo
 
@@ -35,12 +35,14 @@ COMMAND_TIMEOUT_S = 30.0  # one squeue/scancel/scontrol/sinfo
 class LocalLogin:
     """srun and friends run on this machine, as argument vectors (no shell on our side)."""
 
+    address: str | None = None  # this machine
+
     def __init__(self, host: HostConfig):
         self.cfg = host
         self._files: dict[tuple[str, str], tuple[str | None, str | None]] = {}
 
     def _argv(self, argv: list[str]) -> list[str]:
-        scripts = self.cfg.slurm.login_env_scripts if self.cfg.slurm else []
+        scripts = slurm_options(self.cfg).login_env_scripts
         if not scripts:
             return list(argv)
         q = shlex.quote
@@ -94,6 +96,7 @@ class SSHLogin:
     def __init__(self, connections: SSHConnections, host: HostConfig):
         self.connections = connections
         self.cfg = host
+        self.address: str | None = ssh_fields(host).address
 
     async def run(self, argv: list[str], timeout: float = COMMAND_TIMEOUT_S) -> tuple[int | None, str, str]:
         import asyncssh
@@ -102,9 +105,9 @@ class SSHLogin:
             conn = await self.connections.connection(self.cfg)
             done = await asyncio.wait_for(conn.run(login_command(self.cfg, argv), check=False), timeout)
         except asyncio.TimeoutError:
-            return None, "", f"{argv[0]} did not answer within {timeout:g} s on {self.cfg.address}"
+            return None, "", f"{argv[0]} did not answer within {timeout:g} s on {self.address}"
         except (asyncssh.Error, OSError, ToolError) as exc:  # ToolError: cannot connect, host key refused
-            return None, "", f"{argv[0]} on {self.cfg.address}: {exc}"
+            return None, "", f"{argv[0]} on {self.address}: {exc}"
         out = done.stdout if isinstance(done.stdout, str) else (done.stdout or b"").decode("utf-8", "replace")
         err = done.stderr if isinstance(done.stderr, str) else (done.stderr or b"").decode("utf-8", "replace")
         return done.exit_status, out or "", err or ""
@@ -118,7 +121,7 @@ class SSHLogin:
         except (asyncssh.Error, OSError) as exc:
             if conn.is_closed():
                 self.connections.forget_connection(self.cfg.name, conn)
-            raise SlotLost(f"cannot start srun on {self.cfg.name} ({self.cfg.address}): {exc}") from None
+            raise SlotLost(f"cannot start srun on {self.cfg.name} ({self.address}): {exc}") from None
         return SSHProcess(process, self.connections, self.cfg.name)
 
     async def runner_root(self) -> str:
@@ -130,7 +133,7 @@ class SSHLogin:
 
 def login_for(host: HostConfig, connections: SSHConnections) -> LocalLogin | SSHLogin:
     """The login host of a Slurm host: this machine, or an SSH host over ``connections``."""
-    return SSHLogin(connections, host) if host_kind(host.transport).remote else LocalLogin(host)
+    return LocalLogin(host) if host.transport == "local" else SSHLogin(connections, host)
 
 
 def _dir_files(local: Path | None) -> dict[str, bytes]:
