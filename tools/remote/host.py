@@ -38,10 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from ..schemas import Strict
 from .bundle import LEASE_SCRIPT, RUNNER_PACKAGE
 from .busy import busy_text, wait_budget, waiting_text
 from .errors import LOST_ERRORS, SlotCannotStart, SlotGone, SlotLost, WorkerCannotStart
-from ..schemas import Strict
 from .inventory import VISIBILITY_VARIABLE, HostConfig, NoFields
 from .slot import RunFiles
 from .supervisor_client import SupervisorClient

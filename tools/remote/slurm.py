@@ -69,7 +69,6 @@ from .envelopes import MalformedEnvelope, parse_case_done
 from .errors import SlotCannotStart, SlotExpired, SlotGone, SlotLost
 from .host import HostContext, HostKind, HostProcess, ProbeRun, SupervisorSlot
 from .inventory import VISIBILITY_VARIABLE, HostConfig
-from .slurm_fields import SlurmFields, slurm_options
 from .slot import RunFiles
 from .slurm_channel import FramedChannel
 from .slurm_commands import (
@@ -86,6 +85,7 @@ from .slurm_commands import (
     show_field,
     srun_argv,
 )
+from .slurm_fields import SlurmFields, slurm_options
 from .slurm_login import job_state, jobs_named, login_for, sweep
 from .slurm_step import PLACEMENT_VALUE
 from .ssh import SSHConnections

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..errors import ToolError
 from ..evidence import safe_component
-from .bundle import bundle_files, content_hash
+from .bundle import bundle_files, content_hash, dir_files, dir_stamp
 from .errors import SlotCannotStart, SlotLost
 from .inventory import HostConfig
 from .local import LocalProcess, run_local, spawn
@@ -71,7 +71,7 @@ class LocalLogin:
     async def run_files(self, run: RunFiles) -> tuple[str | None, str | None]:
         """The run's user modules and captured inputs, copied under work_dir (the
         evidence directory need not be on a file system the nodes see)."""
-        stamp = json.dumps([_stamp(run.modules_dir), _stamp(run.captured_dir)])
+        stamp = json.dumps([dir_stamp(run.modules_dir), dir_stamp(run.captured_dir)])
         key = (run.run_id, stamp)
         if key not in self._files:
             self._files[key] = await asyncio.to_thread(self._stage_run_files, run)
@@ -81,7 +81,7 @@ class LocalLogin:
         run_id = safe_component(run.run_id, "run_id")
         out: list[str | None] = []
         for kind, local in (("modules", run.modules_dir), ("captured", run.captured_dir)):
-            files = _dir_files(local)
+            files = dir_files(local)
             if not files:
                 out.append(None)
                 continue
@@ -134,18 +134,6 @@ class SSHLogin:
 def login_for(host: HostConfig, connections: SSHConnections) -> LocalLogin | SSHLogin:
     """The login host of a Slurm host: this machine, or an SSH host over ``connections``."""
     return LocalLogin(host) if host.transport == "local" else SSHLogin(connections, host)
-
-
-def _dir_files(local: Path | None) -> dict[str, bytes]:
-    if local is None or not local.is_dir():
-        return {}
-    return {p.name: p.read_bytes() for p in sorted(local.iterdir()) if p.is_file() and not p.name.startswith(".")}
-
-
-def _stamp(path: Path | None) -> list:
-    if path is None or not path.is_dir():
-        return []
-    return sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in path.iterdir() if p.is_file())
 
 
 async def job_state(login, *, job_id: str | None = None, name: str | None = None, all_states: bool = False) -> JobState:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 
 from .inventory import HostConfig
-from .slurm_fields import slurm_options
 from .slurm_commands import JOB_PREFIX, duration_s, owner_gone, show_field, time_limit_s
+from .slurm_fields import slurm_options
 
 # Node states in which a node takes no new job.
 UNUSABLE_STATES = (

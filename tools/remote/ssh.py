@@ -36,12 +36,12 @@ from pydantic import Field, model_validator
 from ..errors import ToolError
 from ..evidence import safe_component
 from ..schemas import Strict
-from .bundle import RUNNER_SRC, bundle_files, content_hash
+from .bundle import RUNNER_SRC, bundle_files, content_hash, dir_files, dir_stamp
 from .errors import SlotLost
 from .host import HostContext, HostKind, device_env, supervise_argv
 from .inventory import AbsPath, Alias, HostConfig, Hostname, User
-from .shell import shell_command, supervisor_command
 from .safe_stage import CACHE_DIRS, refuse, unsafe_reason
+from .shell import shell_command, supervisor_command
 from .slot import RunFiles
 
 COMPLETE_MARKER = ".complete"
@@ -388,12 +388,6 @@ async def ensure_runner(conn: asyncssh.SSHClientConnection, host: HostConfig) ->
     return final
 
 
-def _dir_files(local: Path | None) -> dict[str, bytes]:
-    if local is None or not local.is_dir():
-        return {}
-    return {p.name: p.read_bytes() for p in sorted(local.iterdir()) if p.is_file() and not p.name.startswith(".")}
-
-
 async def upload_run_files(
     conn: asyncssh.SSHClientConnection,
     host: HostConfig,
@@ -411,7 +405,7 @@ async def upload_run_files(
     async with conn.start_sftp_client() as sftp:
         uid = await _checked_work_dir(sftp, host)
         for kind, local in (("modules", modules_dir), ("captured", captured_dir)):
-            files = _dir_files(local)
+            files = dir_files(local)
             if not files:
                 out.append(None)
                 continue
@@ -518,7 +512,7 @@ class SSHConnections:
 
     async def run_files(self, host: HostConfig, run: RunFiles) -> tuple[str | None, str | None]:
         """Remote (modules_dir, captured_dir) of the run on `host`, uploaded once per connection."""
-        stamp = json.dumps([_stamp(run.modules_dir), _stamp(run.captured_dir)])
+        stamp = json.dumps([dir_stamp(run.modules_dir), dir_stamp(run.captured_dir)])
         key = (host.name, run.run_id, stamp)
         async with self._upload_lock(host.name):
             if key not in self._uploaded:
@@ -530,12 +524,6 @@ class SSHConnections:
         """Close the connections of every host not in ``used_hosts``."""
         for name in {k[0] for k in self._conns} - used_hosts:
             self.forget_connection(name)
-
-
-def _stamp(path: Path | None) -> list:
-    if path is None or not path.is_dir():
-        return []
-    return sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in path.iterdir() if p.is_file())
 
 
 # --------------------------------------------------------------------------

@@ -1,0 +1,228 @@
+"""The ``command`` host kind, for real: a host reached by a command prefix run here.
+
+The OpenSSH client binary against the test sshd (``ssh -p PORT -i KEY -o
+UserKnownHostsFile=... -o BatchMode=yes USER@127.0.0.1``, and through a
+bastion with ``ssh -F CONFIG -J bastion npu``), a local prefix (``env``), and
+a container prefix emulated by a tiny local ``docker`` that execs its argv.
+Whole runs go through the real pool and run_case_remote; check_host reports
+python, torch and devices; a channel killed mid-case leaves the case pending
+and no process behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sshd_fixture import login_user, processes_with_marker, ssh_env  # noqa: F401  (fixture)
+from tools.check_host import check_host
+from tools.errors import ToolError
+from tools.plan_cases import plan_cases
+from tools.remote import pool
+from tools.remote.command import CommandHost
+from tools.remote.inventory import parse_inventory
+from tools.run_case_remote import run_case_remote
+
+OPERATORS = Path(__file__).resolve().parent / "operators"
+HANGS = """\
+import time
+
+
+def cand(x):
+    time.sleep(600)
+    return x
+
+
+def ref(x):
+    return x
+"""
+# `docker exec [-i] CONTAINER CMD...` run here: CMD with the container's name in its environment.
+FAKE_DOCKER = """#!/bin/sh
+[ "$1" = exec ] || { echo "fake docker: only exec" >&2; exit 64; }
+shift
+[ "$1" = -i ] && shift
+name=$1
+shift
+OPDEBUG_TEST_CONTAINER=$name exec "$@"
+"""
+
+
+def plan_bf16(root: Path, run_id: str, n: int = 2) -> None:
+    config = {"run_id": run_id, "operator": {"name": "bf16_only", "candidate": "bf16_only.cand",
+                                            "reference": "bf16_only.ref", "modules": ["bf16_only.py"]},
+              "tolerance": {"atol": 1e-5, "rtol": 1e-5, "per_dtype": {"bfloat16": {"atol": 8e-3, "rtol": 8e-3}}}}
+    cases = [{"id": f"x-{d}-{i}", "inputs": [{"name": "x", "shape": [4, 8], "dtype": d}], "seed": i}
+             for d in ("float32", "bfloat16") for i in range(n)]
+    plan_cases({"config": config, "cases": cases,
+                "module_sources": {"bf16_only.py": (OPERATORS / "bf16_only.py").read_text()}}, root=root)
+
+
+EXPECTED = {"x-float32-0": "passed", "x-float32-1": "passed",
+            "x-bfloat16-0": "numerical_mismatch", "x-bfloat16-1": "numerical_mismatch"}
+
+
+def run(coro, hellos: list[dict] | None = None):
+    async def main():
+        try:
+            return await coro
+        finally:
+            if hellos is not None:  # what each warm supervisor said, and the program that reached it here
+                hellos.extend({**e.slot.hello, "program": _program(e.slot.pid)} for e in pool.REGISTRY._entries.values())
+            await pool.REGISTRY.close_all()
+    return asyncio.run(main())
+
+
+def _program(pid: int | None) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+    except OSError:
+        return ""
+
+
+def ssh_prefix(ssh_env, name: str = "hosta") -> list[str]:
+    server = ssh_env.servers[name]
+    return ["ssh", "-p", str(server.port), "-i", str(ssh_env.client_key), "-o",
+            f"UserKnownHostsFile={ssh_env.known_hosts}", "-o", "BatchMode=yes", f"{login_user()}@127.0.0.1"]
+
+
+def command_host(command: list[str], work_dir: Path, **over) -> dict:
+    return {"transport": "command", "command": command, "python": sys.executable, "device": "cpu",
+            "devices": [0, 1], "work_dir": str(work_dir), **over}
+
+
+def fake_docker(tmp_path: Path) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    docker = bin_dir / "docker"
+    docker.write_text(FAKE_DOCKER)
+    docker.chmod(0o755)
+    return docker
+
+
+def test_a_whole_run_through_the_openssh_client_and_check_host_on_it(ssh_env, tmp_path):  # noqa: F811
+    work = tmp_path / "ssh-work"
+    inv = parse_inventory({"hosts": {"pod": command_host(ssh_prefix(ssh_env), work)}})
+    plan_bf16(tmp_path, "via-ssh")
+    hellos: list[dict] = []
+    resp = run(run_case_remote("via-ssh", hosts=["pod"], root=tmp_path, inventory=inv), hellos)
+    assert {o.case_id: o.state for o in resp.outcomes} == EXPECTED
+    # each supervisor's channel is an ssh client here; it ran from the runner staged through the command
+    assert hellos and all(h["program"] == "ssh" for h in hellos), hellos
+    runner = [p for p in work.iterdir() if p.name.startswith("runner-")]
+    assert len(runner) == 1 and (runner[0] / "opdebug_lease.py").is_file()
+    staged = list((work / "files").iterdir())
+    assert [p.name.split("-")[0] for p in staged] == ["modules"] and "via-ssh" not in str(staged[0])
+    assert sorted(p.name for p in (work / "leases").iterdir()) == ["cpu-0.lock", "cpu-1.lock"]
+
+    check = asyncio.run(check_host("pod", inventory=inv))
+    import torch
+
+    assert check.ok, check.missing
+    assert check.transport == "command" and check.address.startswith("ssh -p ")
+    assert check.python == sys.version.split()[0] and check.torch == torch.__version__
+    assert check.devices == [0, 1] and check.device_count == os.cpu_count() and check.work_dir == str(work)
+
+
+def test_a_bastion_prefix_reaches_the_host_through_another(ssh_env, tmp_path):  # noqa: F811
+    """``ssh -J bastion npu``: hosta's sshd is the bastion, hostb's the device machine."""
+    config = tmp_path / "ssh_config"
+    a, b = ssh_env.servers["hosta"].port, ssh_env.servers["hostb"].port
+    config.write_text(f"Host *\n  User {login_user()}\n  IdentityFile {ssh_env.client_key}\n"
+                      f"  UserKnownHostsFile {ssh_env.known_hosts}\n  BatchMode yes\n"
+                      f"Host bastion\n  HostName 127.0.0.1\n  Port {a}\nHost npu\n  HostName 127.0.0.1\n  Port {b}\n")
+    work = tmp_path / "bastion-work"
+    inv = parse_inventory({"hosts": {"behind": command_host(["ssh", "-F", str(config), "-J", "bastion", "npu"],
+                                                            work)}})
+    check = asyncio.run(check_host("behind", inventory=inv))
+    assert check.ok and check.torch and check.devices == [0, 1], check.missing
+
+
+def test_a_local_prefix_and_an_emulated_container_run_a_whole_run(tmp_path, monkeypatch):
+    """The prefix is a container's (``docker exec -i npu-box``, a local stand-in that execs its
+    argv) and the inventory's ``container`` wraps the worker once more, as on a shared server."""
+    docker = fake_docker(tmp_path)
+    monkeypatch.setenv("PATH", f"{docker.parent}{os.pathsep}{os.environ['PATH']}")
+    work = tmp_path / "box-work"
+    inv = parse_inventory({"hosts": {
+        "box": command_host([str(docker), "exec", "-i", "npu-box"], work, container="cann"),
+        "plain": command_host(["env", "OPDEBUG_TEST_PREFIX=env"], tmp_path / "plain-work", devices=[0]),
+    }})
+    plan_bf16(tmp_path, "boxed")
+    hellos: list[dict] = []
+    resp = run(run_case_remote("boxed", hosts=["box", "plain"], root=tmp_path, inventory=inv), hellos)
+    assert {o.case_id: o.state for o in resp.outcomes} == EXPECTED
+    containers = {h["env"].get("OPDEBUG_TEST_CONTAINER") for h in hellos}
+    assert "cann" in containers and None in containers, hellos  # box's workers inside 'cann'; plain's not
+    assert any(h["env"].get("OPDEBUG_TEST_PREFIX") == "env" for h in hellos)
+    check = asyncio.run(check_host("box", inventory=inv))
+    assert check.ok and check.device_count and check.devices == [0, 1], check.missing
+
+
+def test_killing_the_channel_mid_case_leaves_the_case_pending_and_no_process_behind(ssh_env, tmp_path):  # noqa: F811
+    work = tmp_path / "kill-work"
+    inv = parse_inventory({"hosts": {"pod": command_host(ssh_prefix(ssh_env), work, devices=[0])}})
+    config = {"run_id": "hang", "operator": {"name": "hangs", "candidate": "hangs_mod.cand",
+                                            "reference": "hangs_mod.ref", "modules": ["hangs_mod.py"]},
+              "default_timeout_s": 300}
+    plan_cases({"config": config, "cases": [{"id": "h0", "inputs": [{"name": "x", "shape": [4]}]}],
+                "module_sources": {"hangs_mod.py": HANGS}}, root=tmp_path)
+
+    async def kill_the_client_mid_case():
+        task = asyncio.ensure_future(run_case_remote("hang", hosts=["pod"], root=tmp_path, inventory=inv))
+        deadline = time.monotonic() + 120
+        # the supervisor and its worker run, the worker inside the candidate
+        while not _in_candidate(str(work)):
+            assert time.monotonic() < deadline and not task.done()
+            await asyncio.sleep(0.1)
+        client = next(e.slot.pid for e in pool.REGISTRY._entries.values())
+        assert _program(client) == "ssh"
+        os.kill(client, signal.SIGKILL)
+        return await asyncio.wait_for(task, 60)
+
+    resp = run(kill_the_client_mid_case())
+    assert [o.state for o in resp.outcomes] == ["pending"] and resp.recorded == []
+    assert "connection lost" in (resp.outcomes[0].error or ""), resp.outcomes[0].error
+    assert resp.pending == ["h0"]
+    deadline = time.monotonic() + 15
+    while processes_with_marker(str(work)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_with_marker(str(work)) == []  # supervisor, worker, lease helper: all gone
+
+
+def _in_candidate(marker: str) -> bool:
+    """A runner process of this work dir is sleeping in the candidate's time.sleep."""
+    for pid in processes_with_marker(marker):
+        try:
+            if Path(f"/proc/{pid}/wchan").read_text() in ("hrtimer_nanosleep", "do_nanosleep"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def test_the_prefix_is_an_argument_vector_and_only_the_command_kinds_field():
+    def refused(entry: dict) -> str:
+        with pytest.raises(ToolError) as err:
+            parse_inventory({"hosts": {"pod": {"device": "cpu", **entry}}})
+        assert err.value.code == "invalid_inventory"
+        return err.value.message
+
+    assert "hosts.pod.command" in refused({"transport": "command", "command": "kubectl exec -i pod --"})
+    assert "hosts.pod.command" in refused({"transport": "command", "command": []})
+    assert "control character" in refused({"transport": "command", "command": ["ssh", "host\nrm -rf /"]})
+    assert "plain command name" in refused({"transport": "command", "command": ["-oProxyCommand=x", "h"]})
+    assert "hosts.pod.command" in refused({"transport": "command"})  # the kind's own field is required
+    # no SSH address or known_hosts is asked of a command host; its field is refused elsewhere
+    message = refused({"hostname": "h", "known_hosts": "/dev/null", "command": ["kubectl"]})
+    assert "hosts.pod.command: Value error, not a field of a 'ssh' host" in message
+    host = parse_inventory({"hosts": {"pod": {"transport": "command", "device": "cpu",
+                                              "command": ["kubectl", "exec", "-i", "p", "-n", "ns", "--"]}}})
+    kind = CommandHost(host.get("pod"), pool.REGISTRY.context)
+    assert kind.prefix == ["kubectl", "exec", "-i", "p", "-n", "ns", "--", "bash"]
+    assert kind.address == "kubectl exec -i p -n ns --"
