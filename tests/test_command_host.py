@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from sshd_fixture import login_user, processes_with_marker, ssh_env  # noqa: F401  (fixture)
+
 from tools.check_host import check_host
 from tools.errors import ToolError
 from tools.plan_cases import plan_cases
@@ -54,17 +54,37 @@ OPDEBUG_TEST_CONTAINER=$name exec "$@"
 
 
 def plan_bf16(root: Path, run_id: str, n: int = 2) -> None:
-    config = {"run_id": run_id, "operator": {"name": "bf16_only", "candidate": "bf16_only.cand",
-                                            "reference": "bf16_only.ref", "modules": ["bf16_only.py"]},
-              "tolerance": {"atol": 1e-5, "rtol": 1e-5, "per_dtype": {"bfloat16": {"atol": 8e-3, "rtol": 8e-3}}}}
-    cases = [{"id": f"x-{d}-{i}", "inputs": [{"name": "x", "shape": [4, 8], "dtype": d}], "seed": i}
-             for d in ("float32", "bfloat16") for i in range(n)]
-    plan_cases({"config": config, "cases": cases,
-                "module_sources": {"bf16_only.py": (OPERATORS / "bf16_only.py").read_text()}}, root=root)
+    config = {
+        "run_id": run_id,
+        "operator": {
+            "name": "bf16_only",
+            "candidate": "bf16_only.cand",
+            "reference": "bf16_only.ref",
+            "modules": ["bf16_only.py"],
+        },
+        "tolerance": {"atol": 1e-5, "rtol": 1e-5, "per_dtype": {"bfloat16": {"atol": 8e-3, "rtol": 8e-3}}},
+    }
+    cases = [
+        {"id": f"x-{d}-{i}", "inputs": [{"name": "x", "shape": [4, 8], "dtype": d}], "seed": i}
+        for d in ("float32", "bfloat16")
+        for i in range(n)
+    ]
+    plan_cases(
+        {
+            "config": config,
+            "cases": cases,
+            "module_sources": {"bf16_only.py": (OPERATORS / "bf16_only.py").read_text()},
+        },
+        root=root,
+    )
 
 
-EXPECTED = {"x-float32-0": "passed", "x-float32-1": "passed",
-            "x-bfloat16-0": "numerical_mismatch", "x-bfloat16-1": "numerical_mismatch"}
+EXPECTED = {
+    "x-float32-0": "passed",
+    "x-float32-1": "passed",
+    "x-bfloat16-0": "numerical_mismatch",
+    "x-bfloat16-1": "numerical_mismatch",
+}
 
 
 def run(coro, hellos: list[dict] | None = None):
@@ -73,8 +93,11 @@ def run(coro, hellos: list[dict] | None = None):
             return await coro
         finally:
             if hellos is not None:  # what each warm supervisor said, and the program that reached it here
-                hellos.extend({**e.slot.hello, "program": _program(e.slot.pid)} for e in pool.REGISTRY._entries.values())
+                hellos.extend(
+                    {**e.slot.hello, "program": _program(e.slot.pid)} for e in pool.REGISTRY._entries.values()
+                )
             await pool.REGISTRY.close_all()
+
     return asyncio.run(main())
 
 
@@ -85,15 +108,32 @@ def _program(pid: int | None) -> str:
         return ""
 
 
-def ssh_prefix(ssh_env, name: str = "hosta") -> list[str]:
-    server = ssh_env.servers[name]
-    return ["ssh", "-p", str(server.port), "-i", str(ssh_env.client_key), "-o",
-            f"UserKnownHostsFile={ssh_env.known_hosts}", "-o", "BatchMode=yes", f"{login_user()}@127.0.0.1"]
+def ssh_prefix(env, name: str = "hosta") -> list[str]:
+    server = env.servers[name]
+    return [
+        "ssh",
+        "-p",
+        str(server.port),
+        "-i",
+        str(env.client_key),
+        "-o",
+        f"UserKnownHostsFile={env.known_hosts}",
+        "-o",
+        "BatchMode=yes",
+        f"{login_user()}@127.0.0.1",
+    ]
 
 
 def command_host(command: list[str], work_dir: Path, **over) -> dict:
-    return {"transport": "command", "command": command, "python": sys.executable, "device": "cpu",
-            "devices": [0, 1], "work_dir": str(work_dir), **over}
+    return {
+        "transport": "command",
+        "command": command,
+        "python": sys.executable,
+        "device": "cpu",
+        "devices": [0, 1],
+        "work_dir": str(work_dir),
+        **over,
+    }
 
 
 def fake_docker(tmp_path: Path) -> Path:
@@ -133,12 +173,13 @@ def test_a_bastion_prefix_reaches_the_host_through_another(ssh_env, tmp_path):  
     """``ssh -J bastion npu``: hosta's sshd is the bastion, hostb's the device machine."""
     config = tmp_path / "ssh_config"
     a, b = ssh_env.servers["hosta"].port, ssh_env.servers["hostb"].port
-    config.write_text(f"Host *\n  User {login_user()}\n  IdentityFile {ssh_env.client_key}\n"
-                      f"  UserKnownHostsFile {ssh_env.known_hosts}\n  BatchMode yes\n"
-                      f"Host bastion\n  HostName 127.0.0.1\n  Port {a}\nHost npu\n  HostName 127.0.0.1\n  Port {b}\n")
+    config.write_text(
+        f"Host *\n  User {login_user()}\n  IdentityFile {ssh_env.client_key}\n"
+        f"  UserKnownHostsFile {ssh_env.known_hosts}\n  BatchMode yes\n"
+        f"Host bastion\n  HostName 127.0.0.1\n  Port {a}\nHost npu\n  HostName 127.0.0.1\n  Port {b}\n"
+    )
     work = tmp_path / "bastion-work"
-    inv = parse_inventory({"hosts": {"behind": command_host(["ssh", "-F", str(config), "-J", "bastion", "npu"],
-                                                            work)}})
+    inv = parse_inventory({"hosts": {"behind": command_host(["ssh", "-F", str(config), "-J", "bastion", "npu"], work)}})
     check = asyncio.run(check_host("behind", inventory=inv))
     assert check.ok and check.torch and check.devices == [0, 1], check.missing
 
@@ -149,10 +190,14 @@ def test_a_local_prefix_and_an_emulated_container_run_a_whole_run(tmp_path, monk
     docker = fake_docker(tmp_path)
     monkeypatch.setenv("PATH", f"{docker.parent}{os.pathsep}{os.environ['PATH']}")
     work = tmp_path / "box-work"
-    inv = parse_inventory({"hosts": {
-        "box": command_host([str(docker), "exec", "-i", "npu-box"], work, container="cann"),
-        "plain": command_host(["env", "OPDEBUG_TEST_PREFIX=env"], tmp_path / "plain-work", devices=[0]),
-    }})
+    inv = parse_inventory(
+        {
+            "hosts": {
+                "box": command_host([str(docker), "exec", "-i", "npu-box"], work, container="cann"),
+                "plain": command_host(["env", "OPDEBUG_TEST_PREFIX=env"], tmp_path / "plain-work", devices=[0]),
+            }
+        }
+    )
     plan_bf16(tmp_path, "boxed")
     hellos: list[dict] = []
     resp = run(run_case_remote("boxed", hosts=["box", "plain"], root=tmp_path, inventory=inv), hellos)
@@ -167,11 +212,24 @@ def test_a_local_prefix_and_an_emulated_container_run_a_whole_run(tmp_path, monk
 def test_killing_the_channel_mid_case_leaves_the_case_pending_and_no_process_behind(ssh_env, tmp_path):  # noqa: F811
     work = tmp_path / "kill-work"
     inv = parse_inventory({"hosts": {"pod": command_host(ssh_prefix(ssh_env), work, devices=[0])}})
-    config = {"run_id": "hang", "operator": {"name": "hangs", "candidate": "hangs_mod.cand",
-                                            "reference": "hangs_mod.ref", "modules": ["hangs_mod.py"]},
-              "default_timeout_s": 300}
-    plan_cases({"config": config, "cases": [{"id": "h0", "inputs": [{"name": "x", "shape": [4]}]}],
-                "module_sources": {"hangs_mod.py": HANGS}}, root=tmp_path)
+    config = {
+        "run_id": "hang",
+        "operator": {
+            "name": "hangs",
+            "candidate": "hangs_mod.cand",
+            "reference": "hangs_mod.ref",
+            "modules": ["hangs_mod.py"],
+        },
+        "default_timeout_s": 300,
+    }
+    plan_cases(
+        {
+            "config": config,
+            "cases": [{"id": "h0", "inputs": [{"name": "x", "shape": [4]}]}],
+            "module_sources": {"hangs_mod.py": HANGS},
+        },
+        root=tmp_path,
+    )
 
     async def kill_the_client_mid_case():
         task = asyncio.ensure_future(run_case_remote("hang", hosts=["pod"], root=tmp_path, inventory=inv))
@@ -221,8 +279,17 @@ def test_the_prefix_is_an_argument_vector_and_only_the_command_kinds_field():
     # no SSH address or known_hosts is asked of a command host; its field is refused elsewhere
     message = refused({"hostname": "h", "known_hosts": "/dev/null", "command": ["kubectl"]})
     assert "hosts.pod.command: Value error, not a field of a 'ssh' host" in message
-    host = parse_inventory({"hosts": {"pod": {"transport": "command", "device": "cpu",
-                                              "command": ["kubectl", "exec", "-i", "p", "-n", "ns", "--"]}}})
+    host = parse_inventory(
+        {
+            "hosts": {
+                "pod": {
+                    "transport": "command",
+                    "device": "cpu",
+                    "command": ["kubectl", "exec", "-i", "p", "-n", "ns", "--"],
+                }
+            }
+        }
+    )
     kind = CommandHost(host.get("pod"), pool.REGISTRY.context)
     assert kind.prefix == ["kubectl", "exec", "-i", "p", "-n", "ns", "--", "bash"]
     assert kind.address == "kubectl exec -i p -n ns --"

@@ -99,7 +99,7 @@ async def check_host(
             devices=kind.lent_devices(None),
             missing=run.missing,
             elapsed_s=round(time.monotonic() - started, 3),
-            scheduler=SchedulerCheck.model_validate(run.scheduler),
+            scheduler=SchedulerCheck.model_validate(run.scheduler_report),
         )
     if run.code is None and not run.out:
         raise ToolError(f"the probe did not run on {cfg.name}: {run.err}", code="probe_timeout")

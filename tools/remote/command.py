@@ -151,6 +151,7 @@ class CommandHost(HostKind):
                 f"{self.cfg.name}: cannot run its command {self.address}: {exc.strerror or exc}",
                 code="slot_start_failed",
             ) from None
+        assert process.stdin is not None  # piped by spawn
         process.stdin.write(line.encode("utf-8") + b"\n")
         await process.stdin.drain()
         return process

@@ -101,7 +101,7 @@ class ProbeRun:
     err: str = ""
     staged: str | None = None  # a file of the staged runner the probe looked for
     ran: bool = True
-    scheduler: dict | None = None  # a scheduler's report (tool_io.SchedulerCheck)
+    scheduler_report: dict | None = None  # what a scheduler offers (tool_io.SchedulerCheck)
     missing: list[str] = field(default_factory=list)  # what the kind itself found missing
 
 

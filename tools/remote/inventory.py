@@ -80,6 +80,8 @@ _ALIAS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _ABS_PATH_RE = re.compile(r"^/[A-Za-z0-9._/+@=-]{0,1023}$")
 _COMMAND_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
 _CONTAINER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
 def matching(regex: re.Pattern, what: str):
     def check(value: str) -> str:
         if not regex.fullmatch(value):
@@ -251,7 +253,9 @@ def _unknown_field(error: Any, data: dict) -> Any:
     kinds = _entry_kinds(data)
     names = " + ".join(repr(k.name) for k in kinds)
     own = sorted({f for k in kinds for f in k.fields.model_fields})
-    why = (f"not a field of a {names} host" if names else "not a field of a host") + (f" (its kind's own fields: {', '.join(own)})" if own else "")
+    why = (f"not a field of a {names} host" if names else "not a field of a host") + (
+        f" (its kind's own fields: {', '.join(own)})" if own else ""
+    )
     return {"type": "value_error", "loc": error["loc"], "input": error.get("input"), "ctx": {"error": ValueError(why)}}
 
 
@@ -267,7 +271,9 @@ def _entry_kinds(data: dict) -> list[Any]:
 
 # Built without validation: validating asks kinds.py, which imports the host kind modules,
 # which import this one (tests/test_host_kinds.py validates it).
-LOCAL_HOST = HostConfig.model_construct(name=LOCAL, transport="local", device="cpu", devices=[0])
+LOCAL_HOST = HostConfig.model_construct(
+    name=LOCAL, transport="local", device="cpu", devices=[0], options={LOCAL: NoFields()}
+)
 
 
 class Inventory:

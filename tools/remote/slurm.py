@@ -218,7 +218,7 @@ class SlurmHost(HostKind):
         report, missing = await partition_report(self.login, self.cfg)
         if self.address is None and not os.access(_existing_parent(self.cfg.work_dir), os.W_OK):
             missing.append(f"a writable work_dir ({self.cfg.work_dir}) on a file system the nodes see")
-        return ProbeRun(self.cfg.work_dir, ran=False, scheduler=report, missing=missing)
+        return ProbeRun(self.cfg.work_dir, ran=False, scheduler_report=report, missing=missing)
 
     async def stage_runner(self) -> str:
         return await self.login.runner_root()
@@ -231,7 +231,13 @@ class SlurmHost(HostKind):
         return await self.login.spawn(argv)
 
     async def run_command(
-        self, argv: list[str], timeout: float, *, stdin: bytes | None = None, merge_stderr: bool = False
+        self,
+        argv: list[str],
+        timeout: float,
+        *,
+        stdin: bytes | None = None,
+        merge_stderr: bool = False,
+        each_env_script: bool = False,
     ) -> tuple[int | None, str, str]:
         code, out, err = await self.login.run(argv, timeout)
         return (code, out + err, "") if merge_stderr else (code, out, err)

@@ -65,7 +65,6 @@ SRUN_RESERVED = frozenset(
 )
 
 
-
 def _srun_option(value: str) -> str:
     if not _SRUN_OPTION_RE.fullmatch(value):
         raise ValueError(
