@@ -293,3 +293,11 @@ def test_the_prefix_is_an_argument_vector_and_only_the_command_kinds_field():
     kind = CommandHost(host.get("pod"), pool.REGISTRY.context)
     assert kind.prefix == ["kubectl", "exec", "-i", "p", "-n", "ns", "--", "bash"]
     assert kind.address == "kubectl exec -i p -n ns --"
+
+
+def test_check_host_on_a_command_host_without_its_python_says_what_is_missing(tmp_path):
+    inv = parse_inventory({"hosts": {"pod": command_host(["env"], tmp_path / "w", python="/nonexistent/bin/python3")}})
+    check = asyncio.run(check_host("pod", inventory=inv))
+    assert not check.ok and check.torch is None
+    assert check.missing[0].startswith("the runner staged where the worker runs") and "127" in check.missing[0]
+    assert "python '/nonexistent/bin/python3' was not found on the host" in check.missing[-1], check.missing

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from ..errors import ToolError
 from ..schemas import Strict
 from .bundle import LEASE_SCRIPT, RUNNER_PACKAGE
 from .busy import busy_text, wait_budget, waiting_text
@@ -166,11 +167,14 @@ class HostKind:
         runs, after staging the runner as a slot would: STAGED is a file of that stage, so the
         probe says whether the worker sees the files staged for it."""
         work_dir = self.probe_work_dir(here)
-        staged = f"{await self.stage_runner()}/{LEASE_SCRIPT}"
-        code, out, err = await self.run_command(
-            [self.python, "-", work_dir, self.cfg.device, staged], timeout, stdin=script, each_env_script=True
-        )
-        return ProbeRun(work_dir, code, out, err, staged=staged)
+        try:
+            staged: str | None = f"{await self.stage_runner()}/{LEASE_SCRIPT}"
+            missing = []
+        except (ToolError, *LOST_ERRORS) as exc:  # said with the rest of what is missing
+            staged, missing = None, [f"the runner staged where the worker runs ({exc})"]
+        argv = [self.python, "-", work_dir, self.cfg.device, *([staged] if staged else [])]
+        code, out, err = await self.run_command(argv, timeout, stdin=script, each_env_script=True)
+        return ProbeRun(work_dir, code, out, err, staged=staged, missing=missing)
 
     @classmethod
     def slot_devices(cls, cfg: HostConfig) -> list[int]:
