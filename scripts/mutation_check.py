@@ -353,6 +353,24 @@ MUTATIONS: tuple[Mutation, ...] = (
              "            if True:",
              (T_POOL + "test_a_dropped_connection_is_started_again_and_the_rest_of_the_run_completes",
               T_SLURM + "test_a_job_cancelled_mid_case_leaves_that_case_pending_and_the_rerun_completes")),
+    # issue 35: a host kind is one module; the command kind
+    Mutation("command-stage-unhashed", "what a command host stages is checked by its sha256 before it is used",
+             "tools/remote/stage_files.py",
+             "    if hashlib.sha256(data).hexdigest() != digest:",
+             "    if False:",
+             ("tests/test_command_host.py::"
+              "test_the_stager_checks_the_bytes_by_hash_and_never_trusts_a_tree_it_did_not_write",)),
+    Mutation("command-tar-escape", "a staged tar member never lands outside its stage",
+             "tools/remote/stage_files.py",
+             '            if not member.isreg() or not _REL.fullmatch(member.name) or ".." in parts or "." in parts:',
+             "            if not member.isreg():",
+             ("tests/test_command_host.py::"
+              "test_the_stager_checks_the_bytes_by_hash_and_never_trusts_a_tree_it_did_not_write",)),
+    Mutation("kind-entry-unchecked", "a kind refuses an inventory entry it cannot run",
+             "tools/remote/inventory.py",
+             "                kind.check_entry(host)",
+             "                pass",
+             ("tests/test_host_kinds.py::test_all_devices_is_refused_on_a_host_of_another_machine",)),
     # issue 21: consistency checks
     Mutation("repeats-not-compared", "a case whose repeated runs differ is flagged nondeterministic",
              "tools/runner/consistency.py",

@@ -12,9 +12,14 @@ and no process behind.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import io
+import json
 import os
 import signal
+import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -25,7 +30,8 @@ from tools.check_host import check_host
 from tools.errors import ToolError
 from tools.plan_cases import plan_cases
 from tools.remote import pool
-from tools.remote.command import CommandHost
+from tools.remote.bundle import content_hash
+from tools.remote.command import STAGER_SRC, CommandHost, tar_bytes
 from tools.remote.inventory import parse_inventory
 from tools.run_case_remote import run_case_remote
 
@@ -301,3 +307,42 @@ def test_check_host_on_a_command_host_without_its_python_says_what_is_missing(tm
     assert not check.ok and check.torch is None
     assert check.missing[0].startswith("the runner staged where the worker runs") and "127" in check.missing[0]
     assert "python '/nonexistent/bin/python3' was not found on the host" in check.missing[-1], check.missing
+
+
+def _stage(work: Path, name: str, data: bytes, digest: str | None = None) -> dict:
+    """The stager as a command host runs it: ``python -c SOURCE WORK_DIR``, one request on stdin."""
+    header = {"name": name, "size": len(data), "sha256": digest or hashlib.sha256(data).hexdigest()}
+    done = subprocess.run(
+        [sys.executable, "-c", STAGER_SRC.read_text(), str(work)],
+        input=json.dumps(header).encode() + b"\n" + data,
+        capture_output=True,
+        timeout=60,
+    )
+    return json.loads(done.stdout.decode().strip().splitlines()[-1])
+
+
+def test_the_stager_checks_the_bytes_by_hash_and_never_trusts_a_tree_it_did_not_write(tmp_path):
+    work = tmp_path / "work"
+    files = {"pkg/a.py": b"A = 1\n", "b.py": b"B = 2\n"}
+    good = tar_bytes(files)
+    staged = _stage(work, "modules", good)
+    assert staged == {"event": "staged", "path": f"{work}/files/modules-{content_hash(files)[:12]}"}
+    assert Path(staged["path"], "pkg", "a.py").read_bytes() == b"A = 1\n"
+    assert _stage(work, "modules", good) == staged  # the same files: the same stage, verified byte for byte
+
+    refused = _stage(work, "modules", good, digest="0" * 64)  # bytes changed on the way
+    assert refused["event"] == "stage_refused" and "sha256" in refused["reason"]
+    Path(staged["path"], "b.py").write_bytes(b"B = 'planted'\n")  # a tree changed after it was staged
+    planted = _stage(work, "modules", good)
+    assert planted["event"] == "stage_refused" and "'b.py' differs from the shipped file" in planted["reason"]
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("../escape.py")
+        info.size = 3
+        tar.addfile(info, io.BytesIO(b"x=1"))
+    escape = _stage(work, "runner", buf.getvalue())
+    assert escape["event"] == "stage_refused" and "'../escape.py'" in escape["reason"]
+    assert not (tmp_path / "escape.py").exists()
+    other = _stage(work, "../etc", good)
+    assert other["event"] == "stage_refused" and not (tmp_path / "etc").exists()
