@@ -1,8 +1,14 @@
 """The host inventory: which machines the tools may run cases on.
 
-A TOML file (path by argument or $OPDEBUG_INVENTORY) with one table per host::
+A TOML file (path by argument or $OPDEBUG_INVENTORY) with one table per host.
+The fields every host has are `HostConfig`'s; a host's *kind* (``transport``,
+and ``scheduler`` in front of a login host: a module of tools/remote, kinds.py,
+references/host-kinds.md) declares the fields of its own in a strict model
+(``HostKind.fields``), and the entry's keys are validated by those models and
+this one together - every error at once, each at its key, a key no kind of
+the entry takes refused with the fields it does take::
 
-    [hosts.npu-a]
+    [hosts.npu-a]                   # transport "ssh" (the default): ssh.SSHFields
     hostname = "10.0.0.12"          # or: ssh_config_alias = "npu-a" (+ ssh_config)
     user = "debug"
     identity_files = ["/home/me/.ssh/id_ed25519"]   # none: ssh-agent / default keys
@@ -15,16 +21,22 @@ A TOML file (path by argument or $OPDEBUG_INVENTORY) with one table per host::
     work_dir = "/tmp/opdebug"
     concurrency = 8
 
-With ``container``, the worker runs inside ``docker exec -i NAME``, while
-the runner is uploaded by SFTP to the host's filesystem: ``work_dir`` must be
-mounted into the container at the same path (check_host verifies it).
+    [hosts.pod]                     # a machine reached by a command prefix: command.CommandFields
+    transport = "command"
+    command = ["kubectl", "exec", "-i", "npu-pod-0", "-n", "ascend", "--"]
+    device = "npu"
+    devices = [0, 1]
+
+With ``container``, the worker runs inside ``docker exec -i NAME``; over SSH
+the runner is uploaded by SFTP to the host's filesystem, so ``work_dir`` must
+be mounted into the container at the same path (check_host verifies it).
 
 A host behind a cluster scheduler is a *login host* (``transport = "local"``:
 this machine, or ``"ssh"`` with the fields above) plus ``scheduler = "slurm"``
-and a ``[hosts.NAME.slurm]`` table (`SlurmOptions`); each slot is one ``srun``
-job (``concurrency`` of them at once), the scheduler picks the node and the
-device, ``env_scripts`` are sourced on the node inside the job, and
-``work_dir`` must be on a file system the nodes see (see tools/remote/slurm.py)::
+and a ``[hosts.NAME.slurm]`` table (slurm_fields.SlurmOptions); each slot is
+one ``srun`` job (``concurrency`` of them at once), the scheduler picks the
+node and the device, ``env_scripts`` are sourced on the node inside the job,
+and ``work_dir`` must be on a file system the nodes see (see tools/remote/slurm.py)::
 
     [hosts.cluster]
     transport = "local"             # the login host: this machine (or "ssh" + hostname, user, ...)
@@ -45,11 +57,10 @@ device, ``env_scripts`` are sourced on the node inside the job, and
 
 The host ``local`` (the same runner as a local subprocess, device cpu) is
 always there; with ``all_devices = true`` a local host lends a slot on every
-device its probe sees (check_host's count), each under its own lease.  The
-``transport`` (and ``scheduler``) names a host kind: a module of tools/remote
-(kinds.py, references/host-kinds.md).  Tools take host *names* only; every field that ends up in a
-remote command line is checked against a strict pattern here and quoted again
-with shlex.quote where the command is built.
+device its probe sees (check_host's count), each under its own lease.  Tools
+take host *names* only; every field that ends up in a remote command line is
+checked against a strict pattern here (or in its kind's model) and quoted
+again with shlex.quote where the command is built.
 """
 
 from __future__ import annotations
