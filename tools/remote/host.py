@@ -51,6 +51,7 @@ START_TIMEOUT_S = 180.0  # until the supervisor first answers hello (then the bu
 SHUTDOWN_GRACE_S = 5.0
 LEASE_GRACE_S = 60.0  # beyond the lease wait: the helper itself must have answered by then
 STDERR_TAIL = 2000  # characters of a slot's stderr kept in its messages
+STAGE_FAILURES: tuple[type[BaseException], ...] = (ToolError, *LOST_ERRORS)  # a stage the probe reports
 _OWNER_SAFE = re.compile(r"[^A-Za-z0-9._:-]")
 
 
@@ -170,7 +171,7 @@ class HostKind:
         try:
             staged: str | None = f"{await self.stage_runner()}/{LEASE_SCRIPT}"
             missing = []
-        except (ToolError, *LOST_ERRORS) as exc:  # said with the rest of what is missing
+        except STAGE_FAILURES as exc:  # said with the rest of what is missing
             staged, missing = None, [f"the runner staged where the worker runs ({exc})"]
         argv = [self.python, "-", work_dir, self.cfg.device, *([staged] if staged else [])]
         code, out, err = await self.run_command(argv, timeout, stdin=script, each_env_script=True)
