@@ -16,6 +16,7 @@ import hashlib
 import io
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -40,12 +41,13 @@ HANGS = """\
 import time
 
 
-def cand(x):
+def cand(x, started=""):
+    open(started, "w").close()  # the candidate runs: the channel may go now
     time.sleep(600)
     return x
 
 
-def ref(x):
+def ref(x, started=""):
     return x
 """
 # `docker exec [-i] CONTAINER CMD...` run here: CMD with the container's name in its environment.
@@ -196,10 +198,17 @@ def test_a_local_prefix_and_an_emulated_container_run_a_whole_run(tmp_path, monk
     docker = fake_docker(tmp_path)
     monkeypatch.setenv("PATH", f"{docker.parent}{os.pathsep}{os.environ['PATH']}")
     work = tmp_path / "box-work"
+    env_script = tmp_path / "set_env.sh"
+    env_script.write_text("export ASCEND_TEST_TOOLKIT=sourced\n")
+    broken = tmp_path / "broken_env.sh"
+    broken.write_text("return 3\n")
     inv = parse_inventory(
         {
             "hosts": {
-                "box": command_host([str(docker), "exec", "-i", "npu-box"], work, container="cann"),
+                "box": command_host(
+                    [str(docker), "exec", "-i", "npu-box"], work, container="cann", env_scripts=[str(env_script)]
+                ),
+                "broken": command_host(["env"], work, env_scripts=[str(env_script), str(broken)]),
                 "plain": command_host(["env", "OPDEBUG_TEST_PREFIX=env"], tmp_path / "plain-work", devices=[0]),
             }
         }
@@ -211,12 +220,21 @@ def test_a_local_prefix_and_an_emulated_container_run_a_whole_run(tmp_path, monk
     containers = {h["env"].get("OPDEBUG_TEST_CONTAINER") for h in hellos}
     assert "cann" in containers and None in containers, hellos  # box's workers inside 'cann'; plain's not
     assert any(h["env"].get("OPDEBUG_TEST_PREFIX") == "env" for h in hellos)
+    # box's environment script was sourced where its workers run (inside the container)
+    assert {h["env"].get("ASCEND_TEST_TOOLKIT") for h in hellos if h["env"].get("OPDEBUG_TEST_CONTAINER")} == {
+        "sourced"
+    }
     check = asyncio.run(check_host("box", inventory=inv))
     assert check.ok and check.device_count and check.devices == [0, 1], check.missing
+    assert [(e.exit_status, e.sourced) for e in check.env_scripts] == [(0, True)]
+    broken_check = asyncio.run(check_host("broken", inventory=inv))
+    assert [(e.exit_status, e.sourced) for e in broken_check.env_scripts] == [(0, True), (3, False)]
+    assert broken_check.missing == [f"environment script {broken} did not source cleanly (exit status 3)"]
 
 
 def test_killing_the_channel_mid_case_leaves_the_case_pending_and_no_process_behind(ssh_env, tmp_path):  # noqa: F811
     work = tmp_path / "kill-work"
+    started = tmp_path / "candidate-started"
     inv = parse_inventory({"hosts": {"pod": command_host(ssh_prefix(ssh_env), work, devices=[0])}})
     config = {
         "run_id": "hang",
@@ -231,7 +249,7 @@ def test_killing_the_channel_mid_case_leaves_the_case_pending_and_no_process_beh
     plan_cases(
         {
             "config": config,
-            "cases": [{"id": "h0", "inputs": [{"name": "x", "shape": [4]}]}],
+            "cases": [{"id": "h0", "inputs": [{"name": "x", "shape": [4]}], "attributes": {"started": str(started)}}],
             "module_sources": {"hangs_mod.py": HANGS},
         },
         root=tmp_path,
@@ -241,7 +259,7 @@ def test_killing_the_channel_mid_case_leaves_the_case_pending_and_no_process_beh
         task = asyncio.ensure_future(run_case_remote("hang", hosts=["pod"], root=tmp_path, inventory=inv))
         deadline = time.monotonic() + 120
         # the supervisor and its worker run, the worker inside the candidate
-        while not _in_candidate(str(work)):
+        while not started.exists():
             assert time.monotonic() < deadline and not task.done()
             await asyncio.sleep(0.1)
         client = next(e.slot.pid for e in pool.REGISTRY._entries.values())
@@ -257,17 +275,6 @@ def test_killing_the_channel_mid_case_leaves_the_case_pending_and_no_process_beh
     while processes_with_marker(str(work)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert processes_with_marker(str(work)) == []  # supervisor, worker, lease helper: all gone
-
-
-def _in_candidate(marker: str) -> bool:
-    """A runner process of this work dir is sleeping in the candidate's time.sleep."""
-    for pid in processes_with_marker(marker):
-        try:
-            if Path(f"/proc/{pid}/wchan").read_text() in ("hrtimer_nanosleep", "do_nanosleep"):
-                return True
-        except OSError:
-            continue
-    return False
 
 
 def test_the_prefix_is_an_argument_vector_and_only_the_command_kinds_field():
@@ -346,3 +353,16 @@ def test_the_stager_checks_the_bytes_by_hash_and_never_trusts_a_tree_it_did_not_
     assert not (tmp_path / "escape.py").exists()
     other = _stage(work, "../etc", good)
     assert other["event"] == "stage_refused" and not (tmp_path / "etc").exists()
+
+
+def test_a_model_command_through_the_prefix_is_words_never_shell_syntax(ssh_env, tmp_path):  # noqa: F811
+    """verify_run's model command (a tool argument) reaches the far shell as quoted words only,
+    even through ssh, which would join an argument vector into one shell line."""
+    from tools.artifacts.verify import run_model_command
+
+    inv = parse_inventory({"hosts": {"pod": command_host(ssh_prefix(ssh_env), tmp_path / "w")}})
+    planted = tmp_path / "PWNED"
+    command = shlex.join(["echo", f"$(touch {planted})", ";", "exit", "3"])
+    done = run(run_model_command(command, inv.get("pod"), timeout_s=60))
+    assert done["exit_status"] == 0 and done["output_tail"].strip() == f"$(touch {planted}) ; exit 3"
+    assert not planted.exists()

@@ -178,8 +178,10 @@ class CommandHost(HostKind):
         data = tar_bytes(files)
         header = {"name": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
         stager = [self.python, "-c", STAGER_SRC.read_text(encoding="utf-8"), self.cfg.work_dir]
+        # every environment script sourced, whatever one of them says (it may put python on PATH;
+        # the probe and the supervisor report a failing one)
         code, out, err = await self.run_command(
-            stager, STAGE_TIMEOUT_S, stdin=json.dumps(header).encode() + b"\n" + data
+            stager, STAGE_TIMEOUT_S, stdin=json.dumps(header).encode() + b"\n" + data, each_env_script=True
         )
         answer = _last_json(out)
         folder = self.cfg.work_dir if name == "runner" else f"{self.cfg.work_dir}/files"
