@@ -366,6 +366,11 @@ MUTATIONS: tuple[Mutation, ...] = (
              "            if not member.isreg():",
              ("tests/test_command_host.py::"
               "test_the_stager_checks_the_bytes_by_hash_and_never_trusts_a_tree_it_did_not_write",)),
+    Mutation("command-stale-files", "a command host that lost its files (a pod restarted) gets them again",
+             "tools/remote/command.py",
+             "            self.staged.forget(self.cfg.name)",
+             "            pass",
+             ("tests/test_command_host.py::test_a_machine_that_lost_its_files_gets_them_again",)),
     Mutation("kind-entry-unchecked", "a kind refuses an inventory entry it cannot run",
              "tools/remote/inventory.py",
              "                kind.check_entry(host)",

@@ -17,6 +17,7 @@ import io
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -333,9 +334,11 @@ def test_the_stager_checks_the_bytes_by_hash_and_never_trusts_a_tree_it_did_not_
     files = {"pkg/a.py": b"A = 1\n", "b.py": b"B = 2\n"}
     good = tar_bytes(files)
     staged = _stage(work, "modules", good)
-    assert staged == {"event": "staged", "path": f"{work}/files/modules-{content_hash(files)[:12]}"}
+    path = f"{work}/files/modules-{content_hash(files)[:12]}"
+    assert staged == {"event": "staged", "path": path, "new": True}
     assert Path(staged["path"], "pkg", "a.py").read_bytes() == b"A = 1\n"
-    assert _stage(work, "modules", good) == staged  # the same files: the same stage, verified byte for byte
+    # the same files: the same stage, verified byte for byte
+    assert _stage(work, "modules", good) == {"event": "staged", "path": path, "new": False}
 
     refused = _stage(work, "modules", good, digest="0" * 64)  # bytes changed on the way
     assert refused["event"] == "stage_refused" and "sha256" in refused["reason"]
@@ -366,3 +369,27 @@ def test_a_model_command_through_the_prefix_is_words_never_shell_syntax(ssh_env,
     done = run(run_model_command(command, inv.get("pod"), timeout_s=60))
     assert done["exit_status"] == 0 and done["output_tail"].strip() == f"$(touch {planted}) ; exit 3"
     assert not planted.exists()
+
+
+def test_a_machine_that_lost_its_files_gets_them_again(tmp_path):
+    """A pod restarted: the next slot finds no runner, stages it anew, and the run's files with it."""
+    work = tmp_path / "pod-work"
+    inv = parse_inventory({"hosts": {"pod": command_host(["env"], work, devices=[0])}})
+    plan_bf16(tmp_path, "restart", n=1)
+
+    async def twice():
+        try:
+            first = await run_case_remote(
+                "restart", case_ids=["x-float32-0"], hosts=["pod"], root=tmp_path, inventory=inv
+            )
+            await pool.REGISTRY.close_idle(["pod"])  # its processes went with the pod...
+            shutil.rmtree(work)  # ...and so did its files
+            second = await run_case_remote("restart", hosts=["pod"], root=tmp_path, inventory=inv)
+            return first, second
+        finally:
+            await pool.REGISTRY.close_all()
+
+    first, second = asyncio.run(twice())
+    assert [o.state for o in first.outcomes] == ["passed"]
+    assert {o.case_id: o.state for o in second.outcomes} == {"x-bfloat16-0": "numerical_mismatch"}
+    assert [p.name.split("-")[0] for p in (work / "files").iterdir()] == ["modules"]

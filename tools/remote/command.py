@@ -99,21 +99,30 @@ class CommandFields(Strict):
 
 
 class _Staged:
-    """What a registry's command hosts staged, by host, identity and content: each staged once
-    (slots starting together share one staging), forgotten when the host's last slot goes."""
+    """What a registry's command hosts staged.  A run's files are kept by host, identity and
+    stamp until the host's last slot goes or its runner had to be written anew (the machine
+    lost its files: a pod restarted); the runner is staged at every slot start (a round trip
+    that compares the files already there), the slots starting together sharing one staging."""
 
     def __init__(self) -> None:
-        self._paths: dict[tuple, asyncio.Future] = {}
+        self.files: dict[tuple, str | None] = {}
+        self._flight: dict[tuple, asyncio.Future] = {}
 
-    async def once(self, key: tuple, make) -> Any:
-        fut = self._paths.get(key)
-        if fut is None or (fut.done() and (fut.cancelled() or fut.exception() is not None)):
-            fut = self._paths[key] = asyncio.ensure_future(make())
+    async def shared(self, key: tuple, make) -> Any:
+        """``make()``, or the staging of ``key`` already in flight."""
+        fut = self._flight.get(key)
+        if fut is None:
+            fut = self._flight[key] = asyncio.ensure_future(make())
+            fut.add_done_callback(lambda _: self._flight.pop(key, None))
         return await asyncio.shield(fut)
 
+    def forget(self, host: str) -> None:
+        for key in [k for k in self.files if k[0] == host]:
+            del self.files[key]
+
     def close_unused(self, used_hosts: set[str]) -> None:
-        for key in [k for k in self._paths if k[0] not in used_hosts]:
-            del self._paths[key]
+        for key in [k for k in self.files if k[0] not in used_hosts]:
+            del self.files[key]
 
 
 def tar_bytes(files: dict[str, bytes]) -> bytes:
@@ -173,8 +182,9 @@ class CommandHost(HostKind):
             self.prefix, timeout, stdin=line.encode("utf-8") + (stdin or b""), merge_stderr=merge_stderr
         )
 
-    async def _stage(self, name: str, files: dict[str, bytes]) -> str:
-        """Send ``files`` through the command; the directory they are staged in there."""
+    async def _stage(self, name: str, files: dict[str, bytes]) -> tuple[str, bool]:
+        """Send ``files`` through the command; the directory they are staged in there, and
+        whether they were written now."""
         data = tar_bytes(files)
         header = {"name": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
         stager = [self.python, "-c", STAGER_SRC.read_text(encoding="utf-8"), self.cfg.work_dir]
@@ -187,7 +197,7 @@ class CommandHost(HostKind):
         folder = self.cfg.work_dir if name == "runner" else f"{self.cfg.work_dir}/files"
         expected = f"{folder}/{name}-{content_hash(files)[:12]}"
         if answer.get("event") == "staged" and answer.get("path") == expected:
-            return expected
+            return expected, bool(answer.get("new"))
         if answer.get("event") == "stage_refused":
             raise ToolError(
                 f"{self.cfg.name}: refused to stage the {name} in {self.cfg.work_dir}: {answer.get('reason')}",
@@ -202,18 +212,23 @@ class CommandHost(HostKind):
     async def stage_runner(self) -> str:
         files = bundle_files()
         key = (self.cfg.name, self.cfg.worker_identity(), "runner", content_hash(files))
-        return await self.staged.once(key, lambda: self._stage("runner", files))
+        path, new = await self.staged.shared(key, lambda: self._stage("runner", files))
+        if new:  # nothing was there: neither are the run files staged before (a pod restarted)
+            self.staged.forget(self.cfg.name)
+        return path
 
     async def stage_run_files(self, run: Any) -> tuple[str | None, str | None]:
         out: list[str | None] = []
         for name, local in (("modules", run.modules_dir), ("captured", run.captured_dir)):
             key = (self.cfg.name, self.cfg.worker_identity(), name, json.dumps(dir_stamp(local)))
-            out.append(await self.staged.once(key, lambda n=name, d=local: self._stage_dir(n, d)))
+            if key not in self.staged.files:
+                self.staged.files[key] = await self.staged.shared(key, lambda n=name, d=local: self._stage_dir(n, d))
+            out.append(self.staged.files[key])
         return out[0], out[1]
 
     async def _stage_dir(self, name: str, local: Path | None) -> str | None:
         files = dir_files(local)
-        return await self._stage(name, files) if files else None
+        return (await self._stage(name, files))[0] if files else None
 
 
 def _last_json(out: str) -> dict:

@@ -8,8 +8,8 @@ request from stdin: a JSON line ``{"name": "runner", "size": N, "sha256": H}``
 then N bytes of an uncompressed tar.  The stager checks the bytes against the
 hash, takes regular files with plain relative names only, and stages them as
 ``WORK_DIR/[files/]NAME-<content hash 12>`` exactly as this machine's stage is
-made (`stage_tree`); it answers one JSON line, ``staged`` with the path or
-``stage_refused`` with the reason.
+made (`stage_tree`); it answers one JSON line, ``staged`` with the path (and
+whether it was written now) or ``stage_refused`` with the reason.
 
 NPU hosts are shared by many users, so a directory another user owns, or can
 write to, may hold a planted "runner": a stage, work or lease directory must be
@@ -210,8 +210,9 @@ def _read_exactly(stream, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def stage_request(work_dir: str, stream) -> str:
-    """Read one request from ``stream`` and stage it under ``work_dir``; the staged directory."""
+def stage_request(work_dir: str, stream) -> tuple[str, bool]:
+    """Read one request from ``stream`` and stage it under ``work_dir``; the staged directory,
+    and whether it was written now (False: the same files were there already)."""
     header = json.loads(stream.readline().decode("utf-8"))
     kind, size, digest = header.get("name"), header.get("size"), header.get("sha256")
     if kind not in KINDS or not isinstance(size, int) or not 0 < size <= MAX_STAGE_BYTES:
@@ -223,16 +224,18 @@ def stage_request(work_dir: str, stream) -> str:
     base = private_dir(Path(work_dir))
     if kind != "runner":
         base = private_dir(base / "files")
-    return str(stage_tree(base, f"{kind}-{content_hash(files)[:12]}", files))
+    name = f"{kind}-{content_hash(files)[:12]}"
+    new = not os.path.lexists(base / name)
+    return str(stage_tree(base, name, files)), new
 
 
 def main() -> int:
     try:
-        path = stage_request(sys.argv[1], sys.stdin.buffer)
+        path, new = stage_request(sys.argv[1], sys.stdin.buffer)
     except (Unsafe, ValueError, OSError, tarfile.TarError) as exc:
         sys.stdout.write(json.dumps({"event": "stage_refused", "reason": f"{type(exc).__name__}: {exc}"}) + "\n")
         return 3
-    sys.stdout.write(json.dumps({"event": "staged", "path": path}) + "\n")
+    sys.stdout.write(json.dumps({"event": "staged", "path": path, "new": new}) + "\n")
     return 0
 
 
