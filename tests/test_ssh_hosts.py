@@ -52,7 +52,7 @@ def test_a_missing_known_hosts_file_is_an_empty_trust_store(ssh_env, tmp_path):
     # creates it); until then it trusts nothing - a missing file never turns checking off.
     kh = tmp_path / "not-yet" / "known_hosts"
     inv = ssh_env.inventory(hosta={"known_hosts": str(kh)})
-    assert inv.get("hosta").known_hosts == str(kh)
+    assert ssh.ssh_fields(inv.get("hosta")).known_hosts == str(kh)
     server = ssh_env.servers["hosta"]
     with pytest.raises(ToolError) as err:
         asyncio.run(ssh.open_connection(inv.get("hosta")))

@@ -15,6 +15,7 @@ import pytest
 from tools.errors import ToolError
 from tools.remote import ssh
 from tools.remote.inventory import LOCAL, load_inventory, parse_inventory
+from tools.remote.kinds import kind_of
 
 REPO = Path(__file__).resolve().parent.parent
 LEASE = REPO / "tools" / "remote" / "lease.py"
@@ -36,7 +37,7 @@ def test_local_is_always_there_and_names_are_the_only_way_in(tmp_path, monkeypat
     monkeypatch.setenv("OPDEBUG_INVENTORY", str(path))
     inv = load_inventory()
     assert inv.names() == [LOCAL, "npu-a"]
-    assert inv.get("npu-a").slot_devices == [0, 1]
+    assert kind_of(inv.get("npu-a")).slot_devices(inv.get("npu-a")) == [0, 1]
     with pytest.raises(ToolError) as err:
         inv.resolve(["npu-a", "10.0.0.12"])
     assert err.value.code == "unknown_host" and "'10.0.0.12'" in err.value.message
@@ -71,7 +72,7 @@ def test_address_shape_and_reserved_local():
         parse_inventory({"hosts": {"local": host()}})
     inv = parse_inventory({"hosts": {"b": {"ssh_config_alias": "npu-b", "ssh_config": "/tmp/cfg",
                                            "known_hosts": "/tmp/kh"}}})
-    assert inv.get("b").ssh_config_alias == "npu-b"
+    assert ssh.ssh_fields(inv.get("b")).ssh_config_alias == "npu-b"
 
 
 def test_known_hosts_is_required_without_a_default(monkeypatch, tmp_path):
@@ -81,7 +82,7 @@ def test_known_hosts_is_required_without_a_default(monkeypatch, tmp_path):
     (tmp_path / ".ssh").mkdir()
     (tmp_path / ".ssh" / "known_hosts").write_text("")
     inv = parse_inventory({"hosts": {"a": {"hostname": "h"}}})
-    assert inv.get("a").known_hosts == str(tmp_path / ".ssh" / "known_hosts")
+    assert ssh.ssh_fields(inv.get("a")).known_hosts == str(tmp_path / ".ssh" / "known_hosts")
 
 
 def test_worker_command_is_quoted_and_has_the_visibility_variable():

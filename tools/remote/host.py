@@ -1,14 +1,19 @@
 """The host layer: what a host kind does, and the one slot lifecycle that runs over every kind.
 
-A *host kind* (local.py, ssh.py, slurm.py; kinds.py finds them by name) is a
-small interface - four operations and a few facts:
+A *host kind* (local.py, ssh.py, command.py, slurm.py; kinds.py finds them by
+name) is a small interface - four operations, a probe and a few facts:
 
 - ``start_process(argv, env, root, device)``: start a supervisor whose stdin
   and stdout are the protocol channel (a `HostProcess`);
 - ``stage_runner()`` / ``stage_run_files(run)``: put the shipped runner and a
   run's files where that process can read them;
-- ``run_command(argv, timeout)``: a short command on the host (a probe, the
-  model command of verify_run);
+- ``run_command(argv, timeout)``: a short command on the host (the model
+  command of verify_run);
+- ``probe(script, here, timeout)``: check_host's stdlib probe where the worker
+  runs, seeing the files staged for it (`ProbeRun`);
+- ``fields``: the strict model of the inventory fields of its own (an SSH
+  address, a command prefix, a Slurm request), and ``check_entry``: what else
+  it refuses of an entry;
 - where the device comes from: ``device_source`` is ``"lease"`` (the inventory
   names the devices and a lease file on the host keeps one case per device,
   lease.py) or ``"scheduler"`` (a job scheduler hands it out; slurm.py).
@@ -29,13 +34,16 @@ import re
 import socket
 import time
 from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from ..errors import ToolError
+from ..schemas import Strict
 from .bundle import LEASE_SCRIPT, RUNNER_PACKAGE
 from .busy import busy_text, wait_budget, waiting_text
 from .errors import LOST_ERRORS, SlotCannotStart, SlotGone, SlotLost, WorkerCannotStart
-from .inventory import VISIBILITY_VARIABLE, HostConfig
+from .inventory import VISIBILITY_VARIABLE, HostConfig, NoFields
 from .slot import RunFiles
 from .supervisor_client import SupervisorClient
 
@@ -43,6 +51,7 @@ START_TIMEOUT_S = 180.0  # until the supervisor first answers hello (then the bu
 SHUTDOWN_GRACE_S = 5.0
 LEASE_GRACE_S = 60.0  # beyond the lease wait: the helper itself must have answered by then
 STDERR_TAIL = 2000  # characters of a slot's stderr kept in its messages
+STAGE_FAILURES: tuple[type[BaseException], ...] = (ToolError, *LOST_ERRORS)  # a stage the probe reports
 _OWNER_SAFE = re.compile(r"[^A-Za-z0-9._:-]")
 
 
@@ -82,13 +91,31 @@ class HostContext:
                 close(used_hosts)
 
 
+@dataclass
+class ProbeRun:
+    """What a kind's probe gave check_host: the stdlib probe's exit status and output, run
+    where the worker runs, and where the files it stages are looked for; or, for a kind
+    whose workers only a scheduler starts, its read-only report instead (``ran`` False)."""
+
+    work_dir: str
+    code: int | None = None
+    out: str = ""
+    err: str = ""
+    staged: str | None = None  # a file of the staged runner the probe looked for
+    ran: bool = True
+    scheduler_report: dict | None = None  # what a scheduler offers (tool_io.SchedulerCheck)
+    missing: list[str] = field(default_factory=list)  # what the kind itself found missing
+
+
 class HostKind:
     """One kind of host.  Subclasses set ``name`` (the inventory's transport or
-    scheduler value) and implement the four operations."""
+    scheduler value) and ``fields`` (the strict model of the inventory fields of
+    their own), and implement the four operations; ``probe`` and the device facts
+    have defaults that suit a kind whose workers start under a lease."""
 
     name: ClassVar[str]
+    fields: ClassVar[type[Strict]] = NoFields  # the kind's own inventory fields, validated by this model
     device_source: ClassVar[str] = "lease"  # or "scheduler": the scheduler hands the device out
-    remote: ClassVar[bool] = True  # another machine: an address, files copied to its work_dir
     keep_warm: ClassVar[bool] = True  # False: a slot lives for one run (a scheduler's job), closed after it
     python: str  # the interpreter that runs the supervisor there
 
@@ -97,10 +124,17 @@ class HostKind:
         self.context = context
         self.python = cfg.python
 
+    @classmethod
+    def check_entry(cls, cfg: HostConfig) -> None:
+        """Refuse (ValueError) an inventory entry this kind cannot run, beyond what its
+        ``fields`` model checks (run for the kind that runs the host's slots)."""
+        if cfg.all_devices:
+            raise ValueError("'all_devices' is for a host of this machine (transport 'local') without a scheduler")
+
     @property
     def address(self) -> str | None:
         """How the host is named in messages (None: this machine)."""
-        return self.cfg.address if self.remote else None
+        return None
 
     async def stage_runner(self) -> str:
         raise NotImplementedError
@@ -112,15 +146,45 @@ class HostKind:
         raise NotImplementedError
 
     async def run_command(
-        self, argv: list[str], timeout: float, *, stdin: bytes | None = None, merge_stderr: bool = False
+        self,
+        argv: list[str],
+        timeout: float,
+        *,
+        stdin: bytes | None = None,
+        merge_stderr: bool = False,
+        each_env_script: bool = False,
     ) -> tuple[int | None, str, str]:
-        """(exit status or None when it could not run or timed out, stdout, stderr)."""
+        """(exit status or None when it could not run or timed out, stdout, stderr).
+        ``each_env_script``: every environment script is sourced even after one fails,
+        their exit statuses in ``$OPDEBUG_ENV_STATUS`` (the probe reports each)."""
         raise NotImplementedError
+
+    def probe_work_dir(self, here: str) -> str:
+        """The directory the probe checks (``here``: the evidence root, for a host of this machine)."""
+        return self.cfg.work_dir
+
+    async def probe(self, script: bytes, here: str, timeout: float) -> ProbeRun:
+        """The stdlib probe (``script``) run as ``python - WORK_DIR KIND STAGED`` where the worker
+        runs, after staging the runner as a slot would: STAGED is a file of that stage, so the
+        probe says whether the worker sees the files staged for it."""
+        work_dir = self.probe_work_dir(here)
+        try:
+            staged: str | None = f"{await self.stage_runner()}/{LEASE_SCRIPT}"
+            missing = []
+        except STAGE_FAILURES as exc:  # said with the rest of what is missing
+            staged, missing = None, [f"the runner staged where the worker runs ({exc})"]
+        argv = [self.python, "-", work_dir, self.cfg.device, *([staged] if staged else [])]
+        code, out, err = await self.run_command(argv, timeout, stdin=script, each_env_script=True)
+        return ProbeRun(work_dir, code, out, err, staged=staged, missing=missing)
 
     @classmethod
     def slot_devices(cls, cfg: HostConfig) -> list[int]:
         """The devices (or, under a scheduler, slot numbers) this host lends a run."""
-        return cfg.slot_devices
+        return cfg.devices[: cfg.concurrency or len(cfg.devices)]
+
+    def lent_devices(self, seen: int | None) -> list[int]:
+        """The devices check_host says the slots use, given how many the probe saw."""
+        return list(self.cfg.devices)
 
     def new_slot(self, device: int) -> SupervisorSlot:
         return SupervisorSlot(self, device)

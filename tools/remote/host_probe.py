@@ -1,4 +1,4 @@
-"""What a host has: a stdlib-only probe that check_host runs there as ``python - WORK_DIR KIND [MARKER]``.
+"""What a host has: a stdlib-only probe that check_host runs there as ``python - WORK_DIR KIND [STAGED]``.
 
 Its source is sent on stdin (it is shipped, never built from arguments); it
 prints one JSON object.  Imports torch (and torch_npu on NPU hosts) to report
@@ -100,8 +100,8 @@ def main():
     except OSError as exc:
         out["work_dir_writable"] = False
         out["errors"].append(f"work_dir: {exc}")
-    # The server put this file into work_dir by SFTP (on the host): seeing it here
-    # proves the runner it uploads is visible where the worker runs (container mounts).
+    # A file of the runner the host's kind staged as a slot would (SFTP, through a command...): seeing
+    # it here proves the worker sees what is staged for it (a container's mounts).
     out["marker_seen"] = bool(marker) and os.path.isfile(os.path.join(work_dir, marker))
     out["probe_s"] = round(time.time() - started, 3)
     sys.stdout.write(json.dumps(out) + "\n")

@@ -1,8 +1,14 @@
 """The host inventory: which machines the tools may run cases on.
 
-A TOML file (path by argument or $OPDEBUG_INVENTORY) with one table per host::
+A TOML file (path by argument or $OPDEBUG_INVENTORY) with one table per host.
+The fields every host has are `HostConfig`'s; a host's *kind* (``transport``,
+and ``scheduler`` in front of a login host: a module of tools/remote, kinds.py,
+references/host-kinds.md) declares the fields of its own in a strict model
+(``HostKind.fields``), and the entry's keys are validated by those models and
+this one together - every error at once, each at its key, a key no kind of
+the entry takes refused with the fields it does take::
 
-    [hosts.npu-a]
+    [hosts.npu-a]                   # transport "ssh" (the default): ssh.SSHFields
     hostname = "10.0.0.12"          # or: ssh_config_alias = "npu-a" (+ ssh_config)
     user = "debug"
     identity_files = ["/home/me/.ssh/id_ed25519"]   # none: ssh-agent / default keys
@@ -15,16 +21,22 @@ A TOML file (path by argument or $OPDEBUG_INVENTORY) with one table per host::
     work_dir = "/tmp/opdebug"
     concurrency = 8
 
-With ``container``, the worker runs inside ``docker exec -i NAME``, while
-the runner is uploaded by SFTP to the host's filesystem: ``work_dir`` must be
-mounted into the container at the same path (check_host verifies it).
+    [hosts.pod]                     # a machine reached by a command prefix: command.CommandFields
+    transport = "command"
+    command = ["kubectl", "exec", "-i", "npu-pod-0", "-n", "ascend", "--"]
+    device = "npu"
+    devices = [0, 1]
+
+With ``container``, the worker runs inside ``docker exec -i NAME``; over SSH
+the runner is uploaded by SFTP to the host's filesystem, so ``work_dir`` must
+be mounted into the container at the same path (check_host verifies it).
 
 A host behind a cluster scheduler is a *login host* (``transport = "local"``:
 this machine, or ``"ssh"`` with the fields above) plus ``scheduler = "slurm"``
-and a ``[hosts.NAME.slurm]`` table (`SlurmOptions`); each slot is one ``srun``
-job (``concurrency`` of them at once), the scheduler picks the node and the
-device, ``env_scripts`` are sourced on the node inside the job, and
-``work_dir`` must be on a file system the nodes see (see tools/remote/slurm.py)::
+and a ``[hosts.NAME.slurm]`` table (slurm_fields.SlurmOptions); each slot is
+one ``srun`` job (``concurrency`` of them at once), the scheduler picks the
+node and the device, ``env_scripts`` are sourced on the node inside the job,
+and ``work_dir`` must be on a file system the nodes see (see tools/remote/slurm.py)::
 
     [hosts.cluster]
     transport = "local"             # the login host: this machine (or "ssh" + hostname, user, ...)
@@ -45,11 +57,10 @@ device, ``env_scripts`` are sourced on the node inside the job, and
 
 The host ``local`` (the same runner as a local subprocess, device cpu) is
 always there; with ``all_devices = true`` a local host lends a slot on every
-device its probe sees (check_host's count), each under its own lease.  The
-``transport`` (and ``scheduler``) names a host kind: a module of tools/remote
-(kinds.py, references/host-kinds.md).  Tools take host *names* only; every field that ends up in a
-remote command line is checked against a strict pattern here and quoted again
-with shlex.quote where the command is built.
+device its probe sees (check_host's count), each under its own lease.  Tools
+take host *names* only; every field that ends up in a remote command line is
+checked against a strict pattern here (or in its kind's model) and quoted
+again with shlex.quote where the command is built.
 """
 
 from __future__ import annotations
@@ -58,9 +69,9 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import AfterValidator, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, Field, ValidationError, model_validator
 
 from ..errors import ToolError
 from ..schemas import Slug, Strict, format_validation_error
@@ -73,7 +84,6 @@ else:  # pragma: no cover
 
 INVENTORY_ENV = "OPDEBUG_INVENTORY"
 LOCAL = "local"
-DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
 
 _HOSTNAME_RE = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9-]{1,63})*|[0-9A-Fa-f:.]{2,45})$")
 _USER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$")
@@ -81,57 +91,9 @@ _ALIAS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _ABS_PATH_RE = re.compile(r"^/[A-Za-z0-9._/+@=-]{0,1023}$")
 _COMMAND_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
 _CONTAINER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-_SLURM_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-# Slurm's --time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
-_SLURM_TIME_RE = re.compile(r"^(?:\d{1,7}(?::\d{1,2}){0,2}|\d{1,4}-\d{1,2}(?::\d{1,2}){0,2})$")
-# name[:type]:count, e.g. npu:1, gpu:a100:2
-_GRES_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}(?::[A-Za-z0-9_.-]{1,64})?:[1-9][0-9]{0,3}$")
-_SRUN_OPTION_RE = re.compile(r"^--[a-z][a-z0-9-]{1,40}(?:=[A-Za-z0-9_.,:=/@%+\[\]-]{1,256})?$")
-# srun options the transport sets itself, or that would break the protocol channel
-# (a pty, labelled or redirected stdio, more than one task) or leave the job's own
-# allocation (--jobid runs a step inside somebody else's job).
-SRUN_RESERVED = frozenset(
-    {
-        "--job-name",
-        "--partition",
-        "--account",
-        "--qos",
-        "--time",
-        "--gres",
-        "--nodes",
-        "--ntasks",
-        "--cpus-per-task",
-        "--pty",
-        "--unbuffered",
-        "--label",
-        "--input",
-        "--output",
-        "--error",
-        "--jobid",
-        "--ntasks-per-node",
-        "--multi-prog",
-        "--kill-on-bad-exit",
-        "--quit-on-interrupt",
-        "--overlap",
-        "--het-group",
-        "--open-mode",
-        "--export",
-        "--chdir",
-        "--immediate",
-        "--no-allocate",
-        "--test-only",
-        "--wait",
-        "--bcast",
-        "--propagate",
-        "--task-prolog",
-        "--task-epilog",
-        "--prolog",
-        "--epilog",
-    }
-)
 
 
-def _matching(regex: re.Pattern, what: str):
+def matching(regex: re.Pattern, what: str):
     def check(value: str) -> str:
         if not regex.fullmatch(value):
             raise ValueError(f"{value!r} is not a valid {what}")
@@ -177,10 +139,10 @@ def _python(value: str) -> str:
     return value
 
 
-Hostname = Annotated[str, AfterValidator(_matching(_HOSTNAME_RE, "host name or IP address"))]
-User = Annotated[str, AfterValidator(_matching(_USER_RE, "user name"))]
-Alias = Annotated[str, AfterValidator(_matching(_ALIAS_RE, "OpenSSH config alias"))]
-Container = Annotated[str, AfterValidator(_matching(_CONTAINER_RE, "container name"))]
+Hostname = Annotated[str, AfterValidator(matching(_HOSTNAME_RE, "host name or IP address"))]
+User = Annotated[str, AfterValidator(matching(_USER_RE, "user name"))]
+Alias = Annotated[str, AfterValidator(matching(_ALIAS_RE, "OpenSSH config alias"))]
+Container = Annotated[str, AfterValidator(matching(_CONTAINER_RE, "container name"))]
 AbsPath = Annotated[str, AfterValidator(_abs_path)]
 Python = Annotated[str, AfterValidator(_python)]
 DeviceKind = Literal["npu", "cuda", "cpu"]
@@ -189,81 +151,21 @@ DeviceKind = Literal["npu", "cuda", "cpu"]
 VISIBILITY_VARIABLE = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "cuda": "CUDA_VISIBLE_DEVICES", "cpu": None}
 
 
-def _srun_option(value: str) -> str:
-    if not _SRUN_OPTION_RE.fullmatch(value):
-        raise ValueError(
-            f"{value!r} is not an srun option of the form --name or --name=value (long options "
-            "only; values of letters, digits and _ . , : = / @ % + [ ] -)"
-        )
-    name = value.split("=", 1)[0]
-    if name in SRUN_RESERVED:
-        raise ValueError(
-            f"{name} is set by the transport or breaks the protocol channel; it cannot be given in srun_options"
-        )
-    return value
+class NoFields(Strict):
+    """A host kind's own inventory fields when it has none."""
 
 
-SlurmName = Annotated[str, AfterValidator(_matching(_SLURM_NAME_RE, "Slurm partition, account or QoS name"))]
-SlurmTime = Annotated[str, AfterValidator(_matching(_SLURM_TIME_RE, "Slurm time limit (M, H:M:S, D-H:M:S...)"))]
-Gres = Annotated[str, AfterValidator(_matching(_GRES_RE, "GRES request name[:type]:count (e.g. npu:1)"))]
-SrunOption = Annotated[str, AfterValidator(_srun_option)]
-
-
-class SlurmOptions(Strict):
-    """How a scheduler host's slots are asked of Slurm: one ``srun`` job per slot."""
-
-    partition: SlurmName | None = Field(None, description="--partition (none: the cluster's default partition)")
-    account: SlurmName | None = Field(None, description="--account to charge")
-    qos: SlurmName | None = Field(None, description="--qos")
-    time_limit: SlurmTime = Field(
-        "01:00:00",
-        description="--time of each slot's job (always passed): the "
-        "longest one slot may live; a slot near it is replaced before its next case",
-    )
-    gres: Gres = Field("npu:1", description="--gres of each slot: the devices one slot gets (name[:type]:count)")
-    cpus_per_task: Annotated[int, Field(ge=1, le=1024)] | None = Field(None, description="--cpus-per-task")
-    srun_options: list[SrunOption] = Field(
-        default_factory=list,
-        max_length=32,
-        description=(
-            "further srun options, each one argument (--name or --name=value), e.g. --constraint=910b, "
-            "--exclusive, --nodelist=n1; the options the transport sets are refused"
-        ),
-    )
-    login_env_scripts: list[AbsPath] = Field(
-        default_factory=list,
-        description=(
-            "scripts sourced on the login host before srun, squeue, scancel, scontrol and sinfo (e.g. a module "
-            "setup that puts Slurm on PATH or sets SLURM_CONF)"
-        ),
-    )
-    max_pending_s: Annotated[float, Field(gt=0, le=86400)] = Field(
-        600.0,
-        description=(
-            "how long a slot's job may wait in the queue (its squeue state and reason are reported meanwhile) "
-            "before the slot gives up and its job is cancelled"
-        ),
-    )
-
-    @property
-    def gres_name(self) -> str:
-        return self.gres.split(":", 1)[0]
+F = TypeVar("F", bound=BaseModel)
 
 
 class HostConfig(Strict):
+    """One inventory host: the fields every host kind reads, and in ``options`` each of
+    its kinds' own fields (``HostKind.fields``, a strict model of the kind's module: the
+    SSH address and known_hosts, a command prefix, a Slurm request), validated with it."""
+
     name: Slug
-    # The host kind: "ssh", "local", or any kind a module of tools/remote defines (kinds.py).
+    # The host kind: "ssh", "local", "command", or any kind a module of tools/remote defines (kinds.py).
     transport: Annotated[str, AfterValidator(_known_kind)] = "ssh"
-    # Address: hostname (+ port, user), or an alias of an OpenSSH config file.
-    hostname: Hostname | None = None
-    port: Annotated[int, Field(ge=1, le=65535)] = 22
-    user: User | None = None
-    ssh_config_alias: Alias | None = None
-    ssh_config: AbsPath | None = None
-    # Keys: explicit files, else the agent ($SSH_AUTH_SOCK) and ~/.ssh defaults.
-    identity_files: list[AbsPath] = Field(default_factory=list)
-    # Never disabled; defaults to ~/.ssh/known_hosts when that file exists.
-    known_hosts: AbsPath | None = None
     python: Python = "python3"
     env_scripts: list[AbsPath] = Field(default_factory=list)
     container: Container | None = None
@@ -271,21 +173,17 @@ class HostConfig(Strict):
     devices: list[Annotated[int, Field(ge=0, le=1023)]] = Field(default_factory=lambda: [0], min_length=1)
     work_dir: Annotated[str, AfterValidator(_work_dir)] = "/tmp/opdebug"
     concurrency: Annotated[int, Field(ge=1, le=1024)] | None = None
-    connect_timeout: Annotated[float, Field(gt=0, le=600)] = 15.0
-    # The host sshd's MaxSessions (OpenSSH default 10): a host with more slots
-    # than fit on one connection (one session kept for SFTP) gets another one.
-    max_sessions: Annotated[int, Field(ge=2, le=1024)] = 10
     # How long a slot waits for a device leased by someone else before giving up.
     lease_wait_s: Annotated[float, Field(ge=0, le=3600)] = 30.0
     # A warm worker nobody used for this long is shut down (its lease released).
     idle_timeout_s: Annotated[float, Field(gt=0, le=86400)] = 600.0
-    scheduler: Literal["slurm"] | None = Field(
+    scheduler: Annotated[str, AfterValidator(_known_kind)] | None = Field(
         None,
         description=(
-            "a cluster scheduler between the login host and the devices: each slot is one of its jobs, no lease"
+            "a cluster scheduler between the login host and the devices (a host kind, e.g. 'slurm'): "
+            "each slot is one of its jobs, no lease"
         ),
     )
-    slurm: SlurmOptions | None = Field(None, description="the Slurm request of each slot (scheduler 'slurm')")
     all_devices: bool = Field(
         False,
         description=(
@@ -294,91 +192,99 @@ class HostConfig(Strict):
             "'devices' (still capped by 'concurrency')"
         ),
     )
+    # Each of the host's kinds' own fields, by kind name (filled from the entry's other keys).
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _kind_fields(cls, data: Any, handler: Any) -> HostConfig:
+        """Split the entry: the keys a kind of the host declares (its ``fields`` model) are
+        validated by that model, the rest by this one; every error at once, each at its key."""
+        if not isinstance(data, dict):
+            return handler(data)
+        data = {**data, **{k: v for opts in (data.get("options") or {}).values() for k, v in dict(opts).items()}}
+        data.pop("options", None)
+        errors: list[Any] = []
+        options: dict[str, Any] = {}
+        for kind in _entry_kinds(data):
+            own = {k: data.pop(k) for k in list(data) if k in kind.fields.model_fields}
+            try:
+                options[kind.name] = kind.fields.model_validate(own)
+            except ValidationError as exc:
+                errors += exc.errors()
+        try:
+            host = handler(data)
+        except ValidationError as exc:
+            errors = [_unknown_field(e, data) for e in exc.errors()] + errors
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
+        host.options = options
+        try:
+            for kind in _entry_kinds(data)[-1:]:  # the kind that runs the slots checks the whole entry
+                kind.check_entry(host)
+        except ValueError as exc:
+            raise ValidationError.from_exception_data(
+                cls.__name__, [{"type": "value_error", "loc": (), "input": data, "ctx": {"error": exc}}]
+            ) from None
+        return host
 
     @model_validator(mode="after")
     def _shape(self) -> HostConfig:
         if len(set(self.devices)) != len(self.devices):
             raise ValueError(f"'devices' repeats an id: {self.devices}")
-        if self.scheduler is None and self.slurm is not None:
-            raise ValueError("a [slurm] table needs scheduler = 'slurm'")
-        if self.scheduler == "slurm":
-            if self.slurm is None:
-                self.slurm = SlurmOptions()
-            if "devices" in self.model_fields_set:
-                raise ValueError(
-                    "a scheduler host takes no 'devices': the scheduler picks them; 'concurrency' "
-                    "is the number of jobs (slots) at once"
-                )
-            if self.container:
-                raise ValueError(
-                    "a scheduler host takes no 'container' (a site's container plugin goes in slurm.srun_options)"
-                )
-        remote = host_kind(self.transport).remote
-        if self.all_devices and (remote or self.scheduler):
-            raise ValueError("'all_devices' is for a host of this machine (transport 'local') without a scheduler")
-        if not remote and self.scheduler:
-            if self.hostname or self.ssh_config_alias:
-                raise ValueError(
-                    "transport 'local' (the login host is this machine) takes no hostname or ssh_config_alias"
-                )
-            return self
-        if not remote:
-            if self.hostname or self.ssh_config_alias or self.container or self.env_scripts:
-                raise ValueError("transport 'local' takes no hostname, ssh_config_alias, container or env_scripts")
-            return self
-        if (self.hostname is None) == (self.ssh_config_alias is None):
-            raise ValueError("give exactly one of 'hostname' or 'ssh_config_alias'")
-        if self.ssh_config and not self.ssh_config_alias:
-            raise ValueError("'ssh_config' is only used with 'ssh_config_alias'")
-        if self.known_hosts is None:
-            default = DEFAULT_KNOWN_HOSTS.expanduser()
-            if not default.is_file():
-                raise ValueError(f"'known_hosts' is required: {default} does not exist (host keys are always verified)")
-            self.known_hosts = str(default)
         return self
+
+    def fields(self, model: type[F]) -> F:
+        """The host's fields of one of its kinds (``model``: that kind's ``fields``)."""
+        for value in self.options.values():
+            if isinstance(value, model):
+                return value
+        raise LookupError(f"host {self.name!r} has no {model.__name__} (transport {self.transport!r})")
 
     def worker_identity(self) -> tuple:
         """What a connection and a started worker depend on: when any of it changes,
         they are not reused (concurrency, timeouts and lease waits may change freely)."""
         return (
             self.transport,
-            self.hostname,
-            self.port,
-            self.user,
-            self.ssh_config_alias,
-            self.ssh_config,
-            tuple(self.identity_files),
-            self.known_hosts,
             self.python,
             tuple(self.env_scripts),
             self.container,
             self.device,
             self.work_dir,
-            self.max_sessions,
             self.scheduler,
-            self.slurm.model_dump_json() if self.slurm else None,
             self.all_devices,
+            tuple((k, v.model_dump_json()) for k, v in sorted(self.options.items())),
         )
 
-    @property
-    def slot_devices(self) -> list[int]:
-        """The devices this host lends to a run: the first `concurrency` ids (a
-        scheduler host: slot numbers 0..concurrency-1, the scheduler picks the devices)."""
-        if self.scheduler:
-            return list(range(self.concurrency or 1))
-        return self.devices[: self.concurrency or len(self.devices)]
 
-    @property
-    def address(self) -> str:
-        """How the host is named in messages (never used to build a shell command)."""
-        if self.ssh_config_alias:
-            return f"{self.ssh_config_alias} (alias in {self.ssh_config or '~/.ssh/config'})"
-        return f"{self.user + '@' if self.user else ''}{self.hostname}:{self.port}"
+def _unknown_field(error: Any, data: dict) -> Any:
+    """An unknown key, said as what the host's kinds take instead."""
+    if error.get("type") != "extra_forbidden":
+        return error
+    kinds = _entry_kinds(data)
+    names = " + ".join(repr(k.name) for k in kinds)
+    own = sorted({f for k in kinds for f in k.fields.model_fields})
+    why = (f"not a field of a {names} host" if names else "not a field of a host") + (
+        f" (its kind's own fields: {', '.join(own)})" if own else ""
+    )
+    return {"type": "value_error", "loc": error["loc"], "input": error.get("input"), "ctx": {"error": ValueError(why)}}
+
+
+def _entry_kinds(data: dict) -> list[Any]:
+    """The kinds an entry names: its transport's, then its scheduler's (none when a name is unknown:
+    the field's own check says so)."""
+    names = [data.get("transport", "ssh"), *([data["scheduler"]] if data.get("scheduler") else [])]
+    try:
+        return [host_kind(n) for n in names]
+    except UnknownHostKind:
+        return []
 
 
 # Built without validation: validating asks kinds.py, which imports the host kind modules,
 # which import this one (tests/test_host_kinds.py validates it).
-LOCAL_HOST = HostConfig.model_construct(name=LOCAL, transport="local", device="cpu", devices=[0])
+LOCAL_HOST = HostConfig.model_construct(
+    name=LOCAL, transport="local", device="cpu", devices=[0], options={LOCAL: NoFields()}
+)
 
 
 class Inventory:
@@ -430,7 +336,7 @@ def parse_inventory(data: dict, path: Path | None = None) -> Inventory:
         except ValidationError as exc:
             errors.append(format_validation_error(exc, prefix=f"hosts.{name}"))
             continue
-        if name == LOCAL and host_kind(host.transport).remote:
+        if name == LOCAL and host.transport != LOCAL:
             errors.append(f"hosts.{LOCAL}.transport: the name 'local' is reserved for the local transport")
             continue
         hosts[name] = host

@@ -4,9 +4,10 @@ A host kind is data, as a gateway spec is in pytest-xdist: the inventory names
 it (``transport = "ssh"``, or ``scheduler = "slurm"`` in front of a login
 host) and this module finds its class by that name, so adding a kind is one
 new module and its inventory entry - no list to extend, no branch to add
-(references/host-kinds.md).  A test may `register` a kind under a name of its
+(references/host-kinds.md): the kind's own inventory fields are its own model
+(``HostKind.fields``).  A test may `register` a kind under a name of its
 own.  This module imports no kind at load time (the kinds import the
-inventory, which asks here what a kind requires of its entry).
+inventory, which asks here for the fields and checks of an entry's kinds).
 """
 
 from __future__ import annotations

@@ -165,18 +165,30 @@ class LocalHost(HostKind):
     """This machine: the supervisor as a local subprocess."""
 
     name = "local"
-    remote = False
 
     def __init__(self, cfg: HostConfig, context: HostContext):
         super().__init__(cfg, context)
         self.python = sys.executable
 
     @classmethod
+    def check_entry(cls, cfg: HostConfig) -> None:
+        if cfg.container or cfg.env_scripts:
+            raise ValueError("transport 'local' takes no container or env_scripts (this machine's environment)")
+
+    @classmethod
     def slot_devices(cls, cfg: HostConfig) -> list[int]:
         if not cfg.all_devices:
-            return cfg.slot_devices
+            return super().slot_devices(cfg)
         seen = list(range(seen_devices(cfg.device)))
         return seen[: cfg.concurrency or len(seen)]
+
+    def lent_devices(self, seen: int | None) -> list[int]:
+        if self.cfg.all_devices and seen:
+            return list(range(seen))[: self.cfg.concurrency or seen]
+        return list(self.cfg.devices)
+
+    def probe_work_dir(self, here: str) -> str:
+        return here  # this machine: the evidence root the server was started with
 
     async def stage_runner(self) -> str:
         return str(stage_runner())
@@ -192,7 +204,13 @@ class LocalHost(HostKind):
         return await spawn(argv, full)
 
     async def run_command(
-        self, argv: list[str], timeout: float, *, stdin: bytes | None = None, merge_stderr: bool = False
+        self,
+        argv: list[str],
+        timeout: float,
+        *,
+        stdin: bytes | None = None,
+        merge_stderr: bool = False,
+        each_env_script: bool = False,
     ) -> tuple[int | None, str, str]:
         return await run_local(argv, timeout, stdin=stdin, merge_stderr=merge_stderr)
 

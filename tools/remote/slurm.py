@@ -58,16 +58,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 from ..runner.phases import killed_from_outside  # stdlib only: the runner's one kill decision
 from .envelopes import MalformedEnvelope, parse_case_done
 from .errors import SlotCannotStart, SlotExpired, SlotGone, SlotLost
-from .host import HostContext, HostKind, HostProcess, SupervisorSlot
+from .host import HostContext, HostKind, HostProcess, ProbeRun, SupervisorSlot
 from .inventory import VISIBILITY_VARIABLE, HostConfig
-from .kinds import host_kind
 from .slot import RunFiles
 from .slurm_channel import FramedChannel
 from .slurm_commands import (
@@ -84,6 +85,7 @@ from .slurm_commands import (
     show_field,
     srun_argv,
 )
+from .slurm_fields import SlurmFields, slurm_options
 from .slurm_login import job_state, jobs_named, login_for, sweep
 from .slurm_step import PLACEMENT_VALUE
 from .ssh import SSHConnections
@@ -169,6 +171,7 @@ class SlurmHost(HostKind):
     """A Slurm host: a login host (this machine or SSH) where srun starts each slot as a job."""
 
     name = "slurm"
+    fields = SlurmFields
     device_source = "scheduler"
     keep_warm = False  # a slot is a job: it lives for one run
 
@@ -178,9 +181,44 @@ class SlurmHost(HostKind):
         self.clusters: SlurmClusters = context.shared("slurm", lambda: SlurmClusters(ssh))
         self.login = self.clusters.login(cfg)
 
+    @classmethod
+    def check_entry(cls, cfg: HostConfig) -> None:
+        super().check_entry(cfg)  # no all_devices
+        if cfg.transport not in ("local", "ssh"):
+            raise ValueError(
+                f"a Slurm host's login host is this machine (transport 'local') or 'ssh', not {cfg.transport!r}"
+            )
+        if "devices" in cfg.model_fields_set:
+            raise ValueError(
+                "a scheduler host takes no 'devices': the scheduler picks them; 'concurrency' "
+                "is the number of jobs (slots) at once"
+            )
+        if cfg.container:
+            raise ValueError(
+                "a scheduler host takes no 'container' (a site's container plugin goes in slurm.srun_options)"
+            )
+
+    @classmethod
+    def slot_devices(cls, cfg: HostConfig) -> list[int]:
+        """Slot numbers 0..concurrency-1: the scheduler picks the devices."""
+        return list(range(cfg.concurrency or 1))
+
+    def lent_devices(self, seen: int | None) -> list[int]:
+        return []  # the scheduler's, known once a job runs
+
     @property
     def address(self) -> str | None:
-        return self.cfg.address if host_kind(self.cfg.transport).remote else None
+        return self.login.address
+
+    async def probe(self, script: bytes, here: str, timeout: float) -> ProbeRun:
+        """What the partition offers against the request, read-only: no job is started
+        (the stdlib probe would need one), nothing is written."""
+        from .slurm_partition import partition_report
+
+        report, missing = await partition_report(self.login, self.cfg)
+        if self.address is None and not os.access(_existing_parent(self.cfg.work_dir), os.W_OK):
+            missing.append(f"a writable work_dir ({self.cfg.work_dir}) on a file system the nodes see")
+        return ProbeRun(self.cfg.work_dir, ran=False, scheduler_report=report, missing=missing)
 
     async def stage_runner(self) -> str:
         return await self.login.runner_root()
@@ -193,7 +231,13 @@ class SlurmHost(HostKind):
         return await self.login.spawn(argv)
 
     async def run_command(
-        self, argv: list[str], timeout: float, *, stdin: bytes | None = None, merge_stderr: bool = False
+        self,
+        argv: list[str],
+        timeout: float,
+        *,
+        stdin: bytes | None = None,
+        merge_stderr: bool = False,
+        each_env_script: bool = False,
     ) -> tuple[int | None, str, str]:
         code, out, err = await self.login.run(argv, timeout)
         return (code, out + err, "") if merge_stderr else (code, out, err)
@@ -277,13 +321,13 @@ class SlurmSlot(SupervisorSlot):
     async def _await_step(self, run: RunFiles | None) -> dict:
         """The step helper's first line; meanwhile, a pending job's state is reported
         and bounded by max_pending_s."""
-        assert self.step is not None and self.cfg.slurm is not None
+        assert self.step is not None
         t0 = time.monotonic()
         next_poll = t0 + FIRST_POLL_S
         said: tuple[str | None, str | None] | None = None
         said_at = 0.0
         allocated_at: float | None = None
-        max_pending = self.cfg.slurm.max_pending_s
+        max_pending = slurm_options(self.cfg).max_pending_s
         while True:
             try:
                 line = await within(self.step.stdout.readline(), max(0.05, next_poll - time.monotonic()))
@@ -395,7 +439,7 @@ class SlurmSlot(SupervisorSlot):
             self._deadline = time.monotonic() + limit - (ran or 0.0)
         kind = self.cfg.device
         var = VISIBILITY_VARIABLE.get(kind)
-        gres_name = self.cfg.slurm.gres_name if self.cfg.slurm else "npu"
+        gres_name = slurm_options(self.cfg).gres_name
         env: dict[str, str] = {}
         candidates = (var, "ASCEND_VISIBLE_DEVICES") if kind == "npu" else (var,)
         given = next((k for k in candidates if k and visible.get(k)), None)
@@ -439,7 +483,7 @@ class SlurmSlot(SupervisorSlot):
             and time.monotonic() + float(timeout_s) + EXPIRY_MARGIN_S > self._deadline
         ):
             self._alive = False
-            limit = self.cfg.slurm.time_limit if self.cfg.slurm else "?"
+            limit = slurm_options(self.cfg).time_limit
             raise SlotExpired(
                 f"{self.label}: its job's time limit ({limit}) ends in "
                 f"{max(0.0, self._deadline - time.monotonic()):.0f} s, too soon for a case of "
@@ -546,6 +590,13 @@ class SlurmSlot(SupervisorSlot):
         target = [self._known_job_id()] if self._known_job_id() else [f"--name={self.job_name}", "--me"]
         if self.job_name or self.job_id:
             await self.login.run(["scancel", *target])
+
+
+def _existing_parent(path: str) -> str:
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return str(p)
 
 
 def _event(line) -> dict:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from .bundle import RUNNER_PACKAGE, STEP_SCRIPT
 from .inventory import HostConfig
+from .slurm_fields import slurm_options
 
 # Job states in which the scheduler, not the task, ended the job.
 # CANCELLED with no DUE TO reason is an explicit scancel (by a user, an administrator
@@ -139,7 +140,7 @@ def step_script(host: HostConfig, runner_root: str) -> str:
 def srun_argv(host: HostConfig, job_name: str, runner_root: str) -> list[str]:
     """The slot's srun command as an argument vector (no ``-u``: it would give the
     task a pty; no ``--pty``, no ``--label``: the channel stays the runner's lines)."""
-    o = host.slurm
+    o = slurm_options(host)
     assert o is not None
     argv = [
         "srun",
@@ -167,7 +168,7 @@ def login_command(host: HostConfig, argv: list[str]) -> str:
     """``argv`` as one shell command for an SSH login host: the login environment
     scripts, the scrubbed variables, then ``exec argv`` - every piece quoted."""
     q = shlex.quote
-    o = host.slurm
+    o = slurm_options(host)
     steps = [f"source {q(s)}" for s in (o.login_env_scripts if o else [])]
     steps.append(LOGIN_SCRUB)
     steps.append("exec " + " ".join(q(a) for a in argv))

@@ -19,15 +19,15 @@ from pathlib import Path
 
 from ..errors import ToolError
 from ..evidence import safe_component
-from .bundle import bundle_files, content_hash
+from .bundle import bundle_files, content_hash, dir_files, dir_stamp
 from .errors import SlotCannotStart, SlotLost
 from .inventory import HostConfig
-from .kinds import host_kind
 from .local import LocalProcess, run_local, spawn
 from .safe_stage import private_dir, stage_tree
 from .slot import RunFiles
 from .slurm_commands import JOB_ID, JOB_PREFIX, LOGIN_SCRUB, JobState, local_login_env, login_command, owner_gone
-from .ssh import SSHConnections, SSHProcess
+from .slurm_fields import slurm_options
+from .ssh import SSHConnections, SSHProcess, ssh_fields
 
 COMMAND_TIMEOUT_S = 30.0  # one squeue/scancel/scontrol/sinfo
 
@@ -35,12 +35,14 @@ COMMAND_TIMEOUT_S = 30.0  # one squeue/scancel/scontrol/sinfo
 class LocalLogin:
     """srun and friends run on this machine, as argument vectors (no shell on our side)."""
 
+    address: str | None = None  # this machine
+
     def __init__(self, host: HostConfig):
         self.cfg = host
         self._files: dict[tuple[str, str], tuple[str | None, str | None]] = {}
 
     def _argv(self, argv: list[str]) -> list[str]:
-        scripts = self.cfg.slurm.login_env_scripts if self.cfg.slurm else []
+        scripts = slurm_options(self.cfg).login_env_scripts
         if not scripts:
             return list(argv)
         q = shlex.quote
@@ -69,7 +71,7 @@ class LocalLogin:
     async def run_files(self, run: RunFiles) -> tuple[str | None, str | None]:
         """The run's user modules and captured inputs, copied under work_dir (the
         evidence directory need not be on a file system the nodes see)."""
-        stamp = json.dumps([_stamp(run.modules_dir), _stamp(run.captured_dir)])
+        stamp = json.dumps([dir_stamp(run.modules_dir), dir_stamp(run.captured_dir)])
         key = (run.run_id, stamp)
         if key not in self._files:
             self._files[key] = await asyncio.to_thread(self._stage_run_files, run)
@@ -79,7 +81,7 @@ class LocalLogin:
         run_id = safe_component(run.run_id, "run_id")
         out: list[str | None] = []
         for kind, local in (("modules", run.modules_dir), ("captured", run.captured_dir)):
-            files = _dir_files(local)
+            files = dir_files(local)
             if not files:
                 out.append(None)
                 continue
@@ -94,6 +96,7 @@ class SSHLogin:
     def __init__(self, connections: SSHConnections, host: HostConfig):
         self.connections = connections
         self.cfg = host
+        self.address: str | None = ssh_fields(host).address
 
     async def run(self, argv: list[str], timeout: float = COMMAND_TIMEOUT_S) -> tuple[int | None, str, str]:
         import asyncssh
@@ -102,9 +105,9 @@ class SSHLogin:
             conn = await self.connections.connection(self.cfg)
             done = await asyncio.wait_for(conn.run(login_command(self.cfg, argv), check=False), timeout)
         except asyncio.TimeoutError:
-            return None, "", f"{argv[0]} did not answer within {timeout:g} s on {self.cfg.address}"
+            return None, "", f"{argv[0]} did not answer within {timeout:g} s on {self.address}"
         except (asyncssh.Error, OSError, ToolError) as exc:  # ToolError: cannot connect, host key refused
-            return None, "", f"{argv[0]} on {self.cfg.address}: {exc}"
+            return None, "", f"{argv[0]} on {self.address}: {exc}"
         out = done.stdout if isinstance(done.stdout, str) else (done.stdout or b"").decode("utf-8", "replace")
         err = done.stderr if isinstance(done.stderr, str) else (done.stderr or b"").decode("utf-8", "replace")
         return done.exit_status, out or "", err or ""
@@ -118,7 +121,7 @@ class SSHLogin:
         except (asyncssh.Error, OSError) as exc:
             if conn.is_closed():
                 self.connections.forget_connection(self.cfg.name, conn)
-            raise SlotLost(f"cannot start srun on {self.cfg.name} ({self.cfg.address}): {exc}") from None
+            raise SlotLost(f"cannot start srun on {self.cfg.name} ({self.address}): {exc}") from None
         return SSHProcess(process, self.connections, self.cfg.name)
 
     async def runner_root(self) -> str:
@@ -130,19 +133,7 @@ class SSHLogin:
 
 def login_for(host: HostConfig, connections: SSHConnections) -> LocalLogin | SSHLogin:
     """The login host of a Slurm host: this machine, or an SSH host over ``connections``."""
-    return SSHLogin(connections, host) if host_kind(host.transport).remote else LocalLogin(host)
-
-
-def _dir_files(local: Path | None) -> dict[str, bytes]:
-    if local is None or not local.is_dir():
-        return {}
-    return {p.name: p.read_bytes() for p in sorted(local.iterdir()) if p.is_file() and not p.name.startswith(".")}
-
-
-def _stamp(path: Path | None) -> list:
-    if path is None or not path.is_dir():
-        return []
-    return sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in path.iterdir() if p.is_file())
+    return LocalLogin(host) if host.transport == "local" else SSHLogin(connections, host)
 
 
 async def job_state(login, *, job_id: str | None = None, name: str | None = None, all_states: bool = False) -> JobState:

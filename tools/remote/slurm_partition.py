@@ -17,6 +17,7 @@ import re
 
 from .inventory import HostConfig
 from .slurm_commands import JOB_PREFIX, duration_s, owner_gone, show_field, time_limit_s
+from .slurm_fields import slurm_options
 
 # Node states in which a node takes no new job.
 UNUSABLE_STATES = (
@@ -62,8 +63,7 @@ def _allowed(listing: str | None, name: str | None) -> bool:
 
 async def partition_report(login, host: HostConfig) -> tuple[dict, list[str]]:
     """(the SchedulerCheck fields, what is missing) for a Slurm host, read-only."""
-    o = host.slurm
-    assert o is not None
+    o = slurm_options(host)
     missing: list[str] = []
     notes: list[str] = []
     report: dict = {

@@ -28,20 +28,67 @@ import stat
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Annotated, Any, cast
 
 import asyncssh
+from pydantic import Field, model_validator
 
 from ..errors import ToolError
 from ..evidence import safe_component
-from .bundle import RUNNER_SRC, bundle_files, content_hash
+from ..schemas import Strict
+from .bundle import RUNNER_SRC, bundle_files, content_hash, dir_files, dir_stamp
 from .errors import SlotLost
 from .host import HostContext, HostKind, device_env, supervise_argv
-from .inventory import HostConfig
+from .inventory import AbsPath, Alias, HostConfig, Hostname, User
 from .safe_stage import CACHE_DIRS, refuse, unsafe_reason
+from .shell import shell_command, supervisor_command
 from .slot import RunFiles
 
 COMPLETE_MARKER = ".complete"
+DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
+
+
+class SSHFields(Strict):
+    """The ``ssh`` kind's own inventory fields: the address and how the host is trusted."""
+
+    # Address: hostname (+ port, user), or an alias of an OpenSSH config file.
+    hostname: Hostname | None = None
+    port: Annotated[int, Field(ge=1, le=65535)] = 22
+    user: User | None = None
+    ssh_config_alias: Alias | None = None
+    ssh_config: AbsPath | None = None
+    # Keys: explicit files, else the agent ($SSH_AUTH_SOCK) and ~/.ssh defaults.
+    identity_files: list[AbsPath] = Field(default_factory=list)
+    # Never disabled; defaults to ~/.ssh/known_hosts when that file exists.
+    known_hosts: AbsPath | None = None
+    connect_timeout: Annotated[float, Field(gt=0, le=600)] = 15.0
+    # The host sshd's MaxSessions (OpenSSH default 10): a host with more slots
+    # than fit on one connection (one session kept for SFTP) gets another one.
+    max_sessions: Annotated[int, Field(ge=2, le=1024)] = 10
+
+    @model_validator(mode="after")
+    def _address(self) -> SSHFields:
+        if (self.hostname is None) == (self.ssh_config_alias is None):
+            raise ValueError("give exactly one of 'hostname' or 'ssh_config_alias'")
+        if self.ssh_config and not self.ssh_config_alias:
+            raise ValueError("'ssh_config' is only used with 'ssh_config_alias'")
+        if self.known_hosts is None:
+            default = DEFAULT_KNOWN_HOSTS.expanduser()
+            if not default.is_file():
+                raise ValueError(f"'known_hosts' is required: {default} does not exist (host keys are always verified)")
+            self.known_hosts = str(default)
+        return self
+
+    @property
+    def address(self) -> str:
+        """How the host is named in messages (never used to build a shell command)."""
+        if self.ssh_config_alias:
+            return f"{self.ssh_config_alias} (alias in {self.ssh_config or '~/.ssh/config'})"
+        return f"{self.user + '@' if self.user else ''}{self.hostname}:{self.port}"
+
+
+def ssh_fields(host: HostConfig) -> SSHFields:
+    return host.fields(SSHFields)
 
 
 class HostKeyRefused(ToolError):
@@ -55,33 +102,34 @@ class HostKeyRefused(ToolError):
 
 def _target(host: HostConfig) -> tuple[str, dict[str, Any]]:
     """asyncssh.connect's host argument and keyword options, from the inventory."""
-    kwargs: dict[str, Any] = {"connect_timeout": host.connect_timeout}
-    if host.ssh_config_alias:
-        kwargs["config"] = [host.ssh_config or str(Path("~/.ssh/config").expanduser())]
-        target = host.ssh_config_alias
+    f = ssh_fields(host)
+    kwargs: dict[str, Any] = {"connect_timeout": f.connect_timeout}
+    if f.ssh_config_alias:
+        kwargs["config"] = [f.ssh_config or str(Path("~/.ssh/config").expanduser())]
+        target = f.ssh_config_alias
     else:
         kwargs["config"] = None  # the inventory is the whole truth for this host
-        kwargs["port"] = host.port
-        target = host.hostname  # type: ignore[assignment]
-    if host.user:
-        kwargs["username"] = host.user
-    if host.identity_files:
-        kwargs["client_keys"] = list(host.identity_files)
+        kwargs["port"] = f.port
+        target = f.hostname  # type: ignore[assignment]
+    if f.user:
+        kwargs["username"] = f.user
+    if f.identity_files:
+        kwargs["client_keys"] = list(f.identity_files)
     return target, kwargs
 
 
 def resolved_address(host: HostConfig) -> tuple[str, int]:
     """(hostname, port) after the OpenSSH config alias, for messages and known_hosts."""
     target, kwargs = _target(host)
-    if not host.ssh_config_alias:
-        return target, host.port
+    if not ssh_fields(host).ssh_config_alias:
+        return target, ssh_fields(host).port
     # Options are only parsed here (no connection); the real trust store is passed anyway.
     opts = asyncssh.SSHClientConnectionOptions(host=target, config=kwargs["config"], known_hosts=_known_hosts(host))
     return opts.host, opts.port
 
 
 def _known_hosts(host: HostConfig):
-    path = host.known_hosts
+    path = ssh_fields(host).known_hosts
     if path and Path(path).is_file():
         return path
     return asyncssh.import_known_hosts("")  # a missing file trusts nothing; never verification off
@@ -97,10 +145,10 @@ async def explain_host_key(host: HostConfig) -> HostKeyRefused:
     it) or changed (with the file holding the old key)."""
     hostname, port = resolved_address(host)
     target, kwargs = _target(host)
-    kh = host.known_hosts or "~/.ssh/known_hosts"
+    kh = ssh_fields(host).known_hosts or "~/.ssh/known_hosts"
     try:
         key = await asyncio.wait_for(
-            asyncssh.get_server_host_key(target, port=port, config=kwargs["config"]), host.connect_timeout
+            asyncssh.get_server_host_key(target, port=port, config=kwargs["config"]), kwargs["connect_timeout"]
         )
     except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
         return HostKeyRefused(
@@ -145,13 +193,13 @@ async def open_connection(host: HostConfig) -> asyncssh.SSHClientConnection:
         raise await explain_host_key(host) from None
     except asyncssh.PermissionDenied as exc:
         raise ToolError(
-            f"host {host.name!r} ({host.address}): authentication refused ({exc.reason}); "
+            f"host {host.name!r} ({ssh_fields(host).address}): authentication refused ({exc.reason}); "
             "check user and identity_files (or the ssh-agent)",
             code="ssh_auth",
         ) from None
     except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
         raise ToolError(
-            f"host {host.name!r} ({host.address}): cannot connect: {exc or type(exc).__name__}",
+            f"host {host.name!r} ({ssh_fields(host).address}): cannot connect: {exc or type(exc).__name__}",
             code="connection_failed",
         ) from None
 
@@ -340,12 +388,6 @@ async def ensure_runner(conn: asyncssh.SSHClientConnection, host: HostConfig) ->
     return final
 
 
-def _dir_files(local: Path | None) -> dict[str, bytes]:
-    if local is None or not local.is_dir():
-        return {}
-    return {p.name: p.read_bytes() for p in sorted(local.iterdir()) if p.is_file() and not p.name.startswith(".")}
-
-
 async def upload_run_files(
     conn: asyncssh.SSHClientConnection,
     host: HostConfig,
@@ -363,7 +405,7 @@ async def upload_run_files(
     async with conn.start_sftp_client() as sftp:
         uid = await _checked_work_dir(sftp, host)
         for kind, local in (("modules", modules_dir), ("captured", captured_dir)):
-            files = _dir_files(local)
+            files = dir_files(local)
             if not files:
                 out.append(None)
                 continue
@@ -393,30 +435,6 @@ def worker_command(
         host.python, runner_root, host.device, device, host.lease_wait_s if wait_s is None else wait_s, owner
     )
     return supervisor_command(host, argv, device_env(host.device, device), runner_root)
-
-
-def supervisor_command(host: HostConfig, argv: list[str], env: dict[str, str], runner_root: str) -> str:
-    """``argv`` with ``env`` set, under the host's env scripts and container, the runner's
-    directory in front of the PYTHONPATH the environment scripts set (CANN's
-    set_env.sh puts its te/tbe packages there), never replacing it."""
-    q = shlex.quote
-    steps = [f"source {q(script)}" for script in host.env_scripts]
-    steps.append(f"export PYTHONPATH={q(runner_root)}" + "${PYTHONPATH:+:$PYTHONPATH}")
-    steps.append(" ".join(["exec", "env", *(q(f"{k}={v}") for k, v in env.items()), *map(q, argv)]))
-    outer = ["bash", "-c", " && ".join(steps)]
-    if host.container:
-        outer = ["docker", "exec", "-i", host.container, *outer]
-    return " ".join(q(a) for a in outer)
-
-
-def shell_command(host: HostConfig, argv: list[str]) -> str:
-    """`argv` (constants + validated fields) run under the host's env scripts and container."""
-    q = shlex.quote
-    steps = [f"source {q(s)}" for s in host.env_scripts] + ["exec " + " ".join(q(a) for a in argv)]
-    outer = ["bash", "-c", " && ".join(steps)]
-    if host.container:
-        outer = ["docker", "exec", "-i", host.container, *outer]
-    return " ".join(q(a) for a in outer)
 
 
 # --------------------------------------------------------------------------
@@ -494,7 +512,7 @@ class SSHConnections:
 
     async def run_files(self, host: HostConfig, run: RunFiles) -> tuple[str | None, str | None]:
         """Remote (modules_dir, captured_dir) of the run on `host`, uploaded once per connection."""
-        stamp = json.dumps([_stamp(run.modules_dir), _stamp(run.captured_dir)])
+        stamp = json.dumps([dir_stamp(run.modules_dir), dir_stamp(run.captured_dir)])
         key = (host.name, run.run_id, stamp)
         async with self._upload_lock(host.name):
             if key not in self._uploaded:
@@ -506,12 +524,6 @@ class SSHConnections:
         """Close the connections of every host not in ``used_hosts``."""
         for name in {k[0] for k in self._conns} - used_hosts:
             self.forget_connection(name)
-
-
-def _stamp(path: Path | None) -> list:
-    if path is None or not path.is_dir():
-        return []
-    return sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in path.iterdir() if p.is_file())
 
 
 # --------------------------------------------------------------------------
@@ -576,10 +588,15 @@ class SSHHost(HostKind):
     """A host reached over SSH (asyncssh): one connection per host shared by its slots."""
 
     name = "ssh"
+    fields = SSHFields
 
     def __init__(self, cfg: HostConfig, context: HostContext):
         super().__init__(cfg, context)
         self.connections: SSHConnections = context.shared("ssh", SSHConnections)
+
+    @property
+    def address(self) -> str:
+        return ssh_fields(self.cfg).address
 
     async def stage_runner(self) -> str:
         return await self.connections.runner_root(self.cfg, await self.connections.connection(self.cfg))
@@ -590,9 +607,9 @@ class SSHHost(HostKind):
     def conn_index(self, device: int) -> int:
         """Which of the host's connections a device's supervisor uses: sshd allows
         MaxSessions channels per connection, and one is kept for SFTP."""
-        devices = self.cfg.slot_devices
+        devices = self.slot_devices(self.cfg)
         position = devices.index(int(device)) if int(device) in devices else 0
-        return position // max(1, self.cfg.max_sessions - 1)
+        return position // max(1, ssh_fields(self.cfg).max_sessions - 1)
 
     async def start_process(self, argv: list[str], env: dict[str, str], root: str, device: int) -> SSHProcess:
         conn = await self.connections.connection(self.cfg, self.conn_index(device))
@@ -605,13 +622,19 @@ class SSHHost(HostKind):
         return SSHProcess(process, self.connections, self.cfg.name)
 
     async def run_command(
-        self, argv: list[str], timeout: float, *, stdin: bytes | None = None, merge_stderr: bool = False
+        self,
+        argv: list[str],
+        timeout: float,
+        *,
+        stdin: bytes | None = None,
+        merge_stderr: bool = False,
+        each_env_script: bool = False,
     ) -> tuple[int | None, str, str]:
         try:
             conn = await self.connections.connection(self.cfg)
             done = await asyncio.wait_for(
                 conn.run(
-                    shell_command(self.cfg, argv),
+                    shell_command(self.cfg, argv, each_env_script=each_env_script),
                     check=False,
                     input=stdin,
                     encoding=None,
@@ -620,9 +643,9 @@ class SSHHost(HostKind):
                 timeout,
             )
         except asyncio.TimeoutError:
-            return None, "", f"{argv[0]} did not finish within {timeout:g} s on {self.cfg.address}"
+            return None, "", f"{argv[0]} did not finish within {timeout:g} s on {self.address}"
         except (asyncssh.Error, OSError) as exc:
-            return None, "", f"{argv[0]} on {self.cfg.address}: {exc}"
+            return None, "", f"{argv[0]} on {self.address}: {exc}"
         return done.exit_status, _text(done.stdout), _text(done.stderr)
 
 

@@ -388,8 +388,8 @@ class SchedulerCheck(Strict):
 
 class HostCheck(Strict):
     host: str = Field(description="inventory name")
-    transport: str = Field(description="local or ssh")
-    address: str | None = Field(None, description="host:port")
+    transport: str = Field(description="host kind")
+    address: str | None = Field(None, description="how it is reached")
     ok: bool = Field(description="can run cases")
     python: str | None = Field(None, description="version")
     python_executable: str | None = Field(None, description="path")
