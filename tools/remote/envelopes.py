@@ -4,7 +4,8 @@ The runner (tools/runner/, stdlib + torch) builds these as plain JSON; this
 module is their contract on the server side, validated where they are read
 (``case_done`` once per answer, as it comes back from a slot, by run_case_remote
 and consistency_runs, which then pass the CaseDone on; the supervisor client for
-the deadlines in ``hello``).  A malformed envelope is reported as such -
+the deadlines in ``hello``).  A case_done's ``result`` is parsed into the
+``CaseResult`` the server records, once: nothing downstream reads it as a dict.  A malformed envelope is reported as such -
 the case stays pending - never read with silent defaults.  The runner never
 imports this module.  See references/runner-protocol.md.
 """
@@ -15,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from ..schemas import FiniteFloat, NonNegFinite, Strict, format_validation_error
+from ..schemas import CaseResult, FiniteFloat, NonNegFinite, Strict, format_validation_error
 
 # The harness_error type of a case the supervisor answered without trying a worker
 # start: its bound of consecutive start failures was reached (the slot is retired).
@@ -65,7 +66,10 @@ class CaseDone(Strict):
     request_id: str | None = Field(description="the run request's id")
     case_id: str | None = Field(description="the case's id")
     outcome: Literal["result", "harness_error"] = Field(description="a result, or a harness error (pending)")
-    result: dict[str, Any] | None = Field(None, description="CaseResult JSON without source/recorded_at")
+    result: CaseResult | None = Field(None, description="the result, parsed once here (no source/recorded_at yet)")
+    baseline_side: dict[str, Any] | None = Field(
+        None, description="a baseline host's answer: its stage-1 numbers per output (tools/runner/baseline_side.py)"
+    )
     harness_error: HarnessError | None = Field(None, description="why nothing can be recorded")
     input_metadata: dict[str, Any] | None = Field(None, description="how the inputs were built")
     stdout: str = Field("", description="tail of the worker's stdout during the case")
@@ -94,6 +98,14 @@ class CaseDone(Strict):
         if self.outcome == "harness_error" and self.harness_error is None:
             raise ValueError("outcome 'harness_error' needs 'harness_error'")
         return self
+
+
+def error_doc(result: CaseResult | None) -> dict[str, Any] | None:
+    """A result's error as the runner wrote it, for the runner's stdlib decisions on it
+    (phases.timed_out, phases.killed_from_outside); None without one."""
+    if result is None or result.error is None:
+        return None
+    return result.error.model_dump(exclude_none=True)
 
 
 class SupervisorDeadlines(Strict):

@@ -476,12 +476,8 @@ class CaseRun:
             b_out, b_ref, b_names = self.out, self.ref_out, self.op.get("outputs")
         else:
             (b_out, b_ref), b_names = self._named_outputs(), None
-        return self.result(
-            "passed",
-            baseline_side=measure(
-                b_out, b_ref, names=b_names, config=self.config, in_dtypes=in_dtypes, built=self.built
-            ),
-        )
+        side = measure(b_out, b_ref, names=b_names, config=self.config, in_dtypes=in_dtypes, built=self.built)
+        return dict(self.result("passed"), baseline_side=side)
 
     def run_baseline(self) -> None:
         """The baseline: a correct computation in the candidate's dtypes, on CPU (judges other than tolerance;
