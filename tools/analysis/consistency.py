@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 
 from ..cases.axes import case_axes, differing_axes
-from ..runner.precision import LEAN_MIN_ERRORS, LEAN_SHARE, LEAN_SIGMAS
 from ..cases.ids import case_content
+from ..runner.precision import LEAN_MIN_ERRORS, LEAN_SHARE, LEAN_SIGMAS
 from ..schemas import AloneRun, BiasWarning, Case, CaseFailure, CaseResult, ConsistencyReport, FlaggedCase
 
 FAILING = ("numerical_mismatch", "crash")
