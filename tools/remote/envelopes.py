@@ -22,31 +22,35 @@ from ..schemas import CaseResult, FiniteFloat, NonNegFinite, Strict, format_vali
 # start: its bound of consecutive start failures was reached (the slot is retired).
 WORKER_RESTART_LIMIT = "WorkerRestartLimit"
 
+# The phase of phases.PHASES a harness failure happened in (the table's names, and no others).
 HarnessWhere = Literal[
+    "health_check",
+    "worker_start",
     "resolve",
-    "import",
-    "binding",
     "inputs",
+    "compile",
+    "candidate",
+    "backward",
     "reference",
     "baseline",
-    "compare",
-    "harness",
-    "worker_start",
-    "grad_output",
+    "judge",
+    "consistency",
 ]
 
-# What each `where` means for people ("the case stays pending" is said by the caller).
+# What a harness failure in each phase means for people ("the case stays pending" is said by the caller).
 HARNESS_WHERE_TEXT: dict[str, str] = {
-    "resolve": "the candidate/reference could not be loaded",
-    "import": "the user modules could not be imported",
-    "inputs": "the inputs could not be built",
-    "reference": "the reference failed",
-    "binding": "the call's arguments do not fit the callable (operator.call, input names)",
-    "baseline": "the same-precision baseline failed",
-    "compare": "the comparison failed",
-    "harness": "the harness failed",
+    "health_check": "the device's health check failed",
     "worker_start": "the worker could not start",
-    "grad_output": "the upstream gradient could not be built",
+    "resolve": "the user modules or the callables could not be loaded, or the call's arguments do not fit "
+    "them (operator.call, input names)",
+    "inputs": "the inputs could not be built",
+    "compile": "the harness failed while compiling or capturing the candidate",
+    "candidate": "the harness failed while running the candidate",
+    "backward": "the upstream gradient could not be built",
+    "reference": "the reference failed",
+    "baseline": "the same-precision baseline failed",
+    "judge": "the comparison failed",
+    "consistency": "the harness failed while running the consistency checks",
 }
 
 
@@ -109,7 +113,7 @@ def error_doc(result: CaseResult | None) -> dict[str, Any] | None:
 
 
 class SupervisorDeadlines(Strict):
-    """The supervisor's own clocks before it answers ``started`` (sent in ``hello``)."""
+    """The supervisor's own clocks before a case's candidate phase begins (sent in ``hello``)."""
 
     worker_start_timeout_s: NonNegFinite = Field(description="a worker's start: torch import, device open")
     health_check_timeout_s: NonNegFinite = Field(description="the device check before a case")
@@ -117,8 +121,8 @@ class SupervisorDeadlines(Strict):
     max_worker_start_failures: int = Field(ge=1, description="consecutive start failures before giving up")
 
     def started_within_s(self) -> float:
-        """The longest the supervisor may take, in bounds, from a ``run`` to ``started``
-        (or to a ``case_done`` that comes without it): a health check, a worker
+        """The longest the supervisor may take, in bounds, from a ``run`` to the case's ``compile`` or
+        ``candidate`` phase (or to a ``case_done`` that comes without it): a health check, a worker
         (re)start, then the harness phase."""
         return self.health_check_timeout_s + self.worker_start_timeout_s + self.harness_timeout_s
 

@@ -186,9 +186,9 @@ class Judged:
 
 # The harness phase a failure of these types names (any other: the phase it happened in).
 HARNESS_WHERE: tuple[tuple[type, str], ...] = (
-    (BindingError, "binding"),
+    (BindingError, "resolve"),  # the call's arguments against the callables' signatures
     (ResolveError, "resolve"),
-    (UpstreamError, "grad_output"),
+    (UpstreamError, "backward"),  # the upstream gradient, built as the backward begins
     (BaselineError, "baseline"),
 )
 
@@ -432,7 +432,7 @@ class CaseRun:
         build, a callable it could not resolve), the backward's fault, the device's refusal, or the
         candidate's own exception."""
         if isinstance(exc, (UpstreamError, ResolveError)):
-            return HarnessFailure(_where(exc, "harness"), exc)
+            return HarnessFailure(_where(exc, "candidate"), exc)
         if isinstance(exc, Fault):  # the candidate's backward raised
             self.timing["candidate_us"] = (t_forward - self.t0) * 1e6
             self.answer["needs_health_check"] = True
@@ -459,7 +459,7 @@ class CaseRun:
             self.refused_at_call or _same_on_cpu(fns.reference, op, same_dtypes, call.attributes, exc)
         ):
             return HarnessFailure(
-                "binding",
+                "resolve",
                 BindingError(
                     f"the candidate {op['candidate']} refused the call's arguments: {type(exc).__name__}: "
                     f"{exception_text(exc)}. {binding_hint(op, [b.name for b in built] + list(call.attributes))}"
@@ -670,11 +670,11 @@ class CaseRun:
             )
             comparisons += cand.write_comps  # an input changed that is not declared written: its own failing one
         except Exception as exc:
-            raise HarnessFailure(_where(exc, "compare"), exc) from None
+            raise HarnessFailure(_where(exc, "judge"), exc) from None
         self.timing["compare_us"] = (time.perf_counter() - t0) * 1e6
         if not comparisons:
             raise HarnessFailure(
-                "compare", RuntimeError("neither the candidate nor the reference returned a tensor output to compare")
+                "judge", RuntimeError("neither the candidate nor the reference returned a tensor output to compare")
             )
         return Judged(comparisons, judging, base, kept)
 
