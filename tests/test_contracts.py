@@ -202,7 +202,8 @@ def test_one_comparison_description_in_every_renderer() -> None:
     assert brief == "output 'y': max_abs=0.25, 12.50% outside tolerance (2/16), NaN pattern mismatches=1"
     result = {"case_id": "c", "status": "numerical_mismatch", "comparisons": [comparison]}
     assert mismatch_reason(CaseResult.model_validate(result)) == full
-    assert _outcome("c", result, "local", "cpu:0", "raw").summary == "numerical mismatch - " + brief
+    assert _outcome("c", CaseResult.model_validate(result), "local", "cpu:0", "raw").summary == \
+        "numerical mismatch - " + brief
     from tools.cli.commands import result_detail as _result_detail
     assert _result_detail(CaseResult.model_validate(result)) == brief
     contract = {"output": "y", "passed": False, "contract_mismatch": "shape [2] vs [3]"}
