@@ -4,9 +4,13 @@
 "result"`` with a CaseResult-shaped ``result`` (no source/recorded_at: the
 server adds them), or ``outcome: "harness_error"`` when the callables cannot be
 resolved, the inputs cannot be built, or the reference fails - those say
-nothing about the operator, so the case stays pending.  ``CaseRun`` holds one
-case's state; each of its phase methods raises a ``HarnessFailure`` or an
-``OperatorFailure`` (phases.py) when the case ends there.
+nothing about the operator, so the case stays pending.  ``CaseRun`` holds the
+case's request and its answer so far; each phase method takes what the phases
+before it returned (``Callables``, ``Inputs``, ``Call``, ``CandidateRun``,
+``Truth``, ``BaselineRun``, ``Judged``: frozen dataclasses) and returns its
+own, or raises a ``HarnessFailure`` (``where``: the phase) or an
+``OperatorFailure`` (phases.py) when the case ends there.  A baseline host's
+answer carries its stage-1 numbers beside the result (``baseline_side``).
 """
 
 from __future__ import annotations
