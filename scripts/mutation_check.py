@@ -54,6 +54,7 @@ T_FIND = "tests/test_findings.py::"
 T_CONS = "tests/test_consistency.py::"
 T_CONS_MCP = T_CONS + "test_planted_consistency_bugs_are_named_for_what_they_are_over_mcp"
 T_PAGE = "tests/test_page.py::"
+T_LEAN = "tests/test_lean.py::"
 
 
 @dataclass(frozen=True)
@@ -294,7 +295,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              (T_STD + "test_float32_gets_a_float64_truth_unless_pinned_and_old_runs_keep_theirs",)),
     Mutation("baseline-other-bytes", "a baseline host's numbers for other input bytes are refused",
              "tools/runner/execute.py",
-             "                check_inputs(self.built, self.side)",
+             "                check_inputs(inputs.built, self.side)",
              "                pass",
              (T_STD + "test_baseline_numbers_for_other_input_bytes_are_refused",)),
     # issue 23: gradients
@@ -305,9 +306,14 @@ MUTATIONS: tuple[Mutation, ...] = (
              (T_BW + "test_the_upstream_gradient_is_the_same_bits_on_both_sides_and_on_record",)),
     Mutation("gradients-not-judged", "each gradient is an output grad.<input>, judged like the others",
              "tools/runner/execute.py",
-             "                comparisons += self._judged_gradients(self.grads)",
+             "                comparisons += _judged_gradients(judging, inputs.grads, cand, truth, base)",
              "                pass  # mutation: the gradients are computed but never compared",
              (T_BW + "test_a_gradient_is_an_output_with_its_own_tolerance",)),
+    Mutation("gradient-not-widened", "a half-precision case whose float32 gradients overflow gets the float64 truth",
+             "tools/runner/execute.py",
+             "            + (overflowed_truth(cand.grads, grads, None) if cand.grads is not None and isinstance(grads, dict) else 0)",
+             "            + 0",
+             (T_LEAN + "test_a_gradient_whose_float32_truth_overflows_is_judged_against_float64",)),
     Mutation("backward-crash-not-blamed", "a death in the backward is the case's crash, blamed on the backward",
              "tools/runner/supervisor.py",
              '        if watch.phase != "candidate":',
@@ -390,7 +396,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              (T_CONS_MCP,)),
     Mutation("alone-pass-not-order", "a failing case that passes alone is order-dependent",
              "tools/consistency_runs.py",
-             '        if alone["status"] == "passed" and "order_dependent" not in c["flags"]:',
+             '        if alone.status == "passed" and "order_dependent" not in c.flags:',
              '        if False:',
              (T_CONS_MCP,)),
     Mutation("flagged-in-findings", "nondeterministic and order-dependent cases are kept out of the findings",
@@ -400,9 +406,16 @@ MUTATIONS: tuple[Mutation, ...] = (
              (T_CONS_MCP,)),
     Mutation("input-write-ignored", "an undeclared input write fails the case on input:x",
              "tools/runner/execute.py",
-             '            comparisons += self.write_comps  # an input changed that is not declared written: its own failing one',
+             '            comparisons += cand.write_comps  # an input changed that is not declared written: its own failing one',
              '            pass',
              (T_CONS + "test_runner_checks_declared_writes_large_inputs_and_batch_check_mode",)),
+    Mutation("lean-unchecked", "a lean in a passing output's errors is checked whatever the judge (the tolerance "
+             "judge runs the same-dtype baseline for it)",
+             "tools/runner/execute.py",
+             "        if not specials and not any(leans(c) for c in judged.comparisons):",
+             "        if not specials:",
+             (T_LEAN + "test_the_tolerance_judge_runs_the_baseline_for_a_lean_and_only_for_one",
+              T_LEAN + "test_a_truncating_kernel_is_warned_about_and_a_correct_one_and_the_demo_are_not")),
     Mutation("batch-not-flagged", "a slice that differs from the full batch's rows is flagged batch_variant",
              "tools/runner/consistency.py",
              '    if not doc["batch"]["equal"]:',

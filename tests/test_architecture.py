@@ -229,3 +229,35 @@ def test_the_definitions_check_finds_a_second_copy() -> None:
     assert set(_definitions(ast.parse(copy))) == {"EXTERNAL_SIGNALS", "a list of external signals",
                                                   "killed_from_outside", "a harness_error body",
                                                   "a budget read from a config or case"}
+
+
+def attributes_set_outside_init(source: str, class_name: str) -> dict[str, str]:
+    """Attribute -> the method of ``class_name`` that first sets ``self.<attribute>`` outside ``__init__``
+    (assignments, augmented or annotated, tuple targets included)."""
+    cls = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == class_name)
+    in_init: set[str] = set()
+    elsewhere: dict[str, str] = {}
+    for fn in cls.body:
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(fn):
+            targets = node.targets if isinstance(node, ast.Assign) else (
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+            for target in targets:
+                for e in ast.walk(target):
+                    if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self":
+                        if fn.name == "__init__":
+                            in_init.add(e.attr)
+                        else:
+                            elsewhere.setdefault(e.attr, fn.name)
+    return {a: where for a, where in elsewhere.items() if a not in in_init}
+
+
+def test_the_case_run_keeps_no_state_a_phase_leaves_behind() -> None:
+    """Each phase of the runner's CaseRun returns a typed result the next phase takes as an argument:
+    every attribute is set in ``__init__``, none first appears in a phase."""
+    source = (REPO_ROOT / "tools" / "runner" / "execute.py").read_text(encoding="utf-8")
+    assert attributes_set_outside_init(source, "CaseRun") == {}
+    planted = "class CaseRun:\n    def __init__(self):\n        self.a = 1\n\n    def phase(self):\n" \
+              "        self.a, self.out = 2, 3\n        self.a += 1\n"
+    assert attributes_set_outside_init(planted, "CaseRun") == {"out": "phase"}

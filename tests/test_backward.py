@@ -193,7 +193,7 @@ def test_backward_faults_are_classified_by_phase(ops) -> None:
     # the harness's failures leave the case pending: an upstream gradient for an output that does not
     # exist, a reference that is not differentiable
     answer = ops(NOT_DIFFERENTIABLE_REF, dict(X, grad_output={"nope": {"kind": "ones"}}))
-    assert answer["outcome"] == "harness_error" and answer["harness_error"]["where"] == "grad_output"
+    assert answer["outcome"] == "harness_error" and answer["harness_error"]["where"] == "backward"
     assert "'nope'" in answer["harness_error"]["message"]
     answer = ops(NOT_DIFFERENTIABLE_REF, X)
     assert answer["outcome"] == "harness_error" and answer["harness_error"]["where"] == "reference"
@@ -547,8 +547,8 @@ def test_a_baseline_that_overflowed_where_the_candidate_holds_the_value_is_repai
 
 
 def test_the_supervisor_tells_the_client_when_the_backward_starts(tmp_path: Path) -> None:
-    """Protocol (additive): ``backward_started`` between ``started`` and ``reference_started``, so
-    the client's wait for the next event starts over with the backward's own timeout."""
+    """Protocol: the ``phase`` event ``backward`` between ``candidate`` and ``reference``, so the
+    client's wait for the next event starts over with the backward's own timeout."""
     import os
     import signal
 
@@ -567,8 +567,11 @@ def test_the_supervisor_tells_the_client_when_the_backward_starts(tmp_path: Path
         events = []
         while not events or events[-1]["event"] != "case_done":
             events.append(json.loads(proc.stdout.readline()))
-        names = [e["event"] for e in events if e["event"] != "preparing"]
-        assert names == ["started", "backward_started", "reference_started", "case_done"], names
+        from tools.runner.phases import PHASE
+
+        assert {e["event"] for e in events[:-1]} == {"phase"}  # one event kind, named by the phase table
+        names = [e.get("phase", e["event"]) for e in events if e["event"] != "phase" or not PHASE[e["phase"]].prepares]
+        assert names == ["candidate", "backward", "reference", "case_done"], names
         assert events[-1]["result"]["status"] == "passed"
         assert events[-1]["input_metadata"]["grad_outputs"][0]["shape"] == [4, 4]
     finally:

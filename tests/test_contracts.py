@@ -8,7 +8,7 @@
 - the supervisor's ``case_done`` is validated where it is read: a malformed
   one is reported as such, a comparison failure reads as one;
 - one family of transport errors, the same on the local and the SSH transport;
-- the client's wait for ``started`` follows the supervisor's announced
+- the client's wait for the candidate's ``phase`` event follows the supervisor's announced
   deadlines, and consecutive worker start failures are bounded.
 
 Nothing is mocked: real MCP server over stdio, real supervisors and workers,
@@ -182,7 +182,7 @@ def test_a_malformed_case_done_is_reported_as_such_and_the_case_stays_pending(ev
         assert named in outcome.error and outcome.error.endswith("nothing recorded, the case stays pending")
     # a comparison that failed is named as the comparison, not as "the harness"
     outcome = record(_done(outcome="harness_error", result=None, harness_error={
-        "where": "compare", "type": "RuntimeError", "message": "reference returned an ndarray"}))
+        "where": "judge", "type": "RuntimeError", "message": "reference returned an ndarray"}))
     assert outcome.error.startswith("the comparison failed (RuntimeError: reference returned an ndarray)")
     assert store.pending_case_ids() == ["eager-f32", "graph-f32"]
     # the same envelope, well-formed, is recorded
@@ -202,7 +202,8 @@ def test_one_comparison_description_in_every_renderer() -> None:
     assert brief == "output 'y': max_abs=0.25, 12.50% outside tolerance (2/16), NaN pattern mismatches=1"
     result = {"case_id": "c", "status": "numerical_mismatch", "comparisons": [comparison]}
     assert mismatch_reason(CaseResult.model_validate(result)) == full
-    assert _outcome("c", result, "local", "cpu:0", "raw").summary == "numerical mismatch - " + brief
+    assert _outcome("c", CaseResult.model_validate(result), "local", "cpu:0", "raw").summary == \
+        "numerical mismatch - " + brief
     from tools.cli.commands import result_detail as _result_detail
     assert _result_detail(CaseResult.model_validate(result)) == brief
     contract = {"output": "y", "passed": False, "contract_mismatch": "shape [2] vs [3]"}
@@ -255,7 +256,7 @@ def test_a_worker_that_cannot_start_raises_the_same_error_on_local_and_ssh(ssh_e
 
 
 def test_a_slow_in_bounds_start_is_not_a_lost_connection(tmp_path: Path, monkeypatch) -> None:
-    """The user module takes 3 s to import (the harness phase, before ``started``). The
+    """The user module takes 3 s to import (the harness phase, before the candidate's). The
     client's fixed wait is 1 s - it stands for the old fixed 600 s against a supervisor
     allowed more - but the wait comes from the deadlines the supervisor announced."""
     monkeypatch.setenv("OPDEBUG_WORKER_START_TIMEOUT_S", "20")

@@ -389,12 +389,12 @@ def test_binding_errors_are_harness_errors_that_say_what_to_change(device) -> No
     # a Python callable: inspect.signature refuses the keyword before anything runs
     answer = execute(device, "torch.nn.functional.silu", "torch.nn.functional.silu", a_case(one(name="x")))
     err = answer["harness_error"]
-    assert answer["outcome"] == "harness_error" and err["where"] == "binding" and err["type"] == "BindingError"
+    assert answer["outcome"] == "harness_error" and err["where"] == "resolve" and err["type"] == "BindingError"
     assert "has no parameter named 'x'" in err["message"] and "operator.call" in err["message"]
     assert "silu(input" in err["message"]  # the signature it checked against
     # a builtin without a signature: its own argument parser refuses the call
     answer = execute(device, "torch.add", "torch.add", a_case(one(name="x"), one(name="y")))
-    assert answer["outcome"] == "harness_error" and answer["harness_error"]["where"] == "binding"
+    assert answer["outcome"] == "harness_error" and answer["harness_error"]["where"] == "resolve"
     assert "operator.call" in answer["harness_error"]["message"]
     # positional order that fits: passes
     fixed = execute(device, "torch.nn.functional.silu", "torch.nn.functional.silu", a_case(one(name="x")),

@@ -29,15 +29,15 @@ def test_every_side_reads_the_same_phases() -> None:
         < names.index("reference") < names.index("judge") < names.index("consistency")
     clocks = phases.budgets({}, {"mode": "compile"}, 7.0, 11.0)
     wheres = set(typing.get_args(HarnessWhere))
+    # the phase table's names are the only names of phases: a harness error's where, the client's events
+    assert wheres == set(names) == set(HARNESS_WHERE_TEXT)  # the server's contract knows each, and no other
+    assert callable(getattr(CaseWait, f"on_{phases.PHASE_EVENT}"))  # one event kind, named by its phase
     for phase in phases.PHASES:
         assert phase.blame in (phases.OPERATOR, phases.HARNESS) and phase.text
-        assert phase.where in wheres and phase.where in HARNESS_WHERE_TEXT  # the server's contract knows it
         assert phase.budget is None or phase.budget in clocks
         if phase.posts is not None and phase.name != "resolve":  # the worker posts it: the supervisor handles it
             assert callable(getattr(Supervisor, f"phase_{phase.name}", None)), phase.name
-        if phase.event is not None:  # the supervisor sends it: the client handles it
-            assert callable(getattr(CaseWait, f"on_{phase.event}", None)), phase.event
-    assert callable(getattr(CaseWait, f"on_{phases.AFTER_COMPILE_EVENT}"))
+    assert [p.name for p in phases.PHASES if p.prepares] == ["health_check", "worker_start", "resolve", "inputs"]
 
 
 def test_the_budget_rules() -> None:
@@ -49,8 +49,7 @@ def test_the_budget_rules() -> None:
     clocks = phases.budgets({}, {"mode": "compile"}, 7.0, 11.0)
     assert phases.budget_s("compile", clocks) == phases.COMPILE_TIMEOUT_S and phases.budget_s("candidate", clocks) == 7
     assert phases.budget_s("inputs", clocks) == 11.0 and phases.budget_s("judge", clocks) is None
-    assert phases.client_event("candidate", "compile") == "compile_done"
-    assert phases.client_event("candidate", "inputs") == "started"
+    assert phases.PHASE["candidate"].tells and not phases.PHASE["judge"].tells
 
 
 def test_a_step_is_read_once_and_typed() -> None:
@@ -64,11 +63,11 @@ def test_a_step_is_read_once_and_typed() -> None:
 
 def test_the_client_waits_each_phase_its_budget() -> None:
     wait = CaseWait("the case start", 600.0, case_timeout_s=10.0, start_timeout_s=600.0, grace_s=60.0)
-    wait.on_started(Event.parse({"event": "started", "phase": "compile", "budget_s": 120.0}))
+    wait.on_phase(Event.parse({"event": "phase", "phase": "compile", "budget_s": 120.0}))
     assert wait.timeout == 180.0 and wait.waiting == "the case result"
-    wait.on_compile_done(Event.parse({"event": "compile_done", "phase": "candidate", "budget_s": 10.0}))
+    wait.on_phase(Event.parse({"event": "phase", "phase": "candidate", "budget_s": 10.0}))
     assert wait.timeout == 70.0
-    wait.on_preparing(Event.parse({"event": "preparing", "phase": "inputs", "budget_s": 30.0}))
+    wait.on_phase(Event.parse({"event": "phase", "phase": "inputs", "budget_s": 30.0}))
     assert wait.timeout == 90.0 and "inputs" in wait.waiting
-    wait.on_reference_started(Event.parse({"event": "reference_started", "budget_s": "NaN"}))
+    wait.on_phase(Event.parse({"event": "phase", "phase": "reference", "budget_s": "NaN"}))
     assert wait.timeout == 70.0  # no usable budget: the case timeout

@@ -8,7 +8,27 @@ import pytest
 import torch
 
 from tools.runner import compare
-from tools.runner.compare import compare_outputs, compare_tensor
+from tools.runner.compare import compare_outputs as measure_outputs
+from tools.runner.compare import compare_tensor as measure_tensor
+from tools.runner.judge import apply_judge
+
+
+def compare_tensor(*args, **kwargs) -> dict:
+    """Measured (compare.py), then decided by the tolerance judge (judge.py): ``passed`` is set there alone."""
+    return apply_judge([measure_tensor(*args, **kwargs)], "tolerance")[0]
+
+
+def compare_outputs(*args, **kwargs) -> list[dict]:
+    return apply_judge(measure_outputs(*args, **kwargs), "tolerance")
+
+
+def test_the_engine_measures_and_the_judge_alone_decides() -> None:
+    ref = torch.tensor([1.0, 2.0, 3.0])
+    measured = measure_tensor("y", ref + 1, ref, atol=1e-5, rtol=1e-5)
+    assert "passed" not in measured and measured["mismatch_count"] == 3
+    assert not any("passed" in c for c in measure_outputs((ref, ref), (ref,), names=None, tolerance={},
+                                                          strict_dtype=True))
+    assert not apply_judge([measured], "tolerance")[0]["passed"]
 
 
 def test_metrics_of_a_known_difference() -> None:

@@ -13,10 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
+
 from proc_util import alive, ask, start_supervisor
 
 from tools.remote.local import LocalSlot, stage_runner
 from tools.remote.supervisor_client import ConnectionLost, SupervisorClient
+from tools.runner.phases import PHASE
 
 OPERATORS = Path(__file__).resolve().parent / "operators"
 
@@ -72,20 +74,22 @@ def _modules(tmp_path: Path, *names: str) -> str:
 
 
 def _event(proc: subprocess.Popen) -> dict:
-    """The next event, past the supervisor's ``preparing`` news (phase budgets)."""
+    """The next event, past the supervisor's news of the phases before the candidate (their budgets)."""
     while True:
         line = proc.stdout.readline()
         assert line, "the supervisor's output ended"
         msg = json.loads(line)
-        if msg.get("event") != "preparing":
+        if msg.get("event") != "phase" or not PHASE[msg["phase"]].prepares:
             return msg
 
 
 def _hello(proc: subprocess.Popen) -> dict:
-    """The hello answer (after the `preparing` event of a worker still starting)."""
+    """The hello answer (after the `phase` event `worker_start` of a worker still starting)."""
     while True:
-        event = _event(proc)
-        if event["event"] != "preparing":
+        line = proc.stdout.readline()
+        assert line, "the supervisor's output ended"
+        event = json.loads(line)
+        if event["event"] != "phase":
             return event
         assert event["phase"] == "worker_start" and event["budget_s"] > 0
 
@@ -104,13 +108,14 @@ def test_closing_stdin_mid_case_kills_worker_and_supervisor(tmp_path: Path) -> N
                                         "values": {"kind": "randint", "low": -5, "high": 5}}]}
         ask(proc, {"op": "run", "request_id": "r0", "config": _config("int8_reject.py"), "case": int8,
                     "timeout_s": 30, "modules_dir": modules})
-        assert _event(proc)["event"] == "started"
+        first = _event(proc)
+        assert (first["event"], first["phase"]) == ("phase", "candidate")
         done = _event(proc)
         assert done["result"]["status"] == "unsupported" and done["worker_pid"] == worker
         ask(proc, {"op": "run", "request_id": "r1", "config": _config("pid_then_spin.py"),
                     "case": _case("c1", pid_file=str(pid_file)), "timeout_s": 60, "modules_dir": modules})
         started = _event(proc)
-        assert started["event"] == "started" and started["worker_pid"] == worker
+        assert (started["event"], started["phase"]) == ("phase", "candidate") and started["worker_pid"] == worker
         wait_for_file(pid_file)  # the candidate is spinning now
         assert int(pid_file.read_text()) == worker
         proc.stdin.close()  # the server went away
@@ -261,7 +266,7 @@ def test_a_cancelled_case_is_not_kept_waiting_by_an_event_that_arrives_with_the_
         client = SupervisorClient(reader, Writer())
         waiting = asyncio.ensure_future(client._event(60, "the case result"))
         await asyncio.sleep(0.01)  # the client waits for a line
-        reader.feed_data(b'{"event": "started", "request_id": "r"}\n')  # news arrives...
+        reader.feed_data(b'{"event": "phase", "phase": "candidate", "request_id": "r"}\n')  # news arrives...
         waiting.cancel()  # ...as the call is cancelled
         with pytest.raises(asyncio.CancelledError):
             await waiting

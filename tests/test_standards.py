@@ -224,7 +224,7 @@ def test_a_baseline_host_runs_the_baseline_on_its_device_and_the_candidate_host_
     assert bf16.timing_us.baseline_us is None  # no CPU baseline ran on the candidate host
     raw = tmp_path / "remote-base" / "raw-results" / "acc-bfloat16" / "baseline-worker-result.json"
     answer = json.loads(raw.read_text())
-    assert answer["result"]["baseline_side"]["input_sha256"] == {"x": json.loads(
+    assert answer["baseline_side"]["input_sha256"] == {"x": json.loads(
         (tmp_path / "remote-base" / "input-metadata" / "acc-bfloat16.json").read_text())["inputs"][0]["sha256"]}
     # a baseline that fails on its host: nothing recorded, the case stays pending and says why
     plan_cases({"config": {"run_id": "remote-bad", "judge": "baseline", "baseline_host": "hosta",
@@ -249,7 +249,7 @@ def test_baseline_numbers_for_other_input_bytes_are_refused() -> None:
               "operator": {"name": "exp", "candidate": "torch.exp", "reference": "torch.exp"}}
     case = {"id": "c", "inputs": [{"name": "input", "shape": [4, 8], "dtype": "float16"}]}
     side = execute_case({"config": dict(config, role="baseline"), "case": case}, dev, environment(dev))
-    numbers = side["result"]["baseline_side"]
+    numbers = side["baseline_side"]
     assert numbers["outputs"]["out"]["standard"] == "benchmark" and numbers["outputs"]["out"]["precision"]["count"] == 32
     good = execute_case({"config": config, "case": dict(case, baseline_side=numbers)}, dev, environment(dev))
     comp = good["result"]["comparisons"][0]

@@ -55,18 +55,17 @@ def read_side(event: dict, host: str, device: str, callable_name: str) -> tuple[
         err = done.harness_error
         assert err is not None
         return None, (f"on the baseline host {host}: {HARNESS_WHERE_TEXT[err.where]} ({err.type}: {err.message})")
-    result = done.result or {}
-    if result.get("status") != "passed" or "baseline_side" not in result:
-        error = result.get("error") or {}
-        return None, (
-            f"the baseline {callable_name} on {host} {device} did not give a baseline: "
-            f"{result.get('status')}: {error.get('signature') or error.get('message') or 'no numbers'}"
-        )
-    side = dict(result["baseline_side"])
+    result = done.result
+    assert result is not None  # CaseDone's validator
+    if result.status != "passed" or done.baseline_side is None:
+        error = result.error
+        why = (error.signature or error.message) if error is not None else "no numbers"
+        return None, f"the baseline {callable_name} on {host} {device} did not give a baseline: {result.status}: {why}"
+    side = dict(done.baseline_side)
     side.update(
         host=host,
         device=device,
-        environment=result.get("environment") or {},
+        environment=result.environment,
         where=f"{callable_name} on host {host} ({device}), in the candidate's dtype",
     )
     return side, None

@@ -28,10 +28,10 @@ import json
 
 from .analysis.consistency import failure_group
 from .evidence import RunStore
-from .remote.envelopes import CaseDone, MalformedEnvelope, read_case_done
+from .remote.envelopes import CaseDone, MalformedEnvelope, error_doc, read_case_done
 from .remote.errors import LOST_ERRORS
 from .runner.phases import killed_from_outside, timed_out  # stdlib only: the runner's one kill decision
-from .schemas import Case, OperatorConfig
+from .schemas import AfterRun, AloneRun, Case, CaseResult, ConsistencyEvidence, OperatorConfig
 
 FAILING = ("numerical_mismatch", "crash")
 
@@ -69,9 +69,9 @@ def wire_text(event: dict) -> str:
     return json.dumps({k: v for k, v in event.items() if k != "outputs_b64"}, separators=(",", ":")) + "\n"
 
 
-def _result(answer: Answer) -> dict | None:
-    """The result of an answer that has one (the dict the checks below add their findings to)."""
-    return answer.result if isinstance(answer, CaseDone) and answer.outcome == "result" else None
+def _result(answer: Answer) -> CaseResult | None:
+    """The result of an answer that has one (the checks below add their findings to it)."""
+    return answer.result if isinstance(answer, CaseDone) else None
 
 
 def history_of(done: CaseDone, run_id: str) -> tuple[list[str], int]:
@@ -81,38 +81,38 @@ def history_of(done: CaseDone, run_id: str) -> tuple[list[str], int]:
     return entries, done.worker_history_total or len(entries)
 
 
-def _consistency(result: dict) -> dict:
-    c = result.get("consistency")
-    if not isinstance(c, dict):
-        c = result["consistency"] = {"flags": []}
-    c.setdefault("flags", [])
-    return c
+def _consistency(result: CaseResult) -> ConsistencyEvidence:
+    """The result's consistency evidence, made when it has none (assigned, so a dump of what
+    was set keeps it)."""
+    if result.consistency is None:
+        result.consistency = ConsistencyEvidence(flags=[])
+    return result.consistency
 
 
-def outcome_text(result: dict) -> str:
+def outcome_text(result: CaseResult) -> str:
     """The flags of a result in words, for the one-line outcome summary ('' when none)."""
-    c = result.get("consistency") or {}
+    c = result.consistency
+    if c is None:
+        return ""
     parts = []
-    rep = c.get("repeats") or {}
-    if "nondeterministic" in c.get("flags", []):
+    rep = c.repeats
+    if "nondeterministic" in c.flags and rep is not None:
         parts.append(
-            f"nondeterministic: {rep.get('distinct')} distinct results in {rep.get('runs')} runs "
-            f"(passed: {rep.get('passed_runs')})"
+            f"nondeterministic: {rep.distinct} distinct results in {rep.runs} runs (passed: {rep.passed_runs})"
         )
-    alone = c.get("alone") or {}
-    if "order_dependent" in c.get("flags", []):
+    alone = c.alone
+    if "order_dependent" in c.flags and alone is not None:
         parts.append(
-            f"order-dependent: passes alone on a fresh worker; fails after {alone.get('history_total')} "
-            f"case(s) on the warm worker (latest {alone.get('history', [])[-3:]})"
+            f"order-dependent: passes alone on a fresh worker; fails after {alone.history_total} "
+            f"case(s) on the warm worker (latest {alone.history[-3:]})"
         )
-    for w in c.get("inputs_written") or []:
-        if not w.get("declared"):
-            parts.append(f"writes its input {w.get('input')} ({w.get('changed')} elements)")
-    if "batch_variant" in c.get("flags", []):
-        b = c.get("batch") or {}
+    for w in c.inputs_written:
+        if not w.declared:
+            parts.append(f"writes its input {w.input} ({w.changed} elements)")
+    b = c.batch
+    if "batch_variant" in c.flags and b is not None:
         parts.append(
-            f"batch-variant: {b.get('differing')} element(s) of rows [{b.get('start')}, "
-            f"{(b.get('start') or 0) + (b.get('length') or 1)}) differ run alone"
+            f"batch-variant: {b.differing} element(s) of rows [{b.start}, {b.start + b.length}) differ run alone"
         )
     return "; ".join(parts)
 
@@ -139,30 +139,27 @@ class AloneRuns:
         if (
             result is None
             or not isinstance(answer, CaseDone)
-            or result.get("status") not in FAILING
+            or result.status not in FAILING
             or case.after
             or self.config.operator.random
             or (case.repeats if case.repeats is not None else self.config.repeats) == 0
         ):
             return False  # repeats 0: no re-run of a failing case at all, alone or not
-        c = result.get("consistency") or {}
-        if "nondeterministic" in c.get("flags", []):
+        if result.consistency is not None and "nondeterministic" in result.consistency.flags:
             return False
-        error = result.get("error") or {}
-        if result.get("status") == "crash" and (timed_out(error) or killed_from_outside(error)):
+        error = error_doc(result)
+        if result.status == "crash" and (timed_out(error) or killed_from_outside(error)):
             return False  # a hang costs its timeout again; a kill from outside has its own rerun_case
         history, total = history_of(answer, self.store.run_id)
         if total:  # what ran before it (an order_suspect, when another case of its kind passes alone)
-            _consistency(result).update(history=history, history_total=total)
+            c = _consistency(result)
+            c.history, c.history_total = history, total
         if not total:  # it was the first case on a fresh worker: it ran alone already
-            _consistency(result)["alone"] = {
-                "status": result["status"],
-                "history": [],
-                "history_total": 0,
-                "summary": "it was the first case on a fresh worker",
-            }
+            _consistency(result).alone = AloneRun(
+                status=result.status, history=[], history_total=0, summary="it was the first case on a fresh worker"
+            )
             return False
-        group = failure_group(result)
+        group = failure_group(result.model_dump(mode="json"))
         tested = self._load()
         if group in tested:
             return False
@@ -177,30 +174,28 @@ class AloneRuns:
         try:
             alone_event = await slot.run_case(run, dict(payload, fresh_worker=True, repeats=0), timeout_s)
         except LOST_ERRORS as exc:  # the first answer stands; the slot is gone for the next case
-            _consistency(result).setdefault("notes", []).append(
-                f"the run alone was lost ({type(exc).__name__}: {exc})"[:300]
-            )
+            c = _consistency(result)
+            c.notes = [*c.notes, f"the run alone was lost ({type(exc).__name__}: {exc})"[:300]]
             return {}
         raw = {"alone-result.json": wire_text(alone_event)}
         alone = _result(read_case_done(alone_event))
         history, total = history_of(done, self.store.run_id)
         if alone is None:  # a harness error alone: nothing to conclude
             return raw
-        info = {"status": alone["status"], "history": history, "history_total": total, "summary": _alone_summary(alone)}
         c = _consistency(result)
-        c["alone"] = info
-        if alone["status"] == "passed" and "order_dependent" not in c["flags"]:
-            c["flags"].append("order_dependent")
+        c.alone = AloneRun(status=alone.status, history=history, history_total=total, summary=_alone_summary(alone))
+        if alone.status == "passed" and "order_dependent" not in c.flags:
+            c.flags = [*c.flags, "order_dependent"]
         return raw
 
 
-def _alone_summary(result: dict) -> str:
-    if result["status"] == "passed":
+def _alone_summary(result: CaseResult) -> str:
+    if result.status == "passed":
         return "passed alone on a fresh worker"
-    if result["status"] == "crash":
-        return f"crash alone too: {(result.get('error') or {}).get('signature')}"
-    failed = [c.get("output") for c in result.get("comparisons") or [] if not c.get("passed")]
-    return f"{result['status']} alone too ({', '.join(map(str, failed))})"
+    if result.status == "crash":
+        return f"crash alone too: {result.error.signature if result.error else None}"
+    failed = [c.output for c in result.comparisons if not c.passed]
+    return f"{result.status} alone too ({', '.join(failed)})"
 
 
 async def run_after(
@@ -217,15 +212,15 @@ async def run_after(
         if not isinstance(done, CaseDone) or res is None:
             statuses.append("pending: harness error")
         elif done.worker_lost:
-            statuses.append(f"{res['status']} (the worker died: what ran before is lost)")
+            statuses.append(f"{res.status} (the worker died: what ran before is lost)")
         else:
-            statuses.append(res["status"])
+            statuses.append(res.status)
     answer = read_case_done(
         await slot.run_case(run, wire_case(case, fresh=not case.after, repeats=0), case.timeout_s or default_timeout_s)
     )
     result = _result(answer)
     if result is not None:
-        _consistency(result)["after"] = {"cases": list(case.after), "statuses": statuses}
+        _consistency(result).after = AfterRun(cases=list(case.after), statuses=statuses)
     return answer, raw
 
 

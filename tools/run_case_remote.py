@@ -27,13 +27,30 @@ from .errors import ToolError
 from .evidence import ARTIFACTS_DIR, RunStore, few_ids, schedule_manifest_flush, unknown_cases
 from .record_result import record_result
 from .remote import pool
-from .remote.envelopes import HARNESS_WHERE_TEXT, WORKER_RESTART_LIMIT, CaseDone, MalformedEnvelope, read_case_done
+from .remote.envelopes import (
+    HARNESS_WHERE_TEXT,
+    WORKER_RESTART_LIMIT,
+    CaseDone,
+    MalformedEnvelope,
+    error_doc,
+    read_case_done,
+)
 from .remote.errors import WorkerCannotStart
 from .remote.inventory import as_inventory
 from .remote.slot import RunFiles, SlotSpec, slot_specs
 from .render.describe import describe_comparison
 from .runner.phases import killed_from_outside  # stdlib only: the runner's one kill decision
-from .schemas import PENDING_LIST_LIMIT, Case, CaseOutcome, FirstMismatch, OperatorConfig, RunResponse
+from .schemas import (
+    PENDING_LIST_LIMIT,
+    Case,
+    CaseOutcome,
+    CaseResult,
+    Comparison,
+    FirstMismatch,
+    OperatorConfig,
+    ResultSource,
+    RunResponse,
+)
 
 Progress = Callable[[int, int, CaseOutcome], Awaitable[None]]
 KEEP_OUTPUTS_MAX_BYTES = 8 << 20  # both outputs of one failing case, as torch.save writes them
@@ -328,10 +345,9 @@ NOT_STARTED_AFTER_DEADLINE = "not started: the call's time budget (max_seconds) 
 
 def _rerun_case(case: Case, answer: Answer) -> dict | None:
     """The case under a fresh id when its crash is a signal the harness did not send."""
-    if not isinstance(answer, CaseDone):
+    if not isinstance(answer, CaseDone) or answer.result is None:
         return None
-    result = answer.result or {}
-    if result.get("status") != "crash" or not killed_from_outside(result.get("error")):
+    if answer.result.status != "crash" or not killed_from_outside(error_doc(answer.result)):
         return None
     return dict(case.model_dump(mode="json", exclude_none=True), id=rerun_id(case.id))
 
@@ -388,12 +404,15 @@ def _record_event(
             host=host,
             device=device,
         )
-    result = dict(done.result or {})
-    result["source"] = {"kind": "run_case_remote", "tool": "run_case_remote", "host": host, "device": device}
+    assert done.result is not None  # CaseDone's validator
+    source = ResultSource(kind="run_case_remote", tool="run_case_remote", host=host, device=device)
+    result = done.result.model_copy(update={"source": source})
     kept = done.outputs_b64  # keep_outputs: stored as outputs.pt, not inside worker-result.json
     # the supervisor's answer, its result with what the consistency runs added to it (consistency_runs.py;
     # the source is in result.json only), one line (indenting it took the pure-Python encoder: 0.15 ms)
-    raw_files: dict[str, str | bytes] = {"worker-result.json": wire_text(done.model_dump(exclude_unset=True))}
+    raw_files: dict[str, str | bytes] = {
+        "worker-result.json": wire_text(done.model_dump(mode="json", exclude_unset=True))
+    }
     for name, text in (("stdout.txt", done.stdout), ("stderr.txt", done.stderr), ("traceback.txt", done.traceback)):
         if text:  # an empty one says nothing worker-result.json does not say
             raw_files[name] = text
@@ -429,27 +448,25 @@ def _record_event(
     return _outcome(case_id, result, host, device, response.raw_path)
 
 
-def _outcome(case_id: str, result: dict, host: str, device: str, raw_path: str) -> CaseOutcome:
-    status = result["status"]
-    comparisons = result.get("comparisons") or []
-    error = result.get("error") or {}
-    failed = [c["output"] for c in comparisons if not c.get("passed")]
-    max_abs = max((c["max_abs"] for c in comparisons if c.get("max_abs") is not None), default=None)
-    ratio = max((c.get("mismatch_ratio") or 0.0 for c in comparisons), default=None)
-    judged = [c["verdict"] for c in comparisons if c.get("verdict") and c.get("judge") not in (None, "tolerance")]
+def _outcome(case_id: str, result: CaseResult, host: str, device: str, raw_path: str) -> CaseOutcome:
+    status, comparisons, error = result.status, result.comparisons, result.error
+    failed = [c.output for c in comparisons if not c.passed]
+    max_abs = max((c.max_abs for c in comparisons if c.max_abs is not None), default=None)
+    ratio = max((c.mismatch_ratio for c in comparisons), default=None)
+    judged = [c.verdict for c in comparisons if c.verdict and c.judge not in (None, "tolerance")]
     if status == "passed":
         summary = f"passed ({len(comparisons)} output(s); max_abs={_fmt(max_abs)})"
         if judged:
             summary += f": {judged[0]}"
     elif status == "numerical_mismatch":
         summary = "numerical mismatch - " + "; ".join(
-            describe_comparison(c, brief=True) for c in comparisons if not c.get("passed")
+            describe_comparison(c, brief=True) for c in comparisons if not c.passed
         )
     elif status == "crash":
-        summary = f"crash: {error.get('signature')}"
+        summary = f"crash: {error.signature if error else None}"
     else:
-        summary = f"unsupported: {error.get('message', '')[:200]}" + (
-            f" (rule {error.get('matched_rule')!r})" if error.get("matched_rule") else ""
+        summary = f"unsupported: {(error.message if error else '')[:200]}" + (
+            f" (rule {error.matched_rule!r})" if error and error.matched_rule else ""
         )
     flagged = outcome_text(result)
     if flagged:
@@ -464,35 +481,29 @@ def _outcome(case_id: str, result: dict, host: str, device: str, raw_path: str) 
         failed_outputs=failed,
         max_abs=max_abs,
         mismatch_ratio=ratio,
-        signature=error.get("signature"),
-        matched_rule=error.get("matched_rule"),
+        signature=error.signature if error else None,
+        matched_rule=error.matched_rule if error else None,
         raw_path=raw_path,
         first_mismatch=first_mismatch(comparisons) if status == "numerical_mismatch" else None,
-        flags=list((result.get("consistency") or {}).get("flags") or []),
+        flags=list(result.consistency.flags) if result.consistency else [],
     )
 
 
-def first_mismatch(comparisons: list[dict]) -> FirstMismatch | None:
+def first_mismatch(comparisons: list[Comparison]) -> FirstMismatch | None:
     """Where the first failing output first leaves the tolerance (its first
     mismatching element; the worst one when the runner located only that)."""
     for c in comparisons:
-        if c.get("passed"):
+        if c.passed:
             continue
-        if c.get("first_mismatch_index") is not None:
+        if c.first_mismatch_index is not None:
             return FirstMismatch(
-                output=c["output"],
-                index=c["first_mismatch_index"],
-                candidate=c.get("first_candidate"),
-                reference=c.get("first_reference"),
+                output=c.output, index=c.first_mismatch_index, candidate=c.first_candidate, reference=c.first_reference
             )
-        if c.get("worst_index") is not None:
+        if c.worst_index is not None:
             return FirstMismatch(
-                output=c["output"],
-                index=c["worst_index"],
-                candidate=c.get("worst_candidate"),
-                reference=c.get("worst_reference"),
+                output=c.output, index=c.worst_index, candidate=c.worst_candidate, reference=c.worst_reference
             )
-        return FirstMismatch(output=c["output"])
+        return FirstMismatch(output=c.output)
     return None
 
 

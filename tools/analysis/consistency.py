@@ -23,13 +23,17 @@ import math
 
 from ..cases.axes import case_axes, differing_axes
 from ..cases.ids import case_content
+from ..runner.precision import LEAN_MIN_ERRORS, LEAN_SHARE, LEAN_SIGMAS
 from ..schemas import AloneRun, BiasWarning, Case, CaseFailure, CaseResult, ConsistencyReport, FlaggedCase
 
 FAILING = ("numerical_mismatch", "crash")
 NOT_EVIDENCE = ("nondeterministic", "order_dependent", "order_suspect")
-BIAS_SHARE = 0.5  # (#one way - #the other) / #nonzero errors: 0.5 is a 75/25 split; rounding to nearest is ~0
-BIAS_MIN_ERRORS = 20
-BIAS_SIGMAS = 4.0  # |imbalance| > 4 sqrt(#nonzero): a fair coin does that once in ~30,000
+# The runner's lean (tools/runner/precision.py), which makes the tolerance judge run the baseline too:
+# (#one way - #the other) / #nonzero errors of 0.5 (a 75/25 split; rounding to nearest is ~0), at least
+# 20 errors, |imbalance| > 4 sqrt(#nonzero) (a fair coin does that once in ~30,000).
+BIAS_SHARE = LEAN_SHARE
+BIAS_MIN_ERRORS = LEAN_MIN_ERRORS
+BIAS_SIGMAS = LEAN_SIGMAS
 
 
 def failure_group(result: dict) -> str:

@@ -4,7 +4,8 @@ The runner (tools/runner/, stdlib + torch) builds these as plain JSON; this
 module is their contract on the server side, validated where they are read
 (``case_done`` once per answer, as it comes back from a slot, by run_case_remote
 and consistency_runs, which then pass the CaseDone on; the supervisor client for
-the deadlines in ``hello``).  A malformed envelope is reported as such -
+the deadlines in ``hello``).  A case_done's ``result`` is parsed into the
+``CaseResult`` the server records, once: nothing downstream reads it as a dict.  A malformed envelope is reported as such -
 the case stays pending - never read with silent defaults.  The runner never
 imports this module.  See references/runner-protocol.md.
 """
@@ -15,37 +16,41 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from ..schemas import FiniteFloat, NonNegFinite, Strict, format_validation_error
+from ..schemas import CaseResult, FiniteFloat, NonNegFinite, Strict, format_validation_error
 
 # The harness_error type of a case the supervisor answered without trying a worker
 # start: its bound of consecutive start failures was reached (the slot is retired).
 WORKER_RESTART_LIMIT = "WorkerRestartLimit"
 
+# The phase of phases.PHASES a harness failure happened in (the table's names, and no others).
 HarnessWhere = Literal[
+    "health_check",
+    "worker_start",
     "resolve",
-    "import",
-    "binding",
     "inputs",
+    "compile",
+    "candidate",
+    "backward",
     "reference",
     "baseline",
-    "compare",
-    "harness",
-    "worker_start",
-    "grad_output",
+    "judge",
+    "consistency",
 ]
 
-# What each `where` means for people ("the case stays pending" is said by the caller).
+# What a harness failure in each phase means for people ("the case stays pending" is said by the caller).
 HARNESS_WHERE_TEXT: dict[str, str] = {
-    "resolve": "the candidate/reference could not be loaded",
-    "import": "the user modules could not be imported",
-    "inputs": "the inputs could not be built",
-    "reference": "the reference failed",
-    "binding": "the call's arguments do not fit the callable (operator.call, input names)",
-    "baseline": "the same-precision baseline failed",
-    "compare": "the comparison failed",
-    "harness": "the harness failed",
+    "health_check": "the device's health check failed",
     "worker_start": "the worker could not start",
-    "grad_output": "the upstream gradient could not be built",
+    "resolve": "the user modules or the callables could not be loaded, or the call's arguments do not fit "
+    "them (operator.call, input names)",
+    "inputs": "the inputs could not be built",
+    "compile": "the harness failed while compiling or capturing the candidate",
+    "candidate": "the harness failed while running the candidate",
+    "backward": "the upstream gradient could not be built",
+    "reference": "the reference failed",
+    "baseline": "the same-precision baseline failed",
+    "judge": "the comparison failed",
+    "consistency": "the harness failed while running the consistency checks",
 }
 
 
@@ -65,7 +70,10 @@ class CaseDone(Strict):
     request_id: str | None = Field(description="the run request's id")
     case_id: str | None = Field(description="the case's id")
     outcome: Literal["result", "harness_error"] = Field(description="a result, or a harness error (pending)")
-    result: dict[str, Any] | None = Field(None, description="CaseResult JSON without source/recorded_at")
+    result: CaseResult | None = Field(None, description="the result, parsed once here (no source/recorded_at yet)")
+    baseline_side: dict[str, Any] | None = Field(
+        None, description="a baseline host's answer: its stage-1 numbers per output (tools/runner/baseline_side.py)"
+    )
     harness_error: HarnessError | None = Field(None, description="why nothing can be recorded")
     input_metadata: dict[str, Any] | None = Field(None, description="how the inputs were built")
     stdout: str = Field("", description="tail of the worker's stdout during the case")
@@ -96,8 +104,16 @@ class CaseDone(Strict):
         return self
 
 
+def error_doc(result: CaseResult | None) -> dict[str, Any] | None:
+    """A result's error as the runner wrote it, for the runner's stdlib decisions on it
+    (phases.timed_out, phases.killed_from_outside); None without one."""
+    if result is None or result.error is None:
+        return None
+    return result.error.model_dump(exclude_none=True)
+
+
 class SupervisorDeadlines(Strict):
-    """The supervisor's own clocks before it answers ``started`` (sent in ``hello``)."""
+    """The supervisor's own clocks before a case's candidate phase begins (sent in ``hello``)."""
 
     worker_start_timeout_s: NonNegFinite = Field(description="a worker's start: torch import, device open")
     health_check_timeout_s: NonNegFinite = Field(description="the device check before a case")
@@ -105,8 +121,8 @@ class SupervisorDeadlines(Strict):
     max_worker_start_failures: int = Field(ge=1, description="consecutive start failures before giving up")
 
     def started_within_s(self) -> float:
-        """The longest the supervisor may take, in bounds, from a ``run`` to ``started``
-        (or to a ``case_done`` that comes without it): a health check, a worker
+        """The longest the supervisor may take, in bounds, from a ``run`` to the case's ``compile`` or
+        ``candidate`` phase (or to a ``case_done`` that comes without it): a health check, a worker
         (re)start, then the harness phase."""
         return self.health_check_timeout_s + self.worker_start_timeout_s + self.harness_timeout_s
 

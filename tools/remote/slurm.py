@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from ..runner.phases import killed_from_outside  # stdlib only: the runner's one kill decision
-from .envelopes import MalformedEnvelope, parse_case_done
+from .envelopes import MalformedEnvelope, error_doc, parse_case_done
 from .errors import SlotCannotStart, SlotExpired, SlotGone, SlotLost
 from .host import HostContext, HostKind, HostProcess, ProbeRun, SupervisorSlot
 from .inventory import VISIBILITY_VARIABLE, HostConfig
@@ -619,9 +619,9 @@ def _scheduler_may_have_ended(event: dict) -> bool:
         done = parse_case_done(event)
     except MalformedEnvelope:
         return False
-    result = done.result or {}
-    if done.worker_lost and done.outcome == "result":
-        return result.get("status") == "crash" and killed_from_outside(result.get("error"))
+    result = done.result
+    if done.worker_lost and result is not None:
+        return result.status == "crash" and killed_from_outside(error_doc(result))
     return done.worker_lost and done.outcome == "harness_error"
 
 

@@ -10,9 +10,10 @@ an environment script, a login banner) are skipped and kept for diagnostics.
 If the stream ends, breaks, or the supervisor stops answering, the call
 raises ``ConnectionLost``: the caller leaves the case pending.
 
-Its waits follow the supervisor's clocks: during ``hello`` a ``preparing``
-event names the worker start's budget; ``hello`` announces the supervisor's
-deadlines, and the wait for a case's ``started`` is derived from them (a
+Its waits follow the supervisor's clocks: during ``hello`` a ``phase`` event
+(``worker_start``) names the worker start's budget; ``hello`` announces the
+supervisor's deadlines, and the wait for a case's first ``phase`` event is
+derived from them (a
 health check, a worker start and the harness phase, plus a grace), so a slow
 start within those bounds is never read as a lost connection.
 """
@@ -26,7 +27,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass
 
-from ..runner.phases import PHASE  # stdlib only: the one table of a case's phases
+from ..runner.phases import PHASE, PHASE_EVENT  # stdlib only: the one table of a case's phases
 from .envelopes import MalformedEnvelope, SupervisorDeadlines, parse_deadlines
 from .errors import SlotCannotStart, SlotGone
 
@@ -71,33 +72,16 @@ class CaseWait:
     start_timeout_s: float
     grace_s: float
 
-    def _phase(self, event: Event) -> None:
+    def on_phase(self, event: Event) -> None:
+        """A phase of phases.PHASES began: one before the candidate (health check, worker start, resolve,
+        inputs) is waited its own budget; from the candidate on, its budget (at least the case timeout)."""
+        phase = PHASE.get(event.phase or "")
+        if phase is not None and phase.prepares:
+            self.waiting = f"the end of the case's {phase.name} phase ({phase.text})"
+            self.timeout = (event.budget_s or self.start_timeout_s) + self.grace_s
+            return
         self.waiting = "the case result"
         self.timeout = max(self.case_timeout_s, event.budget_s or 0.0) + self.grace_s
-
-    def on_preparing(self, event: Event) -> None:
-        """Emitted when a phase before the candidate begins (health check, worker start, resolve, inputs)."""
-        phase = PHASE.get(event.phase or "")
-        self.waiting = (
-            f"the end of the case's {phase.name} phase ({phase.text})" if phase else "the end of the case's preparation"
-        )
-        self.timeout = (event.budget_s or self.start_timeout_s) + self.grace_s
-
-    def on_started(self, event: Event) -> None:
-        """Emitted when the inputs are built and the candidate (or its compiling, on its own budget) begins."""
-        self._phase(event)
-
-    def on_compile_done(self, event: Event) -> None:
-        """Emitted when compiling or capturing is over and the timed candidate run begins."""
-        self._phase(event)
-
-    def on_backward_started(self, event: Event) -> None:
-        """Emitted when the candidate's forward returned and its backward begins (its own timeout)."""
-        self._phase(event)
-
-    def on_reference_started(self, event: Event) -> None:
-        """Emitted when the candidate returned and the CPU reference begins (its own timeout)."""
-        self._phase(event)
 
 
 class ConnectionLost(SlotGone):
@@ -189,7 +173,7 @@ class SupervisorClient:
                 self.noise.append(text.strip()[:500])
 
     def started_wait_s(self) -> float:
-        """How long a case may take, in bounds, to send ``started`` (or a ``case_done``
+        """How long a case may take, in bounds, to send its first ``phase`` event (or a ``case_done``
         without it): derived from the announced deadlines, else ``start_timeout_s``."""
         if self.deadlines is None:
             return self.start_timeout_s
@@ -197,7 +181,7 @@ class SupervisorClient:
 
     async def hello(self, timeout: float | None = None) -> dict:
         """The supervisor's description of itself (starts its worker: may take seconds).
-        ``timeout`` bounds the wait for the first answer; a ``preparing`` event then
+        ``timeout`` bounds the wait for the first answer; a ``phase`` event (worker_start) then
         sets the wait to the worker start's budget plus the grace.  Raises
         ConnectionLost (stream gone or silent) or SlotCannotStart (malformed deadlines)."""
         async with self._lock:
@@ -206,7 +190,7 @@ class SupervisorClient:
             while True:
                 msg = await self._event(wait, "hello")
                 event = Event.parse(msg)
-                if event.name == "preparing":
+                if event.name == PHASE_EVENT:
                     wait = (event.budget_s or wait) + self.answer_grace_s
                 elif event.name == "hello":
                     try:

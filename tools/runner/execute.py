@@ -4,18 +4,24 @@
 "result"`` with a CaseResult-shaped ``result`` (no source/recorded_at: the
 server adds them), or ``outcome: "harness_error"`` when the callables cannot be
 resolved, the inputs cannot be built, or the reference fails - those say
-nothing about the operator, so the case stays pending.  ``CaseRun`` holds one
-case's state; each of its phase methods raises a ``HarnessFailure`` or an
-``OperatorFailure`` (phases.py) when the case ends there.
+nothing about the operator, so the case stays pending.  ``CaseRun`` holds the
+case's request and its answer so far; each phase method takes what the phases
+before it returned (``Callables``, ``Inputs``, ``Call``, ``CandidateRun``,
+``Truth``, ``BaselineRun``, ``Judged``: frozen dataclasses) and returns its
+own, or raises a ``HarnessFailure`` (``where``: the phase) or an
+``OperatorFailure`` (phases.py) when the case ends there.  A baseline host's
+answer carries its stage-1 numbers beside the result (``baseline_side``).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -39,8 +45,7 @@ from .compare import name_outputs
 from .consistency import InputGuard, after_first_run, check_writes, declared_writes
 from .devices import Device, Unsupported
 from .inputs import auto_reference_float, build_case_inputs, case_seed, map_built, reference_inputs, tensors_of
-from .value_stats import measure_inputs
-from .judge import BaselineError, special_mismatches
+from .judge import BaselineError, leans, special_mismatches
 from .judging import Judging, compare_and_judge, status_of
 from .phases import (
     HarnessFailure,
@@ -53,6 +58,7 @@ from .phases import (
 )
 from .seeding import seed_everything
 from .truth import overflowed_truth, widened_reference
+from .value_stats import measure_inputs
 
 # Where the transport placed this worker: the device it was given (and how that was
 # decided), the visibility variables, and the scheduler job it runs in (Slurm hosts).
@@ -101,8 +107,104 @@ def harness_answer(failure: HarnessFailure) -> dict:
     return {"outcome": "harness_error", "traceback": error["traceback"], "harness_error": error}
 
 
+# What each phase of a case gives the next (CaseRun's methods take them as arguments).
+
+
+@dataclass(frozen=True)
+class Callables:
+    """The ``resolve`` phase: the candidate, the reference, the baseline (the reference unless named)."""
+
+    candidate: Callable
+    reference: Callable
+    baseline: Callable
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The ``inputs`` phase: the case's inputs built from its seed (CPU), the reference's upcast views of
+    the same storages, the backward when the case asks for gradients, and the metadata the client keeps."""
+
+    built: list
+    seed: int
+    grads: Backward | None
+    ref_float: str
+    ref_inputs: dict
+    upcast: bool
+    metadata: dict
+
+
+@dataclass(frozen=True)
+class Call:
+    """What every side calls: the callables, the resolved attributes, the candidate's inputs on the
+    device and the baseline's own copies (judges other than tolerance; None otherwise)."""
+
+    fns: Callables
+    attributes: dict
+    cand_inputs: dict
+    base_inputs: dict | None
+
+
+@dataclass(frozen=True)
+class CandidateRun:
+    """The ``candidate`` phase (and ``backward``): its outputs on CPU, its gradients by ``grad.<input>``
+    (None without a backward), the compiled callable (compile mode), what it wrote into its inputs."""
+
+    out: Any
+    grads: dict | None
+    compiled: Callable | None
+    guard: InputGuard
+    cand_inputs: dict
+    declared: set[str]
+    written: list
+    write_comps: list
+
+
+@dataclass(frozen=True)
+class Truth:
+    """The ``reference`` phase: its outputs and gradients (a dict, or why none compare), the inputs it
+    ran on (widened to float64 when its float32 run overflowed), and whether its dtypes are upcast."""
+
+    out: Any
+    grads: dict | str | None
+    inputs: dict
+    upcast: bool
+
+
+@dataclass(frozen=True)
+class BaselineRun:
+    """The ``baseline`` phase: a correct computation in the candidate's dtypes, on CPU."""
+
+    out: Any
+    grads: dict | str | None
+    inputs: dict
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The ``judge`` phase: every comparison decided, how, against which baseline, and the outputs judged."""
+
+    comparisons: list[dict]
+    judging: Judging
+    base: BaselineRun | None
+    kept: tuple[Any, Any]
+
+
+# The harness phase a failure of these types names (any other: the phase it happened in).
+HARNESS_WHERE: tuple[tuple[type, str], ...] = (
+    (BindingError, "resolve"),  # the call's arguments against the callables' signatures
+    (ResolveError, "resolve"),
+    (UpstreamError, "backward"),  # the upstream gradient, built as the backward begins
+    (BaselineError, "baseline"),
+)
+
+
+def _where(exc: BaseException, default: str) -> str:
+    return next((where for kind, where in HARNESS_WHERE if isinstance(exc, kind)), default)
+
+
 class CaseRun:
-    """One case in the worker: its request, what each phase built, and the answer so far."""
+    """One case in the worker: its request and the answer so far.  Each phase method takes what the
+    phases before it gave (the dataclasses above) and returns its own: nothing is left on ``self``."""
 
     def __init__(self, request: dict, device: Device, env: dict, on_phase=None):
         self.request, self.device, self.env = request, device, env
@@ -120,15 +222,10 @@ class CaseRun:
         self.answer: dict = {}
         self.timing: dict = {}
         self.flags: dict = {}
+        self.values: dict | None = None  # the values actually built (value_stats), once the inputs are
         self.t_start = time.perf_counter()
-        self.compiled: Callable | None = None
-        self.guard: InputGuard | None = None
+        self.t0 = self.t_start  # the candidate's clock: reset when its timed run starts
         self.refused_at_call = False  # eager: the candidate's own argument parsing refused the call
-        self.cand_grads: dict | None = None
-        # a dict of gradients, or why there are none to compare
-        self.ref_grads: dict | str | None = None
-        self.base_grads: dict | str | None = None
-        self.base_out = None
 
     def enter(self, name: str, **fields) -> None:
         if self.on_phase is not None:
@@ -136,15 +233,15 @@ class CaseRun:
 
     def run(self) -> dict:
         try:
-            self.resolve()
-            self.build_inputs()
-            self.check_call()
-            self.run_candidate()
-            self.run_reference()
+            fns = self.resolve()
+            inputs = self.build_inputs()
+            call = self.check_call(fns, inputs)
+            cand = self.run_candidate(inputs, call)
+            truth = self.run_reference(inputs, call, cand)
             if self.role == "baseline":
-                return self.measured_here()
-            self.run_baseline()
-            return self.consistency(self.judged_first_run())
+                return self.measured_here(inputs, cand, truth)
+            base = self.run_baseline(inputs, call, truth)
+            return self.consistency(inputs, call, cand, truth, self.judged_first_run(inputs, call, cand, truth, base))
         except HarnessFailure as failure:
             return dict(self.answer, **harness_answer(failure))
         except OperatorFailure as failure:
@@ -160,34 +257,35 @@ class CaseRun:
             "timing_us": self.timing,
             "environment": dict(self.env, **self.flags),
         }
-        if getattr(self, "values", None) is not None:
+        if self.values is not None:
             body["values"] = self.values
         body.update(fields)
         return dict(self.answer, outcome="result", result=body)
 
     # -- resolve, inputs ------------------------------------------------------------
 
-    def resolve(self) -> None:
+    def resolve(self) -> Callables:
         op = self.op
         try:
             load_user_modules(self.request.get("modules_dir"), op.get("modules") or [])
-            self.candidate = resolve(op["candidate"])
-            self.reference = resolve(op["reference"])
-            self.baseline = resolve(op["baseline"]) if op.get("baseline") else self.reference
+            reference = resolve(op["reference"])
+            return Callables(
+                resolve(op["candidate"]), reference, resolve(op["baseline"]) if op.get("baseline") else reference
+            )
         except ResolveError as exc:
             raise HarnessFailure("resolve", exc) from None
 
-    def build_inputs(self) -> None:
+    def build_inputs(self) -> Inputs:
         self.enter("inputs")
         case, op = self.case, self.op
         try:
-            self.built = build_case_inputs(case, self.request.get("captured_dir"))
-            self.values = measure_inputs(tensors_of(self.built))  # the values actually built, read only
+            built = build_case_inputs(case, self.request.get("captured_dir"))
+            self.values = measure_inputs(tensors_of(built))  # the values actually built, read only
         except Exception as exc:  # any input failure is the harness's
             raise HarnessFailure("inputs", exc) from None
-        self.seed = case_seed(case)
-        self.grads = (
-            Backward(self.config, case, self.seed, self.request.get("captured_dir"))
+        seed = case_seed(case)
+        grads = (
+            Backward(self.config, case, seed, self.request.get("captured_dir"))
             if wants_gradients(self.config, case)
             else None
         )
@@ -195,27 +293,26 @@ class CaseRun:
         # same storages cast by the per-dtype upcast rule (inputs.reference_dtype,
         # recorded per input), viewed with the same strides and offset.
         asked = op.get("reference_dtype", "float32")  # a config without the field predates "auto": float32
-        self.ref_float = ref_float = auto_reference_float(self.built) if asked == "auto" else asked
-        self.ref_inputs, self.upcast = reference_inputs(self.built, ref_float)
-        self.metadata = {
+        ref_float = auto_reference_float(built) if asked == "auto" else asked
+        ref_inputs, upcast = reference_inputs(built, ref_float)
+        metadata = {
             "case_id": case["id"],
-            "seed": self.seed,
+            "seed": seed,
             "mode": self.mode,
             "device": self.device.label,
             "reference_dtype": ref_float if asked != "auto" else f"auto: {ref_float}",
-            "inputs": [b.metadata for b in self.built],
+            "inputs": [b.metadata for b in built],
         }
-        if self.grads is not None:  # the upstream gradients' metadata fills in once the forward returned
-            self.metadata.update(grad_inputs=self.grads.names, grad_outputs=self.grads.metadata)
-        self.answer = {"input_metadata": self.metadata}
+        if grads is not None:  # the upstream gradients' metadata fills in once the forward returned
+            metadata.update(grad_inputs=grads.names, grad_outputs=grads.metadata)
+        self.answer = {"input_metadata": metadata}
         # compiling (or capturing) has a budget of its own; the case timeout starts after it
-        self.enter(
-            "candidate" if compile_budget(self.config, case) is None else "compile", input_metadata=self.metadata
-        )
+        self.enter("candidate" if compile_budget(self.config, case) is None else "compile", input_metadata=metadata)
+        return Inputs(built, seed, grads, ref_float, ref_inputs, upcast, metadata)
 
-    def check_call(self) -> None:
+    def check_call(self, fns: Callables, inputs: Inputs) -> Call:
         """What can refuse the case before the candidate runs: the device, the attributes, the call's binding."""
-        op, device = self.op, self.device
+        op, device, built = self.op, self.device, inputs.built
         ascend_only = ascend_only_reason(self.case, device.kind)
         if ascend_only is not None:
             raise OperatorFailure(
@@ -228,162 +325,162 @@ class CaseRun:
                 },
             )
         try:
-            self.attributes = resolve_attributes(self.case.get("attributes") or {}, device.kind)
-        except ResolveError as exc:
-            raise HarnessFailure("resolve", exc) from None
-        try:  # the call's arguments against every callable's signature, before anything runs
+            attributes = resolve_attributes(self.case.get("attributes") or {}, device.kind)
+            # the call's arguments against every callable's signature, before anything runs
             _check_bindings(
                 op,
-                map_built(self.built, lambda b: None),
-                self.attributes,
-                [("candidate", self.candidate), ("reference", self.reference)]
-                + ([("baseline", self.baseline)] if op.get("baseline") else []),
+                map_built(built, lambda b: None),
+                attributes,
+                [("candidate", fns.candidate), ("reference", fns.reference)]
+                + ([("baseline", fns.baseline)] if op.get("baseline") else []),
             )
-        except (BindingError, ResolveError) as exc:
-            raise HarnessFailure("binding" if isinstance(exc, BindingError) else "resolve", exc) from None
-        # the baseline's inputs: the storages as they are (no upcast), copied before the candidate may write them
-        self.base_inputs = (
-            baseline_inputs(self.built)
-            if self.judge != "tolerance" and self.role != "baseline" and self.side is None
-            else None
-        )
-        try:
-            self.cand_inputs = map_built(
-                self.built, lambda b: device.to_device(b.storage, b.shape, b.strides, b.storage_offset)
+            # the baseline's inputs: the storages as they are (no upcast), copied before the candidate may write them
+            base_inputs = (
+                baseline_inputs(built)
+                if self.judge != "tolerance" and self.role != "baseline" and self.side is None
+                else None
             )
-        except Exception as exc:
-            raise HarnessFailure("inputs", exc) from None
+            cand_inputs = map_built(built, lambda b: device.to_device(b.storage, b.shape, b.strides, b.storage_offset))
+        except Exception as exc:  # the attributes, the binding, or placing the inputs: the harness's
+            raise HarnessFailure(_where(exc, "inputs"), exc) from None
+        return Call(fns, attributes, cand_inputs, base_inputs)
 
     # -- candidate --------------------------------------------------------------------
 
-    def run_candidate(self) -> None:
+    def run_candidate(self, inputs: Inputs, call: Call) -> CandidateRun:
         """The candidate on the device: forward (compiled or captured in those modes), then its backward."""
-        device, grads, timing = self.device, self.grads, self.timing
-        self.t0 = self.t_forward = time.perf_counter()
+        device, grads, timing = self.device, inputs.grads, self.timing
+        self.t0 = t_forward = time.perf_counter()
         try:
-            leaves, args, kwargs, guard = self._candidate_call()
-            out = self._forward(leaves, args, kwargs)
+            cand_inputs = map_built(
+                inputs.built, lambda b: device.format_cast(_member(call.cand_inputs, b.name), b.layout)
+            )
+            leaves = grads.require(cand_inputs) if grads is not None else []
+            args, kwargs = call_arguments(self.op.get("call"), cand_inputs, call.attributes)
+            guard = self._guard(inputs, cand_inputs)
+            out, cand_grads, compiled = self._forward(inputs, call, cand_inputs, leaves, args, kwargs)
             device.synchronize()
-            self.t_forward = time.perf_counter()
-            if grads is not None and self.cand_grads is None:
-                self.cand_grads, timing["backward_us"] = grads.candidate(
+            t_forward = time.perf_counter()
+            if grads is not None and cand_grads is None:
+                cand_grads, timing["backward_us"] = grads.candidate(
                     out, leaves, device, lambda meta: self.enter("backward", grad_outputs=meta)
                 )
-            self.out = _to_cpu(out)
-        except UpstreamError as exc:  # the harness could not build the upstream gradient: pending
-            raise HarnessFailure("grad_output", exc) from None
-        except Fault as exc:  # the candidate's backward raised
-            timing["candidate_us"] = (self.t_forward - self.t0) * 1e6
-            self.answer["needs_health_check"] = True
-            status, fields = classify_backward(exc, self.op.get("unsupported_rules") or [])
-            raise OperatorFailure(status, fields["error"]) from None
-        except Unsupported as exc:
-            timing["candidate_us"] = (time.perf_counter() - self.t0) * 1e6
-            error = {
-                "type": "Unsupported",
-                "message": exc.reason,
-                "signature": f"unsupported: {exc.rule}"[:300],
-                "matched_rule": exc.rule,
-            }
-            if exc.phase:
-                error["phase"] = exc.phase
-            raise OperatorFailure("unsupported", error) from None
-        except ResolveError as exc:
-            raise HarnessFailure("resolve", exc) from None
-        except BaseException as exc:  # the candidate's failure is the evidence
-            raise self._candidate_raised(exc) from None
-        timing["candidate_us"] = (self.t_forward - self.t0) * 1e6
+            out = _to_cpu(out)
+        except BaseException as exc:  # the candidate's failure is the evidence (or the harness's, by its type)
+            raise self._candidate_failed(exc, inputs, call, t_forward) from None
+        timing["candidate_us"] = (t_forward - self.t0) * 1e6
         g0 = time.perf_counter()
-        self.declared = declared_writes(self.op, self.case)
-        self.written, self.write_comps = check_writes(guard, self._pristine, self.declared, self.judge)
+        declared = declared_writes(self.op, self.case)
+        written, write_comps = check_writes(guard, self._pristine, declared, self.judge)
         timing["input_check_us"] = timing.get("input_check_us", 0.0) + (time.perf_counter() - g0) * 1e6
         self.enter("reference")
+        return CandidateRun(out, cand_grads, compiled, guard, cand_inputs, declared, written, write_comps)
 
-    def _candidate_call(self) -> tuple[list, list, dict, InputGuard]:
-        """The candidate's inputs in their layouts, gradients required, the call's arguments, the write guard."""
-        device, built = self.device, self.built
-        self.cand_inputs = map_built(built, lambda b: device.format_cast(_member(self.cand_inputs, b.name), b.layout))
-        leaves = self.grads.require(self.cand_inputs) if self.grads is not None else []
-        args, kwargs = call_arguments(self.op.get("call"), self.cand_inputs, self.attributes)
-        g0 = time.perf_counter()  # fingerprints of the inputs, to see what the candidate writes (consistency.py)
-        self.guard = InputGuard({b.name: _member(self.cand_inputs, b.name) for b in tensors_of(built)})
+    def _guard(self, inputs: Inputs, cand_inputs: dict) -> InputGuard:
+        """Fingerprints of the inputs, to see what the candidate writes (consistency.py), off its clock."""
+        g0 = time.perf_counter()
+        guard = InputGuard({b.name: _member(cand_inputs, b.name) for b in tensors_of(inputs.built)})
         self.timing["input_check_us"] = (time.perf_counter() - g0) * 1e6
         self.t0 += time.perf_counter() - g0
-        self.metadata["seeded"] = seed_everything(self.seed)
-        return leaves, args, kwargs, self.guard
+        inputs.metadata["seeded"] = seed_everything(inputs.seed)
+        return guard
 
-    def _forward(self, leaves: list, args: list, kwargs: dict):
+    def _forward(self, inputs: Inputs, call: Call, cand_inputs: dict, leaves: list, args: list, kwargs: dict):
+        """(outputs, gradients when the mode computed them with the forward, the compiled callable)."""
+        candidate = call.fns.candidate
         if self.mode == "eager":
             try:
-                return self.candidate(*args, **kwargs)
+                return candidate(*args, **kwargs), None, None
             except BaseException as exc:  # read here, where the traceback starts at the call
                 self.refused_at_call = raised_at_call(exc)
                 raise
         if self.mode == "compile":
-            return self._compiled_forward(args, kwargs)
+            return self._compiled_forward(inputs, call, cand_inputs, args, kwargs)
         if self.mode == "graph":
 
             def captured():
                 self.timing["compile_us"] = (time.perf_counter() - self.t0) * 1e6
                 self.enter("candidate")
 
-            grads = self.grads
-            fn = grads.graph_fn(self.candidate, leaves, self.device) if grads is not None else self.candidate
+            grads = inputs.grads
+            fn = grads.graph_fn(candidate, leaves, self.device) if grads is not None else candidate
             out = self.device.graph_call(fn, args, kwargs, on_captured=captured)
-            if grads is not None:  # forward and backward were captured and replayed together
-                out, graph_grads = out
-                self.cand_grads = grads.collect(leaves, graph_grads)
-            return out
+            if grads is None:
+                return out, None, None
+            out, graph_grads = out  # forward and backward were captured and replayed together
+            return out, grads.collect(leaves, graph_grads), None
         raise Unsupported(f"mode {self.mode!r} is not one of eager, compile, graph", "runner: unknown mode")
 
-    def _compiled_forward(self, args: list, kwargs: dict):
+    def _compiled_forward(self, inputs: Inputs, call: Call, cand_inputs: dict, args: list, kwargs: dict):
         """Compile (and warm up) on copies of the inputs, so an in-place candidate applies once; then the timed run."""
-        device, grads = self.device, self.grads
+        device, grads = self.device, inputs.grads
         dynamic = self.case.get("compile_dynamic")
-        self.compiled = compiled = device.compile(self.candidate, self.op.get("compile_backend"), dynamic=dynamic)
+        compiled = device.compile(call.fns.candidate, self.op.get("compile_backend"), dynamic=dynamic)
         warm = map_built(
-            self.built,
+            inputs.built,
             lambda b: device.format_cast(
                 device.to_device(b.storage.clone(), b.shape, b.strides, b.storage_offset), b.layout
             ),
         )
         warm_leaves = grads.require(warm) if grads is not None else []
         mark_dynamic(warm, dynamic)
-        mark_dynamic(self.cand_inputs, dynamic)
-        wargs, wkwargs = call_arguments(self.op.get("call"), warm, self.attributes)
+        mark_dynamic(cand_inputs, dynamic)
+        wargs, wkwargs = call_arguments(self.op.get("call"), warm, call.attributes)
         warm_out = compiled(*wargs, **wkwargs)
         if grads is not None:  # the backward graph is compiled within the compile budget too
             grads.candidate(warm_out, warm_leaves, device)
         device.synchronize()
         self.timing["compile_us"] = (time.perf_counter() - self.t0) * 1e6
         self.enter("candidate")
-        seed_everything(self.seed)  # the timed run draws what the reference draws
+        seed_everything(inputs.seed)  # the timed run draws what the reference draws
         self.t0 = time.perf_counter()
-        return compiled(*args, **kwargs)
+        return compiled(*args, **kwargs), None, compiled
 
-    def _candidate_raised(self, exc: BaseException) -> Exception:
+    def _candidate_failed(self, exc: BaseException, inputs: Inputs, call: Call, t_forward: float) -> Exception:
+        """What a failure during the candidate's phase is: the harness's (an upstream gradient it could not
+        build, a callable it could not resolve), the backward's fault, the device's refusal, or the
+        candidate's own exception."""
+        if isinstance(exc, (UpstreamError, ResolveError)):
+            return HarnessFailure(_where(exc, "candidate"), exc)
+        if isinstance(exc, Fault):  # the candidate's backward raised
+            self.timing["candidate_us"] = (t_forward - self.t0) * 1e6
+            self.answer["needs_health_check"] = True
+            status, fields = classify_backward(exc, self.op.get("unsupported_rules") or [])
+            return OperatorFailure(status, fields["error"])
+        if isinstance(exc, Unsupported):
+            self.timing["candidate_us"] = (time.perf_counter() - self.t0) * 1e6
+            error = {
+                "type": "Unsupported",
+                "message": exc.reason,
+                "signature": f"unsupported: {exc.rule}"[:300],
+                "matched_rule": exc.rule,
+            }
+            return OperatorFailure("unsupported", dict(error, phase=exc.phase) if exc.phase else error)
+        return self._candidate_raised(exc, inputs, call)
+
+    def _candidate_raised(self, exc: BaseException, inputs: Inputs, call: Call) -> Exception:
         """The failure of a candidate that raised: a binding refusal (harness), else its crash or unsupported."""
-        op, built = self.op, self.built
+        op, built, fns = self.op, inputs.built, call.fns
         self.timing["candidate_us"] = (time.perf_counter() - self.t0) * 1e6
         self.answer["needs_health_check"] = True
+        same_dtypes = call.base_inputs or baseline_inputs(built)
         if is_binding_message(exc) and (
-            self.refused_at_call
-            or _same_on_cpu(self.reference, op, self.base_inputs or baseline_inputs(built), self.attributes, exc)
+            self.refused_at_call or _same_on_cpu(fns.reference, op, same_dtypes, call.attributes, exc)
         ):
             return HarnessFailure(
-                "binding",
+                "resolve",
                 BindingError(
                     f"the candidate {op['candidate']} refused the call's arguments: {type(exc).__name__}: "
-                    f"{exception_text(exc)}. {binding_hint(op, [b.name for b in built] + list(self.attributes))}"
+                    f"{exception_text(exc)}. {binding_hint(op, [b.name for b in built] + list(call.attributes))}"
                 ),
             )
         status, error = _classify(exc, op.get("unsupported_rules") or [])
-        if self.grads is not None:
+        if inputs.grads is not None:
             error["phase"] = "forward"
         if status == "crash" and isinstance(exc, Exception):
             # the same call in the same dtypes on CPU refuses it too: outside the operator's contract
             other: list[str] = []
-            if _same_on_cpu(self.baseline, op, self.base_inputs or baseline_inputs(built), self.attributes, exc, other):
+            if _same_on_cpu(fns.baseline, op, same_dtypes, call.attributes, exc, other):
                 error["matched_rule"] = (
                     f"refused by the reference too: {op.get('baseline') or op['reference']} on CPU with the "
                     f"case's dtypes raised the same {type(exc).__name__}"
@@ -402,55 +499,55 @@ class CaseRun:
 
     # -- reference, baseline ----------------------------------------------------------
 
-    def run_reference(self) -> None:
+    def run_reference(self, inputs: Inputs, call: Call, cand: CandidateRun) -> Truth:
         """The reference on CPU (upcast), its backward with the same upstream values; run again in float64
-        when its float32 outputs overflowed where the candidate's did not (truth.py)."""
+        when its float32 outputs or gradients overflowed where the candidate's did not (truth.py)."""
         t0 = time.perf_counter()
-        self.ref_out = self._reference_on(self.ref_inputs)
+        ref_inputs = inputs.ref_inputs
+        out, grads = self._reference_on(inputs, call, ref_inputs)
         widened = (
-            overflowed_truth(self.out, self.ref_out, self.op.get("outputs"))
-            if self.upcast and self.ref_float == "float32"
+            overflowed_truth(cand.out, out, self.op.get("outputs"))
+            + (overflowed_truth(cand.grads, grads, None) if cand.grads is not None and isinstance(grads, dict) else 0)
+            if inputs.upcast and inputs.ref_float == "float32"
             else 0
         )
         if widened:
             try:
-                self.ref_inputs, _ = reference_inputs(
+                ref_inputs, _ = reference_inputs(
                     build_case_inputs(self.case, self.request.get("captured_dir")), "float64"
                 )
             except Exception as exc:  # the same inputs built again: the harness's
                 raise HarnessFailure("inputs", exc) from None
-            self.ref_out = self._reference_on(self.ref_inputs)
-            self.metadata.update(widened_reference(self.metadata, widened))
+            out, grads = self._reference_on(inputs, call, ref_inputs)
+            inputs.metadata.update(widened_reference(inputs.metadata, widened))
         self.timing["reference_us"] = (time.perf_counter() - t0) * 1e6
-        if (
-            not self.upcast
-            and _has_float64(self.ref_out)
-            and not any(b.storage.dtype == torch.float64 for b in tensors_of(self.built))
-        ):
-            # the reference widened to float64 on its own (numpy-style math): its output
-            # dtype is not the candidate's contract, only its kind is
-            self.upcast = True
+        # the reference widened to float64 on its own (numpy-style math): its output
+        # dtype is not the candidate's contract, only its kind is
+        upcast = inputs.upcast or (
+            _has_float64(out) and not any(b.storage.dtype == torch.float64 for b in tensors_of(inputs.built))
+        )
         if self.side is not None:  # where the baseline ran, in the result's environment
             self.flags["baseline_host"] = {k: self.side.get(k) for k in ("host", "device", "environment")}
+        return Truth(out, grads, ref_inputs, upcast)
 
-    def _reference_on(self, ref_inputs: dict):
-        """The reference's outputs (CPU) on ``ref_inputs``, its gradients in ``ref_grads``."""
-        op, grads = self.op, self.grads
-        extra = None
+    def _reference_on(self, inputs: Inputs, call: Call, ref_inputs: dict) -> tuple[Any, dict | str | None]:
+        """The reference's outputs (CPU) on ``ref_inputs`` and its gradients (None without a backward)."""
+        op, grads, reference = self.op, inputs.grads, call.fns.reference
+        extra, ref_grads = None, None
         try:
-            rargs, rkwargs = call_arguments(op.get("call"), ref_inputs, self.attributes)
+            rargs, rkwargs = call_arguments(op.get("call"), ref_inputs, call.attributes)
             ref_leaves = grads.require(ref_inputs) if grads is not None else []
-            seed_everything(self.seed)
-            ref_out = self.reference(*rargs, **rkwargs)
+            seed_everything(inputs.seed)
+            ref_out = reference(*rargs, **rkwargs)
             if grads is not None:  # the reference's backward, CPU autograd, the same upstream values upcast
-                self.ref_grads = grads.on_cpu(ref_out, ref_leaves, "reference")
+                ref_grads = grads.on_cpu(ref_out, ref_leaves, "reference")
                 extra = grads.extra_outputs(ref_out)
             if not extra:
                 ref_out = _to_cpu(ref_out)
                 if op.get("random"):
                     self.flags.update(
                         _check_reproducible(
-                            self.reference, op, ref_inputs, self.attributes, self.seed, ref_out, self.device
+                            reference, op, ref_inputs, call.attributes, inputs.seed, ref_out, self.device
                         )
                     )
         except BaseException as exc:
@@ -471,44 +568,41 @@ class CaseRun:
                     ),
                 },
             )
-        return ref_out
+        return ref_out, ref_grads
 
-    def measured_here(self) -> dict:
-        """On a baseline host: the baseline's stage-1 numbers (with gradients, grad.<input> too)."""
-        in_dtypes = [b.dtype for b in tensors_of(self.built)]
-        if self.grads is None:
-            b_out, b_ref, b_names = self.out, self.ref_out, self.op.get("outputs")
+    def measured_here(self, inputs: Inputs, cand: CandidateRun, truth: Truth) -> dict:
+        """On a baseline host: the baseline's stage-1 numbers (with gradients, grad.<input> too), sent
+        beside the result (the case_done envelope's ``baseline_side``)."""
+        in_dtypes = [b.dtype for b in tensors_of(inputs.built)]
+        if inputs.grads is None:
+            b_out, b_ref, b_names = cand.out, truth.out, self.op.get("outputs")
         else:
-            (b_out, b_ref), b_names = self._named_outputs(), None
-        return self.result(
-            "passed",
-            baseline_side=measure(
-                b_out, b_ref, names=b_names, config=self.config, in_dtypes=in_dtypes, built=self.built
-            ),
-        )
+            (b_out, b_ref), b_names = self._named_outputs(inputs, cand, truth), None
+        side = measure(b_out, b_ref, names=b_names, config=self.config, in_dtypes=in_dtypes, built=inputs.built)
+        return dict(self.result("passed"), baseline_side=side)
 
-    def run_baseline(self) -> None:
+    def run_baseline(self, inputs: Inputs, call: Call, truth: Truth) -> BaselineRun | None:
         """The baseline: a correct computation in the candidate's dtypes, on CPU (judges other than tolerance;
-        the tolerance judge runs it only for NaN/Inf it may explain: ``judged_first_run``)."""
-        if self.judge == "tolerance" or self.side is not None:
-            return
-        if self.base_inputs is not None:  # copied by check_call for every judge but tolerance
-            self._baseline_run(self.base_inputs)
+        the tolerance judge runs it only for what a same-dtype computation may explain: ``judged_first_run``)."""
+        if self.judge == "tolerance" or self.side is not None or call.base_inputs is None:
+            return None
+        return self._baseline_run(inputs, call, call.base_inputs, truth)
 
-    def _baseline_run(self, base_inputs: dict) -> None:
+    def _baseline_run(self, inputs: Inputs, call: Call, base_inputs: dict, truth: Truth) -> BaselineRun:
         self.enter("baseline")
-        op, grads = self.op, self.grads
+        op, grads = self.op, inputs.grads
         t0 = time.perf_counter()
+        base_grads: dict | str | None = None
         try:
-            bargs, bkwargs = call_arguments(op.get("call"), base_inputs, self.attributes)
+            bargs, bkwargs = call_arguments(op.get("call"), base_inputs, call.attributes)
             base_leaves = grads.require(base_inputs) if grads is not None else []
-            seed_everything(self.seed)
-            base_out = self.baseline(*bargs, **bkwargs)
+            seed_everything(inputs.seed)
+            base_out = call.fns.baseline(*bargs, **bkwargs)
             if grads is not None:
-                self.base_grads = grads.on_cpu(base_out, base_leaves, "baseline")
-                if isinstance(self.base_grads, str) and isinstance(self.ref_grads, dict):
-                    raise ReferenceGradError(self.base_grads)
-            self.base_out = _to_cpu(base_out)
+                base_grads = grads.on_cpu(base_out, base_leaves, "baseline")
+                if isinstance(base_grads, str) and isinstance(truth.grads, dict):
+                    raise ReferenceGradError(base_grads)
+            base_out = _to_cpu(base_out)
         except BaseException as exc:  # a harness matter, not the operator's verdict
             raise HarnessFailure(
                 "baseline",
@@ -519,102 +613,93 @@ class CaseRun:
                 ),
             ) from None
         self.timing["baseline_us"] = (time.perf_counter() - t0) * 1e6
+        return BaselineRun(base_out, base_grads, base_inputs)
 
     # -- judge, consistency ---------------------------------------------------------
 
-    def _candidate_grads(self) -> dict:
-        """The candidate's gradients: run_candidate collects them whenever the case asks for gradients."""
-        if self.cand_grads is None:
-            raise RuntimeError("the candidate's gradients were never collected")
-        return self.cand_grads
-
-    def _named_outputs(self) -> tuple[Any, Any]:
+    def _named_outputs(self, inputs: Inputs, cand: CandidateRun, truth: Truth) -> tuple[Any, Any]:
         """(candidate's, reference's) outputs as they are, or with gradients dicts of every output by name."""
-        if self.grads is None:
-            return self.out, self.ref_out
-        names, ref_grads = self.op.get("outputs"), self.ref_grads
+        if inputs.grads is None:
+            return cand.out, truth.out
+        names = self.op.get("outputs")
         return (
-            dict(name_outputs(self.out, names), **self._candidate_grads()),
-            dict(name_outputs(self.ref_out, names), **(ref_grads if isinstance(ref_grads, dict) else {})),
+            dict(name_outputs(cand.out, names), **_gradients(cand)),
+            dict(name_outputs(truth.out, names), **(truth.grads if isinstance(truth.grads, dict) else {})),
         )
 
-    def judged_first_run(self) -> list[dict]:
+    def judged_first_run(
+        self, inputs: Inputs, call: Call, cand: CandidateRun, truth: Truth, base: BaselineRun | None
+    ) -> Judged:
         """Every output, gradient and written input of the first run, compared and judged.  Under the
-        tolerance judge, NaN/Inf that the truth has not are judged again beside the same-dtype baseline,
-        run for that (built again from the seed): a correct computation in the output's dtype may have
-        them too (a float16 exp that overflows).  No other case pays for a baseline."""
-        comparisons = self._judged_all()
-        if self.judge == "tolerance" and self.side is None and any(special_mismatches(c) for c in comparisons):
-            try:
-                self.base_inputs = base_inputs = baseline_inputs(
-                    build_case_inputs(self.case, self.request.get("captured_dir"))
-                )
-                self._baseline_run(base_inputs)
-            except Exception as exc:  # the tolerance judge never needed it: judged without it
+        tolerance judge, what a correct computation in the output's dtype may explain is judged again
+        beside the same-dtype baseline, run for that (built again from the seed): NaN/Inf that the truth
+        has not (a float16 exp that overflows), and a passing output whose errors lean one way (judge.py
+        ``leans``: the baseline's own lean is measured beside it, for the analysis to warn about a lean the
+        correct computation has not).  No other case pays for a baseline."""
+        judged = self._judged_all(inputs, call, cand, truth, base)
+        if base is not None or self.judge != "tolerance" or self.side is not None:
+            return judged
+        specials = any(special_mismatches(c) for c in judged.comparisons)
+        if not specials and not any(leans(c) for c in judged.comparisons):
+            return judged
+        try:
+            base_inputs = baseline_inputs(build_case_inputs(self.case, self.request.get("captured_dir")))
+            base = self._baseline_run(inputs, call, base_inputs, truth)
+        except Exception as exc:  # the tolerance judge never needed it: judged without it
+            if specials:
                 self.flags["specials_baseline"] = f"not run, the NaN/Inf judged against the truth alone: {exc}"
-                self.base_inputs = self.base_out = self.base_grads = None
-                return comparisons
-            comparisons = self._judged_all()
-        return comparisons
+            else:
+                self.flags["lean_baseline"] = f"not run, the lean of the errors not checked: {exc}"
+            return judged
+        return self._judged_all(inputs, call, cand, truth, base)
 
-    def _judged_all(self) -> list[dict]:
-        self.kept = self._named_outputs()
-        self.enter("judge", outputs=self.kept)
-        self.judging = Judging(
+    def _judged_all(
+        self, inputs: Inputs, call: Call, cand: CandidateRun, truth: Truth, base: BaselineRun | None
+    ) -> Judged:
+        kept = self._named_outputs(inputs, cand, truth)
+        self.enter("judge", outputs=kept)
+        judging = Judging(
             self.judge,
             self.config,
-            strict_dtype=not self.upcast,
-            in_dtypes=[b.dtype for b in tensors_of(self.built)],
+            strict_dtype=not truth.upcast,
+            in_dtypes=[b.dtype for b in tensors_of(inputs.built)],
             baseline_side=self.side,
         )
         t0 = time.perf_counter()
         try:
             comparisons = compare_and_judge(
-                self.judging, self.out, self.ref_out, baseline=self.base_out, names=self.op.get("outputs")
+                judging, cand.out, truth.out, baseline=base.out if base else None, names=self.op.get("outputs")
             )
             if self.side is not None:
-                check_inputs(self.built, self.side)
-            if self.grads is not None:  # each gradient an output grad.<input>, judged like the others
-                comparisons += self._judged_gradients(self.grads)
+                check_inputs(inputs.built, self.side)
+            if inputs.grads is not None:  # each gradient an output grad.<input>, judged like the others
+                comparisons += _judged_gradients(judging, inputs.grads, cand, truth, base)
             comparisons += _declared_comparisons(
-                self.judging, self.declared, self.cand_inputs, self.ref_inputs, self.base_inputs
+                judging, cand.declared, cand.cand_inputs, truth.inputs, base.inputs if base else None
             )
-            comparisons += self.write_comps  # an input changed that is not declared written: its own failing one
-        except BaselineError as exc:
-            raise HarnessFailure("baseline", exc) from None
+            comparisons += cand.write_comps  # an input changed that is not declared written: its own failing one
         except Exception as exc:
-            raise HarnessFailure("compare", exc) from None
+            raise HarnessFailure(_where(exc, "judge"), exc) from None
         self.timing["compare_us"] = (time.perf_counter() - t0) * 1e6
         if not comparisons:
             raise HarnessFailure(
-                "compare", RuntimeError("neither the candidate nor the reference returned a tensor output to compare")
+                "judge", RuntimeError("neither the candidate nor the reference returned a tensor output to compare")
             )
-        return comparisons
+        return Judged(comparisons, judging, base, kept)
 
-    def _judged_gradients(self, grads: Backward) -> list[dict]:
-        ref, base = self.ref_grads, self.base_grads  # a dict of gradients, or why there are none to compare
-        cand = self._candidate_grads()
-        return compare_and_judge(
-            self.judging,
-            cand,
-            ref if isinstance(ref, dict) else None,
-            baseline=base if isinstance(base, dict) else None,
-            measured=grads.compare(cand, ref, self.judging.tolerance, not self.upcast),
-        )
-
-    def consistency(self, comparisons: list[dict]) -> dict:
+    def consistency(self, inputs: Inputs, call: Call, cand: CandidateRun, truth: Truth, judged: Judged) -> dict:
         """Repeats of a failing (or sampled) case, the batch slice (consistency.py); the case's result."""
         c0 = time.perf_counter()
         status, comparisons, error, consistency = after_first_run(
             self.case,
             self.config,
-            comparisons,
-            self.out,
-            self.written,
-            self.guard.notes if self.guard is not None else [],
-            self.built,
-            invoke=self._invoke,
-            judged=self._judged,
+            judged.comparisons,
+            cand.out,
+            cand.written,
+            cand.guard.notes,
+            inputs.built,
+            invoke=functools.partial(self._invoke, inputs, call, cand),
+            judged=functools.partial(self._judged, judged, truth),
             inputs_again=self._inputs_again,
             raised=self._raised,
             on_step=lambda step: self.enter("consistency", step=step),
@@ -625,23 +710,24 @@ class CaseRun:
         if status in ("crash", "unsupported"):  # a further run raised (the worst run's)
             return self.result(status, error=error, **more)
         if status == "numerical_mismatch" and self.config.get("keep_outputs_max_bytes"):
-            self.answer.update(_kept_outputs(*self.kept, int(self.config["keep_outputs_max_bytes"])))
+            self.answer.update(_kept_outputs(*judged.kept, int(self.config["keep_outputs_max_bytes"])))
         return self.result(status, comparisons=comparisons, **more)
 
-    def _judged(self, out) -> tuple:
-        comps = compare_and_judge(self.judging, out, self.ref_out, baseline=self.base_out, names=self.op.get("outputs"))
+    def _judged(self, judged: Judged, truth: Truth, out) -> tuple:
+        base = judged.base.out if judged.base else None
+        comps = compare_and_judge(judged.judging, out, truth.out, baseline=base, names=self.op.get("outputs"))
         return status_of(comps), comps
 
-    def _invoke(self, inputs):
+    def _invoke(self, inputs: Inputs, call: Call, cand: CandidateRun, cand_inputs: dict):
         """The candidate again, as the first run called it."""
-        a, k = call_arguments(self.op.get("call"), inputs, self.attributes)
-        seed_everything(self.seed)
-        if self.compiled is not None:
-            o = self.compiled(*a, **k)
+        a, k = call_arguments(self.op.get("call"), cand_inputs, call.attributes)
+        seed_everything(inputs.seed)
+        if cand.compiled is not None:
+            o = cand.compiled(*a, **k)
         elif self.mode == "graph":
-            o = self.device.graph_call(self.candidate, a, k)
+            o = self.device.graph_call(call.fns.candidate, a, k)
         else:
-            o = self.candidate(*a, **k)
+            o = call.fns.candidate(*a, **k)
         self.device.synchronize()
         return _to_cpu(o)
 
@@ -656,6 +742,27 @@ class CaseRun:
         self.answer["needs_health_check"] = True
         status, error = _classify(exc, self.op.get("unsupported_rules") or [])
         return {"status": status, "error": error, "text": f"{type(exc).__name__}: {exception_text(exc)}"}
+
+
+def _gradients(cand: CandidateRun) -> dict:
+    """The candidate's gradients: run_candidate collects them whenever the case asks for gradients."""
+    if cand.grads is None:
+        raise RuntimeError("the candidate's gradients were never collected")
+    return cand.grads
+
+
+def _judged_gradients(
+    judging: Judging, grads: Backward, cand: CandidateRun, truth: Truth, base: BaselineRun | None
+) -> list[dict]:
+    ref, b = truth.grads, base.grads if base is not None else None  # a dict of gradients, or why none compare
+    mine = _gradients(cand)
+    return compare_and_judge(
+        judging,
+        mine,
+        ref if isinstance(ref, dict) else None,
+        baseline=b if isinstance(b, dict) else None,
+        measured=grads.compare(mine, ref, judging.tolerance, judging.strict_dtype),
+    )
 
 
 def _placed(device: Device, b, slice_of=None):

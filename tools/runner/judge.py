@@ -26,6 +26,7 @@ import torch
 from . import checks as extra
 from . import standards
 from .compare import as_tensor, dtype_name, exact_metrics, name_outputs, precision_metrics
+from .precision import lean_shares
 from .routing import INTEGER, MSPROBE, level_for, needs_baseline, route
 
 
@@ -106,6 +107,7 @@ def apply_judge(
     for comp in comparisons:
         comp["judge"] = judge
         if comp.get("contract_mismatch"):
+            comp["passed"] = False
             comp["verdict"] = f"contract mismatch: {comp['contract_mismatch']}"
             continue
         if judge == "tolerance":
@@ -113,6 +115,7 @@ def apply_judge(
             tol_ok, tol_text = tolerance_mismatches(comp) == 0, tolerance_verdict(comp)
             comp["passed"] = tol_ok
             comp["verdict"] = f"tolerance judge: {tol_text}"
+            _lean_of_baseline(comp, base, ref)
             continue
         decided, found, dtype = _judge_by_standard(comp, ref, cand, base, baseline_side, config, in_dtypes or [])
         decided["baseline"], decided["msprobe"] = where, MSPROBE
@@ -246,6 +249,31 @@ def special_mismatches(comp: dict) -> bool:
         and not comp.get("contract_mismatch")
         and "specials_as_baseline" not in comp
     )
+
+
+def leans(comp: dict) -> bool:
+    """A passing output (not a written input, not a batch slice) whose errors lean one way
+    (precision.lean_shares) with no same-dtype baseline measured beside it yet: the tolerance judge
+    runs that baseline once for it, as for NaN/Inf the truth has not."""
+    p = comp.get("precision")
+    return (
+        bool(comp.get("passed"))
+        and isinstance(p, dict)
+        and "baseline" not in comp
+        and not comp["output"].startswith(("input:", "batch:"))
+        and bool(lean_shares(p))
+    )
+
+
+def _lean_of_baseline(comp: dict, base: dict, ref: dict) -> None:
+    """Under the tolerance judge, with the baseline run for this case: the baseline's precision metrics
+    beside a leaning output's (``comparisons[].baseline``; the analysis compares the two leans)."""
+    name, p = comp["output"], comp.get("precision")
+    if not isinstance(p, dict) or not lean_shares(p) or name not in base or ref.get(name) is None:
+        return
+    b, r = as_tensor(base[name]), as_tensor(ref[name])
+    if b is not None and r is not None and list(b.shape) == list(r.shape) and b.dtype.is_floating_point:
+        comp["baseline"] = precision_metrics(b, r)
 
 
 def _specials_of_baseline(comp: dict, cand: dict, base: dict, ref: dict) -> None:

@@ -9,11 +9,8 @@ may import this stdlib-only module) reads the same names.  For each phase:
   the clock of the phase before it;
 - ``blame``: whom a failure there blames - the ``operator`` (the case's crash,
   recorded) or the ``harness`` (a ``harness_error``, the case stays pending);
-- ``event``: the protocol event the client sees when it begins
-  (references/runner-protocol.md; the names predate this table and are kept:
-  they are the published protocol);
-- ``where``: the ``harness_error`` ``where`` of a harness failure there that
-  no typed failure names more precisely (``resolve``, ``binding``...);
+- ``tells``: the client is told when it begins (the protocol event ``phase``,
+  references/runner-protocol.md), or it runs unannounced on the clock before it;
 - ``text``: what a person reads ("while <text>");
 - ``posts``: what the worker's board step carries (JSON fields), or ``None``
   when the worker does not post the phase (it runs under the clock before it).
@@ -45,74 +42,44 @@ class Phase:
     name: str
     budget: str | None
     blame: str
-    event: str | None
-    where: str
+    tells: bool
     text: str
     posts: tuple[str, ...] | None = ()
 
+    @property
+    def prepares(self) -> bool:
+        """A phase before the candidate, on a clock of its own (the case's has not started)."""
+        return self.budget in PREPARATION_CLOCKS
 
+
+# The clocks of the phases before the candidate (the client waits their budget alone, not the case's).
+PREPARATION_CLOCKS = ("health", "worker_start", "import")
+
+# Every name of a phase, in the order a case lives them.  The worker's board, the supervisor's watch,
+# the client's ``phase`` events and a ``harness_error``'s ``where`` name these and nothing else.
 PHASES: tuple[Phase, ...] = (
-    Phase("health_check", "health", HARNESS, "preparing", "worker_start", "checking the device's health", None),
-    Phase("worker_start", "worker_start", HARNESS, "preparing", "worker_start", "starting the worker", None),
-    Phase(
-        "resolve",
-        "import",
-        HARNESS,
-        "preparing",
-        "import",
-        "importing the user modules and resolving the callables",
-        None,
-    ),
-    Phase("inputs", "worker_start", HARNESS, "preparing", "inputs", "building the inputs"),
-    Phase(
-        "compile",
-        "compile",
-        OPERATOR,
-        "started",
-        "harness",
-        "compiling or capturing the candidate",
-        ("input_metadata",),
-    ),
-    Phase("candidate", "case", OPERATOR, "started", "harness", "running the candidate", ("input_metadata",)),
-    Phase(
-        "backward",
-        "case",
-        OPERATOR,
-        "backward_started",
-        "grad_output",
-        "running the candidate's backward",
-        ("grad_outputs",),
-    ),
-    Phase(
-        "reference",
-        "case",
-        HARNESS,
-        "reference_started",
-        "reference",
-        "running the reference and the comparison on CPU",
-    ),
-    Phase("baseline", None, HARNESS, None, "baseline", "running the same-precision baseline on CPU", None),
-    Phase("judge", None, HARNESS, None, "compare", "comparing and judging the outputs", None),
+    Phase("health_check", "health", HARNESS, True, "checking the device's health", None),
+    Phase("worker_start", "worker_start", HARNESS, True, "starting the worker", None),
+    Phase("resolve", "import", HARNESS, True, "importing the user modules and resolving the callables", None),
+    Phase("inputs", "worker_start", HARNESS, True, "building the inputs"),
+    Phase("compile", "compile", OPERATOR, True, "compiling or capturing the candidate", ("input_metadata",)),
+    Phase("candidate", "case", OPERATOR, True, "running the candidate", ("input_metadata",)),
+    Phase("backward", "case", OPERATOR, True, "running the candidate's backward", ("grad_outputs",)),
+    Phase("reference", "case", HARNESS, True, "running the reference and the comparison on CPU"),
+    Phase("baseline", None, HARNESS, False, "running the same-precision baseline on CPU", None),
+    Phase("judge", None, HARNESS, False, "comparing and judging the outputs", None),
     Phase(
         "consistency",
         "case",
         OPERATOR,
-        None,
-        "harness",
+        False,
         "running the candidate again on the same inputs (consistency checks)",
         ("step",),
     ),
 )
 PHASE: dict[str, Phase] = {p.name: p for p in PHASES}
-# The event of the timed candidate run once compiling (or capturing) is over.
-AFTER_COMPILE_EVENT = "compile_done"
-
-
-def client_event(name: str, previous: str | None) -> str | None:
-    """The protocol event the client sees when phase ``name`` begins after ``previous``."""
-    if name == "candidate" and previous == "compile":
-        return AFTER_COMPILE_EVENT
-    return PHASE[name].event
+# The protocol event that says a phase began (supervisor to client, as worker to supervisor).
+PHASE_EVENT = "phase"
 
 
 STEP_FIELDS = {"input_metadata": dict, "grad_outputs": list, "step": str}

@@ -101,6 +101,33 @@ SIGN_TEST_SIGMAS = 4.0
 SPECIAL_RATIO = 2.0
 
 
+# A lean in a passing output's errors: of its nonzero errors, a share LEAN_SHARE or more one way
+# (0.5: a 75/25 split; rounding to nearest is ~0), at least LEAN_MIN_ERRORS of them, and an imbalance
+# beyond LEAN_SIGMAS standard deviations of a fair coin (4: once in ~30,000).  The tolerance judge then
+# runs the same-dtype baseline once (a correct computation may lean too: float32 against a float64
+# truth does in an RMSNorm); the analysis warns when the baseline's lean is LEAN_SHARE or more apart.
+LEAN_SHARE = 0.5
+LEAN_MIN_ERRORS = 20
+LEAN_SIGMAS = 4.0
+
+
+def lean_shares(metrics: dict) -> dict[str, float]:
+    """The ``sign`` and ``magnitude`` shares of a precision metric set whose errors lean (see
+    LEAN_SHARE): (#one way - #the other) / #nonzero errors, signed; empty when nothing leans."""
+    nonzero, count = metrics.get("nonzero_errors") or 0, metrics.get("count") or 0
+    if nonzero < LEAN_MIN_ERRORS:
+        return {}
+    found = {}
+    for kind in ("sign", "magnitude"):
+        value = metrics.get(f"{kind}_balance")
+        if value is None:
+            continue
+        imbalance = value * count
+        if abs(imbalance) / nonzero >= LEAN_SHARE and abs(imbalance) > LEAN_SIGMAS * math.sqrt(nonzero):
+            found[kind] = imbalance / nonzero
+    return found
+
+
 def benchmark_for(dtype: str) -> dict[str, float]:
     return BENCHMARK.get(dtype, BENCHMARK_DEFAULT)
 

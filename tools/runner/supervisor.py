@@ -4,7 +4,7 @@ Standard library only (it never imports torch).  Speaks JSON lines with the
 server on its stdin/stdout (see references/runner-protocol.md).  The worker
 runs in its own process group; the supervisor
 
-- forwards one case at a time and answers ``started`` then ``case_done``;
+- forwards one case at a time and answers a ``phase`` event as each phase begins, then ``case_done``;
 - kills the worker's process group when a case exceeds its timeout and
   reports a ``crash`` with signature ``timeout`` (``timeout during compile``
   when compiling or capturing a compile/graph case ran past its own budget);
@@ -44,11 +44,11 @@ from .phases import (
     HARNESS,
     HEALTH_TIMEOUT_S,
     PHASE,
+    PHASE_EVENT,
     Phase,
     Step,
     budget_s,
     budgets,
-    client_event,
     file_tail,
     harness_error,
     killed_from_outside,
@@ -311,7 +311,7 @@ class Supervisor:
         return self.start_failures >= self.max_worker_start_failures
 
     def deadlines(self) -> dict:
-        """The supervisor's clocks before ``started`` (announced in ``hello``; the client derives its waits)."""
+        """The supervisor's clocks before the candidate's phase begins (announced in ``hello``; the client derives its waits)."""
         return {
             "worker_start_timeout_s": self.worker_start_timeout_s,
             "health_check_timeout_s": HEALTH_TIMEOUT_S,
@@ -341,7 +341,7 @@ class Supervisor:
         if not self.gave_up() and (self.worker is None or self.worker.ready is None):  # the client's clock follows ours
             self.send(
                 {
-                    "event": "preparing",
+                    "event": PHASE_EVENT,
                     "request_id": None,
                     "case_id": None,
                     "phase": "worker_start",
@@ -377,7 +377,7 @@ class Supervisor:
         """Tell the client a preparation phase began and how long it may take (its clock follows ours)."""
         self.send(
             {
-                "event": "preparing",
+                "event": PHASE_EVENT,
                 "request_id": request_id,
                 "case_id": case_id,
                 "phase": phase,
@@ -398,7 +398,7 @@ class Supervisor:
             self.send(
                 _harness_done(
                     base,
-                    PHASE["resolve"].where,
+                    "resolve",
                     "ImportTimeout",
                     hung + " (not tried again for this case: the same modules hung before)",
                     "",
@@ -466,7 +466,7 @@ class Supervisor:
                 worker_lost=False,
                 worker_pid=None,
                 worker_restarted=False,
-                harness_error=harness_error(PHASE["worker_start"].where, kind, why),
+                harness_error=harness_error("worker_start", kind, why),
             )
         )
         return False
@@ -540,13 +540,12 @@ class Supervisor:
         """Phase ``step.phase`` began: its deadline (phases.PHASES' budget), and the client's
         news (held back one slice unless ``flush``: a fast case sends the client one message)."""
         name = step.phase
-        event = client_event(name, watch.phase)
         budget = budget_s(name, watch.clocks)
         watch.enter(name, budget, since=step.at)
-        if event is None:
+        if not PHASE[name].tells:
             return
         doc = {
-            "event": event,
+            "event": PHASE_EVENT,
             "request_id": watch.request_id,
             "case_id": watch.case_id,
             "phase": name,
@@ -652,7 +651,7 @@ class Supervisor:
                 self.import_hung[_modules_key(msg)] = why
             self.send(
                 _harness_done(
-                    base, phase.where, "Timeout", why, stderr, None if watch.phase == "reference" else rc, stdout=stdout
+                    base, phase.name, "Timeout", why, stderr, None if watch.phase == "reference" else rc, stdout=stdout
                 )
             )
             return
@@ -660,7 +659,7 @@ class Supervisor:
             f"the worker died while {phase.text} ({_death(rc)}{watch.memory_note()}; the supervisor did not "
             f"kill it: the kernel's OOM killer or another process did, e.g. out of memory). {after}"
         )
-        self.send(_harness_done(base, phase.where, "WorkerDied", why, stderr, rc, stdout=stdout))
+        self.send(_harness_done(base, phase.name, "WorkerDied", why, stderr, rc, stdout=stdout))
 
     def _on_candidate_failure(self, base: dict, watch: _CaseWatch, kind: str) -> None:
         """The worker died or ran out of time in a phase that blames the operator: this case's crash."""

@@ -8,7 +8,10 @@ the float32 reference's own intermediates overflow to Inf, or to NaN
 (inf - inf).  Such a NaN/Inf from finite inputs is the reference's overflow,
 not the truth: the case's reference runs again in float64, the truth every
 other float32 operator already gets (``auto``), and the case's input metadata
-says so (``reference_dtype`` and ``reference_widened``).  The candidate's own
+says so (``reference_dtype`` and ``reference_widened``).  The gradients of a
+case with a backward count alike: a float32 backward that overflows where the
+forward did not (``0 * exp(100)``: NaN) widens the case too, and the counted
+elements are the outputs' and the gradients' together.  The candidate's own
 NaN/Inf where the float32 reference has them is no reason to widen: both agree.
 Standard library and torch only.
 """

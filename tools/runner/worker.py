@@ -97,11 +97,13 @@ class _Progress:
         self.board, self.send = board, send
         self.request_id = None
         self.steps: list[dict] = []  # the case's progress so far, posted whole on each step
+        self.phase = "resolve"  # the phase the case is in (a harness bug there names it)
 
     def start(self, request_id) -> None:
-        self.request_id, self.steps = request_id, []
+        self.request_id, self.steps, self.phase = request_id, [], "resolve"
 
     def __call__(self, name: str, **fields) -> None:
+        self.phase = name
         posts = PHASE[name].posts
         if posts is None:  # it runs on the clock before it: nothing to tell
             return
@@ -162,7 +164,7 @@ def main(device_kind: str, stderr_file: str, parent_pid: int, capture_file: str,
         try:
             return execute_case(msg, device, env, on_phase=progress)
         except BaseException as exc:  # a bug of the harness, not of the operator
-            return harness_answer(HarnessFailure("harness", exc))
+            return harness_answer(HarnessFailure(progress.phase, exc))
 
     while True:
         line = proto_in.readline()
@@ -218,6 +220,6 @@ def _answer_case(msg: dict, run, send, fds: dict, stderr_file: str, capture_file
                 "request_id": msg.get("request_id"),
                 "outcome": "harness_error",
                 "worker_unusable": damage,
-                "harness_error": harness_error("harness", "ValueError", f"answer is not valid JSON: {exc}"),
+                "harness_error": harness_error("judge", "ValueError", f"answer is not valid JSON: {exc}"),
             }
         )
