@@ -39,7 +39,6 @@ from .compare import name_outputs
 from .consistency import InputGuard, after_first_run, check_writes, declared_writes
 from .devices import Device, Unsupported
 from .inputs import auto_reference_float, build_case_inputs, case_seed, map_built, reference_inputs, tensors_of
-from .value_stats import measure_inputs
 from .judge import BaselineError, special_mismatches
 from .judging import Judging, compare_and_judge, status_of
 from .phases import (
@@ -53,6 +52,7 @@ from .phases import (
 )
 from .seeding import seed_everything
 from .truth import overflowed_truth, widened_reference
+from .value_stats import measure_inputs
 
 # Where the transport placed this worker: the device it was given (and how that was
 # decided), the visibility variables, and the scheduler job it runs in (Slurm hosts).

@@ -93,6 +93,8 @@ class _Scalars:
         self.zeros += block.numel() - int(torch.count_nonzero(block))
         if self.complex:
             return self._add_complex(block)
+        low: float | int
+        high: float | int
         if not self.floating:
             w = block.to(torch.uint8) if block.dtype == torch.bool else block
             low, high = (int(v) for v in torch.aminmax(w))
