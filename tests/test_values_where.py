@@ -217,3 +217,32 @@ def test_a_trend_reads_the_values_actually_built_not_the_generator_parameter() -
     found = trend_finding(hax, dist, results, failing, [c for c in ids if c not in failing])
     assert found is not None and found.axis in ("x.values.max_abs", "x.values.min"), found
     assert "values actually built" in found.statement and 1022.0 not in found.failing_values + found.passing_values
+
+
+def test_a_worker_that_dies_keeps_the_measurement_of_its_inputs(loop, tmp_path: Path) -> None:
+    plan(
+        tmp_path,
+        "segv",
+        "segfault_large.py",
+        [{"id": "large", "inputs": [x((64, 64), dtype="float32")]}],
+        {"atol": 1e-5, "rtol": 1e-5},
+    )
+    resp = loop.run_until_complete(run_case_remote("segv", root=tmp_path))
+    assert [o.state for o in resp.outcomes] == ["crash"], resp.outcomes
+    measured = RunStore(tmp_path, "segv").read_results()["large"].values["x"]
+    assert measured.numel == 64 * 64 and measured.sumsq[-1] > 0 and measured.distinct == 64 * 64
+
+
+def test_list_members_are_measured_under_their_own_names() -> None:
+    from tools.run_case_remote import measured_values
+    from tools.runner.inputs import build_case_inputs, tensors_of
+    from tools.runner.value_stats import measure_inputs
+
+    case = {
+        "id": "c",
+        "inputs": [{"name": "xs", "tensors": [{"shape": [2, 3]}, {"shape": [5]}]}, {"name": "n", "none": True}],
+    }
+    built = build_case_inputs(case)
+    values = measure_inputs(tensors_of(built))
+    assert sorted(values) == ["xs[0]", "xs[1]"] and values["xs[1]"]["numel"] == 5
+    assert measured_values({"inputs": [b.metadata for b in built]}) == values
