@@ -188,8 +188,8 @@ def test_a_trend_reads_the_values_actually_built_not_the_generator_parameter() -
     from tools.analysis.trend import trend_finding
     from tools.schemas.result import CaseResult
 
-    # the generator's std does not order the cases; the values drawn do (std 1022 drew |x| at most 292)
-    stds = [1022.0, 8.0, 300.0, 2.0, 40.0, 600.0]
+    # the generator's std is not the values drawn (std 1022 drew |x| at most 400)
+    stds = [800.0, 8.0, 300.0, 2.0, 40.0, 1022.0]  # ordered as the values drawn: a tie the parameter would win
     drawn = [292.0, 3.0, 150.0, 1.0, 20.0, 400.0]
     ids = [f"c{i}" for i in range(6)]
     hax = {c: {"x.magnitude": s} for c, s in zip(ids, stds, strict=True)}
@@ -215,7 +215,7 @@ def test_a_trend_reads_the_values_actually_built_not_the_generator_parameter() -
         for c, d in zip(ids, drawn, strict=True)
     }
     found = trend_finding(hax, dist, results, failing, [c for c in ids if c not in failing])
-    assert found is not None and found.axis in ("x.values.max_abs", "x.values.min"), found
+    assert found is not None and found.axis in ("x.values.max_abs", "x.values.min", "x.values.max"), found
     assert "values actually built" in found.statement and 1022.0 not in found.failing_values + found.passing_values
 
 
