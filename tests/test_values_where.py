@@ -246,3 +246,18 @@ def test_list_members_are_measured_under_their_own_names() -> None:
     values = measure_inputs(tensors_of(built))
     assert sorted(values) == ["xs[0]", "xs[1]"] and values["xs[1]"]["numel"] == 5
     assert measured_values({"inputs": [b.metadata for b in built]}) == values
+
+
+def test_captured_values_are_measured_as_numbers(tmp_path: Path) -> None:
+    positions = torch.tensor([[0, 17, 4095, -292], [5000, 3, 3, 3]], dtype=torch.int64)
+    torch.save(positions, tmp_path / "positions")
+    spec = {
+        "name": "positions",
+        "shape": [2, 4],
+        "dtype": "int64",
+        "values": {"kind": "captured", "captured": "positions"},
+    }
+    built = build_input(spec, seed=3, captured_dir=str(tmp_path))
+    m = measure(built.view())
+    assert (m["min"], m["max"], m["max_abs"], m["distinct"], m["zeros"]) == (-292, 5000, 5000, 6, 1)
+    assert m["sum_abs"] == [5000.0 + 0.0, 5000.0 + 9.0]
