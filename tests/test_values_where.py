@@ -143,6 +143,8 @@ def test_measuring_reads_only_and_counts_exactly() -> None:
     assert measure(torch.tensor([0.0, -0.0, float("nan"), float("nan"), 1.0]))["distinct"] == 3
     big = measure(torch.arange(DISTINCT_CAP + 10, dtype=torch.float32))
     assert big["distinct"] == DISTINCT_CAP and big["distinct_capped"] is True
+    wide = measure(torch.tensor([[1, 2], [3, 0]], dtype=torch.uint32))  # few CPU kernels: read as int64
+    assert (wide["max"], wide["zeros"], wide["distinct"], wide["sumsq"]) == (3, 1, 4, [10.0, 9.0])
     ints = measure(torch.tensor([[-5, 0, 7], [7, 7, 0]], dtype=torch.int32))
     assert (ints["min"], ints["max"], ints["max_abs"], ints["zeros"], ints["distinct"]) == (-5, 7, 7, 2, 3)
     assert ints["sumsq"] == [25.0 + 49.0, 49.0 + 49.0] and measure(torch.tensor(2.5))["sumsq"] == []

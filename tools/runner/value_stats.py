@@ -29,6 +29,9 @@ DISTINCT_CAP = 1 << 16
 DISTINCT_PIECE = 1 << 16  # the distinct count starts on pieces this small, doubling up to CHUNK
 FLOAT64_MAX = sys.float_info.max
 _SORTABLE = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+# unsigned dtypes wider than a byte: few CPU kernels (count_nonzero, aminmax, unique); read as int64 per
+# block (uint64 above 2**63 wraps - torch has no wider signed integer)
+_WIDE_UNSIGNED = tuple(getattr(torch, n) for n in ("uint16", "uint32", "uint64") if hasattr(torch, n))
 
 
 def measure(tensor: torch.Tensor) -> dict:
@@ -90,6 +93,8 @@ class _Scalars:
         self.nan = self.inf = self.zeros = 0
 
     def add(self, block: torch.Tensor) -> None:
+        if block.dtype in _WIDE_UNSIGNED:
+            block = block.to(torch.int64)
         self.zeros += block.numel() - int(torch.count_nonzero(block))
         if self.complex:
             return self._add_complex(block)
@@ -205,7 +210,7 @@ def _distinct_bits(t: torch.Tensor, cap: int) -> tuple[int, bool]:
 def _real_keys(t: torch.Tensor):
     """Each block's values as sort keys, and whether it held a NaN (NaN left out; -0.0 made 0.0)."""
     for block, _ in _blocks(t, t.dim() - 1):
-        flat = block.reshape(-1)
+        flat = block.reshape(-1).to(torch.int64) if block.dtype in _WIDE_UNSIGNED else block.reshape(-1)
         nan = torch.isnan(flat) if flat.dtype.is_floating_point else None
         if nan is not None and bool(nan.any()):
             yield flat[~nan] + 0, True
@@ -262,8 +267,13 @@ def _distinct_sorted(keys, cap: int) -> tuple[int, bool]:
 
 def measure_inputs(tensors: list) -> dict:
     """name -> the statistics of each built input (``BuiltInput``: ``name``, ``view()``,
-    ``metadata``), also written into the input's metadata as ``measured``."""
+    ``metadata``), also written into the input's metadata as ``measured``.  Never raises: an
+    input that cannot be measured is left out (``measured_error`` in its metadata says why)."""
     values = {}
     for b in tensors:
-        b.metadata["measured"] = values[b.name] = measure(b.view())
+        try:
+            b.metadata["measured"] = values[b.name] = measure(b.view())
+        except Exception as exc:  # a dtype this torch cannot reduce: the case runs, unmeasured, and says why
+            b.metadata["measured"] = None
+            b.metadata["measured_error"] = f"{type(exc).__name__}: {exc}"[:300]
     return values

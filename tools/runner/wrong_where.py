@@ -52,6 +52,15 @@ def locate(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> d
     return out
 
 
+def locate_or_none(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> dict | None:
+    """:func:`locate`, or None when it cannot measure (a dtype this torch cannot reduce): where the
+    wrong elements are is evidence beside the comparison, never a reason to lose the case."""
+    try:
+        return locate(cand, ref, atol, rtol)
+    except Exception:
+        return None
+
+
 def _mask(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float):
     """The mismatch mask (shaped like the output) and the counts: wrong elements, and those 0 / NaN /
     Inf where the reference is not.  A chunk whose differences are all finite takes one comparison;
