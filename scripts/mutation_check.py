@@ -52,6 +52,7 @@ T_SURFACE = "tests/test_mcp_surface.py::"
 T_DIAG = "tests/test_diagnosis.py::"
 T_FIND = "tests/test_findings.py::"
 T_CONS = "tests/test_consistency.py::"
+T_VALUES = "tests/test_values_where.py::"
 T_CONS_MCP = T_CONS + "test_planted_consistency_bugs_are_named_for_what_they_are_over_mcp"
 T_PAGE = "tests/test_page.py::"
 T_LEAN = "tests/test_lean.py::"
@@ -427,6 +428,28 @@ MUTATIONS: tuple[Mutation, ...] = (
              '                if True:',
              (T_CONS_MCP, T_CONS + "test_a_lean_is_warned_about_only_against_a_correct_computations_lean")),
     # the phase table: one kill decision, read by every side
+    # the values actually built and where the wrong elements are
+    Mutation("place-ignored", "a placed value is written at its index, for candidate and reference",
+             "tools/runner/inputs.py",
+             "        view[tuple(index)] = number",
+             "        pass",
+             (T_VALUES + "test_a_placed_value_reaches_candidate_and_reference_at_its_index",)),
+    Mutation("sumsq-not-per-slice", "sumsq[d] is the largest slice sum along d, not the largest square",
+             "tools/runner/value_stats.py",
+             "            sq = float(w.square_().sum(bd).max())",
+             "            sq = float(w.square_().max())",
+             (T_VALUES + "test_measuring_reads_only_and_counts_exactly",
+              T_VALUES + "test_row_sum_of_squares_past_float16_max_is_recorded_and_said")),
+    Mutation("tail-never-found", "a tail block of wrong elements is named",
+             "tools/runner/wrong_where.py",
+             "    return low if low > 0 and high == profile.numel() - 1 else None",
+             "    return None",
+             (T_VALUES + "test_a_tail_block_and_a_period_get_their_sentences",)),
+    Mutation("trend-reads-the-parameter", "a trend follows the values drawn, not the generator's parameter",
+             "tools/analysis/trend.py",
+             '        out.pop(f"{name}.magnitude", None)',
+             "        pass",
+             (T_VALUES + "test_a_trend_reads_the_values_actually_built_not_the_generator_parameter",)),
     Mutation("backward-timeout-from-outside", "a backward timeout is the supervisor's own kill, not one from outside",
              "tools/runner/phases.py",
              '    signature = str((error or {}).get("signature") or "").removeprefix("backward: ")',

@@ -28,10 +28,14 @@ FLOAT16_MAX = 65504.0
 
 def plan(root: Path, run_id: str, module: str, cases: list[dict], tolerance: dict) -> None:
     stem = module[:-3]
-    config = {"run_id": run_id, "tolerance": tolerance,
-              "operator": {"name": stem, "candidate": f"{stem}.cand", "reference": f"{stem}.ref", "modules": [module]}}
-    plan_cases({"config": config, "cases": cases, "module_sources": {module: (OPERATORS / module).read_text()}},
-               root=root)
+    config = {
+        "run_id": run_id,
+        "tolerance": tolerance,
+        "operator": {"name": stem, "candidate": f"{stem}.cand", "reference": f"{stem}.ref", "modules": [module]},
+    }
+    plan_cases(
+        {"config": config, "cases": cases, "module_sources": {module: (OPERATORS / module).read_text()}}, root=root
+    )
 
 
 def x(shape, std=1.0, dtype="float16", place=None) -> dict:
@@ -51,14 +55,17 @@ def test_row_sum_of_squares_past_float16_max_is_recorded_and_said(loop, tmp_path
     plan(tmp_path, "sumsq", "half_row_sumsq.py", cases, {"atol": 1e-2, "rtol": 1e-2})
     resp = loop.run_until_complete(run_case_remote("sumsq", root=tmp_path))
     states = {o.case_id: o.state for o in resp.outcomes}
-    assert states == {"base": "passed", "outlier": "numerical_mismatch", "wide-std": "numerical_mismatch",
-                      "short-wide-std": "passed"}, resp.outcomes
+    assert states == {
+        "base": "passed",
+        "outlier": "numerical_mismatch",
+        "wide-std": "numerical_mismatch",
+        "short-wide-std": "passed",
+    }, resp.outcomes
     results = RunStore(tmp_path, "sumsq").read_results()
     for cid, result in results.items():
         measured = result.values["x"]
         assert (measured.sumsq[-1] > FLOAT16_MAX) == (result.status == "numerical_mismatch"), (cid, measured)
-        assert measured.sumsq[1] == measured.sumsq[-1] and measured.numel == (
-            64 if cid == "short-wide-std" else 256)
+        assert measured.sumsq[1] == measured.sumsq[-1] and measured.numel == (64 if cid == "short-wide-std" else 256)
     # the placed outlier: in the recorded max_abs, its row the one that comes out 0
     outlier = results["outlier"]
     assert outlier.values["x"].max_abs == 300 and outlier.values["x"].max == 300
@@ -84,8 +91,13 @@ def test_a_placed_value_reaches_candidate_and_reference_at_its_index(loop, tmp_p
     out_dir.mkdir()
     spec = x((3, 7), dtype="bfloat16", place=[{"index": [2, 6], "value": 300}, {"index": [0, 0], "value": "-inf"}])
     spec.update(strides=[1, 4], storage_offset=2)
-    plan(tmp_path, "placed", "recorder.py", [{"id": "c1", "inputs": [spec], "attributes": {"out_dir": str(out_dir)}}],
-         {"atol": 1e-2, "rtol": 1e-2})
+    plan(
+        tmp_path,
+        "placed",
+        "recorder.py",
+        [{"id": "c1", "inputs": [spec], "attributes": {"out_dir": str(out_dir)}}],
+        {"atol": 1e-2, "rtol": 1e-2},
+    )
     resp = loop.run_until_complete(run_case_remote("placed", root=tmp_path))
     assert [o.state for o in resp.outcomes] == ["passed"], resp.outcomes
     cand = torch.load(out_dir / "candidate.pt", weights_only=True)["x"]
@@ -97,8 +109,10 @@ def test_a_placed_value_reaches_candidate_and_reference_at_its_index(loop, tmp_p
 
 
 def test_a_tail_block_and_a_period_get_their_sentences(loop, tmp_path: Path) -> None:
-    cases = [{"id": mode, "inputs": [x((4, 128), dtype="float32")], "attributes": {"mode": mode}}
-             for mode in ("none", "tail", "period")]
+    cases = [
+        {"id": mode, "inputs": [x((4, 128), dtype="float32")], "attributes": {"mode": mode}}
+        for mode in ("none", "tail", "period")
+    ]
     plan(tmp_path, "where", "tail_and_period.py", cases, {"atol": 1e-5, "rtol": 1e-5})
     resp = loop.run_until_complete(run_case_remote("where", root=tmp_path))
     summaries = {o.case_id: (o.state, o.summary) for o in resp.outcomes}
@@ -129,6 +143,8 @@ def test_measuring_reads_only_and_counts_exactly() -> None:
     assert measure(torch.tensor([0.0, -0.0, float("nan"), float("nan"), 1.0]))["distinct"] == 3
     big = measure(torch.arange(DISTINCT_CAP + 10, dtype=torch.float32))
     assert big["distinct"] == DISTINCT_CAP and big["distinct_capped"] is True
+    wide = measure(torch.tensor([[1, 2], [3, 0]], dtype=torch.uint32))  # few CPU kernels: read as int64
+    assert (wide["max"], wide["zeros"], wide["distinct"], wide["sumsq"]) == (3, 1, 4, [10.0, 9.0])
     ints = measure(torch.tensor([[-5, 0, 7], [7, 7, 0]], dtype=torch.int32))
     assert (ints["min"], ints["max"], ints["max_abs"], ints["zeros"], ints["distinct"]) == (-5, 7, 7, 2, 3)
     assert ints["sumsq"] == [25.0 + 49.0, 49.0 + 49.0] and measure(torch.tensor(2.5))["sumsq"] == []
@@ -156,7 +172,8 @@ def test_wrong_where_names_rows_channels_and_specials() -> None:
     cand[0, 0, 0, :2] = float("nan")
     wrong = WrongWhere.model_validate(locate(cand, ref, 1e-5, 1e-5))
     assert wrong.nan == wrong.count == 2 and "the wrong elements are NaN where the reference is not" in (
-        wrong_sentences(wrong, "y"))
+        wrong_sentences(wrong, "y")
+    )
     assert locate(ref, ref.clone(), 1e-5, 1e-5) is None
 
 
@@ -173,21 +190,76 @@ def test_a_trend_reads_the_values_actually_built_not_the_generator_parameter() -
     from tools.analysis.trend import trend_finding
     from tools.schemas.result import CaseResult
 
-    # the generator's std does not order the cases; the values drawn do (std 1022 drew |x| at most 292)
-    stds = [1022.0, 8.0, 300.0, 2.0, 40.0, 600.0]
+    # the generator's std is not the values drawn (std 1022 drew |x| at most 400)
+    stds = [800.0, 8.0, 300.0, 2.0, 40.0, 1022.0]  # ordered as the values drawn: a tie the parameter would win
     drawn = [292.0, 3.0, 150.0, 1.0, 20.0, 400.0]
     ids = [f"c{i}" for i in range(6)]
     hax = {c: {"x.magnitude": s} for c, s in zip(ids, stds, strict=True)}
     dist = {c: {"x.values": f"normal(std={s})"} for c, s in zip(ids, stds, strict=True)}
     failing = [c for c, d in zip(ids, drawn, strict=True) if d not in (3.0, 150.0)]
     results = {
-        c: CaseResult.model_validate({
-            "case_id": c, "status": "numerical_mismatch" if c in failing else "passed",
-            "comparisons": [{"output": "out", "passed": c not in failing, "max_abs": d / 1e3, "max_rel": d / 1e3,
-                             "mismatch_count": int(c in failing)}],
-            "values": {"x": {"numel": 8, "min": -d, "max": d / 2, "max_abs": d}}})
+        c: CaseResult.model_validate(
+            {
+                "case_id": c,
+                "status": "numerical_mismatch" if c in failing else "passed",
+                "comparisons": [
+                    {
+                        "output": "out",
+                        "passed": c not in failing,
+                        "max_abs": d / 1e3,
+                        "max_rel": d / 1e3,
+                        "mismatch_count": int(c in failing),
+                    }
+                ],
+                "values": {"x": {"numel": 8, "min": -d, "max": d / 2, "max_abs": d}},
+            }
+        )
         for c, d in zip(ids, drawn, strict=True)
     }
     found = trend_finding(hax, dist, results, failing, [c for c in ids if c not in failing])
-    assert found is not None and found.axis in ("x.values.max_abs", "x.values.min"), found
+    assert found is not None and found.axis in ("x.values.max_abs", "x.values.min", "x.values.max"), found
     assert "values actually built" in found.statement and 1022.0 not in found.failing_values + found.passing_values
+
+
+def test_a_worker_that_dies_keeps_the_measurement_of_its_inputs(loop, tmp_path: Path) -> None:
+    plan(
+        tmp_path,
+        "segv",
+        "segfault_large.py",
+        [{"id": "large", "inputs": [x((64, 64), dtype="float32")]}],
+        {"atol": 1e-5, "rtol": 1e-5},
+    )
+    resp = loop.run_until_complete(run_case_remote("segv", root=tmp_path))
+    assert [o.state for o in resp.outcomes] == ["crash"], resp.outcomes
+    measured = RunStore(tmp_path, "segv").read_results()["large"].values["x"]
+    assert measured.numel == 64 * 64 and measured.sumsq[-1] > 0 and measured.distinct == 64 * 64
+
+
+def test_list_members_are_measured_under_their_own_names() -> None:
+    from tools.run_case_remote import measured_values
+    from tools.runner.inputs import build_case_inputs, tensors_of
+    from tools.runner.value_stats import measure_inputs
+
+    case = {
+        "id": "c",
+        "inputs": [{"name": "xs", "tensors": [{"shape": [2, 3]}, {"shape": [5]}]}, {"name": "n", "none": True}],
+    }
+    built = build_case_inputs(case)
+    values = measure_inputs(tensors_of(built))
+    assert sorted(values) == ["xs[0]", "xs[1]"] and values["xs[1]"]["numel"] == 5
+    assert measured_values({"inputs": [b.metadata for b in built]}) == values
+
+
+def test_captured_values_are_measured_as_numbers(tmp_path: Path) -> None:
+    positions = torch.tensor([[0, 17, 4095, -292], [5000, 3, 3, 3]], dtype=torch.int64)
+    torch.save(positions, tmp_path / "positions")
+    spec = {
+        "name": "positions",
+        "shape": [2, 4],
+        "dtype": "int64",
+        "values": {"kind": "captured", "captured": "positions"},
+    }
+    built = build_input(spec, seed=3, captured_dir=str(tmp_path))
+    m = measure(built.view())
+    assert (m["min"], m["max"], m["max_abs"], m["distinct"], m["zeros"]) == (-292, 5000, 5000, 6, 1)
+    assert m["sum_abs"] == [5000.0 + 0.0, 5000.0 + 9.0]

@@ -406,7 +406,10 @@ def _record_event(
         )
     assert done.result is not None  # CaseDone's validator
     source = ResultSource(kind="run_case_remote", tool="run_case_remote", host=host, device=device)
-    result = done.result.model_copy(update={"source": source})
+    update: dict = {"source": source}
+    if done.result.values is None and done.input_metadata:  # a worker that died kept its inputs' measurement
+        update["values"] = measured_values(done.input_metadata) or None
+    result = CaseResult.model_validate(dict(done.result.model_dump(), **update))
     kept = done.outputs_b64  # keep_outputs: stored as outputs.pt, not inside worker-result.json
     # the supervisor's answer, its result with what the consistency runs added to it (consistency_runs.py;
     # the source is in result.json only), one line (indenting it took the pure-Python encoder: 0.15 ms)
@@ -446,6 +449,16 @@ def _record_event(
             device=device,
         )
     return _outcome(case_id, result, host, device, response.raw_path)
+
+
+def measured_values(input_metadata: dict) -> dict:
+    """name -> the values actually built, from the input metadata's ``measured`` (list members too)."""
+    out = {}
+    for entry in input_metadata.get("inputs") or []:
+        for member in entry.get("members") or [entry]:
+            if isinstance(member.get("measured"), dict):
+                out[member["name"]] = member["measured"]
+    return out
 
 
 def _outcome(case_id: str, result: CaseResult, host: str, device: str, raw_path: str) -> CaseOutcome:

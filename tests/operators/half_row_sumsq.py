@@ -1,5 +1,6 @@
 """A float16 RMS norm whose row sum of squares is accumulated in the input's dtype: where a row's
 sum of squares passes float16's largest value (65504) it becomes inf and the whole row comes out 0."""
+
 import torch
 
 

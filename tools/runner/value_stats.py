@@ -29,6 +29,9 @@ DISTINCT_CAP = 1 << 16
 DISTINCT_PIECE = 1 << 16  # the distinct count starts on pieces this small, doubling up to CHUNK
 FLOAT64_MAX = sys.float_info.max
 _SORTABLE = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+# unsigned dtypes wider than a byte: few CPU kernels (count_nonzero, aminmax, unique); read as int64 per
+# block (uint64 above 2**63 wraps - torch has no wider signed integer)
+_WIDE_UNSIGNED = tuple(getattr(torch, n) for n in ("uint16", "uint32", "uint64") if hasattr(torch, n))
 
 
 def measure(tensor: torch.Tensor) -> dict:
@@ -90,9 +93,13 @@ class _Scalars:
         self.nan = self.inf = self.zeros = 0
 
     def add(self, block: torch.Tensor) -> None:
+        if block.dtype in _WIDE_UNSIGNED:
+            block = block.to(torch.int64)
         self.zeros += block.numel() - int(torch.count_nonzero(block))
         if self.complex:
             return self._add_complex(block)
+        low: float | int
+        high: float | int
         if not self.floating:
             w = block.to(torch.uint8) if block.dtype == torch.bool else block
             low, high = (int(v) for v in torch.aminmax(w))
@@ -131,26 +138,37 @@ class _Scalars:
 
 def _slice_sums(t: torch.Tensor, d: int, buf: torch.Tensor, scalars: _Scalars, first: bool):
     """The largest sum of x*x and of |x| over the slices reduced along ``d`` (finite values, in
-    float64); on the ``first`` pass ``scalars`` reads each block too (later passes mask NaN and Inf
-    only where that pass found any)."""
+    float64); on the ``first`` pass ``scalars`` reads each piece too (later passes mask NaN and Inf
+    wherever the first found any)."""
     best_sq = best_abs = 0.0
     for block, bd in _blocks(t, d):
-        specials = scalars.nan + scalars.inf
-        if first:
-            scalars.add(block)
-        masked = scalars.nan + scalars.inf > (specials if first else 0)
-        if block.dim() == 1 and block.numel() > buf.numel():  # one slice longer than a block: in pieces
-            sq = ab = 0.0
-            for start in range(0, block.numel(), buf.numel()):
-                w = _widen(block.narrow(0, start, min(buf.numel(), block.numel() - start)), buf, masked)
+        long_slice = block.dim() == 1 and block.numel() > buf.numel()  # one slice longer than a block
+        sq = ab = 0.0
+        for piece in _pieces(block, buf.numel()) if long_slice else (block,):
+            specials = scalars.nan + scalars.inf
+            if first:
+                scalars.add(piece)
+            w = _widen(piece, buf, scalars.nan + scalars.inf > (specials if first else 0))
+            if long_slice:  # summed in pieces
                 ab += float(w.abs_().sum())
                 sq += float(w.square_().sum())
-        else:
-            w = _widen(block, buf, masked)
-            ab = float(w.abs_().sum(bd).max())
-            sq = float(w.square_().sum(bd).max())
+            else:
+                ab = float(w.abs_().sum(bd).max())
+                sq = float(w.square_().sum(bd).max())
         best_sq, best_abs = max(best_sq, sq), max(best_abs, ab)
     return min(best_sq, FLOAT64_MAX), min(best_abs, FLOAT64_MAX)
+
+
+def _pieces(flat: torch.Tensor, size: int = CHUNK):
+    """A 1-D tensor in consecutive pieces of at most ``size`` elements."""
+    for start in range(0, flat.numel(), size):
+        yield flat.narrow(0, start, min(size, flat.numel() - start))
+
+
+def _flat_pieces(t: torch.Tensor):
+    """Every block of ``t`` (last dimension whole) as 1-D pieces of at most CHUNK elements."""
+    for block, _ in _blocks(t, t.dim() - 1):
+        yield from _pieces(block.reshape(-1))
 
 
 def _widen(block: torch.Tensor, buf: torch.Tensor, masked: bool) -> torch.Tensor:
@@ -173,8 +191,8 @@ def distinct(t: torch.Tensor, cap: int = DISTINCT_CAP, low=None, high=None) -> t
         return _distinct_bits(t, cap)
     if not t.dtype.is_floating_point and low is not None and high is not None and high - low < 1 << 24:
         present = torch.zeros(high - low + 1, dtype=torch.bool)
-        for block, _ in _blocks(t, t.dim() - 1):
-            present[block.reshape(-1).to(torch.int64) - low] = True
+        for piece in _flat_pieces(t):
+            present[piece.to(torch.int64) - low] = True
         return _capped(int(present.sum()), cap)
     return _distinct_sorted(_real_keys(t), cap)
 
@@ -189,8 +207,8 @@ def _distinct_bits(t: torch.Tensor, cap: int) -> tuple[int, bool]:
     carrier = torch.int16 if t.element_size() == 2 else torch.uint8
     size = 1 << (8 * t.element_size())
     present = torch.zeros(size, dtype=torch.bool)
-    for block, _ in _blocks(t, t.dim() - 1):
-        bits = block.contiguous().view(carrier).reshape(-1).to(torch.int32) & (size - 1)
+    for piece in _flat_pieces(t):
+        bits = piece.contiguous().view(carrier).to(torch.int32) & (size - 1)
         present |= torch.bincount(bits, minlength=size) > 0
     patterns = torch.nonzero(present).reshape(-1)
     if t.dtype == torch.bool or not t.dtype.is_floating_point:
@@ -202,8 +220,8 @@ def _distinct_bits(t: torch.Tensor, cap: int) -> tuple[int, bool]:
 
 def _real_keys(t: torch.Tensor):
     """Each block's values as sort keys, and whether it held a NaN (NaN left out; -0.0 made 0.0)."""
-    for block, _ in _blocks(t, t.dim() - 1):
-        flat = block.reshape(-1)
+    for flat in _flat_pieces(t):
+        flat = flat.to(torch.int64) if flat.dtype in _WIDE_UNSIGNED else flat
         nan = torch.isnan(flat) if flat.dtype.is_floating_point else None
         if nan is not None and bool(nan.any()):
             yield flat[~nan] + 0, True
@@ -213,8 +231,8 @@ def _real_keys(t: torch.Tensor):
 
 def _complex_keys(t: torch.Tensor):
     """complex64: both parts' bits in one int64 (exact); complex128: the (re, im) rows themselves."""
-    for block, _ in _blocks(t, t.dim() - 1):
-        parts = torch.view_as_real(block.resolve_conj()).reshape(-1, 2)
+    for piece in _flat_pieces(t):
+        parts = torch.view_as_real(piece.resolve_conj())
         nan = torch.isnan(parts).any(-1)
         parts = parts[~nan] + 0 if bool(nan.any()) else parts + 0
         if parts.dtype == torch.float32:
@@ -260,8 +278,13 @@ def _distinct_sorted(keys, cap: int) -> tuple[int, bool]:
 
 def measure_inputs(tensors: list) -> dict:
     """name -> the statistics of each built input (``BuiltInput``: ``name``, ``view()``,
-    ``metadata``), also written into the input's metadata as ``measured``."""
+    ``metadata``), also written into the input's metadata as ``measured``.  Never raises: an
+    input that cannot be measured is left out (``measured_error`` in its metadata says why)."""
     values = {}
     for b in tensors:
-        b.metadata["measured"] = values[b.name] = measure(b.view())
+        try:
+            b.metadata["measured"] = values[b.name] = measure(b.view())
+        except Exception as exc:  # a dtype this torch cannot reduce: the case runs, unmeasured, and says why
+            b.metadata["measured"] = None
+            b.metadata["measured_error"] = f"{type(exc).__name__}: {exc}"[:300]
     return values

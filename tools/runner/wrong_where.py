@@ -36,14 +36,14 @@ def locate(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> d
     cand, ref = cand.detach().cpu(), ref.detach().cpu()
     if cand.dtype.is_complex or ref.dtype.is_complex:
         cand, ref = torch.view_as_real(cand.resolve_conj()), torch.view_as_real(ref.resolve_conj())
-    mask, zeros, counts = _mask(cand, ref, atol, rtol)
+    mask, counts = _mask(cand, ref, atol, rtol)
     count = counts["count"]
     if not count:
         return None
     shape = list(cand.shape)
     out = dict(counts, fraction=count / cand.numel(), shape=shape)
     if len(shape) >= 1 and shape[-1]:
-        out.update(_rows_and_cols(mask, zeros, shape))
+        out.update(_rows_and_cols(mask, cand, ref, counts["zeros"]))
     profiles = [_profile(mask, d) for d in range(len(shape))]
     out["tail"] = [_tail(p) for p in profiles]
     out["period"] = [_period(p) for p in profiles]
@@ -52,45 +52,58 @@ def locate(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> d
     return out
 
 
+def locate_or_none(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> dict | None:
+    """:func:`locate`, or None when it cannot measure (a dtype this torch cannot reduce): where the
+    wrong elements are is evidence beside the comparison, never a reason to lose the case."""
+    try:
+        return locate(cand, ref, atol, rtol)
+    except Exception:
+        return None
+
+
 def _mask(cand: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float):
-    """The mismatch mask, the candidate's and the reference's zeros (each shaped like the output),
-    and the counts: wrong elements, and those 0 / NaN / Inf where the reference is not."""
+    """The mismatch mask (shaped like the output) and the counts: wrong elements, and those 0 / NaN /
+    Inf where the reference is not.  A chunk whose differences are all finite takes one comparison;
+    the NaN/Inf rules run only on chunks that have a non-finite element."""
     floating = cand.dtype.is_floating_point or ref.dtype.is_floating_point
     work = torch.float64 if torch.float64 in (cand.dtype, ref.dtype) else torch.float32
     c_flat, r_flat = cand.reshape(-1), ref.reshape(-1)
-    mask, c_zero, r_zero = (torch.empty(c_flat.numel(), dtype=torch.bool) for _ in range(3))
+    mask = torch.empty(c_flat.numel(), dtype=torch.bool)
     counts = {"count": 0, "zeros": 0, "nan": 0, "inf": 0}
     for start in range(0, c_flat.numel(), CHUNK):
         c = c_flat[start : start + CHUNK]
         r = r_flat[start : start + CHUNK]
         if floating:
             c, r = c.to(work), r.to(work)
-            both = torch.isfinite(c) & torch.isfinite(r)
-            outside = (c - r).abs_() > atol + rtol * r.abs()
-            special = ~both & ~((torch.isnan(c) & torch.isnan(r)) | (c == r))
-            m = (both & outside) | special
-            counts["nan"] += int((m & torch.isnan(c) & ~torch.isnan(r)).sum())
-            counts["inf"] += int((m & torch.isinf(c) & ~torch.isinf(r)).sum())
+            d = (c - r).abs_()
+            m = d > r.abs().mul_(rtol).add_(atol)
+            if not bool(torch.isfinite(d).all()):  # NaN or Inf on a side: the pattern rules
+                both = torch.isfinite(c) & torch.isfinite(r)
+                m = (both & m) | (~both & ~((torch.isnan(c) & torch.isnan(r)) | (c == r)))
+                counts["nan"] += int((m & torch.isnan(c) & ~torch.isnan(r)).sum())
+                counts["inf"] += int((m & torch.isinf(c) & ~torch.isinf(r)).sum())
         else:
             m = c != r
-        cz, rz = c == 0, r == 0
-        mask[start : start + CHUNK], c_zero[start : start + CHUNK], r_zero[start : start + CHUNK] = m, cz, rz
-        counts["count"] += int(m.sum())
-        counts["zeros"] += int((m & cz & ~rz).sum())
-    return mask.view(cand.shape), (c_zero.view(cand.shape), r_zero.view(cand.shape)), counts
+        mask[start : start + CHUNK] = m
+        wrong = int(m.sum())
+        if wrong:
+            counts["count"] += wrong
+            counts["zeros"] += int((m & (c == 0) & (r != 0)).sum())
+    return mask.view(cand.shape), counts
 
 
-def _rows_and_cols(mask: torch.Tensor, zeros: tuple, shape: list) -> dict:
+def _rows_and_cols(mask: torch.Tensor, cand: torch.Tensor, ref: torch.Tensor, zeros: int) -> dict:
     """Rows all wrong; rows the candidate gives entirely 0 where the reference's row is not and
-    something is wrong; columns wrong in every row (rank 2 and up)."""
-    n = shape[-1]
+    something is wrong (looked for only when some wrong element is such a 0); columns wrong in
+    every row (rank 2 and up)."""
+    n = mask.shape[-1]
     grid = mask.reshape(-1, n)
     whole = grid.all(1)
     out = {"rows": int(whole.sum()), "of_rows": grid.shape[0], "row_index": _first(whole)}
-    c_zero, r_zero = (z.reshape(-1, n) for z in zeros)
-    zero_rows = c_zero.all(1) & ~r_zero.all(1) & grid.any(1)
-    out.update(rows_zero=int(zero_rows.sum()), zero_row_index=_first(zero_rows))
-    if len(shape) >= 2:
+    if zeros:
+        zero_rows = (cand.reshape(-1, n) == 0).all(1) & ~(ref.reshape(-1, n) == 0).all(1) & grid.any(1)
+        out.update(rows_zero=int(zero_rows.sum()), zero_row_index=_first(zero_rows))
+    if mask.dim() >= 2:
         cols = grid.all(0)
         out.update(cols=int(cols.sum()), of_cols=n, col_index=_first(cols))
     return out
