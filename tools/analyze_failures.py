@@ -62,7 +62,14 @@ def analyze_failures(run_id: str, *, root=None, modes: set[str] | None = None) -
             ) from None
         labels = {c.id: case_axes(c) for c in cases}  # once per case, for the analysis and the report
         analysis = build_analysis(
-            store.run_id, config, cases, results, labels, previous=previous_analysis(store), modes=modes
+            store.run_id,
+            config,
+            cases,
+            results,
+            labels,
+            previous=previous_analysis(store),
+            modes=modes,
+            refusals=store.read_refusals(),
         )
         files = {
             ANALYSIS: json.dumps(analysis.model_dump(mode="json"), indent=2) + "\n",

@@ -35,6 +35,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..cases.axes import axes_difference, case_axes, distance_axes
+from ..cases.constraints import Constraints
+from ..cases.constraints import valid_call as constraint_violation
 from ..cases.derived import (
     CONTIGUITY,
     DTYPE_BITS,
@@ -95,6 +97,7 @@ class Context:
     terms: dict[str, list[Finding]] = field(default_factory=dict)  # hypothesis text -> its terms as findings
     tried_dtypes: set[str] | None = None
     refused: set[tuple[str, str]] | None = None  # (planned axis, value) that only made cases unsupported
+    constraints: Constraints | None = None  # what the reference's refusals taught (cases/constraints.py)
 
 
 # --------------------------------------------------------------------------
@@ -215,8 +218,11 @@ def _dims(case: Case) -> dict[str, tuple[str, int]]:
 
 
 def valid_call(ctx: Context, case: Case) -> bool:
-    """A next case is a valid call of the operator: the sizes the run's cases share across inputs stay equal
-    (a matmul's inner dimension), and no planned value that only ever made a case unsupported comes back."""
+    """A next case is a valid call of the operator: it keeps what the reference's refusals taught
+    (cases/constraints.py), the sizes the run's cases share across inputs stay equal (a matmul's inner
+    dimension), and no planned value that only ever made a case unsupported comes back."""
+    if constraint_violation(case, ctx.constraints) is not None:
+        return False
     dims = _dims(case)
     for dim, others in ctx.ties.items():
         if dim in dims and any(o in dims and dims[o][1] != dims[dim][1] for o in others):

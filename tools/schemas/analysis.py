@@ -369,3 +369,6 @@ class Analysis(Strict):
     counterexamples: list[Counterexample] = Field(
         default_factory=list, description="probe cases whose outcome refuted the lead they were built for"
     )
+    valid_calls: list[str] = Field(
+        default_factory=list, description="what the reference's refusals taught a valid call is; no next case breaks it"
+    )
