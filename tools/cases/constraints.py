@@ -13,14 +13,16 @@ first, that hold on every accepted call where both sides exist:
 
 1. ``p == q``          a size shared across inputs, equal ranks;
 2. ``p % q == 0``      a size divisible by an attribute or by another size;
-3. ``p < q``, ``p <= q``  an index attribute below a rank, a window within a size;
+3. ``p < q``, ``p <= q``  an index attribute below a rank, a window within a size; ``p == q`` of an
+   attribute and a size, or within one input;
 4. ``p % c == 0``      an alignment every accepted call had (``c`` their gcd, above 1);
 5. ``p >= c``, ``p <= c``  the range the accepted calls spanned.
 
 Of those, few that exclude every refused call (greedy: a relation between two properties before a constant
 one - an alignment or a range the accepted calls happened to have -, then the one excluding the most refused
-calls still unexplained, then the simpler family, then an attribute before a size, a front index before a
-back one).  A refused call no relation excludes stays
+calls still unexplained, then the one more accepted calls bear out (``x.shape[0] % attr.dim == 0`` said by
+one accepted call of dim 2 loses to ``attr.dim < x.rank`` said by all), then the simpler family, then an
+attribute before a size, a front index before a back one).  A refused call no relation excludes stays
 unexplained: nothing is learned from it.  Nothing is learned without an accepted call (a reference that refuses
 everything is broken, not constraining).  A name a case lacks leaves the relation unchecked on it.
 
@@ -54,6 +56,7 @@ class Constraint:
     op: str
     right: str | int
     refused: tuple[str, ...] = ()  # the refused calls it excludes
+    support: int = 0  # the accepted calls that meet it and say something (a divisor above 1)
 
     @property
     def text(self) -> str:
@@ -181,8 +184,9 @@ def _candidates(refused: dict[str, dict[str, int]], accepted: list[dict[str, int
                 found.setdefault(key, set()).add(case_id)
     out = []
     for (a, op, b), ids in found.items():
-        if _held(a, op, b, accepted):
-            out.append(Constraint(a, op, b, tuple(sorted(ids))))
+        support = _support(a, op, b, accepted)
+        if support:
+            out.append(Constraint(a, op, b, tuple(sorted(ids)), support))
     return out
 
 
@@ -202,15 +206,17 @@ def _bounds(name: str, value: int, accepted: list[dict[str, int]]) -> list[tuple
     return out
 
 
-def _held(a: str, op: str, b: str | int, accepted: list[dict[str, int]]) -> bool:
-    """The relation meets every accepted call where both sides exist, and at least one has both."""
-    relation, some = Constraint(a, op, b), False
+def _support(a: str, op: str, b: str | int, accepted: list[dict[str, int]]) -> int:
+    """0 when an accepted call breaks the relation, else how many meet it and say something by it (both
+    sides exist; a divisor above 1: every size is a multiple of 1)."""
+    relation, support = Constraint(a, op, b), 0
     for props in accepted:
         held = relation.holds(props)
         if held is False:
-            return False
-        some = some or held is not None
-    return some
+            return 0
+        if held and not (op == "%" and props[b] == 1):  # type: ignore[index]
+            support += 1
+    return support
 
 
 def _plain(name: str | int) -> int:
@@ -224,7 +230,18 @@ def _plain(name: str | int) -> int:
 
 def _rank(c: Constraint, left: set[str]) -> tuple:
     constant = FAMILY[c.op] >= FAMILY["%c"]
-    return (constant, -len(left & set(c.refused)), FAMILY[c.op], _plain(c.left) + _plain(c.right), c.text)
+    explained = len(left & set(c.refused))
+    divides_attr = c.op == "%" and str(c.left).startswith("attr.")  # a size divisible by an attribute first
+    return (constant, -explained, -c.support, _family(c), divides_attr, _plain(c.left) + _plain(c.right), c.text)
+
+
+def _family(c: Constraint) -> int:
+    """An equality is the simplest family between two inputs (a size they share); of an attribute and a
+    size, or within one input, it ranks with the orderings (after a divisibility)."""
+    if c.op != "==":
+        return FAMILY[c.op]
+    owners = {str(side).split(".", 1)[0].split("[", 1)[0] for side in (c.left, c.right)}
+    return 0 if len(owners) == 2 and "attr" not in owners else FAMILY["<"]
 
 
 def learn(
