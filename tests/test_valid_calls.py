@@ -11,14 +11,17 @@ from pathlib import Path
 
 import pytest
 
+from tools.analysis import build_analysis
+from tools.analyze_failures import analyze_failures
 from tools.artifacts.shrink import shrink_case
 from tools.cases.constraints import learn, properties, valid_call
 from tools.cases.neighbours import multi_axis_warnings
+from tools.cases.stars import expand_star
 from tools.evidence import RunStore
 from tools.narrow import narrow_failure
 from tools.plan_cases import plan_cases
 from tools.run_case_remote import run_case_remote
-from tools.schemas import Case, DtypeArg
+from tools.schemas import Case, CaseResult, DtypeArg, StarSpec
 
 REPO = Path(__file__).resolve().parent.parent
 OPERATORS = REPO / "tests" / "operators"
@@ -87,6 +90,29 @@ def test_the_learner_reads_divisibility_and_shared_sizes_and_nothing_from_a_brok
     assert properties(Case.model_validate(dims[0]))["x.shape[-1]"] == 16
 
 
+def _result(cid: str, status: str) -> CaseResult:
+    return CaseResult.model_validate({"case_id": cid, "status": status, "environment": {}, "comparisons": [
+        {"output": "out", "passed": status == "passed", "max_abs": 0.0 if status == "passed" else 1.0,
+         "expected_dtype": "float32", "actual_dtype": "float32"}]})
+
+
+def test_the_analysis_proposes_no_call_the_refusals_rule_out() -> None:
+    # fails above 8 channels; 10 channels in 4 groups was refused: the boundary's bisection (9, 11) is no call
+    cases = [Case.model_validate(_gn(f"c{c}", [2, c, 4, 4])) for c in (4, 8, 12, 16, 32, 10)]
+    results = {c.id: _result(c.id, "numerical_mismatch" if c.inputs[0].shape[1] > 8 else "passed")
+               for c in cases if c.id != "c10"}
+    blind = build_analysis("r", None, cases, results)
+    assert blind.valid_calls == [] and {9, 11} <= _proposed_channels(blind)  # what it proposes without knowing
+    told = build_analysis("r", None, cases, results, refusals={"c10": REFUSES})
+    assert told.valid_calls == ["the reference refuses calls where not x.shape[1] % attr.groups == 0 (refused: c10)"]
+    assert told.next_cases and all(c % 4 == 0 for c in _proposed_channels(told)), _proposed_channels(told)
+
+
+def _proposed_channels(analysis) -> set[int]:
+    return {c.inputs[0].shape[1] for n in analysis.next_cases if n.star
+            for c in expand_star(StarSpec.model_validate(n.star))}
+
+
 # --------------------------------------------------------------------------
 # shrink_case and narrow_failure on a group norm whose reference refuses C % groups != 0
 # --------------------------------------------------------------------------
@@ -130,6 +156,12 @@ def test_narrow_failure_proposes_no_refused_call_after_the_first_refusal(loop, t
     assert _refused(store, later) == [], (rounds, store.read_refusals())
     cases = {c.id: c for c in store.read_cases()}
     assert all(cases[c].inputs[0].shape[1] % 4 == 0 for c in later), later
+    # the analysis' own next cases (the probes among them) are valid calls, and it says what it learned
+    analysis = analyze_failures("gn", root=tmp_path)
+    assert any("x.shape[1] % attr.groups == 0" in v for v in analysis.valid_calls), analysis.valid_calls
+    proposed = [c for n in analysis.next_cases if n.star for c in expand_star(StarSpec.model_validate(n.star))]
+    assert all(c.inputs[0].shape[1] % c.attributes["groups"] == 0 for c in proposed), [
+        (c.id, c.inputs[0].shape) for c in proposed]
 
 
 # --------------------------------------------------------------------------
