@@ -156,6 +156,9 @@ def test_narrow_failure_proposes_no_refused_call_after_the_first_refusal(loop, t
     assert _refused(store, later) == [], (rounds, store.read_refusals())
     cases = {c.id: c for c in store.read_cases()}
     assert all(cases[c].inputs[0].shape[1] % 4 == 0 for c in later), later
+    # the next call does not run the refused calls again (they stay pending: the reference would refuse them)
+    again = loop.run_until_complete(narrow_failure({"run_id": "gn", "max_cases": 2}, root=tmp_path))
+    assert not set(store.read_refusals()) & {c for step in again.steps for c in step.cases}, again.steps
     # the analysis' own next cases (the probes among them) are valid calls, and it says what it learned
     analysis = analyze_failures("gn", root=tmp_path)
     assert any("x.shape[1] % attr.groups == 0" in v for v in analysis.valid_calls), analysis.valid_calls

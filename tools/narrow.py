@@ -1,6 +1,7 @@
 """narrow_failure: the autopilot beside the manual loop.
 
-Run the pending cases (that is the first step, counted in ``cases_run``);
+Run the pending cases (that is the first step, counted in ``cases_run``; a
+call the reference refused is not run again);
 analyze the run; append the next cases that split the surviving hypotheses,
 pin the leading one's boundary, cross it with the run's other axes, then
 try to break it (discriminate, bisect, probe, crossing, falsify; explore when
@@ -77,6 +78,15 @@ def _pick(analysis, budget: int, constraints: Constraints | None = None) -> list
         used += n
         picked.append((star, nxt.kind, nxt.axis or ""))
     return picked
+
+
+def pending_to_run(store: RunStore) -> list[str] | None:
+    """The pending cases the first round runs: every one (None) but the calls the reference refused - the
+    run's reference is fixed, so it would refuse them again (run_case_remote still runs them when asked)."""
+    refused = store.read_refusals()
+    if not refused:
+        return None
+    return [c for c in store.pending_case_ids() if c not in refused]
 
 
 def _done(analysis) -> str | None:
@@ -273,7 +283,7 @@ async def narrow_failure(
     runs = _Runs(req, root, inventory, progress, on_news, detach)
     steps: list[NarrowStep] = []
     new_cases = 0
-    first, analysis = await runs.run()  # pending first
+    first, analysis = await runs.run(pending_to_run(RunStore(root, req.run_id)))  # pending first
     ran_first = runs.ran()
     cases_run = len(ran_first)
     if ran_first:  # the pending cases it ran are the first step
