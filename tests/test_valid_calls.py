@@ -20,6 +20,7 @@ from tools.cases.stars import expand_star
 from tools.evidence import RunStore
 from tools.narrow import narrow_failure
 from tools.plan_cases import plan_cases
+from tools.render.summary import summarize
 from tools.run_case_remote import run_case_remote
 from tools.schemas import Case, CaseResult, DtypeArg, StarSpec
 
@@ -106,6 +107,8 @@ def test_the_analysis_proposes_no_call_the_refusals_rule_out() -> None:
     told = build_analysis("r", None, cases, results, refusals={"c10": REFUSES})
     assert told.valid_calls == ["the reference refuses calls where not x.shape[1] % attr.groups == 0 (refused: c10)"]
     assert told.next_cases and all(c % 4 == 0 for c in _proposed_channels(told)), _proposed_channels(told)
+    assert "Valid calls: the reference refuses calls where not x.shape[1] % attr.groups == 0" in summarize(
+        "analyze_failures", told)  # the answer's text says it too
 
 
 def _proposed_channels(analysis) -> set[int]:
@@ -131,6 +134,8 @@ def test_shrink_reaches_the_smallest_failing_case_through_valid_calls_only(loop,
     assert all(s.state != "pending" for s in response.steps), [(s.change, s.state) for s in response.steps]
     assert response.skipped_invalid >= 1  # the rank reduction makes x.shape[1] = 6: not run
     assert any("x.shape[1] % attr.groups == 0" in c for c in response.constraints)
+    assert "step(s) not run: not valid calls (the reference refuses calls where not x.shape[1] %" in summarize(
+        "shrink_case", response)
 
     # without a refusal before it, the first refused step teaches the rule and none follows
     _plan(tmp_path, "gn2", GN, [_gn("t", [4, 48, 6, 6])])
