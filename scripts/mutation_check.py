@@ -51,6 +51,7 @@ T_SLURM = "tests/test_slurm_hosts.py::"
 T_SURFACE = "tests/test_mcp_surface.py::"
 T_DIAG = "tests/test_diagnosis.py::"
 T_FIND = "tests/test_findings.py::"
+T_VALID = "tests/test_valid_calls.py::"
 T_CONS = "tests/test_consistency.py::"
 T_VALUES = "tests/test_values_where.py::"
 T_CONS_MCP = T_CONS + "test_planted_consistency_bugs_are_named_for_what_they_are_over_mcp"
@@ -488,6 +489,41 @@ MUTATIONS: tuple[Mutation, ...] = (
              "        elif truth is not None:",
              ("tests/test_conditions_properties.py::test_predictions_count_failing_and_passing_cases_only",
               "tests/test_conditions_mcp.py::test_stated_conditions_are_tested_on_the_recorded_cases_over_stdio")),
+    Mutation("refusal-forgotten", "a call the reference refuses is noted in the run (valid calls are learned)",
+             "tools/run_case_remote.py",
+             '            store.note_refusal(case_id, f"{err.type}: {err.message}")',
+             "            pass",
+             (T_VALID + "test_shrink_reaches_the_smallest_failing_case_through_valid_calls_only",)),
+    Mutation("shrink-runs-refused-steps", "no shrink step breaks what the run's refusals taught",
+             "tools/artifacts/shrink.py",
+             "        if valid_call(doc, self.constraints) is not None:",
+             "        if False:",
+             (T_VALID + "test_shrink_reaches_the_smallest_failing_case_through_valid_calls_only",)),
+    Mutation("proposal-refused", "no next case or probe breaks what the run's refusals taught",
+             "tools/analysis/suggestions.py",
+             "    if constraint_violation(case, ctx.constraints) is not None:",
+             "    if False:",
+             (T_VALID + "test_the_analysis_proposes_no_call_the_refusals_rule_out",)),
+    Mutation("refused-rerun", "narrow_failure does not run a call the reference refused again",
+             "tools/narrow.py",
+             "    refused = store.read_refusals()",
+             "    refused: dict = {}",
+             (T_VALID + "test_narrow_failure_proposes_no_refused_call_after_the_first_refusal",)),
+    Mutation("dtype-attr-as-text", "a dtype attribute is proposed as a dtype, never as its JSON text",
+             "tools/analysis/suggestions.py",
+             '        return [({"axis": "attribute", "name": axis[5:]}, attr_from_axis(target))]',
+             '        return [({"axis": "attribute", "name": axis[5:]}, target)]',
+             (T_VALID + "test_an_output_dtype_attribute_survives_every_proposal_as_a_dtype",)),
+    Mutation("dim-move-two-axes", "a size moved in several inputs is one axis (no multi-axis warning)",
+             "tools/cases/neighbours.py",
+             '    if len(diff) > 1 and all(k.endswith(".shape") for k in diff) and one_dim_move(a, b):',
+             "    if False:",
+             (T_VALID + "test_a_size_moved_in_several_inputs_is_one_axis_and_a_warning_is_said_once",)),
+    Mutation("warning-repeated", "a case is warned about once, when it is planned",
+             "tools/plan_cases.py",
+             "            multi_axis_warnings(all_cases, star_bases=star_bases, only={c.id for c in new_cases})",
+             "            multi_axis_warnings(all_cases, star_bases=star_bases)",
+             (T_VALID + "test_a_size_moved_in_several_inputs_is_one_axis_and_a_warning_is_said_once",)),
 )
 # fmt: on
 

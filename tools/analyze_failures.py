@@ -73,7 +73,14 @@ def analyze_failures(
         labels = {c.id: case_axes(c) for c in cases}  # once per case, for the analysis and the report
         stated = answer_conditions(conditions or [], cases, results, labels)
         analysis = build_analysis(
-            store.run_id, config, cases, results, labels, previous=previous_analysis(store), modes=modes
+            store.run_id,
+            config,
+            cases,
+            results,
+            labels,
+            previous=previous_analysis(store),
+            modes=modes,
+            refusals=store.read_refusals(),
         )
         analysis.conditions = stated
         files = {

@@ -76,6 +76,9 @@ PAGE = "run.html"  # the run as one self-contained page (render/page.py, page_ht
 RAW_DIR = "raw-results"
 INPUT_META_DIR = "input-metadata"
 ARTIFACTS_DIR = "artifacts"
+# the calls the reference refused (case id -> its error): not results, the cases stay pending;
+# read by tools/cases/constraints.py to learn what a valid call is
+REFUSALS = "reference-refusals.json"
 
 # a manifest once analyzed says the run's verdict; "failed" is how runs analyzed before the rename read
 ANALYZED_STATES = ("passed", "diagnosed", "inconclusive", "failed")
@@ -525,6 +528,22 @@ class RunStore:
                 if limit is not None and len(out) >= limit:
                     break
         return out
+
+    def note_refusal(self, case_id: str, error: str) -> None:
+        """Note that the reference refused ``case_id``'s call (not a result: the case stays pending); the
+        first note of a case is kept."""
+        with self.locked():
+            notes = self.read_refusals()
+            if case_id not in notes:
+                atomic_write_json(self.dir / REFUSALS, {**notes, case_id: error[:500]})
+
+    def read_refusals(self) -> dict[str, str]:
+        """Case id -> the reference's refusal of its call, for the pending cases so refused."""
+        try:
+            notes = read_json(self.dir / REFUSALS)
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {}
+        return {k: v for k, v in notes.items() if isinstance(k, str) and isinstance(v, str)}
 
     def pending_count(self) -> int:
         """Planned cases without a result (a result is only ever recorded for a planned case)."""

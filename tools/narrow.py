@@ -1,6 +1,7 @@
 """narrow_failure: the autopilot beside the manual loop.
 
-Run the pending cases (that is the first step, counted in ``cases_run``);
+Run the pending cases (that is the first step, counted in ``cases_run``; a
+call the reference refused is not run again);
 analyze the run; append the next cases that split the surviving hypotheses,
 pin the leading one's boundary, cross it with the run's other axes, then
 try to break it (discriminate, bisect, probe, crossing, falsify; explore when
@@ -24,6 +25,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from .analyze_failures import analyze_failures
+from .cases.constraints import Constraints, learn_from_run, valid_call
 from .cases.stars import expand_star
 from .errors import ToolError
 from .evidence import RunStore, read_json
@@ -37,8 +39,21 @@ NARROWING = ("discriminate", "bisect", "probe", "crossing", "explore", "falsify"
 Progress = Callable[[int, int | None, str], Awaitable[None]]
 
 
-def _pick(analysis, budget: int) -> list[tuple[dict, str, str]]:
-    """The stars to append this round (trimmed to the case budget), with their kind and axis."""
+def _valid_value(star: dict, var: dict, value, constraints: Constraints) -> bool:
+    """The case(s) one value of a star's variation makes are valid calls (cases/constraints.py)."""
+    if not constraints:
+        return True
+    one = dict(star, vary=[dict(var, values=[value])], include_base=False)
+    try:
+        made = expand_star(StarSpec.model_validate(one))
+    except (ToolError, ValueError):
+        return True  # planning says what is wrong with it
+    return all(valid_call(case, constraints) is None for case in made)
+
+
+def _pick(analysis, budget: int, constraints: Constraints | None = None) -> list[tuple[dict, str, str]]:
+    """The stars to append this round (trimmed to the case budget, their values to valid calls: what the
+    run's reference refusals taught), with their kind and axis."""
     picked, used = [], 0
     for nxt in analysis.next_cases:
         if nxt.kind not in NARROWING or nxt.star is None or used >= budget:
@@ -48,10 +63,14 @@ def _pick(analysis, budget: int) -> list[tuple[dict, str, str]]:
         for var in star["vary"]:
             if room <= 0:
                 break
-            values = var["values"][:room]
+            values = [v for v in var["values"] if _valid_value(star, var, v, constraints or Constraints())][:room]
+            if not values:
+                continue
             vary.append(dict(var, values=values))
             room -= len(values)
         star["vary"] = vary
+        if not vary:
+            continue
         try:
             n = len(expand_star(StarSpec.model_validate(star)))
         except (ToolError, ValueError):
@@ -59,6 +78,15 @@ def _pick(analysis, budget: int) -> list[tuple[dict, str, str]]:
         used += n
         picked.append((star, nxt.kind, nxt.axis or ""))
     return picked
+
+
+def pending_to_run(store: RunStore) -> list[str] | None:
+    """The pending cases the first round runs: every one (None) but the calls the reference refused - the
+    run's reference is fixed, so it would refuse them again (run_case_remote still runs them when asked)."""
+    refused = store.read_refusals()
+    if not refused:
+        return None
+    return [c for c in store.pending_case_ids() if c not in refused]
 
 
 def _done(analysis) -> str | None:
@@ -255,7 +283,7 @@ async def narrow_failure(
     runs = _Runs(req, root, inventory, progress, on_news, detach)
     steps: list[NarrowStep] = []
     new_cases = 0
-    first, analysis = await runs.run()  # pending first
+    first, analysis = await runs.run(pending_to_run(RunStore(root, req.run_id)))  # pending first
     ran_first = runs.ran()
     cases_run = len(ran_first)
     if ran_first:  # the pending cases it ran are the first step
@@ -276,7 +304,8 @@ async def narrow_failure(
         if room <= 0:  # no case would start in time (run_case_remote starts none after the deadline either)
             stopped = "budget_seconds"
             break
-        picked = _pick(analysis, room)
+        store = RunStore(root, req.run_id)
+        picked = _pick(analysis, room, learn_from_run(store.read_cases(), store.read_results(), store.read_refusals()))
         added = _append_picked(req, root, picked)
         if not added:
             stopped = "no_progress"

@@ -442,7 +442,7 @@ def _planned(store: RunStore, created: bool, new_cases: list[Case], star_bases: 
         case_count=len(all_cases),
         recorded_count=len(store.recorded_ids()),
         warnings=(
-            multi_axis_warnings(all_cases, star_bases=star_bases)
+            multi_axis_warnings(all_cases, star_bases=star_bases, only={c.id for c in new_cases})
             + default_tolerance_warnings(config, all_cases)
             + tight_tolerance_warnings(config, all_cases)
         ),

@@ -361,6 +361,10 @@ def _refused_hint(refused: list[str]) -> str | None:
     )
 
 
+# harness_error types that are the harness's own fault in the reference's phase, not a refusal of the call
+HARNESS_FAULTS = ("Timeout", "WorkerDied", "WorkerStartError", WORKER_RESTART_LIMIT)
+
+
 def _pending(case_id: str, error: str, *, host=None, device=None) -> CaseOutcome:
     return CaseOutcome(
         case_id=case_id,
@@ -398,6 +402,8 @@ def _record_event(
     if done.outcome != "result":
         err = done.harness_error
         assert err is not None  # CaseDone's validator
+        if err.where == "reference" and err.type not in HARNESS_FAULTS:  # the reference refused the call
+            store.note_refusal(case_id, f"{err.type}: {err.message}")
         return _pending(
             case_id,
             f"{HARNESS_WHERE_TEXT[err.where]} ({err.type}: {err.message}); nothing recorded, the case stays pending",

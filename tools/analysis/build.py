@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..cases.axes import axes_difference, case_axes
+from ..cases.constraints import Constraints, learn_from_run
 from ..cases.derived import case_distance_axes, structured_axes
 from ..cases.ids import case_content
 from ..schemas import (
@@ -127,6 +128,7 @@ class _Run:
     cpu_only: bool
     planned: _Planned
     twins: list[tuple[str, str]] = field(default_factory=list)  # identical cases that disagree
+    constraints: Constraints | None = None  # what the reference's refusals taught a valid call is
     proposed: set[str] = field(default_factory=set)  # next cases' contents: one group never repeats another's
 
 
@@ -174,12 +176,14 @@ def diagnose_run(
     missing: list[str],
     labels: dict[str, dict[str, str]] | None = None,
     modes: set[str] | None = None,
+    constraints: Constraints | None = None,
 ) -> Diagnosis:
     """Every failing group (analysis/causes.py) diagnosed: its hypotheses, the leading one settled (exact or
     why not, after the probes built to break it: probes.py), its competitors and next cases; a group without
     one is reported with its closest survivors.  ``modes``: the modes the hosts can run (None: as the
     recorded results say)."""
     run = _prepare(cases, results, labels, modes)
+    run.constraints = constraints
     filled = read_absent_dims(run.hax)  # every case predicts: x.shape[1] of a rank-2 case is its last dimension
     # a pass equal but for the seed (or its id, which seeds it) to a failure refutes no structure: the values decide
     conflicts = dict(run.twins)  # passing case -> the failing case it equals (causes.identical_pairs)
@@ -329,6 +333,7 @@ def _diagnose_group(
         cpu_only=run.cpu_only,
         hax=run.hax,
         seen_contents=run.proposed,
+        constraints=run.constraints,
     )
     if group is None or group.space is None or not group.space.hypotheses:
         return _without_hypothesis(run, group, ctx, passing, results, missing, conflicts, refuted)
@@ -383,10 +388,12 @@ def build_analysis(
     *,
     previous: Analysis | None = None,
     modes: set[str] | None = None,
+    refusals: dict[str, str] | None = None,
 ) -> Analysis:
     """The analysis of a run; ``labels`` are the cases' axes (``case_axes``) when already at hand;
     ``previous``: the run's last analysis (its findings that a case now refutes are reported); ``modes``: the
-    modes the hosts can run (next cases propose no other)."""
+    modes the hosts can run (next cases propose no other); ``refusals``: the calls the reference refused
+    (``RunStore.read_refusals``): what a valid call is, learned from them, no next case breaks."""
     planned_ids = {c.id for c in cases}
     results = {cid: r for cid, r in results.items() if cid in planned_ids}
     labels = labels if labels is not None else {c.id: case_axes(c) for c in cases}
@@ -417,7 +424,8 @@ def build_analysis(
     annotate_failures(failures, report)
     ev_cases, ev_results = evidence_for_findings(cases, results, report)
     axes = failure_axes(ev_cases, ev_results, labels)
-    diagnosis = diagnose_run(ev_cases, ev_results, missing, labels, modes)
+    constraints = learn_from_run(cases, results, refusals)  # every next case is a valid call
+    diagnosis = diagnose_run(ev_cases, ev_results, missing, labels, modes, constraints)
     findings = diagnosis.findings
     refuted = refuted_leads(
         previous,
@@ -463,6 +471,7 @@ def build_analysis(
         refuted=refuted,
         identical_disagree=twins,
         counterexamples=diagnosis.counterexamples,
+        valid_calls=constraints.sentences(),
     )
     # which output fails (a gradient is an output): failures, findings, per-output summaries
     analysis = annotate_outputs(analysis, ev_cases, ev_results, diagnose)

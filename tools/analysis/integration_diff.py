@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 
+from ..cases.derived import attr_json
 from ..cases.stars import expand_star
 from ..errors import ToolError
 from ..schemas import (
@@ -135,7 +136,7 @@ def features(case: Case) -> dict[str, str]:
     floats = {s.dtype for s in case.inputs if s.dtype in FLOATS and not s.none and s.tensors is None}
     out["dtypes_mixed"] = "yes" if len(floats) > 1 else "no"
     for name in sorted(case.attributes):
-        out[f"attr.{name}"] = json.dumps(case.attributes[name], sort_keys=True)
+        out[f"attr.{name}"] = json.dumps(attr_json(case.attributes[name]), sort_keys=True)
     return out
 
 
@@ -143,7 +144,7 @@ def _variation(failing: Case, base: Case, axis: str) -> list[dict]:
     """StarVariation dicts that move ``base`` one axis toward ``failing``."""
     if axis.startswith("attr."):
         name = axis[len("attr.") :]
-        return [{"axis": "attribute", "name": name, "values": [failing.attributes.get(name)]}]
+        return [{"axis": "attribute", "name": name, "values": [attr_json(failing.attributes.get(name))]}]
     if axis == "dtypes_mixed":
         base_inputs = {s.name: s for s in base.inputs if s.shape is not None}
         return [

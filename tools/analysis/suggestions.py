@@ -35,11 +35,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..cases.axes import axes_difference, case_axes, distance_axes
+from ..cases.constraints import Constraints
+from ..cases.constraints import valid_call as constraint_violation
 from ..cases.derived import (
     CONTIGUITY,
     DTYPE_BITS,
     UNSET,
     alignment,
+    attr_from_axis,
+    attr_json,
     contiguity,
     dim_axis,
     parse_dim_axis,
@@ -95,6 +99,7 @@ class Context:
     terms: dict[str, list[Finding]] = field(default_factory=dict)  # hypothesis text -> its terms as findings
     tried_dtypes: set[str] | None = None
     refused: set[tuple[str, str]] | None = None  # (planned axis, value) that only made cases unsupported
+    constraints: Constraints | None = None  # what the reference's refusals taught (cases/constraints.py)
 
 
 # --------------------------------------------------------------------------
@@ -215,8 +220,11 @@ def _dims(case: Case) -> dict[str, tuple[str, int]]:
 
 
 def valid_call(ctx: Context, case: Case) -> bool:
-    """A next case is a valid call of the operator: the sizes the run's cases share across inputs stay equal
-    (a matmul's inner dimension), and no planned value that only ever made a case unsupported comes back."""
+    """A next case is a valid call of the operator: it keeps what the reference's refusals taught
+    (cases/constraints.py), the sizes the run's cases share across inputs stay equal (a matmul's inner
+    dimension), and no planned value that only ever made a case unsupported comes back."""
+    if constraint_violation(case, ctx.constraints) is not None:
+        return False
     dims = _dims(case)
     for dim, others in ctx.ties.items():
         if dim in dims and any(o in dims and dims[o][1] != dims[dim][1] for o in others):
@@ -268,8 +276,8 @@ def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, 
         return []
     if dim is not None:
         return [(v, int(target)) for v in _dim_moves(ctx, base, *dim)]
-    if axis.startswith("attr."):
-        return [({"axis": "attribute", "name": axis[5:]}, target)]
+    if axis.startswith("attr."):  # every proposal's attribute: typed again from its axis text
+        return [({"axis": "attribute", "name": axis[5:]}, attr_from_axis(target))]
     if axis == "mode":
         return [({"axis": "mode"}, target)]
     if axis == "dtype":
@@ -472,15 +480,6 @@ def probe_values(ctx: Context, f: Finding, base: Case) -> list:
     return []
 
 
-def _attr_raw(axis: str, value: Any) -> Any:
-    if axis.startswith("attr.") and isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
 def _bases(ctx: Context, f: Finding) -> list[Case]:
     """The cases to move from: the minimal pair's passing then failing case,
     else the passing case nearest the boundary and the first failing case (ties by id)."""
@@ -510,7 +509,7 @@ def narrowing(ctx: Context, f: Finding, hyp: str | None = None) -> list[Proposal
             targets = []
         for target in targets:
             best = None
-            for var, value in moves(ctx, base, f.axis, _attr_raw(f.axis, target)):
+            for var, value in moves(ctx, base, f.axis, target):
                 cand = make_proposal(ctx, base, var, value, f.axis)
                 # an untried categorical value is always worth its case; inside a bracket, when it can move it
                 if cand is None or (f.kind == "threshold" and not informative(cand, f, hyp)):
@@ -604,7 +603,7 @@ def _term_moves(ctx: Context, hyp: Hypothesis) -> list[tuple[Case, str, dict, An
     for atom, term in zip(hyp.atoms, terms, strict=False):  # no terms: the hypothesis has no finding built
         for base in _bases(ctx, term)[:MAX_SPLIT_BASES]:
             for target in _flip_targets(ctx, atom, term, base):
-                for var, value in moves(ctx, base, atom.axis, _attr_raw(atom.axis, target)):
+                for var, value in moves(ctx, base, atom.axis, target):
                     out.append((base, atom.axis, var, value))
     return out
 
@@ -699,7 +698,7 @@ def _raw_value(case: Case, axis_key: str) -> Any:
     if axis_key == "mode":
         return case.mode
     if axis_key.startswith("attr."):
-        return case.attributes.get(axis_key[len("attr.") :])
+        return attr_json(case.attributes.get(axis_key[len("attr.") :]))
     if axis_key in ("dtype", "layout"):
         return None  # per-input lists: not one star value
     name, _, fld = axis_key.partition(".")
@@ -1079,11 +1078,11 @@ def _each_axis_once(ctx: Context, base: Case) -> list[tuple[dict, Any]]:
     for name in sorted(base.attributes):
         seen = sorted(
             {
-                json.dumps(c.attributes.get(name), sort_keys=True, default=str)
+                json.dumps(attr_json(c.attributes.get(name)), sort_keys=True)
                 for c in ctx.cases.values()
                 if name in c.attributes
             }
-            - {json.dumps(base.attributes[name], sort_keys=True, default=str)}
+            - {json.dumps(attr_json(base.attributes[name]), sort_keys=True)}
         )
         if seen:
             out.append(({"axis": "attribute", "name": name}, json.loads(seen[0])))

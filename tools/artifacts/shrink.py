@@ -23,7 +23,11 @@ A step keeps each input's dimension order (a transposed input stays
 transposed), and its ``change`` says every change it makes (shapes, strides,
 offsets, specials).  A step that fails the same way but whose call the
 reference refuses (another error than the candidate's) is not a valid call of
-the operator: it is recorded and not taken (``rejected``).
+the operator: it is recorded and not taken (``rejected``).  What the run's
+refusals teach (cases/constraints.py: a channel count divisible by the groups,
+a size two inputs share) is learned before the first step and again after each
+refused one; a step that breaks it is not run (``skipped_invalid``), and a
+bisection moves through valid sizes only (a multiple of the groups).
 
 A budget of cases and of seconds bounds the work; what was found so far is
 returned when it runs out.
@@ -38,6 +42,7 @@ from collections.abc import Awaitable, Callable
 
 from pydantic import ValidationError
 
+from ..cases.constraints import Constraints, learn_from_run, properties, valid_call
 from ..cases.ids import fit_id
 from ..errors import ToolError
 from ..evidence import RunStore, unknown_cases
@@ -47,6 +52,7 @@ from ..schemas import Case, CaseOutcome, ShrinkResponse, ShrinkStep, contiguous_
 from .common import case_seed
 
 Progress = Callable[[int, int, str], Awaitable[None]]
+VALID_SEARCH = 256  # sizes looked at on each side of a bisection's middle for a valid call
 
 
 def failure_key(state: str, signature: str | None, failed_outputs: list[str]) -> str:
@@ -247,6 +253,16 @@ class _Shrinker:
         self.grad_defaults = list(store.read_config().grad_inputs or [])
         self.failed_outputs: list[str] = []
         self.start_reference_error: str | None = None
+        self.constraints = self.learn()
+        self.skipped = 0  # steps not run: calls the run's refusals say the reference refuses
+
+    def learn(self) -> Constraints:
+        """What the run's refusals teach a valid call is (cases/constraints.py); a relation the start case
+        itself breaks is the failure being shrunk, not a constraint on its steps."""
+        learned = learn_from_run(self.store.read_cases(), self.store.read_results(), self.store.read_refusals())
+        start = properties(self.start)
+        learned.learned = [c for c in learned.learned if c.holds(start) is not False]
+        return learned
 
     def out_of_budget(self) -> bool:
         if len(self.steps) >= self.max_cases:
@@ -268,6 +284,10 @@ class _Shrinker:
             return False
         content = self._content(doc)
         if content in self.tried or content == self._content(self.best):
+            return False
+        if valid_call(doc, self.constraints) is not None:
+            self.tried.add(content)
+            self.skipped += 1
             return False
         doc = copy.deepcopy(doc)
         while True:
@@ -304,6 +324,8 @@ class _Shrinker:
             and failure_key(outcome.state, outcome.signature, outcome.failed_outputs) == self.target
         )
         rejected = self.invalid_call(case_id) if same else None
+        if rejected or (outcome is not None and not outcome.recorded):  # perhaps a refusal: learn from it
+            self.constraints = self.learn()
         self.steps.append(
             ShrinkStep(
                 case_id=case_id,
@@ -434,11 +456,25 @@ class _Shrinker:
             lo, hi = 1, size  # hi fails; the smallest failing size is in [lo, hi]
             names = ", ".join(f"{n}[{i}]" for n, i in group)
             while lo < hi and not self.out_of_budget():
-                mid = (lo + hi) // 2
+                mid = self.valid_size(group, lo, hi)
+                if mid is None:
+                    break  # no valid call between: hi is the smallest valid failing size
                 if await self.attempt(_set_group(self.best, group, mid), f"{names}: {hi} -> {mid}"):
                     hi = mid
                 else:
                     lo = mid + 1
+
+    def valid_size(self, group: list[tuple[str, int]], lo: int, hi: int) -> int | None:
+        """The size in [lo, hi) nearest the middle whose call is valid (a channel count stays a multiple of
+        the groups once a refusal taught it), None when none within VALID_SEARCH of the middle is."""
+        mid = (lo + hi) // 2
+        if not self.constraints:
+            return mid
+        for d in range(min(hi - lo, VALID_SEARCH)):
+            for size in (mid - d, mid + d):
+                if lo <= size < hi and valid_call(_set_group(self.best, group, size), self.constraints) is None:
+                    return size
+        return None
 
 
 async def shrink_case(
@@ -499,4 +535,6 @@ async def shrink_case(
         stopped=shrinker.stopped,
         signature=target,
         steps=shrinker.steps,
+        skipped_invalid=shrinker.skipped,
+        constraints=shrinker.constraints.sentences(),
     )

@@ -156,12 +156,27 @@ def input_axes(spec: TensorSpec, n: str) -> dict[str, Any]:
     return out
 
 
+def attr_json(value: Any) -> Any:
+    """An attribute as JSON data: a dtype argument as ``{"kind": "dtype", "value": ...}``."""
+    return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
+
+
 def _attr_value(value: Any) -> Any:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return value
-    if hasattr(value, "model_dump"):
-        value = value.model_dump(mode="json")
-    return json.dumps(value, sort_keys=True)
+    return json.dumps(attr_json(value), sort_keys=True)
+
+
+def attr_from_axis(value: Any) -> Any:
+    """The attribute an ``attr.NAME`` axis value stands for (the inverse of the axis text: a number as it
+    is, anything else decoded once from its JSON text - a dtype argument back to its ``{"kind": "dtype"}``
+    form, never the text itself)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
 
 
 def structured_axes(case: Case, labels: dict[str, str]) -> dict[str, Any]:

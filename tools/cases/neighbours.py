@@ -27,15 +27,49 @@ def _one_axis_keys(axes: dict[str, str], keys: list[str]) -> list[tuple]:
         else:
             drop = {i}
         out.append((i, tuple(None if j in drop else v for j, v in enumerate(full))))
+    shapes = {j for j, k in enumerate(keys) if k.endswith((".shape", ".strides"))}
+    if len([k for k in keys if k.endswith(".shape")]) > 1:  # every shape left out: a size moved in several inputs
+        out.append((-1, tuple(None if j in shapes else v for j, v in enumerate(full))))
     return out
 
 
+def one_dim_move(a: Case, b: Case) -> bool:
+    """The inputs' shapes differ by one size moved wherever it stands (a ``dim`` variation: x [4, 64] and
+    w [64] -> x [4, 128] and w [128]) - one axis, however many inputs it changes."""
+    moved: set[tuple[int, int]] = set()
+    shapes = {i.name: i.shape for i in b.inputs if not i.none}
+    for spec in a.inputs:
+        other = shapes.get(spec.name)
+        if spec.none or spec.shape is None or other is None:
+            continue
+        if len(spec.shape) != len(other):
+            return False
+        moved |= {(u, v) for u, v in zip(spec.shape, other, strict=True) if u != v}
+    return len(moved) == 1
+
+
+def difference(a: Case, b: Case, da: dict[str, str], db: dict[str, str]) -> list[str]:
+    """The axes two cases differ in, a size moved across inputs (:func:`one_dim_move`) read as one
+    (``x.shape+w.shape``)."""
+    diff = axes_difference(da, db)
+    if len(diff) > 1 and all(k.endswith(".shape") for k in diff) and one_dim_move(a, b):
+        return ["+".join(diff)]
+    return diff
+
+
 def multi_axis_warnings(
-    cases: list[Case], *, limit: int = MAX_WARNINGS, star_bases: dict[str, Case] | None = None
+    cases: list[Case],
+    *,
+    limit: int = MAX_WARNINGS,
+    star_bases: dict[str, Case] | None = None,
+    only: set[str] | None = None,
 ) -> list[str]:
     """One warning per case that differs from every other case in more than
     one axis, naming its closest neighbour and the differing axes (the first
-    ``limit`` such cases; one more line counts the rest).  A case a star made
+    ``limit`` such cases; one more line counts the rest); ``only``: warn about
+    these cases alone (those a call added: a case is warned about once, when it
+    is planned).  A size moved in several inputs at once is one axis
+    (:func:`one_dim_move`).  A case a star made
     from a planned base (``star_bases``: case id -> base) differs from it in
     what the star asked - a ``dim`` moving several inputs' shapes, a crossing's
     ``also`` - and is not warned about.
@@ -57,19 +91,23 @@ def multi_axis_warnings(
     def has_neighbour(i: int) -> bool:
         for k in per_case[i]:
             others = [j for j in groups[k][:4] if j != i][:3]
-            if any(len(axes_difference(axes[i], axes[j])) <= 1 for j in others):
+            if any(len(difference(cases[i], cases[j], axes[i], axes[j])) <= 1 for j in others):
                 return True
         return False
 
     ids = {c.id for c in cases}
     asked = {cid for cid, base in (star_bases or {}).items() if base.id in ids}
-    lonely = [i for i in range(len(cases)) if cases[i].id not in asked and not has_neighbour(i)]
+    lonely = [
+        i
+        for i in range(len(cases))
+        if cases[i].id not in asked and (only is None or cases[i].id in only) and not has_neighbour(i)
+    ]
     for i in lonely[:limit]:
         best: tuple[int, str, list[str]] | None = None
         for j, other in enumerate(cases):
             if i == j:
                 continue
-            diff = axes_difference(axes[i], axes[j])
+            diff = difference(cases[i], cases[j], axes[i], axes[j])
             if best is None or len(diff) < best[0]:
                 best = (len(diff), other.id, diff)
                 if len(diff) <= 2:

@@ -272,6 +272,8 @@ def _analysis(a: Any) -> str:
         )
     if a.integration_hint:
         lines.append(clip(a.integration_hint, 300))
+    if a.valid_calls:  # learned from the reference's refusals: no next case breaks it
+        lines.append(clip("Valid calls: " + "; ".join(a.valid_calls[:3]) + ".", 400))
     if a.next_cases:
         first = a.next_cases[0]
         lines.append(
@@ -422,6 +424,10 @@ def _shrink(r: Any) -> str:
         "accepted step(s)",
         limit=5,
     )
+    if r.skipped_invalid:
+        lines.append(
+            clip(f"{r.skipped_invalid} step(s) not run: not valid calls ({'; '.join(r.constraints[:2])}).", 400)
+        )
     lines.append(f"next: export_repro run_id={r.run_id} case_id={r.smallest_case} (a standalone reproducer)")
     return "\n".join(lines)
 

@@ -395,3 +395,6 @@ class Analysis(Strict):
     conditions: list[ConditionAnswer] = Field(
         default_factory=list, description="the conditions stated in this call, each tested (in their order)"
     )
+    valid_calls: list[str] = Field(
+        default_factory=list, description="what the reference's refusals taught a valid call is; no next case breaks it"
+    )

@@ -466,6 +466,10 @@ class ShrinkResponse(Strict):
     stopped: Literal["done", "case_budget", "time_budget"] = Field(description="Why shrinking stopped.")
     signature: str = Field(description="The failure kept: status and signature or failed outputs.")
     steps: list[ShrinkStep] = Field(description="Every case tried, in order.")
+    skipped_invalid: int = Field(0, description="Steps not run: calls the run's reference refusals rule out.")
+    constraints: list[str] = Field(
+        default_factory=list, description="What a valid call is, as learned from the run's reference refusals."
+    )
 
 
 class PicturesResponse(Strict):
