@@ -205,7 +205,7 @@ def case_detail(
         "mode": case.mode,
         "seed": case.seed,
         "description": case.description,
-        "attributes": json.dumps(case.attributes, sort_keys=True) if case.attributes else "",
+        "attributes": json.dumps(case.model_dump(mode="json")["attributes"], sort_keys=True) if case.attributes else "",
         "grad_inputs": case.grad_inputs,
         "inputs": [row for spec in case.inputs for row in input_rows(spec)],
         "pictures": pictures,
