@@ -14,7 +14,7 @@ import jsonschema
 from mcp.client import Client
 from mcp_types import PromptReference, ResourceTemplateReference
 
-from conftest import REPO_ROOT, minimal_plan_request, mismatch_result, passed_result
+from conftest import REPO_ROOT, minimal_plan_request, mismatch_result, passed_result, server_env
 from test_mcp_stdio import error_text, with_server
 
 TOOLS_LIST_BUDGET = 17_000  # the whole tools/list answer, every tool (issue 12 item 4: 15,000; +500 for issue 23's
@@ -178,7 +178,7 @@ def test_prompt_completions_run_resources_and_raw_evidence(evidence_root: Path) 
 
         params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_server", "--evidence-root",
                                                                     str(evidence_root)],
-                                       cwd=str(REPO_ROOT), env={"PYTHONPATH": str(REPO_ROOT)})
+                                       cwd=str(REPO_ROOT), env=server_env())
         async with Client(params, cache=None, read_timeout_seconds=120, **client_kwargs) as client:
             return await scenario(client)
 
@@ -280,7 +280,7 @@ def test_a_new_run_is_announced_and_each_case_is_logged(evidence_root: Path) -> 
     async def main() -> Any:
         params = StdioServerParameters(command=sys.executable,
                                        args=["-m", "mcp_server", "--evidence-root", str(evidence_root)],
-                                       cwd=str(REPO_ROOT), env={"PYTHONPATH": str(REPO_ROOT)})
+                                       cwd=str(REPO_ROOT), env=server_env())
         async with Client(params, cache=None, read_timeout_seconds=120, logging_callback=on_log,
                           log_level="info") as client:
             request = {"config": {"run_id": "announced", "operator": {"name": "add", "candidate": "torch.add",

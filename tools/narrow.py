@@ -30,7 +30,7 @@ from .evidence import RunStore, read_json
 from .host_modes import runnable_modes
 from .order_search import search_order
 from .plan_cases import plan_cases
-from .run_case_remote import run_case_remote
+from .run_case_remote import NOT_STARTED_AFTER_DEADLINE, run_case_remote
 from .schemas import NarrowRequest, NarrowResponse, NarrowStep, StarSpec
 
 NARROWING = ("discriminate", "bisect", "probe", "crossing", "explore", "falsify")
@@ -109,6 +109,8 @@ class _Runs:
         self.done = 0  # cases answered, each one progress step
         self.started: list[str] = []
         self.answered: dict[str, str] = {}  # case id -> its state
+        self.asked: list[str] = []  # every case a run was asked for, in order
+        self.kept_out: list[str] = []  # cases the deadline kept from starting (left pending, never run)
         self.answering = True  # False once the call answered: no more progress for it
         # the slowest pace seen: wall seconds per case of a round (its analysis included), at
         # first the slowest recorded case of the run (a compile-mode case may take many seconds)
@@ -127,9 +129,21 @@ class _Runs:
     def still_running(self) -> list[str]:
         return [c for c in self.started if c not in self.answered]
 
-    def ran(self) -> list[str]:
-        """The cases it started or answered (a case left pending may not have started), in order."""
-        return list(dict.fromkeys(self.started + list(self.answered)))
+    def not_started(self) -> list[str]:
+        """The cases asked for that never started: kept out by the deadline, or not reached when it answered."""
+        return [c for c in dict.fromkeys(self.asked) if c not in self.started and self._not_run(c)]
+
+    def _not_run(self, case_id: str) -> bool:
+        return case_id in self.kept_out or case_id not in self.answered
+
+    def cut(self) -> bool:
+        """The deadline stopped a run: a case still running, or one it kept from starting."""
+        return bool(self.still_running() or self.not_started())
+
+    def ran(self, case_ids: list[str] | None = None) -> list[str]:
+        """The cases it started or answered (a case the deadline kept from starting is not one), in order."""
+        ran = [c for c in dict.fromkeys(self.started + list(self.answered)) if c not in self.kept_out]
+        return ran if case_ids is None else [c for c in ran if c in case_ids]
 
     def states(self, case_ids: list[str]) -> dict[str, str]:
         """Each case's state: as answered, else running (past the deadline) or pending."""
@@ -151,6 +165,7 @@ class _Runs:
 
     async def _run(self, case_ids: list[str] | None):
         started = time.monotonic()
+        self.asked.extend(case_ids if case_ids is not None else RunStore(self.root, self.req.run_id).pending_case_ids())
         response = await run_case_remote(
             self.req.run_id,
             case_ids=case_ids,
@@ -173,6 +188,9 @@ class _Runs:
 
     async def _answered(self, _done: int, _total: int, outcome) -> None:
         self.answered[outcome.case_id] = outcome.state
+        if outcome.error == NOT_STARTED_AFTER_DEADLINE:
+            self.kept_out.append(outcome.case_id)
+            return  # not a case it ran: no progress step
         self.done += 1
         if self.progress is not None and self.answering:
             await self.progress(self.done, None, f"{outcome.case_id}: {outcome.state} - {outcome.summary}")
@@ -260,7 +278,7 @@ async def narrow_failure(
     cases_run = len(ran_first)
     if ran_first:  # the pending cases it ran are the first step
         steps.append(_step(1, ["pending"], [], runs.states(ran_first), analysis))
-    stopped = None
+    stopped = "budget_seconds" if first is None or runs.cut() else None  # the deadline came in the first round
     searched: set[str] = set()  # order-dependent cases whose poisoning earlier case was looked for
     while stopped is None and first is not None:
         budget = req.max_cases - new_cases
@@ -282,15 +300,15 @@ async def narrow_failure(
             stopped = "no_progress"
             break
         new_cases += len(added)
-        cases_run += len(added)
         run, analysis = await runs.run(added)
+        cases_run += len(runs.ran(added))  # not those the deadline kept from starting
         kinds, axes = sorted({k for _, k, _ in picked}), sorted({a for _, _, a in picked if a})
         steps.append(_step(len(steps) + 1, kinds, axes, runs.states(added), analysis))
         await runs.say(
             f"round {len(steps)}: {len(added)} case(s); findings: {', '.join(steps[-1].findings[:3]) or 'none yet'}"
         )
-        if run is None:
-            stopped = "budget_seconds"  # answered at the deadline: a case is still running
+        if run is None or runs.cut():
+            stopped = "budget_seconds"  # the deadline: a case still running, or one it kept from starting
         elif not run.recorded:
             stopped = "no_progress"
     return _response(req, runs, analysis, stopped, steps, cases_run, new_cases, len(ran_first))
@@ -312,4 +330,5 @@ def _response(req, runs: _Runs, analysis, stopped, steps, cases_run: int, new_ca
         pending_run=pending_run,
         counterexamples=analysis.counterexamples,
         still_running=runs.still_running(),
+        not_started=runs.not_started(),
     )

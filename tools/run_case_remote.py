@@ -101,7 +101,12 @@ async def run_case_remote(
     await call.report_left(queue_report, host_names)
     call.sync_manifest()
     return _answer(
-        store, host_names, [call.outcomes[c] for c in chosen.order if c in call.outcomes], call.refused, chosen.order
+        store,
+        host_names,
+        [call.outcomes[c] for c in chosen.order if c in call.outcomes],
+        call.refused,
+        chosen.order,
+        skipped=call.skipped,
     )
 
 
@@ -177,7 +182,8 @@ class _CallRun:
         self.config = config
         self.progress, self.on_start, self.deadline = progress, on_start, deadline
         self.outcomes: dict[str, CaseOutcome] = {}
-        self.refused = list(chosen.refused)  # and those another call recorded while this one ran
+        self.refused = list(chosen.refused)  # and those another call recorded while this one ran them
+        self.skipped: list[str] = []  # recorded by another call before their turn here: not run
         self.total = len(chosen.todo)
         # consistency checks (consistency_runs.py)
         self.repeat_passing = repeat_passing_ids(self.config, list(self.cases), chosen.todo)
@@ -222,8 +228,8 @@ class _CallRun:
         if self.deadline is not None and time.monotonic() >= self.deadline:
             await self.report(_pending(case_id, NOT_STARTED_AFTER_DEADLINE))
             return
-        if case_id in _recorded_ids(self.store):  # reads only what the index gained since the last look
-            self.refused.append(case_id)  # another call on this run recorded it meanwhile: not run twice
+        if case_id in _recorded_ids(self.store):  # re-read at its turn (reads only what the index gained)
+            self.skipped.append(case_id)  # another call recorded it while this one waited: not run twice
             return
         case = self.cases[case_id]
         if self.on_start is not None:
@@ -291,10 +297,17 @@ class _CallRun:
 
 
 def _answer(
-    store: RunStore, host_names: list[str], ordered: list[CaseOutcome], refused: list[str], order: list[str]
+    store: RunStore,
+    host_names: list[str],
+    ordered: list[CaseOutcome],
+    refused: list[str],
+    order: list[str],
+    *,
+    skipped: list[str] | None = None,
 ) -> RunResponse:
     """The call's answer: each case's outcome in the call's order, and what to do next."""
     refused = [c for c in order if c in refused]
+    skipped = [c for c in order if c in (skipped or [])]
     still = [o.case_id for o in ordered if not o.recorded]
     hint = None
     if still:
@@ -304,6 +317,8 @@ def _answer(
         )
     elif refused:
         hint = _refused_hint(refused)
+    if skipped:
+        hint = ((hint + " ") if hint else "") + _skipped_hint(store.run_id, skipped)
     external = [o for o in ordered if o.rerun_case]
     if external:
         hint = ((hint + " ") if hint else "") + (
@@ -319,6 +334,7 @@ def _answer(
         pending=store.pending_case_ids(limit=PENDING_LIST_LIMIT),
         pending_count=store.pending_count(),
         refused=refused,
+        skipped=skipped,
         rerun_hint=hint,
     )
 
@@ -342,6 +358,13 @@ def _refused_hint(refused: list[str]) -> str | None:
     return (
         f"already recorded, not re-run: {refused}; a recorded case is never overwritten - plan a new case id "
         "(plan_cases with append=true) to run it again"
+    )
+
+
+def _skipped_hint(run_id: str, skipped: list[str]) -> str:
+    return (
+        f"{len(skipped)} case(s) recorded by another call while this one waited for its turn, skipped (not run "
+        f"twice): {few_ids(skipped)}; their results: opdebug://runs/{run_id}/results"
     )
 
 

@@ -153,6 +153,11 @@ class RunResponse(Strict):
     pending: list[str] = Field(description="The first pending case ids in plan order (at most 20; see pending_count).")
     pending_count: int = Field(0, description="How many planned cases of the run have no result yet.")
     refused: list[str] = Field(default_factory=list, description="already recorded, not re-run")
+    skipped: list[str] = Field(
+        default_factory=list,
+        description="recorded by another call while this one waited for a device or slot: not run twice "
+        "(their results are the other call's)",
+    )
     rerun_hint: str | None = Field(None, description="what to do next")
 
 
@@ -221,6 +226,11 @@ class NarrowResponse(Strict):
         description="cases started before max_seconds and "
         "still running when it answered: each is recorded when it ends (read "
         "opdebug://runs/{run_id}/results, or analyze_failures, later)",
+    )
+    not_started: list[str] = Field(
+        default_factory=list,
+        description="cases it was to run that max_seconds kept from starting: still pending, not in cases_run "
+        "(run_case_remote or narrow_failure again runs them)",
     )
     # falsification: the probe cases that refuted a lead (kept when nothing survives them)
     counterexamples: list[Counterexample] = Field(
