@@ -96,6 +96,8 @@ def artifact_tools(
             run_command=f["run_command"],
             command_timeout_s=f["command_timeout_s"],
             progress=progress,
+            candidate=f["candidate"],
+            candidate_sources=f["candidate_sources"],
         )
 
     # Only the hints that differ from the spec's defaults (readOnly false, destructive true,

@@ -17,6 +17,7 @@ import errno
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from filelock import Timeout as FileLockTimeout
 
@@ -36,6 +37,19 @@ from .runner.phases import killed_from_outside  # stdlib only: the runner's one 
 from .schemas import PENDING_LIST_LIMIT, Case, CaseOutcome, FirstMismatch, OperatorConfig, RunResponse
 
 Progress = Callable[[int, int, CaseOutcome], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """Another candidate in place of the config's, for one call (verify_fix after a fix under
+    another name): its module-qualified name, and the directory of the module files it is
+    imported from (the run's own modules included), each named in ``modules``."""
+
+    name: str
+    modules_dir: Path
+    modules: list[str]
+
+
 KEEP_OUTPUTS_MAX_BYTES = 8 << 20  # both outputs of one failing case, as torch.save writes them
 
 
@@ -59,6 +73,7 @@ async def run_case_remote(
     device_wait_s: float | None = None,
     deadline: float | None = None,
     on_news: Callable[[str], Awaitable[None]] | None = None,
+    candidate: Candidate | None = None,
 ) -> RunResponse:
     """``progress(done, total, outcome)`` after each case; ``on_start(case_id)``
     when a case goes to a slot (a progress bar shows the cases in flight);
@@ -70,7 +85,8 @@ async def run_case_remote(
     the host's lease_wait_s (still cut to ``lease_wait_s``); ``deadline`` (time.monotonic()):
     no case starts after it - those left stay pending, said so; ``on_news(text)`` for progress that is not a finished
     case (about once a second of such a wait, a scheduler job waiting in the queue, a lost
-    slot started again)."""
+    slot started again); ``candidate``: run another candidate in place of the config's
+    (the recorded config is unchanged)."""
     store = RunStore(root, run_id)
     store.require()
     chosen = _choose_cases(store, case_ids)
@@ -86,6 +102,7 @@ async def run_case_remote(
         lease_wait_s=lease_wait_s,
         device_wait_s=device_wait_s,
         on_news=on_news,
+        candidate=candidate,
     )
     call = _CallRun(
         store,
@@ -143,6 +160,7 @@ def _run_files(
     lease_wait_s: float | None,
     device_wait_s: float | None,
     on_news: Callable[[str], Awaitable[None]] | None,
+    candidate: Candidate | None = None,
 ) -> RunFiles:
     """What every slot of the call is sent: the config, the run's modules and captured inputs,
     and how long a slot may wait for a device held elsewhere."""
@@ -151,10 +169,14 @@ def _run_files(
     wire_config = config.model_dump(mode="json")
     if keep_outputs:  # read by the runner only, never stored: the planned config is unchanged
         wire_config["keep_outputs_max_bytes"] = KEEP_OUTPUTS_MAX_BYTES
+    shipped = modules_dir if config.operator.modules and modules_dir.is_dir() else None
+    if candidate is not None:  # sent, never stored: the planned config is unchanged
+        wire_config["operator"] = dict(wire_config["operator"], candidate=candidate.name, modules=candidate.modules)
+        shipped = candidate.modules_dir if candidate.modules else None
     return RunFiles(
         run_id=store.run_id,
         config=wire_config,
-        modules_dir=modules_dir if config.operator.modules and modules_dir.is_dir() else None,
+        modules_dir=shipped,
         captured_dir=captured_dir if captured_dir.is_dir() else None,
         lease_wait_s=lease_wait_s,
         news=on_news,

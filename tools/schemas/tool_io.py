@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from .analysis import Counterexample, Finding
-from .base import DOCUMENTED_ONLY, SLUG_PATTERN, Mode, ModuleFile, Slug, Status, Strict
+from .base import DOCUMENTED_ONLY, SLUG_PATTERN, Dotted, Mode, ModuleFile, Slug, Status, Strict
 from .case import CaptureSelection, Case, StarSpec
 from .config import OperatorConfig
 from .result import CaseResult
@@ -347,6 +347,17 @@ class VerifyArgs(Strict):
         description="Seconds the model command may run before it is killed.",
         json_schema_extra=DOCUMENTED_ONLY,
     )
+    candidate: Dotted | None = Field(
+        default=None,
+        max_length=300,
+        description="The fix under another name, run in place of config.operator.candidate "
+        "(module.attr, as export_repro's --candidate); default: the config's, re-imported.",
+    )
+    candidate_sources: dict[ModuleFile, Annotated[str, Field(max_length=2_000_000)]] = Field(
+        default_factory=dict,
+        max_length=16,
+        description="NAME.py -> source of each module the candidate is imported from (shipped with the rerun).",
+    )
 
 
 # --------------------------------------------------------------------------
@@ -491,3 +502,4 @@ class VerifyResponse(Strict):
     )
     conclusion: str = Field(description="'fixed in isolation', 'fixed in the model', or what still fails.")
     evidence: str = Field(description="Path of the verify evidence file relative to the run directory.")
+    candidate: str | None = Field(None, description="The candidate the failing cases ran again with.")
