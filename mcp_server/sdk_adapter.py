@@ -26,8 +26,10 @@ from typing import Any
 
 from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
 WRITTEN_FOR = "2.3.0"
+MAX_URI_CHARS = 4096  # a longer URI names no resource of this server
 
 ListingHook = Callable[[], Awaitable[None]]
 ReadHook = Callable[[str, Any], Any]
@@ -52,6 +54,12 @@ class AdaptedServer(MCPServer):
         return await super().list_resources()
 
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
+        text = str(uri)
+        if len(text) > MAX_URI_CHARS:  # never matched against the templates, never echoed whole
+            raise ResourceNotFoundError(
+                f"Unknown resource: {text[:200]}... ({len(text):,} characters; a resource URI here is at most "
+                f"{MAX_URI_CHARS:,}; resources/list and resources/templates/list name them)"
+            )
         contents = await super().read_resource(uri, context)
         for hook in self.after_reading:
             contents = hook(str(uri), contents)
