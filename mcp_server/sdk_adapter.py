@@ -28,6 +28,8 @@ from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
+from .paging import paged, split_page
+
 WRITTEN_FOR = "2.3.0"
 MAX_URI_CHARS = 4096  # a longer URI names no resource of this server
 
@@ -60,10 +62,11 @@ class AdaptedServer(MCPServer):
                 f"Unknown resource: {text[:200]}... ({len(text):,} characters; a resource URI here is at most "
                 f"{MAX_URI_CHARS:,}; resources/list and resources/templates/list name them)"
             )
-        contents = await super().read_resource(uri, context)
+        base, page = split_page(text)  # a resource past one transport event is read a page at a time
+        contents = await super().read_resource(base if page is not None else uri, context)
         for hook in self.after_reading:
-            contents = hook(str(uri), contents)
-        return contents
+            contents = hook(base, contents)
+        return paged(base, page, contents)
 
     async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
         for check in self.prompt_checks:

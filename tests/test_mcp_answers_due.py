@@ -105,3 +105,49 @@ def test_narrow_failure_cut_by_its_deadline_in_the_first_round_answers_with_its_
     assert doc["stopped"] == "budget_seconds", doc
     assert doc["still_running"] == ["s0"] and doc["not_started"] == ["s1", "s2"], doc
     assert doc["cases_run"] == 1 and doc["pending_run"] == 1, doc  # the cases kept from starting never ran
+
+
+def test_a_results_resource_past_one_sse_event_is_read_whole_over_http_page_by_page(tmp_path) -> None:
+    # 1,333 recorded cases, about 1 KB each: the results resource is 1.38 MB, past the SDK client's
+    # 1 MiB SSE event ("SSE event exceeded the 1048576 byte limit"); it is read page by page, the page
+    # count in the first, and the pages joined are the resource.
+    from conftest import minimal_plan_request, passed_result
+    from tools.plan_cases import plan_cases
+    from tools.record_result import record_result
+
+    root = tmp_path / "evidence"
+    ids = tuple(f"case-{i:04d}" for i in range(1333))
+    plan_cases(minimal_plan_request("big", ids, modes=("eager",) * len(ids)), root=root)
+    for cid in ids:
+        doc = passed_result(cid)
+        doc["source"] = {"kind": "record_result", "note": "n" * 880}
+        record_result("big", doc, root=root, lazy_manifest=True, pending=False)
+
+    async def scenario(client: Client) -> Any:
+        uri = "opdebug://runs/big/results"
+        first = json.loads((await client.read_resource(uri)).contents[0].text)
+        parts, page = [first["text"]], first
+        while page["next"]:
+            page = json.loads((await client.read_resource(page["next"])).contents[0].text)
+            parts.append(page["text"])
+        beyond = await _error_of(client.read_resource(f"{uri}?page={first['pages'] + 1}"))
+        small = json.loads((await client.read_resource("opdebug://runs/big/operator-config")).contents[0].text)
+        return first, "".join(parts), beyond, small
+
+    first, whole, beyond, small = over("http", root, scenario)
+    assert len(whole.encode()) > 1_048_576 * 1.3, len(whole.encode())
+    assert first["page"] == 1 and first["pages"] >= 9 and first["uri"] == "opdebug://runs/big/results"
+    results = json.loads(whole)
+    assert results["result_count"] == 1333 and list(results["results"]) == list(ids)
+    assert f"has {first['pages']} page(s)" in beyond
+    assert small["run_id"] == "big"  # a small resource is read as it is, without pages
+
+
+async def _error_of(awaitable) -> str:
+    from mcp.shared.exceptions import MCPError
+
+    try:
+        await awaitable
+    except MCPError as exc:
+        return str(exc)
+    raise AssertionError("expected an error")
