@@ -2,8 +2,9 @@
 
 The SDK's streamable-HTTP client refuses an SSE event over 1 MiB ("SSE event
 exceeded the 1048576 byte limit"): the ``results`` resource of a 1,333-case run
-is 1.38 MB.  A text resource longer than ``PAGE_BYTES`` is therefore answered a
-page at a time, on every transport alike: ``URI`` is its first page and
+is 1.38 MB.  A text resource that would come near that limit (``WHOLE_LIMIT``,
+measured as it is sent: JSON-escaped) is therefore answered a page of
+``PAGE_BYTES`` at a time, on every transport alike: ``URI`` is its first page and
 ``URI?page=N`` its N-th.  Each page is a small JSON document::
 
     {"uri": "opdebug://runs/r/results", "page": 1, "pages": 11,
@@ -27,6 +28,7 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 # One page's text in UTF-8 bytes.  Inside the page's JSON and then the JSON-RPC message a
 # byte can grow to 4 (a quote escaped twice), so a page stays under 512 KiB on the wire.
 PAGE_BYTES = 128 * 1024
+WHOLE_LIMIT = 768 * 1024  # a text this long once JSON-escaped is sent in pages (the SDK client's event: 1 MiB)
 _PAGE_QUERY = re.compile(r"^(?P<base>[^?#]+)\?page=(?P<page>[^&#]*)$")
 MAX_PAGE = 1_000_000
 
@@ -69,7 +71,7 @@ def paged(uri: str, page: int | None, contents: Any) -> Any:
         return contents
     text = contents[0].content
     data = text.encode("utf-8")
-    if len(data) <= PAGE_BYTES and page is None:
+    if page is None and len(json.dumps(text, ensure_ascii=False).encode("utf-8")) <= WHOLE_LIMIT:
         return contents
     starts = page_cuts(data)
     number = page or 1

@@ -151,3 +151,57 @@ async def _error_of(awaitable) -> str:
     except MCPError as exc:
         return str(exc)
     raise AssertionError("expected an error")
+
+
+def test_render_pictures_sends_progress_while_it_draws(tmp_path) -> None:
+    # render_pictures recomputes a case's outputs through its reproducer (20-33 s on a loaded
+    # machine): it names each step as it begins and says it is still working between steps.
+    from tools.examples import demo_request
+
+    root = tmp_path / "evidence"
+    root.mkdir()
+    notes: list[tuple[float, str]] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        notes.append((done, message or ""))
+
+    async def scenario(client: Client) -> Any:
+        assert not (await client.call_tool("plan_cases", demo_request("pics"))).is_error
+        ran = await client.call_tool("run_case_remote", {"run_id": "pics", "case_ids": ["rms.dtype-bfloat16"]})
+        assert not ran.is_error, error_text(ran)
+        return await client.call_tool("render_pictures", {"run_id": "pics"}, progress_callback=on_progress)
+
+    drawn = with_server(root, scenario)
+    assert not drawn.is_error, error_text(drawn)
+    assert drawn.structured_content["pictures"], drawn.structured_content
+    texts = [m for _, m in notes]
+    assert any(t.startswith("rms.dtype-bfloat16: its outputs") for t in texts), texts
+    assert "the run's cases" in texts, texts
+    values = [v for v, _ in notes]
+    assert values == sorted(values) and len(set(values)) == len(values), values
+
+
+def test_a_case_still_running_when_a_stdio_client_leaves_is_finished_and_recorded(tmp_path) -> None:
+    # narrow_failure answers at its deadline with s0 still running; the client then closes (the SDK
+    # kills the server's process group two seconds later): s0 is handed over to a detached run and
+    # recorded, and nothing of it is left running afterwards.
+    from tools.evidence import RunStore
+
+    root = tmp_path / "evidence"
+    root.mkdir()
+
+    async def scenario(client: Client) -> Any:
+        assert not (await client.call_tool("plan_cases", slow_plan("left", delay=4.0, n=1))).is_error
+        warm = await client.call_tool("run_case_remote", {"run_id": "left", "case_ids": ["warm"]})
+        assert not warm.is_error, error_text(warm)
+        return await client.call_tool("narrow_failure", {"run_id": "left", "max_seconds": 2.0})
+
+    narrow = with_server(root, scenario)
+    assert not narrow.is_error, error_text(narrow)
+    assert narrow.structured_content["still_running"] == ["s0"], narrow.structured_content
+    store = RunStore(root, "left")
+    deadline = time.monotonic() + 180
+    while "s0" not in store.recorded_ids() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert "s0" in store.recorded_ids(), sorted(store.recorded_ids())
+    assert store.read_results()["s0"].status == "passed"

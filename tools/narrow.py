@@ -22,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
 
 from .analyze_failures import analyze_failures
 from .cases.stars import expand_star
@@ -158,7 +160,7 @@ class _Runs:
         done, _ = await asyncio.wait({task}, timeout=self.left() + ANSWER_GRACE_S)
         if done:
             return task.result()
-        _LATE_RUNS.add(task)  # kept until it ends (its cases are recorded then)
+        _LATE_RUNS[task] = self  # kept until it ends (its cases are recorded then)
         task.add_done_callback(_forget_late_run)
         self.answering = False
         return None, analyze_failures(self.req.run_id, root=self.root, modes=self.modes)
@@ -201,11 +203,31 @@ class _Runs:
 
 
 ANSWER_GRACE_S = 2.0  # the answer comes at most this long after max_seconds
-_LATE_RUNS: set[asyncio.Future] = set()
+_LATE_RUNS: dict[asyncio.Future, _Runs] = {}
+
+
+def late_runs() -> list[LateRun]:
+    """The runs still going on after narrow_failure answered (``detach``), with the cases
+    each still has running: what a server that stops hands over (tools/handover.py)."""
+    return [
+        LateRun(task, runs.root, runs.req.run_id, runs.req.hosts, runs.inventory, runs.still_running())
+        for task, runs in _LATE_RUNS.items()
+        if not task.done()
+    ]
+
+
+@dataclass(frozen=True)
+class LateRun:
+    task: asyncio.Future
+    root: Any
+    run_id: str
+    hosts: list[str] | None
+    inventory: Any
+    running: list[str]
 
 
 def _forget_late_run(task: asyncio.Future) -> None:
-    _LATE_RUNS.discard(task)
+    _LATE_RUNS.pop(task, None)
     if not task.cancelled():
         task.exception()  # retrieved: a late run's failure leaves its cases pending, as any run's does
 

@@ -96,15 +96,7 @@ async def verify_run(
     under another name, as the reproducer's ``--candidate`` and the regression test's
     ``OPDEBUG_CANDIDATE``), importable on the host or from ``candidate_sources`` (module file
     name -> source, shipped with the rerun and kept under ``artifacts/verify/<n>/modules/``)."""
-    if candidate_sources and not candidate:
-        raise ToolError("candidate_sources without a candidate: name the fixed operator too", code="validation_error")
-    if candidate:  # the CLI's too, as the tool's schema checks them
-        try:
-            VerifyArgs.model_validate(
-                {"run_id": run_id, "candidate": candidate, "candidate_sources": candidate_sources}
-            )
-        except ValidationError as exc:
-            raise ToolError(format_validation_error(exc), code="validation_error") from None
+    _check_candidate(run_id, candidate, candidate_sources)
     store = RunStore(root, run_id)
     store.require()
     config = store.read_config()
@@ -119,20 +111,7 @@ async def verify_run(
     planned = {c.id for c in cases}
     while any(fit_id(f"{cid}{VERIFY_MARK}{index}") in planned for cid in originals):
         index += 1
-    by_id = {c.id: c for c in cases}
-    rerun: dict[str, str] = {}
-    docs = []
-    for cid in originals:
-        new_id = fit_id(f"{cid}{VERIFY_MARK}{index}")
-        doc = by_id[cid].model_dump(mode="json")
-        doc["id"] = new_id
-        doc["description"] = f"verify {index}: case {cid!r} again after a fix" + (
-            f", candidate {candidate}" if candidate else ""
-        )
-        # the same inputs: keep the original's seed (a derived seed would come from the new id)
-        doc["seed"] = case_seed(doc | {"id": cid})
-        docs.append(doc)
-        rerun[cid] = new_id
+    rerun, docs = _rerun_cases({c.id: c for c in cases}, originals, index, candidate)
     plan_cases({"run_id": store.run_id, "append": True, "cases": docs}, root=root)
     host_names = [h.name for h in as_inventory(inventory).resolve(hosts)]
     swap = _stage_candidate(store, index, candidate, candidate_sources or {}) if candidate else None
@@ -180,6 +159,36 @@ async def verify_run(
         evidence=str(path.relative_to(store.dir)),
         candidate=candidate or config.operator.candidate,
     )
+
+
+def _check_candidate(run_id: str, candidate: str | None, sources: dict[str, str] | None) -> None:
+    """The candidate and its module files as the tool's schema checks them (the CLI's too)."""
+    if sources and not candidate:
+        raise ToolError("candidate_sources without a candidate: name the fixed operator too", code="validation_error")
+    if candidate:
+        try:
+            VerifyArgs.model_validate({"run_id": run_id, "candidate": candidate, "candidate_sources": sources or {}})
+        except ValidationError as exc:
+            raise ToolError(format_validation_error(exc), code="validation_error") from None
+
+
+def _rerun_cases(by_id: dict, originals: list[str], index: int, candidate: str | None) -> tuple[dict[str, str], list]:
+    """Each failing case again under ``<case>.verify-<index>``, with its inputs (its seed): the
+    new ids by original id, and the cases to plan."""
+    rerun: dict[str, str] = {}
+    docs = []
+    for cid in originals:
+        new_id = fit_id(f"{cid}{VERIFY_MARK}{index}")
+        doc = by_id[cid].model_dump(mode="json")
+        doc["id"] = new_id
+        doc["description"] = f"verify {index}: case {cid!r} again after a fix" + (
+            f", candidate {candidate}" if candidate else ""
+        )
+        # the same inputs: keep the original's seed (a derived seed would come from the new id)
+        doc["seed"] = case_seed(doc | {"id": cid})
+        docs.append(doc)
+        rerun[cid] = new_id
+    return rerun, docs
 
 
 def _stage_candidate(store: RunStore, index: int, candidate: str, sources: dict[str, str]) -> Candidate:
