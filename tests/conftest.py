@@ -36,10 +36,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(_STAGE, ignore_errors=True)
 
 
+def private_stage() -> str:
+    """A runner stage of one server's own, inside the session's: its device leases are its
+    own, so it never waits for this test process's warm slots, another server's, or a run
+    outside the suite."""
+    os.makedirs(_STAGE, mode=0o700, exist_ok=True)
+    return tempfile.mkdtemp(prefix="server-", dir=_STAGE)
+
+
 def server_env(**extra: str) -> dict[str, str]:
     """The environment of an MCP server a test starts from nothing (the SDK's stdio client
-    passes only what it is given): the repository importable and the suite's runner stage."""
-    return {"PYTHONPATH": str(REPO_ROOT), "OPDEBUG_RUNNER_STAGE": os.environ["OPDEBUG_RUNNER_STAGE"], **extra}
+    passes only what it is given): the repository importable and a private runner stage."""
+    return {"PYTHONPATH": str(REPO_ROOT), "OPDEBUG_RUNNER_STAGE": private_stage(), **extra}
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -148,6 +148,7 @@ def test_the_manifest_counts_are_right_right_after_a_kill_mid_run(tmp_path: Path
     import time
 
     from conftest import REPO_ROOT
+
     from tools.evidence import list_runs
 
     operators = Path(__file__).resolve().parent / "operators"

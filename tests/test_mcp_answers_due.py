@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -25,9 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import REPO_ROOT, private_stage
 from mcp.client import Client
-
-from conftest import REPO_ROOT
 from test_mcp_stdio import error_text, with_server
 
 SLOW = ("import time\n\n\ndef cand(x, delay=0.0):\n    time.sleep(delay)\n    return x * 2 + (x.shape[0] > 4)\n\n\n"
@@ -51,12 +51,13 @@ def free_port() -> int:
 
 @contextlib.asynccontextmanager
 async def http_server(root: Path, log: Path, port: int | None = None) -> AsyncIterator[str]:
-    """A streamable-HTTP server on ``root`` (the suite's runner stage, inherited): its URL."""
+    """A streamable-HTTP server on ``root`` with a runner stage of its own: its URL."""
     port = port or free_port()
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "mcp_server", "--transport", "streamable-http", "--host",
                                  "127.0.0.1", "--port", str(port), "--evidence-root", str(root)],
-                                cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT)
+                                cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, "OPDEBUG_RUNNER_STAGE": private_stage()})
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -112,6 +113,7 @@ def test_a_results_resource_past_one_sse_event_is_read_whole_over_http_page_by_p
     # 1 MiB SSE event ("SSE event exceeded the 1048576 byte limit"); it is read page by page, the page
     # count in the first, and the pages joined are the resource.
     from conftest import minimal_plan_request, passed_result
+
     from tools.plan_cases import plan_cases
     from tools.record_result import record_result
 
@@ -205,3 +207,85 @@ def test_a_case_still_running_when_a_stdio_client_leaves_is_finished_and_recorde
         time.sleep(0.5)
     assert "s0" in store.recorded_ids(), sorted(store.recorded_ids())
     assert store.read_results()["s0"].status == "passed"
+
+
+def test_a_hundred_thousand_host_names_are_refused_at_once_while_another_client_pings(tmp_path) -> None:
+    # A list argument is bounded and checked in linear time (100,000 names took 124 s, quadratic,
+    # and stalled every other client): refused in under a second, another client's ping answered.
+    from conftest import minimal_plan_request
+
+    from tools.plan_cases import plan_cases
+
+    root = tmp_path / "evidence"
+    plan_cases(minimal_plan_request("hosts", ("a",)), root=root)
+    names = [f"nohost-{i}" for i in range(100_000)]
+
+    async def main() -> Any:
+        async with http_server(root, tmp_path / "server.log") as url:
+            async with Client(url, cache=None) as one, Client(url, cache=None) as other:
+                await other.send_ping()
+
+                async def refused() -> tuple[Any, float]:
+                    t0 = time.monotonic()
+                    answer = await one.call_tool("run_case_remote", {"run_id": "hosts", "hosts": names})
+                    return answer, time.monotonic() - t0
+
+                async def pings() -> list[float]:
+                    waits = []
+                    for _ in range(5):
+                        t0 = time.monotonic()
+                        await other.send_ping()
+                        waits.append(time.monotonic() - t0)
+                        await asyncio.sleep(0.05)
+                    return waits
+
+                return await asyncio.gather(refused(), pings())
+
+    (answer, took), waits = asyncio.run(main())
+    assert answer.is_error and "hosts" in error_text(answer) and "at most 256" in error_text(answer)
+    assert took < 1.0, took
+    assert max(waits) < 1.0, waits
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_small_surface_errors_are_clear(tmp_path, transport) -> None:
+    # 100,000 dimensions, a NUL byte in out_dir, a 10 MB unknown URI: each a clear error, none internal,
+    # none echoing the whole argument.
+    from mcp.shared.exceptions import MCPError
+
+    root = tmp_path / "evidence"
+    root.mkdir()
+    huge_uri = "opdebug://runs/x/" + "a" * 10_000_000
+    shape_plan = {"config": {"run_id": "dims", "operator": {"name": "add", "candidate": "torch.add",
+                                                            "reference": "torch.add"}},
+                  "cases": [{"id": "a", "inputs": [{"name": "input", "shape": [1] * 100_000}]}]}
+
+    async def scenario(client: Client) -> Any:
+        out = {"dims": await client.call_tool("plan_cases", shape_plan)}
+        out["nul"] = await client.call_tool("export_repro", {"run_id": "x", "case_id": "a", "out_dir": "/tmp/a\x00b"})
+        try:
+            await client.read_resource(huge_uri)
+            out["uri"] = "read"
+        except MCPError as exc:
+            out["uri"] = str(exc)
+        return out
+
+    out = over(transport, root, scenario)
+    dims = error_text(out["dims"])
+    assert "[validation_error]" in dims and "shape" in dims and "at most 64" in dims and len(dims) < 4000, dims[:500]
+    nul = error_text(out["nul"])
+    assert "[validation_error]" in nul and "NUL byte" in nul and "internal_error" not in nul, nul
+    assert "Unknown resource" in out["uri"] and "10,000,017 characters" in out["uri"] and len(out["uri"]) < 1000
+
+
+def test_a_port_in_use_is_a_clear_error_before_serving(tmp_path) -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        proc = subprocess.run([sys.executable, "-m", "mcp_server", "--transport", "streamable-http", "--port",
+                               str(port), "--evidence-root", str(tmp_path)], cwd=REPO_ROOT, capture_output=True,
+                              text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr and "already in use" in proc.stderr
+    assert "serving" not in proc.stderr

@@ -310,7 +310,7 @@ def test_two_processes_on_one_run_the_one_that_waited_skips_what_the_other_recor
             procs.append(subprocess.Popen([sys.executable, "-c", TWO_PROCESSES, str(tmp_path)], cwd=REPO_ROOT,
                                           stdout=o, stderr=e))
     answers = []
-    for proc, (out, err) in zip(procs, logs):
+    for proc, (out, err) in zip(procs, logs, strict=True):
         assert proc.wait(timeout=240) == 0, err.read_text()[-2000:]
         answers.append(json.loads(out.read_text().splitlines()[-1]))
     executed = calls.read_text().split()

@@ -359,7 +359,9 @@ def render_pictures(
         wanted = case_ids
     else:
         wanted = default_cases(store, results)
-    pictures, skipped, outputs_from = [], [], {}
+    pictures: list[str] = []
+    skipped: list[str] = []
+    outputs_from: dict[str, str] = {}
     for case_id in wanted:
         result = results.get(case_id)
         if result is None or result.status != "numerical_mismatch":
