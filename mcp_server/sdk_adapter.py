@@ -26,7 +26,8 @@ from typing import Any
 
 from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from .paging import paged, split_page
 
@@ -58,9 +59,13 @@ class AdaptedServer(MCPServer):
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
         text = str(uri)
         if len(text) > MAX_URI_CHARS:  # never matched against the templates, never echoed whole
-            raise ResourceNotFoundError(
-                f"Unknown resource: {text[:200]}... ({len(text):,} characters; a resource URI here is at most "
-                f"{MAX_URI_CHARS:,}; resources/list and resources/templates/list name them)"
+            # raised as the protocol error itself: the SDK would add the whole URI as the error's data
+            clipped = text[:200] + "..."
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"Unknown resource: {clipped} ({len(text):,} characters; a resource URI here is at most "
+                f"{MAX_URI_CHARS:,}; resources/list and resources/templates/list name them)",
+                data={"uri": clipped, "uri_chars": len(text)},
             )
         base, page = split_page(text)  # a resource past one transport event is read a page at a time
         contents = await super().read_resource(base if page is not None else uri, context)

@@ -147,7 +147,7 @@ def test_the_manifest_counts_are_right_right_after_a_kill_mid_run(tmp_path: Path
     import signal
     import time
 
-    from conftest import REPO_ROOT
+    from conftest import REPO_ROOT, private_stage
 
     from tools.evidence import list_runs
 
@@ -162,7 +162,8 @@ def test_the_manifest_counts_are_right_right_after_a_kill_mid_run(tmp_path: Path
                           for i in range(40)]}, root=tmp_path)
     run = tmp_path / "killed-run"
     with open(tmp_path / "err.txt", "w") as err:
-        proc = subprocess.Popen([sys.executable, "-c", RUN_THEN_DIE, str(tmp_path)], cwd=REPO_ROOT, stderr=err)
+        proc = subprocess.Popen([sys.executable, "-c", RUN_THEN_DIE, str(tmp_path)], cwd=REPO_ROOT, stderr=err,
+                                env={**os.environ, "OPDEBUG_RUNNER_STAGE": private_stage()})
     try:
         deadline = time.monotonic() + 120
         lagging = False

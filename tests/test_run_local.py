@@ -294,21 +294,23 @@ def test_two_processes_on_one_run_the_one_that_waited_skips_what_the_other_recor
     # Two agents (two servers, two CLIs) run one run at once on one device: the second waits for the
     # device, then re-reads what was recorded meanwhile and skips it, saying how many - no case is
     # executed by both (an NPU would pay every case twice).
+    import os
     import subprocess
     import sys
 
-    from conftest import REPO_ROOT
+    from conftest import REPO_ROOT, private_stage
 
     calls = tmp_path / "calls.log"
     ids = [f"c{i}" for i in range(10)]
     plan(tmp_path, "twice", "counts_calls.py",
          [{"id": c, "inputs": [inp()], "attributes": {"log_file": str(calls), "tag": c, "delay": 0.2}} for c in ids])
+    stage = private_stage()  # the two share a device of their own (not this process's warm slots)
     logs = [(tmp_path / f"out-{i}.txt", tmp_path / f"err-{i}.txt") for i in range(2)]  # files: no pipe fills up
     procs = []
     for out, err in logs:
         with open(out, "w") as o, open(err, "w") as e:
             procs.append(subprocess.Popen([sys.executable, "-c", TWO_PROCESSES, str(tmp_path)], cwd=REPO_ROOT,
-                                          stdout=o, stderr=e))
+                                          stdout=o, stderr=e, env={**os.environ, "OPDEBUG_RUNNER_STAGE": stage}))
     answers = []
     for proc, (out, err) in zip(procs, logs, strict=True):
         assert proc.wait(timeout=240) == 0, err.read_text()[-2000:]

@@ -370,13 +370,15 @@ class VerifyArgs(Strict):
     candidate: Dotted | None = Field(
         default=None,
         max_length=300,
-        description="The fix under another name, run in place of config.operator.candidate "
-        "(module.attr, as export_repro's --candidate); default: the config's, re-imported.",
+        description="The fix under another name, run in place of config.operator.candidate (module.attr, as "
+        "export_repro's --candidate); default: the config's, re-imported.",
+        json_schema_extra=DOCUMENTED_ONLY,
     )
     candidate_sources: dict[ModuleFile, Annotated[str, Field(max_length=2_000_000)]] = Field(
         default_factory=dict,
         max_length=16,
         description="NAME.py -> source of each module the candidate is imported from (shipped with the rerun).",
+        json_schema_extra=DOCUMENTED_ONLY,
     )
 
 
