@@ -368,17 +368,10 @@ class VerifyArgs(Strict):
         json_schema_extra=DOCUMENTED_ONLY,
     )
     candidate: Dotted | None = Field(
-        default=None,
-        max_length=300,
-        description="The fix under another name, run in place of config.operator.candidate (module.attr, as "
-        "export_repro's --candidate); default: the config's, re-imported.",
-        json_schema_extra=DOCUMENTED_ONLY,
+        default=None, max_length=300, description="The fix under another name (module.attr); default: the config's."
     )
     candidate_sources: dict[ModuleFile, Annotated[str, Field(max_length=2_000_000)]] = Field(
-        default_factory=dict,
-        max_length=16,
-        description="NAME.py -> source of each module the candidate is imported from (shipped with the rerun).",
-        json_schema_extra=DOCUMENTED_ONLY,
+        default_factory=dict, max_length=16, description="NAME.py -> source of the candidate's modules."
     )
 
 
