@@ -21,7 +21,7 @@ TOOLS_LIST_BUDGET = 18_000  # the whole tools/list answer, every tool (issue 12 
 # gradients: grad_inputs, grad_output, compile_dynamic, tolerance.per_output - 15,373 when it was added; +1,500
 # for issues 21 and 22's fields, all published - a field left out of the schema is refused by a client that
 # validates the arguments against it: standard, output_judges, repeats, repeats_passing, batch_invariance, after,
-# import_timeout_s; +1,000 for issue 35: every list argument bounded - maxItems on each array, 16,953 -> 17,938 with
+# import_timeout_s; +1,000 for issue 35: every list argument bounded - maxItems on each array, 16,953 -> 17,938 with them
 # and verify_fix's candidate and candidate_sources)
 TOOL_COUNT = 11
 
