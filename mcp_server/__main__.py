@@ -117,9 +117,13 @@ def main(argv: list[str] | None = None) -> int:
 
         anyio.run(run_stdio, server)  # the SDK's stdio, plus an answer to every line it cannot read
     else:
-        from .http_security import serve_http
+        from .http_security import CannotListen, serve_http
 
-        serve_http(server, args.host, args.port, policy, log_level=args.log_level)
+        try:
+            serve_http(server, args.host, args.port, policy, log_level=args.log_level)
+        except CannotListen as exc:
+            print(f"opdebug-mcp: {exc}", file=sys.stderr)
+            return 2
     return 0
 
 

@@ -4,6 +4,9 @@ are resources: resources.py).  Nothing here imports torch or matplotlib."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,30 @@ from tools.schemas import (
 )
 
 from .tooling import ToolCatalog
+
+HEARTBEAT_S = 2.0  # a long step still running says so this often (the client's clock keeps going)
+
+
+async def in_thread_with_progress(
+    ctx: Context, in_thread: Callable[..., Awaitable[Any]], fn: Callable[..., Any]
+) -> Any:
+    """``fn(progress=...)`` in a thread; each step it names is a progress notification, and a step
+    still running says so every HEARTBEAT_S (the value increases with every notification)."""
+    steps: list[str] = []  # appended by the thread, read here (a list append is atomic)
+    work = asyncio.ensure_future(in_thread(fn, progress=steps.append))
+    sent, since, value = 0, time.monotonic(), 0
+    while not work.done():
+        await asyncio.wait({work}, timeout=HEARTBEAT_S / 4)
+        if len(steps) > sent:
+            for text in steps[sent:]:
+                value += 1
+                await ctx.report_progress(value, None, text)
+            sent, since = len(steps), time.monotonic()
+        elif time.monotonic() - since >= HEARTBEAT_S and not work.done():
+            value += 1
+            last = steps[-1] if steps else "starting"
+            await ctx.report_progress(value, None, f"{last} - still working ({time.monotonic() - since:.0f} s)")
+    return work.result()
 
 
 def artifact_tools(
@@ -80,7 +107,11 @@ def artifact_tools(
     async def pictures_body(ctx: Context, **f: Any) -> Any:
         from tools.artifacts.pictures import render_pictures
 
-        return await in_thread(render_pictures, f["run_id"], root=root, case_ids=f["case_ids"], outputs=f["outputs"])
+        return await in_thread_with_progress(
+            ctx,
+            in_thread,
+            functools.partial(render_pictures, f["run_id"], root=root, case_ids=f["case_ids"], outputs=f["outputs"]),
+        )
 
     async def verify_body(ctx: Context, **f: Any) -> Any:
         from tools.artifacts.verify import verify_run
@@ -96,6 +127,8 @@ def artifact_tools(
             run_command=f["run_command"],
             command_timeout_s=f["command_timeout_s"],
             progress=progress,
+            candidate=f["candidate"],
+            candidate_sources=f["candidate_sources"],
         )
 
     # Only the hints that differ from the spec's defaults (readOnly false, destructive true,

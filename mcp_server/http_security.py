@@ -18,6 +18,7 @@ it reaches the MCP session.  See references/http-security.md.
 
 from __future__ import annotations
 
+import errno
 import hmac
 import ipaddress
 import socket
@@ -135,6 +136,7 @@ def serve_http(server: Any, host: str, port: int, policy: HttpPolicy, log_level:
     app: Any = server.streamable_http_app(transport_security=security, host=host)
     if policy.token is not None:
         app = BearerTokenMiddleware(app, policy.token)
+    sock = listen_socket(host, port)  # bound before it says where it serves: a port in use is an error now
     where = f"[{host}]" if ":" in host else host
     print(
         f"opdebug-mcp: serving MCP over streamable HTTP at http://{where}:{port}/mcp"
@@ -142,4 +144,29 @@ def serve_http(server: Any, host: str, port: int, policy: HttpPolicy, log_level:
         file=sys.stderr,
         flush=True,
     )
-    uvicorn.run(app, host=host, port=port, log_level=log_level.lower())
+    uvicorn.Server(uvicorn.Config(app, log_level=log_level.lower())).run(sockets=[sock])
+
+
+class CannotListen(Exception):
+    """The address cannot be listened on (a port in use, an address not of this machine)."""
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (as uvicorn binds one: SO_REUSEADDR), or
+    CannotListen saying why and what to do."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        hint = (
+            " (another server listens there: stop it, or choose another --port)"
+            if exc.errno == errno.EADDRINUSE
+            else ""
+        )
+        raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
+    sock.set_inheritable(True)
+    return sock

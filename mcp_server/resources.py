@@ -197,6 +197,8 @@ def read_run_file(root: Path, run_id: str, kind: str) -> str:
         return results_view.view_bytes(store.run_id, list(store.read_result_docs().values()), RESULTS_INDEX).decode(
             "utf-8"
         )
+    if kind == "manifest":  # its counts as the index says, also right after a writer was killed mid-run
+        return json.dumps(store.read_manifest(), indent=2) + "\n"
     path = store.path(filename)
     if not path.is_file():
         raise ResourceNotFoundError(f"run {run_id!r} has no {filename} yet (it is written by {producer})")

@@ -26,8 +26,13 @@ from typing import Any
 
 from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+
+from .paging import paged, split_page
 
 WRITTEN_FOR = "2.3.0"
+MAX_URI_CHARS = 4096  # a longer URI names no resource of this server
 
 ListingHook = Callable[[], Awaitable[None]]
 ReadHook = Callable[[str, Any], Any]
@@ -52,10 +57,21 @@ class AdaptedServer(MCPServer):
         return await super().list_resources()
 
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
-        contents = await super().read_resource(uri, context)
+        text = str(uri)
+        if len(text) > MAX_URI_CHARS:  # never matched against the templates, never echoed whole
+            # raised as the protocol error itself: the SDK would add the whole URI as the error's data
+            clipped = text[:200] + "..."
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"Unknown resource: {clipped} ({len(text):,} characters; a resource URI here is at most "
+                f"{MAX_URI_CHARS:,}; resources/list and resources/templates/list name them)",
+                data={"uri": clipped, "uri_chars": len(text)},
+            )
+        base, page = split_page(text)  # a resource past one transport event is read a page at a time
+        contents = await super().read_resource(base if page is not None else uri, context)
         for hook in self.after_reading:
-            contents = hook(str(uri), contents)
-        return contents
+            contents = hook(base, contents)
+        return paged(base, page, contents)
 
     async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
         for check in self.prompt_checks:

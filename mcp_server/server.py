@@ -272,6 +272,7 @@ async def close_warm_workers_on_exit(_server: AdaptedServer) -> AsyncIterator[di
     try:
         yield {}
     finally:
+        hand_over_late_runs()
         pool = sys.modules.get("tools.remote.pool")
         registry = getattr(pool, "REGISTRY", None)
         if registry is not None:
@@ -280,3 +281,19 @@ async def close_warm_workers_on_exit(_server: AdaptedServer) -> AsyncIterator[di
 
 
 WORKER_SHUTDOWN_S = 20.0
+
+
+def hand_over_late_runs() -> None:
+    """Cases narrow_failure left running after its answer go on in a detached run when the
+    server stops (tools/handover.py); the server's own runs of them are cancelled, so their
+    supervisors end and free the devices the detached run waits for."""
+    narrow = sys.modules.get("tools.narrow")
+    late = narrow.late_runs() if narrow is not None else []
+    if not late:
+        return
+    from tools.handover import hand_over
+
+    for line in hand_over(late):
+        print(f"opdebug-mcp: {line}", file=sys.stderr, flush=True)
+    for run in late:
+        run.task.cancel()

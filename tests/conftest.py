@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -15,16 +16,38 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-# Under pytest-xdist (scripts/test.sh runs ``-n 2 --dist loadfile``) each worker
-# gets its own default runner stage, so the device leases of one worker's local
-# slots (cpu:0 ...) never make the other's tests wait; the MCP servers and CLIs
-# the tests start inherit it.  A stage already set is kept, one per worker.
-_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
-if _XDIST_WORKER:
-    import tempfile
-    _stage = os.environ.get("OPDEBUG_RUNNER_STAGE") or os.path.join(tempfile.gettempdir(),
-                                                                    f"opdebug-runner-{os.getuid()}")
-    os.environ["OPDEBUG_RUNNER_STAGE"] = f"{_stage}-{_XDIST_WORKER}"
+# Every test owns its runner stage: the suite never uses the machine's default stage
+# (``<tmp>/opdebug-runner-<uid>``, where an ``opdebug`` run outside the suite leases its
+# devices), so no test waits on a device something outside the suite holds.  Under
+# pytest-xdist (scripts/test.sh runs ``-n 2 --dist loadfile``) each worker gets a stage of
+# its own, so one worker's local slots (cpu:0 ...) never make the other's tests wait; nor
+# does another session of the suite (its own id).  The MCP servers and CLIs the tests
+# start get it too: through the inherited environment, or ``server_env()`` where a test
+# builds a server's environment from nothing.  It is removed when the session ends.
+_SESSION = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")[:8] or str(os.getpid())
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER") or "main"
+_STAGE = os.path.join(tempfile.gettempdir(), f"opdebug-runner-{os.getuid()}-tests-{_SESSION}-{_XDIST_WORKER}")
+os.environ["OPDEBUG_RUNNER_STAGE"] = _STAGE
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    import shutil
+
+    shutil.rmtree(_STAGE, ignore_errors=True)
+
+
+def private_stage() -> str:
+    """A runner stage of one server's own, inside the session's: its device leases are its
+    own, so it never waits for this test process's warm slots, another server's, or a run
+    outside the suite."""
+    os.makedirs(_STAGE, mode=0o700, exist_ok=True)
+    return tempfile.mkdtemp(prefix="server-", dir=_STAGE)
+
+
+def server_env(**extra: str) -> dict[str, str]:
+    """The environment of an MCP server a test starts from nothing (the SDK's stdio client
+    passes only what it is given): the repository importable and a private runner stage."""
+    return {"PYTHONPATH": str(REPO_ROOT), "OPDEBUG_RUNNER_STAGE": private_stage(), **extra}
 
 
 @pytest.hookimpl(optionalhook=True)

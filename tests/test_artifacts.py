@@ -260,6 +260,46 @@ def test_verify_records_the_fix_in_isolation_and_in_the_model(loop, tmp_path, mo
     assert f"after the fix (verify 2): {after.conclusion}" in capsys.readouterr().out
 
 
+def test_verify_fix_takes_the_fix_under_another_name_with_its_module_files(tmp_path) -> None:
+    # The fix lives in another module than the run's (an installed build, a patched copy): verify_fix
+    # is pointed at it, as the reproducer's --candidate and the regression test's OPDEBUG_CANDIDATE
+    # are - through the real MCP client; no shim module, and the run's config is unchanged.
+    from test_mcp_stdio import error_text, with_server
+
+    source = (OPERATORS / "tail_past_tile.py").read_text()
+    fixed = source.replace("y[..., TILE:] = 0", "pass")
+    plan = {"config": {"run_id": "named-fix", "operator": {"name": "tail", "candidate": "tail.cand",
+                                                           "reference": "tail.ref", "modules": ["tail.py"]}},
+            "module_sources": {"tail.py": source},
+            "cases": [{"id": "w300", "inputs": [{"name": "x", "shape": [2, 300]}]},
+                      {"id": "w100", "inputs": [{"name": "x", "shape": [2, 100]}]}]}
+
+    async def scenario(client):
+        assert not (await client.call_tool("plan_cases", plan)).is_error
+        assert not (await client.call_tool("run_case_remote", {"run_id": "named-fix"})).is_error
+        unfixed = await client.call_tool("verify_fix", {"run_id": "named-fix", "candidate": "tail.cand"})
+        fix = await client.call_tool("verify_fix", {"run_id": "named-fix", "candidate": "fixed_tail.cand",
+                                                    "candidate_sources": {"fixed_tail.py": fixed}})
+        bad = await client.call_tool("verify_fix", {"run_id": "named-fix", "candidate_sources": {"x.py": fixed}})
+        bad_name = await client.call_tool("verify_fix", {"run_id": "named-fix", "candidate": "fixed_tail.cand",
+                                                         "candidate_sources": {"../x.py": fixed}})
+        return unfixed, fix, bad, bad_name
+
+    unfixed, fix, bad, bad_name = with_server(tmp_path, scenario)
+    assert not unfixed.is_error and unfixed.structured_content["still_failing"] == ["w300"]
+    assert not fix.is_error, error_text(fix)
+    doc = fix.structured_content
+    assert doc["still_failing"] == [] and doc["candidate"] == "fixed_tail.cand", doc
+    assert doc["conclusion"].startswith("fixed in isolation")
+    store = RunStore(tmp_path, "named-fix")
+    assert store.read_config().operator.candidate == "tail.cand"  # the run's config is unchanged
+    evidence = json.loads(store.path(doc["evidence"]).read_text())
+    assert evidence["candidate"] == "fixed_tail.cand" and evidence["candidate_modules"] == ["fixed_tail.py"]
+    assert store.path("artifacts", "verify", "2", "modules", "fixed_tail.py").read_text() == fixed
+    assert "candidate_sources without a candidate" in error_text(bad)
+    assert "module file must be NAME.py" in error_text(bad_name)
+
+
 def test_pictures_for_each_failing_output_in_the_report_and_as_resources(demo, tmp_path) -> None:
     from test_mcp_stdio import with_server
 

@@ -130,3 +130,58 @@ def test_an_analysis_racing_a_record_never_lists_a_recorded_case_as_missing(
             if "b" in analysis["missing"] or manifest["status"] != "diagnosed":
                 bad.append((i, manifest["status"], analysis["missing"]))
     assert bad == []
+
+
+RUN_THEN_DIE = """
+import asyncio, sys
+from tools.run_case_remote import run_case_remote
+asyncio.run(run_case_remote("killed-run", root=sys.argv[1]))
+"""
+
+
+def test_the_manifest_counts_are_right_right_after_a_kill_mid_run(tmp_path: Path) -> None:
+    # run_case_remote writes the manifest's recorded_count lazily (at most once per MANIFEST_LAG_S);
+    # a kill -9 mid-run leaves the file behind its index: a reader (the store, the run list, the
+    # MCP resource) reads the index's count at once, and the file is repaired by that read.
+    import os
+    import signal
+    import time
+
+    from conftest import REPO_ROOT, private_stage
+
+    from tools.evidence import list_runs
+
+    operators = Path(__file__).resolve().parent / "operators"
+    calls = tmp_path / "calls.log"
+    plan_cases({"config": {"run_id": "killed-run", "operator": {"name": "c", "candidate": "counts_calls.cand",
+                                                                "reference": "counts_calls.ref",
+                                                                "modules": ["counts_calls.py"]}},
+                "module_sources": {"counts_calls.py": (operators / "counts_calls.py").read_text()},
+                "cases": [{"id": f"c{i}", "inputs": [{"name": "x", "shape": [4]}],
+                           "attributes": {"log_file": str(calls), "tag": f"c{i}", "delay": 0.05}}
+                          for i in range(40)]}, root=tmp_path)
+    run = tmp_path / "killed-run"
+    with open(tmp_path / "err.txt", "w") as err:
+        proc = subprocess.Popen([sys.executable, "-c", RUN_THEN_DIE, str(tmp_path)], cwd=REPO_ROOT, stderr=err,
+                                env={**os.environ, "OPDEBUG_RUNNER_STAGE": private_stage()})
+    try:
+        deadline = time.monotonic() + 120
+        lagging = False
+        while time.monotonic() < deadline and proc.poll() is None:
+            indexed = len(_index(run))
+            on_disk = json.loads((run / "manifest.json").read_text())["recorded_count"]
+            if indexed >= 3 and on_disk < indexed:  # the file lags its index now: kill the writer
+                os.kill(proc.pid, signal.SIGKILL)
+                lagging = True
+                break
+            time.sleep(0.01)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert lagging, (tmp_path / "err.txt").read_text()[-2000:]
+    indexed = len(_index(run))
+    assert json.loads((run / "manifest.json").read_text())["recorded_count"] < indexed  # what the kill left
+    listed = {m["run_id"]: m for m in list_runs(tmp_path)}
+    assert listed["killed-run"]["recorded_count"] == indexed
+    assert RunStore(tmp_path, "killed-run").read_manifest()["recorded_count"] == indexed
+    assert json.loads((run / "manifest.json").read_text())["recorded_count"] == indexed  # repaired by the read

@@ -19,7 +19,7 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from conftest import REPO_ROOT, minimal_plan_request, mismatch_result, passed_result
+from conftest import REPO_ROOT, minimal_plan_request, mismatch_result, passed_result, server_env
 from tools.schemas import SLUG_PATTERN, PlanRequest
 
 TOOLS = {"plan_cases", "record_result", "analyze_failures", "run_case_remote", "check_host",
@@ -34,7 +34,7 @@ def with_server(root: Path, scenario: Callable[[Client], Awaitable[Any]], env: d
             command=sys.executable,
             args=["-m", "mcp_server", "--evidence-root", str(root)],
             cwd=str(REPO_ROOT),
-            env={"PYTHONPATH": str(REPO_ROOT), **(env or {})},
+            env=server_env(**(env or {})),
         )
         async with Client(params, cache=None, read_timeout_seconds=120) as client:
             return await scenario(client)

@@ -273,12 +273,54 @@ def test_two_calls_on_one_run_at_once_run_each_case_once(loop, tmp_path: Path) -
 
     one, two = loop.run_until_complete(both())
     assert sorted(one.recorded + two.recorded) == ["c0", "c1", "c2"]
-    assert sorted(one.refused + two.refused) == ["c0", "c1", "c2"]
+    assert sorted(one.skipped + two.skipped) == ["c0", "c1", "c2"]  # skipped at their turn, not run
+    assert one.refused == two.refused == []
     for resp in (one, two):
         assert resp.pending == [] and all(o.recorded for o in resp.outcomes), resp
         assert "stayed pending" not in (resp.rerun_hint or "")
     # executed once each, not once per call (a second execution would only show here: its record is refused)
     assert sorted(calls.read_text().splitlines()) == ["c0", "c1", "c2"]
+
+
+TWO_PROCESSES = """
+import asyncio, json, sys
+from tools.run_case_remote import run_case_remote
+r = asyncio.run(run_case_remote("twice", root=sys.argv[1], device_wait_s=120))
+print(json.dumps({"recorded": r.recorded, "skipped": r.skipped, "refused": r.refused, "hint": r.rerun_hint}))
+"""
+
+
+def test_two_processes_on_one_run_the_one_that_waited_skips_what_the_other_recorded(tmp_path: Path) -> None:
+    # Two agents (two servers, two CLIs) run one run at once on one device: the second waits for the
+    # device, then re-reads what was recorded meanwhile and skips it, saying how many - no case is
+    # executed by both (an NPU would pay every case twice).
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO_ROOT, private_stage
+
+    calls = tmp_path / "calls.log"
+    ids = [f"c{i}" for i in range(10)]
+    plan(tmp_path, "twice", "counts_calls.py",
+         [{"id": c, "inputs": [inp()], "attributes": {"log_file": str(calls), "tag": c, "delay": 0.2}} for c in ids])
+    stage = private_stage()  # the two share a device of their own (not this process's warm slots)
+    logs = [(tmp_path / f"out-{i}.txt", tmp_path / f"err-{i}.txt") for i in range(2)]  # files: no pipe fills up
+    procs = []
+    for out, err in logs:
+        with open(out, "w") as o, open(err, "w") as e:
+            procs.append(subprocess.Popen([sys.executable, "-c", TWO_PROCESSES, str(tmp_path)], cwd=REPO_ROOT,
+                                          stdout=o, stderr=e, env={**os.environ, "OPDEBUG_RUNNER_STAGE": stage}))
+    answers = []
+    for proc, (out, err) in zip(procs, logs, strict=True):
+        assert proc.wait(timeout=240) == 0, err.read_text()[-2000:]
+        answers.append(json.loads(out.read_text().splitlines()[-1]))
+    executed = calls.read_text().split()
+    assert sorted(executed) == ids, f"executed by both: {sorted(c for c in set(executed) if executed.count(c) > 1)}"
+    assert sorted(answers[0]["recorded"] + answers[1]["recorded"]) == ids
+    waited = min(answers, key=lambda a: len(a["recorded"]))
+    assert sorted(waited["skipped"]) == sorted(set(ids) - set(waited["recorded"])) and waited["skipped"], answers
+    assert waited["refused"] == [] and f"{len(waited['skipped'])} case(s) recorded by another call" in waited["hint"]
 
 
 def test_a_run_locked_by_another_process_is_recorded_once_the_lock_frees(loop, tmp_path: Path) -> None:

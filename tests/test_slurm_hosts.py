@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from conftest import server_env
 from slurm_fixture import SlurmCluster, cmdline, processes_mentioning, require_slurm, slurm_cluster  # noqa: F401
 from sshd_fixture import ssh_env, write_inventory  # noqa: F401
 from tools.check_host import check_host
@@ -308,7 +309,7 @@ def mcp_run(slurm: SlurmCluster, tmp_path: Path, run_id: str) -> tuple[Any, list
     async def main() -> Any:
         params = StdioServerParameters(
             command=sys.executable, args=["-m", "mcp_server", "--evidence-root", str(tmp_path)], cwd=str(REPO),
-            env={**slurm.env, "PYTHONPATH": str(REPO), "OPDEBUG_INVENTORY": str(toml_inventory(tmp_path))})
+            env={**slurm.env, **server_env(), "OPDEBUG_INVENTORY": str(toml_inventory(tmp_path))})
         async with Client(params, cache=None, read_timeout_seconds=120) as client:
             return await client.call_tool("run_case_remote", {"run_id": run_id, "hosts": ["cluster"]},
                                           progress_callback=on_progress)

@@ -501,9 +501,21 @@ class RunStore:
             return None
 
     def read_manifest(self) -> dict:
+        """manifest.json with its counts as the index says: a writer killed mid-run (kill -9)
+        leaves a lazily written ``recorded_count`` behind its index until the next locked
+        write repairs the file; a reader never sees that lag (the file is brought up to date
+        now when no other writer holds the run)."""
         self.require()
         flush_lagging_manifests(self.dir)
-        return read_json(self._manifest_path)
+        manifest = read_json(self._manifest_path)
+        count = len(self._index_docs())
+        if manifest.get("recorded_count") != count:
+            manifest["recorded_count"] = count
+            try:
+                RunStore(self.root, self.run_id, lock_timeout_s=0).sync_manifest()
+            except (FileLockTimeout, OSError):  # another writer holds the run, or a full disk: the answer is right
+                pass
+        return manifest
 
     def _has_results(self) -> bool:
         return bool(self._index_docs())
@@ -923,10 +935,21 @@ def list_runs(root: str | os.PathLike | None = None) -> list[dict]:
         mf = child / MANIFEST
         if child.is_dir() and mf.is_file():
             try:
-                runs.append(read_json(mf))
+                runs.append(_listed_manifest(base, child.name, read_json(mf)))
             except (OSError, json.JSONDecodeError):
                 runs.append({"run_id": child.name, "status": "unreadable"})
     return runs
+
+
+def _listed_manifest(base: Path, name: str, manifest: dict) -> dict:
+    """A run's manifest for a listing: one still ``running`` (its writer may have been killed
+    before its lazy count was written) is read through the store, with the index's counts."""
+    if manifest.get("status") != "running" or not _is_slug(name):
+        return manifest
+    try:
+        return RunStore(base, name).read_manifest()
+    except ToolError:
+        return manifest
 
 
 RUN_INDEX_LIMIT = 200

@@ -23,6 +23,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
 
 from .analyze_failures import analyze_failures
 from .cases.constraints import Constraints, learn_from_run, valid_call
@@ -32,7 +34,7 @@ from .evidence import RunStore, read_json
 from .host_modes import runnable_modes
 from .order_search import search_order
 from .plan_cases import plan_cases
-from .run_case_remote import run_case_remote
+from .run_case_remote import NOT_STARTED_AFTER_DEADLINE, run_case_remote
 from .schemas import NarrowRequest, NarrowResponse, NarrowStep, StarSpec
 
 NARROWING = ("discriminate", "bisect", "probe", "crossing", "explore", "falsify")
@@ -137,6 +139,8 @@ class _Runs:
         self.done = 0  # cases answered, each one progress step
         self.started: list[str] = []
         self.answered: dict[str, str] = {}  # case id -> its state
+        self.asked: list[str] = []  # every case a run was asked for, in order
+        self.kept_out: list[str] = []  # cases the deadline kept from starting (left pending, never run)
         self.answering = True  # False once the call answered: no more progress for it
         # the slowest pace seen: wall seconds per case of a round (its analysis included), at
         # first the slowest recorded case of the run (a compile-mode case may take many seconds)
@@ -155,9 +159,21 @@ class _Runs:
     def still_running(self) -> list[str]:
         return [c for c in self.started if c not in self.answered]
 
-    def ran(self) -> list[str]:
-        """The cases it started or answered (a case left pending may not have started), in order."""
-        return list(dict.fromkeys(self.started + list(self.answered)))
+    def not_started(self) -> list[str]:
+        """The cases asked for that never started: kept out by the deadline, or not reached when it answered."""
+        return [c for c in dict.fromkeys(self.asked) if c not in self.started and self._not_run(c)]
+
+    def _not_run(self, case_id: str) -> bool:
+        return case_id in self.kept_out or case_id not in self.answered
+
+    def cut(self) -> bool:
+        """The deadline stopped a run: a case still running, or one it kept from starting."""
+        return bool(self.still_running() or self.not_started())
+
+    def ran(self, case_ids: list[str] | None = None) -> list[str]:
+        """The cases it started or answered (a case the deadline kept from starting is not one), in order."""
+        ran = [c for c in dict.fromkeys(self.started + list(self.answered)) if c not in self.kept_out]
+        return ran if case_ids is None else [c for c in ran if c in case_ids]
 
     def states(self, case_ids: list[str]) -> dict[str, str]:
         """Each case's state: as answered, else running (past the deadline) or pending."""
@@ -172,13 +188,14 @@ class _Runs:
         done, _ = await asyncio.wait({task}, timeout=self.left() + ANSWER_GRACE_S)
         if done:
             return task.result()
-        _LATE_RUNS.add(task)  # kept until it ends (its cases are recorded then)
+        _LATE_RUNS[task] = self  # kept until it ends (its cases are recorded then)
         task.add_done_callback(_forget_late_run)
         self.answering = False
         return None, analyze_failures(self.req.run_id, root=self.root, modes=self.modes)
 
     async def _run(self, case_ids: list[str] | None):
         started = time.monotonic()
+        self.asked.extend(case_ids if case_ids is not None else RunStore(self.root, self.req.run_id).pending_case_ids())
         response = await run_case_remote(
             self.req.run_id,
             case_ids=case_ids,
@@ -201,6 +218,9 @@ class _Runs:
 
     async def _answered(self, _done: int, _total: int, outcome) -> None:
         self.answered[outcome.case_id] = outcome.state
+        if outcome.error == NOT_STARTED_AFTER_DEADLINE:
+            self.kept_out.append(outcome.case_id)
+            return  # not a case it ran: no progress step
         self.done += 1
         if self.progress is not None and self.answering:
             await self.progress(self.done, None, f"{outcome.case_id}: {outcome.state} - {outcome.summary}")
@@ -211,11 +231,31 @@ class _Runs:
 
 
 ANSWER_GRACE_S = 2.0  # the answer comes at most this long after max_seconds
-_LATE_RUNS: set[asyncio.Future] = set()
+_LATE_RUNS: dict[asyncio.Future, _Runs] = {}
+
+
+def late_runs() -> list[LateRun]:
+    """The runs still going on after narrow_failure answered (``detach``), with the cases
+    each still has running: what a server that stops hands over (tools/handover.py)."""
+    return [
+        LateRun(task, runs.root, runs.req.run_id, runs.req.hosts, runs.inventory, runs.still_running())
+        for task, runs in _LATE_RUNS.items()
+        if not task.done()
+    ]
+
+
+@dataclass(frozen=True)
+class LateRun:
+    task: asyncio.Future
+    root: Any
+    run_id: str
+    hosts: list[str] | None
+    inventory: Any
+    running: list[str]
 
 
 def _forget_late_run(task: asyncio.Future) -> None:
-    _LATE_RUNS.discard(task)
+    _LATE_RUNS.pop(task, None)
     if not task.cancelled():
         task.exception()  # retrieved: a late run's failure leaves its cases pending, as any run's does
 
@@ -288,7 +328,7 @@ async def narrow_failure(
     cases_run = len(ran_first)
     if ran_first:  # the pending cases it ran are the first step
         steps.append(_step(1, ["pending"], [], runs.states(ran_first), analysis))
-    stopped = None
+    stopped = "budget_seconds" if first is None or runs.cut() else None  # the deadline came in the first round
     searched: set[str] = set()  # order-dependent cases whose poisoning earlier case was looked for
     while stopped is None and first is not None:
         budget = req.max_cases - new_cases
@@ -311,15 +351,15 @@ async def narrow_failure(
             stopped = "no_progress"
             break
         new_cases += len(added)
-        cases_run += len(added)
         run, analysis = await runs.run(added)
+        cases_run += len(runs.ran(added))  # not those the deadline kept from starting
         kinds, axes = sorted({k for _, k, _ in picked}), sorted({a for _, _, a in picked if a})
         steps.append(_step(len(steps) + 1, kinds, axes, runs.states(added), analysis))
         await runs.say(
             f"round {len(steps)}: {len(added)} case(s); findings: {', '.join(steps[-1].findings[:3]) or 'none yet'}"
         )
-        if run is None:
-            stopped = "budget_seconds"  # answered at the deadline: a case is still running
+        if run is None or runs.cut():
+            stopped = "budget_seconds"  # the deadline: a case still running, or one it kept from starting
         elif not run.recorded:
             stopped = "no_progress"
     return _response(req, runs, analysis, stopped, steps, cases_run, new_cases, len(ran_first))
@@ -341,4 +381,5 @@ def _response(req, runs: _Runs, analysis, stopped, steps, cases_run: int, new_ca
         pending_run=pending_run,
         counterexamples=analysis.counterexamples,
         still_running=runs.still_running(),
+        not_started=runs.not_started(),
     )

@@ -17,6 +17,7 @@ import errno
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from filelock import Timeout as FileLockTimeout
 
@@ -53,6 +54,19 @@ from .schemas import (
 )
 
 Progress = Callable[[int, int, CaseOutcome], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """Another candidate in place of the config's, for one call (verify_fix after a fix under
+    another name): its module-qualified name, and the directory of the module files it is
+    imported from (the run's own modules included), each named in ``modules``."""
+
+    name: str
+    modules_dir: Path
+    modules: list[str]
+
+
 KEEP_OUTPUTS_MAX_BYTES = 8 << 20  # both outputs of one failing case, as torch.save writes them
 
 
@@ -76,6 +90,7 @@ async def run_case_remote(
     device_wait_s: float | None = None,
     deadline: float | None = None,
     on_news: Callable[[str], Awaitable[None]] | None = None,
+    candidate: Candidate | None = None,
 ) -> RunResponse:
     """``progress(done, total, outcome)`` after each case; ``on_start(case_id)``
     when a case goes to a slot (a progress bar shows the cases in flight);
@@ -87,7 +102,8 @@ async def run_case_remote(
     the host's lease_wait_s (still cut to ``lease_wait_s``); ``deadline`` (time.monotonic()):
     no case starts after it - those left stay pending, said so; ``on_news(text)`` for progress that is not a finished
     case (about once a second of such a wait, a scheduler job waiting in the queue, a lost
-    slot started again)."""
+    slot started again); ``candidate``: run another candidate in place of the config's
+    (the recorded config is unchanged)."""
     store = RunStore(root, run_id)
     store.require()
     chosen = _choose_cases(store, case_ids)
@@ -103,6 +119,7 @@ async def run_case_remote(
         lease_wait_s=lease_wait_s,
         device_wait_s=device_wait_s,
         on_news=on_news,
+        candidate=candidate,
     )
     call = _CallRun(
         store,
@@ -118,7 +135,12 @@ async def run_case_remote(
     await call.report_left(queue_report, host_names)
     call.sync_manifest()
     return _answer(
-        store, host_names, [call.outcomes[c] for c in chosen.order if c in call.outcomes], call.refused, chosen.order
+        store,
+        host_names,
+        [call.outcomes[c] for c in chosen.order if c in call.outcomes],
+        call.refused,
+        chosen.order,
+        skipped=call.skipped,
     )
 
 
@@ -155,6 +177,7 @@ def _run_files(
     lease_wait_s: float | None,
     device_wait_s: float | None,
     on_news: Callable[[str], Awaitable[None]] | None,
+    candidate: Candidate | None = None,
 ) -> RunFiles:
     """What every slot of the call is sent: the config, the run's modules and captured inputs,
     and how long a slot may wait for a device held elsewhere."""
@@ -163,10 +186,14 @@ def _run_files(
     wire_config = config.model_dump(mode="json")
     if keep_outputs:  # read by the runner only, never stored: the planned config is unchanged
         wire_config["keep_outputs_max_bytes"] = KEEP_OUTPUTS_MAX_BYTES
+    shipped = modules_dir if config.operator.modules and modules_dir.is_dir() else None
+    if candidate is not None:  # sent, never stored: the planned config is unchanged
+        wire_config["operator"] = dict(wire_config["operator"], candidate=candidate.name, modules=candidate.modules)
+        shipped = candidate.modules_dir if candidate.modules else None
     return RunFiles(
         run_id=store.run_id,
         config=wire_config,
-        modules_dir=modules_dir if config.operator.modules and modules_dir.is_dir() else None,
+        modules_dir=shipped,
         captured_dir=captured_dir if captured_dir.is_dir() else None,
         lease_wait_s=lease_wait_s,
         news=on_news,
@@ -194,7 +221,8 @@ class _CallRun:
         self.config = config
         self.progress, self.on_start, self.deadline = progress, on_start, deadline
         self.outcomes: dict[str, CaseOutcome] = {}
-        self.refused = list(chosen.refused)  # and those another call recorded while this one ran
+        self.refused = list(chosen.refused)  # and those another call recorded while this one ran them
+        self.skipped: list[str] = []  # recorded by another call before their turn here: not run
         self.total = len(chosen.todo)
         # consistency checks (consistency_runs.py)
         self.repeat_passing = repeat_passing_ids(self.config, list(self.cases), chosen.todo)
@@ -239,8 +267,8 @@ class _CallRun:
         if self.deadline is not None and time.monotonic() >= self.deadline:
             await self.report(_pending(case_id, NOT_STARTED_AFTER_DEADLINE))
             return
-        if case_id in _recorded_ids(self.store):  # reads only what the index gained since the last look
-            self.refused.append(case_id)  # another call on this run recorded it meanwhile: not run twice
+        if case_id in _recorded_ids(self.store):  # re-read at its turn (reads only what the index gained)
+            self.skipped.append(case_id)  # another call recorded it while this one waited: not run twice
             return
         case = self.cases[case_id]
         if self.on_start is not None:
@@ -308,10 +336,17 @@ class _CallRun:
 
 
 def _answer(
-    store: RunStore, host_names: list[str], ordered: list[CaseOutcome], refused: list[str], order: list[str]
+    store: RunStore,
+    host_names: list[str],
+    ordered: list[CaseOutcome],
+    refused: list[str],
+    order: list[str],
+    *,
+    skipped: list[str] | None = None,
 ) -> RunResponse:
     """The call's answer: each case's outcome in the call's order, and what to do next."""
     refused = [c for c in order if c in refused]
+    skipped = [c for c in order if c in (skipped or [])]
     still = [o.case_id for o in ordered if not o.recorded]
     hint = None
     if still:
@@ -321,6 +356,8 @@ def _answer(
         )
     elif refused:
         hint = _refused_hint(refused)
+    if skipped:
+        hint = ((hint + " ") if hint else "") + _skipped_hint(store.run_id, skipped)
     external = [o for o in ordered if o.rerun_case]
     if external:
         hint = ((hint + " ") if hint else "") + (
@@ -336,6 +373,7 @@ def _answer(
         pending=store.pending_case_ids(limit=PENDING_LIST_LIMIT),
         pending_count=store.pending_count(),
         refused=refused,
+        skipped=skipped,
         rerun_hint=hint,
     )
 
@@ -363,6 +401,13 @@ def _refused_hint(refused: list[str]) -> str | None:
 
 # harness_error types that are the harness's own fault in the reference's phase, not a refusal of the call
 HARNESS_FAULTS = ("Timeout", "WorkerDied", "WorkerStartError", WORKER_RESTART_LIMIT)
+
+
+def _skipped_hint(run_id: str, skipped: list[str]) -> str:
+    return (
+        f"{len(skipped)} case(s) recorded by another call while this one waited for its turn, skipped (not run "
+        f"twice): {few_ids(skipped)}; their results: opdebug://runs/{run_id}/results"
+    )
 
 
 def _pending(case_id: str, error: str, *, host=None, device=None) -> CaseOutcome:

@@ -29,6 +29,7 @@ import math
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -325,10 +326,13 @@ def render_pictures(
     case_ids: list[str] | None = None,
     outputs: dict[str, str] | None = None,
     timeout_s: float = 600.0,
+    progress: Callable[[str], None] | None = None,
 ) -> PicturesResponse:
     """Draw the pictures of a run's failing outputs (``case_ids``, default
     :func:`default_cases`) and of its cases; ``outputs`` (case -> file saved by
-    the reproducer's --save-outputs) are stored first."""
+    the reproducer's --save-outputs) are stored first.  ``progress(text)`` as each
+    step begins (a case's outputs recomputed through its reproducer take seconds)."""
+    say = progress or (lambda _text: None)
     store = RunStore(root, run_id)
     store.require()
     if not available():
@@ -355,7 +359,9 @@ def render_pictures(
         wanted = case_ids
     else:
         wanted = default_cases(store, results)
-    pictures, skipped, outputs_from = [], [], {}
+    pictures: list[str] = []
+    skipped: list[str] = []
+    outputs_from: dict[str, str] = {}
     for case_id in wanted:
         result = results.get(case_id)
         if result is None or result.status != "numerical_mismatch":
@@ -365,6 +371,7 @@ def render_pictures(
         if all(c.contract_mismatch for _, c in failed):
             skipped.append(f"{case_id}: contract mismatch only ({failed[0][1].contract_mismatch})")
             continue
+        say(f"{case_id}: its outputs ({len(pictures)} picture(s) drawn so far)")
         pair, why, source = _outputs_of(store, case_id, result, timeout_s)
         if pair is None or source is None:
             skipped.append(f"{case_id}: {why}")
@@ -380,6 +387,7 @@ def render_pictures(
                 name = _name(case_id, comp.output, kind) + ".png"
                 store.write_artifact(f"{PICTURES_DIR}/{name}", draw(cand, ref, comp, title))
                 pictures.append(f"{ARTIFACTS_DIR}/{PICTURES_DIR}/{name}")
+    say("the run's cases")
     png = run_png(store)
     if png is not None:
         store.write_artifact(f"{PICTURES_DIR}/run-cases.png", png)

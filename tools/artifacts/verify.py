@@ -21,6 +21,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..analyze_failures import write_page
 from ..cases.ids import fit_id
 from ..errors import ToolError
@@ -28,8 +30,8 @@ from ..evidence import RunStore
 from ..plan_cases import plan_cases
 from ..remote import pool
 from ..remote.inventory import as_inventory
-from ..run_case_remote import Progress, run_case_remote
-from ..schemas import VerifyResponse, now_utc
+from ..run_case_remote import Candidate, Progress, run_case_remote
+from ..schemas import VerifyArgs, VerifyResponse, format_validation_error, now_utc
 from .common import case_seed, failing_ids
 from .records import VERIFY_DIR, verify_records
 
@@ -89,7 +91,14 @@ async def verify_run(
     command_timeout_s: float = 600.0,
     progress: Progress | None = None,
     on_start: Callable[[str], Awaitable[None]] | None = None,
+    candidate: str | None = None,
+    candidate_sources: dict[str, str] | None = None,
 ) -> VerifyResponse:
+    """``candidate``: a module-qualified name run in place of the config's candidate (the fix
+    under another name, as the reproducer's ``--candidate`` and the regression test's
+    ``OPDEBUG_CANDIDATE``), importable on the host or from ``candidate_sources`` (module file
+    name -> source, shipped with the rerun and kept under ``artifacts/verify/<n>/modules/``)."""
+    _check_candidate(run_id, candidate, candidate_sources)
     store = RunStore(root, run_id)
     store.require()
     config = store.read_config()
@@ -104,20 +113,10 @@ async def verify_run(
     planned = {c.id for c in cases}
     while any(fit_id(f"{cid}{VERIFY_MARK}{index}") in planned for cid in originals):
         index += 1
-    by_id = {c.id: c for c in cases}
-    rerun: dict[str, str] = {}
-    docs = []
-    for cid in originals:
-        new_id = fit_id(f"{cid}{VERIFY_MARK}{index}")
-        doc = by_id[cid].model_dump(mode="json")
-        doc["id"] = new_id
-        doc["description"] = f"verify {index}: case {cid!r} again after a fix"
-        # the same inputs: keep the original's seed (a derived seed would come from the new id)
-        doc["seed"] = case_seed(doc | {"id": cid})
-        docs.append(doc)
-        rerun[cid] = new_id
+    rerun, docs = _rerun_cases({c.id: c for c in cases}, originals, index, candidate)
     plan_cases({"run_id": store.run_id, "append": True, "cases": docs}, root=root)
     host_names = [h.name for h in as_inventory(inventory).resolve(hosts)]
+    swap = _stage_candidate(store, index, candidate, candidate_sources or {}) if candidate else None
     await pool.REGISTRY.close_idle(host_names)
     response = await run_case_remote(
         store.run_id,
@@ -127,6 +126,7 @@ async def verify_run(
         inventory=inventory,
         progress=progress,
         on_start=on_start,
+        candidate=swap,
     )
     states = {o.case_id: o.state for o in response.outcomes}
     still = [cid for cid, new in rerun.items() if states.get(new) != "passed"]
@@ -141,6 +141,8 @@ async def verify_run(
         "run_id": store.run_id,
         "at": now_utc().isoformat(),
         "hosts": host_names,
+        "candidate": candidate or config.operator.candidate,
+        "candidate_modules": sorted(candidate_sources or {}),
         "rerun": rerun,
         "states": states,
         "still_failing": still,
@@ -161,4 +163,49 @@ async def verify_run(
         model_command=model,
         conclusion=text,
         evidence=str(path.relative_to(store.dir)),
+        candidate=candidate or config.operator.candidate,
+    )
+
+
+def _check_candidate(run_id: str, candidate: str | None, sources: dict[str, str] | None) -> None:
+    """The candidate and its module files as the tool's schema checks them (the CLI's too)."""
+    if sources and not candidate:
+        raise ToolError("candidate_sources without a candidate: name the fixed operator too", code="validation_error")
+    if candidate:
+        try:
+            VerifyArgs.model_validate({"run_id": run_id, "candidate": candidate, "candidate_sources": sources or {}})
+        except ValidationError as exc:
+            raise ToolError(format_validation_error(exc), code="validation_error") from None
+
+
+def _rerun_cases(by_id: dict, originals: list[str], index: int, candidate: str | None) -> tuple[dict[str, str], list]:
+    """Each failing case again under ``<case>.verify-<index>``, with its inputs (its seed): the
+    new ids by original id, and the cases to plan."""
+    rerun: dict[str, str] = {}
+    docs = []
+    for cid in originals:
+        new_id = fit_id(f"{cid}{VERIFY_MARK}{index}")
+        doc = by_id[cid].model_dump(mode="json")
+        doc["id"] = new_id
+        doc["description"] = f"verify {index}: case {cid!r} again after a fix" + (
+            f", candidate {candidate}" if candidate else ""
+        )
+        # the same inputs: keep the original's seed (a derived seed would come from the new id)
+        doc["seed"] = case_seed(doc | {"id": cid})
+        docs.append(doc)
+        rerun[cid] = new_id
+    return rerun, docs
+
+
+def _stage_candidate(store: RunStore, index: int, candidate: str, sources: dict[str, str]) -> Candidate:
+    """The candidate's module files beside the run's own in ``artifacts/verify/<index>/modules/``
+    (a file of the candidate's replaces the run's file of that name there, never in the run)."""
+    config = store.read_config()
+    run_modules = store.dir / "artifacts" / "modules"
+    files = {name: (run_modules / name).read_bytes() for name in config.operator.modules}
+    files.update({name: source.encode("utf-8") for name, source in sources.items()})
+    for name, data in files.items():
+        store.write_artifact(f"{VERIFY_DIR}/{index}/modules/{name}", data)
+    return Candidate(
+        name=candidate, modules_dir=store.dir / "artifacts" / VERIFY_DIR / str(index) / "modules", modules=sorted(files)
     )

@@ -122,6 +122,19 @@ def cmd_pictures(args: argparse.Namespace) -> int:
     return _print(args, response, lines)
 
 
+def _module_sources(paths: list[str]) -> dict[str, str]:
+    """NAME.py -> source of each --candidate-module file (read here, shipped with the rerun)."""
+    from pathlib import Path
+
+    sources = {}
+    for path in paths:
+        try:
+            sources[Path(path).name] = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ToolError(f"--candidate-module {path}: cannot read it: {exc}", code="validation_error") from None
+    return sources
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from ..artifacts.verify import verify_run
 
@@ -141,6 +154,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 command_timeout_s=args.command_timeout,
                 progress=progress,
                 on_start=bar.started,
+                candidate=args.candidate,
+                candidate_sources=_module_sources(args.candidate_module),
             )
         )
     lines = [f"{orig} -> {new}: {response.states.get(new, 'pending')}" for orig, new in response.rerun.items()]
@@ -216,4 +231,14 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     hosts(p)
     p.add_argument("--no-command", action="store_true", help="do not run the config's model command")
     p.add_argument("--command-timeout", type=float, default=600.0, help="seconds for the model command")
+    p.add_argument(
+        "--candidate", help="the fixed operator under another name (module.attr), in place of the config's candidate"
+    )
+    p.add_argument(
+        "--candidate-module",
+        action="append",
+        default=[],
+        metavar="FILE.py",
+        help="a module file the candidate is imported from, shipped with the rerun (repeatable)",
+    )
     p.set_defaults(func=cmd_verify)

@@ -68,6 +68,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -310,7 +311,7 @@ class Inventory:
 
     def resolve(self, names: list[str] | None) -> list[HostConfig]:
         names = names or [LOCAL]
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        dupes = sorted(n for n, k in Counter(names).items() if k > 1)  # linear: a long list costs one pass
         if dupes:
             raise ToolError(f"hosts named more than once: {dupes}", code="invalid_request")
         return [self.get(n) for n in names]

@@ -201,6 +201,9 @@ def _run(r: Any) -> str:
         else f"Ran no case of run {r.run_id}: nothing was pending"
         + (f" among the cases named ({len(r.refused)} already recorded)." if r.refused else ".")
     ]
+    skipped = list(getattr(r, "skipped", None) or [])
+    if skipped:
+        lines.append(f"Skipped {len(skipped)} case(s) another call recorded while this one waited (not run twice).")
     failures = [o for o in r.outcomes if o.state not in ("passed", "pending")]
     if failures:
         lines.append(f"{len(failures)} failed:")
@@ -358,6 +361,9 @@ def _narrow(r: Any) -> str:
             f"Still running at max_seconds, recorded when done: {few_ids(running, 4)} (read "
             f"opdebug://runs/{r.run_id}/results or call analyze_failures later)."
         )
+    kept_out = list(getattr(r, "not_started", None) or [])
+    if kept_out:
+        lines.append(f"Not started before max_seconds, still pending: {few_ids(kept_out, 4)} (not counted as run).")
     lines.append("next: " + _NARROW_NEXT.get(r.stopped, f"read opdebug://runs/{r.run_id}/report"))
     return "\n".join(lines)
 

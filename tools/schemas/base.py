@@ -48,6 +48,12 @@ MODES = ("eager", "compile", "graph")
 # float32).  Above it the host (CPU generation, then the device copy) would
 # only run out of memory or overflow; refuse it when the case is planned.
 MAX_STORAGE_ELEMENTS = 2**34
+# Every list an argument holds is bounded (the schema says maxItems; pydantic refuses a longer
+# one before it reads the items), so no argument costs more than linear work on a bound.
+MAX_RANK = 64  # dimensions of a tensor (torch's TensorIterator takes 25; a shape of 100,000 is refused)
+MAX_NAMES = 256  # names in one list: hosts, outputs, modules, inputs, rules...
+MAX_CASES_PER_CALL = 10_000  # cases (or case ids) one call plans, runs or names
+MAX_POSITIONS = 4096  # multi-indices of special values in one tensor
 STATUSES = ("passed", "numerical_mismatch", "crash", "unsupported")
 
 # A named alias: published once in $defs and referenced (the schema stays compact).
@@ -142,6 +148,12 @@ def _finite_json(value: Any) -> Any:
     return value
 
 
+def _server_path(value: str) -> str:
+    if "\x00" in value:  # the OS refuses it deep in a write; said here, as a bad argument
+        raise ValueError("a path cannot contain a NUL byte (\\x00)")
+    return value
+
+
 def _module_file(value: str) -> str:
     if not _MODULE_FILE_RE.fullmatch(value):
         raise ValueError("module file must be NAME.py with NAME a Python identifier (no directories)")
@@ -153,6 +165,9 @@ def _module_file(value: str) -> str:
 Slug = Annotated[str, AfterValidator(check_slug), Field(json_schema_extra={"pattern": SLUG_PATTERN})]
 FreeJson = Annotated[dict[str, Any], AfterValidator(_finite_json)]
 ModuleFile = Annotated[str, AfterValidator(_module_file)]
+ServerPath = Annotated[
+    str, Field(min_length=1, max_length=4096), AfterValidator(_server_path)
+]  # a path on this machine
 Ident = Annotated[str, AfterValidator(_ident)]
 Dotted = Annotated[str, AfterValidator(_dotted)]
 FiniteFloat = Annotated[float, AfterValidator(_finite)]

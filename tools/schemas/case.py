@@ -16,6 +16,10 @@ from .base import (
     DTYPE_FAMILIES,
     DTYPES,
     FLOAT_DTYPES,
+    MAX_CASES_PER_CALL,
+    MAX_NAMES,
+    MAX_POSITIONS,
+    MAX_RANK,
     MAX_STORAGE_ELEMENTS,
     Dtype,
     FiniteFloat,
@@ -45,7 +49,9 @@ class SpecialValues(Strict):
         description="the special value: nan, inf, -inf, denormal (the dtype's smallest "
         "subnormal), +0, -0, large/-large (near the dtype's max)"
     )
-    positions: list[list[Annotated[int, Field(ge=0)]]] | None = Field(None, description="multi-indices")
+    positions: list[Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=MAX_RANK)]] | None = Field(
+        None, max_length=MAX_POSITIONS, description="multi-indices"
+    )
     count: Annotated[int, Field(ge=1)] | None = Field(None, description="or: N seeded random positions")
 
     @model_validator(mode="after")
@@ -81,14 +87,18 @@ class ValueSpec(Strict):
         None, description="captured: a captured_files name (artifacts/captured/)"
     )
     specials: list[SpecialValues] = Field(
-        default_factory=list, description="special values put in after generation (nan, inf, denormal...)"
+        default_factory=list,
+        max_length=64,
+        description="special values put in after generation (nan, inf, denormal...)",
     )
     exclude_zero: bool = Field(False, description="generated zeros become the smallest non-zero step")
     # given values at given positions, written last (one outlier of 300): accepted, not published
     # (tools/list budget; references/behavior.md, "Values")
     place: SkipJsonSchema[list[PlacedValue]] = Field(default_factory=list, max_length=MAX_PLACED)
     by_dtype: dict[str, ValueSpec] = Field(
-        default_factory=dict, description="per dtype or family (float, int...): dtype, then family, then this spec"
+        default_factory=dict,
+        max_length=64,
+        description="per dtype or family (float, int...): dtype, then family, then this spec",
     )
 
     @model_validator(mode="after")
@@ -128,9 +138,13 @@ def _check_placed(place: list[PlacedValue], shape: list[int], floating: bool) ->
 class TensorSpec(Strict):
     """One tensor of a list."""
 
-    shape: list[Annotated[int, Field(ge=0)]] = Field(description="sizes per dimension ([] is a scalar tensor)")
+    shape: list[Annotated[int, Field(ge=0)]] = Field(
+        max_length=MAX_RANK, description="sizes per dimension ([] is a scalar tensor)"
+    )
     strides: list[Annotated[int, Field(ge=0)]] | None = Field(
-        None, description="in elements, one per dimension (built with as_strided); null: contiguous"
+        None,
+        max_length=MAX_RANK,
+        description="in elements, one per dimension (built with as_strided); null: contiguous",
     )
     storage_offset: Annotated[int, Field(ge=0)] = Field(0, description="in elements, into the storage")
     dtype: Dtype = Field("float32", description="the tensor's dtype, built exactly (never cast)")
@@ -184,7 +198,9 @@ class TensorSpec(Strict):
 class InputSpec(TensorSpec):
     name: Ident = Field(description="argument name")
     shape: list[Annotated[int, Field(ge=0)]] | None = Field(  # type: ignore[assignment]
-        None, description="sizes per dimension ([] is a scalar tensor); null for a tensor list or none=true"
+        None,
+        max_length=MAX_RANK,
+        description="sizes per dimension ([] is a scalar tensor); null for a tensor list or none=true",
     )
     tensors: list[TensorSpec] | None = Field(
         None, min_length=1, max_length=128, description="a Tensor[] argument: one spec per member"
@@ -270,7 +286,7 @@ class CaptureSelection(Strict):
 
     dir: Annotated[str, AfterValidator(_capture_dir)] = Field(description="capture dir or dump.json")
     calls: Annotated[list[str], AfterValidator(_capture_calls)] = Field(
-        default_factory=list, description="call ids; omit: all"
+        default_factory=list, max_length=MAX_CASES_PER_CALL, description="call ids; omit: all"
     )
     star: bool = Field(False, description="one-axis variations too")
 
@@ -282,7 +298,15 @@ class DtypeArg(Strict):
     value: Dtype = Field(description="the dtype passed")
 
 
-AttributeValue = None | bool | int | float | str | DtypeArg | list[None | bool | int | float | str]
+AttributeValue = (
+    None
+    | bool
+    | int
+    | float
+    | str
+    | DtypeArg
+    | Annotated[list[None | bool | int | float | str], Field(max_length=4096)]
+)
 
 # --------------------------------------------------------------------------
 # Backward: which inputs' gradients are compared, how the upstream
@@ -303,7 +327,9 @@ def _output_names(value: dict) -> dict:
 
 
 _Item = TypeVar("_Item")
-OutputMap = Annotated[dict[str, _Item], AfterValidator(_output_names)]  # dict[output name, item], keys checked
+OutputMap = Annotated[
+    dict[str, _Item], Field(max_length=MAX_NAMES), AfterValidator(_output_names)
+]  # dict[output name, item], keys checked
 
 
 OutputName = str
@@ -358,8 +384,12 @@ class Case(Strict):
 
     id: Slug = Field(description="unique in the run; never reused (a recorded case is never overwritten)")
     mode: Mode = Field("eager", description="graph: capture + replay")
-    inputs: list[InputSpec] = Field(min_length=1, description="the tensor arguments, in call order")
-    attributes: dict[Ident, AttributeValue] = Field(default_factory=dict, description="non-tensor arguments")
+    inputs: list[InputSpec] = Field(
+        min_length=1, max_length=MAX_NAMES, description="the tensor arguments, in call order"
+    )
+    attributes: dict[Ident, AttributeValue] = Field(
+        default_factory=dict, max_length=MAX_NAMES, description="non-tensor arguments"
+    )
     seed: Annotated[int, Field(ge=0, lt=2**63)] | None = Field(None, description="null: from the id")
     timeout_s: Annotated[float, Field(gt=0, le=3600)] | None = Field(None, description="null: default_timeout_s")
     compile_timeout_s: Annotated[float, Field(gt=0)] | None = Field(default=None, description="compile budget, s")
@@ -367,12 +397,14 @@ class Case(Strict):
     # set by plan_cases for a case planned from 'captures' (not published in the input schema: agents never write it)
     origin: SkipJsonSchema[CaseOrigin | None] = None
     grad_inputs: list[Ident] | None = Field(
-        None, description="inputs whose gradients are compared (outputs grad.<input>); null: the config's; []: none"
+        None,
+        max_length=MAX_NAMES,
+        description="inputs whose gradients are compared (outputs grad.<input>); null: the config's; []: none",
     )
     grad_output: GradOutput | None = Field(
         None, description="upstream gradient from the seed: a value spec, {output: spec}, 'sum' or 'mean'"
     )
-    compile_dynamic: bool | list[str] | None = Field(
+    compile_dynamic: bool | Annotated[list[str], Field(max_length=MAX_RANK)] | None = Field(
         None, description="compile with dynamic shapes (true) or these dims dynamic (['x.shape[0]'])"
     )
     repeats: Annotated[int, Field(ge=0, le=10)] | None = Field(
@@ -454,7 +486,7 @@ class StarVariation(Strict):
     values: list[StarValue] = Field(
         min_length=1, max_length=64, description="one new case per value (of the axis' kind: a dtype, a shape...)"
     )
-    dims: list[str] = Field(default_factory=list, description="axis 'dim': ['x.shape[0]']")
+    dims: list[str] = Field(default_factory=list, max_length=MAX_RANK, description="axis 'dim': ['x.shape[0]']")
     also: list[StarVariation] = Field(
         default_factory=list,
         max_length=4,
@@ -499,5 +531,7 @@ class StarSpec(Strict):
     base: Case | Annotated[str, AfterValidator(check_slug)] = Field(
         description="the base case, or a planned case's id (when appending)"
     )
-    vary: list[StarVariation] = Field(min_length=1, description="one-axis variations of the base (not a product)")
+    vary: list[StarVariation] = Field(
+        min_length=1, max_length=MAX_NAMES, description="one-axis variations of the base (not a product)"
+    )
     include_base: bool = Field(True, description="plan the base case too (false: only the variations)")

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import WithJsonSchema
 
-from .base import Dotted, Dtype, FreeJson, Ident, ModuleFile, NonNegFinite, Slug, Strict, drop_titles
+from .base import MAX_NAMES, Dotted, Dtype, FreeJson, Ident, ModuleFile, NonNegFinite, Slug, Strict, drop_titles
 from .case import GradOutput, OutputMap
 from .consistency import BatchInvariance
 
@@ -41,7 +41,7 @@ class Tolerance(Strict):
 class OutputTolerance(Tolerance):
     """One output's tolerance."""
 
-    per_dtype: dict[Dtype, Tolerance] = Field(default_factory=dict, description="by output dtype")
+    per_dtype: dict[Dtype, Tolerance] = Field(default_factory=dict, max_length=64, description="by output dtype")
 
     @model_validator(mode="after")
     def _complete_entries(self) -> OutputTolerance:
@@ -54,9 +54,11 @@ class OutputTolerance(Tolerance):
 
 
 class ToleranceSpec(Tolerance):
-    per_dtype: dict[Dtype, Tolerance] = Field(default_factory=dict, description="by output dtype")
+    per_dtype: dict[Dtype, Tolerance] = Field(default_factory=dict, max_length=64, description="by output dtype")
     per_output: OutputMap[OutputTolerance] = Field(
-        default_factory=dict, description="by output name ('grad.weight'; 'grad.*': every gradient); first"
+        default_factory=dict,
+        max_length=MAX_NAMES,
+        description="by output name ('grad.weight'; 'grad.*': every gradient); first",
     )
 
     @model_validator(mode="after")
@@ -79,7 +81,7 @@ class CallSpec(Strict):
     style: Literal["keywords", "positional"] = Field(
         "keywords", description="keywords: each input and attribute by its name; positional: in 'order'"
     )
-    order: list[Ident] | None = Field(None, description="positional: names in argument order")
+    order: list[Ident] | None = Field(None, max_length=MAX_NAMES, description="positional: names in argument order")
 
     @model_validator(mode="after")
     def _order(self) -> CallSpec:
@@ -92,9 +94,11 @@ class OperatorSpec(Strict):
     name: Annotated[str, Field(min_length=1, max_length=200)] = Field(description="the operator's name, for people")
     candidate: Dotted = Field(description="run on the device")
     reference: Dotted = Field(description="trusted, run on CPU")
-    modules: list[ModuleFile] = Field(default_factory=list, description="files given in module_sources")
+    modules: list[ModuleFile] = Field(
+        default_factory=list, max_length=MAX_NAMES, description="files given in module_sources"
+    )
     call: CallSpec = Field(default_factory=CallSpec, description="how inputs and attributes map onto arguments")
-    outputs: list[Ident] | None = Field(None, description="tuple/list output names")
+    outputs: list[Ident] | None = Field(None, max_length=MAX_NAMES, description="tuple/list output names")
     reference_dtype: Literal["auto", "float32", "float64"] = Field(
         "auto", description="floating inputs upcast to it (auto: float64 for float32)"
     )
@@ -103,13 +107,15 @@ class OperatorSpec(Strict):
         None, description="null: inductor; torchair on NPU"
     )
     unsupported_rules: list[Annotated[str, Field(min_length=1, max_length=500)]] = Field(
-        default_factory=list, description="regexes: a candidate error matching one is unsupported"
+        default_factory=list, max_length=MAX_NAMES, description="regexes: a candidate error matching one is unsupported"
     )
     import_timeout_s: Annotated[float, Field(gt=0, le=3600)] = Field(
         300.0, description="seconds to import the user modules and resolve the callables; past it: pending"
     )
     random: bool = Field(False, description="draws random numbers (the reference runs twice)")
-    writes: list[Ident] = Field(default_factory=list, description="inputs it writes (compared as outputs)")
+    writes: list[Ident] = Field(
+        default_factory=list, max_length=MAX_NAMES, description="inputs it writes (compared as outputs)"
+    )
 
     @field_validator("unsupported_rules")
     @classmethod
@@ -157,14 +163,14 @@ class OperatorConfig(Strict):
         60.0, description="seconds per case (a case's timeout_s overrides it); past it the case is a crash: timeout"
     )
     compile_timeout_s: Annotated[float, Field(gt=0)] = Field(default=600.0, description="compile budget, s")
-    grad_inputs: list[Ident] | None = Field(None, description="default of the cases' grad_inputs")
+    grad_inputs: list[Ident] | None = Field(None, max_length=MAX_NAMES, description="default of the cases' grad_inputs")
     grad_output: GradOutput | None = Field(None, description="default of the cases' grad_output")
     judge_level: JudgeLevel = Field("auto", description="baseline judge's msprobe level; auto: the operator's")
     standard: JudgeStandard = Field(
         "auto", description="baseline judge's msprobe standard; auto: msprobe 26.2's routing by output dtype"
     )
     output_judges: dict[Annotated[str, Field(min_length=1, max_length=200)], OutputJudge] = Field(
-        default_factory=dict, description="per output name: its own judge_level and/or standard"
+        default_factory=dict, max_length=MAX_NAMES, description="per output name: its own judge_level and/or standard"
     )
     baseline_host: Annotated[Slug | None, WithJsonSchema({"type": "string"})] = Field(
         None, description="inventory host running the baseline"

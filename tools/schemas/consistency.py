@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field
 
-from .base import FiniteFloat, Ident, NonNegFinite, Slug, Status, Strict, drop_titles
+from .base import MAX_NAMES, FiniteFloat, Ident, NonNegFinite, Slug, Status, Strict, drop_titles
 
 Flag = Literal["nondeterministic", "order_dependent", "order_suspect", "writes_input", "batch_variant"]
 
@@ -42,6 +42,7 @@ class BatchInvariance(Strict):
     check: bool = Field(False, description="a difference fails the case (numerical_mismatch), not only flags it")
     also: list[Ident] = Field(
         default_factory=list,
+        max_length=MAX_NAMES,
         description="other inputs sliced the same way where their size "
         "along dim is the batch's (add(x, y): also ['y'])",
     )

@@ -10,7 +10,18 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from .base import ElementValue, FiniteFloat, FreeJson, NonNegFinite, Slug, Status, Strict, finite_ratio
+from .base import (
+    MAX_NAMES,
+    MAX_RANK,
+    ElementValue,
+    FiniteFloat,
+    FreeJson,
+    NonNegFinite,
+    Slug,
+    Status,
+    Strict,
+    finite_ratio,
+)
 from .consistency import ConsistencyEvidence
 
 # --------------------------------------------------------------------------
@@ -171,8 +182,8 @@ class Comparison(Strict):
 
     output: Annotated[str, Field(min_length=1, max_length=200)] = Field(description="the output's name")
     passed: bool = Field(description="within tolerance (and the same shape, dtype and NaN/Inf pattern)")
-    expected_shape: list[int] | None = Field(None, description="the reference output's shape")
-    actual_shape: list[int] | None = Field(None, description="the candidate output's shape")
+    expected_shape: list[int] | None = Field(None, max_length=MAX_RANK, description="the reference output's shape")
+    actual_shape: list[int] | None = Field(None, max_length=MAX_RANK, description="the candidate output's shape")
     expected_dtype: str | None = Field(None, description="the dtype the output should have")
     actual_dtype: str | None = Field(None, description="the candidate output's dtype")
     contract_mismatch: Annotated[str, Field(max_length=2000)] | None = Field(
@@ -286,7 +297,7 @@ class CaseResult(Strict):
     schema_version: Literal[1] = Field(1, description="contract version")
     case_id: Slug = Field(description="a planned, pending case of the run")
     status: Status = Field(description="passed, numerical_mismatch, crash or unsupported")
-    comparisons: list[Comparison] = Field(default_factory=list, description="one per output")
+    comparisons: list[Comparison] = Field(default_factory=list, max_length=MAX_NAMES, description="one per output")
     error: ErrorInfo | None = Field(None, description="required for crash and unsupported")
     timing_us: SkipJsonSchema[Timing | None] = None  # runner-measured; accepted, not published (tools/list budget)
     source: ResultSource = Field(default_factory=ResultSource, description="where the result came from")

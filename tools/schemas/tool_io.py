@@ -9,7 +9,19 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from .analysis import Counterexample, Finding
-from .base import DOCUMENTED_ONLY, SLUG_PATTERN, Mode, ModuleFile, Slug, Status, Strict
+from .base import (
+    DOCUMENTED_ONLY,
+    MAX_CASES_PER_CALL,
+    MAX_NAMES,
+    SLUG_PATTERN,
+    Dotted,
+    Mode,
+    ModuleFile,
+    ServerPath,
+    Slug,
+    Status,
+    Strict,
+)
 from .case import CaptureSelection, Case, StarSpec
 from .config import OperatorConfig
 from .result import CaseResult
@@ -25,16 +37,16 @@ class PlanRequest(Strict):
     config: OperatorConfig | None = Field(None, description="new run")
     run_id: Slug | None = Field(None, description="append: the run")
     append: bool = Field(False, description="add to an existing run")
-    cases: list[Case] = Field(default_factory=list, description="explicit cases")
-    stars: list[StarSpec] = Field(default_factory=list, description="base + one-axis variations")
+    cases: list[Case] = Field(default_factory=list, max_length=MAX_CASES_PER_CALL, description="explicit cases")
+    stars: list[StarSpec] = Field(default_factory=list, max_length=MAX_NAMES, description="base + one-axis variations")
     module_sources: dict[ModuleFile, Annotated[str, Field(max_length=2_000_000)]] = Field(
-        default_factory=dict, description="source of each config.operator.modules file"
+        default_factory=dict, max_length=MAX_NAMES, description="source of each config.operator.modules file"
     )
-    captured_files: dict[Slug, Annotated[str, Field(min_length=1, max_length=4096)]] = Field(
-        default_factory=dict, description="name -> torch.save file path on the server's machine"
+    captured_files: dict[Slug, ServerPath] = Field(
+        default_factory=dict, max_length=MAX_NAMES, description="name -> torch.save file path on the server's machine"
     )
     captures: Annotated[list[CaptureSelection], AfterValidator(_at_most_16)] = Field(
-        default_factory=list, description="calls to replay"
+        default_factory=list, max_length=16, description="calls to replay"
     )
 
     @model_validator(mode="after")
@@ -153,6 +165,11 @@ class RunResponse(Strict):
     pending: list[str] = Field(description="The first pending case ids in plan order (at most 20; see pending_count).")
     pending_count: int = Field(0, description="How many planned cases of the run have no result yet.")
     refused: list[str] = Field(default_factory=list, description="already recorded, not re-run")
+    skipped: list[str] = Field(
+        default_factory=list,
+        description="recorded by another call while this one waited for a device or slot: not run twice "
+        "(their results are the other call's)",
+    )
     rerun_hint: str | None = Field(None, description="what to do next")
 
 
@@ -161,12 +178,16 @@ class RunResponse(Strict):
 # --------------------------------------------------------------------------
 
 
+# The hosts one call names (inventory names; a longer list is refused before it is read).
+Hosts = Annotated[list[Slug] | None, Field(max_length=MAX_NAMES)]
+
+
 class NarrowRequest(Strict):
     run_id: Slug = Field(
         description="The run to narrow: its pending cases run first, then the next cases its analysis proposes.",
         json_schema_extra=DOCUMENTED_ONLY,
     )
-    hosts: list[Slug] | None = Field(default=None, description="Default ['local'].")
+    hosts: Hosts = Field(default=None, description="Default ['local'].")
     max_cases: Annotated[int, Field(ge=1, le=10000)] = Field(default=40, description="new cases in all")
     max_seconds: Annotated[float, Field(gt=0, le=86400)] = Field(
         default=900.0,
@@ -222,6 +243,11 @@ class NarrowResponse(Strict):
         "still running when it answered: each is recorded when it ends (read "
         "opdebug://runs/{run_id}/results, or analyze_failures, later)",
     )
+    not_started: list[str] = Field(
+        default_factory=list,
+        description="cases it was to run that max_seconds kept from starting: still pending, not in cases_run "
+        "(run_case_remote or narrow_failure again runs them)",
+    )
     # falsification: the probe cases that refuted a lead (kept when nothing survives them)
     counterexamples: list[Counterexample] = Field(
         default_factory=list, description="probe cases whose outcome refuted the lead they were built for"
@@ -262,8 +288,10 @@ MAX_DEVICE_WAIT_S = 600.0  # a call waits at most 10 min for a busy device, with
 
 class RunCaseRemoteArgs(Strict):
     run_id: RunIdArg = Field(description="The run whose cases to run.", json_schema_extra=DOCUMENTED_ONLY)
-    case_ids: list[NameArg] | None = Field(default=None, min_length=1, description="Omitted: all pending.")
-    hosts: list[NameArg] | None = Field(default=None, description="Omitted: ['local'].")
+    case_ids: list[NameArg] | None = Field(
+        default=None, min_length=1, max_length=MAX_CASES_PER_CALL, description="Omitted: all pending."
+    )
+    hosts: Hosts = Field(default=None, description="Omitted: ['local'].")
     keep_outputs: bool = Field(
         default=False, description="Keep mismatching outputs: opdebug://runs/{run_id}/outputs/{case_id}."
     )
@@ -292,7 +320,7 @@ def RunId() -> Any:  # a Field factory, named as the type it stands for
 class ShrinkArgs(Strict):
     run_id: Slug = RunId()
     case_id: Slug = Field(pattern=SLUG_PATTERN, description="A recorded failing case.")
-    hosts: list[Slug] | None = Field(default=None, description="Default ['local'].")
+    hosts: Hosts = Field(default=None, description="Default ['local'].")
     max_cases: int = Field(
         default=30,
         ge=1,
@@ -312,31 +340,33 @@ class ReproArgs(Strict):
         description="The recorded case to reproduce (usually a failing one).",
         json_schema_extra=DOCUMENTED_ONLY,
     )
-    out_dir: str | None = Field(
-        default=None, max_length=4096, description="Server path; default <run>/artifacts/repro."
-    )
+    out_dir: ServerPath | None = Field(default=None, description="Server path; default <run>/artifacts/repro.")
 
 
 class RegressionArgs(Strict):
     run_id: Slug = RunId()
-    out_dir: str | None = Field(
-        default=None, max_length=4096, description="Server path; default <run>/artifacts/regression."
+    out_dir: ServerPath | None = Field(default=None, description="Server path; default <run>/artifacts/regression.")
+    case_ids: list[Slug] | None = Field(
+        default=None, max_length=MAX_CASES_PER_CALL, description="Default: the failing ones."
     )
-    case_ids: list[Slug] | None = Field(default=None, description="Default: the failing ones.")
     neighbours: bool = Field(default=False, description="Also passing cases one axis from a failure.")
 
 
 class PicturesArgs(Strict):
     run_id: Slug = RunId()
-    case_ids: list[Slug] | None = Field(default=None, description="Default: the mismatching ones.")
-    outputs: dict[Slug, str] = Field(
-        default_factory=dict, description=("Case id -> its reproducer's --save-outputs file (a server path).")
+    case_ids: list[Slug] | None = Field(
+        default=None, max_length=MAX_CASES_PER_CALL, description="Default: the mismatching ones."
+    )
+    outputs: dict[Slug, ServerPath] = Field(
+        default_factory=dict,
+        max_length=MAX_CASES_PER_CALL,
+        description=("Case id -> its reproducer's --save-outputs file (a server path)."),
     )
 
 
 class VerifyArgs(Strict):
     run_id: Slug = RunId()
-    hosts: list[Slug] | None = Field(default=None, description="Default ['local'].")
+    hosts: Hosts = Field(default=None, description="Default ['local'].")
     run_command: bool = Field(default=True, description="Also the config's model command.")
     command_timeout_s: float = Field(
         default=600.0,
@@ -344,6 +374,12 @@ class VerifyArgs(Strict):
         le=7200,
         description="Seconds the model command may run before it is killed.",
         json_schema_extra=DOCUMENTED_ONLY,
+    )
+    candidate: Dotted | None = Field(
+        default=None, max_length=300, description="The fix under another name (module.attr); default: the config's."
+    )
+    candidate_sources: dict[ModuleFile, Annotated[str, Field(max_length=2_000_000)]] = Field(
+        default_factory=dict, max_length=16, description="NAME.py -> source of the candidate's modules."
     )
 
 
@@ -493,3 +529,4 @@ class VerifyResponse(Strict):
     )
     conclusion: str = Field(description="'fixed in isolation', 'fixed in the model', or what still fails.")
     evidence: str = Field(description="Path of the verify evidence file relative to the run directory.")
+    candidate: str | None = Field(None, description="The candidate the failing cases ran again with.")
