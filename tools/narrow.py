@@ -23,6 +23,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
+from .analysis.settlement import run_exact
 from .analyze_failures import analyze_failures
 from .cases.stars import expand_star
 from .errors import ToolError
@@ -69,8 +70,8 @@ def _done(analysis) -> str | None:
         return "consistency"  # every failure is nondeterministic or order-dependent: no axis to narrow
     narrowing = [n for n in analysis.next_cases if n.kind in NARROWING]
     hypotheses = [f for f in analysis.findings if f.kind != "trend"]
-    if hypotheses and all(f.exact for f in hypotheses) and not analysis.competing and not analysis.unexplained:
-        return "exact"  # every cause exact, every failing group accounted for
+    if run_exact(analysis):
+        return "exact"  # every cause exact, every failing group accounted for (settlement.py)
     if not narrowing:
         if analysis.competing:
             return "undecided"
@@ -301,7 +302,7 @@ def _response(req, runs: _Runs, analysis, stopped, steps, cases_run: int, new_ca
     return NarrowResponse(
         run_id=req.run_id,
         stopped=stopped,
-        exact=bool(analysis.findings) and all(f.exact for f in analysis.findings) and not analysis.unexplained,
+        exact=run_exact(analysis),
         findings=analysis.findings,
         steps=steps,
         cases_run=cases_run,

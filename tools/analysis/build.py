@@ -33,14 +33,13 @@ from ..schemas import (
 )
 from .causes import MAX_PAIRS, Group, closest, failure_groups, identical_pairs
 from .consistency import amend_summary, annotate_failures, consistency_report, evidence_for_findings
-from .exactness import competitor_note, settle
 from .findings import hypothesis_finding, term_findings
 from .hypotheses import CAP_TEXT, Hypothesis, enumerate_hypotheses, hypothesis_axes
 from .integration_diff import integration_diff
 from .leads import refuted_leads
 from .outputs import annotate_outputs
 from .pairs import pair_index
-from .probes import counterexamples, falsified_note, necessary_atom, necessary_note, read_absent_dims, validate, widen
+from .probes import counterexamples, falsified_note, necessary_atom, read_absent_dims, validate, widen
 from .reasons import FAILING, case_failure, failure_axes, integration_hint
 from .suggestions import (
     Context,
@@ -54,6 +53,7 @@ from .suggestions import (
     tie_aliases,
     unusable_modes,
 )
+from .settlement import competitor_note, necessary_only, settle
 from .trend import trend_finding, trend_helps
 from .verdict import accounted_summary, run_verdict, verdict_summary
 
@@ -277,7 +277,7 @@ def _without_hypothesis(
             f = hypothesis_finding(
                 Hypothesis((nec,)), run.hax, run.dist, failing, [*passing, *flips], index, axes_difference, dtypes
             )
-            necessary_note(f, flips, sum(1 for c in [*passing, *flips] if nec.holds(run.hax[c].get(nec.axis))))
+            necessary_only(f, flips, sum(1 for c in [*passing, *flips] if nec.holds(run.hax[c].get(nec.axis))))
             f.status, f.cause, f.cases = group.status, group.cause, failing[:MAX_CASES_LISTED]
             return Diagnosis([f], next_cases(ctx, None, {}, results, missing), [], None, refuted)
     trend = None
@@ -348,13 +348,7 @@ def _diagnose_group(
     splits = splitting(ctx)  # first: a case that splits hypotheses is a split, whatever else it narrows
     narrow = {t.axis: narrowing(ctx, t, lead_hyp.text) for t in terms}
     cross = crossing_proposals(ctx, lead, lead_hyp.sources())
-    settle(lead, terms, space.hypotheses, space.capped, narrow, cross, dtypes)
-    if group.alternative:  # an OR of pure atoms reads the cases as well: the AND is not settled
-        lead.exact = False
-        lead.why_not_exact.append(
-            f"the failing cases read as well as {len(group.alternative)} separate causes: "
-            + "; ".join(group.alternative)
-        )
+    settle(lead, terms, lead_hyp, space.hypotheses, space.capped, narrow, cross, dtypes, group.alternative)
     # falsify before exact (probes.py): a lead exact in the closed world gets the cases built to break it
     # (the checks are listed once the closed-world test holds: before, the lead is still being narrowed)
     flips = {p: q for p, q in conflicts.items() if q in set(failing)}
