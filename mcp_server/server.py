@@ -101,10 +101,11 @@ def build_server(
 
         return await in_thread(record_result, run_id, result, root=root)
 
-    async def analyze_body(ctx: Context, *, run_id: str) -> Analysis:
+    async def analyze_body(ctx: Context, *, run_id: str, conditions: list[str] | None = None) -> Analysis:
         from tools.analyze_failures import analyze_failures
 
-        return capped_answer(await in_thread(analyze_failures, run_id, root=root), tool="analyze_failures", root=root)
+        analysis = await in_thread(analyze_failures, run_id, root=root, conditions=conditions)
+        return capped_answer(analysis, tool="analyze_failures", root=root)
 
     async def run_body(
         ctx: Context,

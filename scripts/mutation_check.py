@@ -396,6 +396,23 @@ MUTATIONS: tuple[Mutation, ...] = (
              '    signature = str((error or {}).get("signature") or "")',
              ("tests/test_phases.py::test_a_backward_timeout_is_a_timeout_and_not_a_kill_from_outside",
               T_BW + "test_a_backward_that_segfaults_or_hangs_is_its_crash_and_the_next_case_runs_fresh")),
+    # the condition language: one meaning for an index, three-valued and/or, a counterexample refutes
+    Mutation("index-from-the-back-dropped", "x.shape[-k] is dimension rank-k at every rank, not only [-1]",
+             "tools/conditions/properties.py",
+             '            out[f"{prefix}[{front - rank}]"] = v',
+             '            out[f"{prefix}[{-1 if front == rank - 1 else front}]"] = v  # the older naming',
+             ("tests/test_conditions_properties.py::test_an_index_is_pythons_at_every_rank",)),
+    Mutation("undefined-and-not-decided", "a term the others decide never makes a condition undefined",
+             "tools/conditions/language.py",
+             "        if v is False:",
+             "        if v is None:",
+             ("tests/test_conditions_language.py::test_undefined_is_three_valued_and_never_a_crash",)),
+    Mutation("counterexample-ignored", "a recorded case a stated condition predicts wrongly refutes it",
+             "tools/conditions/predict.py",
+             '        elif truth == (seen == "fail"):',
+             "        elif truth is not None:",
+             ("tests/test_conditions_properties.py::test_predictions_count_failing_and_passing_cases_only",
+              "tests/test_conditions_mcp.py::test_stated_conditions_are_tested_on_the_recorded_cases_over_stdio")),
 )
 # fmt: on
 

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from .analysis import build_analysis
 from .cases.axes import case_axes
+from .conditions.predict import answer_conditions, parse_conditions
 from .errors import ToolError
 from .evidence import ANALYSIS, REPORT, REPRODUCTION, RunStore, read_json
 from .render.report import render_report, render_reproduction
@@ -41,12 +42,18 @@ def previous_analysis(store: RunStore) -> Analysis | None:
         return None
 
 
-def analyze_failures(run_id: str, *, root=None, modes: set[str] | None = None) -> Analysis:
+def analyze_failures(
+    run_id: str, *, root=None, modes: set[str] | None = None, conditions: list[str] | None = None
+) -> Analysis:
     """Analyze the run from its evidence on disk; write analysis.json,
     report.md and reproduction.md; set the manifest status.  ``modes``: the
     modes the hosts of the call can run (narrow_failure's hosts,
     tools/host_modes.py); None: as the recorded results say (the next cases
-    may be run anywhere and recorded)."""
+    may be run anywhere and recorded).  ``conditions``: conditions the caller
+    states (references/conditions.md), each answered against the recorded
+    cases in ``Analysis.conditions``; a text that does not parse or names what
+    no case has is refused before anything is written."""
+    parse_conditions(conditions or [])  # a bad text is refused before the run is read
     store = RunStore(root, run_id)
     store.require()
     # Read, analyze and write under the run's lock: a result recorded meanwhile
@@ -61,9 +68,11 @@ def analyze_failures(run_id: str, *, root=None, modes: set[str] | None = None) -
                 f"the evidence of run {store.run_id!r} is unreadable: {exc}", code="corrupt_evidence"
             ) from None
         labels = {c.id: case_axes(c) for c in cases}  # once per case, for the analysis and the report
+        stated = answer_conditions(conditions or [], cases, results, labels)
         analysis = build_analysis(
             store.run_id, config, cases, results, labels, previous=previous_analysis(store), modes=modes
         )
+        analysis.conditions = stated
         files = {
             ANALYSIS: json.dumps(analysis.model_dump(mode="json"), indent=2) + "\n",
             REPORT: render_report(analysis, config, cases, results, run_dir=str(store.dir), labels=labels),

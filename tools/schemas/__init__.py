@@ -21,6 +21,7 @@ from .analysis import (  # noqa: F401
     BoundaryFeature,
     BridgeCase,
     CaseFailure,
+    ConditionAnswer,
     Counterexample,
     FailureAxis,
     FailureGroup,

@@ -88,6 +88,29 @@ class Counterexample(Strict):
     probe: str | None = Field(default=None, description="the probe it was built as (far side, re-pin, seed...)")
 
 
+class ConditionAnswer(Strict):
+    """A condition the agent stated (references/conditions.md), tested against the recorded cases:
+    true predicts a failure (numerical_mismatch or crash), false a pass; unsupported and pending
+    cases are not counted."""
+
+    condition: str = Field(description="the condition, in its canonical text")
+    fate: Literal["refuted", "surviving", "exact"] = Field(
+        description="refuted: a recorded case contradicts it; surviving: none does (yet); exact: settled"
+    )
+    agree: list[str] = Field(default_factory=list, description="recorded cases it predicts (the first ones)")
+    agree_count: int = Field(0, description="all of them")
+    contradict: list[str] = Field(default_factory=list, description="recorded cases it predicts wrongly")
+    contradict_count: int = Field(0, description="all of them")
+    undefined: list[str] = Field(
+        default_factory=list, description="recorded cases lacking a name it reads (a dimension beyond the rank)"
+    )
+    undefined_count: int = Field(0, description="all of them")
+    counterexamples: list[Counterexample] = Field(
+        default_factory=list, description="contradicting cases: what it predicted, what they did"
+    )
+    text: str = Field(description="the answer in words, with the counterexamples' values")
+
+
 class Validation(Strict):
     """The falsification of a finding: cases built to break it and whether each prediction held."""
 
@@ -368,4 +391,7 @@ class Analysis(Strict):
     # falsification: probe cases that refuted a lead, kept even when nothing survives them
     counterexamples: list[Counterexample] = Field(
         default_factory=list, description="probe cases whose outcome refuted the lead they were built for"
+    )
+    conditions: list[ConditionAnswer] = Field(
+        default_factory=list, description="the conditions stated in this call, each tested (in their order)"
     )

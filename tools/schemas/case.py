@@ -55,6 +55,16 @@ class SpecialValues(Strict):
         return self
 
 
+MAX_PLACED = 64
+
+
+class PlacedValue(Strict):
+    """One given value at one given position, written after generation and the specials."""
+
+    index: list[Annotated[int, Field(ge=0)]] = Field(description="the multi-index, one per dimension")
+    value: FiniteFloat | int | Literal["nan", "inf", "-inf"] = Field(description="a number, nan, inf or -inf")
+
+
 class ValueSpec(Strict):
     """Values made on CPU from the case seed: mean/std normal; low/high uniform, randint; fill full."""
 
@@ -74,6 +84,9 @@ class ValueSpec(Strict):
         default_factory=list, description="special values put in after generation (nan, inf, denormal...)"
     )
     exclude_zero: bool = Field(False, description="generated zeros become the smallest non-zero step")
+    place: list[PlacedValue] = Field(
+        default_factory=list, max_length=MAX_PLACED, description="given values at given positions, written last"
+    )
     by_dtype: dict[str, ValueSpec] = Field(
         default_factory=dict, description="per dtype or family (float, int...): dtype, then family, then this spec"
     )
@@ -100,6 +113,16 @@ class ValueSpec(Strict):
         """The spec that applies to an input of ``dtype``."""
         sub = self.by_dtype.get(dtype) or self.by_dtype.get(dtype_family(dtype))
         return sub if sub is not None else self
+
+
+def _check_placed(place: list[PlacedValue], shape: list[int], floating: bool) -> None:
+    """Each placed value's index against the input's shape, its value against the dtype."""
+    for k, item in enumerate(place):
+        where = f"values.place[{k}]"
+        if len(item.index) != len(shape) or any(i >= size for i, size in zip(item.index, shape, strict=True)):
+            raise ValueError(f"{where}.index {item.index} is outside the input's shape {shape}")
+        if not floating and (isinstance(item.value, str) or item.value != int(item.value)):
+            raise ValueError(f"{where}.value {item.value!r} needs a floating dtype (the input's is not)")
 
 
 class TensorSpec(Strict):
@@ -146,6 +169,7 @@ class TensorSpec(Strict):
                     f"of shape {self.shape}"
                 )
         floating = FLOAT_DTYPES + DTYPE_FAMILIES["float8"]
+        _check_placed(values.place, self.shape, self.dtype in floating)
         for special in values.specials:
             if self.dtype not in floating and special.value != "+0":
                 raise ValueError(f"special value '{special.value}' needs a floating dtype, not {self.dtype}")

@@ -106,6 +106,62 @@ class Check(Strict):
     text: Annotated[str, Field(max_length=1000)] = Field(description="One sentence.")
 
 
+OptionalNumber = FiniteFloat | int | None
+
+
+class WrongWhere(Strict):
+    """Where an output's wrong elements are (runner/wrong_where.py), measured from the mismatch mask
+    (outside atol + rtol*|ref|, or a NaN/Inf pattern difference). Keys, as the condition language reads
+    them (``out.wrong.KEY``): ``count``, ``fraction``; ``rows`` (whole rows along the last dimension, all
+    wrong; ``of_rows`` rows in all, ``row_index`` the first few flat row indices, ``rows_zero`` those the
+    candidate gives entirely 0 where the reference is not); ``cols`` (whole columns: an index of the last
+    dimension wrong in every row; ``of_cols``, ``col_index``); ``tail[d]`` (per dimension, indexed like
+    ``shape``: the index along d from which every wrong element lies, up to the end; null when not a
+    tail block); ``period[d]`` (the smallest period of the wrong indices along d; null when none);
+    ``channels`` ([lo, hi): the wrong elements are confined to this block of dimension 1, narrower than
+    it); ``zeros`` / ``nan`` / ``inf`` (wrong elements that are 0 / NaN / Inf where the reference is not)."""
+
+    count: Annotated[int, Field(ge=0)] = 0
+    fraction: Annotated[float, AfterValidator(finite_ratio)] = 0.0
+    shape: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)
+    rows: Annotated[int, Field(ge=0)] = 0
+    of_rows: Annotated[int, Field(ge=0)] = 0
+    row_index: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, max_length=16)
+    rows_zero: Annotated[int, Field(ge=0)] = 0
+    cols: Annotated[int, Field(ge=0)] = 0
+    of_cols: Annotated[int, Field(ge=0)] = 0
+    col_index: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, max_length=16)
+    tail: list[Annotated[int, Field(ge=0)] | None] = Field(default_factory=list)
+    period: list[Annotated[int, Field(ge=2)] | None] = Field(default_factory=list)
+    channels: list[Annotated[int, Field(ge=0)]] | None = Field(None, min_length=2, max_length=2)
+    zeros: Annotated[int, Field(ge=0)] = 0
+    nan: Annotated[int, Field(ge=0)] = 0
+    inf: Annotated[int, Field(ge=0)] = 0
+
+
+class InputValues(Strict):
+    """The values actually built for one input tensor (generated, placed, special or captured), measured
+    by the runner where the tensors are made (runner/value_stats.py); a tensor list's members under
+    ``x[0]``, ``x[1]``... Keys, as the condition language reads them (``x.values.KEY``): ``min``, ``max``,
+    ``max_abs`` (over the finite values; null when there are none; complex: max_abs of |z|, no min/max);
+    ``nan``, ``inf``, ``zeros`` (counts); ``distinct`` (distinct values, exact up to a cap:
+    ``distinct_capped`` true says at least that many); ``sumsq[d]`` and ``sum_abs[d]`` (per dimension,
+    indexed like ``shape`` - Python indexing, so ``sumsq[-1]`` is the last dimension: the largest over
+    the slices reduced along d of the sum of x*x and of |x|, finite values only, accumulated in float64)."""
+
+    numel: Annotated[int, Field(ge=0)] = 0
+    min: OptionalNumber = None
+    max: OptionalNumber = None
+    max_abs: OptionalNumber = None
+    nan: Annotated[int, Field(ge=0)] = 0
+    inf: Annotated[int, Field(ge=0)] = 0
+    zeros: Annotated[int, Field(ge=0)] = 0
+    distinct: Annotated[int, Field(ge=0)] = 0
+    distinct_capped: bool = False
+    sumsq: list[NonNegFinite | None] = Field(default_factory=list)
+    sum_abs: list[NonNegFinite | None] = Field(default_factory=list)
+
+
 class Comparison(Strict):
     """One output: expected_* the reference's, actual_* the candidate's; d = cand - ref over finite
     pairs: max_rel = |d|/max(|ref|, guard), max_ulp in ulps of ref, error_balance = mean d;
@@ -170,6 +226,8 @@ class Comparison(Strict):
     # dtype is that infinity; the candidate's NaN/Inf where the same-dtype baseline has the same value
     dtype_overflow: SkipJsonSchema[Annotated[int, Field(ge=0)] | None] = None
     specials_as_baseline: SkipJsonSchema[Annotated[int, Field(ge=0)] | None] = None
+    # where the wrong elements are (runner-written, not published; WrongWhere names the keys)
+    wrong: SkipJsonSchema[WrongWhere | None] = None
 
 
 class ErrorInfo(Strict):
@@ -235,6 +293,9 @@ class CaseResult(Strict):
     consistency: SkipJsonSchema[ConsistencyEvidence | None] = Field(
         None, description="repeats, the run alone, inputs written, batch slice"
     )
+    # the values actually built, by input name (list members as x[0], x[1]...; InputValues names the
+    # keys): runner-measured, accepted, not published (tools/list budget)
+    values: SkipJsonSchema[dict[str, InputValues] | None] = None
 
     @model_validator(mode="after")
     def _consistent(self) -> CaseResult:

@@ -242,10 +242,18 @@ class RecordResultArgs(Strict):
     result: CaseResult = Field(description="One pending case's result.")
 
 
+ConditionText = Annotated[str, Field(min_length=1, max_length=2000)]
+
+
 class AnalyzeFailuresArgs(Strict):
     run_id: RunIdArg = Field(
         description="The run to analyze (its recorded results; pending cases are listed as missing).",
         json_schema_extra=DOCUMENTED_ONLY,
+    )
+    conditions: list[ConditionText] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Conditions to test, true where a case fails: 'x.shape[-1] % 8 != 0' (references/conditions.md)",
     )
 
 
