@@ -68,11 +68,17 @@ def analyze_failures(
                 f"the evidence of run {store.run_id!r} is unreadable: {exc}", code="corrupt_evidence"
             ) from None
         labels = {c.id: case_axes(c) for c in cases}  # once per case, for the analysis and the report
-        stated = answer_conditions(conditions or [], cases, results, labels)
+        answer_conditions(conditions or [], cases, results, labels)  # an unknown name is refused by name first
         analysis = build_analysis(
-            store.run_id, config, cases, results, labels, previous=previous_analysis(store), modes=modes
+            store.run_id,
+            config,
+            cases,
+            results,
+            labels,
+            previous=previous_analysis(store),
+            modes=modes,
+            conditions=conditions,
         )
-        analysis.conditions = stated
         files = {
             ANALYSIS: json.dumps(analysis.model_dump(mode="json"), indent=2) + "\n",
             REPORT: render_report(analysis, config, cases, results, run_dir=str(store.dir), labels=labels),

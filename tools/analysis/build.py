@@ -41,6 +41,8 @@ from .outputs import annotate_outputs
 from .pairs import pair_index
 from .probes import counterexamples, falsified_note, necessary_atom, read_absent_dims, validate, widen
 from .reasons import FAILING, case_failure, failure_axes, integration_hint
+from .settlement import competitor_note, necessary_only, settle
+from .stated import stated_conditions
 from .suggestions import (
     Context,
     crossing_proposals,
@@ -53,7 +55,6 @@ from .suggestions import (
     tie_aliases,
     unusable_modes,
 )
-from .settlement import competitor_note, necessary_only, settle
 from .trend import trend_finding, trend_helps
 from .verdict import accounted_summary, run_verdict, verdict_summary
 
@@ -75,6 +76,7 @@ class Diagnosis:
     twins: list[tuple[str, str]] = field(default_factory=list)  # (passing, failing) identical on every axis
     hax: dict[str, dict] = field(default_factory=dict)
     status: dict[str, str] = field(default_factory=dict)
+    context: Any = None  # the run-level Context (stated conditions' probes are built on it)
 
 
 def diagnose(
@@ -219,7 +221,25 @@ def diagnose_run(
     d.causes = sum(1 for g in groups if g.cause is not None and g.space is not None and g.space.hypotheses)
     d.unexplained = [u for p in parts for u in p.unexplained]
     d.twins, d.hax, d.status = run.twins, run.hax, run.status
+    d.context = _run_context(run)
     return d
+
+
+def _run_context(run: _Run) -> Context:
+    """The whole run as one proposals' context (every recorded case, its own status)."""
+    return Context(
+        cases=run.by_id,
+        axes=run.axes,
+        dist=run.dist,
+        status=run.status,
+        planned=run.planned,
+        findings=[],
+        ties=run.ties,
+        no_modes=run.no_modes,
+        cpu_only=run.cpu_only,
+        hax=run.hax,
+        seen_contents=run.proposed,
+    )
 
 
 def _interleave(lists: list[list[NextCase]]) -> list[NextCase]:
@@ -368,6 +388,15 @@ def _diagnose_group(
     return Diagnosis([lead], nxt, findings[1 : 1 + MAX_COMPETING_SHOWN], summary, refuted)
 
 
+def _stated_stage(analysis: Analysis, conditions, cases, results, labels, diagnosis: Diagnosis, modes) -> None:
+    """The stated conditions answered and settled (stated.py); the cases built to break them come first."""
+    ctx = diagnosis.context or _run_context(_prepare(cases, results, labels, modes))
+    analysis.conditions, probes = stated_conditions(
+        conditions, cases, results, labels, ctx, analysis.findings, diagnosis.competing
+    )
+    analysis.next_cases = probes + analysis.next_cases
+
+
 def build_analysis(
     run_id: str,
     config,
@@ -377,6 +406,7 @@ def build_analysis(
     *,
     previous: Analysis | None = None,
     modes: set[str] | None = None,
+    conditions: list[str] | None = None,
 ) -> Analysis:
     """The analysis of a run; ``labels`` are the cases' axes (``case_axes``) when already at hand;
     ``previous``: the run's last analysis (its findings that a case now refutes are reported); ``modes``: the
@@ -458,6 +488,8 @@ def build_analysis(
         identical_disagree=twins,
         counterexamples=diagnosis.counterexamples,
     )
+    if conditions:  # the agent's conditions: answered on the recorded cases, then through the settlement
+        _stated_stage(analysis, conditions, ev_cases, ev_results, labels, diagnosis, modes)
     # which output fails (a gradient is an output): failures, findings, per-output summaries
     analysis = annotate_outputs(analysis, ev_cases, ev_results, diagnose)
     for stage in EXTRA_STAGES:

@@ -140,9 +140,7 @@ def settle(
     """The closed world (a)-(c): ``exact`` and ``why_not_exact`` of the leading finding before its probes."""
     why = _closed_world(lead, terms, hyp, hyps, capped, narrow, cross, dtypes or {})
     if alternative:  # an OR of pure atoms reads the cases as well: the AND is not settled
-        why.append(
-            f"the failing cases read as well as {len(alternative)} separate causes: " + "; ".join(alternative)
-        )
+        why.append(f"the failing cases read as well as {len(alternative)} separate causes: " + "; ".join(alternative))
     lead.exact = not why
     lead.why_not_exact = why
     if lead.exact and lead.kind == "set" and len(lead.passing_values) == 1:
@@ -169,7 +167,9 @@ def settle_probes(lead: Finding, opened: list[str], untestable: list[str], flips
         )
     if untestable and lead.exact:
         lead.exact = False
-        lead.why_not_exact.append(f"{UNTESTABLE}: " + "; ".join(untestable[:3]) + (" ..." if len(untestable) > 3 else ""))
+        lead.why_not_exact.append(
+            f"{UNTESTABLE}: " + "; ".join(untestable[:3]) + (" ..." if len(untestable) > 3 else "")
+        )
 
 
 def competitor_note(f: Finding, lead: Finding) -> None:
@@ -204,9 +204,49 @@ def run_exact(analysis) -> bool:
     """The run-level answer: every failure accounted for by exact findings - no trend (a trend is never exact),
     no competitor, no unexplained group.  ``narrow_failure`` stops "exact" on it and answers it."""
     findings = list(analysis.findings)
-    return (
-        bool(findings)
-        and all(f.exact for f in findings)
-        and not analysis.competing
-        and not analysis.unexplained
+    return bool(findings) and all(f.exact for f in findings) and not analysis.competing and not analysis.unexplained
+
+
+def settle_stated(
+    answer,
+    *,
+    met: list[str],
+    opened: list[str],
+    untestable: list[str],
+    apart: list[str],
+    alike: list[str],
+    restating: list[str],
+    probe_ids: list[str],
+) -> None:
+    """A stated condition's fate by the same rule as the tool's own findings: refuted by a recorded case
+    (predict.py), else exact only when every case built to break it ran and held, no requirement is
+    untestable, it predicts every recorded case (none undefined), and every competitor a buildable case can
+    tell apart from it was told apart; else surviving, with what is open."""
+    if answer.fate == "refuted":
+        return
+    why = []
+    if opened:
+        why.append(f"not falsified yet: {len(opened)} case(s) built to break it still to run ({'; '.join(opened[:3])})")
+    if untestable:
+        why.append(f"{UNTESTABLE}: " + "; ".join(untestable[:3]))
+    if alike:
+        why.append("not told apart yet from " + ", ".join(alike[:4]))
+    if answer.undefined_count:
+        why.append(f"undefined on {answer.undefined_count} recorded case(s): it does not predict them")
+    if not answer.agree_count:
+        why.append("it predicts no recorded case")
+    answer.fate = "surviving" if why else "exact"
+    answer.why_not_exact = why
+    answer.told_apart = apart
+    answer.not_told_apart = alike
+    answer.validation = Validation(
+        probes_run=len(probe_ids),
+        probes_held=len(probe_ids),
+        probe_ids=probe_ids[:50],
+        recorded=answer.agree_count + answer.contradict_count,
+        held=met,
+        open=opened + [f"{UNTESTABLE}: {u}" for u in untestable],
+        not_applicable=[f"restates {r} on every case built" for r in restating],
+        text=f"predicted {answer.agree_count} recorded case(s) and {len(probe_ids)} probe(s) built to break it; "
+        f"{len(met)} check(s) met, {len(opened)} to run, {len(untestable)} {UNTESTABLE}",
     )

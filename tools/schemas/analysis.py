@@ -109,6 +109,18 @@ class ConditionAnswer(Strict):
         default_factory=list, description="contradicting cases: what it predicted, what they did"
     )
     text: str = Field(description="the answer in words, with the counterexamples' values")
+    validation: Validation | None = Field(
+        default=None, description="the cases built to break it (held, open, untestable) - a surviving one's"
+    )
+    told_apart: list[str] = Field(
+        default_factory=list,
+        description="competing conditions (the tool's findings, the other stated ones) a "
+        "recorded case tells apart from it",
+    )
+    not_told_apart: list[str] = Field(
+        default_factory=list, description="competitors no recorded case tells apart from it yet (a probe is built)"
+    )
+    why_not_exact: list[str] = Field(default_factory=list, description="what keeps a surviving one from exact")
 
 
 class Validation(Strict):
