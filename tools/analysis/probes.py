@@ -43,7 +43,7 @@ from ..cases.ids import case_content
 from ..cases.relations import open_quantities
 from ..schemas import Case, Counterexample, Finding, NextCase, Validation
 from .hypotheses import Atom, Hypothesis, is_align
-from .settlement import UNTESTABLE, settle_probes
+from .settlement import UNTESTABLE, pinning_pair, settle_probes
 
 TAG = "falsify"
 FAR = 4  # a far side is a factor 4 beyond the last value (a recorded one a factor 2 beyond counts)
@@ -233,6 +233,35 @@ def far_requirements(ctx, hyp: Hypothesis, terms: list[Finding], moves) -> list[
                 base = ctx.cases[base_id]
                 req.builds = [(base, v, x, side) for v, x in moves(ctx, base, atom.axis, target)]
             out.append(req)
+    return out
+
+
+def pin_requirements(ctx, hyp: Hypothesis, moves) -> list[Req]:
+    """Each threshold's boundary pinned by two cases that differ in that quantity alone (settlement.py (b)):
+    when the recorded bracket's two sides differ in more (a rank, a layout, another dimension), the failing
+    side moved to the passing value and the passing side to the failing one, nothing else changed."""
+    from .hypotheses import axis_sources
+
+    out = []
+    for atom in hyp.atoms:
+        if atom.kind != "threshold" or atom.passes_at is None or "~" in atom.axis:
+            continue
+        sources = axis_sources(atom.axis)
+        req = Req(
+            "pin",
+            f"{atom.axis} pinned at {_fmt(atom.passes_at)} / {_fmt(atom.fails_at)} by two cases that "
+            f"differ in it alone",
+        )
+        req.done = pinning_pair(ctx, atom.axis, sources, atom.passes_at, atom.fails_at)
+        if req.done:
+            out.append(req)
+            continue
+        ran = sorted(c for c, s in ctx.status.items() if s in ("fail", "pass"))
+        for side, at, to in (("fail", atom.fails_at, atom.passes_at), ("pass", atom.passes_at, atom.fails_at)):
+            for c in [c for c in ran if ctx.status[c] == side and ctx.hax[c].get(atom.axis) == at][:2]:
+                predicted = "pass" if side == "fail" else "fail"
+                req.builds += [(ctx.cases[c], v, x, predicted) for v, x in moves(ctx, ctx.cases[c], atom.axis, to)]
+        out.append(req)
     return out
 
 
@@ -544,7 +573,8 @@ def requirements(
     ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding], moves, others: list | None = None
 ) -> list[Req]:
     return (
-        far_requirements(ctx, hyp, terms, moves)
+        pin_requirements(ctx, hyp, moves)
+        + far_requirements(ctx, hyp, terms, moves)
         + repin_requirements(ctx, hyp, lead, moves)
         + cross_requirements(ctx, hyp, terms, moves)
         + mirror_requirements(ctx, hyp, lead, moves)
@@ -556,7 +586,7 @@ def requirements(
 
 
 def _need(r: Req) -> int:
-    return len(SEEDS) if r.kind == "seed-fail" else FRESH if r.kind == "fresh" else 1
+    return len(SEEDS) if r.kind == "seed-fail" else FRESH if r.kind in ("fresh", "pin") else 1
 
 
 def is_open(r: Req) -> bool:

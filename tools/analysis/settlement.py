@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..cases.derived import parse_dim_axis
 from ..cases.relations import element_bytes
 from ..schemas import Finding, Validation
 from .hypotheses import CAP_TEXT, Atom, Hypothesis, is_align
@@ -250,3 +251,44 @@ def settle_stated(
         text=f"predicted {answer.agree_count} recorded case(s) and {len(probe_ids)} probe(s) built to break it; "
         f"{len(met)} check(s) met, {len(opened)} to run, {len(untestable)} {UNTESTABLE}",
     )
+
+
+MAX_PIN_SCAN = 64  # cases each side scanned for a pinning pair
+
+
+def differ_alone(ctx, p: str, q: str, axis: str, sources: list[str]) -> bool:
+    """Do two recorded cases differ in ``axis``'s quantity alone (principle (b))?  Their planned axes differ
+    only in its sources (a shape with its strides, a tied input's shape moving with it), and every input
+    keeps its rank and layout class: a pair across ranks pins nothing."""
+    allowed = set(sources)
+    for src in sources:
+        if src.endswith(".shape"):
+            name = src[: -len(".shape")]
+            allowed.add(name + ".strides")
+            for dim, others in ctx.ties.items():
+                if dim.startswith(name + ".shape["):
+                    allowed.update(o.partition(".shape[")[0] + ".shape" for o in others)
+                    allowed.update(o.partition(".shape[")[0] + ".strides" for o in others)
+    a, b = ctx.dist[p], ctx.dist[q]
+    if any(a.get(k) != b.get(k) for k in set(a) | set(b) if k not in allowed):
+        return False
+    ha, hb = ctx.hax[p], ctx.hax[q]
+    kept = [k for k in set(ha) | set(hb) if k.endswith((".rank", ".contiguity", ".layout"))]
+    if not all(ha.get(k) == hb.get(k) for k in kept):
+        return False
+    dim = parse_dim_axis(axis)
+    if dim is None:
+        return True
+    sa, sb = (next((i.shape for i in ctx.cases[c].inputs if i.name == dim[0]), None) for c in (p, q))
+    if sa is None or sb is None or len(sa) != len(sb):  # one dimension: the input's other dimensions kept
+        return False
+    return sum(x != y for x, y in zip(sa, sb, strict=True)) <= 1
+
+
+def pinning_pair(ctx, axis: str, sources: list[str], passes_at, fails_at) -> list[str]:
+    """A passing case at ``passes_at`` and a failing one at ``fails_at`` that differ in that quantity alone
+    ([] when the recorded cases have none)."""
+    ran = sorted(c for c, s in ctx.status.items() if s in ("fail", "pass"))
+    ps = [c for c in ran if ctx.status[c] == "pass" and ctx.hax[c].get(axis) == passes_at][:MAX_PIN_SCAN]
+    fs = [c for c in ran if ctx.status[c] == "fail" and ctx.hax[c].get(axis) == fails_at][:MAX_PIN_SCAN]
+    return next(([p, q] for p in ps for q in fs if differ_alone(ctx, p, q, axis, sources)), [])
