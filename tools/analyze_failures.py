@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from .analysis import build_analysis
 from .cases.axes import case_axes
-from .conditions.predict import answer_conditions, parse_conditions
+from .conditions.predict import parse_conditions
 from .errors import ToolError
 from .evidence import ANALYSIS, REPORT, REPRODUCTION, RunStore, read_json
 from .render.report import render_report, render_reproduction
@@ -68,7 +68,6 @@ def analyze_failures(
                 f"the evidence of run {store.run_id!r} is unreadable: {exc}", code="corrupt_evidence"
             ) from None
         labels = {c.id: case_axes(c) for c in cases}  # once per case, for the analysis and the report
-        answer_conditions(conditions or [], cases, results, labels)  # an unknown name is refused by name first
         analysis = build_analysis(
             store.run_id,
             config,

@@ -265,6 +265,44 @@ def pin_requirements(ctx, hyp: Hypothesis, moves) -> list[Req]:
     return out
 
 
+def unnamed_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Req]:
+    """A condition that names no size of an input claims its sizes do not matter: from the minimal pair's
+    failing case each dimension moved far down (to 1, the smallest call a shrink would reach, else a quarter)
+    and far up (4x) must still fail - tried before exact, not after."""
+    from ..cases.derived import dim_axis
+    from .hypotheses import axis_sources
+
+    if lead.minimal_pair is None:
+        return []
+    named = {s for a in hyp.atoms for s in axis_sources(a.axis)}
+    base = ctx.cases[lead.minimal_pair.failing]
+    out = []
+    for spec in base.inputs:
+        if spec.none or not spec.shape or spec.tensors is not None or f"{spec.name}.shape" in named:
+            continue
+        for i, size in enumerate(spec.shape):
+            axis = dim_axis(spec.name, i, len(spec.shape))
+            tied = {t.partition(".shape[")[0] + ".shape" for t in ctx.ties.get(axis, [])}
+            if tied & named:
+                continue
+            for kind, targets in (("down", [1, size // 4]), ("up", [size * FAR + 1])):
+                targets = [t for t in dict.fromkeys(targets) if 0 < t != size]
+                if not targets:
+                    continue
+                req = Req(
+                    f"unnamed-{kind}",
+                    f"{axis} moved far {kind} (to {targets[0]}): {hyp.text} names no size of {spec.name}",
+                )
+                req.done = [  # a failing case at that size where the condition holds (a probe's, or planned)
+                    c
+                    for c, st in sorted(ctx.status.items())
+                    if st == "fail" and ctx.hax[c].get(axis) in targets and hyp.holds(ctx.hax[c])
+                ][:1]
+                req.builds = [(base, v, x, "fail") for t in targets for v, x in moves(ctx, base, axis, t)]
+                out.append(req)
+    return out
+
+
 def _repin_axes(ctx, hyp: Hypothesis) -> list[str]:
     sources = set(hyp.sources())
     keys = sorted({k for c in ctx.hax.values() for k in c})
@@ -574,6 +612,7 @@ def requirements(
 ) -> list[Req]:
     return (
         pin_requirements(ctx, hyp, moves)
+        + unnamed_requirements(ctx, hyp, lead, moves)
         + far_requirements(ctx, hyp, terms, moves)
         + repin_requirements(ctx, hyp, lead, moves)
         + cross_requirements(ctx, hyp, terms, moves)

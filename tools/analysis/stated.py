@@ -312,11 +312,19 @@ def stated_conditions(
 ) -> tuple[list[ConditionAnswer], list[NextCase]]:
     """The stated conditions answered (predict.py), each surviving one settled after the cases built to break
     it; those cases as next cases, first."""
-    from ..conditions.predict import answer_conditions, parse_conditions, run_properties
+    from ..conditions.language import check_names
+    from ..conditions.predict import answer_condition, parse_conditions, run_properties
 
-    answers = answer_conditions(texts, cases, results, labels)
     conds = parse_conditions(texts)
-    run = run_properties(cases, results, labels)
+    run = run_properties(cases, results, labels)  # once: predict.answer_conditions' steps, the run shared
+    known = run.known()
+    for i, cond in enumerate(conds):
+        try:
+            check_names(cond, known)
+        except ConditionError as exc:
+            raise ConditionError(f"conditions[{i}]: {exc.message}") from None
+    statuses = {cid: r.status for cid, r in results.items()}
+    answers = [answer_condition(c, run, statuses) for c in conds]
     survivors = [c for c, a in zip(conds, answers, strict=True) if a.fate != "refuted"]
     rivals = competitors(findings, competing, survivors)
     return answers, settle_answers(ctx, answers, conds, rivals, run.props, run.observed)
