@@ -285,7 +285,7 @@ def unnamed_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Req
             tied = {t.partition(".shape[")[0] + ".shape" for t in ctx.ties.get(axis, [])}
             if tied & named:
                 continue
-            for kind, targets in (("down", [1, size // 4]), ("up", [size * FAR + 1])):
+            for kind, targets in (("down", [1, size // 4, size // 2]), ("up", [size * FAR + 1])):
                 targets = [t for t in dict.fromkeys(targets) if 0 < t != size]
                 if not targets:
                     continue
