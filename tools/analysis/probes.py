@@ -39,10 +39,25 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..cases.axes import axes_difference
+from ..cases.derived import dim_axis
 from ..cases.ids import case_content
 from ..cases.relations import open_quantities
 from ..schemas import Case, Counterexample, Finding, NextCase, Validation
-from .hypotheses import Atom, Hypothesis, is_align
+from .flips import dim_moves
+from .hypotheses import (
+    KIND_RANK,
+    MAX_HYPOTHESES,
+    Atom,
+    Hypothesis,
+    Space,
+    axis_sources,
+    covering_atoms,
+    derivation_rank,
+    enumerate_hypotheses,
+    is_align,
+    rank_key,
+)
 from .settlement import UNTESTABLE, pinning_pair, settle_probes
 
 TAG = "falsify"
@@ -150,7 +165,6 @@ def widen(space, hax: dict, cases: dict[str, Case], failing: list[str], passing:
     """The open space: when no atom of the first space separates the cases,
     its quantities (relations.open_quantities) too; their atoms compete with
     the first space's conjunctions.  Returns (space, the axes it was built on)."""
-    from .hypotheses import MAX_HYPOTHESES, Space, enumerate_hypotheses, rank_key
 
     if space.hypotheses and not space.conjunctions:
         return space, hax
@@ -240,7 +254,6 @@ def pin_requirements(ctx, hyp: Hypothesis, moves) -> list[Req]:
     """Each threshold's boundary pinned by two cases that differ in that quantity alone (settlement.py (b)):
     when the recorded bracket's two sides differ in more (a rank, a layout, another dimension), the failing
     side moved to the passing value and the passing side to the failing one, nothing else changed."""
-    from .hypotheses import axis_sources
 
     out = []
     for atom in hyp.atoms:
@@ -269,8 +282,6 @@ def unnamed_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Req
     """A condition that names no size of an input claims its sizes do not matter: from the minimal pair's
     failing case each dimension moved far down (to 1, the smallest call a shrink would reach, else a quarter)
     and far up (4x) must still fail - tried before exact, not after."""
-    from ..cases.derived import dim_axis
-    from .hypotheses import axis_sources
 
     if lead.minimal_pair is None:
         return []
@@ -368,7 +379,6 @@ def mirror_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Req]
     """The crossing's mirror: the minimal pair's passing case with each value
     of another axis that only failing cases have - the finding predicts pass
     (a dtype finding that is really a size in bytes of that dtype fails there)."""
-    from .hypotheses import axis_sources
 
     if len(hyp.atoms) != 1 or lead.minimal_pair is None:
         return []
@@ -495,7 +505,6 @@ def cross_requirements(ctx, hyp: Hypothesis, terms: list[Finding], moves) -> lis
 def reshapes(ctx, base: Case, name: str, axis: str) -> list[tuple[dict, Any]]:
     """Two dimensions changed at once (a factor 2 moved from one to another), or
     the last dimension grown by twice its alignment (the same alignment)."""
-    from .flips import dim_moves
 
     spec = next(i for i in base.inputs if i.name == name)
     shape: list[int] = spec.shape or []  # a None or tuple input has no dimension to move
@@ -788,7 +797,6 @@ def seed_pair_cases(ctx, make, build_next) -> list[NextCase]:
     """No hypothesis separates the cases: before calling it a trend, re-run the
     closest failing and passing cases with other seeds (each predicts its own
     outcome if the outcome is a property of the call, not of the values drawn)."""
-    from ..cases.axes import axes_difference
 
     ran = {c: s for c, s in sorted(ctx.status.items()) if s in ("fail", "pass")}
     failing = sorted(c for c, s in ran.items() if s == "fail")
@@ -823,7 +831,6 @@ def seed_pair_cases(ctx, make, build_next) -> list[NextCase]:
 def necessary_atom(hax: dict[str, dict[str, Any]], failing: list[str], passing: list[str]) -> Atom | None:
     """The tightest condition every failing case has (the one fewest passing
     cases share), simplest first: what a value-dependent failure needs."""
-    from .hypotheses import KIND_RANK, covering_atoms, derivation_rank
 
     keys = sorted({k for c in failing for k in hax[c]})
     best = None

@@ -24,10 +24,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..conditions.language import Condition, ConditionError, parse
+from ..conditions.language import Condition, ConditionError, check_names, parse
+from ..conditions.predict import answer_condition, parse_conditions, run_properties
 from ..conditions.properties import case_properties
 from ..schemas import FLOAT_DTYPES, MODES, Case, ConditionAnswer, Finding, NextCase
+from .flips import dim_moves
 from .probes import SEEDS
+from .settlement import settle_stated
 from .suggestions import Context, Proposal, make_proposal, proposal_next, strides_for
 
 TAG = "stated"
@@ -70,7 +73,6 @@ def read_tag(case: Case) -> tuple[str, str] | None:
 
 def _moves(ctx: Context, base: Case) -> list[tuple[str, str, dict, Any]]:
     """(group, words, variation, value) of every far move of one case."""
-    from .flips import dim_moves
 
     out: list[tuple[str, str, dict, Any]] = []
     for spec in base.inputs:
@@ -276,7 +278,6 @@ def settle_answers(
     observed: dict[str, str],
 ) -> list[NextCase]:
     """Each surviving answer's probes and fate (settlement.settle_stated); the probes as next cases."""
-    from .settlement import settle_stated
 
     out: list[NextCase] = []
     for answer, cond in zip(answers, conds, strict=True):
@@ -312,8 +313,6 @@ def stated_conditions(
 ) -> tuple[list[ConditionAnswer], list[NextCase]]:
     """The stated conditions answered (predict.py), each surviving one settled after the cases built to break
     it; those cases as next cases, first."""
-    from ..conditions.language import check_names
-    from ..conditions.predict import answer_condition, parse_conditions, run_properties
 
     conds = parse_conditions(texts)
     run = run_properties(cases, results, labels)  # once: predict.answer_conditions' steps, the run shared
