@@ -7,7 +7,6 @@ Runs for real on host ``local``."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from tools.analyze_failures import analyze_failures
@@ -18,16 +17,16 @@ from tools.narrow import narrow_failure
 from tools.plan_cases import plan_cases
 
 
-def test_the_demo_narrow_ends_on_a_finding_the_shrink_and_verify_after_it_do_not_refute(evidence_root: Path):
+def test_the_demo_narrow_ends_on_a_finding_the_shrink_and_verify_after_it_do_not_refute(loop, evidence_root: Path):
     plan_cases(demo_request("demo"), root=evidence_root)
-    narrowed = asyncio.run(narrow_failure({"run_id": "demo", "max_cases": 40}, root=evidence_root))
+    narrowed = loop.run_until_complete(narrow_failure({"run_id": "demo", "max_cases": 40}, root=evidence_root))
     assert narrowed.new_cases <= 40
     ended = {f.predicate for f in narrowed.findings if f.exact}
     assert "mode == eager and x.dtype == bfloat16" not in ended  # its sizes were moved first: it does not hold
     failing = "rms.dtype-bfloat16"  # the demo's failing case, as the README shrinks it
-    shrunk = asyncio.run(shrink_case("demo", failing, root=evidence_root, max_cases=12))
+    shrunk = loop.run_until_complete(shrink_case("demo", failing, root=evidence_root, max_cases=12))
     assert shrunk.cases_run > 0
-    asyncio.run(verify_run("demo", root=evidence_root, run_command=False))
+    loop.run_until_complete(verify_run("demo", root=evidence_root, run_command=False))
     after = analyze_failures("demo", root=evidence_root)
     refuted = {r.predicate: r for r in after.refuted}
     assert not ended & set(refuted), (ended, refuted)  # the end of narrow stands after the shrink and verify
