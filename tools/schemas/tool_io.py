@@ -183,10 +183,7 @@ class NarrowRequest(Strict):
         default=8, description="At most this many new cases planned per round.", json_schema_extra=DOCUMENTED_ONLY
     )
     conditions: list[ConditionText] = Field(
-        default_factory=list,
-        max_length=16,
-        description="Conditions to test, true where a case fails (references/conditions.md): probed within the "
-        "budget; each answered refuted, surviving or exact",
+        default_factory=list, max_length=16, description="Conditions to probe, as analyze_failures' conditions"
     )
 
 
@@ -236,9 +233,7 @@ class NarrowResponse(Strict):
     counterexamples: list[Counterexample] = Field(
         default_factory=list, description="probe cases whose outcome refuted the lead they were built for"
     )
-    conditions: list[ConditionAnswer] = Field(
-        default_factory=list, description="each stated condition's fate: refuted, surviving or exact (settled)"
-    )
+    conditions: list[ConditionAnswer] = Field(default_factory=list, description="each stated condition's fate")
 
 
 # --------------------------------------------------------------------------
