@@ -357,6 +357,10 @@ def repin_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Req]:
                 for base_id in sorted(at_boundary, key=lambda c: (c != pair_id, c))[:2]:
                     base = ctx.cases[base_id]
                     req.builds += [(base, v, x, side) for v, x in moves(ctx, base, b, u)]
+                if not req.builds and not req.done:  # else a case already at b = u, moved to the boundary value
+                    for base_id in [c for c in ran if ctx.hax[c].get(b) == u][:2]:
+                        base = ctx.cases[base_id]
+                        req.builds += [(base, v, x, side) for v, x in moves(ctx, base, atom.axis, at)]
                 if not req.builds and not req.done:
                     req.untestable = f"no case at {atom.axis} = {_fmt(at)} can be moved to {b} = {u}"
                 out.append(req)

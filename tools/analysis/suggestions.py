@@ -284,6 +284,9 @@ def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, 
         return [({"axis": "dtype", "input": name}, target)]
     if fld == "offset":
         return [({"axis": "storage_offset", "input": name}, int(target))]
+    if fld == "bytes":  # a size in bytes: the element count of the base's dtype that makes it exactly
+        width = element_bytes(spec.dtype) or 1
+        return moves(ctx, base, f"{name}.numel", math.ceil(target / width)) if target > 0 else []
     if fld == "numel":
         out = []
         numel = math.prod(spec.shape)
