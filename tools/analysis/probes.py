@@ -193,7 +193,7 @@ def _num(v: Any) -> bool:
 
 def _floor_of(axis: str) -> float:
     """The smallest value an ordered axis takes (a size 1, an offset or attribute anything)."""
-    if axis.endswith(("numel", "bytes")) or ".shape[" in axis or is_align(axis) or axis.endswith(".rows"):
+    if axis.endswith(("numel", "bytes", ".rank")) or ".shape[" in axis or is_align(axis) or axis.endswith(".rows"):
         return 1
     return 0 if axis.endswith((".offset", ".magnitude")) else float("-inf")
 

@@ -273,7 +273,7 @@ def differ_alone(ctx, p: str, q: str, axis: str, sources: list[str]) -> bool:
     if any(a.get(k) != b.get(k) for k in set(a) | set(b) if k not in allowed):
         return False
     ha, hb = ctx.hax[p], ctx.hax[q]
-    kept = [k for k in set(ha) | set(hb) if k.endswith((".rank", ".contiguity", ".layout"))]
+    kept = [k for k in set(ha) | set(hb) if k.endswith((".rank", ".contiguity", ".layout")) and k != axis]
     if not all(ha.get(k) == hb.get(k) for k in kept):
         return False
     dim = parse_dim_axis(axis)
