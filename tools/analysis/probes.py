@@ -42,7 +42,7 @@ from typing import Any
 from ..cases.axes import axes_difference
 from ..cases.derived import dim_axis
 from ..cases.ids import case_content
-from ..cases.relations import open_quantities
+from ..cases.relations import element_bytes, open_quantities
 from ..schemas import Case, Counterexample, Finding, NextCase, Validation
 from .flips import dim_moves
 from .hypotheses import (
@@ -335,6 +335,16 @@ def _repin_axes(ctx, hyp: Hypothesis) -> list[str]:
     return out
 
 
+def _in_elements(base: Case, axis: str, value: Any) -> tuple[str, Any]:
+    """A size in bytes as the element count of the base's dtype that makes it (the axis unchanged otherwise)."""
+    if not axis.endswith(".bytes") or not _num(value):
+        return axis, value
+    name = axis[: -len(".bytes")]
+    spec = next((i for i in base.inputs if i.name == name and not i.none), None)
+    width = (element_bytes(spec.dtype) or 1) if spec is not None else 1
+    return (f"{name}.numel", int(value // width)) if value % width == 0 else (axis, value)
+
+
 def repin_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Req]:
     if len(hyp.atoms) != 1 or hyp.atoms[0].kind != "threshold" or lead.minimal_pair is None:
         return []
@@ -360,7 +370,8 @@ def repin_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Req]:
                 if not req.builds and not req.done:  # else a case already at b = u, moved to the boundary value
                     for base_id in [c for c in ran if ctx.hax[c].get(b) == u][:2]:
                         base = ctx.cases[base_id]
-                        req.builds += [(base, v, x, side) for v, x in moves(ctx, base, atom.axis, at)]
+                        axis, to = _in_elements(base, atom.axis, at)
+                        req.builds += [(base, v, x, side) for v, x in moves(ctx, base, axis, to)]
                 if not req.builds and not req.done:
                     req.untestable = f"no case at {atom.axis} = {_fmt(at)} can be moved to {b} = {u}"
                 out.append(req)

@@ -289,9 +289,6 @@ def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, 
         new = [math.prod(shape[: len(shape) - t + 1]), *shape[len(shape) - t + 1 :]] if t < len(shape) else shape
         new = new[:1] + [1] * (t - len(shape)) + new[1:]  # the first and the last dimension kept
         return [({"axis": "shape", "input": name}, new)] if new != shape and spec.strides is None else []
-    if fld == "bytes":  # a size in bytes: the element count of the base's dtype that makes it exactly
-        width = element_bytes(spec.dtype) or 1
-        return moves(ctx, base, f"{name}.numel", math.ceil(target / width)) if target > 0 else []
     if fld == "numel":
         out = []
         numel = math.prod(spec.shape)
