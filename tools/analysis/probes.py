@@ -777,7 +777,9 @@ def probe_cases(ctx, lead: Finding, hyp: Hypothesis, reqs: list[Req], make, move
             ctx.seen_contents.add(cand.content)
             groups.setdefault((cand.base.id, predicted), []).append((r, cand))
             chosen += 1
-        if not chosen and r.waived is None:
+        if not chosen and r.waived is None and r.kind.startswith("unnamed") and r.builds:
+            r.waived = "every such case changes what the condition names (the size is not separable from it)"
+        elif not chosen and r.waived is None:
             r.untestable = r.untestable or "no case the variations can build reaches it"
     out = []
     for (base_id, predicted), items in sorted(groups.items()):
