@@ -50,9 +50,11 @@ def test_a_pair_across_ranks_pins_nothing_and_one_within_a_rank_does():
     assert differ_alone(ctx, "r3b", "r3", "x.shape[2]", ["x.shape"])  # the same rank, that dimension alone
     assert not differ_alone(ctx, "t", "r3", "x.shape[2]", ["x.shape"])  # two dimensions moved: not that one alone
     # the same rank and that dimension alone, but another layout: a transposed view pins nothing either
-    views = [Case.model_validate({"id": "c", "inputs": [{"name": "x", "shape": [4, 8]}]}),
-             Case.model_validate({"id": "t", "inputs": [{"name": "x", "shape": [4, 9], "strides": [1, 4]}]}),
-             Case.model_validate({"id": "n", "inputs": [{"name": "x", "shape": [4, 9]}]})]
+    views = [
+        Case.model_validate({"id": "c", "inputs": [{"name": "x", "shape": [4, 8]}]}),
+        Case.model_validate({"id": "t", "inputs": [{"name": "x", "shape": [4, 9], "strides": [1, 4]}]}),
+        Case.model_validate({"id": "n", "inputs": [{"name": "x", "shape": [4, 9]}]}),
+    ]
     ctx = _ctx(views, {"c": "pass", "t": "fail", "n": "fail"})
     assert not differ_alone(ctx, "c", "t", "x.shape[-1]", ["x.shape"])
     assert differ_alone(ctx, "c", "n", "x.shape[-1]", ["x.shape"])

@@ -286,9 +286,9 @@ def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, 
         return [({"axis": "storage_offset", "input": name}, int(target))]
     if fld == "rank" and spec.shape and int(target) >= 1:  # the leading dimensions merged, or 1s put inside
         t, shape = int(target), list(spec.shape)
-        new = [math.prod(shape[: len(shape) - t + 1]), *shape[len(shape) - t + 1 :]] if t < len(shape) else shape
-        new = new[:1] + [1] * (t - len(shape)) + new[1:]  # the first and the last dimension kept
-        return [({"axis": "shape", "input": name}, new)] if new != shape and spec.strides is None else []
+        reshaped = [math.prod(shape[: len(shape) - t + 1]), *shape[len(shape) - t + 1 :]] if t < len(shape) else shape
+        reshaped = reshaped[:1] + [1] * (t - len(shape)) + reshaped[1:]  # the first and the last dimension kept
+        return [({"axis": "shape", "input": name}, reshaped)] if reshaped != shape and spec.strides is None else []
     if fld == "numel":
         out = []
         numel = math.prod(spec.shape)
