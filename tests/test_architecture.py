@@ -249,6 +249,9 @@ def exact_assignments(tree: ast.AST) -> list[int]:
         read = isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "run_exact"
         return read or (isinstance(v, ast.Constant) and v.value is False)
 
+    def refuted(v: ast.AST | None) -> bool:  # a fate other than exact may be set anywhere (predict.py's)
+        return isinstance(v, ast.Constant) and v.value in ("refuted", "surviving")
+
     def targets(t: ast.AST) -> list[ast.AST]:
         return [x for e in t.elts for x in targets(e)] if isinstance(t, (ast.Tuple, ast.List)) else [t]
 
@@ -263,10 +266,17 @@ def exact_assignments(tree: ast.AST) -> list[int]:
                     v = values[i] if values is not None and i < len(values) else value
                     if isinstance(t, ast.Attribute) and t.attr == "exact" and not false(v):
                         out.append(node.lineno)
+                    if isinstance(t, ast.Attribute) and t.attr == "fate" and not refuted(v):  # a stated condition's
+                        out.append(node.lineno)
                     if isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant) and t.slice.value == "exact":
                         out.append(node.lineno)
         elif isinstance(node, ast.Call):
             out += [node.lineno for k in node.keywords if k.arg == "exact" and not false(k.value)]
+            out += [
+                node.lineno
+                for k in node.keywords
+                if k.arg == "fate" and isinstance(k.value, ast.Constant) and k.value.value == "exact"
+            ]
             if isinstance(node.func, ast.Name) and node.func.id == "setattr" and len(node.args) > 1:
                 if isinstance(node.args[1], ast.Constant) and node.args[1].value == "exact":
                     out.append(node.lineno)
@@ -295,7 +305,8 @@ def test_exactness_is_decided_in_settlement_alone() -> None:
 
 def test_the_exactness_scan_finds_every_way_of_setting_it() -> None:
     for src in ("f.exact = True", "f.necessary_only, f.exact = True, ok", "Finding(exact=not why)",
-                "g(update={'exact': x})", "setattr(f, 'exact', 1)", "d['exact'] = y"):
+                "g(update={'exact': x})", "setattr(f, 'exact', 1)", "d['exact'] = y", "a.fate = 'exact'",
+                "ConditionAnswer(fate='exact')"):
         assert exact_assignments(ast.parse(src)), src
     for src in ("f.exact = False", "Finding(exact=False)", "R(exact=run_exact(a))", "f.necessary_only, f.exact = True, False", "x = f.exact"):
         assert not exact_assignments(ast.parse(src)), src
