@@ -263,3 +263,17 @@ def test_demo_runs_the_builtin_example(tmp_path: Path, subprocess_env: dict[str,
     assert "rms.dtype-bfloat16.out.error-map.png" in " ".join(out["pictures"]) and "No pictures" not in report
     for rel in out["pictures"]:
         assert (Path(out["run_dir"]) / rel).is_file() and f"]({rel})" in report, rel
+
+
+def test_analyze_tests_stated_conditions_and_refuses_a_bad_one(workspace: dict) -> None:
+    f, run_dir, env, cwd = workspace["dir"], workspace["run_dir"], workspace["env"], workspace["cwd"]
+    ok(opdebug("plan", "--config", str(f / "plan.json"), "--output-dir", str(run_dir), env=env, cwd=cwd))
+    for name in ("pass.json", "mismatch.json"):
+        ok(opdebug("record", "--output-dir", str(run_dir), "--result", str(f / name), env=env, cwd=cwd))
+    out = ok(opdebug("analyze", "--output-dir", str(run_dir), "--condition", "mode == graph",
+                     "--condition", "x.shape[-1] % 8 == 0", env=env, cwd=cwd))
+    assert "condition mode == graph: surviving - agrees with all 2 recorded cases" in out
+    assert "condition x.shape[-1] % 8 == 0: refuted - refuted by 1 recorded case: eager-f32 passed" in out
+    err = user_error(opdebug("analyze", "--output-dir", str(run_dir), "--condition", "mode = graph",
+                             env=env, cwd=cwd))
+    assert "conditions[0]" in err and "not valid syntax" in err

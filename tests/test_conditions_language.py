@@ -115,6 +115,9 @@ def test_undefined_is_three_valued_and_never_a_crash() -> None:
     c = parse("x.rank == 3 and x.shape[2] > 8")
     assert c.evaluate({"x.rank": 3, "x.shape[2]": 9}) is True
     assert c.evaluate({"x.rank": 2}) is False  # the first term decides: no dimension 2 is needed
+    assert c.evaluate({"x.rank": 2, "x.shape[2]": 9}) is False
+    assert c.evaluate({"x.rank": 3}) is None  # the first term holds: the second is needed and absent
+    assert parse("0 < x.shape[2] < 8").evaluate({}) is None and parse("3 < 2 < a").evaluate({}) is False
     assert parse("x.shape[2] > 8").evaluate({"x.rank": 2}) is None
     assert parse("x.rank == 2 or x.shape[2] > 8").evaluate({"x.rank": 3}) is None
     assert parse("x.rank == 3 or x.shape[2] > 8").evaluate({"x.rank": 3}) is True

@@ -159,6 +159,26 @@ def test_measured_mappings_keyed_by_dimension_read_like_lists() -> None:
     }
 
 
+def test_a_comparison_gives_the_wrong_count_of_each_output() -> None:
+    case = _case([4, 8], id="f")
+    result = CaseResult.model_validate(
+        {
+            "case_id": "f",
+            "status": "numerical_mismatch",
+            "comparisons": [
+                {"output": "out", "passed": False, "numel": 32, "mismatch_count": 8, "mismatch_ratio": 0.25},
+                {"output": "grad.x", "passed": True, "numel": 32},
+            ],
+        }
+    )
+    p = case_properties(case, result)
+    assert p["out.wrong.count"] == 8 and p["out.wrong.fraction"] == 0.25 and p["grad.x.wrong.count"] == 0
+    assert "out.wrong.rows" not in p  # a failure the runner did not place: only its count
+    assert p["grad.x.wrong.rows"] == 0 and p["grad.x.wrong.zeros"] == 0  # a pass: nothing wrong anywhere
+    assert "grad.x.wrong.tail[0]" not in p
+    assert "out.wrong.count" not in case_properties(case)  # no result: nothing measured
+
+
 def _run(verdicts: dict[str, tuple[list[int], str]]) -> tuple[list[Case], dict[str, CaseResult]]:
     cases = [_case(shape, id=cid) for cid, (shape, _) in verdicts.items()]
     results = {

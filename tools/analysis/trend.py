@@ -71,6 +71,7 @@ def trend_finding(
     ids = sorted(failing + passing)
     if len(ids) < MIN_CASES:
         return None
+    hax = {c: realized(hax[c], results[c]) for c in ids}
     fset = set(failing)
     dist_keys = sorted({k for c in ids for k in dist[c]})
     rows = {c: tuple(dist[c].get(k) for k in dist_keys) for c in ids}
@@ -119,6 +120,8 @@ def trend_finding(
     _, key, rho, fv, pv, metric, n = best
     verb = "grows" if rho > 0 else "shrinks"
     overlap = f"failing values {sorted(set(fv))[:6]} and passing values {sorted(set(pv))[:6]} interleave"
+    if ".values." in key:
+        overlap += " (measured in the values actually built, not the generator's parameters)"
     text = (
         f"{metric} {verb} with {key} (rank correlation {rho:.2f} over {n} cases differing only there) but "
         f"{overlap}: a clean boundary does not exist at these tolerances; use the baseline judge (config.judge "
@@ -139,6 +142,24 @@ def trend_finding(
         correlation=round(rho, 3),
         why_not_exact=["a trend is never exact: failing and passing values interleave"],
     )
+
+
+REALIZED = ("min", "max", "max_abs")  # the measured statistics a trend may follow
+
+
+def realized(axes: dict[str, Any], result: CaseResult) -> dict[str, Any]:
+    """A case's axes with the values actually built where its result records them: ``x.values.min``,
+    ``.max`` and ``.max_abs`` added, and the generator's ``x.magnitude`` (|mean| + std, a parameter,
+    not a value drawn) left out for an input whose values were measured."""
+    if not result.values:
+        return axes
+    out = dict(axes)
+    for name, measured in result.values.items():
+        if measured.max_abs is None:
+            continue
+        out.pop(f"{name}.magnitude", None)
+        out.update({f"{name}.values.{k}": getattr(measured, k) for k in REALIZED if getattr(measured, k) is not None})
+    return out
 
 
 _FLOATING_OUTPUTS = ("float", "bfloat", "complex")

@@ -79,6 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("analyze", parents=[common], help="analyze a run; writes analysis.json and report.md")
     run_dir_args(p)
+    p.add_argument(
+        "--condition",
+        action="append",
+        metavar="TEXT",
+        help="a condition to test on the recorded cases, e.g. 'x.shape[-1] %% 8 != 0' (repeatable, at most 16; "
+        "references/conditions.md)",
+    )
     p.set_defaults(func=commands.cmd_analyze)
 
     p = sub.add_parser("run", parents=[common], help="run pending (or named) cases on inventory hosts")

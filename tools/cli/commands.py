@@ -178,12 +178,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from ..evidence import REPORT, RunStore
 
     root, run_id = run_location(args)
-    analysis = analyze_failures(run_id, root=root)
+    analysis = analyze_failures(run_id, root=root, conditions=args.condition)
     if args.json:
         print_json(analysis)
         return 0
     out = console()
     _print_analysis(out, analysis)
+    for answer in analysis.conditions:
+        out.print(escape(f"condition {answer.condition}: {answer.fate} - {answer.text}"))
     out.print(f"report: {escape(str(RunStore(root, run_id).path(REPORT)))}")
     return 0
 

@@ -18,6 +18,8 @@ Stable API (the hypothesis generator builds the same nodes programmatically):
   *undefined*: a name the case does not have (a dimension beyond its rank), or a
   type that does not fit (a string ordered against a number);
 - ``Condition.names()``: the property names it reads (dtype limits are constants);
+- ``Node.compile()``: a node as one closure over a case's properties, built once (a
+  ``Condition`` compiles its root the first time it is evaluated);
 - ``str(condition)``: the canonical text; ``parse(str(c))`` gives ``c`` back;
 - ``check_names(condition, known)`` and :class:`ConditionError`.
 

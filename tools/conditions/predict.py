@@ -149,13 +149,15 @@ def answer_conditions(
     results: Mapping[str, CaseResult],
     labels: Mapping[str, dict[str, str]] | None = None,
     field_name: str = "conditions",
+    run: RunProperties | None = None,
 ) -> list[ConditionAnswer]:
     """Each stated condition parsed, its names checked against the run's properties (an unknown one
-    is a ConditionError naming ``field_name[i]`` and listing them), and answered."""
+    is a ConditionError naming ``field_name[i]`` and listing them), and answered.  ``run``: the run's
+    properties when already at hand (:func:`run_properties`: computed once per analysis)."""
     conditions = parse_conditions(texts, field_name)
     if not conditions:
         return []
-    run = run_properties(cases, results, labels)
+    run = run if run is not None else run_properties(cases, results, labels)
     known = run.known()
     for i, condition in enumerate(conditions):
         try:

@@ -18,7 +18,8 @@
   (``x.values.min``, ``x.values.sumsq[-1]`` ...) and where each output's wrong elements
   are (``out.wrong.rows``, ``grad.x.wrong.tail[-1]`` ...), as the runner measured them;
   ``out.wrong.count`` / ``out.wrong.fraction`` fall back to the comparison's mismatch count
-  and ratio when the runner measured no more.
+  and ratio when the runner measured no more, and a passing output has nothing wrong (every
+  count 0).
 
 Nothing here runs anything: a case and its recorded result in, a dict out.
 """
@@ -35,8 +36,10 @@ from ..cases.axes import case_axes
 from ..cases.derived import contiguity, structured_axes
 from ..cases.relations import element_bytes, open_quantities, relation_axes
 from ..schemas import Case, CaseResult, DtypeArg, TensorSpec, contiguous_strides
+from ..schemas.result import WrongWhere
 
-MEMORY_FORMATS = {4: "channels_last", 5: "channels_last_3d"}
+CHANNELS_LAST = {4: "channels_last", 5: "channels_last_3d"}  # by rank
+NOTHING_WRONG = WrongWhere()  # a passing output: every count 0, no tail, no period
 
 
 def memory_format(shape: list[int], strides: list[int] | None) -> str:
@@ -46,14 +49,14 @@ def memory_format(shape: list[int], strides: list[int] | None) -> str:
     if contiguity(shape, strides) == "contiguous":
         return "contiguous_format"
     rank = len(shape)
-    if rank not in MEMORY_FORMATS or strides is None:
+    if rank not in CHANNELS_LAST or strides is None:
         return "none"
     expected, acc = [0] * rank, 1
     for d in [1, *range(rank - 1, 1, -1), 0]:  # innermost first: C, W, H, (D), N
         expected[d] = acc
         acc *= max(shape[d], 1)
     same = all(st == ex for st, ex, size in zip(strides, expected, shape, strict=True) if size != 1)
-    return MEMORY_FORMATS[rank] if same else "none"
+    return CHANNELS_LAST[rank] if same else "none"
 
 
 def _both_indices(prefix: str, values: list[Any] | Mapping[int, Any], rank: int) -> dict[str, Any]:
@@ -169,7 +172,8 @@ def value_properties(result: CaseResult) -> dict[str, Any]:
 
 def wrong_properties(result: CaseResult) -> dict[str, Any]:
     """``out.wrong.*`` per compared output: where its wrong elements are, as the runner measured
-    them (Comparison.wrong); at least the count and the fraction of the comparison."""
+    them (Comparison.wrong); at least the count and the fraction of the comparison; a passing
+    output without a measurement has nothing wrong (every count 0: ``out.wrong.rows == 0``)."""
     out: dict[str, Any] = {}
     for c in result.comparisons:
         if c.contract_mismatch:
@@ -177,8 +181,9 @@ def wrong_properties(result: CaseResult) -> dict[str, Any]:
         prefix = f"{c.output}.wrong"
         out[f"{prefix}.count"] = c.mismatch_count
         out[f"{prefix}.fraction"] = c.mismatch_ratio
-        if c.wrong is not None:
-            out.update(flatten_measured(prefix, _dump(c.wrong)))
+        wrong = c.wrong if c.wrong is not None or not c.passed else NOTHING_WRONG  # a pass: no row, no zero
+        if wrong is not None:
+            out.update(flatten_measured(prefix, _dump(wrong)))
     return out
 
 
@@ -189,11 +194,10 @@ def case_properties(
     already at hand."""
     labels = labels if labels is not None else case_axes(case)
     derived = {**structured_axes(case, labels), **relation_axes(case), **open_quantities(case)}
-    out = {k: v for k, v in derived.items() if "~" not in k}
-    tensors = _tensors(case)
-    for n, spec in tensors.items():
+    # relations say themselves in the language (x.shape[0] < x.shape[-1]); attributes are typed below
+    out = {k: v for k, v in derived.items() if "~" not in k and not k.startswith("attr.")}
+    for n, spec in _tensors(case).items():
         out.update(tensor_properties(spec, n))
-    out = {k: v for k, v in out.items() if not k.startswith("attr.")}  # the typed ones below
     out.update(attribute_properties(case.attributes))
     out["mode"] = case.mode
     out["seed"] = case_seed({"id": case.id, "seed": case.seed})

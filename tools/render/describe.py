@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..schemas import Comparison
+from .wrong import wrong_sentences
 
 
 def _num(x: float | None) -> str:
@@ -40,7 +41,7 @@ def describe_comparison(comparison: Comparison | dict[str, Any], *, brief: bool 
         text = f"{head}: {c.verdict}"
         if not brief and c.worst_index is not None:
             text += f"; worst at {c.worst_index}: candidate {c.worst_candidate} vs reference {c.worst_reference}"
-        return text
+        return text + _where(c, brief)
     names = ("max_abs",) if brief else ("max_abs", "max_rel", "max_ulp")
     metrics = [f"{name}={_num(getattr(c, name))}" for name in names if getattr(c, name) is not None]
     if not brief and (c.atol is not None or c.rtol is not None):
@@ -56,4 +57,10 @@ def describe_comparison(comparison: Comparison | dict[str, Any], *, brief: bool 
         text += f", NaN pattern mismatches={c.nan_mismatch}"
     if c.inf_mismatch:
         text += f", Inf pattern mismatches={c.inf_mismatch}"
-    return text
+    return text + _where(c, brief)
+
+
+def _where(c: Comparison, brief: bool) -> str:
+    """Where the wrong elements are: every sentence, or the most telling one when ``brief``."""
+    said = wrong_sentences(c.wrong, c.output) if c.wrong is not None and not c.passed else []
+    return "; " + "; ".join(said[:1] if brief else said) if said else ""

@@ -82,6 +82,7 @@ def render_report(
     out = _header_and_counts(analysis, config, run_dir)
     out += _failures_section(analysis, config, varying)
     out += findings_section(analysis.findings, analysis.competing, analysis.hypotheses, analysis.counterexamples)
+    out += _conditions_section(analysis)
     accounted = accounting_lines(analysis)  # several causes, groups without a finding, refuted leads
     if accounted:
         out += ["## Causes, failing groups and leads", "", *accounted, ""]
@@ -142,6 +143,15 @@ def _failures_section(analysis: Analysis, config: OperatorConfig, varying: set[s
             "",
         ]
     return out
+
+
+def _conditions_section(analysis: Analysis) -> list[str]:
+    """The conditions stated with this analysis (references/conditions.md), each with its fate."""
+    if not analysis.conditions:
+        return []
+    out = ["## Conditions stated", ""]
+    out += [f"- `{a.condition}`: **{a.fate}** - {one_line(a.text)}" for a in analysis.conditions]
+    return out + [""]
 
 
 def _failure_axes_section(analysis: Analysis) -> list[str]:

@@ -40,6 +40,7 @@ import torch
 
 from .precision import BFLOAT16_EPS, TEN_THOUSANDTH, THOUSANDTH, benchmark_for
 from .precision import tolerance_for as _tolerance_for
+from .wrong_where import locate
 
 CHUNK = 1 << 18
 SQUARE_SAFE = 2.0**63  # |x| above it: x*x overflows float32 (max ~2**128)
@@ -141,6 +142,8 @@ def compare_outputs(
             continue
         atol, rtol = tolerance_for(tolerance, c.dtype, name)
         comparisons.append(compare_tensor(name, c, r, atol=atol, rtol=rtol, strict_dtype=strict_dtype))
+        if comparisons[-1].get("mismatch_count") and not comparisons[-1].get("contract_mismatch"):
+            comparisons[-1]["wrong"] = locate(c, r, atol, rtol)  # where the wrong elements are
     return comparisons
 
 

@@ -39,6 +39,7 @@ from .compare import name_outputs
 from .consistency import InputGuard, after_first_run, check_writes, declared_writes
 from .devices import Device, Unsupported
 from .inputs import auto_reference_float, build_case_inputs, case_seed, map_built, reference_inputs, tensors_of
+from .value_stats import measure_inputs
 from .judge import BaselineError, special_mismatches
 from .judging import Judging, compare_and_judge, status_of
 from .phases import (
@@ -159,6 +160,8 @@ class CaseRun:
             "timing_us": self.timing,
             "environment": dict(self.env, **self.flags),
         }
+        if getattr(self, "values", None) is not None:
+            body["values"] = self.values
         body.update(fields)
         return dict(self.answer, outcome="result", result=body)
 
@@ -179,6 +182,7 @@ class CaseRun:
         case, op = self.case, self.op
         try:
             self.built = build_case_inputs(case, self.request.get("captured_dir"))
+            self.values = measure_inputs(tensors_of(self.built))  # the values actually built, read only
         except Exception as exc:  # any input failure is the harness's
             raise HarnessFailure("inputs", exc) from None
         self.seed = case_seed(case)

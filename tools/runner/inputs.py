@@ -133,6 +133,7 @@ def build_input(spec: dict, seed: int, captured_dir: str | None = None) -> Built
     positions = []
     for special in values.get("specials") or []:
         positions.append(_inject(view, special, gen, dtype_name, name))
+    _place(view, values.get("place") or [], name)
     numel = view.numel()
     built.metadata = {
         "name": name,
@@ -407,6 +408,32 @@ def _inject(view: torch.Tensor, special: dict, gen, dtype_name: str, name: str) 
     for p in positions:
         view[tuple(p)] = value
     return {"value": kind, "count": len(positions), "positions": positions[:MAX_RECORDED_POSITIONS]}
+
+
+def _place(view: torch.Tensor, place: list, name: str) -> None:
+    """Given values at given positions, written last (after generation and the specials); a value
+    the dtype cannot hold (out of an integer's range, past a float's largest finite) is refused."""
+    shape = list(view.shape)
+    for k, item in enumerate(place):
+        index, value = [int(i) for i in item["index"]], item["value"]
+        if len(index) != len(shape) or any(not 0 <= i < s for i, s in zip(index, shape, strict=True)):
+            raise InputError(f"input {name!r}: values.place[{k}].index {index} is outside shape {shape}")
+        number = float(value) if isinstance(value, str) else value
+        if not view.dtype.is_floating_point and not view.dtype.is_complex:
+            if isinstance(value, str) or number != int(number):
+                raise InputError(f"input {name!r}: values.place[{k}].value {value!r} needs a floating dtype")
+            _check_range(None, int(number), int(number), dtype_name_of(view.dtype), name)
+            number = int(number)
+        elif math.isfinite(number) and not math.isfinite(float(torch.tensor(number).to(view.dtype))):
+            raise InputError(
+                f"input {name!r}: values.place[{k}].value {value!r} overflows {dtype_name_of(view.dtype)} "
+                "(place 'inf' if an infinity is meant)"
+            )
+        view[tuple(index)] = number
+
+
+def dtype_name_of(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
 
 
 def _unravel(flat: int, shape: list) -> list:

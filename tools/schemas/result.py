@@ -113,8 +113,9 @@ class WrongWhere(Strict):
     """Where an output's wrong elements are (runner/wrong_where.py), measured from the mismatch mask
     (outside atol + rtol*|ref|, or a NaN/Inf pattern difference). Keys, as the condition language reads
     them (``out.wrong.KEY``): ``count``, ``fraction``; ``rows`` (whole rows along the last dimension, all
-    wrong; ``of_rows`` rows in all, ``row_index`` the first few flat row indices, ``rows_zero`` those the
-    candidate gives entirely 0 where the reference is not); ``cols`` (whole columns: an index of the last
+    wrong; ``of_rows`` rows in all, ``row_index`` the first few flat row indices); ``rows_zero`` (rows the
+    candidate gives entirely 0 where the reference's row is not and something in it is wrong;
+    ``zero_row_index``); ``cols`` (whole columns: an index of the last
     dimension wrong in every row; ``of_cols``, ``col_index``); ``tail[d]`` (per dimension, indexed like
     ``shape``: the index along d from which every wrong element lies, up to the end; null when not a
     tail block); ``period[d]`` (the smallest period of the wrong indices along d; null when none);
@@ -128,6 +129,7 @@ class WrongWhere(Strict):
     of_rows: Annotated[int, Field(ge=0)] = 0
     row_index: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, max_length=16)
     rows_zero: Annotated[int, Field(ge=0)] = 0
+    zero_row_index: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, max_length=16)
     cols: Annotated[int, Field(ge=0)] = 0
     of_cols: Annotated[int, Field(ge=0)] = 0
     col_index: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, max_length=16)
