@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..conditions.language import Condition, ConditionError, check_names, parse
-from ..conditions.predict import answer_condition, parse_conditions, run_properties
+from ..conditions.language import Condition, ConditionError, parse
+from ..conditions.predict import answer_conditions, parse_conditions, run_properties
 from ..conditions.properties import case_properties
 from ..schemas import FLOAT_DTYPES, MODES, Case, ConditionAnswer, Finding, NextCase
 from .flips import dim_moves
@@ -314,16 +314,9 @@ def stated_conditions(
     """The stated conditions answered (predict.py), each surviving one settled after the cases built to break
     it; those cases as next cases, first."""
 
+    run = run_properties(cases, results, labels)  # once: the answers and the probes read the same properties
+    answers = answer_conditions(texts, cases, results, labels, run=run)
     conds = parse_conditions(texts)
-    run = run_properties(cases, results, labels)  # once: predict.answer_conditions' steps, the run shared
-    known = run.known()
-    for i, cond in enumerate(conds):
-        try:
-            check_names(cond, known)
-        except ConditionError as exc:
-            raise ConditionError(f"conditions[{i}]: {exc.message}") from None
-    statuses = {cid: r.status for cid, r in results.items()}
-    answers = [answer_condition(c, run, statuses) for c in conds]
     survivors = [c for c, a in zip(conds, answers, strict=True) if a.fate != "refuted"]
     rivals = competitors(findings, competing, survivors)
     return answers, settle_answers(ctx, answers, conds, rivals, run.props, run.observed)
