@@ -3,6 +3,9 @@ hand (not part of the tests):
 
     OPDEBUG_FSYNC=1 .venv/bin/python benchmarks/bench_scale.py [--sizes 10 1000 10000]
 
+The analysis is timed twice: alone, and with two stated conditions (:data:`STATED`: the agent's
+conditions answered, settled and probed - tools/analysis/stated.py).
+
 For each size N, one run of N cases that differ pairwise in two axes (an input
 shape and an attribute: the worst case for the multi-axis check) is planned
 with one plan_cases call, then every case is recorded with record_result (the
@@ -46,6 +49,9 @@ def result(i: int) -> dict:
                              "mismatch_count": 3 if bad else 0, "mismatch_ratio": 3 / 64 if bad else 0.0}]}
 
 
+STATED = ["x.shape[0] * x.shape[-1] > 400", "attr.alpha % 7 == 0"]
+
+
 def measure(root: Path, n: int) -> dict:
     run_id = f"scale-{n}"
     t0 = time.perf_counter()
@@ -67,10 +73,14 @@ def measure(root: Path, n: int) -> dict:
     analysis = analyze_failures(run_id, root=root)
     analyze_s = time.perf_counter() - t0
     assert analysis.recorded == n and not analysis.missing
+    t0 = time.perf_counter()
+    stated = analyze_failures(run_id, root=root, conditions=STATED)
+    stated_s = time.perf_counter() - t0
+    assert [a.fate for a in stated.conditions][1] in ("surviving", "exact")
     tail = per[-max(1, n // 10):]
     return {"n": n, "plan_ms": plan_s * 1e3 / n, "record_ms": statistics.fmean(per) * 1e3,
             "record_tail_ms": statistics.fmean(tail) * 1e3, "analyze_ms": analyze_s * 1e3 / n,
-            "analyze_total_s": analyze_s, "plan_chars": plan_chars, "record_chars": rec_chars,
+            "analyze_total_s": analyze_s, "stated_total_s": stated_s, "plan_chars": plan_chars, "record_chars": rec_chars,
             "error_chars": err_chars}
 
 
@@ -85,7 +95,7 @@ def main() -> None:
             print(json.dumps(rows[-1]), file=sys.stderr)
     cols = [("cases", "n", "{:d}"), ("plan ms/case", "plan_ms", "{:.3f}"), ("record ms/case", "record_ms", "{:.2f}"),
             ("record ms (last 10%)", "record_tail_ms", "{:.2f}"), ("analyze ms/case", "analyze_ms", "{:.3f}"),
-            ("analyze s", "analyze_total_s", "{:.2f}"), ("plan answer chars", "plan_chars", "{:d}"),
+            ("analyze s", "analyze_total_s", "{:.2f}"), ("analyze s, 2 stated", "stated_total_s", "{:.2f}"), ("plan answer chars", "plan_chars", "{:d}"),
             ("record answer chars", "record_chars", "{:d}"), ("unknown_case error chars", "error_chars", "{:d}")]
     print("| " + " | ".join(c[0] for c in cols) + " |")
     print("|" + "---|" * len(cols))

@@ -261,3 +261,84 @@ def test_the_case_run_keeps_no_state_a_phase_leaves_behind() -> None:
     planted = "class CaseRun:\n    def __init__(self):\n        self.a = 1\n\n    def phase(self):\n" \
               "        self.a, self.out = 2, 3\n        self.a += 1\n"
     assert attributes_set_outside_init(planted, "CaseRun") == {"out": "phase"}
+
+
+# --------------------------------------------------------------------------
+# One settlement: a finding is called exact in one place
+# --------------------------------------------------------------------------
+
+SETTLEMENT = "tools/analysis/settlement.py"
+# other meanings of the word: the runner's "exact" is a comparison mode (bit for bit), a capture's origin
+# says a replay is made of the exact captured tensors - neither is a finding's claim
+OTHER_MEANINGS = ("tools/runner/", "tools/capture/")
+
+
+def exact_assignments(tree: ast.AST) -> list[int]:
+    """Lines that set ``exact`` to anything but a constant False: an attribute assigned (``f.exact = ...``, in a
+    tuple too), a keyword (``Finding(exact=...)``), a dict key (``model_copy(update={"exact": ...})``)."""
+
+    def false(v: ast.AST | None) -> bool:  # False from construction, or the settlement's own run-level answer
+        read = isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "run_exact"
+        return read or (isinstance(v, ast.Constant) and v.value is False)
+
+    def refuted(v: ast.AST | None) -> bool:  # a fate other than exact may be set anywhere (predict.py's)
+        return isinstance(v, ast.Constant) and v.value in ("refuted", "surviving")
+
+    def targets(t: ast.AST) -> list[ast.AST]:
+        return [x for e in t.elts for x in targets(e)] if isinstance(t, (ast.Tuple, ast.List)) else [t]
+
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            tgts = node.targets if isinstance(node, ast.Assign) else [node.target]
+            value = node.value
+            for tgt in tgts:
+                values = value.elts if isinstance(value, ast.Tuple) and isinstance(tgt, ast.Tuple) else None
+                for i, t in enumerate(targets(tgt)):
+                    v = values[i] if values is not None and i < len(values) else value
+                    if isinstance(t, ast.Attribute) and t.attr == "exact" and not false(v):
+                        out.append(node.lineno)
+                    if isinstance(t, ast.Attribute) and t.attr == "fate" and not refuted(v):  # a stated condition's
+                        out.append(node.lineno)
+                    if isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant) and t.slice.value == "exact":
+                        out.append(node.lineno)
+        elif isinstance(node, ast.Call):
+            out += [node.lineno for k in node.keywords if k.arg == "exact" and not false(k.value)]
+            out += [
+                node.lineno
+                for k in node.keywords
+                if k.arg == "fate" and isinstance(k.value, ast.Constant) and k.value.value == "exact"
+            ]
+            if isinstance(node.func, ast.Name) and node.func.id == "setattr" and len(node.args) > 1:
+                if isinstance(node.args[1], ast.Constant) and node.args[1].value == "exact":
+                    out.append(node.lineno)
+            for k in node.keywords:  # a pydantic copy: model_copy(update={"exact": ...})
+                if k.arg == "update" and isinstance(k.value, ast.Dict):
+                    out += [
+                        node.lineno
+                        for key, v in zip(k.value.keys, k.value.values, strict=True)
+                        if isinstance(key, ast.Constant) and key.value == "exact" and not false(v)
+                    ]
+    return out
+
+
+def test_exactness_is_decided_in_settlement_alone() -> None:
+    assert (REPO_ROOT / SETTLEMENT).is_file()
+    offenders = []
+    for path in _modules().values():
+        rel = path.relative_to(REPO_ROOT).as_posix()
+        if rel == SETTLEMENT or rel.startswith(OTHER_MEANINGS):
+            continue
+        offenders += [f"{rel}:{n}" for n in exact_assignments(ast.parse(path.read_text(encoding="utf-8")))]
+    assert not offenders, f"exact is set outside {SETTLEMENT}: {offenders}"
+    settled = exact_assignments(ast.parse((REPO_ROOT / SETTLEMENT).read_text(encoding="utf-8")))
+    assert settled  # the one place does set it
+
+
+def test_the_exactness_scan_finds_every_way_of_setting_it() -> None:
+    for src in ("f.exact = True", "f.necessary_only, f.exact = True, ok", "Finding(exact=not why)",
+                "g(update={'exact': x})", "setattr(f, 'exact', 1)", "d['exact'] = y", "a.fate = 'exact'",
+                "ConditionAnswer(fate='exact')"):
+        assert exact_assignments(ast.parse(src)), src
+    for src in ("f.exact = False", "Finding(exact=False)", "R(exact=run_exact(a))", "f.necessary_only, f.exact = True, False", "x = f.exact"):
+        assert not exact_assignments(ast.parse(src)), src

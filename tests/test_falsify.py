@@ -172,8 +172,17 @@ _BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 def _hidden(rng: random.Random):
     """A hidden predicate over the raw case, written without the analysis' axes (its own arithmetic)."""
-    kind = rng.choice(["modulus", "band", "values", "row_bytes", "either", "threshold", "product_parity"])
+    kind = rng.choice(["modulus", "band", "values", "row_bytes", "either", "threshold", "product_parity",
+                       "product", "aligned_bytes", "dtype_and_length"])
     x = lambda c: c.inputs[0]  # noqa: E731
+    if kind == "product":  # a product of two sizes (the condition language's x.shape[0] * x.shape[-1] > t)
+        t = rng.choice([200, 400, 1000])
+        return kind, lambda c: x(c).shape[0] * x(c).shape[-1] > t
+    if kind == "aligned_bytes":  # pow2(x.shape[-1] * x.itemsize) < 32: a row not 32-byte aligned
+        return kind, lambda c: ((n := x(c).shape[-1] * _BYTES[x(c).dtype]) & -n) < 32
+    if kind == "dtype_and_length":  # the README demo's shape: a dtype, and a length too
+        t = rng.choice([20, 60])
+        return kind, lambda c: x(c).dtype == "bfloat16" and x(c).shape[-1] > t
     if kind == "modulus":
         m = rng.choice([3, 5, 6, 12])
         return kind, lambda c: x(c).shape[-1] % m != 0

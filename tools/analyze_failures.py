@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from .analysis import build_analysis
 from .cases.axes import case_axes
-from .conditions.predict import answer_conditions, parse_conditions
+from .conditions.predict import parse_conditions
 from .errors import ToolError
 from .evidence import ANALYSIS, PAGE, REPORT, REPRODUCTION, RunStore, atomic_write_text, read_json
 from .render.page import page_data
@@ -71,7 +71,6 @@ def analyze_failures(
                 f"the evidence of run {store.run_id!r} is unreadable: {exc}", code="corrupt_evidence"
             ) from None
         labels = {c.id: case_axes(c) for c in cases}  # once per case, for the analysis and the report
-        stated = answer_conditions(conditions or [], cases, results, labels)
         analysis = build_analysis(
             store.run_id,
             config,
@@ -81,8 +80,8 @@ def analyze_failures(
             previous=previous_analysis(store),
             modes=modes,
             refusals=store.read_refusals(),
+            conditions=conditions,
         )
-        analysis.conditions = stated
         files = {
             ANALYSIS: json.dumps(analysis.model_dump(mode="json"), indent=2) + "\n",
             REPORT: render_report(analysis, config, cases, results, run_dir=str(store.dir), labels=labels),

@@ -26,9 +26,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .analysis.settlement import run_exact
 from .analyze_failures import analyze_failures
 from .cases.constraints import Constraints, learn_from_run, valid_call
 from .cases.stars import expand_star
+from .conditions.predict import parse_conditions
 from .errors import ToolError
 from .evidence import RunStore, read_json
 from .host_modes import runnable_modes
@@ -99,8 +101,10 @@ def _done(analysis) -> str | None:
         return "consistency"  # every failure is nondeterministic or order-dependent: no axis to narrow
     narrowing = [n for n in analysis.next_cases if n.kind in NARROWING]
     hypotheses = [f for f in analysis.findings if f.kind != "trend"]
-    if hypotheses and all(f.exact for f in hypotheses) and not analysis.competing and not analysis.unexplained:
-        return "exact"  # every cause exact, every failing group accounted for
+    if run_exact(analysis):
+        return "exact"  # every cause exact, every failing group accounted for (settlement.py)
+    if analysis.conditions and all(a.fate != "surviving" for a in analysis.conditions):
+        return "conditions_settled"  # each stated condition refuted or exact: the agent's question answered
     if not narrowing:
         if analysis.competing:
             return "undecided"
@@ -191,7 +195,7 @@ class _Runs:
         _LATE_RUNS[task] = self  # kept until it ends (its cases are recorded then)
         task.add_done_callback(_forget_late_run)
         self.answering = False
-        return None, analyze_failures(self.req.run_id, root=self.root, modes=self.modes)
+        return None, analyze_failures(self.req.run_id, root=self.root, modes=self.modes, conditions=self.req.conditions)
 
     async def _run(self, case_ids: list[str] | None):
         started = time.monotonic()
@@ -208,7 +212,7 @@ class _Runs:
             lease_wait_s=self.left(),
             deadline=self.deadline,
         )
-        analysis = analyze_failures(self.req.run_id, root=self.root, modes=self.modes)
+        analysis = analyze_failures(self.req.run_id, root=self.root, modes=self.modes, conditions=self.req.conditions)
         if response.outcomes:
             self.per_case_s = max(self.per_case_s, (time.monotonic() - started) / len(response.outcomes))
         return response, analysis
@@ -300,7 +304,7 @@ async def _order_round(req: NarrowRequest, runs: _Runs, analysis, budget: int, s
     )  # order_search.py
     if not order.cases_run:
         return 0, None, analysis
-    analysis = analyze_failures(req.run_id, root=runs.root, modes=runs.modes)
+    analysis = analyze_failures(req.run_id, root=runs.root, modes=runs.modes, conditions=req.conditions)
     cases = {c: s for p in order.probes.values() for c, s in p.items()}
     return order.cases_run, _step(index, ["order"], sorted(order.probes), cases, analysis), analysis
 
@@ -320,6 +324,7 @@ async def narrow_failure(
     max_seconds, and leave a case still running then to finish and be recorded after the
     answer (``still_running``); else wait for it."""
     req = request if isinstance(request, NarrowRequest) else NarrowRequest.model_validate(request)
+    parse_conditions(req.conditions)  # a text that is no condition is refused before anything runs
     runs = _Runs(req, root, inventory, progress, on_news, detach)
     steps: list[NarrowStep] = []
     new_cases = 0
@@ -370,7 +375,7 @@ def _response(req, runs: _Runs, analysis, stopped, steps, cases_run: int, new_ca
     return NarrowResponse(
         run_id=req.run_id,
         stopped=stopped,
-        exact=bool(analysis.findings) and all(f.exact for f in analysis.findings) and not analysis.unexplained,
+        exact=run_exact(analysis),
         findings=analysis.findings,
         steps=steps,
         cases_run=cases_run,
@@ -382,4 +387,5 @@ def _response(req, runs: _Runs, analysis, stopped, steps, cases_run: int, new_ca
         counterexamples=analysis.counterexamples,
         still_running=runs.still_running(),
         not_started=runs.not_started(),
+        conditions=analysis.conditions,
     )

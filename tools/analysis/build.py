@@ -34,15 +34,16 @@ from ..schemas import (
 )
 from .causes import MAX_PAIRS, Group, closest, failure_groups, identical_pairs
 from .consistency import amend_summary, annotate_failures, consistency_report, evidence_for_findings
-from .exactness import competitor_note, settle
 from .findings import hypothesis_finding, term_findings
 from .hypotheses import CAP_TEXT, Hypothesis, enumerate_hypotheses, hypothesis_axes
 from .integration_diff import integration_diff
 from .leads import refuted_leads
 from .outputs import annotate_outputs
 from .pairs import pair_index
-from .probes import counterexamples, falsified_note, necessary_atom, necessary_note, read_absent_dims, validate, widen
+from .probes import counterexamples, falsified_note, necessary_atom, read_absent_dims, validate, widen
 from .reasons import FAILING, case_failure, failure_axes, integration_hint
+from .settlement import competitor_note, necessary_only, settle
+from .stated import stated_conditions
 from .suggestions import (
     Context,
     crossing_proposals,
@@ -76,6 +77,7 @@ class Diagnosis:
     twins: list[tuple[str, str]] = field(default_factory=list)  # (passing, failing) identical on every axis
     hax: dict[str, dict] = field(default_factory=dict)
     status: dict[str, str] = field(default_factory=dict)
+    context: Any = None  # the run-level Context (stated conditions' probes are built on it)
 
 
 def diagnose(
@@ -223,7 +225,25 @@ def diagnose_run(
     d.causes = sum(1 for g in groups if g.cause is not None and g.space is not None and g.space.hypotheses)
     d.unexplained = [u for p in parts for u in p.unexplained]
     d.twins, d.hax, d.status = run.twins, run.hax, run.status
+    d.context = _run_context(run)
     return d
+
+
+def _run_context(run: _Run) -> Context:
+    """The whole run as one proposals' context (every recorded case, its own status)."""
+    return Context(
+        cases=run.by_id,
+        axes=run.axes,
+        dist=run.dist,
+        status=run.status,
+        planned=run.planned,
+        findings=[],
+        ties=run.ties,
+        no_modes=run.no_modes,
+        cpu_only=run.cpu_only,
+        hax=run.hax,
+        seen_contents=run.proposed,
+    )
 
 
 def _interleave(lists: list[list[NextCase]]) -> list[NextCase]:
@@ -281,7 +301,7 @@ def _without_hypothesis(
             f = hypothesis_finding(
                 Hypothesis((nec,)), run.hax, run.dist, failing, [*passing, *flips], index, axes_difference, dtypes
             )
-            necessary_note(f, flips, sum(1 for c in [*passing, *flips] if nec.holds(run.hax[c].get(nec.axis))))
+            necessary_only(f, flips, sum(1 for c in [*passing, *flips] if nec.holds(run.hax[c].get(nec.axis))))
             f.status, f.cause, f.cases = group.status, group.cause, failing[:MAX_CASES_LISTED]
             return Diagnosis([f], next_cases(ctx, None, {}, results, missing), [], None, refuted)
     trend = None
@@ -353,13 +373,7 @@ def _diagnose_group(
     splits = splitting(ctx)  # first: a case that splits hypotheses is a split, whatever else it narrows
     narrow = {t.axis: narrowing(ctx, t, lead_hyp.text) for t in terms}
     cross = crossing_proposals(ctx, lead, lead_hyp.sources())
-    settle(lead, terms, space.hypotheses, space.capped, narrow, cross, dtypes)
-    if group.alternative:  # an OR of pure atoms reads the cases as well: the AND is not settled
-        lead.exact = False
-        lead.why_not_exact.append(
-            f"the failing cases read as well as {len(group.alternative)} separate causes: "
-            + "; ".join(group.alternative)
-        )
+    settle(lead, terms, lead_hyp, space.hypotheses, space.capped, narrow, cross, dtypes, group.alternative)
     # falsify before exact (probes.py): a lead exact in the closed world gets the cases built to break it
     # (the checks are listed once the closed-world test holds: before, the lead is still being narrowed)
     flips = {p: q for p, q in conflicts.items() if q in set(failing)}
@@ -379,6 +393,15 @@ def _diagnose_group(
     return Diagnosis([lead], nxt, findings[1 : 1 + MAX_COMPETING_SHOWN], summary, refuted)
 
 
+def _stated_stage(analysis: Analysis, conditions, cases, results, labels, diagnosis: Diagnosis, modes) -> None:
+    """The stated conditions answered and settled (stated.py); the cases built to break them come first."""
+    ctx = diagnosis.context or _run_context(_prepare(cases, results, labels, modes))
+    analysis.conditions, probes = stated_conditions(
+        conditions, cases, results, labels, ctx, analysis.findings, diagnosis.competing
+    )
+    analysis.next_cases = probes + analysis.next_cases
+
+
 def build_analysis(
     run_id: str,
     config,
@@ -389,6 +412,7 @@ def build_analysis(
     previous: Analysis | None = None,
     modes: set[str] | None = None,
     refusals: dict[str, str] | None = None,
+    conditions: list[str] | None = None,
 ) -> Analysis:
     """The analysis of a run; ``labels`` are the cases' axes (``case_axes``) when already at hand;
     ``previous``: the run's last analysis (its findings that a case now refutes are reported); ``modes``: the
@@ -473,6 +497,8 @@ def build_analysis(
         counterexamples=diagnosis.counterexamples,
         valid_calls=constraints.sentences(),
     )
+    if conditions:  # the agent's conditions: answered on the recorded cases, then through the settlement
+        _stated_stage(analysis, conditions, ev_cases, ev_results, labels, diagnosis, modes)
     # which output fails (a gradient is an output): failures, findings, per-output summaries
     analysis = annotate_outputs(analysis, ev_cases, ev_results, diagnose)
     for stage in EXTRA_STAGES:

@@ -115,7 +115,7 @@ class Atom:
                 )
             inside = value > self.passes_at if self.direction == "above" else value < self.passes_at
             return None if inside else "pass"
-        # a value or set says what it says: an untried value passes (probing it is part of pinning, exactness.py)
+        # a value or set says what it says: an untried value passes (probing it is part of pinning, settlement.py)
         return "fail" if value is not None and value in self.failing else "pass"
 
     @property

@@ -1,7 +1,7 @@
 """Falsify before exact (references/behavior.md, "Exactness"): the cases a
 finding predicts that are built to break it, and its validation.
 
-A finding that passes the closed-world test of exactness.py (no competitor,
+A finding that passes the closed-world test of settlement.py (no competitor,
 boundary pinned, crossed) is still only the nearest member of the enumerated
 space.  Before it is called exact, each *requirement* below must be met by a
 recorded case whose outcome it predicted:
@@ -39,10 +39,26 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..cases.axes import axes_difference
+from ..cases.derived import dim_axis
 from ..cases.ids import case_content
-from ..cases.relations import open_quantities
+from ..cases.relations import element_bytes, open_quantities
 from ..schemas import Case, Counterexample, Finding, NextCase, Validation
-from .hypotheses import Atom, Hypothesis, is_align
+from .flips import dim_moves
+from .hypotheses import (
+    KIND_RANK,
+    MAX_HYPOTHESES,
+    Atom,
+    Hypothesis,
+    Space,
+    axis_sources,
+    covering_atoms,
+    derivation_rank,
+    enumerate_hypotheses,
+    is_align,
+    rank_key,
+)
+from .settlement import UNTESTABLE, pinning_pair, settle_probes
 
 TAG = "falsify"
 FAR = 4  # a far side is a factor 4 beyond the last value (a recorded one a factor 2 beyond counts)
@@ -62,13 +78,25 @@ _ALT_VALUES = (
 )
 
 
+def _scaled_values(m: float) -> tuple[dict, ...]:
+    """Other generators at the same magnitude (a generator's parameter stands for the values it draws: other
+    generators and other draws at that parameter must agree)."""
+    return (
+        {"kind": "uniform", "low": -m, "high": m},
+        {"kind": "uniform", "low": m / 2, "high": m},
+        {"kind": "full", "fill": -m},
+        {"kind": "normal", "mean": m / 2, "std": m / 2},
+    )
+
+
 @dataclass
 class Req:
     kind: str
     text: str
     done: list[str] = field(default_factory=list)
     builds: list[tuple[Case, dict, Any, str]] = field(default_factory=list)  # base, variation, value, predicted
-    waived: str | None = None  # why no case can be built for it
+    waived: str | None = None  # why nothing needs building: nothing lies there (settled)
+    untestable: str | None = None  # why no case the variations can build meets it (stays open, blocks exact)
 
 
 # --------------------------------------------------------------------------
@@ -137,7 +165,6 @@ def widen(space, hax: dict, cases: dict[str, Case], failing: list[str], passing:
     """The open space: when no atom of the first space separates the cases,
     its quantities (relations.open_quantities) too; their atoms compete with
     the first space's conjunctions.  Returns (space, the axes it was built on)."""
-    from .hypotheses import MAX_HYPOTHESES, Space, enumerate_hypotheses, rank_key
 
     if space.hypotheses and not space.conjunctions:
         return space, hax
@@ -166,7 +193,7 @@ def _num(v: Any) -> bool:
 
 def _floor_of(axis: str) -> float:
     """The smallest value an ordered axis takes (a size 1, an offset or attribute anything)."""
-    if axis.endswith(("numel", "bytes")) or ".shape[" in axis or is_align(axis) or axis.endswith(".rows"):
+    if axis.endswith(("numel", "bytes", ".rank")) or ".shape[" in axis or is_align(axis) or axis.endswith(".rows"):
         return 1
     return 0 if axis.endswith((".offset", ".magnitude")) else float("-inf")
 
@@ -223,6 +250,70 @@ def far_requirements(ctx, hyp: Hypothesis, terms: list[Finding], moves) -> list[
     return out
 
 
+def pin_requirements(ctx, hyp: Hypothesis, moves) -> list[Req]:
+    """Each threshold's boundary pinned by two cases that differ in that quantity alone (settlement.py (b)):
+    when the recorded bracket's two sides differ in more (a rank, a layout, another dimension), the failing
+    side moved to the passing value and the passing side to the failing one, nothing else changed."""
+
+    out = []
+    for atom in hyp.atoms:
+        if atom.kind != "threshold" or atom.passes_at is None or "~" in atom.axis:
+            continue
+        sources = axis_sources(atom.axis)
+        req = Req(
+            "pin",
+            f"{atom.axis} pinned at {_fmt(atom.passes_at)} / {_fmt(atom.fails_at)} by two cases that "
+            f"differ in it alone",
+        )
+        req.done = pinning_pair(ctx, atom.axis, sources, atom.passes_at, atom.fails_at)
+        if req.done:
+            out.append(req)
+            continue
+        ran = sorted(c for c, s in ctx.status.items() if s in ("fail", "pass"))
+        for side, at, to in (("fail", atom.fails_at, atom.passes_at), ("pass", atom.passes_at, atom.fails_at)):
+            for c in [c for c in ran if ctx.status[c] == side and ctx.hax[c].get(atom.axis) == at][:2]:
+                predicted = "pass" if side == "fail" else "fail"
+                req.builds += [(ctx.cases[c], v, x, predicted) for v, x in moves(ctx, ctx.cases[c], atom.axis, to)]
+        out.append(req)
+    return out
+
+
+def unnamed_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Req]:
+    """A condition that names no size of an input claims its sizes do not matter: from the minimal pair's
+    failing case each dimension moved far down (to 1, the smallest call a shrink would reach, else a quarter)
+    and far up (4x) must still fail - tried before exact, not after."""
+
+    if lead.minimal_pair is None:
+        return []
+    named = {s for a in hyp.atoms for s in axis_sources(a.axis)}
+    base = ctx.cases[lead.minimal_pair.failing]
+    out = []
+    for spec in base.inputs:
+        if spec.none or not spec.shape or spec.tensors is not None or f"{spec.name}.shape" in named:
+            continue
+        for i, size in enumerate(spec.shape):
+            axis = dim_axis(spec.name, i, len(spec.shape))
+            tied = {t.partition(".shape[")[0] + ".shape" for t in ctx.ties.get(axis, [])}
+            if tied & named:
+                continue
+            for kind, targets in (("down", [1, size // 4, size // 2]), ("up", [size * FAR + 1])):
+                targets = [t for t in dict.fromkeys(targets) if 0 < t != size]
+                if not targets:
+                    continue
+                req = Req(
+                    f"unnamed-{kind}",
+                    f"{axis} moved far {kind} (to {targets[0]}): {hyp.text} names no size of {spec.name}",
+                )
+                req.done = [  # a failing case at that size where the condition holds (a probe's, or planned)
+                    c
+                    for c, st in sorted(ctx.status.items())
+                    if st == "fail" and ctx.hax[c].get(axis) in targets and hyp.holds(ctx.hax[c])
+                ][:1]
+                req.builds = [(base, v, x, "fail") for t in targets for v, x in moves(ctx, base, axis, t)]
+                out.append(req)
+    return out
+
+
 def _repin_axes(ctx, hyp: Hypothesis) -> list[str]:
     sources = set(hyp.sources())
     keys = sorted({k for c in ctx.hax.values() for k in c})
@@ -242,6 +333,16 @@ def _repin_axes(ctx, hyp: Hypothesis) -> list[str]:
             continue
         out.append(k)
     return out
+
+
+def _in_elements(base: Case, axis: str, value: Any) -> tuple[str, Any]:
+    """A size in bytes as the element count of the base's dtype that makes it (the axis unchanged otherwise)."""
+    if not axis.endswith(".bytes") or not _num(value):
+        return axis, value
+    name = axis[: -len(".bytes")]
+    spec = next((i for i in base.inputs if i.name == name and not i.none), None)
+    width = (element_bytes(spec.dtype) or 1) if spec is not None else 1
+    return (f"{name}.numel", int(value // width)) if value % width == 0 else (axis, value)
 
 
 def repin_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Req]:
@@ -266,8 +367,13 @@ def repin_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Req]:
                 for base_id in sorted(at_boundary, key=lambda c: (c != pair_id, c))[:2]:
                     base = ctx.cases[base_id]
                     req.builds += [(base, v, x, side) for v, x in moves(ctx, base, b, u)]
+                if not req.builds and not req.done:  # else a case already at b = u, moved to the boundary value
+                    for base_id in [c for c in ran if ctx.hax[c].get(b) == u][:2]:
+                        base = ctx.cases[base_id]
+                        axis, to = _in_elements(base, atom.axis, at)
+                        req.builds += [(base, v, x, side) for v, x in moves(ctx, base, axis, to)]
                 if not req.builds and not req.done:
-                    req.waived = f"no case at {atom.axis} = {_fmt(at)} can be moved to {b} = {u}"
+                    req.untestable = f"no case at {atom.axis} = {_fmt(at)} can be moved to {b} = {u}"
                 out.append(req)
     return out
 
@@ -288,7 +394,6 @@ def mirror_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Req]
     """The crossing's mirror: the minimal pair's passing case with each value
     of another axis that only failing cases have - the finding predicts pass
     (a dtype finding that is really a size in bytes of that dtype fails there)."""
-    from .hypotheses import axis_sources
 
     if len(hyp.atoms) != 1 or lead.minimal_pair is None:
         return []
@@ -301,7 +406,8 @@ def mirror_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Req]
             if _planned_like(k):
                 cols.setdefault(k, (set(), set()))[ctx.status[c] == "pass"].add(v)
     for k in sorted(cols):
-        if set(axis_sources(k)) & sources or len(out) >= MAX_MIRRORS:
+        tied = {t.partition(".shape[")[0] + ".shape" for t in ctx.ties.get(k, [])}  # moves a named input's dimension
+        if (set(axis_sources(k)) | tied) & sources or len(out) >= MAX_MIRRORS:
             continue
         only = sorted(cols[k][0] - cols[k][1] - {None}, key=str)
         if not only:
@@ -309,8 +415,11 @@ def mirror_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Req]
         v = only[0]
         req = Req("mirror", f"{k} = {_fmt(v)} (so far only in failing cases) where {hyp.text} predicts pass")
         req.done = [c for c in ran if ctx.hax[c].get(k) == v and not hyp.holds(ctx.hax[c])]
-        base = ctx.cases[lead.minimal_pair.passing]
-        req.builds = [(base, var, x, "pass") for var, x in moves(ctx, base, k, v)]
+        # from the minimal pair's passing case, else another passing case (a tied dimension moves a named one:
+        # a smaller case may still predict pass there)
+        bases = [lead.minimal_pair.passing] + [c for c in ran if ctx.status[c] == "pass"][:MAX_MIRRORS]
+        for b in dict.fromkeys(bases):
+            req.builds += [(ctx.cases[b], var, x, "pass") for var, x in moves(ctx, ctx.cases[b], k, v)]
         out.append(req)
     return out
 
@@ -355,7 +464,8 @@ def _source(ctx, hyp: Hypothesis, atom: Atom, term: Finding) -> Req | None:
         req = Req("source", f"{axis} = {_fmt(want)} from another value generator than {spec.values.kind}")
         req.done = [c for c in failing if _values_of(ctx.cases[c], name) != mine]
         specials = [s.model_dump(mode="json", exclude_none=True) for s in spec.values.specials]
-        alts = [dict(v, specials=specials) if specials else v for v in _ALT_VALUES]
+        pool = _scaled_values(want) if fld == "magnitude" and _num(want) and want > 0 else _ALT_VALUES
+        alts = [dict(v, specials=specials) if specials else v for v in pool]
         req.builds = [
             (base, {"axis": "values", "input": name}, v, "fail") for v in alts if json.dumps(v, sort_keys=True) != mine
         ]
@@ -365,7 +475,7 @@ def _source(ctx, hyp: Hypothesis, atom: Atom, term: Finding) -> Req | None:
         req.done = [c for c in failing if next(i for i in ctx.cases[c].inputs if i.name == name).shape != spec.shape]
         req.builds = [(base, var, value, "fail") for var, value in reshapes(ctx, base, name, axis)]
         if not req.builds and not req.done:
-            req.waived = f"no other shape of {name} keeps {axis} = {_fmt(want)}"
+            req.untestable = f"no other shape of {name} keeps {axis} = {_fmt(want)}"
         return req
     return None
 
@@ -410,7 +520,6 @@ def cross_requirements(ctx, hyp: Hypothesis, terms: list[Finding], moves) -> lis
 def reshapes(ctx, base: Case, name: str, axis: str) -> list[tuple[dict, Any]]:
     """Two dimensions changed at once (a factor 2 moved from one to another), or
     the last dimension grown by twice its alignment (the same alignment)."""
-    from .flips import dim_moves
 
     spec = next(i for i in base.inputs if i.name == name)
     shape: list[int] = spec.shape or []  # a None or tuple input has no dimension to move
@@ -429,6 +538,15 @@ def reshapes(ctx, base: Case, name: str, axis: str) -> list[tuple[dict, Any]]:
                     if set(vi["dims"]) & set(vj["dims"]):
                         continue
                     out.append((dict(vi, also=[dict(vj, values=[shape[j] * 2])]), shape[i] // 2))
+    if not keep_last:  # no factor 2 to move: two dimensions swapped (the same count, another shape)
+        for i in range(len(shape)):
+            for j in range(i + 1, len(shape)):
+                if shape[i] == shape[j]:
+                    continue
+                for vi in dim_moves(ctx.ties, base, name, i):
+                    for vj in dim_moves(ctx.ties, base, name, j):
+                        if not set(vi["dims"]) & set(vj["dims"]):
+                            out.append((dict(vi, also=[dict(vj, values=[shape[i]])]), shape[j]))
     return out[:4]
 
 
@@ -503,12 +621,12 @@ def cause_requirements(ctx, hyp: Hypothesis, lead: Finding, others: list, moves)
         req = Req("causes", f"{hyp.text} together with the other cause {atom.text}: both hold, it predicts fail")
         req.done = [c for c in sorted(ctx.hax) if hyp.holds(ctx.hax[c]) and atom.holds(ctx.hax[c].get(atom.axis))]
         if target is None:
-            req.waived = f"no recorded value of {atom.axis} to move to"
+            req.untestable = f"no recorded value of {atom.axis} to move to"
         else:
             base = ctx.cases[lead.minimal_pair.failing]
             req.builds = [(base, v, x, "fail") for v, x in moves(ctx, base, atom.axis, target)]
             if not req.builds and not req.done:
-                req.waived = f"no case of {hyp.text} can be moved to {atom.text}"
+                req.untestable = f"no case of {hyp.text} can be moved to {atom.text}"
         out.append(req)
     return out
 
@@ -517,7 +635,9 @@ def requirements(
     ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding], moves, others: list | None = None
 ) -> list[Req]:
     return (
-        far_requirements(ctx, hyp, terms, moves)
+        pin_requirements(ctx, hyp, moves)
+        + unnamed_requirements(ctx, hyp, lead, moves)
+        + far_requirements(ctx, hyp, terms, moves)
         + repin_requirements(ctx, hyp, lead, moves)
         + cross_requirements(ctx, hyp, terms, moves)
         + mirror_requirements(ctx, hyp, lead, moves)
@@ -529,11 +649,16 @@ def requirements(
 
 
 def _need(r: Req) -> int:
-    return len(SEEDS) if r.kind == "seed-fail" else FRESH if r.kind == "fresh" else 1
+    return len(SEEDS) if r.kind == "seed-fail" else FRESH if r.kind in ("fresh", "pin") else 1
 
 
 def is_open(r: Req) -> bool:
-    return r.waived is None and len(r.done) < _need(r)
+    return r.waived is None and r.untestable is None and len(r.done) < _need(r)
+
+
+def untestable(r: Req) -> bool:
+    """A requirement no buildable case meets: open, never held."""
+    return r.waived is None and r.untestable is not None and len(r.done) < _need(r)
 
 
 # --------------------------------------------------------------------------
@@ -575,18 +700,25 @@ def validate(ctx, lead: Finding, hyp: Hypothesis, reqs: list[Req], filled: list,
     """Set the lead's validation; exact only when every requirement held."""
     ran_ids = sorted(c for c, s in ctx.status.items() if s in ("fail", "pass"))
     probe_ids = [c for c in ran_ids if read_tag(ctx.cases[c])]  # every one predicted: the lead fits each case
-    held = [f"{r.text}: {', '.join(r.done[:3])}" + (" ..." if len(r.done) > 3 else "") for r in reqs if r.done]
+    held = [
+        f"{r.text}: {', '.join(r.done[:3])}" + (" ..." if len(r.done) > 3 else "")
+        for r in reqs
+        if r.done and not untestable(r)
+    ]
     held += [f"{r.text}: {r.waived}" for r in reqs if r.waived and not r.done]
+    blocked = [f"{r.text} ({r.untestable})" for r in reqs if untestable(r)]
     opened = [r.text for r in reqs if is_open(r)]
     ran = len(ran_ids)
     flips = [f"{p} passes where {f} fails with the same call but another seed" for p, f in sorted(conflicts.items())]
-    met = sum(1 for r in reqs if not is_open(r))
+    met = sum(1 for r in reqs if not is_open(r) and not untestable(r))
     text = (
         f"predicted {len(probe_ids)}/{len(probe_ids)} probes built to break it and {ran}/{ran} recorded cases; "
         f"{met}/{len(reqs)} checks met"
     )
     if opened:
         text += f", {len(opened)} to run"
+    if blocked:
+        text += f", {len(blocked)} {UNTESTABLE}"
     if not reqs:
         text = (
             f"predicted {ran}/{ran} recorded cases (the cases built to break it come once it is pinned, "
@@ -598,25 +730,12 @@ def validate(ctx, lead: Finding, hyp: Hypothesis, reqs: list[Req], filled: list,
         probe_ids=probe_ids,
         recorded=ran,
         held=held,
-        open=opened,
+        open=opened + [f"{UNTESTABLE}: {b}" for b in blocked],
         not_applicable=not_applicable(ctx, hyp, filled),
         value_dependent=flips,
         text=text,
     )
-    if flips:
-        lead.necessary_only = True
-        lead.exact = False
-        lead.why_not_exact.insert(
-            0,
-            f"the outcome flips with the seed ({flips[0]}): the values decide too; "
-            f"{lead.predicate} is a necessary condition only (every failing case has it)",
-        )
-    elif opened and lead.exact:
-        lead.exact = False
-        lead.why_not_exact.append(
-            f"not falsified yet: {len(opened)} probe(s) built to break it still to run "
-            f"({'; '.join(opened[:3])}{' ...' if len(opened) > 3 else ''})"
-        )
+    settle_probes(lead, opened, blocked, flips)
 
 
 # --------------------------------------------------------------------------
@@ -658,8 +777,10 @@ def probe_cases(ctx, lead: Finding, hyp: Hypothesis, reqs: list[Req], make, move
             ctx.seen_contents.add(cand.content)
             groups.setdefault((cand.base.id, predicted), []).append((r, cand))
             chosen += 1
-        if not chosen:
-            r.waived = r.waived or "no case the variations can build reaches it"
+        if not chosen and r.waived is None and r.kind.startswith("unnamed") and r.builds:
+            r.waived = "every such case changes what the condition names (the size is not separable from it)"
+        elif not chosen and r.waived is None:
+            r.untestable = r.untestable or "no case the variations can build reaches it"
     out = []
     for (base_id, predicted), items in sorted(groups.items()):
         kinds = ",".join(dict.fromkeys(r.kind for r, _ in items))
@@ -693,7 +814,6 @@ def seed_pair_cases(ctx, make, build_next) -> list[NextCase]:
     """No hypothesis separates the cases: before calling it a trend, re-run the
     closest failing and passing cases with other seeds (each predicts its own
     outcome if the outcome is a property of the call, not of the values drawn)."""
-    from ..cases.axes import axes_difference
 
     ran = {c: s for c, s in sorted(ctx.status.items()) if s in ("fail", "pass")}
     failing = sorted(c for c, s in ran.items() if s == "fail")
@@ -728,7 +848,6 @@ def seed_pair_cases(ctx, make, build_next) -> list[NextCase]:
 def necessary_atom(hax: dict[str, dict[str, Any]], failing: list[str], passing: list[str]) -> Atom | None:
     """The tightest condition every failing case has (the one fewest passing
     cases share), simplest first: what a value-dependent failure needs."""
-    from .hypotheses import KIND_RANK, covering_atoms, derivation_rank
 
     keys = sorted({k for c in failing for k in hax[c]})
     best = None
@@ -748,25 +867,6 @@ def necessary_atom(hax: dict[str, dict[str, Any]], failing: list[str], passing: 
 
 
 OPEN_SKIP = (".shape", ".strides", ".values", ".none", ".offset_nonzero")
-
-
-def necessary_note(f: Finding, conflicts: dict[str, str], inside: int) -> None:
-    f.necessary_only, f.exact = True, False
-    p, q = sorted(conflicts.items())[0]
-    f.why_not_exact = [
-        f"the outcome flips with the seed ({p} passes, {q} fails: the same call, other values): "
-        f"{f.predicate} is a necessary condition only (every failing case has it; {inside} passing "
-        f"case(s) have it too) - within it, the values decide"
-    ]
-    f.statement = f"fails only where {f.predicate}; within it, the values drawn decide"
-    flips = [f"{a} passes where {b} fails with the same call but another seed" for a, b in sorted(conflicts.items())]
-    f.validation = Validation(
-        probes_run=0,
-        probes_held=0,
-        recorded=f.failing + f.passing,
-        value_dependent=flips,
-        text=f"necessary only: {len(flips)} call(s) pass and fail with other seeds",
-    )
 
 
 def falsified_note(findings: list[Finding], refuted: list[Counterexample]) -> str:

@@ -50,12 +50,12 @@ from ..cases.derived import (
     structured_axes,
 )
 from ..cases.ids import case_content
-from ..cases.relations import REL_VALUES
+from ..cases.relations import REL_VALUES, element_bytes
 from ..cases.stars import apply_variation, restride
 from ..schemas import FLOAT_DTYPES, MODES, Case, Finding, NextCase, StarVariation, contiguous_strides
 from .flips import dim_moves, exact_count_moves, flip_moves
-from .hypotheses import ALIGN_RESOLUTION, Atom, Hypothesis, hypothesis_axes, is_align
-from .probes import read_case, untagged
+from .hypotheses import ALIGN_RESOLUTION, Atom, Hypothesis, axis_sources, covering_atoms, hypothesis_axes, is_align
+from .probes import probe_cases, read_case, requirements, seed_pair_cases, untagged
 
 MAX_BISECT_VALUES = 3
 MAX_CROSSINGS = 4
@@ -292,6 +292,11 @@ def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, 
         return [({"axis": "dtype", "input": name}, target)]
     if fld == "offset":
         return [({"axis": "storage_offset", "input": name}, int(target))]
+    if fld == "rank" and spec.shape and int(target) >= 1:  # the leading dimensions merged, or 1s put inside
+        t, shape = int(target), list(spec.shape)
+        reshaped = [math.prod(shape[: len(shape) - t + 1]), *shape[len(shape) - t + 1 :]] if t < len(shape) else shape
+        reshaped = reshaped[:1] + [1] * (t - len(shape)) + reshaped[1:]  # the first and the last dimension kept
+        return [({"axis": "shape", "input": name}, reshaped)] if reshaped != shape and spec.strides is None else []
     if fld == "numel":
         out = []
         numel = math.prod(spec.shape)
@@ -318,8 +323,6 @@ def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, 
         sizes = [v for v in range((cur // a + 1) * a, (cur // a + 9) * a, a) if alignment(v) == a][:1]
         return [(var, v) for v in sizes for var in _dim_moves(ctx, base, name, len(spec.shape) - 1)]
     if fld == "last_align_bytes" and spec.shape:  # a row's alignment in bytes: in elements of the base's dtype
-        from ..cases.relations import element_bytes
-
         width = element_bytes(spec.dtype) or 1
         return moves(ctx, base, f"{name}.last_align", int(target // width)) if target >= width else []
     if fld.startswith("stride[") and numeric:  # one dimension's stride, the others kept
@@ -535,7 +538,6 @@ def narrowing(ctx: Context, f: Finding, hyp: str | None = None) -> list[Proposal
 
 
 def _whole_elements(base: Case, f: Finding, targets: list) -> list:
-    from ..cases.relations import element_bytes
 
     name = f.axis[: -len(".bytes")]
     spec = next((i for i in base.inputs if i.name == name), None)
@@ -744,7 +746,6 @@ def uncrossed(ctx: Context, sources: list[str]) -> list[tuple[str, Any, str]]:
     that refutes it is a failing case moved to the planned value of a passing
     case where the term does not hold.  None left: the finding held across the
     run's other axes."""
-    from .hypotheses import axis_sources, covering_atoms
 
     excluded = _excluded_keys(ctx, sources)
     failing = sorted(c for c, s in ctx.status.items() if s == "fail")
@@ -921,6 +922,9 @@ def _next(kind: str, axis: str | None, cands: list[Proposal], reason: str, if_fa
         refutes_if_fails=_refuted(cands, "fail"),
         refutes_if_passes=_refuted(cands, "pass"),
     )
+
+
+proposal_next = _next  # the one way a list of proposals becomes a next case (stated.py's probes too)
 
 
 def _by_base(cands: list[Proposal]) -> list[list[Proposal]]:
@@ -1169,7 +1173,6 @@ def falsifying(
     """The requirements a finding must meet before it is exact (probes.py) and,
     when ``propose``, the cases built to break it (kind ``falsify``); ``others``: the
     other causes' conditions with their cases (several causes)."""
-    from .probes import probe_cases, requirements
 
     reqs = requirements(ctx, hyp, lead, terms, moves, others)
     return reqs, (probe_cases(ctx, lead, hyp, reqs, make_proposal, moves, _next) if propose else [])
@@ -1177,6 +1180,5 @@ def falsifying(
 
 def seed_probing(ctx: Context) -> list[NextCase]:
     """No hypothesis: the closest failing and passing cases with other seeds (probes.seed_pair_cases)."""
-    from .probes import seed_pair_cases
 
     return seed_pair_cases(ctx, make_proposal, _next)

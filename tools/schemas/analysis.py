@@ -109,6 +109,10 @@ class ConditionAnswer(Strict):
         default_factory=list, description="contradicting cases: what it predicted, what they did"
     )
     text: str = Field(description="the answer in words, with the counterexamples' values")
+    validation: Validation | None = Field(default=None, description="the cases built to break it")
+    told_apart: list[str] = Field(default_factory=list, description="competitors a recorded case told apart")
+    not_told_apart: list[str] = Field(default_factory=list, description="competitors not told apart yet")
+    why_not_exact: list[str] = Field(default_factory=list, description="what keeps it from exact")
 
 
 class Validation(Strict):

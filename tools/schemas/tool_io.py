@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from .analysis import Counterexample, Finding
+from .analysis import ConditionAnswer, Counterexample, Finding
 from .base import (
     DOCUMENTED_ONLY,
     MAX_CASES_PER_CALL,
@@ -182,6 +182,9 @@ class RunResponse(Strict):
 Hosts = Annotated[list[Slug] | None, Field(max_length=MAX_NAMES)]
 
 
+ConditionText = Annotated[str, Field(min_length=1, max_length=2000)]
+
+
 class NarrowRequest(Strict):
     run_id: Slug = Field(
         description="The run to narrow: its pending cases run first, then the next cases its analysis proposes.",
@@ -199,6 +202,9 @@ class NarrowRequest(Strict):
     max_steps: Annotated[int, Field(ge=1, le=100)] = Field(default=12, description="plan-run-analyze rounds")
     cases_per_step: Annotated[int, Field(ge=1, le=256)] = Field(
         default=8, description="At most this many new cases planned per round.", json_schema_extra=DOCUMENTED_ONLY
+    )
+    conditions: list[ConditionText] = Field(
+        default_factory=list, max_length=16, description="Conditions to probe, as analyze_failures' conditions"
     )
 
 
@@ -220,7 +226,8 @@ class NarrowResponse(Strict):
         description="why it stopped: exact, nothing_to_try (one hypothesis, nothing narrows it), "
         "undecided (hypotheses survive, no buildable case splits them), no_hypothesis "
         "(every axis varied once, nothing separates), budget_cases, budget_seconds, "
-        "budget_steps, no_progress, no_failure, consistency (every failure is nondeterministic "
+        "budget_steps, no_progress, no_failure, conditions_settled (every stated condition refuted or exact), "
+        "consistency (every failure is nondeterministic "
         "or order-dependent: no axis to narrow)"
     )
     exact: bool = Field(description="every finding is exact")
@@ -252,6 +259,7 @@ class NarrowResponse(Strict):
     counterexamples: list[Counterexample] = Field(
         default_factory=list, description="probe cases whose outcome refuted the lead they were built for"
     )
+    conditions: list[ConditionAnswer] = Field(default_factory=list, description="each stated condition's fate")
 
 
 # --------------------------------------------------------------------------
@@ -266,9 +274,6 @@ NameArg = Annotated[Slug, Field(pattern=SLUG_PATTERN)]
 class RecordResultArgs(Strict):
     run_id: RunIdArg = Field(description="The run the case is planned in.", json_schema_extra=DOCUMENTED_ONLY)
     result: CaseResult = Field(description="One pending case's result.")
-
-
-ConditionText = Annotated[str, Field(min_length=1, max_length=2000)]
 
 
 class AnalyzeFailuresArgs(Strict):

@@ -1,0 +1,210 @@
+"""One settlement (tools/analysis/settlement.py): its principles, pure (no runner).
+
+- a boundary is pinned only by two cases that differ in that quantity alone: a pair across ranks pins
+  nothing, and the probes then build the pair;
+- a gap that another term of the condition already excludes is settled;
+- a requirement no buildable case meets stays open ("untestable with these variations") and is never
+  listed as held;
+- the run-level answer is one: an exact lead beside a trend is not an exact run, and narrow_failure's
+  stop reason and its ``exact`` read the same function;
+- a stated condition is settled by the same rule: a product of two sizes stated by the agent ends exact,
+  a plausible wrong one is refuted, within 40 new cases.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from tools.analysis.build import diagnose_run
+from tools.analysis.hypotheses import Atom, hypothesis_axes
+from tools.analysis.probes import Req, untestable, validate
+from tools.analysis.settlement import differ_alone, pinned, run_exact
+from tools.cases.axes import case_axes
+from tools.cases.derived import case_distance_axes, structured_axes
+from tools.cases.stars import expand_star
+from tools.narrow import _done
+from tools.schemas import Case, CaseResult, Finding, StarSpec
+
+
+def _case(cid: str, shape: list[int], **kw) -> Case:
+    return Case.model_validate({"id": cid, "inputs": [{"name": "x", "shape": shape}], **kw})
+
+
+def _ctx(cases: list[Case], status: dict[str, str]) -> SimpleNamespace:
+    labels = {c.id: case_axes(c) for c in cases}
+    axes = {c.id: structured_axes(c, labels[c.id]) for c in cases}
+    return SimpleNamespace(
+        ties={},
+        status=status,
+        cases={c.id: c for c in cases},
+        dist={c.id: case_distance_axes(c, labels[c.id]) for c in cases},
+        hax={c.id: hypothesis_axes(c, labels[c.id], axes[c.id]) for c in cases},
+    )
+
+
+def test_a_pair_across_ranks_pins_nothing_and_one_within_a_rank_does():
+    # x.shape[2] is 16 in a passing rank-4 case and 17 in a failing rank-3 case: adjacent, but across ranks
+    cases = [_case("r4", [2, 3, 16, 5]), _case("r3", [2, 3, 17]), _case("r3b", [2, 3, 16]), _case("t", [2, 4, 16])]
+    ctx = _ctx(cases, {"r4": "pass", "r3": "fail", "r3b": "pass", "t": "pass"})
+    assert not differ_alone(ctx, "r4", "r3", "x.shape[2]", ["x.shape"])
+    assert differ_alone(ctx, "r3b", "r3", "x.shape[2]", ["x.shape"])  # the same rank, that dimension alone
+    assert not differ_alone(ctx, "t", "r3", "x.shape[2]", ["x.shape"])  # two dimensions moved: not that one alone
+    # the same rank and that dimension alone, but another layout: a transposed view pins nothing either
+    views = [
+        Case.model_validate({"id": "c", "inputs": [{"name": "x", "shape": [4, 8]}]}),
+        Case.model_validate({"id": "t", "inputs": [{"name": "x", "shape": [4, 9], "strides": [1, 4]}]}),
+        Case.model_validate({"id": "n", "inputs": [{"name": "x", "shape": [4, 9]}]}),
+    ]
+    ctx = _ctx(views, {"c": "pass", "t": "fail", "n": "fail"})
+    assert not differ_alone(ctx, "c", "t", "x.shape[-1]", ["x.shape"])
+    assert differ_alone(ctx, "c", "n", "x.shape[-1]", ["x.shape"])
+
+
+def test_a_gap_another_term_excludes_is_settled():
+    t = Finding(
+        axis="q",
+        kind="threshold",
+        predicate="q > 7",
+        source="q",
+        failing_values=[9, 12],
+        passing_values=[7],
+        exact=False,
+        failing=2,
+        passing=1,
+        direction="above",
+        passes_at=7,
+        fails_at=9,
+    )
+    assert not pinned(t, {})  # 8 lies between: not pinned on its own
+    not_multiple_of_8 = Atom("x.last_align", "threshold", direction="below", fails_at=4, passes_at=8)
+    same_q = Atom("q", "set", (9, 12))  # the other term holds only at 9 and 12: it excludes 8
+    assert pinned(t, {}, (same_q,))
+    assert not pinned(t, {}, (not_multiple_of_8,))  # another quantity says nothing about q's gap
+
+
+def test_an_untestable_requirement_stays_open_and_is_never_held():
+    case = _case("a", [4, 8])
+    ctx = SimpleNamespace(status={"a": "fail"}, cases={"a": case}, hax={"a": {}})
+    lead = Finding(
+        axis="x.shape[-1]",
+        kind="threshold",
+        predicate="x.shape[-1] > 4",
+        source="x.shape",
+        failing_values=[8],
+        passing_values=[4],
+        exact=True,
+        failing=1,
+        passing=1,
+    )
+    req = Req("repin-fail", "x.shape[-1] = 8 (fail) again under mode = compile", done=["a"])
+    req.untestable = "no case the variations can build reaches it"
+    req.done = []
+    assert untestable(req)
+    hyp = SimpleNamespace(atoms=())
+    validate(ctx, lead, hyp, [req], [], {})
+    assert not lead.exact
+    assert not lead.validation.held  # never listed as held
+    assert any(o.startswith("untestable with these variations") for o in lead.validation.open)
+    assert any("untestable with these variations" in w for w in lead.why_not_exact)
+
+
+def _analysis(findings, **kw):
+    base = dict(
+        verdict="diagnosed",
+        findings=findings,
+        competing=[],
+        unexplained=[],
+        next_cases=[],
+        consistency=SimpleNamespace(excluded_from_findings=[]),
+        failures=[],
+        conditions=[],
+    )
+    return SimpleNamespace(**(base | kw))
+
+
+def test_the_run_level_answer_is_read_from_the_settlement_alone():
+    lead = Finding(
+        axis="dtype",
+        kind="value",
+        predicate="dtype == bfloat16",
+        source="dtype",
+        failing_values=["bfloat16"],
+        passing_values=["float32"],
+        exact=True,
+        failing=2,
+        passing=2,
+    )
+    trend = Finding(
+        axis="x.shape[-1]",
+        kind="trend",
+        predicate="max_rel grows with x.shape[-1]",
+        source="x.shape",
+        failing_values=[],
+        passing_values=[],
+        exact=False,
+        failing=2,
+        passing=2,
+    )
+    alone = _analysis([lead])
+    beside = _analysis([lead, trend])
+    assert run_exact(alone) and _done(alone) == "exact"
+    # an exact lead beside a trend: not an exact run, and narrow does not stop "exact" on it
+    assert not run_exact(beside) and _done(beside) != "exact"
+
+
+def _result(cid: str, fails: bool) -> CaseResult:
+    if not fails:
+        return CaseResult.model_validate({"case_id": cid, "status": "passed"})
+    return CaseResult.model_validate(
+        {
+            "case_id": cid,
+            "status": "numerical_mismatch",
+            "comparisons": [{"output": "out", "passed": False, "max_abs": 1.0}],
+        }
+    )
+
+
+def test_a_stated_product_of_two_sizes_ends_exact_and_a_wrong_threshold_is_refuted():
+    from tools.analysis.build import build_analysis
+    from tools.cases.ids import case_content
+    from tools.narrow import NARROWING
+
+    base = {"id": "b", "inputs": [{"name": "x", "shape": [4, 32], "dtype": "float32"}], "seed": 1}
+    vary = [
+        {"axis": "shape", "input": "x", "values": [[4, 64], [4, 128], [16, 32], [2, 16]]},
+        {"axis": "dtype", "values": ["float16"]},
+    ]
+    cases = expand_star(StarSpec.model_validate({"base": base, "vary": vary}))
+
+    def truth(c: Case) -> bool:
+        return c.inputs[0].shape[0] * c.inputs[0].shape[-1] > 300
+
+    stated = ["x.shape[0] * x.shape[-1] > 300", "x.shape[-1] > 40"]
+    results: dict[str, CaseResult] = {}
+    new = 0
+    config = SimpleNamespace(source_model_failure=None)
+    for _ in range(12):
+        results |= {c.id: _result(c.id, truth(c)) for c in cases if c.id not in results}
+        a = build_analysis("r", config, cases, results, conditions=stated)
+        if all(x.fate != "surviving" for x in a.conditions) or new >= 40:
+            break
+        planned = {c.id: case_content(c.model_dump(mode="json")) for c in cases}
+        added: list[Case] = []
+        for nxt in a.next_cases:
+            if nxt.kind in NARROWING and nxt.star and len(added) < min(8, 40 - new):
+                fresh = [c for c in expand_star(StarSpec.model_validate(nxt.star), planned) if c.id not in planned]
+                fresh = fresh[: min(8, 40 - new) - len(added)]
+                planned |= {c.id: case_content(c.model_dump(mode="json")) for c in fresh}
+                added += fresh
+        assert added
+        new += len(added)
+        cases = cases + added
+    right, wrong = a.conditions
+    assert (right.fate, wrong.fate) == ("exact", "refuted") and new <= 40, (right.why_not_exact, new)
+    assert wrong.counterexamples and right.contradict_count == 0
+    held = " ".join(right.validation.held)
+    assert "flips" in held and "does not name" in held  # its boundary pinned, the unnamed moved far
+    # the boundary is pinned by two recorded cases 1 apart that differ in that dimension alone
+    assert any(h.startswith(("x.shape[-1] at", "x.shape[0] at", "x.shape[1] at")) for h in right.validation.held)
+    d = diagnose_run(cases, results, [])
+    assert not any(f.exact and f.predicate not in ("x.numel > 300",) for f in d.findings)

@@ -1,0 +1,322 @@
+"""The agent's conditions through the settlement: the cases built to break each stated condition.
+
+A condition the agent states (references/conditions.md) is answered against the recorded cases by
+tools/conditions/predict.py (agreeing, contradicting, refuted or surviving).  A surviving one gets the
+cases built to break it, chosen by what they can refute:
+
+- **unnamed**: a property the condition does not name is one it claims does not matter, so each is moved
+  far both ways from a case where it holds (and from one where it does not): sizes down to the smallest
+  call and up, other dtypes, another mode, another layout, other value generators at the same scale,
+  another seed - the prediction must hold there;
+- **boundary**: a property it names moved so that its prediction flips - two cases that differ in that
+  quantity alone;
+- **competitors**: a case where it and a surviving competitor (the tool's own findings, the other stated
+  conditions) disagree, the competitors it disagrees with most first.
+
+Each probe is an ordinary planned case whose description reads ``stated [GROUP]: CONDITION``, so a later
+analysis (which keeps no state) knows which requirement a recorded case met; its outcome is judged like
+any recorded case's (a value statistic is known once the case has run).  The fate - refuted, surviving or
+exact - is settlement.py's (:func:`~tools.analysis.settlement.settle_stated`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..conditions.language import Condition, ConditionError, parse
+from ..conditions.predict import answer_conditions, parse_conditions, run_properties
+from ..conditions.properties import case_properties
+from ..schemas import FLOAT_DTYPES, MODES, Case, ConditionAnswer, Finding, NextCase
+from .flips import dim_moves
+from .probes import SEEDS
+from .settlement import settle_stated
+from .suggestions import Context, Proposal, make_proposal, proposal_next, strides_for
+
+TAG = "stated"
+MAX_BASES = 2  # cases each side a condition's probes start from
+MAX_COMPETITOR_PROBES = 3
+MAX_PROBES = 16  # per condition and analysis
+
+
+@dataclass
+class Need:
+    """One way a stated condition could be wrong, and the cases that test it."""
+
+    group: str  # unnamed:x.shape-down, boundary:x.shape[-1], apart:COMPETITOR ...
+    text: str
+    done: list[str] = field(default_factory=list)
+    builds: list[tuple[Proposal, bool | None]] = field(default_factory=list)  # candidate, its prediction
+    need: int = 1  # recorded cases it wants
+
+    def met(self) -> bool:
+        return len(self.done) >= self.need
+
+
+def tag(group: str, condition: str) -> str:
+    return f"{TAG} [{group}]: {condition}"
+
+
+def read_tag(case: Case) -> tuple[str, str] | None:
+    """(group, condition) of a stated probe, None for another case."""
+    d = case.description or ""
+    if not d.startswith(TAG + " [") or "]: " not in d:
+        return None
+    group, _, condition = d[len(TAG) + 2 :].partition("]: ")
+    return group, condition
+
+
+# --------------------------------------------------------------------------
+# Candidates: one property moved far, each from a base case
+# --------------------------------------------------------------------------
+
+
+def _moves(ctx: Context, base: Case) -> list[tuple[str, str, dict, Any]]:
+    """(group, words, variation, value) of every far move of one case."""
+
+    out: list[tuple[str, str, dict, Any]] = []
+    for spec in base.inputs:
+        if spec.none or spec.shape is None or spec.tensors is not None:
+            continue
+        name, shape = spec.name, spec.shape
+        for i, size in enumerate(shape):
+            for var in dim_moves(ctx.ties, base, name, i)[:1]:
+                if size > 1:
+                    out.append((f"{name}.shape-down", f"{name}.shape[{i}] = 1", var, 1))
+                out.append((f"{name}.shape-up", f"{name}.shape[{i}] = {size * 4 + 1}", var, size * 4 + 1))
+        if len(shape) >= 2:
+            laid = strides_for(shape, "transposed") if spec.strides is None else None
+            if laid is not None:
+                out.append((f"{name}.layout", f"{name} transposed", {"axis": "strides", "input": name}, laid))
+        m = max(abs(spec.values.mean or 0.0) + (spec.values.std or 0.0), 1.0) if spec.values.kind == "normal" else 1.0
+        if spec.values.kind in ("normal", "uniform"):
+            alt = {"kind": "uniform", "low": -m, "high": m} if spec.values.kind == "normal" else {"kind": "normal"}
+            out.append((f"{name}.values", f"{name} values {alt['kind']}", {"axis": "values", "input": name}, alt))
+    dtype = next((i.dtype for i in base.inputs if not i.none and i.shape is not None), None)
+    for d in FLOAT_DTYPES[:3]:
+        if dtype in FLOAT_DTYPES and d != dtype:
+            out.append(("dtype", f"dtype = {d}", {"axis": "dtype"}, d))
+    for mode in MODES:
+        if mode != base.mode and mode not in ctx.no_modes:
+            out.append(("mode", f"mode = {mode}", {"axis": "mode"}, mode))
+    out.append(("seed", f"seed = {SEEDS[0]}", {"axis": "seed"}, SEEDS[0]))
+    return out
+
+
+def _bases(cond: Condition, props: dict[str, dict], observed: dict[str, str]) -> list[str]:
+    """The smallest failing cases where it holds and passing cases where it does not."""
+    size = {c: sum(v for k, v in p.items() if k.endswith(".numel") and isinstance(v, int)) for c, p in props.items()}
+    fail = sorted(
+        (c for c, s in observed.items() if s == "fail" and cond.evaluate(props[c]) is True), key=lambda c: (size[c], c)
+    )
+    ok = sorted(
+        (c for c, s in observed.items() if s == "pass" and cond.evaluate(props[c]) is False), key=lambda c: (size[c], c)
+    )
+    return fail[:MAX_BASES] + ok[:MAX_BASES]
+
+
+def _candidates(ctx: Context, base: Case) -> list[tuple[str, str, Proposal, dict]]:
+    out = []
+    for group, words, var, value in _moves(ctx, base):
+        cand = make_proposal(ctx, base, var, value, TAG)
+        if cand is not None:
+            out.append((group, words, cand, case_properties(Case.model_validate(cand.doc))))
+    return out
+
+
+# --------------------------------------------------------------------------
+# Needs: what each surviving condition must still face
+# --------------------------------------------------------------------------
+
+
+def competitors(findings: list[Finding], competing: list[Finding], stated: list[Condition]) -> list[Condition]:
+    """The surviving competitors in the language: the tool's findings that parse, and the stated conditions."""
+    out: dict[str, Condition] = {str(c): c for c in stated}
+    for f in [*findings, *competing]:
+        if f.kind == "trend":
+            continue
+        try:
+            c = parse(f.predicate)
+        except ConditionError:
+            continue
+        out.setdefault(str(c), c)
+    return list(out.values())
+
+
+def needs(
+    ctx: Context, cond: Condition, rivals: list[Condition], props: dict[str, dict], observed: dict[str, str]
+) -> list[Need]:
+    """The requirements of one surviving condition (see the module docstring), each with what met it."""
+    text = str(cond)
+    met: dict[str, list[str]] = {}
+    for c in sorted(observed):
+        t = read_tag(ctx.cases[c])
+        if t is not None and t[1] == text:
+            met.setdefault(t[0], []).append(c)
+    out: dict[str, Need] = {}
+    names = cond.names()
+    for base_id in _bases(cond, props, observed):
+        before = cond.evaluate(props[base_id])
+        for group, _words, cand, cprops in _candidates(ctx, ctx.cases[base_id]):
+            now = cond.evaluate(cprops)
+            # a measured name (the values built, the wrong elements) is known once the case ran: not moved here
+            moved = {n for n in names if n in cprops and cprops[n] != props[base_id].get(n)}
+            if not moved and group != "seed":
+                key = f"unnamed:{group}"
+                need = out.setdefault(key, Need(key, f"{group} moved far (a property {text} does not name)"))
+            elif now is not None and now != before:
+                key = f"boundary:{group}"
+                need = out.setdefault(key, Need(key, f"{group} moved until {text} flips"))
+                _pin(ctx, cond, ctx.cases[base_id], cand, before, out)
+            elif group == "seed":
+                need = out.setdefault("seed", Need("seed", f"{base_id} with another seed"))
+            else:
+                continue
+            need.builds.append((cand, now))
+            for r in rivals:
+                other = r.evaluate(cprops)
+                if str(r) != text and other is not None and now is not None and other != now:
+                    key = f"apart:{r}"
+                    n2 = out.setdefault(key, Need(key, f"a case where {text} and {r} disagree"))
+                    n2.builds.append((cand, now))
+    for key, need in out.items():
+        need.done = met.get(key, [])
+    return list(out.values())
+
+
+MAX_PIN_STEPS = 14
+
+
+def _pin(ctx: Context, cond: Condition, base: Case, far: Proposal, before: bool | None, out: dict) -> None:
+    """A boundary is pinned by two cases that differ in that quantity alone: one dimension bisected between
+    the base and the far move where the condition flips, down to two sizes 1 apart - both cases wanted."""
+    if far.var.get("axis") != "dim" or not isinstance(far.value, int):
+        return
+    ref = far.var["dims"][0]
+    name, _, idx = ref[:-1].partition(".shape[")
+    spec = next(i for i in base.inputs if i.name == name)
+    if not spec.shape:
+        return
+    start = spec.shape[int(idx)]
+    lo, hi = start, far.value  # cond(lo) == before, cond(hi) != before
+    near = {lo: None, hi: far}
+    for _ in range(MAX_PIN_STEPS):
+        if abs(hi - lo) <= 1:
+            break
+        mid = (lo + hi) // 2
+        cand = make_proposal(ctx, base, far.var, mid, TAG)
+        if cand is None:
+            return
+        now = cond.evaluate(case_properties(Case.model_validate(cand.doc)))
+        if now is None:
+            return
+        near[mid] = cand
+        lo, hi = (mid, hi) if now == before else (lo, mid)
+    if abs(hi - lo) != 1:
+        return
+    key = f"pin:{ref}"
+    need = out.setdefault(key, Need(key, f"{ref} at {min(lo, hi)} and {max(lo, hi)}, where {cond} flips", need=2))
+    for v, side in ((lo, before), (hi, not before)):
+        cand = near.get(v) or make_proposal(ctx, base, far.var, v, TAG)
+        if cand is None and v == start:
+            continue  # the base itself is that side
+        if cand is not None and all(c.content != cand.content for c, _ in need.builds):
+            need.builds.append((cand, side))
+
+
+def stated_probes(ctx: Context, cond: Condition, reqs: list[Need]) -> list[NextCase]:
+    """One next case (kind falsify) per open requirement, the competitors' first; at most MAX_PROBES."""
+    order = sorted(reqs, key=lambda r: (not r.group.startswith("apart:"), not r.group.startswith("boundary:"), r.group))
+    out: list[NextCase] = []
+    for r in order:
+        if r.met() or len(out) >= MAX_PROBES:
+            continue
+        wanted = r.need - len(r.done)
+        for cand, now in r.builds:
+            if wanted <= 0:
+                break
+            if cand.content in ctx.seen_contents:
+                continue
+            ctx.seen_contents.add(cand.content)
+            cand.base = cand.base.model_copy(update={"description": tag(r.group, str(cond))})
+            said = "fail" if now else "pass" if now is False else "either (a value statistic: known once it ran)"
+            out.append(
+                proposal_next(
+                    "falsify",
+                    None,
+                    [cand],
+                    reason=f"stated {cond}: {r.text}; it predicts {said}",
+                    if_fails="held" if now else f"refutes {cond}" if now is False else "judged once recorded",
+                    if_passes="held" if now is False else f"refutes {cond}" if now else "judged once recorded",
+                )
+            )
+            wanted -= 1
+    return out
+
+
+def told_apart(cond: Condition, rivals: list[Condition], props: dict[str, dict], observed: dict[str, str]):
+    """(the rivals some recorded case tells apart from it, the rivals none does yet)."""
+    apart: list[str] = []
+    alike: list[str] = []
+    for r in rivals:
+        if str(r) == str(cond):
+            continue
+        differ = any(
+            (a := cond.evaluate(props[c])) is not None and (b := r.evaluate(props[c])) is not None and a != b
+            for c in observed
+        )
+        (apart if differ else alike).append(str(r))
+    return apart, alike
+
+
+def settle_answers(
+    ctx: Context,
+    answers: list[ConditionAnswer],
+    conds: list[Condition],
+    rivals: list[Condition],
+    props: dict[str, dict],
+    observed: dict[str, str],
+) -> list[NextCase]:
+    """Each surviving answer's probes and fate (settlement.settle_stated); the probes as next cases."""
+
+    out: list[NextCase] = []
+    for answer, cond in zip(answers, conds, strict=True):
+        if answer.fate == "refuted":
+            continue
+        reqs = needs(ctx, cond, rivals, props, observed)
+        probes = stated_probes(ctx, cond, reqs)
+        apart, alike = told_apart(cond, [r for r in rivals if str(r) != str(cond)], props, observed)
+        untestable = [r.text for r in reqs if not r.met() and not r.builds]
+        alike_open = [a for a in alike if f"apart:{a}" in {r.group for r in reqs}]
+        settle_stated(
+            answer,
+            met=[f"{r.text}: {', '.join(r.done[:3])}" for r in reqs if r.met()],
+            opened=[r.text for r in reqs if not r.met() and r.builds],
+            untestable=untestable,
+            apart=apart,
+            alike=alike_open,
+            restating=[a for a in alike if a not in alike_open],
+            probe_ids=sorted({c for r in reqs for c in r.done}),
+        )
+        out += probes
+    return out
+
+
+def stated_conditions(
+    texts: list[str],
+    cases: list[Case],
+    results: dict,
+    labels: dict | None,
+    ctx: Context,
+    findings: list[Finding],
+    competing: list[Finding],
+) -> tuple[list[ConditionAnswer], list[NextCase]]:
+    """The stated conditions answered (predict.py), each surviving one settled after the cases built to break
+    it; those cases as next cases, first."""
+
+    run = run_properties(cases, results, labels)  # once: the answers and the probes read the same properties
+    answers = answer_conditions(texts, cases, results, labels, run=run)
+    conds = parse_conditions(texts)
+    survivors = [c for c, a in zip(conds, answers, strict=True) if a.fate != "refuted"]
+    rivals = competitors(findings, competing, survivors)
+    return answers, settle_answers(ctx, answers, conds, rivals, run.props, run.observed)
