@@ -88,8 +88,12 @@ KINDS: dict[str, dict[str, Any]] = {
             {"inputs": [_x(s, "float16", std=std)]}
             for s, std in (([4, 64], 1.0), ([4, 64], 40.0), ([4, 16], 40.0), ([4, 16], 80.0), ([4, 32], 1.0))
         ],
-        right="x.values.sumsq[-1] > float16.max",
+        right="x.dtype == float16 and x.values.sumsq[-1] > float16.max",
         wrong="x.shape[-1] > 32",  # long rows: [4, 16] at std 80 fails, [4, 64] at std 1 passes
+        # without the dtype it is refuted too, rightly: a dtype probe builds the same values in bfloat16,
+        # whose sum of squares does not overflow, and that case passes
+        also_wrong="x.values.sumsq[-1] > float16.max",
+        witness="c0",  # a planned case the wrong condition mispredicts
         allowed=set(),
     ),
     "row_bytes": dict(
@@ -108,6 +112,7 @@ KINDS: dict[str, dict[str, Any]] = {
         ],
         right="x.shape[-1] * x.itemsize > 512",
         wrong="x.shape[-1] > 128",  # the element count alone: float16 [4, 256] (512 bytes) passes
+        witness="c2",  # a planned case the wrong condition mispredicts
         allowed=set(),
     ),
     "channels_last": dict(
@@ -125,6 +130,7 @@ KINDS: dict[str, dict[str, Any]] = {
         ],
         right="x.memory_format == channels_last",
         wrong="not x.contiguous",  # the swapped-H/W view passes
+        witness="c3",  # a planned case the wrong condition mispredicts
         allowed=set(),
     ),
     "last_stride": dict(
@@ -143,6 +149,7 @@ KINDS: dict[str, dict[str, Any]] = {
         ],
         right="x.stride[-1] != 1",
         wrong="not x.contiguous",
+        witness="c2",  # a planned case the wrong condition mispredicts
         allowed=set(),
     ),
 }
@@ -163,15 +170,17 @@ def _plan(run: str, kind: str) -> dict[str, Any]:
     return {"config": config, "cases": cases, "module_sources": {"op.py": spec["module"]}}
 
 
+def _stated(spec: dict[str, Any]) -> list[str]:
+    return [spec["right"], spec["wrong"], *([spec["also_wrong"]] if "also_wrong" in spec else [])]
+
+
 def _scenario(kind: str):
     async def scenario(client: Client) -> tuple[dict, dict]:
         spec = KINDS[kind]
         for twin in ("stated", "alone"):
             plan = await client.call_tool("plan_cases", _plan(_run(kind, twin), kind))
             assert not plan.is_error, error_text(plan)
-        stated = await client.call_tool(
-            "narrow_failure", {"run_id": _run(kind, "stated"), "conditions": [spec["right"], spec["wrong"]]}
-        )
+        stated = await client.call_tool("narrow_failure", {"run_id": _run(kind, "stated"), "conditions": _stated(spec)})
         alone = await client.call_tool("narrow_failure", {"run_id": _run(kind, "alone")})
         for r in (stated, alone):
             assert not r.is_error, error_text(r)
@@ -184,7 +193,7 @@ def _said(stated: dict, alone: dict) -> str:
     """One line: each stated condition's fate, probes and counterexamples; the tool alone's end."""
     parts = []
     for c in stated["conditions"]:
-        probes = (c.get("validation") or {}).get("probes_run")
+        probes = (c.get("validation") or {}).get("probe_ids")
         ce = [x.get("case_id") for x in c.get("counterexamples") or []][:3]
         parts.append(f"{c['condition']!r} -> {c['fate']} (probes {probes}, why_not {c.get('why_not_exact')}, ce {ce})")
     parts.append(f"stated call: {stated['new_cases']} new cases, stopped {stated['stopped']}")
@@ -200,14 +209,18 @@ def test_a_stated_condition_is_settled_in_one_call_and_the_tool_alone_never_ends
     stage = {k: v for k, v in os.environ.items() if k == "OPDEBUG_RUNNER_STAGE"}
     stated, alone = with_server(evidence_root, _scenario(kind), env=stage)
     spec = KINDS[kind]
-    right, wrong = stated["conditions"]
+    right, wrong, *also = stated["conditions"]
     print(f"\nKIND {kind}: {_said(stated, alone)}")
     # (a) the right condition ends exact, by the settlement's rule, its probes run and held
     assert right["condition"] == spec["right"] and right["fate"] == "exact", (kind, right)
     assert right["validation"]["probes_run"] > 0 and not right["validation"]["open"], right["validation"]
     assert not right["why_not_exact"] and right["contradict_count"] == 0
     # (b) the plausible wrong one is refuted with a counterexample
-    assert wrong["fate"] == "refuted" and wrong["counterexamples"], (kind, wrong)
+    for refuted in (wrong, *also):
+        assert refuted["fate"] == "refuted" and refuted["counterexamples"], (kind, refuted)
+    assert spec["witness"] in [c["case_id"] for c in wrong["counterexamples"]], wrong["counterexamples"]
+    for ce in (c for refuted in also for c in refuted["counterexamples"]):  # a dtype probe: built, passed
+        assert ".dtype-" in ce["case_id"] and (ce["predicted"], ce["observed"]) == ("fail", "pass"), ce
     assert stated["stopped"] in ("conditions_settled", "exact") and stated["new_cases"] <= 40, stated["stopped"]
     # (c) the tool alone: its condition or no exact finding - never a wrong exact one
     assert alone["new_cases"] <= 40
