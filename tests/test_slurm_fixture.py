@@ -317,14 +317,16 @@ def test_signals_to_the_srun_client(slurm_cluster, steps):
     killed first, whichever the node's scheduler runs first (7 or 137: a race of
     srun's own, which the transport never uses - the option is refused).  Each signal
     goes once srun says the task started (``-v``: "_task_start: ... tasks started")."""
+    # the task's last line (None: none) for each exit status; with --quit-on-interrupt the kill may also land
+    # after the handler printed and before it exited, so 137 may follow the handler's line
     code = ("import signal, sys, time\n"
             "for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):\n"
             "    signal.signal(s, lambda n, f: (print('got', n, flush=True), sys.exit(7)))\n"
             "print('up', flush=True)\ntime.sleep(60)\n")
     got_int = f"got {int(signal.SIGINT)}\n"
-    cases = [((), signal.SIGTERM, {128 + signal.SIGKILL: None}), ((), signal.SIGHUP, {128 + signal.SIGKILL: None}),
-             (("-X",), signal.SIGINT, {7: got_int}),
-             (("--quit-on-interrupt",), signal.SIGINT, {7: got_int, 128 + signal.SIGKILL: None})]
+    cases = [((), signal.SIGTERM, {128 + signal.SIGKILL: (None,)}), ((), signal.SIGHUP, {128 + signal.SIGKILL: (None,)}),
+             (("-X",), signal.SIGINT, {7: (got_int,)}),
+             (("--quit-on-interrupt",), signal.SIGINT, {7: (got_int,), 128 + signal.SIGKILL: (None, got_int)})]
     for opts, sig, outcomes in cases:
         s = Step(slurm_cluster, "opdebug-sig-0", code, "-v", *opts)
         steps.append(s)
@@ -333,8 +335,8 @@ def test_signals_to_the_srun_client(slurm_cluster, steps):
         s.proc.send_signal(sig)
         rc = s.wait()
         assert rc in outcomes, (opts, sig, rc, s.stderr)
-        assert s.line() == outcomes[rc], (opts, sig)
-        if outcomes[rc] is None:
+        assert s.line() in outcomes[rc], (opts, sig)
+        if rc == 128 + signal.SIGKILL:
             assert "task 0: Killed" in s.stderr, s.stderr
         if sig != signal.SIGINT or "--quit-on-interrupt" in opts:
             assert "srun: forcing job termination" in s.stderr, s.stderr

@@ -229,13 +229,14 @@ def diagnose_run(
     return d
 
 
-def _run_context(run: _Run) -> Context:
-    """The whole run as one proposals' context (every recorded case, its own status)."""
+def _run_context(run: _Run, status: dict[str, str] | None = None) -> Context:
+    """The run as one proposals' context (every recorded case; ``status``: a group's view of it, else each
+    case's own), the calls the reference refused kept out of every proposal."""
     return Context(
         cases=run.by_id,
         axes=run.axes,
         dist=run.dist,
-        status=run.status,
+        status=run.status if status is None else status,
         planned=run.planned,
         findings=[],
         ties=run.ties,
@@ -243,6 +244,7 @@ def _run_context(run: _Run) -> Context:
         cpu_only=run.cpu_only,
         hax=run.hax,
         seen_contents=run.proposed,
+        constraints=run.constraints,
     )
 
 
@@ -341,20 +343,7 @@ def _diagnose_group(
 ) -> Diagnosis:
     status = _group_status(run, group, passing)
     failing = group.cases if group is not None else []
-    ctx = Context(
-        cases=run.by_id,
-        axes=run.axes,
-        dist=run.dist,
-        status=status,
-        planned=run.planned,
-        findings=[],
-        ties=run.ties,
-        no_modes=run.no_modes,
-        cpu_only=run.cpu_only,
-        hax=run.hax,
-        seen_contents=run.proposed,
-        constraints=run.constraints,
-    )
+    ctx = _run_context(run, status)
     if group is None or group.space is None or not group.space.hypotheses:
         return _without_hypothesis(run, group, ctx, passing, results, missing, conflicts, refuted)
     space = group.space
