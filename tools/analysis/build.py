@@ -391,6 +391,31 @@ def _stated_stage(analysis: Analysis, conditions, cases, results, labels, diagno
     analysis.next_cases = probes + analysis.next_cases
 
 
+def _recorded(cases: list[Case], results: dict[str, CaseResult], labels: dict[str, dict[str, str]]):
+    """What was recorded: the counts by status (and missing), the missing case ids, the failures and the
+    unsupported cases (each with its axes), the crashes grouped by signature."""
+    counts = {s: 0 for s in ("passed", "numerical_mismatch", "crash", "unsupported")}
+    for r in results.values():
+        counts[r.status] += 1
+    missing = [c.id for c in cases if c.id not in results]
+    counts["missing"] = len(missing)
+    failures = [
+        case_failure(c, results[c.id], labels[c.id])
+        for c in cases
+        if c.id in results and results[c.id].status in FAILING
+    ]
+    unsupported = [
+        case_failure(c, results[c.id], labels[c.id])
+        for c in cases
+        if c.id in results and results[c.id].status == "unsupported"
+    ]
+    crash_groups: dict[str, list[str]] = {}
+    for f in failures:
+        if f.status == "crash":
+            crash_groups.setdefault(f.signature or "unknown", []).append(f.case_id)
+    return counts, missing, failures, unsupported, crash_groups
+
+
 def build_analysis(
     run_id: str,
     config,
@@ -410,26 +435,7 @@ def build_analysis(
     planned_ids = {c.id for c in cases}
     results = {cid: r for cid, r in results.items() if cid in planned_ids}
     labels = labels if labels is not None else {c.id: case_axes(c) for c in cases}
-    counts = {s: 0 for s in ("passed", "numerical_mismatch", "crash", "unsupported")}
-    for r in results.values():
-        counts[r.status] += 1
-    missing = [c.id for c in cases if c.id not in results]
-    counts["missing"] = len(missing)
-
-    failures = [
-        case_failure(c, results[c.id], labels[c.id])
-        for c in cases
-        if c.id in results and results[c.id].status in FAILING
-    ]
-    unsupported = [
-        case_failure(c, results[c.id], labels[c.id])
-        for c in cases
-        if c.id in results and results[c.id].status == "unsupported"
-    ]
-    crash_groups: dict[str, list[str]] = {}
-    for f in failures:
-        if f.status == "crash":
-            crash_groups.setdefault(f.signature or "unknown", []).append(f.case_id)
+    counts, missing, failures, unsupported, crash_groups = _recorded(cases, results, labels)
 
     verdict = run_verdict(failures, missing, unsupported)
     # consistency checks: nondeterministic and order-dependent cases are evidence of their own kind
