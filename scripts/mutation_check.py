@@ -244,6 +244,12 @@ MUTATIONS: tuple[Mutation, ...] = (
              "    if not all(ha.get(k) == hb.get(k) for k in kept):",
              "    if False:",
              ("tests/test_settlement.py::test_a_pair_across_ranks_pins_nothing_and_one_within_a_rank_does",)),
+    Mutation("pin-product-other-dims", "a product of two sizes is pinned only by cases that differ in its own two "
+             "dimensions (issue 33)",
+             "tools/analysis/settlement.py",
+             "        return _only_dims_differ(ctx, p, q, [d for d in (prod[0], prod[2]) if parse_dim_axis(d) is not None])",
+             "        return True",
+             ("tests/test_settlement.py::test_a_product_is_pinned_only_by_cases_that_differ_in_its_own_dimensions",)),
     Mutation("untestable-exact", "a requirement no buildable case meets keeps a finding from exact (issue 33)",
              "tools/analysis/settlement.py",
              "    if untestable and lead.exact:",

@@ -208,3 +208,88 @@ def test_a_stated_product_of_two_sizes_ends_exact_and_a_wrong_threshold_is_refut
     assert any(h.startswith(("x.shape[-1] at", "x.shape[0] at", "x.shape[1] at")) for h in right.validation.held)
     d = diagnose_run(cases, results, [])
     assert not any(f.exact and f.predicate not in ("x.numel > 300",) for f in d.findings)
+
+
+def _tool_alone(cases: list[Case], truth, rounds: int = 10):
+    """narrow_failure's loop without conditions, offline: the analysis' narrowing cases run by ``truth``."""
+    from tools.analysis.build import build_analysis
+    from tools.cases.ids import case_content
+    from tools.narrow import NARROWING
+
+    results: dict[str, CaseResult] = {}
+    new, seen = 0, []
+    config = SimpleNamespace(source_model_failure=None)
+    for _ in range(rounds):
+        results |= {c.id: _result(c.id, truth(c)) for c in cases if c.id not in results}
+        a = build_analysis("r", config, cases, results)
+        seen += [(f.predicate, f.exact) for f in a.findings]
+        planned = {c.id: case_content(c.model_dump(mode="json")) for c in cases}
+        added: list[Case] = []
+        for nxt in a.next_cases:
+            if nxt.kind in NARROWING and nxt.star and len(added) < min(8, 40 - new):
+                fresh = [c for c in expand_star(StarSpec.model_validate(nxt.star), planned) if c.id not in planned]
+                fresh = fresh[: min(8, 40 - new) - len(added)]
+                planned |= {c.id: case_content(c.model_dump(mode="json")) for c in fresh}
+                added += fresh
+        if not added:
+            break
+        new += len(added)
+        cases = cases + added
+    return a, seen, new
+
+
+def test_the_tool_alone_states_a_product_of_two_sizes_where_cases_trade_one_factor_against_another():
+    # batch x heads > 64 of a rank-3 input; [4, 8, 64] passes with the element count of a failing case
+    shapes = ([4, 8, 16], [4, 32, 16], [16, 8, 16], [2, 16, 16], [8, 4, 32], [4, 8, 64])
+    cases = [_case(f"c{i}", s, seed=3) for i, s in enumerate(shapes)]
+    a, seen, new = _tool_alone(cases, lambda c: c.inputs[0].shape[0] * c.inputs[0].shape[1] > 64)
+    assert seen[0][0] == "x.shape[0] * x.shape[1] > 32"  # the product before a conjunction of two thresholds
+    assert all(p.startswith("x.shape[0] * x.shape[1] ") for p, _ in seen), seen
+    assert not [p for p, e in seen if e and p != "x.shape[0] * x.shape[1] > 64"]  # never a wrong exact
+    assert a.findings[0].predicate == "x.shape[0] * x.shape[1] > 64" and new <= 40
+
+
+def test_a_ratio_of_a_size_and_an_attribute_is_in_the_space_and_a_wrong_exact_is_never_stated():
+    from tools.cases.relations import product_quantities
+
+    case = _case("g", [2, 36, 4], attributes={"groups": 3, "flag": True, "eps": 0.5})
+    assert product_quantities(case) == {
+        "x.shape[0] * x.shape[1]": 72,
+        "x.shape[0] * x.shape[-1]": 8,
+        "x.shape[1] * x.shape[-1]": 144,
+        "x.shape[0] // attr.groups": 0,
+        "x.shape[1] // attr.groups": 12,
+        "x.shape[-1] // attr.groups": 1,
+    }
+    assert "x.shape[0] * x.shape[-1]" not in product_quantities(_case("m", [3, 5]))  # that is its element count
+
+    # wrong when the channels per group are above 8 and not a multiple of 8: no threshold says it
+    def truth(c: Case) -> bool:
+        per = c.inputs[0].shape[1] // c.attributes["groups"]
+        return per > 8 and per % 8 != 0
+
+    pairs = ((16, 2), (36, 3), (48, 3), (24, 3), (20, 2), (18, 3), (72, 4))
+    cases = [_case(f"c{i}", [2, ch, 4], attributes={"groups": g}, seed=3) for i, (ch, g) in enumerate(pairs)]
+    a, seen, _ = _tool_alone(cases, truth, rounds=4)
+    assert not [p for p, e in seen if e]  # the ratio alone is not the rule: no exact finding
+    # a plain ratio threshold is stated where it separates
+    cases = [_case(f"r{i}", [2, ch, 4], attributes={"groups": g}, seed=3) for i, (ch, g) in enumerate(pairs)]
+    a, seen, _ = _tool_alone(cases, lambda c: c.inputs[0].shape[1] // c.attributes["groups"] > 9, rounds=6)
+    assert seen and seen[0][0] == "x.shape[1] // attr.groups > 8", seen
+    assert not [p for p, e in seen if e and p != "x.shape[1] // attr.groups > 9"]
+
+
+def test_a_product_is_pinned_only_by_cases_that_differ_in_its_own_dimensions():
+    from tools.analysis.flips import product_moves
+
+    cases = [_case("p", [8, 8, 16]), _case("q", [5, 13, 16]), _case("r", [5, 13, 32])]
+    ctx = _ctx(cases, {"p": "pass", "q": "fail", "r": "fail"})
+    axis = "x.shape[0] * x.shape[1]"
+    assert differ_alone(ctx, "p", "q", axis, ["x.shape"])  # 64 -> 65: only its two dimensions moved
+    assert not differ_alone(ctx, "p", "r", axis, ["x.shape"])  # the last dimension moved too
+    moved = product_moves({}, cases[0], axis, 72)  # one factor moved, the other kept: exact landings only
+    assert [v for _, v in moved] == [9, 9] and all(m["axis"] == "dim" for m, _ in moved)
+    (both, value), *_ = product_moves({}, cases[0], axis, 67)  # a prime: one factor to it, the other to 1
+    assert value == 67 and both["also"][0]["values"] == [1]
+    ratio = product_moves({}, _case("g", [2, 36, 4], attributes={"groups": 3}), "x.shape[1] // attr.groups", 5)
+    assert [v for _, v in ratio] == [15]  # a multiple of the attribute: a valid call

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from ..cases.derived import DTYPE_BITS, alignment, dim_axis, parse_dim_axis
-from ..cases.relations import relation_sides
+from ..cases.relations import product_sides, relation_sides
 from ..schemas import FLOAT_DTYPES, Case
 
 MAX_ZERO_ROW = 4096  # a zero row is planned as explicit +0 positions: at most this many
@@ -314,3 +314,40 @@ def flip_moves(
     if fld == "none" and isinstance(target, bool):
         return [({"axis": "none", "input": name}, target)]
     return []
+
+
+def product_moves(ties: dict[str, list[str]], base: Case, axis: str, target: Any) -> list[tuple[dict, Any]]:
+    """Set ``x.shape[i] * x.shape[j]`` of ``base`` to ``target`` by one factor (the other kept), else the
+    one factor to it and the other to 1; ``x.shape[i] // attr.k`` by the dimension set to ``target`` times
+    the attribute (kept, so the size stays a multiple of it).  Only exact landings; none for another axis."""
+    sides = product_sides(axis)
+    numeric = isinstance(target, (int, float)) and not isinstance(target, bool)
+    if sides is None or not numeric or target < 1 or not float(target).is_integer():
+        return []
+    a, op, b = sides
+    da = parse_dim_axis(a)
+    spec = _spec(base, da[0]) if da is not None else None
+    if da is None or spec is None or not spec.shape or not -len(spec.shape) <= da[1] < len(spec.shape):
+        return []
+    t, rank = int(target), len(spec.shape)
+    if op == "//":
+        k = base.attributes.get(b[len("attr.") :])
+        if not isinstance(k, int) or isinstance(k, bool) or k <= 0:
+            return []
+        return [(v, t * k) for v in dim_moves(ties, base, spec.name, da[1] % rank)]
+    db = parse_dim_axis(b)
+    if db is None or db[0] != da[0] or not -rank <= db[1] < rank or da[1] % rank == db[1] % rank:
+        return []
+    i, j = da[1] % rank, db[1] % rank
+    out: list[tuple[dict, Any]] = []
+    for mover, keeper in ((i, j), (j, i)):
+        other = spec.shape[keeper]
+        if other > 0 and t % other == 0:
+            out += [(v, t // other) for v in dim_moves(ties, base, spec.name, mover)]
+    if out:
+        return out
+    for vi in dim_moves(ties, base, spec.name, i):  # both at once: the factor to the target, the other to 1
+        for vj in dim_moves(ties, base, spec.name, j):
+            if not set(vi["dims"]) & set(vj["dims"]):
+                out.append((dict(vi, also=[dict(vj, values=[1])]), t))
+    return out

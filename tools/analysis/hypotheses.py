@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..cases.derived import source_of, structured_axes
-from ..cases.relations import relation_axes, relation_sides
+from ..cases.relations import product_sides, relation_axes, relation_sides
 
 MAX_SET_VALUES = 4
 MAX_COVERING_ATOMS = 160
@@ -203,7 +203,11 @@ class Hypothesis:
 
 def axis_sources(axis: str) -> list[str]:
     """The variation axes (axes.distance_axes keys) that move an axis: one,
-    or two for a relation of two inputs and for bytes (the shape and the dtype)."""
+    or two for a relation of two inputs, for bytes (the shape and the dtype) and for a dimension over an
+    attribute (``x.shape[1] // attr.groups``: the shape and the attribute)."""
+    prod = product_sides(axis)
+    if prod is not None:
+        return list(dict.fromkeys(source_of(side) for side in (prod[0], prod[2])))
     sides = relation_sides(axis)
     if sides:
         out = []
@@ -217,8 +221,9 @@ def axis_sources(axis: str) -> list[str]:
 
 
 def derivation_rank(axis: str) -> int:
-    """0: a planned axis; 1: derived from one; 2: a product of two (bytes)."""
-    if axis.endswith(".bytes"):
+    """0: a planned axis; 1: derived from one; 2: a product of two (bytes, two sizes, a size over an
+    attribute)."""
+    if axis.endswith(".bytes") or product_sides(axis) is not None:
         return 2
     if "~" in axis:
         return 1

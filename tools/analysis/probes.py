@@ -42,7 +42,7 @@ from typing import Any
 from ..cases.axes import axes_difference
 from ..cases.derived import dim_axis
 from ..cases.ids import case_content
-from ..cases.relations import element_bytes, open_quantities
+from ..cases.relations import element_bytes, open_quantities, product_quantities, product_sides
 from ..schemas import Case, Counterexample, Finding, NextCase, Validation
 from .flips import dim_moves
 from .hypotheses import (
@@ -137,7 +137,7 @@ def read_absent_dims(hax: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
     ``x.shape[-1]``.  Filled in place where another
     case has the axis; returns (case, axis) filled.  (Alignments are left: a
     rank-i+1 case's last alignment moves with its last dimension.)"""
-    keys = {k for a in hax.values() for k in a if ".shape[" in k and "~" not in k and not k.endswith("[-1]")}
+    keys = {k for a in hax.values() for k in a if _dim_like(k) and not k.endswith("[-1]")}
     filled = []
     for k in sorted(keys):
         name, _, idx = k[:-1].partition(".shape[")
@@ -153,8 +153,10 @@ def read_case(hax: dict[str, Any], case: Case, axes: set[str]) -> dict[str, Any]
     """One new case's axes as the recorded ones read: the open-space quantities
     and each ``x.shape[i]`` of ``axes`` that is its last dimension."""
     out = {**hax, **open_quantities(case)}
+    if any(product_sides(k) is not None for k in axes):
+        out.update(product_quantities(case))
     for k in axes:
-        if k not in out and ".shape[" in k and "~" not in k and not k.endswith("[-1]"):
+        if k not in out and _dim_like(k) and not k.endswith("[-1]"):
             name, _, idx = k[:-1].partition(".shape[")
             if out.get(f"{name}.rank") == int(idx) + 1:
                 out[k] = out.get(f"{name}.shape[-1]")
@@ -164,14 +166,23 @@ def read_case(hax: dict[str, Any], case: Case, axes: set[str]) -> dict[str, Any]
 def widen(space, hax: dict, cases: dict[str, Case], failing: list[str], passing: list[str], aliases: dict):
     """The open space: when no atom of the first space separates the cases,
     its quantities (relations.open_quantities) too; their atoms compete with
-    the first space's conjunctions.  Returns (space, the axes it was built on)."""
+    the first space's conjunctions.  Then, when none of those separates either, the products and ratios
+    (relations.product_quantities): tried before a conjunction.  ``x.rows`` that equals a product on every
+    case is named as the product from the start.  Returns (space, the axes it was built on)."""
 
     if space.hypotheses and not space.conjunctions:
         return space, hax
+    prods = {c: product_quantities(cases[c]) for c in hax}
     wide = {c: {**a, **open_quantities(cases[c])} for c, a in hax.items()}
-    alt = enumerate_hypotheses(wide, failing, passing, aliases)
+    renamed = restated_products({c: {**a, **prods[c]} for c, a in wide.items()})
+    if renamed:  # only the products the rows restate join the open space
+        wide = {c: {**a, **{p: prods[c][p] for p in renamed.values()}} for c, a in wide.items()}
+    alt = enumerate_hypotheses(wide, failing, passing, {**aliases, **renamed})
     if not alt.hypotheses or alt.conjunctions:
-        return space, hax
+        wide = {c: {**a, **prods[c]} for c, a in wide.items()}
+        alt = enumerate_hypotheses(wide, failing, passing, {**aliases, **renamed})
+        if not alt.hypotheses or alt.conjunctions:
+            return space, hax
     both = sorted(alt.hypotheses + space.hypotheses, key=rank_key)
     return Space(
         both[:MAX_HYPOTHESES],
@@ -180,6 +191,24 @@ def widen(space, hax: dict, cases: dict[str, Case], failing: list[str], passing:
         space.conjunctions,
         alt.capped or space.capped or len(both) > MAX_HYPOTHESES,
     ), wide
+
+
+def _dim_like(k: str) -> bool:
+    """One dimension of an input (``x.shape[1]``): no relation, product or ratio of it."""
+    return ".shape[" in k and "~" not in k and product_sides(k) is None
+
+
+def restated_products(wide: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """``x.rows`` -> the product it equals on every case (the leading two of a rank-3 input): named as
+    the product, the rows kept among its equivalents."""
+    out: dict[str, str] = {}
+    cases = list(wide.values())
+    prods = sorted({k for a in cases for k in a if (product_sides(k) or ("", "", ""))[1] == "*"})
+    for p in prods:
+        rows = p.partition(".")[0] + ".rows"
+        if rows not in out and all(a.get(p) is not None and a.get(p) == a.get(rows) for a in cases):
+            out[rows] = p
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -386,7 +415,7 @@ def _planned_like(k: str) -> bool:
         k in ("mode", "dtype")
         or k.endswith((".dtype", ".offset"))
         or (k.startswith("attr.") and k.count(".") == 1)
-        or (".shape[" in k and "~" not in k)
+        or _dim_like(k)
     )
 
 
@@ -590,7 +619,7 @@ def fresh_requirement(ctx, hyp: Hypothesis) -> Req:
                 k in ("mode", "dtype")
                 or (k.startswith("attr.") and k.count(".") == 1)
                 or k.endswith(".dtype")
-                or (".shape[" in k and "~" not in k)
+                or _dim_like(k)
             ):
                 values.setdefault(k, set()).add(v)
     axes = sorted(values)

@@ -26,7 +26,7 @@ import json
 from typing import Any
 
 from ..cases.derived import parse_dim_axis
-from ..cases.relations import element_bytes
+from ..cases.relations import element_bytes, product_sides
 from ..schemas import Finding, Validation
 from .hypotheses import CAP_TEXT, Atom, Hypothesis, is_align
 
@@ -276,6 +276,9 @@ def differ_alone(ctx, p: str, q: str, axis: str, sources: list[str]) -> bool:
     kept = [k for k in set(ha) | set(hb) if k.endswith((".rank", ".contiguity", ".layout")) and k != axis]
     if not all(ha.get(k) == hb.get(k) for k in kept):
         return False
+    prod = product_sides(axis)
+    if prod is not None:  # a product or ratio: only its own dimensions of the input differ
+        return _only_dims_differ(ctx, p, q, [d for d in (prod[0], prod[2]) if parse_dim_axis(d) is not None])
     dim = parse_dim_axis(axis)
     if dim is None:
         return True
@@ -283,6 +286,19 @@ def differ_alone(ctx, p: str, q: str, axis: str, sources: list[str]) -> bool:
     if sa is None or sb is None or len(sa) != len(sb):  # one dimension: the input's other dimensions kept
         return False
     return sum(x != y for x, y in zip(sa, sb, strict=True)) <= 1
+
+
+def _only_dims_differ(ctx, p: str, q: str, dims: list[str]) -> bool:
+    """Do the two cases' shapes of the dimensions' input differ in those dimensions alone (same rank)?"""
+    parsed = [d for d in (parse_dim_axis(x) for x in dims) if d is not None]
+    if not parsed:
+        return False
+    name = parsed[0][0]
+    sa, sb = (next((i.shape for i in ctx.cases[c].inputs if i.name == name), None) for c in (p, q))
+    if sa is None or sb is None or len(sa) != len(sb):
+        return False
+    keep = {d[1] % len(sa) for d in parsed if -len(sa) <= d[1] < len(sa)}
+    return all(x == y for k, (x, y) in enumerate(zip(sa, sb, strict=True)) if k not in keep)
 
 
 def pinning_pair(ctx, axis: str, sources: list[str], passes_at, fails_at) -> list[str]:

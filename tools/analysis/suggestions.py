@@ -50,10 +50,10 @@ from ..cases.derived import (
     structured_axes,
 )
 from ..cases.ids import case_content
-from ..cases.relations import REL_VALUES, element_bytes
+from ..cases.relations import REL_VALUES, element_bytes, product_sides
 from ..cases.stars import apply_variation, restride
 from ..schemas import FLOAT_DTYPES, MODES, Case, Finding, NextCase, StarVariation, contiguous_strides
-from .flips import dim_moves, exact_count_moves, flip_moves
+from .flips import dim_moves, exact_count_moves, flip_moves, product_moves
 from .hypotheses import ALIGN_RESOLUTION, Atom, Hypothesis, axis_sources, covering_atoms, hypothesis_axes, is_align
 from .probes import probe_cases, read_case, requirements, seed_pair_cases, untagged
 
@@ -268,6 +268,8 @@ def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, 
     (variation without values, value)."""
     if target == UNSET or target is None:
         return []  # an axis a case does not have (an attribute left out, a captured input's magnitude)
+    if product_sides(axis) is not None:  # x.shape[0] * x.shape[1], x.shape[1] // attr.groups
+        return product_moves(ctx.ties, base, axis, target)
     numeric = isinstance(target, (int, float)) and not isinstance(target, bool)
     dim = parse_dim_axis(axis)
     if (

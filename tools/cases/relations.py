@@ -229,3 +229,46 @@ def open_quantities(case: Case) -> dict[str, Any]:
         if isinstance(value, int) and not isinstance(value, bool):
             out[f"attr.{name}.value"] = str(value)
     return out
+
+
+# Products and ratios (references/behavior.md, "An open space"): the product of two dimensions of one input and
+# a dimension over a positive integer attribute, each named as the condition language writes it
+# (``x.shape[0] * x.shape[1]``, ``x.shape[1] // attr.groups``) so that a finding over one reads as a condition.
+# Bounded: the first MAX_PRODUCT_INPUTS plain inputs, their last MAX_PRODUCT_DIMS dimensions, at most
+# MAX_RATIO_ATTRS integer attributes.  Enumerated after the open space's quantities, before a conjunction.
+MAX_PRODUCT_INPUTS = 2
+MAX_PRODUCT_DIMS = 4
+MAX_RATIO_ATTRS = 4
+PRODUCT_OP, RATIO_OP = " * ", " // "
+
+
+def product_quantities(case: Case) -> dict[str, Any]:
+    """``x.shape[i] * x.shape[j]`` for two of an input's last dimensions (not both of a rank-2 input's: that
+    is its element count) and ``x.shape[i] // attr.k`` for each integer attribute positive in this case."""
+    out: dict[str, Any] = {}
+    attrs = sorted(
+        (k, v) for k, v in case.attributes.items() if isinstance(v, int) and not isinstance(v, bool) and v > 0
+    )[:MAX_RATIO_ATTRS]
+    plain = [s for s in case.inputs if not s.none and s.tensors is None and s.shape][:MAX_PRODUCT_INPUTS]
+    for spec in plain:
+        shape = spec.shape or []
+        rank = len(shape)
+        dims = list(range(max(0, rank - MAX_PRODUCT_DIMS), rank))
+        for a, i in enumerate(dims):
+            for j in dims[a + 1 :]:
+                if rank > 2:
+                    name = f"{dim_axis(spec.name, i, rank)}{PRODUCT_OP}{dim_axis(spec.name, j, rank)}"
+                    out[name] = shape[i] * shape[j]
+            for k, v in attrs:
+                out[f"{dim_axis(spec.name, i, rank)}{RATIO_OP}attr.{k}"] = shape[i] // v
+    return out
+
+
+def product_sides(axis: str) -> tuple[str, str, str] | None:
+    """``x.shape[0] * x.shape[1]`` -> ("x.shape[0]", "*", "x.shape[1]"); ``x.shape[1] // attr.g`` -> (..., "//",
+    "attr.g"); None for another axis."""
+    for op in (PRODUCT_OP, RATIO_OP):
+        if op in axis:
+            a, _, b = axis.partition(op)
+            return a, op.strip(), b
+    return None
