@@ -436,7 +436,9 @@ def test_endless_loop_times_out_and_the_worker_is_replaced(loop, tmp_path: Path)
     resp = run(loop, tmp_path, "spin", case_ids=["spin"])
     elapsed = time.monotonic() - t0
     assert states(resp) == {"spin": "crash"}
-    assert elapsed < 2 + 5, elapsed
+    # the spin never ends by itself: the call returning at all is the timeout's doing; the bound only tells it
+    # from the pytest timeout (a worker's start - torch's import - took 6-9 s on a loaded 2-core machine)
+    assert elapsed < 2 + 30, elapsed
     err = RunStore(tmp_path, "spin").read_results()["spin"].error
     assert err.signature == "timeout" and "timeout of 2 s" in err.message
     spun = worker_answer(tmp_path, "spin", "spin")
