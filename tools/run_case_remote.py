@@ -48,6 +48,7 @@ from .schemas import (
     CaseResult,
     Comparison,
     FirstMismatch,
+    InputValues,
     OperatorConfig,
     ResultSource,
     RunResponse,
@@ -458,9 +459,10 @@ def _record_event(
     assert done.result is not None  # CaseDone's validator
     source = ResultSource(kind="run_case_remote", tool="run_case_remote", host=host, device=device)
     update: dict = {"source": source}
-    if done.result.values is None and done.input_metadata:  # a worker that died kept its inputs' measurement
-        update["values"] = measured_values(done.input_metadata) or None
-    result = CaseResult.model_validate(dict(done.result.model_dump(), **update))
+    measured = measured_values(done.input_metadata or {}) if done.result.values is None else {}
+    if measured:  # a worker that died kept its inputs' measurement
+        update["values"] = {name: InputValues.model_validate(v) for name, v in measured.items()}
+    result = done.result.model_copy(update=update)  # parsed once (envelopes.py): no second validation
     kept = done.outputs_b64  # keep_outputs: stored as outputs.pt, not inside worker-result.json
     # the supervisor's answer, its result with what the consistency runs added to it (consistency_runs.py;
     # the source is in result.json only), one line (indenting it took the pure-Python encoder: 0.15 ms)

@@ -102,7 +102,7 @@ from .consistency import (  # noqa: F401
     InputWrite,
     RepeatRuns,
 )
-from .result import CaseResult, Comparison, Element, ErrorInfo, PrecisionMetrics, ResultSource, Timing  # noqa: F401
+from .result import CaseResult, Comparison, Element, ErrorInfo, InputValues, PrecisionMetrics, ResultSource, Timing  # noqa: F401
 from .tool_io import (  # noqa: F401
     PENDING_LIST_LIMIT,
     PLANNED_LIST_LIMIT,
