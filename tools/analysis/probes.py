@@ -44,6 +44,7 @@ from ..cases.derived import dim_axis
 from ..cases.ids import case_content
 from ..cases.relations import element_bytes, open_quantities, product_quantities, product_sides
 from ..schemas import Case, Counterexample, Finding, NextCase, Validation
+from .factor_probes import factor_needs
 from .flips import dim_moves
 from .hypotheses import (
     KIND_RANK,
@@ -671,6 +672,7 @@ def requirements(
         + cross_requirements(ctx, hyp, terms, moves)
         + mirror_requirements(ctx, hyp, lead, moves)
         + source_requirements(ctx, hyp, terms)
+        + [Req(**vars(n)) for n in factor_needs(ctx, hyp, lead, terms)]  # a composite's factors moved
         + cause_requirements(ctx, hyp, lead, others or [], moves)
         + seed_requirements(ctx, lead)
         + [fresh_requirement(ctx, hyp)]
