@@ -211,7 +211,7 @@ def unnamed_dim_needs(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Factor
             own = named_dims(hyp, spec.name, len(spec.shape)) if whole else set()
             if own is None or (not whole and side == "fail"):
                 continue
-            for i, size in enumerate(spec.shape):
+            for i in range(len(spec.shape)):
                 if i not in own:
                     out += _far_dim(ctx, hyp, base, side, spec.name, i, named, moves)
     return out
@@ -229,7 +229,8 @@ def _far_dim(ctx, hyp: Hypothesis, base: Case, side: str, name: str, i: int, nam
         if not targets:
             continue
         need = FactorNeed(
-            f"unnamed-{kind}", f"{axis} moved far {kind} (to {targets[0]}) from a {side}ing case: {hyp.text} names it not"
+            f"unnamed-{kind}",
+            f"{axis} moved far {kind} (to {targets[0]}) from a {side}ing case: {hyp.text} names it not",
         )
         need.done = [
             c
@@ -270,9 +271,7 @@ def relation_needs(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding]) ->
                     f"of its class",
                 )
                 need.done = [
-                    c
-                    for c in sorted(ctx.status)
-                    if ctx.status[c] == side and _shape(ctx.cases[c], da[0]) == target
+                    c for c in sorted(ctx.status) if ctx.status[c] == side and _shape(ctx.cases[c], da[0]) == target
                 ][:1]
                 need.builds = [(base, v, x, side) for v, x in concentrate_moves(ctx.ties, base, da[0], target)]
                 if not need.builds and not need.done:
@@ -303,7 +302,9 @@ def rank_needs(ctx, hyp: Hypothesis, lead: Finding) -> list[FactorNeed]:
                     f"{spec.name} at rank {len(target)}: a dimension of 1 {where} ({side}ing side: {target}); "
                     f"{hyp.text} names no rank",
                 )
-                need.done = [c for c in sorted(ctx.status) if ctx.status[c] == side and _shape(ctx.cases[c], spec.name) == target][:1]
+                need.done = [
+                    c for c in sorted(ctx.status) if ctx.status[c] == side and _shape(ctx.cases[c], spec.name) == target
+                ][:1]
                 need.builds = [(base, {"axis": "shape", "input": spec.name}, target, side)]
                 out.append(need)
     return out
