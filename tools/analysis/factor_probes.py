@@ -25,6 +25,10 @@ dimensions, a dimension of 1 is inserted in front, and right before the last, fr
 pair (the elements unchanged); a condition read from the front (``x.shape[1] * x.shape[-1]``) standing for one
 read from the end (``x.shape[-2] * x.shape[-1]``) fails to predict one of them.
 
+A conjunction of thresholds is probed at its corner: every term at its failing boundary value at once, from the
+minimal pair's failing case; ``x.shape[0] > 4 and x.align[1] > 2`` standing for ``x.shape[0] * x.shape[1] > 32``
+passes at ``[5, 4, ...]``.
+
 The requirements are plain records (:class:`FactorNeed`); probes.py makes them its ``Req``.
 """
 
@@ -116,6 +120,7 @@ def factor_needs(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding], move
         + relation_needs(ctx, hyp, lead, terms)
         + unnamed_dim_needs(ctx, hyp, lead, moves)
         + rank_needs(ctx, hyp, lead)
+        + corner_needs(ctx, hyp, lead, moves)
     )
 
 
@@ -281,8 +286,8 @@ def relation_needs(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding]) ->
 
 
 def rank_needs(ctx, hyp: Hypothesis, lead: Finding) -> list[FactorNeed]:
-    """A dimension of 1 inserted in front and before the last of each input whose dimensions the condition
-    names, where the run has that input at two ranks or more; predicted as the base (a move that changes what
+    """A dimension of 1 inserted in front and before the last of each input whose dimensions (or a quantity of
+    its whole shape: the rows) the condition names, where the run has that input at two ranks or more; predicted as the base (a move that changes what
     the condition reads is waived by probes.probe_cases: the rank is not separable from it)."""
     if lead.minimal_pair is None:
         return []
@@ -293,7 +298,7 @@ def rank_needs(ctx, hyp: Hypothesis, lead: Finding) -> list[FactorNeed]:
             if spec.none or not spec.shape or spec.tensors is not None or spec.strides is not None:
                 continue
             ranks = {len(s) for c in ctx.status if (s := _shape(ctx.cases[c], spec.name)) is not None}
-            if len(ranks) < 2 or not named_dims(hyp, spec.name, len(spec.shape)):
+            if len(ranks) < 2 or named_dims(hyp, spec.name, len(spec.shape)) == set():  # None: the whole shape
                 continue
             shape = list(spec.shape)
             for where, target in (("in front", [1, *shape]), ("before the last", [*shape[:-1], 1, shape[-1]])):
@@ -308,3 +313,47 @@ def rank_needs(ctx, hyp: Hypothesis, lead: Finding) -> list[FactorNeed]:
                 need.builds = [(base, {"axis": "shape", "input": spec.name}, target, side)]
                 out.append(need)
     return out
+
+
+def corner_needs(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[FactorNeed]:
+    """A conjunction of two thresholds or more at its corner (see the module docstring): one case, predicted
+    fail, built from the minimal pair's failing case with every term moved to its failing boundary value."""
+    terms = [a for a in hyp.atoms if a.kind == "threshold" and a.fails_at is not None]
+    if len(hyp.atoms) < 2 or len(terms) < 2 or lead.minimal_pair is None:
+        return []
+    base_id = lead.minimal_pair.failing
+    base = ctx.cases[base_id]
+    at = ", ".join(f"{a.axis} = {atom_value_text(a.fails_at)}" for a in terms)
+    need = FactorNeed("corner", f"every term of {hyp.text} at its failing boundary at once ({at})")
+    need.done = [
+        c
+        for c in sorted(ctx.status)
+        if ctx.status[c] == "fail" and all(ctx.hax[c].get(a.axis) == a.fails_at for a in terms)
+    ][:1]
+    parts = []
+    for a in terms:
+        if ctx.hax[base_id].get(a.axis) == a.fails_at:
+            continue
+        options = moves(ctx, base, a.axis, a.fails_at)
+        if not options:
+            if not need.done:
+                need.untestable = f"no case sets {a.axis} to {atom_value_text(a.fails_at)} with the other terms"
+            return [need]
+        parts.append(options[0])
+    if parts:
+        need.builds = [(base, *_compose(parts), "fail")]
+    return [need]
+
+
+def atom_value_text(v: Any) -> str:
+    return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+
+def _compose(parts: list[tuple[dict, Any]]) -> tuple[dict, Any]:
+    """Several moves as one variation: the first, with the others (and what each moves with) as ``also``."""
+    (v0, x0), rest = parts[0], parts[1:]
+    also = list(v0.get("also") or [])
+    for v, x in rest:
+        also.append(dict({k: w for k, w in v.items() if k != "also"}, values=[x]))
+        also += list(v.get("also") or [])
+    return (dict(v0, also=also) if also else v0), x0
