@@ -325,16 +325,15 @@ def corner_needs(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[FactorNeed]
     base = ctx.cases[base_id]
     at = ", ".join(f"{a.axis} = {atom_value_text(a.fails_at)}" for a in terms)
     need = FactorNeed("corner", f"every term of {hyp.text} at its failing boundary at once ({at})")
+    corner = [_smallest(a.axis, a.fails_at) for a in terms]
     need.done = [
-        c
-        for c in sorted(ctx.status)
-        if ctx.status[c] == "fail" and all(ctx.hax[c].get(a.axis) == a.fails_at for a in terms)
+        c for c in sorted(ctx.status) if ctx.status[c] == "fail" and all(ctx.hax[c].get(k) == v for k, v in corner)
     ][:1]
     parts = []
-    for a in terms:
-        if ctx.hax[base_id].get(a.axis) == a.fails_at:
+    for a, (axis, value) in zip(terms, corner, strict=True):
+        if ctx.hax[base_id].get(axis) == value:
             continue
-        options = moves(ctx, base, a.axis, a.fails_at)
+        options = moves(ctx, base, axis, value)
         if not options:
             if not need.done:
                 need.untestable = f"no case sets {a.axis} to {atom_value_text(a.fails_at)} with the other terms"
@@ -343,6 +342,17 @@ def corner_needs(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[FactorNeed]
     if parts:
         need.builds = [(base, *_compose(parts), "fail")]
     return [need]
+
+
+def _smallest(axis: str, value: Any) -> tuple[str, Any]:
+    """The corner's axis and value: an alignment at its smallest member (the size equal to it: 4 for
+    ``x.align[1] = 4``, where 12 has that alignment too), any other quantity as it is."""
+    name, _, fld = axis.partition(".")
+    if fld == "last_align":
+        return f"{name}.shape[-1]", value
+    if fld.startswith("align[") and fld.endswith("]"):
+        return f"{name}.shape[{fld[len('align[') : -1]}]", value
+    return axis, value
 
 
 def atom_value_text(v: Any) -> str:
