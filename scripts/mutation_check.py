@@ -255,6 +255,18 @@ MUTATIONS: tuple[Mutation, ...] = (
              "    if untestable and lead.exact:",
              "    if False:",
              ("tests/test_settlement.py::test_an_untestable_requirement_stays_open_and_is_never_held",)),
+    Mutation("factors-kept", "a condition on a composite quantity waits for its factors moved among its dimensions",
+             "tools/analysis/factor_probes.py",
+             "        composite_needs(ctx, hyp, lead, terms)",
+             "        []",
+             ("tests/test_settlement.py::"
+              "test_an_element_count_is_not_exact_until_its_factors_moved_into_each_dimension_agree",)),
+    Mutation("unnamed-dims-named-input", "the dimensions a condition does not name are moved far, from both sides",
+             "tools/analysis/factor_probes.py",
+             "                if i not in own:",
+             "                if False:",
+             ("tests/test_settlement.py::"
+              "test_a_size_standing_for_a_product_is_refuted_by_the_dimension_it_does_not_name_moved_far",)),
     Mutation("run-exact-trend", "an exact lead beside a trend is not an exact run (issue 33)",
              "tools/analysis/settlement.py",
              "    findings = list(analysis.findings)",

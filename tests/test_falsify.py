@@ -42,7 +42,11 @@ def _case(cid: str, *inputs: dict, **kw) -> Case:
     return Case.model_validate({"id": cid, "inputs": list(inputs), **kw})
 
 
-def _result(cid: str, fails: bool) -> CaseResult:
+def _result(cid: str, fails: bool | None) -> CaseResult:
+    if fails is None:  # the operator refuses the call (a group count of 0): unsupported, no result about it
+        return CaseResult.model_validate({"case_id": cid, "status": "unsupported", "error": {
+            "type": "RuntimeError", "message": "groups must be positive: not supported",
+            "signature": "RuntimeError: groups"}})
     if not fails:
         return CaseResult.model_validate({"case_id": cid, "status": "passed"})
     return CaseResult.model_validate({"case_id": cid, "status": "numerical_mismatch",
@@ -167,7 +171,7 @@ def test_a_refuted_lead_keeps_its_counterexample_and_nothing_nearest_is_called_e
 # --------------------------------------------------------------------------
 
 _DTYPES = ("float32", "float16", "bfloat16")
-_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 
 
 def _hidden(rng: random.Random):
@@ -225,20 +229,22 @@ def _fresh(rng: random.Random, recorded: list[Case], n: int) -> list[Case]:
                                 "dtype": rng.choice(dtypes)}) for i in range(n)]
 
 
-def contradicted_exact_findings(trials: int = 28, seed: int = 2026) -> tuple[int, list[str]]:
-    """(exact findings claimed, the ones a fresh case drawn afterwards contradicts)."""
+def contradicted_exact_findings(trials: int = 28, seed: int = 2026, rich: bool = False) -> tuple[int, list[str]]:
+    """(exact findings claimed, the ones a fresh case drawn afterwards contradicts); ``rich``: the richer
+    grammar's predicates and cases (rank 3/4, attributes)."""
     rng = random.Random(seed)
+    hidden, star, fresh = (_hidden_rich, _star_rich, _fresh_rich) if rich else (_hidden, _star, _fresh)
     claimed, wrong = 0, []
     for trial in range(trials):
-        kind, truth = _hidden(rng)
-        d, cases, _ = _narrow(_star(rng), truth)
+        kind, truth = hidden(rng)
+        d, cases, _ = _narrow(star(rng), truth)
         exact = [f for f in d.findings if f.exact]
         if not exact:
             continue
         claimed += 1
         from tools.analysis.hypotheses import enumerate_hypotheses  # each finding's hypothesis, to predict with
 
-        results = {c.id: truth(c) for c in cases}
+        results = {c.id: truth(c) for c in cases if truth(c) is not None}
         passing = sorted(c for c in results if not results[c])
         hyps = []
         for lead in exact:
@@ -252,14 +258,16 @@ def contradicted_exact_findings(trials: int = 28, seed: int = 2026) -> tuple[int
             assert hyp is not None, (kind, lead.predicate)
             hyps.append((lead, named, hyp))
         complete = len(exact) == len(d.findings) and not d.unexplained  # the findings claim every failure
-        for probe in _fresh(random.Random(trial), cases, 40):
+        for probe in fresh(random.Random(trial), cases, 40):
+            if truth(probe) is None:  # a call the operator refuses says nothing
+                continue
             preds = [h.predict(read_case(hypothesis_axes(probe, case_axes(probe)), probe, named))
                      for _, named, h in hyps]
             said = [f.predicate for (f, _, _), p in zip(hyps, preds) if p == "fail"]
             if (said and not truth(probe)) or (complete and not said and all(p == "pass" for p in preds)
                                                and truth(probe)):
                 wrong.append(f"{kind}: {' | '.join(f.predicate for f in exact)} (contradicted by "
-                             f"{probe.inputs[0].shape} {probe.inputs[0].dtype})")
+                             f"{probe.inputs[0].shape} {probe.inputs[0].dtype} {probe.attributes or ''})")
                 break
     return claimed, wrong
 
@@ -268,6 +276,104 @@ def test_an_exact_finding_is_never_contradicted_by_a_fresh_case_drawn_afterwards
     claimed, wrong = contradicted_exact_findings()
     assert not wrong, wrong
     assert claimed >= 5  # exact findings were claimed (the controls inside the space at least)
+
+
+def test_an_exact_finding_of_the_richer_grammar_is_never_contradicted_by_a_fresh_case_drawn_afterwards():
+    """Hidden products, ratios, bytes, rows, alignments and rank-dependent indices on rank-3/4 inputs with
+    attributes.  CI draws 40; ``OPDEBUG_FALSIFY_DRAWS=300`` (and ``OPDEBUG_FALSIFY_SEED``) draw more."""
+    draws = int(os.environ.get("OPDEBUG_FALSIFY_DRAWS", "40"))
+    claimed, wrong = contradicted_exact_findings(draws, seed=int(os.environ.get("OPDEBUG_FALSIFY_SEED", "2026")),
+                                                 rich=True)
+    assert not wrong, wrong
+    assert claimed >= min(3, draws // 10)  # exact findings were claimed (the controls inside the space at least)
+
+
+# The richer grammar: rank-3/4 inputs with integer attributes; products of two sizes, a size over an attribute,
+# bytes, the rows, an alignment, an index whose meaning depends on the rank (each written in its own arithmetic).
+
+def _pow2(n: int) -> int:
+    return n & -n if n else 0
+
+
+def _hidden_rich(rng: random.Random):
+    kind, truth = _hidden_rich_kind(rng)
+    return kind, lambda c: None if len(c.inputs[0].shape) < 2 else truth(c)  # the operator wants rank 2 or more
+
+
+def _hidden_rich_kind(rng: random.Random):
+    kind = rng.choice(["product", "product_last", "ratio", "bytes", "rows", "rank_index", "align", "threshold",
+                       "ratio_and_dtype", "product_band"])
+    x = lambda c: c.inputs[0]  # noqa: E731
+    s = lambda c: x(c).shape  # noqa: E731
+    g = lambda c: c.attributes["groups"]  # noqa: E731
+    if kind == "product":  # x.shape[0] * x.shape[1] > t
+        t = rng.choice([16, 32, 64])
+        return kind, lambda c: s(c)[0] * s(c)[1] > t
+    if kind == "product_last":  # x.shape[-2] * x.shape[-1] > t
+        t = rng.choice([64, 256])
+        return kind, lambda c: s(c)[-2] * s(c)[-1] > t
+    if kind == "ratio":  # x.shape[1] // attr.groups > t
+        t = rng.choice([2, 4, 8])
+        return kind, lambda c: None if g(c) < 1 else s(c)[1] // g(c) > t
+    if kind == "ratio_and_dtype":
+        return kind, lambda c: None if g(c) < 1 else s(c)[1] // g(c) > 4 and x(c).dtype != "float32"
+    if kind == "bytes":  # x.numel * x.itemsize > t
+        t = rng.choice([2048, 8192])
+        return kind, lambda c: math.prod(s(c)) * _BYTES[x(c).dtype] > t
+    if kind == "rows":  # x.numel // x.shape[-1] > t
+        t = rng.choice([16, 64])
+        return kind, lambda c: math.prod(s(c)[:-1]) > t
+    if kind == "rank_index":  # attr.dim % x.rank == 1
+        return kind, lambda c: c.attributes["dim"] % len(s(c)) == 1 if -len(s(c)) <= c.attributes["dim"] < len(
+            s(c)) else None  # a dimension the input lacks: the operator refuses the call
+    if kind == "align":  # pow2(x.shape[-1]) < 8
+        return kind, lambda c: _pow2(s(c)[-1]) < 8
+    if kind == "product_band":  # 32 < x.shape[0] * x.shape[1] <= 128
+        return kind, lambda c: 32 < s(c)[0] * s(c)[1] <= 128
+    t = rng.choice([12, 24])  # inside the space: a control
+    return kind, lambda c: s(c)[-1] > t
+
+
+_POOL = {0: [1, 2, 4, 8, 16], 1: [2, 4, 8, 12, 16, 32], 2: [8, 16, 24, 32, 64], 3: [8, 16, 24, 32, 64]}
+
+
+def _star_rich(rng: random.Random) -> list[Case]:
+    rank = rng.choice([3, 4])
+    shape = [rng.choice(_POOL[min(i, 3)][1:4]) for i in range(rank)]
+    dtype = rng.choice(_DTYPES)
+    attrs = {"groups": rng.choice([1, 2]), "dim": rng.choice([0, 1, -1])}
+    base = {"id": "b", "inputs": [{"name": "x", "shape": shape, "dtype": dtype}], "attributes": attrs, "seed": 1}
+    traded = [[rng.choice(_POOL[min(i, 3)]) for i in range(rank)] for _ in range(4)]  # factors traded
+    other = [shape[0] * shape[1]] + shape[2:] if rng.random() < 0.5 else [2] + shape  # another rank
+    vary = [{"axis": "shape", "input": "x", "values": traded + [other]},
+            {"axis": "attribute", "name": "groups", "values": [g for g in (1, 2, 4) if g != attrs["groups"]]},
+            {"axis": "attribute", "name": "dim", "values": [d for d in (0, 1, -1, -2) if d != attrs["dim"]][:2]},
+            {"axis": "dtype", "values": [d for d in _DTYPES if d != dtype][:1]}]
+    return expand_star(StarSpec.model_validate({"base": base, "vary": vary}))
+
+
+def _fresh_rich(rng: random.Random, recorded: list[Case], n: int) -> list[Case]:
+    """Fresh cases across the run's space: its ranks, each dimension's sizes (doubled, halved, one more), its
+    attributes and dtypes."""
+    ranks = sorted({len(c.inputs[0].shape) for c in recorded})
+    pools: dict[tuple[int, int], set[int]] = {}
+    for c in recorded:
+        sh = c.inputs[0].shape
+        for i, v in enumerate(sh):
+            pools.setdefault((len(sh), i), set()).update({v, v * 2, max(1, v // 2), v + 1})
+    attrs = {k: sorted({c.attributes[k] for c in recorded}) for k in ("groups", "dim")}
+    dtypes = sorted({c.inputs[0].dtype for c in recorded})
+    out = []
+    for i in range(n):
+        r = rng.choice(ranks)
+        shape = [rng.choice(sorted(pools[(r, k)])) for k in range(r)]
+        if math.prod(shape) > 2**26:  # a far probe's size in every dimension at once: not a call to plan
+            continue
+        picked = {k: rng.choice(v) for k, v in attrs.items()}
+        picked["dim"] = rng.randrange(-r, r)  # any index of the rank, either way it is written
+        out.append(_case(f"fresh{i}", {"name": "x", "shape": shape, "dtype": rng.choice(dtypes)},
+                         attributes=picked))
+    return out
 
 
 # --------------------------------------------------------------------------

@@ -293,3 +293,62 @@ def test_a_product_is_pinned_only_by_cases_that_differ_in_its_own_dimensions():
     assert value == 67 and both["also"][0]["values"] == [1]
     ratio = product_moves({}, _case("g", [2, 36, 4], attributes={"groups": 3}), "x.shape[1] // attr.groups", 5)
     assert [v for _, v in ratio] == [15]  # a multiple of the attribute: a valid call
+
+
+def test_an_element_count_is_not_exact_until_its_factors_moved_into_each_dimension_agree():
+    # the offline product kind (batch x heads > 64, rank 3): x.numel > 1024 separated the first cases and ended
+    # exact, although no probe kept 1280 elements with the factors moved into the last dimension
+    shapes = ([4, 8, 16], [4, 32, 16], [16, 8, 16], [2, 16, 16], [8, 4, 32])
+    cases = [_case(f"c{i}", s, seed=3) for i, s in enumerate(shapes)]
+    a, seen, new = _tool_alone(cases, lambda c: c.inputs[0].shape[0] * c.inputs[0].shape[1] > 64)
+    assert ("x.numel > 1024", False) in seen  # it led, and was never called exact
+    assert not [p for p, e in seen if e and p != "x.shape[0] * x.shape[1] > 64"], seen
+    assert new <= 40
+
+
+def test_the_factors_of_a_composite_quantity_are_moved_into_each_of_its_dimensions():
+    from tools.analysis.factor_probes import concentrate_moves, concentrated, factor_dims
+
+    assert factor_dims("x.numel", [5, 16, 16]) == ("x", [0, 1, 2])
+    assert factor_dims("x.bytes", [5, 16]) == ("x", [0, 1])
+    assert factor_dims("x.rows", [5, 16, 16]) == ("x", [0, 1])
+    assert factor_dims("x.rows", [5, 16]) is None  # one factor: nothing to move
+    assert factor_dims("x.shape[0] * x.shape[-1]", [2, 3, 4]) == ("x", [0, 2])
+    assert factor_dims("x.shape[1] // attr.groups", [2, 3, 4]) is None
+    assert [concentrated([5, 16, 16], [0, 1, 2], d) for d in range(3)] == [[1280, 1, 1], [1, 1280, 1], [1, 1, 1280]]
+    base = _case("b", [5, 16, 16])
+    ((var, value),) = concentrate_moves({}, base, "x", [1, 1, 1280])
+    assert value == 1 and [a["values"] for a in var["also"]] == [[1], [1280]]
+    # two dimensions the call ties together (a square input) cannot take different sizes: no move
+    ties = {"x.shape[0]": ["x.shape[1]"], "x.shape[1]": ["x.shape[0]"]}
+    assert concentrate_moves(ties, _case("s", [8, 8, 4]), "x", [64, 1, 4]) == []
+
+
+def test_a_composite_requirement_no_buildable_case_meets_stays_open_and_blocks_exact():
+    from tools.analysis.factor_probes import composite_needs
+    from tools.analysis.hypotheses import Hypothesis
+    from tools.schemas import MinimalPair
+
+    cases = [_case("p", [8, 8, 16]), _case("f", [9, 9, 16])]
+    ctx = _ctx(cases, {"p": "pass", "f": "fail"})
+    ctx.ties = {"x.shape[0]": ["x.shape[1]"], "x.shape[1]": ["x.shape[0]"]}  # a square: only both move together
+    atom = Atom("x.numel", "threshold", direction="above", fails_at=1296, passes_at=1024)
+    lead = Finding(axis="x.numel", kind="threshold", predicate="x.numel > 1024", source="x.shape",
+                   failing_values=[1296], passing_values=[1024], exact=True, failing=1, passing=1,
+                   minimal_pair=MinimalPair(failing="f", passing="p", passing_value=1024,
+                                             failing_value=1296, differs_in=["x.shape"]))
+    needs = composite_needs(ctx, Hypothesis((atom,)), lead, [lead])
+    blocked = [n for n in needs if n.untestable]
+    assert blocked and all(not n.builds and not n.done for n in blocked)
+    assert any("x.shape[2]" in n.text for n in blocked)  # all of it in the last dimension: the square forbids it
+
+
+def test_a_size_standing_for_a_product_is_refuted_by_the_dimension_it_does_not_name_moved_far():
+    # batch x heads > 16; only the batch was varied: x.shape[0] > 4 separates, and names no other dimension -
+    # x.shape[1] moved down from a failing case (and up from a passing one) must keep the outcome, and does not
+    shapes = ([2, 4, 8], [4, 4, 8], [8, 4, 8], [16, 4, 8], [1, 4, 8])
+    cases = [_case(f"c{i}", s, seed=3) for i, s in enumerate(shapes)]
+    a, seen, new = _tool_alone(cases, lambda c: c.inputs[0].shape[0] * c.inputs[0].shape[1] > 16)
+    assert ("x.shape[0] > 4", False) in seen
+    assert not [p for p, e in seen if e and p != "x.shape[0] * x.shape[1] > 16"], seen
+    assert new <= 40

@@ -42,8 +42,16 @@ from typing import Any
 from ..cases.axes import axes_difference
 from ..cases.derived import dim_axis
 from ..cases.ids import case_content
-from ..cases.relations import element_bytes, open_quantities, product_quantities, product_sides
+from ..cases.relations import (
+    element_bytes,
+    fill_products,
+    open_quantities,
+    product_quantities,
+    product_sides,
+    product_value,
+)
 from ..schemas import Case, Counterexample, Finding, NextCase, Validation
+from .factor_probes import factor_needs
 from .flips import dim_moves
 from .hypotheses import (
     KIND_RANK,
@@ -155,6 +163,7 @@ def read_case(hax: dict[str, Any], case: Case, axes: set[str]) -> dict[str, Any]
     out = {**hax, **open_quantities(case)}
     if any(product_sides(k) is not None for k in axes):
         out.update(product_quantities(case))
+        out.update({k: v for k in axes if k not in out and (v := product_value(case, k)) is not None})
     for k in axes:
         if k not in out and _dim_like(k) and not k.endswith("[-1]"):
             name, _, idx = k[:-1].partition(".shape[")
@@ -173,6 +182,7 @@ def widen(space, hax: dict, cases: dict[str, Case], failing: list[str], passing:
     if space.hypotheses and not space.conjunctions:
         return space, hax
     prods = {c: product_quantities(cases[c]) for c in hax}
+    fill_products(cases, prods)  # a product named at one rank is read at every rank
     wide = {c: {**a, **open_quantities(cases[c])} for c, a in hax.items()}
     renamed = restated_products({c: {**a, **prods[c]} for c, a in wide.items()})
     if renamed:  # only the products the rows restate join the open space
@@ -671,6 +681,7 @@ def requirements(
         + cross_requirements(ctx, hyp, terms, moves)
         + mirror_requirements(ctx, hyp, lead, moves)
         + source_requirements(ctx, hyp, terms)
+        + [Req(**vars(n)) for n in factor_needs(ctx, hyp, lead, terms, moves)]  # a composite's factors moved
         + cause_requirements(ctx, hyp, lead, others or [], moves)
         + seed_requirements(ctx, lead)
         + [fresh_requirement(ctx, hyp)]

@@ -264,6 +264,39 @@ def product_quantities(case: Case) -> dict[str, Any]:
     return out
 
 
+def product_value(case: Case, axis: str) -> int | None:
+    """One product or ratio axis read on any case, whatever its rank (``x.shape[0] * x.shape[1]`` of a rank-5
+    input too, which :func:`product_quantities` leaves out): None where a dimension or the attribute is missing."""
+    sides = product_sides(axis)
+    if sides is None:
+        return None
+    sizes = []
+    for side in (sides[0], sides[2]):
+        if side.startswith("attr."):
+            v = case.attributes.get(side[len("attr.") :])
+            sizes.append(v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None)
+            continue
+        name, _, idx = side[:-1].partition(".shape[")
+        spec = next((s for s in case.inputs if s.name == name and not s.none and s.tensors is None), None)
+        shape = spec.shape if spec is not None and spec.shape else []
+        k = int(idx) if idx.lstrip("-").isdigit() else None
+        sizes.append(shape[k] if k is not None and -len(shape) <= k < len(shape) else None)
+    a, b = sizes
+    if a is None or b is None:
+        return None
+    return a * b if sides[1] == "*" else a // b
+
+
+def fill_products(cases: dict[str, Case], prods: dict[str, dict[str, Any]]) -> None:
+    """Every product or ratio some case has, read on every case where it is defined (in place): a name is one
+    quantity at every rank, never absent where its dimensions exist."""
+    names = sorted({k for p in prods.values() for k in p})
+    for cid, p in prods.items():
+        for k in names:
+            if k not in p and (v := product_value(cases[cid], k)) is not None:
+                p[k] = v
+
+
 def product_sides(axis: str) -> tuple[str, str, str] | None:
     """``x.shape[0] * x.shape[1]`` -> ("x.shape[0]", "*", "x.shape[1]"); ``x.shape[1] // attr.g`` -> (..., "//",
     "attr.g"); None for another axis."""
