@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..cases.derived import DTYPE_BITS, alignment, dim_axis, parse_dim_axis
+from ..cases.derived import CHANNELS_LAST, DTYPE_BITS, alignment, contiguity, dim_axis, memory_format, parse_dim_axis
 from ..cases.relations import product_sides, relation_sides
-from ..schemas import FLOAT_DTYPES, Case
+from ..schemas import FLOAT_DTYPES, Case, contiguous_strides
 
 MAX_ZERO_ROW = 4096  # a zero row is planned as explicit +0 positions: at most this many
 
@@ -270,6 +270,43 @@ def dtype_bits_moves(base: Case, name: str, target: int, tried: set[str]) -> lis
     return [({"axis": "dtype"} if single else {"axis": "dtype", "input": name}, d) for d in options[:1]]
 
 
+def format_strides(shape: list[int], target: str) -> list[int] | None:
+    """Strides that lay ``shape`` out in torch's memory format ``target`` (None when none does):
+    ``channels_last`` (rank 4) / ``channels_last_3d`` (rank 5) the channels innermost; ``none`` a layout that
+    is neither, the same element order as the channels-last one with H and W swapped (another member of the
+    non-contiguous class)."""
+    rank = len(shape)
+    if target == "contiguous_format":
+        out: list[int] | None = contiguous_strides(shape)
+    elif target in CHANNELS_LAST.values() and CHANNELS_LAST.get(rank) == target:
+        out, acc = [0] * rank, 1
+        for d in [1, *range(rank - 1, 1, -1), 0]:  # innermost first: C, W, H, (D), N
+            out[d] = acc
+            acc *= max(shape[d], 1)
+    elif target == "none" and rank >= 2:
+        order = list(range(rank))
+        order[-1], order[-2] = order[-2], order[-1]  # the last two dimensions swapped in memory
+        out, acc = [0] * rank, 1
+        for d in reversed(order):
+            out[d] = acc
+            acc *= max(shape[d], 1)
+    else:
+        return None
+    return out if out is not None and memory_format(shape, out) == target else None
+
+
+def format_moves(base: Case, name: str, target: Any) -> list[tuple[dict, Any]]:
+    """Lay one input out in another memory format, its shape kept (None strides: the contiguous one)."""
+    spec = _spec(base, name)
+    if spec is None or not isinstance(target, str) or memory_format(spec.shape, spec.strides) == target:
+        return []
+    laid = format_strides(spec.shape, target)
+    if laid is None:
+        return []
+    value = None if contiguity(spec.shape, laid) == "contiguous" else laid
+    return [({"axis": "strides", "input": name}, value)]
+
+
 def flip_moves(
     ties: dict[str, list[str]], base: Case, axis: str, target: Any, tried_dtypes: set[str] | None = None
 ) -> list[tuple[dict, Any]]:
@@ -301,6 +338,8 @@ def flip_moves(
         return out
     if fld == "rank" and numeric:
         return rank_moves(base, name, int(target))
+    if fld == "memory_format":
+        return format_moves(base, name, target)
     if fld == "bytes" and numeric:
         return byte_moves(ties, base, name, float(target))
     if fld.startswith("align[") and numeric:

@@ -46,7 +46,7 @@ CAP_TEXT = (
 
 # composite or restated axes: never the axis of a hypothesis
 _EXCLUDED_SUFFIXES = (".shape", ".strides", ".values", ".offset_nonzero", ".none")
-_SET_SUFFIXES = (".dtype", ".layout", ".contiguity", ".dtype_family", ".sign")
+_SET_SUFFIXES = (".dtype", ".layout", ".contiguity", ".dtype_family", ".sign", ".memory_format")
 _DTYPE_AXES_SUFFIXES = (".dtype", ".dtype_bits", ".dtype_family")
 KIND_RANK = {"class": 0, "value": 1, "relation": 1, "threshold": 2, "set": 3}
 
