@@ -146,9 +146,17 @@ _REL_OPS = {
 }
 
 
+_NEGATED = ((" == ", " != "), (" != ", " == "))
+
+
 def atom_text(a: Atom) -> str:
     if a.kind == "class":
-        return a.axis if a.failing == (True,) else f"not {a.axis}"
+        if a.failing == (True,):
+            return a.axis
+        for op, neg in _NEGATED:  # a class named as a comparison (x.stride[-1] == 1) negates its operator
+            if op in a.axis:
+                return a.axis.replace(op, neg, 1)
+        return f"not {a.axis}"
     if a.kind == "threshold":
         bound = a.passes_at if a.passes_at is not None else a.fails_at
         op = (

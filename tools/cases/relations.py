@@ -221,6 +221,7 @@ def open_quantities(case: Case) -> dict[str, Any]:
         strides = spec.strides if spec.strides is not None else contiguous_strides(spec.shape)
         for i, st in enumerate(strides):
             out[f"{n}.stride[{-1 if i == rank - 1 else i}]"] = st
+        out.update(stride_patterns(n, spec.shape, strides))
         size = element_bytes(spec.dtype)
         if size and size >= 1 and spec.shape[-1] > 0:
             out[f"{n}.last_align_bytes"] = alignment(int(spec.shape[-1] * size))
@@ -231,6 +232,20 @@ def open_quantities(case: Case) -> dict[str, Any]:
     for name, value in case.attributes.items():  # a numeric attribute as a category: "any value but one"
         if isinstance(value, int) and not isinstance(value, bool):
             out[f"attr.{name}.value"] = str(value)
+    return out
+
+
+UNIT_STRIDE = ".stride[-1] == 1"
+PITCH = ".stride[-2]~{}.shape[-1]"
+
+
+def stride_patterns(n: str, shape: list[int], strides: list[int]) -> dict[str, Any]:
+    """The stride patterns a kernel reads, named as the condition language writes them: ``x.stride[-1] == 1``
+    (a class: the last dimension is unit-stride, whatever the others) and, from rank 2, the row pitch against
+    the row length ``x.stride[-2]~x.shape[-1]`` (``>``: padded rows, ``=``: dense rows, ``<``: another order)."""
+    out: dict[str, Any] = {f"{n}{UNIT_STRIDE}": strides[-1] == 1}
+    if len(shape) >= 2:
+        out[f"{n}{PITCH.format(n)}"] = _cmp(strides[-2], shape[-1])
     return out
 
 

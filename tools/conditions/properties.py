@@ -176,8 +176,9 @@ def case_properties(
     already at hand."""
     labels = labels if labels is not None else case_axes(case)
     derived = {**structured_axes(case, labels), **relation_axes(case), **open_quantities(case)}
-    # relations say themselves in the language (x.shape[0] < x.shape[-1]); attributes are typed below
-    out = {k: v for k, v in derived.items() if "~" not in k and not k.startswith("attr.")}
+    # relations and patterns say themselves in the language (x.shape[0] < x.shape[-1], x.stride[-1] == 1);
+    # attributes are typed below
+    out = {k: v for k, v in derived.items() if "~" not in k and " " not in k and not k.startswith("attr.")}
     for n, spec in _tensors(case).items():
         out.update(tensor_properties(spec, n))
     out.update(attribute_properties(case.attributes))
