@@ -15,6 +15,7 @@ from typing import Any
 from ..cases.derived import CHANNELS_LAST, DTYPE_BITS, alignment, contiguity, dim_axis, memory_format, parse_dim_axis
 from ..cases.relations import PITCH, UNIT_STRIDE, product_sides, relation_sides
 from ..schemas import FLOAT_DTYPES, Case, contiguous_strides
+from .measured import VALUES, stat_moves
 
 MAX_ZERO_ROW = 4096  # a zero row is planned as explicit +0 positions: at most this many
 
@@ -354,6 +355,8 @@ def flip_moves(
 ) -> list[tuple[dict, Any]]:
     """The moves of this module for one axis and target (empty when none applies)."""
     name, _, fld = axis.partition(".")
+    if VALUES in axis:
+        return stat_moves(base, axis, target)
     if axis in (f"{name}{UNIT_STRIDE}", f"{name}{PITCH.format(name)}"):
         return stride_moves(base, name, axis.endswith("~" + name + ".shape[-1]"), target)
     if "~" in axis:

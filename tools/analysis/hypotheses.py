@@ -29,6 +29,7 @@ from typing import Any
 
 from ..cases.derived import source_of, structured_axes
 from ..cases.relations import product_sides, relation_axes, relation_sides
+from .measured import is_measured, limit_sides
 
 MAX_SET_VALUES = 4
 MAX_COVERING_ATOMS = 160
@@ -99,6 +100,8 @@ class Atom:
     def predict(self, value: Any) -> str | None:
         """fail / pass for a new case, None when the recorded cases do not say
         (inside a threshold's bracket)."""
+        if value is None and is_measured(self.axis):
+            return None  # a statistic of values not built yet: known once the case ran
         if self.kind == "class":
             return "fail" if self.holds(value) else "pass"
         if self.kind == "threshold":
@@ -231,7 +234,7 @@ def axis_sources(axis: str) -> list[str]:
 def derivation_rank(axis: str) -> int:
     """0: a planned axis; 1: derived from one; 2: a product of two (bytes, two sizes, a size over an
     attribute)."""
-    if axis.endswith(".bytes") or product_sides(axis) is not None:
+    if axis.endswith(".bytes") or product_sides(axis) is not None or is_measured(axis):
         return 2
     if "~" in axis:
         return 1
@@ -492,8 +495,15 @@ def _drop_restatements(hyps: list[Hypothesis]) -> list[Hypothesis]:
         dropped.add(id(h))
         return True
 
+    limits = {(lim[0], lim[1]): h for h in hyps if len(h.atoms) == 1 and (lim := limit_sides(h.atoms[0].axis))}
     for h in hyps:
         a = h.atoms[0]
+        if len(h.atoms) == 1 and a.kind == "threshold" and a.passes_at is not None and limits:
+            # a statistic's threshold whose bracket holds a dtype's limit restates that limit's class
+            lo, hi = sorted((a.passes_at, a.fails_at))
+            twin = next((g for (st, v), g in sorted(limits.items()) if st == a.axis and lo <= v < hi), None)
+            if fold(h, twin):
+                continue
         name = a.axis.rsplit(".", 1)[0]
         if len(h.atoms) == 1 and a.kind == "threshold" and a.direction == "below" and a.fails_at == 0:
             if a.axis.endswith((".numel", ".bytes")) and fold(h, by_text.get(f"{name}.zero_size")):

@@ -58,6 +58,7 @@ from .hypotheses import (
     is_align,
     rank_key,
 )
+from .measured import is_measured, predicted_quantities
 from .settlement import UNTESTABLE, pinning_pair, settle_probes
 
 TAG = "falsify"
@@ -155,6 +156,8 @@ def read_case(hax: dict[str, Any], case: Case, axes: set[str]) -> dict[str, Any]
     out = {**hax, **open_quantities(case)}
     if any(product_sides(k) is not None for k in axes):
         out.update(product_quantities(case))
+    if any(is_measured(k) for k in axes):  # the statistics its value specs decide (the rest: once it ran)
+        out.update(predicted_quantities(case))
     for k in axes:
         if k not in out and _dim_like(k) and not k.endswith("[-1]"):
             name, _, idx = k[:-1].partition(".shape[")
@@ -163,16 +166,25 @@ def read_case(hax: dict[str, Any], case: Case, axes: set[str]) -> dict[str, Any]
     return out
 
 
-def widen(space, hax: dict, cases: dict[str, Case], failing: list[str], passing: list[str], aliases: dict):
+def widen(
+    space,
+    hax: dict,
+    cases: dict[str, Case],
+    failing: list[str],
+    passing: list[str],
+    aliases: dict,
+    measured: dict[str, dict] | None = None,
+):
     """The open space: when no atom of the first space separates the cases,
     its quantities (relations.open_quantities) too; their atoms compete with
     the first space's conjunctions.  Then, when none of those separates either, the products and ratios
-    (relations.product_quantities): tried before a conjunction.  ``x.rows`` that equals a product on every
+    (relations.product_quantities) and the statistics of the values actually built (``measured``, by case:
+    measured.measured_quantities): tried before a conjunction.  ``x.rows`` that equals a product on every
     case is named as the product from the start.  Returns (space, the axes it was built on)."""
 
     if space.hypotheses and not space.conjunctions:
         return space, hax
-    prods = {c: product_quantities(cases[c]) for c in hax}
+    prods = {c: {**product_quantities(cases[c]), **(measured or {}).get(c, {})} for c in hax}
     wide = {c: {**a, **open_quantities(cases[c])} for c, a in hax.items()}
     renamed = restated_products({c: {**a, **prods[c]} for c, a in wide.items()})
     if renamed:  # only the products the rows restate join the open space
