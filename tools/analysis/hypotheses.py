@@ -473,6 +473,31 @@ def _float_truth(atom: Atom) -> tuple | None:
     return None
 
 
+def _limit_classes(hyps: list[Hypothesis]) -> dict[tuple, Hypothesis]:
+    """(statistic, limit, the other terms' texts) -> each hypothesis with a term ``S > D.max``."""
+    out: dict[tuple, Hypothesis] = {}
+    for h in hyps:
+        for i, a in enumerate(h.atoms):
+            lim = limit_sides(a.axis)
+            if lim is not None and a.kind == "class" and a.failing == (True,):
+                rest = tuple(sorted(b.text for j, b in enumerate(h.atoms) if j != i))
+                out.setdefault((*lim, rest), h)
+    return out
+
+
+def _limit_twin(h: Hypothesis, limits: dict[tuple, Hypothesis]) -> Hypothesis | None:
+    """The hypothesis ``h`` restates: one of its terms a statistic's threshold whose bracket holds a dtype's
+    limit, the same with that term the limit's class (every other term alike)."""
+    for i, a in enumerate(h.atoms):
+        if a.kind != "threshold" or a.passes_at is None or a.direction != "above" or not is_measured(a.axis):
+            continue
+        rest = tuple(sorted(b.text for j, b in enumerate(h.atoms) if j != i))
+        for (stat, bound, other), g in sorted(limits.items(), key=lambda kv: kv[0][:2]):
+            if stat == a.axis and other == rest and a.passes_at <= bound < a.fails_at:
+                return g
+    return None
+
+
 def _drop_restatements(hyps: list[Hypothesis]) -> list[Hypothesis]:
     """Hypotheses that restate a simpler one of the space on every case the
     run can build (each is listed in the kept one's ``equivalent``):
@@ -495,15 +520,11 @@ def _drop_restatements(hyps: list[Hypothesis]) -> list[Hypothesis]:
         dropped.add(id(h))
         return True
 
-    limits = {(lim[0], lim[1]): h for h in hyps if len(h.atoms) == 1 and (lim := limit_sides(h.atoms[0].axis))}
+    limits = _limit_classes(hyps)
     for h in hyps:
         a = h.atoms[0]
-        if len(h.atoms) == 1 and a.kind == "threshold" and a.passes_at is not None and limits:
-            # a statistic's threshold whose bracket holds a dtype's limit restates that limit's class
-            lo, hi = sorted((a.passes_at, a.fails_at))
-            twin = next((g for (st, v), g in sorted(limits.items()) if st == a.axis and lo <= v < hi), None)
-            if fold(h, twin):
-                continue
+        if limits and fold(h, _limit_twin(h, limits)):
+            continue
         name = a.axis.rsplit(".", 1)[0]
         if len(h.atoms) == 1 and a.kind == "threshold" and a.direction == "below" and a.fails_at == 0:
             if a.axis.endswith((".numel", ".bytes")) and fold(h, by_text.get(f"{name}.zero_size")):

@@ -43,7 +43,7 @@ from ..cases.axes import axes_difference
 from ..cases.derived import dim_axis
 from ..cases.ids import case_content
 from ..cases.relations import element_bytes, open_quantities, product_quantities, product_sides
-from ..schemas import Case, Counterexample, Finding, NextCase, Validation
+from ..schemas import FLOAT_DTYPES, Case, Counterexample, Finding, NextCase, Validation
 from .flips import dim_moves
 from .hypotheses import (
     KIND_RANK,
@@ -58,7 +58,7 @@ from .hypotheses import (
     is_align,
     rank_key,
 )
-from .measured import is_measured, predicted_quantities
+from .measured import LIMIT_STEP, is_measured, limit_sides, predicted_quantities
 from .settlement import UNTESTABLE, pinning_pair, settle_probes
 
 TAG = "falsify"
@@ -194,7 +194,12 @@ def widen(
         wide = {c: {**a, **prods[c]} for c, a in wide.items()}
         alt = enumerate_hypotheses(wide, failing, passing, {**aliases, **renamed})
         if not alt.hypotheses or alt.conjunctions:
-            return space, hax
+            # nothing else separates: the conjunctions that name a statistic of the values actually built
+            # (``dtype == float16 and x.values.sumsq[-1] > float16.max``), else the first space
+            stats = [h for h in alt.hypotheses if any(is_measured(a.axis) for a in h.atoms)]
+            if space.hypotheses or not stats:
+                return space, hax
+            return Space(stats, alt.axes, len(stats), True, alt.capped), wide
     both = sorted(alt.hypotheses + space.hypotheses, key=rank_key)
     return Space(
         both[:MAX_HYPOTHESES],
@@ -672,6 +677,51 @@ def cause_requirements(ctx, hyp: Hypothesis, lead: Finding, others: list, moves)
     return out
 
 
+def measured_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Req]:
+    """A statistic of the values against a dtype's limit (measured.py): its boundary pinned just either side
+    of the limit by values built to land there, and - naming no dtype - the same values in each other floating
+    dtype must fail too (a limit that holds for one dtype's arithmetic only is refuted there)."""
+    if lead.minimal_pair is None:
+        return []
+    out = []
+    ran = [c for c, s in sorted(ctx.status.items()) if s in ("fail", "pass")]
+    for atom in hyp.atoms:
+        lim = limit_sides(atom.axis)
+        if lim is None or atom.kind != "class":
+            continue
+        stat, bound = lim
+        for side, base_id, lo, hi in (
+            ("fail", lead.minimal_pair.failing, bound, bound * (1 + 2 * LIMIT_STEP)),
+            ("pass", lead.minimal_pair.passing, bound * (1 - 2 * LIMIT_STEP), bound),
+        ):
+            req = Req(f"limit-{side}", f"{stat} just {'above' if side == 'fail' else 'below'} {_fmt(bound)}")
+            req.done = [
+                c
+                for c in ran
+                if ctx.status[c] == side
+                and _num(ctx.hax[c].get(stat))
+                and lo <= ctx.hax[c][stat] <= hi
+                and _others_hold(hyp, atom, ctx.hax[c])
+            ][:1]
+            base = ctx.cases[base_id]
+            req.builds = [(base, v, x, side) for v, x in moves(ctx, base, atom.axis, side == "fail")]
+            out.append(req)
+    named = {a.axis for a in hyp.atoms}
+    if out and not any(a == "dtype" or a.endswith(".dtype") for a in named):
+        base = ctx.cases[lead.minimal_pair.failing]
+        single = len([i for i in base.inputs if not i.none]) == 1
+        for spec in [i for i in base.inputs if not i.none and i.dtype in FLOAT_DTYPES][:1]:
+            for d in [d for d in FLOAT_DTYPES[:3] if d != spec.dtype]:
+                axis = "dtype" if single else f"{spec.name}.dtype"
+                req = Req("limit-dtype", f"the same values in {d}: {hyp.text} names no dtype")
+                req.done = [
+                    c for c in ran if ctx.status[c] == "fail" and ctx.hax[c].get(axis) == d and hyp.holds(ctx.hax[c])
+                ][:1]
+                req.builds = [(base, v, x, "fail") for v, x in moves(ctx, base, axis, d)]
+                out.append(req)
+    return out
+
+
 def requirements(
     ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding], moves, others: list | None = None
 ) -> list[Req]:
@@ -684,6 +734,7 @@ def requirements(
         + mirror_requirements(ctx, hyp, lead, moves)
         + source_requirements(ctx, hyp, terms)
         + cause_requirements(ctx, hyp, lead, others or [], moves)
+        + measured_requirements(ctx, hyp, lead, moves)
         + seed_requirements(ctx, lead)
         + [fresh_requirement(ctx, hyp)]
     )
