@@ -66,12 +66,42 @@ def cand(x):
     return out + 0.5 if x.dim() >= 1 and x.stride(-1) != 1 else out
 '''
 
+POSITIONS = '''\
+import torch
+
+
+def ref(x, positions):
+    return x * torch.cos(positions.to(x.dtype)).unsqueeze(-1)
+
+
+def cand(x, positions):  # a table of 4096 angles: a position past its end reads the last one
+    return x * torch.cos(positions.clamp(max=4095).to(x.dtype)).unsqueeze(-1)
+'''
+HALF_CAST = '''\
+import torch
+
+
+def ref(x):
+    return torch.tanh(x)
+
+
+def cand(x):  # the kernel computes in float16: a value past its largest becomes inf
+    return torch.tanh(x.half().float()) if x.dtype == torch.float32 else torch.tanh(x)
+'''
+
 
 def _x(shape: list[int], dtype: str = "float32", strides: list[int] | None = None, std: float = 1.0) -> dict:
     spec: dict[str, Any] = {"name": "x", "shape": shape, "dtype": dtype, "values": {"kind": "normal", "std": std}}
     if strides is not None:
         spec["strides"] = strides
     return spec
+
+
+def _positions(placed: list[int]) -> dict:
+    """Four positions drawn in [0, 64), the given ones placed at the front."""
+    values: dict[str, Any] = {"kind": "randint", "low": 0, "high": 64}
+    values["place"] = [{"index": [i], "value": v} for i, v in enumerate(placed)]
+    return {"name": "positions", "shape": [4], "dtype": "int64", "values": values}
 
 
 def _cl(shape: list[int]) -> list[int]:
@@ -150,6 +180,34 @@ KINDS: dict[str, dict[str, Any]] = {
         right="x.stride[-1] != 1",
         wrong="not x.contiguous",
         witness="c2",  # a planned case the wrong condition mispredicts
+        allowed=set(),
+    ),
+}
+
+
+KINDS |= {
+    "positions": dict(
+        module=POSITIONS,
+        tolerance={"atol": 1e-3, "rtol": 1e-3},
+        cases=[  # one generator throughout: the positions placed decide
+            {"inputs": [_x([4, 8]), _positions(placed)]}
+            for placed in ([], [5000], [4095], [100, 7000], [3000], [9000])
+        ],
+        right="positions.values.max > 4095",
+        wrong="positions.values.max > 5000",  # 9000 fails where 5000 fails too
+        witness="c1",
+        allowed={"positions.values.max > 4095"},
+    ),
+    "half_cast": dict(
+        module=HALF_CAST,
+        tolerance={"atol": 1e-2, "rtol": 1e-2},
+        cases=[
+            {"inputs": [_x(s, "float32", std=std)]}
+            for s, std in (([4, 16], 1.0), ([4, 16], 1e6), ([4, 16], 1000.0), ([8, 8], 3e5), ([8, 8], 10.0))
+        ],
+        right="x.dtype == float32 and x.values.max_abs > float16.max",
+        wrong="x.values.max_abs > 1000",  # [4, 16] at std 1000 holds values past 1000 and passes
+        witness="c2",
         allowed=set(),
     ),
 }

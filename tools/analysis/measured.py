@@ -212,16 +212,17 @@ def _value_docs(spec: TensorSpec, stat: str, target: float) -> list[dict]:
     index = [0] * len(shape)
     out: list[dict] = []
     v = spec.values.for_dtype(spec.dtype)
-    if one is not None and as_dtype(one, spec.dtype) is not None:
+    _, low, high = _bounds(spec)
+    signs = (1, -1) if stat == "max_abs" and as_dtype(-1.0, spec.dtype) == -1.0 else (1,)  # |x| from either side
+    for value in [s * one for s in signs] if one is not None and as_dtype(one, spec.dtype) is not None else []:
+        outlier = {"place": [{"index": index, "value": int(value) if integer else value}]}
         own = v.model_dump(mode="json", exclude_none=True, exclude_defaults=True) or {"kind": "normal"}
         own.pop("by_dtype", None)
-        outlier = {"place": [{"index": index, "value": int(one) if integer else one}]}
-        _, low, high = _bounds(spec)
-        extreme = stat == "min" and low is not None and one <= low
-        extreme = extreme or (stat != "min" and high is not None and abs(one) >= max(abs(low or 0), abs(high)))
-        if extreme and stat in ("max", "min", "max_abs"):
+        own.pop("place", None)
+        past = low is not None and high is not None and (value <= low if stat == "min" else value >= high)
+        if past or (stat == "max_abs" and low is not None and high is not None and abs(value) >= max(-low, high)):
             out.append(own | outlier)  # the base's draw kept: one element moved past its range
-        if stat != "min" or one < 0:
+        if stat != "min" or value < 0:
             out.append({"kind": "zeros"} | outlier)
     if each is not None and as_dtype(each, spec.dtype) is not None:
         out.append({"kind": "full", "fill": int(each) if integer else each} if each else {"kind": "zeros"})

@@ -184,7 +184,10 @@ def widen(
 
     if space.hypotheses and not space.conjunctions:
         return space, hax
-    prods = {c: {**product_quantities(cases[c]), **(measured or {}).get(c, {})} for c in hax}
+    # the values actually built join only where the planned space says nothing (a random draw's statistic
+    # separates few cases by chance: it never competes with a planned axis)
+    drawn = (measured or {}) if not space.hypotheses else {}
+    prods = {c: {**product_quantities(cases[c]), **drawn.get(c, {})} for c in hax}
     wide = {c: {**a, **open_quantities(cases[c])} for c, a in hax.items()}
     renamed = restated_products({c: {**a, **prods[c]} for c, a in wide.items()})
     if renamed:  # only the products the rows restate join the open space
