@@ -23,13 +23,19 @@ one; where the tool's own space says the condition (``alone_exact``), it ends ex
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import os
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import REPO_ROOT, server_env
 from mcp.client import Client
-from test_mcp_stdio import error_text, with_server
+from mcp.client.stdio import StdioServerParameters
+from test_mcp_stdio import error_text
 
 OPERATORS = Path(__file__).parent / "operators"
 
@@ -259,17 +265,51 @@ def _scenario(client: Client, kind: str):
     return one()
 
 
+class _Server:
+    """One MCP server over stdio for every kind (its start-up paid once), its client on a loop of its own
+    thread; each test runs its kind there (so each test keeps its own time limit)."""
+
+    def __init__(self, root: Path, env: dict[str, str]) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.ready: concurrent.futures.Future[Client] = concurrent.futures.Future()
+        self.stop: asyncio.Event | None = None
+        self.params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "mcp_server", "--evidence-root", str(root)],
+            cwd=str(REPO_ROOT),
+            env=server_env(**env),
+        )
+        self.thread = threading.Thread(target=self.loop.run_until_complete, args=(self._serve(),), daemon=True)
+        self.thread.start()
+
+    async def _serve(self) -> None:
+        self.stop = asyncio.Event()
+        try:
+            async with Client(self.params, cache=None, read_timeout_seconds=120) as client:
+                self.ready.set_result(client)
+                await self.stop.wait()
+        except BaseException as exc:  # the server did not start: the tests say why
+            if not self.ready.done():
+                self.ready.set_exception(exc)
+            raise
+
+    def run(self, kind: str) -> tuple[dict, dict]:
+        client = self.ready.result(timeout=120)
+        return asyncio.run_coroutine_threadsafe(_scenario(client, kind), self.loop).result()
+
+    def close(self) -> None:
+        if self.stop is not None:
+            self.loop.call_soon_threadsafe(self.stop.set)
+        self.thread.join(timeout=30)
+
+
 @pytest.fixture(scope="module")
-def answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, dict]]:
-    """Every kind through one server (its start-up paid once): kind -> (the stated call, the tool alone)."""
+def server(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("kinds") / "evidence"
     root.mkdir()
-    stage = {k: v for k, v in os.environ.items() if k == "OPDEBUG_RUNNER_STAGE"}
-
-    async def scenario(client: Client) -> dict[str, tuple[dict, dict]]:
-        return {kind: await _scenario(client, kind) for kind in KINDS}
-
-    return with_server(root, scenario, env=stage)
+    srv = _Server(root, {k: v for k, v in os.environ.items() if k == "OPDEBUG_RUNNER_STAGE"})
+    yield srv
+    srv.close()
 
 
 def _said(stated: dict, alone: dict) -> str:
@@ -287,9 +327,9 @@ def _said(stated: dict, alone: dict) -> str:
 
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_a_stated_condition_is_settled_in_one_call_and_the_tool_alone_never_ends_wrong(
-    answers: dict[str, tuple[dict, dict]], kind: str
+    server: _Server, kind: str
 ) -> None:
-    stated, alone = answers[kind]
+    stated, alone = server.run(kind)
     spec = KINDS[kind]
     right, wrong, *also = stated["conditions"]
     print(f"\nKIND {kind}: {_said(stated, alone)}")
