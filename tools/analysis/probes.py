@@ -197,9 +197,10 @@ def widen(
         wide = {c: {**a, **prods[c]} for c, a in wide.items()}
         alt = enumerate_hypotheses(wide, failing, passing, {**aliases, **renamed})
         if not alt.hypotheses or alt.conjunctions:
-            # nothing else separates: the conjunctions that name a statistic of the values actually built
-            # (``dtype == float16 and x.values.sumsq[-1] > float16.max``), else the first space
-            stats = [h for h in alt.hypotheses if any(is_measured(a.axis) for a in h.atoms)]
+            # nothing else separates: the conjunctions with a statistic of the values actually built against a
+            # dtype's limit (``dtype == float16 and x.values.sumsq[-1] > float16.max``; a cut through random
+            # draws separates few cases by chance, a limit does not), else the first space
+            stats = [h for h in alt.hypotheses if any(limit_sides(a.axis) for a in h.atoms)]
             if space.hypotheses or not stats:
                 return space, hax
             return Space(stats, alt.axes, len(stats), True, alt.capped), wide
