@@ -4,7 +4,9 @@ hand (not part of the tests):
     OPDEBUG_FSYNC=1 .venv/bin/python benchmarks/bench_scale.py [--sizes 10 1000 10000]
 
 The analysis is timed twice: alone, and with two stated conditions (:data:`STATED`: the agent's
-conditions answered, settled and probed - tools/analysis/stated.py).
+conditions answered, settled and probed - tools/analysis/stated.py).  ``--values``: each result also
+carries the statistics of the values actually built (``CaseResult.values``, as the runner measures them),
+so the tool's own space reads them too (tools/analysis/measured.py).
 
 For each size N, one run of N cases that differ pairwise in two axes (an input
 shape and an attribute: the worst case for the multi-axis check) is planned
@@ -42,9 +44,12 @@ def request(run_id: str, n: int) -> dict:
             "cases": cases}
 
 
-def result(i: int) -> dict:
+def result(i: int, values: bool = False) -> dict:
     bad = i % 7 == 0
-    return {"case_id": f"c{i}", "status": "numerical_mismatch" if bad else "passed",
+    stats = {"x": {"numel": 8, "min": -1.0 - i % 5, "max": 1.0 + i % 11, "max_abs": 1.0 + i % 11,
+                   "sumsq": [None, 4.0 + i % 13], "sum_abs": [None, 3.0 + i % 3]},
+             "y": {"numel": 8, "min": -0.5, "max": 0.5 + i % 3, "max_abs": 0.5 + i % 3, "sumsq": [2.0], "sum_abs": [1.0]}}
+    return ({"values": stats} if values else {}) | {"case_id": f"c{i}", "status": "numerical_mismatch" if bad else "passed",
             "comparisons": [{"output": "out", "passed": not bad, "numel": 64, "max_abs": 0.5 if bad else 0.0,
                              "mismatch_count": 3 if bad else 0, "mismatch_ratio": 3 / 64 if bad else 0.0}]}
 
@@ -52,7 +57,7 @@ def result(i: int) -> dict:
 STATED = ["x.shape[0] * x.shape[-1] > 400", "attr.alpha % 7 == 0"]
 
 
-def measure(root: Path, n: int) -> dict:
+def measure(root: Path, n: int, values: bool = False) -> dict:
     run_id = f"scale-{n}"
     t0 = time.perf_counter()
     plan = plan_cases(request(run_id, n), root=root)
@@ -62,7 +67,7 @@ def measure(root: Path, n: int) -> dict:
     rec_chars = 0
     for i in range(n):
         t = time.perf_counter()
-        resp = record_result(run_id, result(i), root=root)
+        resp = record_result(run_id, result(i, values), root=root)
         per.append(time.perf_counter() - t)
         rec_chars = max(rec_chars, len(resp.model_dump_json()))
     try:
@@ -87,11 +92,12 @@ def measure(root: Path, n: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 1000, 10000])
+    parser.add_argument("--values", action="store_true", help="results carry the measured values statistics")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.sizes:
-            rows.append(measure(Path(tmp), n))
+            rows.append(measure(Path(tmp), n, args.values))
             print(json.dumps(rows[-1]), file=sys.stderr)
     cols = [("cases", "n", "{:d}"), ("plan ms/case", "plan_ms", "{:.3f}"), ("record ms/case", "record_ms", "{:.2f}"),
             ("record ms (last 10%)", "record_tail_ms", "{:.2f}"), ("analyze ms/case", "analyze_ms", "{:.3f}"),

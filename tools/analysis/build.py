@@ -38,6 +38,7 @@ from .findings import hypothesis_finding, term_findings
 from .hypotheses import CAP_TEXT, Hypothesis, enumerate_hypotheses, hypothesis_axes
 from .integration_diff import integration_diff
 from .leads import refuted_leads
+from .measured import measured_quantities
 from .outputs import annotate_outputs
 from .pairs import pair_index
 from .probes import counterexamples, falsified_note, necessary_atom, read_absent_dims, validate, widen
@@ -201,6 +202,7 @@ def diagnose_run(
             run.failing,
             passing,
             run.aliases,
+            {c: measured_quantities(results.get(c)) for c in run.hax},
         )
     groups = failure_groups(run.hax, run.failing, passing, kinds, run.aliases, space) if run.failing else []
     parts = [

@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..cases.derived import DTYPE_BITS, alignment, dim_axis, parse_dim_axis
-from ..cases.relations import product_sides, relation_sides
-from ..schemas import FLOAT_DTYPES, Case
+from ..cases.derived import CHANNELS_LAST, DTYPE_BITS, alignment, contiguity, dim_axis, memory_format, parse_dim_axis
+from ..cases.relations import PITCH, UNIT_STRIDE, product_sides, relation_sides
+from ..schemas import FLOAT_DTYPES, Case, contiguous_strides
+from .measured import VALUES, stat_moves
 
 MAX_ZERO_ROW = 4096  # a zero row is planned as explicit +0 positions: at most this many
 
@@ -270,13 +271,96 @@ def dtype_bits_moves(base: Case, name: str, target: int, tried: set[str]) -> lis
     return [({"axis": "dtype"} if single else {"axis": "dtype", "input": name}, d) for d in options[:1]]
 
 
+def stride_moves(base: Case, name: str, pitch: bool, target: Any) -> list[tuple[dict, Any]]:
+    """Give one input, its shape kept, a stride pattern (relations.stride_patterns): the last dimension
+    unit-stride or not (``target`` a bool), or the row pitch ``x.stride[-2]`` above, equal to or below the
+    row length (``target`` ``>``, ``=``, ``<``).  Each a view torch can make of a larger storage: the
+    others' strides kept where that stays a view without overlap, else the dense strides scaled."""
+    spec = _spec(base, name)
+    if spec is None or not spec.shape or 0 in spec.shape:
+        return []
+    shape, rank = spec.shape, len(spec.shape)
+    now = list(spec.strides if spec.strides is not None else contiguous_strides(shape))
+    dense = contiguous_strides(shape)
+    options: list[list[int]] = []
+    if not pitch and target is True:
+        options = [[*now[:-1], 1], dense]
+    elif not pitch and target is False:
+        options = [[2 * s for s in dense], [*now[:-1], 2 * now[-1] if now[-1] else 2]]
+        if rank >= 2:
+            options.append(format_strides(shape, "none") or dense)
+    elif pitch and rank >= 2 and target in ("<", "=", ">"):
+        row = shape[-1]
+        if target == ">":  # padded rows: each row starts further on than it is long
+            pad = [s * (row + 1) // row if i < rank - 1 else 1 for i, s in enumerate(dense)]
+            options = [[s * 2 if i < rank - 1 else 1 for i, s in enumerate(dense)], pad]
+        elif target == "=":
+            options = [dense]
+        else:
+            options = [format_strides(shape, "none") or dense]
+    out: list[tuple[dict, Any]] = []
+    for strides in options:
+        if strides == now or contiguity(shape, strides) == "overlapping":
+            continue
+        value = None if strides == dense else strides
+        if (not pitch and (strides[-1] == 1) != target) or (
+            pitch and ((strides[-2] > shape[-1]) - (strides[-2] < shape[-1])) != {">": 1, "=": 0, "<": -1}[target]
+        ):
+            continue
+        move = ({"axis": "strides", "input": name}, value)
+        if move not in out:
+            out.append(move)
+    return out
+
+
+def format_strides(shape: list[int], target: str) -> list[int] | None:
+    """Strides that lay ``shape`` out in torch's memory format ``target`` (None when none does):
+    ``channels_last`` (rank 4) / ``channels_last_3d`` (rank 5) the channels innermost; ``none`` a layout that
+    is neither, the same element order as the channels-last one with H and W swapped (another member of the
+    non-contiguous class)."""
+    rank = len(shape)
+    if target == "contiguous_format":
+        out: list[int] | None = contiguous_strides(shape)
+    elif target in CHANNELS_LAST.values() and CHANNELS_LAST.get(rank) == target:
+        out, acc = [0] * rank, 1
+        for d in [1, *range(rank - 1, 1, -1), 0]:  # innermost first: C, W, H, (D), N
+            out[d] = acc
+            acc *= max(shape[d], 1)
+    elif target == "none" and rank >= 2:
+        order = list(range(rank))
+        order[-1], order[-2] = order[-2], order[-1]  # the last two dimensions swapped in memory
+        out, acc = [0] * rank, 1
+        for d in reversed(order):
+            out[d] = acc
+            acc *= max(shape[d], 1)
+    else:
+        return None
+    return out if out is not None and memory_format(shape, out) == target else None
+
+
+def format_moves(base: Case, name: str, target: Any) -> list[tuple[dict, Any]]:
+    """Lay one input out in another memory format, its shape kept (None strides: the contiguous one)."""
+    spec = _spec(base, name)
+    if spec is None or not isinstance(target, str) or memory_format(spec.shape, spec.strides) == target:
+        return []
+    laid = format_strides(spec.shape, target)
+    if laid is None:
+        return []
+    value = None if contiguity(spec.shape, laid) == "contiguous" else laid
+    return [({"axis": "strides", "input": name}, value)]
+
+
 def flip_moves(
     ties: dict[str, list[str]], base: Case, axis: str, target: Any, tried_dtypes: set[str] | None = None
 ) -> list[tuple[dict, Any]]:
     """The moves of this module for one axis and target (empty when none applies)."""
+    name, _, fld = axis.partition(".")
+    if VALUES in axis:
+        return stat_moves(base, axis, target)
+    if axis in (f"{name}{UNIT_STRIDE}", f"{name}{PITCH.format(name)}"):
+        return stride_moves(base, name, axis.endswith("~" + name + ".shape[-1]"), target)
     if "~" in axis:
         return relation_moves(ties, base, axis, target)
-    name, _, fld = axis.partition(".")
     numeric = isinstance(target, (int, float)) and not isinstance(target, bool)
     if fld in (
         "all_zero",
@@ -301,6 +385,8 @@ def flip_moves(
         return out
     if fld == "rank" and numeric:
         return rank_moves(base, name, int(target))
+    if fld == "memory_format":
+        return format_moves(base, name, target)
     if fld == "bytes" and numeric:
         return byte_moves(ties, base, name, float(target))
     if fld.startswith("align[") and numeric:

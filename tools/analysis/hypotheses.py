@@ -29,6 +29,7 @@ from typing import Any
 
 from ..cases.derived import source_of, structured_axes
 from ..cases.relations import product_sides, relation_axes, relation_sides
+from .measured import is_measured, limit_sides
 
 MAX_SET_VALUES = 4
 MAX_COVERING_ATOMS = 160
@@ -46,7 +47,7 @@ CAP_TEXT = (
 
 # composite or restated axes: never the axis of a hypothesis
 _EXCLUDED_SUFFIXES = (".shape", ".strides", ".values", ".offset_nonzero", ".none")
-_SET_SUFFIXES = (".dtype", ".layout", ".contiguity", ".dtype_family", ".sign")
+_SET_SUFFIXES = (".dtype", ".layout", ".contiguity", ".dtype_family", ".sign", ".memory_format")
 _DTYPE_AXES_SUFFIXES = (".dtype", ".dtype_bits", ".dtype_family")
 KIND_RANK = {"class": 0, "value": 1, "relation": 1, "threshold": 2, "set": 3}
 
@@ -99,6 +100,8 @@ class Atom:
     def predict(self, value: Any) -> str | None:
         """fail / pass for a new case, None when the recorded cases do not say
         (inside a threshold's bracket)."""
+        if value is None and is_measured(self.axis):
+            return None  # a statistic of values not built yet: known once the case ran
         if self.kind == "class":
             return "fail" if self.holds(value) else "pass"
         if self.kind == "threshold":
@@ -146,9 +149,17 @@ _REL_OPS = {
 }
 
 
+_NEGATED = ((" == ", " != "), (" != ", " == "))
+
+
 def atom_text(a: Atom) -> str:
     if a.kind == "class":
-        return a.axis if a.failing == (True,) else f"not {a.axis}"
+        if a.failing == (True,):
+            return a.axis
+        for op, neg in _NEGATED:  # a class named as a comparison (x.stride[-1] == 1) negates its operator
+            if op in a.axis:
+                return a.axis.replace(op, neg, 1)
+        return f"not {a.axis}"
     if a.kind == "threshold":
         bound = a.passes_at if a.passes_at is not None else a.fails_at
         op = (
@@ -223,7 +234,7 @@ def axis_sources(axis: str) -> list[str]:
 def derivation_rank(axis: str) -> int:
     """0: a planned axis; 1: derived from one; 2: a product of two (bytes, two sizes, a size over an
     attribute)."""
-    if axis.endswith(".bytes") or product_sides(axis) is not None:
+    if axis.endswith(".bytes") or product_sides(axis) is not None or is_measured(axis):
         return 2
     if "~" in axis:
         return 1
@@ -462,6 +473,31 @@ def _float_truth(atom: Atom) -> tuple | None:
     return None
 
 
+def _limit_classes(hyps: list[Hypothesis]) -> dict[tuple, Hypothesis]:
+    """(statistic, limit, the other terms' texts) -> each hypothesis with a term ``S > D.max``."""
+    out: dict[tuple, Hypothesis] = {}
+    for h in hyps:
+        for i, a in enumerate(h.atoms):
+            lim = limit_sides(a.axis)
+            if lim is not None and a.kind == "class" and a.failing == (True,):
+                rest = tuple(sorted(b.text for j, b in enumerate(h.atoms) if j != i))
+                out.setdefault((*lim, rest), h)
+    return out
+
+
+def _limit_twin(h: Hypothesis, limits: dict[tuple, Hypothesis]) -> Hypothesis | None:
+    """The hypothesis ``h`` restates: one of its terms a statistic's threshold whose bracket holds a dtype's
+    limit, the same with that term the limit's class (every other term alike)."""
+    for i, a in enumerate(h.atoms):
+        if a.kind != "threshold" or a.passes_at is None or a.direction != "above" or not is_measured(a.axis):
+            continue
+        rest = tuple(sorted(b.text for j, b in enumerate(h.atoms) if j != i))
+        for (stat, bound, other), g in sorted(limits.items(), key=lambda kv: kv[0][:2]):
+            if stat == a.axis and other == rest and a.passes_at <= bound < a.fails_at:
+                return g
+    return None
+
+
 def _drop_restatements(hyps: list[Hypothesis]) -> list[Hypothesis]:
     """Hypotheses that restate a simpler one of the space on every case the
     run can build (each is listed in the kept one's ``equivalent``):
@@ -484,8 +520,11 @@ def _drop_restatements(hyps: list[Hypothesis]) -> list[Hypothesis]:
         dropped.add(id(h))
         return True
 
+    limits = _limit_classes(hyps)
     for h in hyps:
         a = h.atoms[0]
+        if limits and fold(h, _limit_twin(h, limits)):
+            continue
         name = a.axis.rsplit(".", 1)[0]
         if len(h.atoms) == 1 and a.kind == "threshold" and a.direction == "below" and a.fails_at == 0:
             if a.axis.endswith((".numel", ".bytes")) and fold(h, by_text.get(f"{name}.zero_size")):

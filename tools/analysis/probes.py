@@ -50,7 +50,7 @@ from ..cases.relations import (
     product_sides,
     product_value,
 )
-from ..schemas import Case, Counterexample, Finding, NextCase, Validation
+from ..schemas import FLOAT_DTYPES, Case, Counterexample, Finding, NextCase, Validation
 from .factor_probes import factor_needs
 from .flips import dim_moves
 from .hypotheses import (
@@ -66,6 +66,7 @@ from .hypotheses import (
     is_align,
     rank_key,
 )
+from .measured import LIMIT_STEP, is_measured, limit_sides, predicted_quantities
 from .settlement import UNTESTABLE, pinning_pair, settle_probes
 
 TAG = "falsify"
@@ -164,6 +165,8 @@ def read_case(hax: dict[str, Any], case: Case, axes: set[str]) -> dict[str, Any]
     if any(product_sides(k) is not None for k in axes):
         out.update(product_quantities(case))
         out.update({k: v for k in axes if k not in out and (v := product_value(case, k)) is not None})
+    if any(is_measured(k) for k in axes):  # the statistics its value specs decide (the rest: once it ran)
+        out.update(predicted_quantities(case))
     for k in axes:
         if k not in out and _dim_like(k) and not k.endswith("[-1]"):
             name, _, idx = k[:-1].partition(".shape[")
@@ -172,17 +175,30 @@ def read_case(hax: dict[str, Any], case: Case, axes: set[str]) -> dict[str, Any]
     return out
 
 
-def widen(space, hax: dict, cases: dict[str, Case], failing: list[str], passing: list[str], aliases: dict):
+def widen(
+    space,
+    hax: dict,
+    cases: dict[str, Case],
+    failing: list[str],
+    passing: list[str],
+    aliases: dict,
+    measured: dict[str, dict] | None = None,
+):
     """The open space: when no atom of the first space separates the cases,
     its quantities (relations.open_quantities) too; their atoms compete with
     the first space's conjunctions.  Then, when none of those separates either, the products and ratios
-    (relations.product_quantities): tried before a conjunction.  ``x.rows`` that equals a product on every
+    (relations.product_quantities) and the statistics of the values actually built (``measured``, by case:
+    measured.measured_quantities): tried before a conjunction.  ``x.rows`` that equals a product on every
     case is named as the product from the start.  Returns (space, the axes it was built on)."""
 
     if space.hypotheses and not space.conjunctions:
         return space, hax
     prods = {c: product_quantities(cases[c]) for c in hax}
     fill_products(cases, prods)  # a product named at one rank is read at every rank
+    # the values actually built join only where the planned space says nothing (a random draw's statistic
+    # separates few cases by chance: it never competes with a planned axis)
+    drawn = (measured or {}) if not space.hypotheses else {}
+    prods = {c: {**p, **drawn.get(c, {})} for c, p in prods.items()}
     wide = {c: {**a, **open_quantities(cases[c])} for c, a in hax.items()}
     renamed = restated_products({c: {**a, **prods[c]} for c, a in wide.items()})
     if renamed:  # only the products the rows restate join the open space
@@ -192,7 +208,13 @@ def widen(space, hax: dict, cases: dict[str, Case], failing: list[str], passing:
         wide = {c: {**a, **prods[c]} for c, a in wide.items()}
         alt = enumerate_hypotheses(wide, failing, passing, {**aliases, **renamed})
         if not alt.hypotheses or alt.conjunctions:
-            return space, hax
+            # nothing else separates: the conjunctions with a statistic of the values actually built against a
+            # dtype's limit (``dtype == float16 and x.values.sumsq[-1] > float16.max``; a cut through random
+            # draws separates few cases by chance, a limit does not), else the first space
+            stats = [h for h in alt.hypotheses if any(limit_sides(a.axis) for a in h.atoms)]
+            if space.hypotheses or not stats:
+                return space, hax
+            return Space(stats, alt.axes, len(stats), True, alt.capped), wide
     both = sorted(alt.hypotheses + space.hypotheses, key=rank_key)
     return Space(
         both[:MAX_HYPOTHESES],
@@ -670,6 +692,53 @@ def cause_requirements(ctx, hyp: Hypothesis, lead: Finding, others: list, moves)
     return out
 
 
+def measured_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Req]:
+    """A statistic of the values against a dtype's limit (measured.py): its boundary pinned just either side
+    of the limit by values built to land there, and - naming no dtype - the same values in each other floating
+    dtype must fail too (a limit that holds for one dtype's arithmetic only is refuted there)."""
+    if lead.minimal_pair is None:
+        return []
+    out = []
+    ran = [c for c, s in sorted(ctx.status.items()) if s in ("fail", "pass")]
+    for atom in hyp.atoms:
+        lim = limit_sides(atom.axis)
+        if lim is None or atom.kind != "class":
+            continue
+        stat, bound = lim
+        for side, base_id, lo, hi in (
+            ("fail", lead.minimal_pair.failing, bound, bound * (1 + 2 * LIMIT_STEP)),
+            ("pass", lead.minimal_pair.passing, bound * (1 - 2 * LIMIT_STEP), bound),
+        ):
+            req = Req(f"limit-{side}", f"{stat} just {'above' if side == 'fail' else 'below'} {_fmt(bound)}")
+            req.done = [
+                c
+                for c in ran
+                if ctx.status[c] == side
+                and _num(ctx.hax[c].get(stat))
+                and lo <= ctx.hax[c][stat] <= hi
+                and _others_hold(hyp, atom, ctx.hax[c])
+            ][:1]
+            base = ctx.cases[base_id]
+            req.builds = [(base, v, x, side) for v, x in moves(ctx, base, atom.axis, side == "fail")]
+            out.append(req)
+    named = {a.axis for a in hyp.atoms}
+    if out and not any(a == "dtype" or a.endswith(".dtype") for a in named):
+        stats = {limit_sides(a)[0] for a in named if limit_sides(a)}  # from a failing case whose values are known
+        known = [c for c in ran if ctx.status[c] == "fail" and stats <= set(predicted_quantities(ctx.cases[c]))]
+        base = ctx.cases[(known or [lead.minimal_pair.failing])[0]]
+        single = len([i for i in base.inputs if not i.none]) == 1
+        for spec in [i for i in base.inputs if not i.none and i.dtype in FLOAT_DTYPES][:1]:
+            for d in [d for d in FLOAT_DTYPES[:3] if d != spec.dtype]:
+                axis = "dtype" if single else f"{spec.name}.dtype"
+                req = Req("limit-dtype", f"the same values in {d}: {hyp.text} names no dtype")
+                req.done = [
+                    c for c in ran if ctx.status[c] == "fail" and ctx.hax[c].get(axis) == d and hyp.holds(ctx.hax[c])
+                ][:1]
+                req.builds = [(base, v, x, "fail") for v, x in moves(ctx, base, axis, d)]
+                out.append(req)
+    return out
+
+
 def requirements(
     ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding], moves, others: list | None = None
 ) -> list[Req]:
@@ -683,6 +752,7 @@ def requirements(
         + source_requirements(ctx, hyp, terms)
         + [Req(**vars(n)) for n in factor_needs(ctx, hyp, lead, terms, moves)]  # a composite's factors moved
         + cause_requirements(ctx, hyp, lead, others or [], moves)
+        + measured_requirements(ctx, hyp, lead, moves)
         + seed_requirements(ctx, lead)
         + [fresh_requirement(ctx, hyp)]
     )

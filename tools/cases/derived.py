@@ -197,6 +197,26 @@ def structured_axes(case: Case, labels: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+CHANNELS_LAST = {4: "channels_last", 5: "channels_last_3d"}  # by rank
+
+
+def memory_format(shape: list[int], strides: list[int] | None) -> str:
+    """torch's name of the layout: ``contiguous_format`` (row-major), ``channels_last`` (rank 4,
+    the channels innermost: N, H, W, C in memory), ``channels_last_3d`` (rank 5), else ``none``.
+    Dimensions of size 1 take any stride, as torch's own checks allow."""
+    if contiguity(shape, strides) == "contiguous":
+        return "contiguous_format"
+    rank = len(shape)
+    if rank not in CHANNELS_LAST or strides is None:
+        return "none"
+    expected, acc = [0] * rank, 1
+    for d in [1, *range(rank - 1, 1, -1), 0]:  # innermost first: C, W, H, (D), N
+        expected[d] = acc
+        acc *= max(shape[d], 1)
+    same = all(st == ex for st, ex, size in zip(strides, expected, shape, strict=True) if size != 1)
+    return CHANNELS_LAST[rank] if same else "none"
+
+
 def source_of(axis: str) -> str:
     """The variation axis (a key of axes.distance_axes) that moves ``axis``."""
     if axis.startswith("attr.") and axis.endswith(".value"):  # an integer attribute as a category
@@ -222,7 +242,7 @@ def source_of(axis: str) -> str:
         "last_align_bytes",
     ) or field.startswith(("shape[", "align[")):
         return f"{name}.shape"
-    if field in ("strides", "contiguity") or field.startswith("stride["):
+    if field in ("strides", "contiguity", "memory_format") or field.startswith("stride["):
         return f"{name}.strides"
     if field in ("offset", "offset_nonzero", "offset_align"):
         return f"{name}.offset"

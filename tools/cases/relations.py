@@ -33,7 +33,7 @@ import math
 from typing import Any
 
 from ..schemas import Case, TensorSpec
-from .derived import DTYPE_BITS, alignment, dim_axis
+from .derived import DTYPE_BITS, alignment, dim_axis, memory_format
 
 MAX_RELATION_INPUTS = 4
 MAX_RELATION_RANK = 6
@@ -199,7 +199,7 @@ def relation_sides(axis: str) -> tuple[str, str] | None:
 # planned axes fail.  Enumerated only when no atom of the first space separates the cases alone (they
 # restate a planned axis in most runs, and would otherwise tie with it); the probes of a finding of the first
 # space (re-pin under each dtype, another shape) are what show a first-space finding they explain better.
-OPEN_SUFFIXES = (".last_align_bytes", ".rows", ".stride[", ".value")
+OPEN_SUFFIXES = (".last_align_bytes", ".rows", ".stride[", ".value", ".memory_format")
 
 
 def open_quantities(case: Case) -> dict[str, Any]:
@@ -209,7 +209,8 @@ def open_quantities(case: Case) -> dict[str, Any]:
     an alignment that moves with the element size) and ``x.rows`` (elements
     over the last dimension: how many rows a row-wise kernel walks); per integer
     attribute, ``attr.NAME.value`` (its value as a category, so a failure at
-    every value but one is a set, not a threshold)."""
+    every value but one is a set, not a threshold); ``x.memory_format`` of an input of rank 4 or 5 (torch's
+    name of its layout: ``channels_last`` is one member of the class its contiguity names)."""
     from ..schemas import contiguous_strides
 
     out: dict[str, Any] = {}
@@ -220,14 +221,31 @@ def open_quantities(case: Case) -> dict[str, Any]:
         strides = spec.strides if spec.strides is not None else contiguous_strides(spec.shape)
         for i, st in enumerate(strides):
             out[f"{n}.stride[{-1 if i == rank - 1 else i}]"] = st
+        out.update(stride_patterns(n, spec.shape, strides))
         size = element_bytes(spec.dtype)
         if size and size >= 1 and spec.shape[-1] > 0:
             out[f"{n}.last_align_bytes"] = alignment(int(spec.shape[-1] * size))
         if spec.shape[-1] > 0:
             out[f"{n}.rows"] = math.prod(spec.shape) // spec.shape[-1]
+        if rank in (4, 5):
+            out[f"{n}.memory_format"] = memory_format(spec.shape, spec.strides)
     for name, value in case.attributes.items():  # a numeric attribute as a category: "any value but one"
         if isinstance(value, int) and not isinstance(value, bool):
             out[f"attr.{name}.value"] = str(value)
+    return out
+
+
+UNIT_STRIDE = ".stride[-1] == 1"
+PITCH = ".stride[-2]~{}.shape[-1]"
+
+
+def stride_patterns(n: str, shape: list[int], strides: list[int]) -> dict[str, Any]:
+    """The stride patterns a kernel reads, named as the condition language writes them: ``x.stride[-1] == 1``
+    (a class: the last dimension is unit-stride, whatever the others) and, from rank 2, the row pitch against
+    the row length ``x.stride[-2]~x.shape[-1]`` (``>``: padded rows, ``=``: dense rows, ``<``: another order)."""
+    out: dict[str, Any] = {f"{n}{UNIT_STRIDE}": strides[-1] == 1}
+    if len(shape) >= 2:
+        out[f"{n}{PITCH.format(n)}"] = _cmp(strides[-2], shape[-1])
     return out
 
 

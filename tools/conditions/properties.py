@@ -33,30 +33,12 @@ from typing import Any
 
 from ..artifacts.common import case_seed
 from ..cases.axes import case_axes
-from ..cases.derived import contiguity, structured_axes
+from ..cases.derived import contiguity, memory_format, structured_axes
 from ..cases.relations import element_bytes, open_quantities, relation_axes
 from ..schemas import Case, CaseResult, DtypeArg, TensorSpec, contiguous_strides
 from ..schemas.result import WrongWhere
 
-CHANNELS_LAST = {4: "channels_last", 5: "channels_last_3d"}  # by rank
 NOTHING_WRONG = WrongWhere()  # a passing output: every count 0, no tail, no period
-
-
-def memory_format(shape: list[int], strides: list[int] | None) -> str:
-    """torch's name of the layout: ``contiguous_format`` (row-major), ``channels_last`` (rank 4,
-    the channels innermost: N, H, W, C in memory), ``channels_last_3d`` (rank 5), else ``none``.
-    Dimensions of size 1 take any stride, as torch's own checks allow."""
-    if contiguity(shape, strides) == "contiguous":
-        return "contiguous_format"
-    rank = len(shape)
-    if rank not in CHANNELS_LAST or strides is None:
-        return "none"
-    expected, acc = [0] * rank, 1
-    for d in [1, *range(rank - 1, 1, -1), 0]:  # innermost first: C, W, H, (D), N
-        expected[d] = acc
-        acc *= max(shape[d], 1)
-    same = all(st == ex for st, ex, size in zip(strides, expected, shape, strict=True) if size != 1)
-    return CHANNELS_LAST[rank] if same else "none"
 
 
 def _both_indices(prefix: str, values: list[Any] | Mapping[int, Any], rank: int) -> dict[str, Any]:
@@ -194,8 +176,9 @@ def case_properties(
     already at hand."""
     labels = labels if labels is not None else case_axes(case)
     derived = {**structured_axes(case, labels), **relation_axes(case), **open_quantities(case)}
-    # relations say themselves in the language (x.shape[0] < x.shape[-1]); attributes are typed below
-    out = {k: v for k, v in derived.items() if "~" not in k and not k.startswith("attr.")}
+    # relations and patterns say themselves in the language (x.shape[0] < x.shape[-1], x.stride[-1] == 1);
+    # attributes are typed below
+    out = {k: v for k, v in derived.items() if "~" not in k and " " not in k and not k.startswith("attr.")}
     for n, spec in _tensors(case).items():
         out.update(tensor_properties(spec, n))
     out.update(attribute_properties(case.attributes))
