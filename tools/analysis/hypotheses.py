@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cases.axes import case_axes
+from ..cases.axes import own_labels
 from ..cases.derived import source_of, structured_axes
 from ..cases.memo import once, sealed
 from ..cases.relations import product_sides, relation_axes, relation_sides
@@ -62,7 +62,7 @@ def hypothesis_axes(case, labels: dict[str, str], structured: dict[str, Any] | N
     labels) plus the derived quantities and relations of relations.py.  With one
     tensor input, its ``x.dtype`` is the run's ``dtype`` and is left out.  Once per sealed case
     (tools/cases/memo.py) when ``labels`` and ``structured`` are its own."""
-    if sealed(case) and labels == case_axes(case) and (structured is None or structured == structured_axes(case)):
+    if sealed(case) and labels == own_labels(case) and (structured is None or structured == structured_axes(case)):
         return once(case, "hypothesis_axes", lambda: _hypothesis_axes(case, structured_axes(case)))
     return _hypothesis_axes(case, structured if structured is not None else structured_axes(case, labels))
 

@@ -70,6 +70,12 @@ def case_axes(case: Case, *, effective_values: bool = True) -> dict[str, str]:
     return once(case, f"case_axes:{effective_values}", lambda: _case_axes(case, effective_values))
 
 
+def own_labels(case: Case) -> dict[str, str]:
+    """``case_axes(case)`` as kept for a sealed case (memo.py), not copied: only to compare with (a caller's
+    labels are its own when they equal these); never change it."""
+    return once(case, "case_axes:True", lambda: _case_axes(case, True), copy=False)
+
+
 def _case_axes(case: Case, effective_values: bool) -> dict[str, str]:
     """The axis values of a case, as stable strings, in a fixed order: ``mode``,
     ``dtype`` (shared by every tensor, else ``mixed``), then per input

@@ -24,7 +24,7 @@ import math
 from typing import Any
 
 from ..schemas import DTYPE_FAMILIES, Case, TensorSpec, contiguous_strides
-from .axes import OPTION_AXES, case_axes, distance_axes, distance_from_labels
+from .axes import OPTION_AXES, case_axes, distance_axes, distance_from_labels, own_labels
 from .memo import once, sealed
 
 UNSET = "unset"
@@ -186,7 +186,7 @@ def structured_axes(case: Case, labels: dict[str, str] | None = None) -> dict[st
     ``case_axes`` when at hand; once per sealed case (memo.py) when they are (or are None)."""
     if not sealed(case):
         return _structured_axes(case, labels if labels is not None else case_axes(case))
-    own = case_axes(case)
+    own = own_labels(case)
     if labels is None or labels == own:
         return once(case, "structured_axes", lambda: _structured_axes(case, own))
     return _structured_axes(case, labels)
@@ -244,7 +244,7 @@ def case_distance_axes(case: Case, labels: dict[str, str] | None = None) -> dict
     """The variation axes of a case (axes.distance_axes), from its
     labels when they are at hand and no value spec depends on the dtype (then
     the planned and effective values are the same): no second pass."""
-    if sealed(case) and (labels is None or labels == case_axes(case)):
+    if sealed(case) and (labels is None or labels == own_labels(case)):
         return once(case, "case_distance_axes", lambda: _distance_axes(case, case_axes(case)))
     return _distance_axes(case, labels)
 

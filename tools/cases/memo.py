@@ -44,8 +44,9 @@ def sealed(obj: object) -> bool:
     return hit is not None and hit[0]() is obj
 
 
-def once(obj: object, name: str, compute: Callable[[], T]) -> T:
-    """``compute()``, kept under ``name`` when ``obj`` is sealed (a dict comes back as a copy)."""
+def once(obj: object, name: str, compute: Callable[[], T], *, copy: bool = True) -> T:
+    """``compute()``, kept under ``name`` when ``obj`` is sealed (a dict comes back as a copy, unless
+    ``copy`` is False: then the kept dict itself, for a caller that only reads it)."""
     hit = _SEALED.get(id(obj))
     if hit is None or hit[0]() is not obj:
         return compute()
@@ -54,7 +55,7 @@ def once(obj: object, name: str, compute: Callable[[], T]) -> T:
         value = memo[name]
     except KeyError:
         value = memo[name] = compute()
-    return dict(value) if isinstance(value, dict) else value  # type: ignore[return-value]
+    return dict(value) if copy and isinstance(value, dict) else value  # type: ignore[return-value]
 
 
 def clear() -> None:

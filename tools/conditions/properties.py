@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..artifacts.common import case_seed
-from ..cases.axes import case_axes
+from ..cases.axes import case_axes, own_labels
 from ..cases.derived import contiguity, structured_axes
 from ..cases.memo import once, sealed
 from ..cases.relations import element_bytes, open_quantities, relation_axes
@@ -194,7 +194,7 @@ def case_properties(
     """Every property of a case by name (the module docstring); ``labels``: its ``case_axes`` when
     already at hand.  Once per sealed case and result (tools/cases/memo.py: a case a run recorded is
     read again by every later analysis)."""
-    if sealed(case) and (labels is None or labels == case_axes(case)):
+    if sealed(case) and (labels is None or labels == own_labels(case)):
         out = once(case, "properties", lambda: _own_properties(case, case_axes(case)))
     else:
         out = _own_properties(case, labels if labels is not None else case_axes(case))
