@@ -3,10 +3,11 @@ hand (not part of the tests):
 
     OPDEBUG_FSYNC=1 .venv/bin/python benchmarks/bench_scale.py [--sizes 10 1000 10000]
 
-The analysis is timed twice: alone, and with two stated conditions (:data:`STATED`: the agent's
-conditions answered, settled and probed - tools/analysis/stated.py).  ``--values``: each result also
-carries the statistics of the values actually built (``CaseResult.values``, as the runner measures them),
-so the tool's own space reads them too (tools/analysis/measured.py).
+The analysis is timed three times: alone, with two stated conditions (:data:`STATED`: the agent's
+conditions answered, settled and probed - tools/analysis/stated.py), and with them again (as a
+narrowing round analyzes a run again: what was derived from each case is kept, tools/cases/memo.py).
+``--values``: each result also carries the statistics of the values actually built (``CaseResult.values``,
+as the runner measures them), so the tool's own space reads them too (tools/analysis/measured.py).
 
 For each size N, one run of N cases that differ pairwise in two axes (an input
 shape and an attribute: the worst case for the multi-axis check) is planned
@@ -59,6 +60,7 @@ STATED = ["x.shape[0] * x.shape[-1] > 400", "attr.alpha % 7 == 0"]
 
 def measure(root: Path, n: int, values: bool = False) -> dict:
     run_id = f"scale-{n}"
+    cpu: dict[str, float] = {}  # process time of each analysis (the machine's load moves the wall clock)
     t0 = time.perf_counter()
     plan = plan_cases(request(run_id, n), root=root)
     plan_s = time.perf_counter() - t0
@@ -74,19 +76,26 @@ def measure(root: Path, n: int, values: bool = False) -> dict:
         record_result(run_id, result(n + 1), root=root)
     except ToolError as exc:
         err_chars = len(str(exc))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     analysis = analyze_failures(run_id, root=root)
     analyze_s = time.perf_counter() - t0
+    cpu['analyze_cpu_s'] = time.process_time() - c0
     assert analysis.recorded == n and not analysis.missing
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     stated = analyze_failures(run_id, root=root, conditions=STATED)
     stated_s = time.perf_counter() - t0
+    cpu['stated_cpu_s'] = time.process_time() - c0
     assert [a.fate for a in stated.conditions][1] in ("surviving", "exact")
+    t0, c0 = time.perf_counter(), time.process_time()
+    analyze_failures(run_id, root=root, conditions=STATED)  # again, as each narrowing round does
+    again_s = time.perf_counter() - t0
+    cpu['again_cpu_s'] = time.process_time() - c0
     tail = per[-max(1, n // 10):]
     return {"n": n, "plan_ms": plan_s * 1e3 / n, "record_ms": statistics.fmean(per) * 1e3,
             "record_tail_ms": statistics.fmean(tail) * 1e3, "analyze_ms": analyze_s * 1e3 / n,
-            "analyze_total_s": analyze_s, "stated_total_s": stated_s, "plan_chars": plan_chars, "record_chars": rec_chars,
-            "error_chars": err_chars}
+            "analyze_total_s": analyze_s, "stated_total_s": stated_s, "again_total_s": again_s,
+            "plan_chars": plan_chars, "record_chars": rec_chars,
+            "error_chars": err_chars, **cpu}
 
 
 def main() -> None:
@@ -101,7 +110,8 @@ def main() -> None:
             print(json.dumps(rows[-1]), file=sys.stderr)
     cols = [("cases", "n", "{:d}"), ("plan ms/case", "plan_ms", "{:.3f}"), ("record ms/case", "record_ms", "{:.2f}"),
             ("record ms (last 10%)", "record_tail_ms", "{:.2f}"), ("analyze ms/case", "analyze_ms", "{:.3f}"),
-            ("analyze s", "analyze_total_s", "{:.2f}"), ("analyze s, 2 stated", "stated_total_s", "{:.2f}"), ("plan answer chars", "plan_chars", "{:d}"),
+            ("analyze s", "analyze_total_s", "{:.2f}"), ("analyze s, 2 stated", "stated_total_s", "{:.2f}"),
+            ("again s", "again_total_s", "{:.2f}"), ("plan answer chars", "plan_chars", "{:d}"),
             ("record answer chars", "record_chars", "{:d}"), ("unknown_case error chars", "error_chars", "{:d}")]
     print("| " + " | ".join(c[0] for c in cols) + " |")
     print("|" + "---|" * len(cols))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -23,11 +24,13 @@ import pytest
 from conftest import server_env
 from slurm_fixture import SlurmCluster, cmdline, processes_mentioning, require_slurm, slurm_cluster  # noqa: F401
 from sshd_fixture import ssh_env, write_inventory  # noqa: F401
+from test_slurm_fixture import CANCELLED, ECHO, Step, hello, job_state
 from tools.check_host import check_host
 from tools.errors import ToolError
 from tools.plan_cases import plan_cases
 from tools.remote import pool, slurm_commands as slurm_transport
 from tools.remote.inventory import parse_inventory
+from tools.remote.slurm_commands import duration_s, show_field
 from tools.run_case_remote import run_case_remote
 
 REPO = Path(__file__).resolve().parent.parent
@@ -451,16 +454,39 @@ def test_a_login_host_over_ssh(slurm, ssh_env, tmp_path):  # noqa: F811
 def test_a_slot_past_its_time_limit_leaves_its_case_pending_with_the_reason(slurm, tmp_path, monkeypatch):
     """60-90 s, as short as Slurm allows: time limits are whole minutes and slurmctld
     checks them every 30 s.  When the call returns the job has ended and, with it,
-    every process of the slot - the supervisor's watchdog included (nothing_left)."""
+    every process of the slot - the supervisor's watchdog included (nothing_left).
+
+    The same minute times out a bare srun step started beside the slot (what the cluster
+    itself does, which the slot reads; one wait for both): ``--time=1`` (one minute, the smallest
+    limit there is), slurmctld SIGTERMs the task at its next 30-second check, slurmstepd's
+    CANCELLED line ends with DUE TO TIME LIMIT, and the job's state is TIMEOUT."""
     monkeypatch.setattr(pool, "RETRY_DELAYS_S", ())  # no second job: one case, one limit
     plan(tmp_path, "limit", 1, delay=150)
-    resp = run(run_case_remote("limit", hosts=["cluster"], root=tmp_path,
-                               inventory=inventory(tmp_path, concurrency=1, slurm={"time_limit": "1"})))
-    assert [o.state for o in resp.outcomes] == ["pending"]
-    assert "ended by the scheduler (time limit" in resp.outcomes[0].error, resp.outcomes[0].error
-    # the call returns once the job has left squeue; by then no process of the slot runs
-    left = {p: cmdline(p) for p in processes_mentioning(slurm.marker)}
-    assert not {p: c for p, c in left.items() if "opdebug_" in c}, left
+    bare = Step(slurm, "opdebug-limit-0", ECHO, "--time=1")
+    try:
+        job_id, _ = hello(bare)
+        resp = run(run_case_remote("limit", hosts=["cluster"], root=tmp_path,
+                                   inventory=inventory(tmp_path, concurrency=1, slurm={"time_limit": "1"})))
+        assert [o.state for o in resp.outcomes] == ["pending"]
+        assert "ended by the scheduler (time limit" in resp.outcomes[0].error, resp.outcomes[0].error
+        # the call returns once the job has left squeue; by then no process of the slot runs
+        left = {p: cmdline(p) for p in processes_mentioning(slurm.marker)}
+        assert not {p: c for p, c in left.items() if "opdebug_" in c}, left
+        assert bare.wait(timeout=120) == 128 + signal.SIGTERM
+        took = time.monotonic() - bare.t0
+        m = CANCELLED.search(bare.stderr)
+        assert m and m.group(1) == job_id and m.group(4) == "TIME LIMIT", bare.stderr
+        wait_for(lambda: job_state(slurm, job_id) == ("TIMEOUT", "TimeLimit"), what="state TIMEOUT")
+        # Slurm's own clock (whole seconds from the job's start): it ran its full minute; our
+        # clock, started before srun, may read a fraction less
+        show = slurm.run("scontrol", "-o", "show", "job", job_id).stdout
+        ran = duration_s(show_field(show, "RunTime"))
+        print(f"\n[slurm] --time=1 step killed after {took:.1f}s (RunTime {ran:g} s)")
+        assert ran is not None and 60 <= ran < 100 and took < 100, show
+    finally:
+        if bare.proc.poll() is None:
+            slurm.run("scancel", "--name=opdebug-limit-0")
+        bare.kill()
 
 
 def test_a_backward_timeout_on_a_slurm_slot_reads_as_a_timeout(slurm, tmp_path, monkeypatch):

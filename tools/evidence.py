@@ -47,6 +47,7 @@ from filelock import FileLock
 from filelock import Timeout as FileLockTimeout
 
 from . import results_view
+from .cases.memo import seal
 from .errors import ToolError
 from .schemas import SLUG_PATTERN, Case, CaseResult, OperatorConfig, check_slug, now_utc
 
@@ -220,12 +221,15 @@ def atomic_write_json(path: Path, obj: Any, *, fsync: bool = True) -> None:
 
 # Parsed files shared by every RunStore of this process, keyed by what stat()
 # says of the file: a matrix of 10,000 cases is parsed once, not per record.
-_MATRIX_CACHE: dict[str, tuple[tuple, list[Case], frozenset[str]]] = {}
+_MATRIX_CACHE: dict[str, tuple[tuple, list[Case], frozenset[str], list[dict]]] = {}
 _CASES_BY_ID: dict[str, tuple[tuple, dict[str, Case]]] = {}  # the same matrices, by case id
 # operator-config.json as parsed, keyed by what stat() says (it never changes once planned).
 _CONFIG_CACHE: dict[str, tuple[tuple, OperatorConfig]] = {}
 # results.jsonl read incrementally: path -> (inode, bytes read, {case_id: result doc}).
 _INDEX_CACHE: dict[str, tuple[int, int, dict[str, dict]]] = {}
+# Each result document of an index as validated: path -> {case_id: (the document, its CaseResult)}; reused
+# while the index hands out the same document (a result never changes once recorded).
+_RESULTS_PARSED: dict[str, dict[str, tuple[dict, CaseResult]]] = {}
 # Where the first pending case of a matrix was last seen: path -> (matrix key, position).
 _PENDING_FROM: dict[str, tuple[tuple, int]] = {}
 # manifest.json as this process last wrote it: path -> (stat key, document), and when.
@@ -422,8 +426,16 @@ class RunStore:
         key = _stat_key(path)
         hit = _MATRIX_CACHE.get(str(path))
         if hit is None or hit[0] != key:
-            cases = [Case.model_validate(c) for c in read_json(path)["cases"]]
-            hit = (key, cases, frozenset(c.id for c in cases))
+            docs = read_json(path)["cases"]
+            before = hit[3] if hit is not None else []
+            cases = []
+            for i, doc in enumerate(docs):  # a case never changes once planned: a grown matrix keeps its objects
+                if i < len(before) and before[i] == doc:
+                    cases.append(hit[1][i])  # type: ignore[index]
+                else:
+                    cases.append(Case.model_validate(doc))
+                    seal(cases[-1])  # read-only from here on: what is derived from it is kept (cases/memo.py)
+            hit = (key, cases, frozenset(c.id for c in cases), docs)
             _MATRIX_CACHE[str(path)] = hit
         return hit[1], hit[2]
 
@@ -480,8 +492,18 @@ class RunStore:
         return dict(self._index_docs())
 
     def read_results(self) -> dict[str, CaseResult]:
+        """Recorded results by case id (validated once per process while the index hands out the same
+        document: read them, never change them)."""
         self.require()
-        return {cid: CaseResult.model_validate(r) for cid, r in self._index_docs().items()}
+        parsed = _RESULTS_PARSED.setdefault(str(self._index_path), {})
+        out = {}
+        for cid, doc in self._index_docs().items():
+            hit = parsed.get(cid)
+            if hit is None or (hit[0] is not doc and hit[0] != doc):
+                hit = parsed[cid] = (doc, CaseResult.model_validate(doc))
+                seal(hit[1])
+            out[cid] = hit[1]
+        return out
 
     def recorded_ids(self) -> set[str]:
         self.require()

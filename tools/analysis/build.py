@@ -19,6 +19,7 @@ from ..cases.axes import axes_difference, case_axes
 from ..cases.constraints import Constraints, learn_from_run
 from ..cases.derived import case_distance_axes, structured_axes
 from ..cases.ids import case_content
+from ..cases.memo import once
 from ..schemas import (
     MODES,
     Analysis,
@@ -101,7 +102,9 @@ class _Planned:
 
     def __contains__(self, content: object) -> bool:
         if self.contents is None:
-            self.contents = {case_content(c.model_dump(mode="json")) for c in self.cases}
+            self.contents = {
+                once(c, "content", lambda c=c: case_content(c.model_dump(mode="json"))) for c in self.cases
+            }
         return content in self.contents
 
 

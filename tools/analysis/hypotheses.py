@@ -27,7 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..cases.axes import own_labels
 from ..cases.derived import source_of, structured_axes
+from ..cases.memo import once, sealed
 from ..cases.relations import product_sides, relation_axes, relation_sides
 from .measured import is_measured, limit_sides
 
@@ -59,8 +61,14 @@ def is_align(axis: str) -> bool:
 def hypothesis_axes(case, labels: dict[str, str], structured: dict[str, Any] | None = None) -> dict[str, Any]:
     """The axes a hypothesis may name: the structured axes (without composite
     labels) plus the derived quantities and relations of relations.py.  With one
-    tensor input, its ``x.dtype`` is the run's ``dtype`` and is left out."""
-    base = structured if structured is not None else structured_axes(case, labels)
+    tensor input, its ``x.dtype`` is the run's ``dtype`` and is left out.  Once per sealed case
+    (tools/cases/memo.py) when ``labels`` and ``structured`` are its own."""
+    if sealed(case) and labels == own_labels(case) and (structured is None or structured == structured_axes(case)):
+        return once(case, "hypothesis_axes", lambda: _hypothesis_axes(case, structured_axes(case)))
+    return _hypothesis_axes(case, structured if structured is not None else structured_axes(case, labels))
+
+
+def _hypothesis_axes(case, base: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in base.items() if not k.endswith(_EXCLUDED_SUFFIXES) or k.startswith("attr.")}
     for spec in case.inputs:
         out[f"{spec.name}.none"] = bool(spec.none)

@@ -146,7 +146,7 @@ def read_absent_dims(hax: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
     ``x.shape[-1]``.  Filled in place where another
     case has the axis; returns (case, axis) filled.  (Alignments are left: a
     rank-i+1 case's last alignment moves with its last dimension.)"""
-    keys = {k for a in hax.values() for k in a if _dim_like(k) and not k.endswith("[-1]")}
+    keys = {k for k in set().union(*hax.values()) if _dim_like(k) and not k.endswith("[-1]")}
     filled = []
     for k in sorted(keys):
         name, _, idx = k[:-1].partition(".shape[")
@@ -235,7 +235,7 @@ def restated_products(wide: dict[str, dict[str, Any]]) -> dict[str, str]:
     the product, the rows kept among its equivalents."""
     out: dict[str, str] = {}
     cases = list(wide.values())
-    prods = sorted({k for a in cases for k in a if (product_sides(k) or ("", "", ""))[1] == "*"})
+    prods = sorted(k for k in set().union(*cases) if (product_sides(k) or ("", "", ""))[1] == "*")
     for p in prods:
         rows = p.partition(".")[0] + ".rows"
         if rows not in out and all(a.get(p) is not None and a.get(p) == a.get(rows) for a in cases):

@@ -18,6 +18,7 @@ import json
 from pydantic import BaseModel
 
 from ..schemas import Case, InputSpec, TensorSpec, ValueSpec
+from .memo import once
 
 
 def shape_text(shape: list[int]) -> str:
@@ -65,6 +66,17 @@ def _attr_text(case: Case, name: str) -> str:
 
 
 def case_axes(case: Case, *, effective_values: bool = True) -> dict[str, str]:
+    """Once per sealed case (memo.py): :func:`_case_axes`."""
+    return once(case, f"case_axes:{effective_values}", lambda: _case_axes(case, effective_values))
+
+
+def own_labels(case: Case) -> dict[str, str]:
+    """``case_axes(case)`` as kept for a sealed case (memo.py), not copied: only to compare with (a caller's
+    labels are its own when they equal these); never change it."""
+    return once(case, "case_axes:True", lambda: _case_axes(case, True), copy=False)
+
+
+def _case_axes(case: Case, effective_values: bool) -> dict[str, str]:
     """The axis values of a case, as stable strings, in a fixed order: ``mode``,
     ``dtype`` (shared by every tensor, else ``mixed``), then per input
     ``<name>.dtype/.shape/.strides/.offset/.layout/.values``, then

@@ -24,7 +24,8 @@ import math
 from typing import Any
 
 from ..schemas import DTYPE_FAMILIES, Case, TensorSpec, contiguous_strides
-from .axes import OPTION_AXES, distance_axes, distance_from_labels
+from .axes import OPTION_AXES, case_axes, distance_axes, distance_from_labels, own_labels
+from .memo import once, sealed
 
 UNSET = "unset"
 CONTIGUITY = ("contiguous", "transposed", "sliced", "broadcast", "overlapping")
@@ -179,9 +180,19 @@ def attr_from_axis(value: Any) -> Any:
         return value
 
 
-def structured_axes(case: Case, labels: dict[str, str]) -> dict[str, Any]:
+def structured_axes(case: Case, labels: dict[str, str] | None = None) -> dict[str, Any]:
     """Every axis of a case: the string labels of ``case_axes`` (``x.offset``
-    and numeric attributes as numbers) plus the derived per-input axes."""
+    and numeric attributes as numbers) plus the derived per-input axes.  ``labels``: its
+    ``case_axes`` when at hand; once per sealed case (memo.py) when they are (or are None)."""
+    if not sealed(case):
+        return _structured_axes(case, labels if labels is not None else case_axes(case))
+    own = own_labels(case)
+    if labels is None or labels == own:
+        return once(case, "structured_axes", lambda: _structured_axes(case, own))
+    return _structured_axes(case, labels)
+
+
+def _structured_axes(case: Case, labels: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = dict(labels)
     for spec in case.inputs:
         if spec.none:
@@ -253,6 +264,12 @@ def case_distance_axes(case: Case, labels: dict[str, str] | None = None) -> dict
     """The variation axes of a case (axes.distance_axes), from its
     labels when they are at hand and no value spec depends on the dtype (then
     the planned and effective values are the same): no second pass."""
+    if sealed(case) and (labels is None or labels == own_labels(case)):
+        return once(case, "case_distance_axes", lambda: _distance_axes(case, case_axes(case)))
+    return _distance_axes(case, labels)
+
+
+def _distance_axes(case: Case, labels: dict[str, str] | None) -> dict[str, str]:
     members = [m for i in case.inputs for m in i.members()]
     if labels is None or any(m.values.by_dtype for m in members) or any(i.values.by_dtype for i in case.inputs):
         return distance_axes(case)

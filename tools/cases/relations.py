@@ -34,6 +34,7 @@ from typing import Any
 
 from ..schemas import Case, TensorSpec
 from .derived import DTYPE_BITS, alignment, dim_axis, memory_format
+from .memo import once
 
 MAX_RELATION_INPUTS = 4
 MAX_RELATION_RANK = 6
@@ -155,7 +156,11 @@ def _broadcast(a: list[int], b: list[int]) -> str:
 
 
 def relation_axes(case: Case) -> dict[str, Any]:
-    """Every derived quantity and relation of a case (see the module docstring)."""
+    """Every derived quantity and relation of a case (see the module docstring); once per sealed case (memo.py)."""
+    return once(case, "relation_axes", lambda: _relation_axes(case))
+
+
+def _relation_axes(case: Case) -> dict[str, Any]:
     out: dict[str, Any] = {}
     tensors: list[tuple[str, TensorSpec]] = []
     for spec in case.inputs:
@@ -203,6 +208,11 @@ OPEN_SUFFIXES = (".last_align_bytes", ".rows", ".stride[", ".value", ".memory_fo
 
 
 def open_quantities(case: Case) -> dict[str, Any]:
+    """:func:`_open_quantities`, once per sealed case (memo.py)."""
+    return once(case, "open_quantities", lambda: _open_quantities(case))
+
+
+def _open_quantities(case: Case) -> dict[str, Any]:
     """Per plain tensor input ``x``: ``x.stride[i]`` (each dimension's stride in
     elements, the last ``[-1]``; contiguous strides when none are given),
     ``x.last_align_bytes`` (the largest power of two dividing one row's bytes:
@@ -262,7 +272,12 @@ PRODUCT_OP, RATIO_OP = " * ", " // "
 
 def product_quantities(case: Case) -> dict[str, Any]:
     """``x.shape[i] * x.shape[j]`` for two of an input's last dimensions (not both of a rank-2 input's: that
-    is its element count) and ``x.shape[i] // attr.k`` for each integer attribute positive in this case."""
+    is its element count) and ``x.shape[i] // attr.k`` for each integer attribute positive in this case; once
+    per sealed case (memo.py)."""
+    return once(case, "product_quantities", lambda: _product_quantities(case))
+
+
+def _product_quantities(case: Case) -> dict[str, Any]:
     out: dict[str, Any] = {}
     attrs = sorted(
         (k, v) for k, v in case.attributes.items() if isinstance(v, int) and not isinstance(v, bool) and v > 0

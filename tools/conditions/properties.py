@@ -32,8 +32,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..artifacts.common import case_seed
-from ..cases.axes import case_axes
+from ..cases.axes import case_axes, own_labels
 from ..cases.derived import contiguity, memory_format, structured_axes
+from ..cases.memo import once, sealed
 from ..cases.relations import element_bytes, open_quantities, relation_axes
 from ..schemas import Case, CaseResult, DtypeArg, TensorSpec, contiguous_strides
 from ..schemas.result import WrongWhere
@@ -173,8 +174,20 @@ def case_properties(
     case: Case, recorded_result: CaseResult | None = None, labels: dict[str, str] | None = None
 ) -> dict[str, Any]:
     """Every property of a case by name (the module docstring); ``labels``: its ``case_axes`` when
-    already at hand."""
-    labels = labels if labels is not None else case_axes(case)
+    already at hand.  Once per sealed case and result (tools/cases/memo.py: a case a run recorded is
+    read again by every later analysis)."""
+    if sealed(case) and (labels is None or labels == own_labels(case)):
+        out = once(case, "properties", lambda: _own_properties(case, case_axes(case)))
+    else:
+        out = _own_properties(case, labels if labels is not None else case_axes(case))
+    if recorded_result is not None:
+        result = recorded_result
+        out.update(once(result, "properties", lambda: {**value_properties(result), **wrong_properties(result)}))
+    return out
+
+
+def _own_properties(case: Case, labels: dict[str, str]) -> dict[str, Any]:
+    """The properties of the call alone (no recorded result)."""
     derived = {**structured_axes(case, labels), **relation_axes(case), **open_quantities(case)}
     # relations and patterns say themselves in the language (x.shape[0] < x.shape[-1], x.stride[-1] == 1);
     # attributes are typed below
@@ -184,7 +197,4 @@ def case_properties(
     out.update(attribute_properties(case.attributes))
     out["mode"] = case.mode
     out["seed"] = case_seed({"id": case.id, "seed": case.seed})
-    if recorded_result is not None:
-        out.update(value_properties(recorded_result))
-        out.update(wrong_properties(recorded_result))
     return out

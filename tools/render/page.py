@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts.records import picture_paths
+from ..cases.memo import once
 from ..evidence import ANALYSIS, ARTIFACTS_DIR, REPORT, REPRODUCTION, RunStore
 from ..schemas import Analysis, Case, CaseResult, Comparison, Finding, OperatorConfig
 from .findings import accounting_lines, boundary_text, falsification_lines, group_label, pair_text
@@ -202,12 +203,7 @@ def case_detail(
 ) -> dict[str, Any]:
     """A case opened: its exact call, its metrics per output, its error and log tail, pictures, reproducer."""
     detail: dict[str, Any] = {
-        "mode": case.mode,
-        "seed": case.seed,
-        "description": case.description,
-        "attributes": json.dumps(case.model_dump(mode="json")["attributes"], sort_keys=True) if case.attributes else "",
-        "grad_inputs": case.grad_inputs,
-        "inputs": [row for spec in case.inputs for row in input_rows(spec)],
+        **once(case, "page_call", lambda: call_view(case)),  # a case never changes: once per sealed case
         "pictures": pictures,
         "repro": f"{ARTIFACTS_DIR}/repro/{case.id}.py" if case.id in repros else None,
         "repro_command": f"opdebug repro {store.run_id} {case.id} --out DIR",
@@ -223,6 +219,18 @@ def case_detail(
         if result.error is not None:  # a crash or an unsupported case: what the worker said
             detail["log_tail"] = log_tail(store, result)
     return detail
+
+
+def call_view(case: Case) -> dict[str, Any]:
+    """The call a case makes, as the page shows it: mode, seed, description, attributes, input rows."""
+    return {
+        "mode": case.mode,
+        "seed": case.seed,
+        "description": case.description,
+        "attributes": json.dumps(case.model_dump(mode="json")["attributes"], sort_keys=True) if case.attributes else "",
+        "grad_inputs": case.grad_inputs,
+        "inputs": [row for spec in case.inputs for row in input_rows(spec)],
+    }
 
 
 def input_rows(spec: Any) -> list[dict[str, Any]]:

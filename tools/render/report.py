@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..cases.axes import case_axes
 from ..cases.ids import rerun_id
+from ..cases.memo import once
 from ..runner.routing import level_for
 from ..schemas import Analysis, Case, CaseFailure, CaseResult, OperatorConfig
 from .consistency import consistency_section
@@ -268,7 +269,11 @@ def render_reproduction(
             f.reason or "",
             "",
             "```json",
-            json.dumps(case.model_dump(mode="json", exclude_none=True), indent=2),
+            once(
+                case,
+                "repro_json",
+                lambda case=case: json.dumps(case.model_dump(mode="json", exclude_none=True), indent=2),
+            ),
             "```",
             "",
             "Run it again under a new id (a recorded case is never overwritten): save the JSON above as a "

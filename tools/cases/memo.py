@@ -1,0 +1,64 @@
+"""Values derived from a case or a recorded result, computed once per object the evidence store hands out.
+
+A case never changes once planned, nor a result once recorded (evidence.py), and the store hands out the
+same objects while its files say the same (the unchanged cases of a grown matrix included): it *seals*
+each one (:func:`seal`).  :func:`once` computes a value of a sealed object once - its axes, its
+properties by the condition language's names - and every later analysis of the run reads it again
+without computing it.  Each caller gets a copy of a cached dict (one that fills in a key changes no
+other caller's).  An object nobody sealed (a case a caller built, a ``model_copy`` of a sealed one,
+which is another object) is computed every time, as before: nothing here can serve a value of other
+content.
+
+Objects are held by identity, weakly: a value goes when its object does.  Nothing here runs anything.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_SEALED: dict[int, tuple[weakref.ref, dict[str, Any]]] = {}
+
+
+def _forget(key: int, ref: weakref.ref) -> None:
+    hit = _SEALED.get(key)
+    if hit is not None and hit[0] is ref:
+        del _SEALED[key]
+
+
+def seal(obj: object) -> None:
+    """Promise that ``obj`` no longer changes: values derived from it may be kept while it lives."""
+    key = id(obj)
+    hit = _SEALED.get(key)
+    if hit is not None and hit[0]() is obj:
+        return
+    ref = weakref.ref(obj, lambda r, key=key: _forget(key, r))
+    _SEALED[key] = (ref, {})
+
+
+def sealed(obj: object) -> bool:
+    hit = _SEALED.get(id(obj))
+    return hit is not None and hit[0]() is obj
+
+
+def once(obj: object, name: str, compute: Callable[[], T], *, copy: bool = True) -> T:
+    """``compute()``, kept under ``name`` when ``obj`` is sealed (a dict comes back as a copy, unless
+    ``copy`` is False: then the kept dict itself, for a caller that only reads it)."""
+    hit = _SEALED.get(id(obj))
+    if hit is None or hit[0]() is not obj:
+        return compute()
+    memo = hit[1]
+    try:
+        value = memo[name]
+    except KeyError:
+        value = memo[name] = compute()
+    return dict(value) if copy and isinstance(value, dict) else value  # type: ignore[return-value]
+
+
+def clear() -> None:
+    """Forget every kept value (a benchmark's cold start; the objects stay sealed)."""
+    for _, memo in list(_SEALED.values()):
+        memo.clear()
