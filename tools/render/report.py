@@ -3,6 +3,7 @@ to re-run each failing case) from an analysis and the run's evidence."""
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 from pathlib import Path
@@ -269,11 +270,7 @@ def render_reproduction(
             f.reason or "",
             "",
             "```json",
-            once(
-                case,
-                "repro_json",
-                lambda case=case: json.dumps(case.model_dump(mode="json", exclude_none=True), indent=2),
-            ),
+            once(case, "repro_json", functools.partial(_repro_json, case)),
             "```",
             "",
             "Run it again under a new id (a recorded case is never overwritten): save the JSON above as a "
@@ -342,3 +339,7 @@ def integration_diff_section(analysis: Analysis) -> list[str]:
         "",
     ]
     return out
+
+
+def _repro_json(case: Case) -> str:
+    return json.dumps(case.model_dump(mode="json", exclude_none=True), indent=2)
