@@ -214,9 +214,7 @@ KINDS |= {
         wrong="positions.values.max > 5000",  # 9000 fails where 5000 fails too
         witness="c1",
         allowed={"positions.values.max > 4095"},
-        # the lead is right; exact waits on the planned passing case's other draw (its statistic is known
-        # only once it ran: no prediction, so that probe is never built)
-        alone_leads="positions.values.max > 4095",
+        alone_exact="positions.values.max > 4095",
     ),
     "half_cast": dict(
         module=HALF_CAST,
