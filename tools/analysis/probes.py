@@ -712,7 +712,8 @@ def measured_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Re
             out.append(req)
     named = {a.axis for a in hyp.atoms}
     if out and not any(a == "dtype" or a.endswith(".dtype") for a in named):
-        stats = {limit_sides(a)[0] for a in named if limit_sides(a)}  # from a failing case whose values are known
+        sides = [limit_sides(a) for a in named]
+        stats = {lim[0] for lim in sides if lim is not None}  # from a failing case whose values are known
         known = [c for c in ran if ctx.status[c] == "fail" and stats <= set(predicted_quantities(ctx.cases[c]))]
         base = ctx.cases[(known or [lead.minimal_pair.failing])[0]]
         single = len([i for i in base.inputs if not i.none]) == 1
