@@ -140,7 +140,9 @@ KINDS: dict[str, dict[str, Any]] = {
         witness="c0",  # a planned case the wrong condition mispredicts
         # the tool alone: the row statistic against float16's limit, with the dtype its probes showed it needs
         allowed={"x.values.sumsq[-1] > float16.max and dtype == float16"},
-        alone_exact="x.values.sumsq[-1] > float16.max and dtype == float16",
+        # said, not exact: the passing side of its minimal pair is a planned draw (normal, std 40), whose
+        # statistic under another seed is unknown until it ran - that probe is open, and keeps it from exact
+        alone_leads="x.values.sumsq[-1] > float16.max and dtype == float16",
     ),
     "row_bytes": dict(
         module=ROW_BYTES,
@@ -214,9 +216,7 @@ KINDS |= {
         wrong="positions.values.max > 5000",  # 9000 fails where 5000 fails too
         witness="c1",
         allowed={"positions.values.max > 4095"},
-        # the lead is right; exact waits on the planned passing case's other draw (its statistic is known
-        # only once it ran: no prediction, so that probe is never built)
-        alone_leads="positions.values.max > 4095",
+        alone_exact="positions.values.max > 4095",
     ),
     "half_cast": dict(
         module=HALF_CAST,
@@ -229,7 +229,7 @@ KINDS |= {
         wrong="x.values.max_abs > 1000",  # [4, 16] at std 1000 holds values past 1000 and passes
         witness="c2",
         allowed={"x.values.max_abs > float16.max and dtype == float32"},
-        alone_exact="x.values.max_abs > float16.max and dtype == float32",
+        alone_leads="x.values.max_abs > float16.max and dtype == float32",  # as sumsq: a draw's other seed open
     ),
 }
 
@@ -356,4 +356,5 @@ def test_a_stated_condition_is_settled_in_one_call_and_the_tool_alone_never_ends
         assert alone["stopped"] == "exact", (kind, alone["stopped"], alone["findings"][:1])
         assert [f["predicate"] for f in alone["findings"]] == [spec["alone_exact"]], alone["findings"]
     elif spec.get("alone_leads"):  # said, not settled: the lead is right, what is open is listed
-        assert alone["findings"] and alone["findings"][0]["predicate"] == spec["alone_leads"], alone["findings"]
+        lead = alone["findings"][0] if alone["findings"] else {}
+        assert lead.get("predicate") == spec["alone_leads"] and lead["why_not_exact"], alone["findings"]

@@ -204,7 +204,7 @@ def diagnose_run(
             run.failing,
             passing,
             run.aliases,
-            {c: measured_quantities(results.get(c)) for c in run.hax},
+            _measured(run, results),
         )
     groups = failure_groups(run.hax, run.failing, passing, kinds, run.aliases, space) if run.failing else []
     parts = [
@@ -231,6 +231,20 @@ def diagnose_run(
     d.twins, d.hax, d.status = run.twins, run.hax, run.status
     d.context = _run_context(run)
     return d
+
+
+def _measured(run: _Run, results: dict[str, CaseResult]) -> dict[str, dict]:
+    """The statistics of the values actually built, of the inputs whose value specs differ between the cases
+    that ran: where every case draws its values alike, a statistic differs by chance alone and says nothing."""
+    keys = {k for c in run.hax for k in run.dist[c] if k.endswith(".values")}
+    varied = {k[: -len(".values")] for k in keys if len({run.dist[c].get(k) for c in run.hax}) > 1}
+    if not varied:
+        return {}
+    out = {}
+    for c in run.hax:
+        stats = measured_quantities(results.get(c))
+        out[c] = {k: v for k, v in stats.items() if k.partition(".values.")[0] in varied}
+    return out
 
 
 def _run_context(run: _Run, status: dict[str, str] | None = None) -> Context:

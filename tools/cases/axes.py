@@ -13,6 +13,7 @@ are derived.py.
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from pydantic import BaseModel
@@ -29,6 +30,9 @@ def strides_text(spec: TensorSpec) -> str:
     return "contiguous" if spec.is_contiguous() else ",".join(str(s) for s in spec.strides or [])
 
 
+MAX_PLACED_SHOWN = 4
+
+
 def values_text(values: ValueSpec) -> str:
     """The value kind, its non-default parameters, and the special values:
     e.g. ``normal``, ``normal+nan``, ``uniform(high=1.0,low=-1.0)+inf``."""
@@ -41,6 +45,15 @@ def values_text(values: ValueSpec) -> str:
     text = values.kind + (f"({','.join(sorted(params))})" if params else "")
     specials = sorted({s.value for s in values.specials})
     text += "".join(f"+{s}" for s in specials) + ("+nonzero" if values.exclude_zero else "")
+    if values.place:  # the values placed are planned too: cases that differ in them differ in their values
+        shown = [f"{p.value}@{'.'.join(map(str, p.index))}" for p in values.place]
+        digest = hashlib.sha256(json.dumps(shown).encode()).hexdigest()[:8]
+        text += (
+            "+place("
+            + ",".join(shown[:MAX_PLACED_SHOWN])
+            + (f",...{digest}" if len(shown) > MAX_PLACED_SHOWN else "")
+            + ")"
+        )
     if values.by_dtype:  # the per-dtype specs, as planned (case_axes shows the one that applies)
         text += "{" + ",".join(f"{k}:{values_text(v)}" for k, v in sorted(values.by_dtype.items())) + "}"
     return text
