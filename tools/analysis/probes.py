@@ -42,8 +42,16 @@ from typing import Any
 from ..cases.axes import axes_difference
 from ..cases.derived import dim_axis
 from ..cases.ids import case_content
-from ..cases.relations import element_bytes, open_quantities, product_quantities, product_sides
+from ..cases.relations import (
+    element_bytes,
+    fill_products,
+    open_quantities,
+    product_quantities,
+    product_sides,
+    product_value,
+)
 from ..schemas import FLOAT_DTYPES, Case, Counterexample, Finding, NextCase, Validation
+from .factor_probes import factor_needs
 from .flips import dim_moves
 from .hypotheses import (
     KIND_RANK,
@@ -138,7 +146,7 @@ def read_absent_dims(hax: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
     ``x.shape[-1]``.  Filled in place where another
     case has the axis; returns (case, axis) filled.  (Alignments are left: a
     rank-i+1 case's last alignment moves with its last dimension.)"""
-    keys = {k for a in hax.values() for k in a if _dim_like(k) and not k.endswith("[-1]")}
+    keys = {k for k in set().union(*hax.values()) if _dim_like(k) and not k.endswith("[-1]")}
     filled = []
     for k in sorted(keys):
         name, _, idx = k[:-1].partition(".shape[")
@@ -156,6 +164,7 @@ def read_case(hax: dict[str, Any], case: Case, axes: set[str]) -> dict[str, Any]
     out = {**hax, **open_quantities(case)}
     if any(product_sides(k) is not None for k in axes):
         out.update(product_quantities(case))
+        out.update({k: v for k in axes if k not in out and (v := product_value(case, k)) is not None})
     if any(is_measured(k) for k in axes):  # the statistics its value specs decide (the rest: once it ran)
         out.update(predicted_quantities(case))
     for k in axes:
@@ -184,10 +193,12 @@ def widen(
 
     if space.hypotheses and not space.conjunctions:
         return space, hax
+    prods = {c: product_quantities(cases[c]) for c in hax}
+    fill_products(cases, prods)  # a product named at one rank is read at every rank
     # the values actually built join only where the planned space says nothing (a random draw's statistic
     # separates few cases by chance: it never competes with a planned axis)
     drawn = (measured or {}) if not space.hypotheses else {}
-    prods = {c: {**product_quantities(cases[c]), **drawn.get(c, {})} for c in hax}
+    prods = {c: {**p, **drawn.get(c, {})} for c, p in prods.items()}
     wide = {c: {**a, **open_quantities(cases[c])} for c, a in hax.items()}
     renamed = restated_products({c: {**a, **prods[c]} for c, a in wide.items()})
     if renamed:  # only the products the rows restate join the open space
@@ -224,7 +235,7 @@ def restated_products(wide: dict[str, dict[str, Any]]) -> dict[str, str]:
     the product, the rows kept among its equivalents."""
     out: dict[str, str] = {}
     cases = list(wide.values())
-    prods = sorted({k for a in cases for k in a if (product_sides(k) or ("", "", ""))[1] == "*"})
+    prods = sorted(k for k in set().union(*cases) if (product_sides(k) or ("", "", ""))[1] == "*")
     for p in prods:
         rows = p.partition(".")[0] + ".rows"
         if rows not in out and all(a.get(p) is not None and a.get(p) == a.get(rows) for a in cases):
@@ -712,8 +723,7 @@ def measured_requirements(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Re
             out.append(req)
     named = {a.axis for a in hyp.atoms}
     if out and not any(a == "dtype" or a.endswith(".dtype") for a in named):
-        sides = [limit_sides(a) for a in named]
-        stats = {lim[0] for lim in sides if lim is not None}  # from a failing case whose values are known
+        stats = {sides[0] for a in named if (sides := limit_sides(a))}  # from a failing case whose values are known
         known = [c for c in ran if ctx.status[c] == "fail" and stats <= set(predicted_quantities(ctx.cases[c]))]
         base = ctx.cases[(known or [lead.minimal_pair.failing])[0]]
         single = len([i for i in base.inputs if not i.none]) == 1
@@ -740,6 +750,7 @@ def requirements(
         + cross_requirements(ctx, hyp, terms, moves)
         + mirror_requirements(ctx, hyp, lead, moves)
         + source_requirements(ctx, hyp, terms)
+        + [Req(**vars(n)) for n in factor_needs(ctx, hyp, lead, terms, moves)]  # a composite's factors moved
         + cause_requirements(ctx, hyp, lead, others or [], moves)
         + measured_requirements(ctx, hyp, lead, moves)
         + seed_requirements(ctx, lead)
