@@ -3,8 +3,9 @@ finding predicts that are built to break it, and its validation.
 
 A finding that passes the closed-world test of settlement.py (no competitor,
 boundary pinned, crossed) is still only the nearest member of the enumerated
-space.  Before it is called exact, each *requirement* below must be met by a
-recorded case whose outcome it predicted:
+space.  Before it is called exact, each *requirement* below (built as data by
+requirements.py and sources.py) must be met by a recorded case whose outcome
+it predicted:
 
 - **far sides** of each threshold: a value well beyond the last passing one
   and well beyond the last failing one (a factor :data:`FAR` away; "nothing
@@ -23,8 +24,9 @@ recorded case whose outcome it predicted:
 
 Probes are chosen for what they can refute (each requirement names the way
 the finding could be wrong), not enumerated: at most one case per requirement
-and side.  Probe cases are ordinary planned cases whose description reads
-``falsify [KIND]: PREDICATE predicts OUTCOME``, so a later analysis (which
+and side, returned as :class:`~tools.analysis.proposal.Proposal` s ranked by
+disagreement among the surviving conditions (disagreement.py).  Probe cases are ordinary planned cases whose description reads
+``falsify [KIND]: PREDICATE predicts OUTCOME`` (tags.py), so a later analysis (which
 keeps no state) knows what each one was built to break: a probe whose outcome
 differs is a :class:`Counterexample`, kept even when the lead it refuted is
 gone.  Every recorded case is predicted (an axis a case lacks reads as "the

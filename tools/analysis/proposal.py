@@ -30,6 +30,9 @@ from .tags import untagged
 
 @dataclass
 class ProposedCase:
+    """One proposed case: a variation of a recorded case, validated, with each surviving hypothesis'
+    prediction of it."""
+
     base: Case
     var: dict  # a star variation without its values (``also``: a second axis set with it)
     value: Any
@@ -46,6 +49,8 @@ class ProposedCase:
 
 
 def build_case(ctx: Context, base: Case, var: dict, value: Any, finding: str) -> ProposedCase | None:
+    """``base`` with one variation set to ``value``, or None when that is no valid call, is planned or
+    proposed already, or runs where no host can (every strategy builds its cases here)."""
     try:
         sv = StarVariation.model_validate(var | {"values": [value]})
         doc = apply_variation(base, sv, value)
