@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from ..cases.axes import axes_difference
 from ..schemas import Case, Counterexample, Finding, Validation
+from .context import Context
 from .disagreement import by_disagreement, hypothesis_predictors
 from .hypotheses import Hypothesis
 from .moves import moves
@@ -63,7 +64,9 @@ from .space import read_case as read_case  # a recorded case's reading, re-expor
 from .tags import read_tag, tag
 
 
-def requirements(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding], others: list | None = None) -> list[Req]:
+def requirements(
+    ctx: Context, hyp: Hypothesis, lead: Finding, terms: list[Finding], others: list | None = None
+) -> list[Req]:
     """Every requirement of the lead (requirements.py, sources.py), in the order they are tried."""
     return (
         pin_requirements(ctx, hyp)
@@ -88,7 +91,7 @@ def falsifying(
     return reqs, (probe_cases(ctx, lead, hyp, reqs) if propose else [])
 
 
-def _fresh_candidate(ctx, base: Case, spec: dict) -> ProposedCase | None:
+def _fresh_candidate(ctx: Context, base: Case, spec: dict) -> ProposedCase | None:
     changes = []
     for k, target in spec["fresh"]:
         options = moves(ctx, base, k, target)
@@ -100,7 +103,7 @@ def _fresh_candidate(ctx, base: Case, spec: dict) -> ProposedCase | None:
     return build_case(ctx, base, var, val0, "fresh")
 
 
-def _chosen(ctx, lead: Finding, hyp: Hypothesis, reqs: list[Req]) -> dict[tuple[str, str], list]:
+def _chosen(ctx: Context, lead: Finding, hyp: Hypothesis, reqs: list[Req]) -> dict[tuple[str, str], list]:
     """The cases of every open requirement that land where the finding says what it says, by (base, predicted
     outcome); a requirement none reaches is marked untestable (or settled, for an inseparable size)."""
     groups: dict[tuple[str, str], list] = {}
@@ -129,7 +132,7 @@ def _chosen(ctx, lead: Finding, hyp: Hypothesis, reqs: list[Req]) -> dict[tuple[
     return groups
 
 
-def probe_cases(ctx, lead: Finding, hyp: Hypothesis, reqs: list[Req]) -> list[Proposal]:
+def probe_cases(ctx: Context, lead: Finding, hyp: Hypothesis, reqs: list[Req]) -> list[Proposal]:
     """The probes of every open requirement, tagged with the prediction: one proposal (kind falsify) per base
     and predicted outcome, the ones the surviving hypotheses disagree on most first."""
     out = []
@@ -162,7 +165,7 @@ def probe_cases(ctx, lead: Finding, hyp: Hypothesis, reqs: list[Req]) -> list[Pr
 STRUCTURAL = "the outcome is structural"
 
 
-def seed_pair_cases(ctx) -> list[Proposal]:
+def seed_pair_cases(ctx: Context) -> list[Proposal]:
     """No hypothesis separates the cases: before calling it a trend, re-run the
     closest failing and passing cases with other seeds (each predicts its own
     outcome if the outcome is a property of the call, not of the values drawn)."""
@@ -212,7 +215,7 @@ def counterexamples(cases: dict[str, Case], status: dict[str, str]) -> list[Coun
     return out
 
 
-def not_applicable(ctx, hyp: Hypothesis, filled: list[tuple[str, str]]) -> list[str]:
+def not_applicable(ctx: Context, hyp: Hypothesis, filled: list[tuple[str, str]]) -> list[str]:
     out = []
     ran = [c for c, s in sorted(ctx.status.items()) if s in ("fail", "pass")]
     for a in hyp.atoms:
@@ -232,7 +235,9 @@ def not_applicable(ctx, hyp: Hypothesis, filled: list[tuple[str, str]]) -> list[
     return out
 
 
-def validate(ctx, lead: Finding, hyp: Hypothesis, reqs: list[Req], filled: list, conflicts: dict[str, str]) -> None:
+def validate(
+    ctx: Context, lead: Finding, hyp: Hypothesis, reqs: list[Req], filled: list, conflicts: dict[str, str]
+) -> None:
     """Set the lead's validation; exact only when every requirement held."""
     ran_ids = sorted(c for c, s in ctx.status.items() if s in ("fail", "pass"))
     probe_ids = [c for c in ran_ids if read_tag(ctx.cases[c])]  # every one predicted: the lead fits each case

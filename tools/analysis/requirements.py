@@ -10,12 +10,13 @@ import hashlib
 import json
 import random
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..cases.derived import dim_axis
 from ..cases.relations import element_bytes
 from ..schemas import Case, Finding
 from ..wording import num
+from .context import Context
 from .hypotheses import Atom, Hypothesis, axis_sources, is_align
 from .moves import moves
 from .settlement import pinning_pair
@@ -41,7 +42,7 @@ class Req:
     untestable: str | None = None  # why no case the variations can build meets it (stays open, blocks exact)
 
 
-def is_number(v: Any) -> bool:
+def is_number(v: Any) -> TypeGuard[int | float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
@@ -78,7 +79,7 @@ def _others_hold(hyp: Hypothesis, atom: Atom, hax: dict) -> bool:
     return all(b.holds(hax.get(b.axis)) for b in hyp.atoms if b is not atom)
 
 
-def far_requirements(ctx, hyp: Hypothesis, terms: list[Finding]) -> list[Req]:
+def far_requirements(ctx: Context, hyp: Hypothesis, terms: list[Finding]) -> list[Req]:
     out = []
     for atom, term in zip(hyp.atoms, terms, strict=True):  # terms: term_findings of this hypothesis, one per atom
         if atom.kind != "threshold" or atom.passes_at is None or term.minimal_pair is None:
@@ -104,7 +105,7 @@ def far_requirements(ctx, hyp: Hypothesis, terms: list[Finding]) -> list[Req]:
     return out
 
 
-def pin_requirements(ctx, hyp: Hypothesis) -> list[Req]:
+def pin_requirements(ctx: Context, hyp: Hypothesis) -> list[Req]:
     """Each threshold's boundary pinned by two cases that differ in that quantity alone (settlement.py (b)):
     when the recorded bracket's two sides differ in more (a rank, a layout, another dimension), the failing
     side moved to the passing value and the passing side to the failing one, nothing else changed."""
@@ -131,7 +132,7 @@ def pin_requirements(ctx, hyp: Hypothesis) -> list[Req]:
     return out
 
 
-def unnamed_requirements(ctx, hyp: Hypothesis, lead: Finding) -> list[Req]:
+def unnamed_requirements(ctx: Context, hyp: Hypothesis, lead: Finding) -> list[Req]:
     """A condition that names no size of an input claims its sizes do not matter: from the minimal pair's
     failing case each dimension moved far down (to 1, the smallest call a shrink would reach, else a quarter)
     and far up (4x) must still fail - tried before exact, not after."""
@@ -167,7 +168,7 @@ def unnamed_requirements(ctx, hyp: Hypothesis, lead: Finding) -> list[Req]:
     return out
 
 
-def _repin_axes(ctx, hyp: Hypothesis) -> list[str]:
+def _repin_axes(ctx: Context, hyp: Hypothesis) -> list[str]:
     sources = set(hyp.sources())
     keys = sorted({k for c in ctx.hax.values() for k in c})
     axes = [k for k in keys if k in REPIN_AXES or k.endswith((".dtype", ".contiguity"))]
@@ -198,7 +199,7 @@ def _in_elements(base: Case, axis: str, value: Any) -> tuple[str, Any]:
     return (f"{name}.numel", int(value // width)) if value % width == 0 else (axis, value)
 
 
-def repin_requirements(ctx, hyp: Hypothesis, lead: Finding) -> list[Req]:
+def repin_requirements(ctx: Context, hyp: Hypothesis, lead: Finding) -> list[Req]:
     if len(hyp.atoms) != 1 or hyp.atoms[0].kind != "threshold" or lead.minimal_pair is None:
         return []
     atom = hyp.atoms[0]
@@ -243,7 +244,7 @@ def _planned_like(k: str) -> bool:
     )
 
 
-def mirror_requirements(ctx, hyp: Hypothesis, lead: Finding) -> list[Req]:
+def mirror_requirements(ctx: Context, hyp: Hypothesis, lead: Finding) -> list[Req]:
     """The crossing's mirror: the minimal pair's passing case with each value
     of another axis that only failing cases have - the finding predicts pass
     (a dtype finding that is really a size in bytes of that dtype fails there)."""
@@ -277,7 +278,7 @@ def mirror_requirements(ctx, hyp: Hypothesis, lead: Finding) -> list[Req]:
     return out
 
 
-def cross_requirements(ctx, hyp: Hypothesis, terms: list[Finding]) -> list[Req]:
+def cross_requirements(ctx: Context, hyp: Hypothesis, terms: list[Finding]) -> list[Req]:
     """A conjunction's threshold re-pinned where its other term does not hold:
     under each other value of that term's axis the run has, the threshold's far
     failing value must pass (a boundary that moves with the other axis - an
@@ -316,7 +317,7 @@ def cross_requirements(ctx, hyp: Hypothesis, terms: list[Finding]) -> list[Req]:
     return out
 
 
-def seed_requirements(ctx, lead: Finding) -> list[Req]:
+def seed_requirements(ctx: Context, lead: Finding) -> list[Req]:
     if lead.minimal_pair is None:
         return []
     out = []
@@ -335,7 +336,7 @@ def seed_requirements(ctx, lead: Finding) -> list[Req]:
     return out
 
 
-def fresh_requirement(ctx, hyp: Hypothesis) -> Req:
+def fresh_requirement(ctx: Context, hyp: Hypothesis) -> Req:
     """FRESH cases drawn across the run's values: a ran case with one or two of
     its dimensions, its mode, dtype or attributes set to values other cases have
     (sizes halved and doubled too), and another seed."""
@@ -374,7 +375,7 @@ def fresh_requirement(ctx, hyp: Hypothesis) -> Req:
     return req
 
 
-def cause_requirements(ctx, hyp: Hypothesis, lead: Finding, others: list) -> list[Req]:
+def cause_requirements(ctx: Context, hyp: Hypothesis, lead: Finding, others: list) -> list[Req]:
     """Several causes: this cause's failing case given each other cause's condition too.  Read as
     separate causes, the cases say "either fails", so both together fail; one property that each cause
     only restates part of (the sum of two sizes odd, read as "the first odd" or "the second odd") passes

@@ -8,6 +8,7 @@ import json
 
 from ..schemas import Case, Finding
 from ..wording import num
+from .context import Context
 from .hypotheses import Atom, Hypothesis
 from .moves import reshapes
 from .requirements import Req, is_number
@@ -43,7 +44,7 @@ def _values_of(case: Case, name: str) -> str | None:
     return json.dumps(spec.values.model_dump(mode="json", exclude_none=True), sort_keys=True)
 
 
-def source_requirements(ctx, hyp: Hypothesis, terms: list[Finding]) -> list[Req]:
+def source_requirements(ctx: Context, hyp: Hypothesis, terms: list[Finding]) -> list[Req]:
     """The same feature produced another way: a values class from another
     generator, a count, size or alignment from another shape (for each term,
     the others holding)."""
@@ -55,7 +56,7 @@ def source_requirements(ctx, hyp: Hypothesis, terms: list[Finding]) -> list[Req]
     return out
 
 
-def _source(ctx, hyp: Hypothesis, atom: Atom, term: Finding) -> Req | None:
+def _source(ctx: Context, hyp: Hypothesis, atom: Atom, term: Finding) -> Req | None:
     axis = atom.axis
     name, _, fld = axis.partition(".")
     if term.minimal_pair is None or "~" in axis:

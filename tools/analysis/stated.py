@@ -42,7 +42,6 @@ from .settlement import settle_stated
 
 TAG = "stated"
 MAX_BASES = 2  # cases each side a condition's probes start from
-MAX_COMPETITOR_PROBES = 3
 MAX_PROBES = 16  # per condition and analysis
 
 
