@@ -7,41 +7,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..cases.derived import attr_json
 from ..cases.stars import restride
 from ..schemas import FLOAT_DTYPES, Case, Finding
 from .context import Context
 from .hypotheses import axis_sources, covering_atoms
-from .moves import strides_for, tied_shape_moves
+from .moves import raw_value, strides_for, tied_shape_moves, variation_for
 from .proposal import Proposal, ProposedCase, build_case, change_text
 
 MAX_CROSSINGS = 4
-
-
-def variation_for(axis_key: str) -> dict[str, Any] | None:
-    if axis_key in ("mode", "dtype", "layout"):
-        return {"axis": axis_key}
-    if axis_key.startswith("attr."):
-        return {"axis": "attribute", "name": axis_key[len("attr.") :]}
-    name, _, fld = axis_key.partition(".")
-    mapping = {"shape": "shape", "strides": "strides", "offset": "storage_offset", "values": "values"}
-    return {"axis": mapping[fld], "input": name} if fld in mapping else None
-
-
-def raw_value(case: Case, axis_key: str) -> Any:
-    if axis_key == "mode":
-        return case.mode
-    if axis_key.startswith("attr."):
-        return attr_json(case.attributes.get(axis_key[len("attr.") :]))
-    if axis_key in ("dtype", "layout"):
-        return None  # per-input lists: not one star value
-    name, _, fld = axis_key.partition(".")
-    spec = next((i for i in case.inputs if i.name == name), None)
-    if spec is None:
-        return None
-    if fld == "values":
-        return spec.values.model_dump(mode="json")
-    return {"offset": spec.storage_offset}.get(fld, getattr(spec, fld, None))
 
 
 def _distractor_value(ctx: Context, key: str, cid: str) -> Any:

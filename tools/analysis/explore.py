@@ -11,9 +11,8 @@ from ..cases.axes import axes_difference
 from ..cases.derived import attr_json
 from ..schemas import FLOAT_DTYPES, MODES, Case
 from .context import Context
-from .crossing import raw_value, variation_for
 from .flips import dim_moves
-from .moves import strides_for
+from .moves import raw_value, strides_for, variation_for
 from .proposal import Proposal, ProposedCase, build_case, by_base
 
 

@@ -1,6 +1,7 @@
 """Moves: the ways to set one axis of a recorded case to a target with one star variation, ``(variation
 without its values, value)`` (flips.py covers the derived axes, relations and values classes; this module the
-labelled axes, dimensions, counts, offsets, alignments, contiguity, and the shapes that move together).
+labelled axes, dimensions, counts, offsets, alignments, contiguity, and the shapes that move together),
+and the star variation that sets a planned axis to a recorded case's value (crossing and exploring).
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..cases.derived import UNSET, alignment, attr_from_axis, contiguity, dim_axis, parse_dim_axis
+from ..cases.derived import UNSET, alignment, attr_from_axis, attr_json, contiguity, dim_axis, parse_dim_axis
 from ..cases.relations import element_bytes, product_sides
 from ..cases.stars import restride
 from ..schemas import Case, contiguous_strides
@@ -167,7 +168,7 @@ def tied_shape_moves(ctx: Context, base: Case, name: str, shape: list[int]) -> l
     return out
 
 
-def reshapes(ctx, base: Case, name: str, axis: str) -> list[tuple[dict, Any]]:
+def reshapes(ctx: Context, base: Case, name: str, axis: str) -> list[tuple[dict, Any]]:
     """Two dimensions changed at once (a factor 2 moved from one to another), or
     the last dimension grown by twice its alignment (the same alignment)."""
 
@@ -198,3 +199,31 @@ def reshapes(ctx, base: Case, name: str, axis: str) -> list[tuple[dict, Any]]:
                         if not set(vi["dims"]) & set(vj["dims"]):
                             out.append((dict(vi, also=[dict(vj, values=[shape[i]])]), shape[j]))
     return out[:4]
+
+
+def variation_for(axis_key: str) -> dict[str, Any] | None:
+    """The star variation (without values) that sets a planned axis, None where none does."""
+    if axis_key in ("mode", "dtype", "layout"):
+        return {"axis": axis_key}
+    if axis_key.startswith("attr."):
+        return {"axis": "attribute", "name": axis_key[len("attr.") :]}
+    name, _, fld = axis_key.partition(".")
+    mapping = {"shape": "shape", "strides": "strides", "offset": "storage_offset", "values": "values"}
+    return {"axis": mapping[fld], "input": name} if fld in mapping else None
+
+
+def raw_value(case: Case, axis_key: str) -> Any:
+    """A case's value of a planned axis as a star variation takes it (None: no one value)."""
+    if axis_key == "mode":
+        return case.mode
+    if axis_key.startswith("attr."):
+        return attr_json(case.attributes.get(axis_key[len("attr.") :]))
+    if axis_key in ("dtype", "layout"):
+        return None  # per-input lists: not one star value
+    name, _, fld = axis_key.partition(".")
+    spec = next((i for i in case.inputs if i.name == name), None)
+    if spec is None:
+        return None
+    if fld == "values":
+        return spec.values.model_dump(mode="json")
+    return {"offset": spec.storage_offset}.get(fld, getattr(spec, fld, None))
