@@ -10,7 +10,7 @@ import math
 from ..cases.derived import CONTIGUITY, DTYPE_BITS
 from ..cases.relations import REL_VALUES, element_bytes
 from ..schemas import FLOAT_DTYPES, MODES, Case, Finding
-from ..wording import boundary
+from ..wording import boundary, num
 from .context import Context
 from .hypotheses import ALIGN_RESOLUTION, is_align
 from .moves import moves, strides_for
@@ -190,7 +190,7 @@ def _others_named(ctx: Context, f: Finding, var: dict) -> int:
 
 
 def _values_text(cands: list[ProposedCase], axis: str) -> str:
-    return ", ".join(str(c.axes.get(axis, c.hax.get(axis))) for c in cands)
+    return ", ".join(num(c.axes.get(axis, c.hax.get(axis))) for c in cands)
 
 
 def narrowing_proposals(

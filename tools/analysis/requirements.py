@@ -214,7 +214,7 @@ def repin_requirements(ctx: Context, hyp: Hypothesis, lead: Finding) -> list[Req
                 ("pass", atom.passes_at, lead.minimal_pair.passing),
                 ("fail", atom.fails_at, lead.minimal_pair.failing),
             ):
-                req = Req(f"repin-{side}", f"{atom.axis} = {num(at)} ({side}) again under {b} = {u}")
+                req = Req(f"repin-{side}", f"{atom.axis} = {num(at)} ({side}) again under {b} = {num(u)}")
                 at_boundary = sorted(c for c in ran if ctx.status[c] == side and ctx.hax[c].get(atom.axis) == at)
                 req.done = [c for c in at_boundary if ctx.hax[c].get(b) == u]
                 # from a case at the boundary value (the minimal pair's own when it is there): only b moves
@@ -227,7 +227,7 @@ def repin_requirements(ctx: Context, hyp: Hypothesis, lead: Finding) -> list[Req
                         axis, to = _in_elements(base, atom.axis, at)
                         req.builds += [(base, v, x, side) for v, x in moves(ctx, base, axis, to)]
                 if not req.builds and not req.done:
-                    req.untestable = f"no case at {atom.axis} = {num(at)} can be moved to {b} = {u}"
+                    req.untestable = f"no case at {atom.axis} = {num(at)} can be moved to {b} = {num(u)}"
                 out.append(req)
     return out
 
@@ -300,7 +300,7 @@ def cross_requirements(ctx: Context, hyp: Hypothesis, terms: list[Finding]) -> l
             req = Req(
                 "repin-other",
                 f"{atom.axis} at {num(target)} (its far failing side) under "
-                f"{other.axis} = {u}, where the conjunction predicts pass",
+                f"{other.axis} = {num(u)}, where the conjunction predicts pass",
             )
             req.done = [
                 c

@@ -28,7 +28,7 @@ from typing import Any
 from ..cases.derived import parse_dim_axis
 from ..cases.relations import element_bytes, product_sides
 from ..schemas import Finding, Validation
-from ..wording import boundary
+from ..wording import boundary, num
 from .hypotheses import CAP_TEXT, Atom, Hypothesis, is_align
 
 UNTESTABLE = "untestable with these variations"
@@ -106,7 +106,7 @@ def _closed_world(
                 + ("" if narrow.get(t.axis) else f" ({UNTESTABLE}: no case they can build lies between)")
             )
         elif narrow.get(t.axis) and t.kind != "threshold":
-            values = ", ".join(str(c.hax.get(t.axis, c.axes.get(t.axis))) for c in narrow[t.axis])
+            values = ", ".join(num(c.hax.get(t.axis, c.axes.get(t.axis))) for c in narrow[t.axis])
             why.append(f"untried values of {t.axis}: {values}")
     if cross:
         changes = "; ".join(
