@@ -36,29 +36,24 @@ from ..schemas import (
 )
 from .causes import MAX_PAIRS, Group, closest, failure_groups, identical_pairs
 from .consistency import amend_summary, annotate_failures, consistency_report, evidence_for_findings
+from .context import Context, dim_ties, tie_aliases, unusable_modes
+from .crossing import crossing_cases
 from .findings import hypothesis_finding, term_findings
 from .hypotheses import CAP_TEXT, Hypothesis, enumerate_hypotheses, hypothesis_axes
 from .integration_diff import integration_diff
 from .leads import refuted_leads
 from .measured import measured_quantities
+from .narrowing import narrowing
 from .outputs import annotate_outputs
 from .pairs import pair_index
-from .probes import counterexamples, falsified_note, necessary_atom, read_absent_dims, validate, widen
+from .probes import counterexamples, falsified_note, falsifying, seed_pair_cases, validate
+from .proposal import Proposal
 from .reasons import FAILING, case_failure, failure_axes, integration_hint
 from .settlement import competitor_note, necessary_only, settle
+from .space import necessary_atom, read_absent_dims, widen
+from .splitting import splitting
 from .stated import stated_conditions
-from .suggestions import (
-    Context,
-    crossing_proposals,
-    dim_ties,
-    falsifying,
-    narrowing,
-    next_cases,
-    seed_probing,
-    splitting,
-    tie_aliases,
-    unusable_modes,
-)
+from .suggestions import next_cases
 from .trend import trend_finding, trend_helps
 from .verdict import accounted_summary, run_verdict, verdict_summary
 
@@ -81,6 +76,7 @@ class Diagnosis:
     hax: dict[str, dict] = field(default_factory=dict)
     status: dict[str, str] = field(default_factory=dict)
     context: Any = None  # the run-level Context (stated conditions' probes are built on it)
+    probes: list[tuple[Proposal, NextCase]] = field(default_factory=list)  # the leads' probes, as proposed
 
 
 def diagnose(
@@ -229,6 +225,7 @@ def diagnose_run(
     d.causes = sum(1 for g in groups if g.cause is not None and g.space is not None and g.space.hypotheses)
     d.unexplained = [u for p in parts for u in p.unexplained]
     d.twins, d.hax, d.status = run.twins, run.hax, run.status
+    d.probes = [x for p in parts for x in p.probes]
     d.context = _run_context(run)
     return d
 
@@ -323,7 +320,7 @@ def _without_hypothesis(
             )
             necessary_only(f, flips, sum(1 for c in [*passing, *flips] if nec.holds(run.hax[c].get(nec.axis))))
             f.status, f.cause, f.cases = group.status, group.cause, failing[:MAX_CASES_LISTED]
-            return Diagnosis([f], next_cases(ctx, None, {}, results, missing), [], None, refuted)
+            return Diagnosis([f], next_cases(ctx, None, {}, missing), [], None, refuted)
     trend = None
     if (
         group is not None
@@ -335,8 +332,14 @@ def _without_hypothesis(
         trend = trend_finding(run.hax, run.dist, results, failing, passing) if failing and passing else None
     if trend is not None and group is not None:  # a trend is only sought for a group
         trend.status, trend.cases = group.status, failing[:MAX_CASES_LISTED]
-    nxt = next_cases(ctx, None, {}, results, missing)
-    d = Diagnosis([trend] if trend else [], (seed_probing(ctx) if group is not None else []) + nxt, [], None, refuted)
+    nxt = next_cases(ctx, None, {}, missing)
+    d = Diagnosis(
+        [trend] if trend else [],
+        ([p.next_case() for p in seed_pair_cases(ctx)] if group is not None else []) + nxt,
+        [],
+        None,
+        refuted,
+    )
     if group is not None and trend is None:
         d.unexplained = [
             FailureGroup(
@@ -379,7 +382,7 @@ def _diagnose_group(
     terms = ctx.terms[lead_hyp.text]
     splits = splitting(ctx)  # first: a case that splits hypotheses is a split, whatever else it narrows
     narrow = {t.axis: narrowing(ctx, t, lead_hyp.text) for t in terms}
-    cross = crossing_proposals(ctx, lead, lead_hyp.sources())
+    cross = crossing_cases(ctx, lead, lead_hyp.sources())
     settle(lead, terms, lead_hyp, space.hypotheses, space.capped, narrow, cross, dtypes, group.alternative)
     # falsify before exact (probes.py): a lead exact in the closed world gets the cases built to break it
     # (the checks are listed once the closed-world test holds: before, the lead is still being narrowed)
@@ -394,19 +397,24 @@ def _diagnose_group(
     for f in findings:
         f.status, f.cause = group.status, group.cause
     lead.cases = failing[:MAX_CASES_LISTED]  # the competitors cover the same cases: listed once
-    nxt = next_cases(ctx, lead, narrow, results, missing, splits=splits, cross=cross, lead_hyp=lead_hyp.text)
+    nxt = next_cases(ctx, lead, narrow, missing, splits=splits, cross=cross, lead_hyp=lead_hyp.text)
     at = next((i for i, n in enumerate(nxt) if n.kind == "missing"), len(nxt))
-    nxt[at:at] = probes
-    return Diagnosis([lead], nxt, findings[1 : 1 + MAX_COMPETING_SHOWN], summary, refuted)
+    probe_nexts = [p.next_case() for p in probes]
+    nxt[at:at] = probe_nexts
+    d = Diagnosis([lead], nxt, findings[1 : 1 + MAX_COMPETING_SHOWN], summary, refuted)
+    d.probes = list(zip(probes, probe_nexts, strict=True))
+    return d
 
 
 def _stated_stage(analysis: Analysis, conditions, cases, results, labels, diagnosis: Diagnosis, modes) -> None:
     """The stated conditions answered and settled (stated.py); the cases built to break them come first."""
     ctx = diagnosis.context or _run_context(_prepare(cases, results, labels, modes))
+    tool = [p for p, _ in diagnosis.probes]
     analysis.conditions, probes = stated_conditions(
-        conditions, cases, results, labels, ctx, analysis.findings, diagnosis.competing
+        conditions, cases, results, labels, ctx, analysis.findings, diagnosis.competing, tool
     )
-    analysis.next_cases = probes + analysis.next_cases
+    moved = [n for _, n in diagnosis.probes]  # every probe, the leads' too, ranked together: first
+    analysis.next_cases = [p.next_case() for p in probes] + [n for n in analysis.next_cases if n not in moved]
 
 
 def _recorded(cases: list[Case], results: dict[str, CaseResult], labels: dict[str, dict[str, str]]):

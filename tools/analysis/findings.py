@@ -16,16 +16,9 @@ from typing import Any
 from ..cases.derived import UNSET, source_of
 from ..cases.relations import element_bytes
 from ..schemas import Finding, Term
+from ..wording import boundary, num
 from .hypotheses import Atom, Hypothesis, axis_sources
 from .pairs import best_pair, make_pair
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
 
 
 def _sort_key(value: Any):
@@ -164,7 +157,7 @@ def _in_bytes(elements: float, name: str, dtypes: dict[str, list[str]]) -> str:
     for d in dtypes.get(name, []):
         size = element_bytes(d)
         if size:
-            parts.append(f"{_fmt(elements * size)} bytes in {d}")
+            parts.append(f"{num(elements * size)} bytes in {d}")
     return ", ".join(parts)
 
 
@@ -173,7 +166,7 @@ def _in_elements(nbytes: float, name: str, dtypes: dict[str, list[str]]) -> str:
     for d in dtypes.get(name, []):
         size = element_bytes(d)
         if size:
-            parts.append(f"{_fmt(nbytes / size)} {d} elements")
+            parts.append(f"{num(nbytes / size)} {d} elements")
     return ", ".join(parts)
 
 
@@ -185,11 +178,7 @@ def statement(f: Finding, dtypes: dict[str, list[str]]) -> str | None:
         return "fails only when both hold: " + "; and ".join(texts)
     if f.kind == "threshold" and f.fails_at is not None:  # a threshold always has a failing value nearest it
         name = f.axis.split(".", 1)[0].split("[", 1)[0]
-        side = (
-            f"passes at {_fmt(f.passes_at)}, fails at {_fmt(f.fails_at)}"
-            if f.passes_at is not None
-            else f"fails at {_fmt(f.fails_at)}, no passing value on the other side yet"
-        )
+        side = boundary(f.passes_at, f.fails_at)
         what = None
         if f.axis.endswith(("last_align", "offset_align")) or ".align[" in f.axis:
             where = (
@@ -201,23 +190,21 @@ def statement(f: Finding, dtypes: dict[str, list[str]]) -> str | None:
             )
             if f.direction == "below" and f.passes_at is not None:
                 b = _in_bytes(f.passes_at, name, dtypes)
-                what = f"{where} of {name} must be a multiple of {_fmt(f.passes_at)} elements" + (
-                    f" ({b})" if b else ""
-                )
+                what = f"{where} of {name} must be a multiple of {num(f.passes_at)} elements" + (f" ({b})" if b else "")
             elif f.direction == "above":
                 b = _in_bytes(f.fails_at, name, dtypes)
-                what = f"fails when {where} of {name} is a multiple of {_fmt(f.fails_at)} elements" + (
+                what = f"fails when {where} of {name} is a multiple of {num(f.fails_at)} elements" + (
                     f" ({b})" if b else ""
                 )
         elif f.axis.endswith(".bytes"):
             bound = f.passes_at if f.passes_at is not None else f.fails_at
             e = _in_elements(bound, name, dtypes)
-            what = f"{name} fails {'above' if f.direction == 'above' else 'below'} {_fmt(bound)} bytes" + (
+            what = f"{name} fails {'above' if f.direction == 'above' else 'below'} {num(bound)} bytes" + (
                 f" ({e})" if e else ""
             )
         elif f.axis.endswith(".numel") and f.passes_at is not None:
             b = _in_bytes(f.passes_at, name, dtypes)
-            what = f"{name} fails {'above' if f.direction == 'above' else 'below'} {_fmt(f.passes_at)} elements" + (
+            what = f"{name} fails {'above' if f.direction == 'above' else 'below'} {num(f.passes_at)} elements" + (
                 f" ({b})" if b else ""
             )
         return f"{f.predicate}: " + (f"{what}; " if what else "") + side

@@ -1,6 +1,6 @@
 """Moves that set a derived axis, a relation or a values class of a case to a
 target with one star variation: the ways a next case can flip one term of a
-hypothesis (suggestions.moves covers the labelled axes, dimensions, counts,
+hypothesis (moves.py covers the labelled axes, dimensions, counts,
 offsets, alignments and contiguity; this module the rest).
 
 Each move is ``(variation without its values, value)``, ready for

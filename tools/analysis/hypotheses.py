@@ -31,6 +31,7 @@ from ..cases.axes import own_labels
 from ..cases.derived import source_of, structured_axes
 from ..cases.memo import once, sealed
 from ..cases.relations import product_sides, relation_axes, relation_sides
+from ..wording import num
 from .measured import is_measured, limit_sides
 
 MAX_SET_VALUES = 4
@@ -138,14 +139,6 @@ def _num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def fmt(value: Any) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
-
-
 _REL_OPS = {
     frozenset("<"): "<",
     frozenset("="): "==",
@@ -175,7 +168,7 @@ def atom_text(a: Atom) -> str:
             if a.direction == "above"
             else ("<" if a.passes_at is not None else "<=")
         )
-        return f"{a.axis} {op} {fmt(bound)}"
+        return f"{a.axis} {op} {num(bound)}"
     sides = relation_sides(a.axis)  # a relation atom's axis always names its two sides
     if a.kind == "relation" and sides is not None:
         rel = _REL_OPS.get(frozenset(a.failing))
@@ -185,8 +178,8 @@ def atom_text(a: Atom) -> str:
             return f"{a.axis} == {a.failing[0]}"
         return f"{a.axis} in {{{', '.join(a.failing)}}}"
     if a.kind == "value":
-        return f"{a.axis} == {fmt(a.failing[0])}"
-    return f"{a.axis} in {{{', '.join(fmt(v) for v in a.failing)}}}"
+        return f"{a.axis} == {num(a.failing[0])}"
+    return f"{a.axis} in {{{', '.join(num(v) for v in a.failing)}}}"
 
 
 @dataclass

@@ -28,17 +28,10 @@ from typing import Any
 from ..cases.derived import parse_dim_axis
 from ..cases.relations import element_bytes, product_sides
 from ..schemas import Finding, Validation
+from ..wording import boundary, num
 from .hypotheses import CAP_TEXT, Atom, Hypothesis, is_align
 
 UNTESTABLE = "untestable with these variations"
-
-
-def _fmt(v) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
-    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def _integer(v: Any) -> bool:
@@ -109,12 +102,11 @@ def _closed_world(
             why.append(f"no minimal pair for {t.predicate} yet: no passing and failing case differ only in {t.source}")
         if t.kind == "threshold" and not pinned(t, dtypes or {}, rest):
             why.append(
-                f"the boundary of {t.axis} is not pinned: passes at {_fmt(t.passes_at)}, "
-                f"fails at {_fmt(t.fails_at)}"
+                f"the boundary of {t.axis} is not pinned: {boundary(t.passes_at, t.fails_at)}"
                 + ("" if narrow.get(t.axis) else f" ({UNTESTABLE}: no case they can build lies between)")
             )
         elif narrow.get(t.axis) and t.kind != "threshold":
-            values = ", ".join(str(c.hax.get(t.axis, c.axes.get(t.axis))) for c in narrow[t.axis])
+            values = ", ".join(num(c.hax.get(t.axis, c.axes.get(t.axis))) for c in narrow[t.axis])
             why.append(f"untried values of {t.axis}: {values}")
     if cross:
         changes = "; ".join(

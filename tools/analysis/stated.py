@@ -11,7 +11,10 @@ cases built to break it, chosen by what they can refute:
 - **boundary**: a property it names moved so that its prediction flips - two cases that differ in that
   quantity alone;
 - **competitors**: a case where it and a surviving competitor (the tool's own findings, the other stated
-  conditions) disagree, the competitors it disagrees with most first.
+  conditions) disagree.
+
+Every probe - these and the tool's own (probes.py) - is ranked by what it can refute among all the surviving
+conditions (disagreement.py): the cases they split most evenly first.
 
 Each probe is an ordinary planned case whose description reads ``stated [GROUP]: CONDITION``, so a later
 analysis (which keeps no state) knows which requirement a recorded case met; its outcome is judged like
@@ -21,21 +24,24 @@ exact - is settlement.py's (:func:`~tools.analysis.settlement.settle_stated`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..conditions.language import Condition, ConditionError, parse
 from ..conditions.predict import answer_conditions, parse_conditions, run_properties
 from ..conditions.properties import case_properties
-from ..schemas import FLOAT_DTYPES, MODES, Case, ConditionAnswer, Finding, NextCase
+from ..schemas import FLOAT_DTYPES, MODES, Case, ConditionAnswer, Finding
+from .context import Context
+from .disagreement import Predictor, by_disagreement, case_disagreement
 from .flips import dim_moves
-from .probes import SEEDS
+from .moves import strides_for
+from .proposal import Proposal, ProposedCase, build_case
+from .requirements import SEEDS
 from .settlement import settle_stated
-from .suggestions import Context, Proposal, make_proposal, proposal_next, strides_for
 
 TAG = "stated"
 MAX_BASES = 2  # cases each side a condition's probes start from
-MAX_COMPETITOR_PROBES = 3
 MAX_PROBES = 16  # per condition and analysis
 
 
@@ -46,7 +52,7 @@ class Need:
     group: str  # unnamed:x.shape-down, boundary:x.shape[-1], apart:COMPETITOR ...
     text: str
     done: list[str] = field(default_factory=list)
-    builds: list[tuple[Proposal, bool | None]] = field(default_factory=list)  # candidate, its prediction
+    builds: list[tuple[ProposedCase, bool | None]] = field(default_factory=list)  # candidate, its prediction
     need: int = 1  # recorded cases it wants
 
     def met(self) -> bool:
@@ -115,10 +121,10 @@ def _bases(cond: Condition, props: dict[str, dict], observed: dict[str, str]) ->
     return fail[:MAX_BASES] + ok[:MAX_BASES]
 
 
-def _candidates(ctx: Context, base: Case) -> list[tuple[str, str, Proposal, dict]]:
+def _candidates(ctx: Context, base: Case) -> list[tuple[str, str, ProposedCase, dict]]:
     out = []
     for group, words, var, value in _moves(ctx, base):
-        cand = make_proposal(ctx, base, var, value, TAG)
+        cand = build_case(ctx, base, var, value, TAG)
         if cand is not None:
             out.append((group, words, cand, case_properties(Case.model_validate(cand.doc))))
     return out
@@ -187,7 +193,7 @@ def needs(
 MAX_PIN_STEPS = 14
 
 
-def _pin(ctx: Context, cond: Condition, base: Case, far: Proposal, before: bool | None, out: dict) -> None:
+def _pin(ctx: Context, cond: Condition, base: Case, far: ProposedCase, before: bool | None, out: dict) -> None:
     """A boundary is pinned by two cases that differ in that quantity alone: one dimension bisected between
     the base and the far move where the condition flips, down to two sizes 1 apart - both cases wanted."""
     if far.var.get("axis") != "dim" or not isinstance(far.value, int):
@@ -204,7 +210,7 @@ def _pin(ctx: Context, cond: Condition, base: Case, far: Proposal, before: bool 
         if abs(hi - lo) <= 1:
             break
         mid = (lo + hi) // 2
-        cand = make_proposal(ctx, base, far.var, mid, TAG)
+        cand = build_case(ctx, base, far.var, mid, TAG)
         if cand is None:
             return
         now = cond.evaluate(case_properties(Case.model_validate(cand.doc)))
@@ -217,40 +223,60 @@ def _pin(ctx: Context, cond: Condition, base: Case, far: Proposal, before: bool 
     key = f"pin:{ref}"
     need = out.setdefault(key, Need(key, f"{ref} at {min(lo, hi)} and {max(lo, hi)}, where {cond} flips", need=2))
     for v, side in ((lo, before), (hi, not before)):
-        cand = near.get(v) or make_proposal(ctx, base, far.var, v, TAG)
+        cand = near.get(v) or build_case(ctx, base, far.var, v, TAG)
         if cand is None and v == start:
             continue  # the base itself is that side
         if cand is not None and all(c.content != cand.content for c, _ in need.builds):
             need.builds.append((cand, side))
 
 
-def stated_probes(ctx: Context, cond: Condition, reqs: list[Need]) -> list[NextCase]:
-    """One next case (kind falsify) per open requirement, the competitors' first; at most MAX_PROBES."""
-    order = sorted(reqs, key=lambda r: (not r.group.startswith("apart:"), not r.group.startswith("boundary:"), r.group))
-    out: list[NextCase] = []
-    for r in order:
-        if r.met() or len(out) >= MAX_PROBES:
+def condition_predictors(rivals: list[Condition]) -> list[Predictor]:
+    """The surviving conditions as predictors of a proposed case (disagreement.py): a condition that holds
+    predicts fail, one that does not predicts pass; each case's properties read once."""
+    props: dict[str, dict] = {}
+
+    def read(case: ProposedCase) -> dict:
+        if case.content not in props:
+            props[case.content] = case_properties(Case.model_validate(case.doc))
+        return props[case.content]
+
+    def predictor(cond: Condition) -> Predictor:
+        return lambda case: _said(cond.evaluate(read(case)))
+
+    return [predictor(r) for r in rivals]
+
+
+def _said(holds: bool | None) -> str | None:
+    return "fail" if holds else "pass" if holds is False else None
+
+
+def stated_probes(ctx: Context, cond: Condition, reqs: list[Need], predictors: list[Predictor]) -> list[Proposal]:
+    """One proposal (kind falsify) per case an open requirement still wants, the cases the surviving
+    conditions disagree on most first (equal ones: the requirements by name); at most MAX_PROBES."""
+    offers = [(r, cand, now) for r in sorted(reqs, key=lambda r: r.group) if not r.met() for cand, now in r.builds]
+    offers.sort(key=lambda o: -case_disagreement(o[1], predictors))
+    wanted = {r.group: r.need - len(r.done) for r in reqs}
+    out: list[Proposal] = []
+    for r, cand, now in offers:
+        if len(out) >= MAX_PROBES:
+            break
+        if wanted[r.group] <= 0 or cand.content in ctx.seen_contents:
             continue
-        wanted = r.need - len(r.done)
-        for cand, now in r.builds:
-            if wanted <= 0:
-                break
-            if cand.content in ctx.seen_contents:
-                continue
-            ctx.seen_contents.add(cand.content)
-            cand.base = cand.base.model_copy(update={"description": tag(r.group, str(cond))})
-            said = "fail" if now else "pass" if now is False else "either (a value statistic: known once it ran)"
-            out.append(
-                proposal_next(
-                    "falsify",
-                    None,
-                    [cand],
-                    reason=f"stated {cond}: {r.text}; it predicts {said}",
-                    if_fails="held" if now else f"refutes {cond}" if now is False else "judged once recorded",
-                    if_passes="held" if now is False else f"refutes {cond}" if now else "judged once recorded",
-                )
+        ctx.seen_contents.add(cand.content)
+        wanted[r.group] -= 1
+        cand.base = cand.base.model_copy(update={"description": tag(r.group, str(cond))})
+        said = "fail" if now else "pass" if now is False else "either (a value statistic: known once it ran)"
+        out.append(
+            Proposal(
+                "falsify",
+                None,
+                [cand],
+                why=f"stated {cond}: {r.text}; it predicts {said}",
+                if_fails="held" if now else f"refutes {cond}" if now is False else "judged once recorded",
+                if_passes="held" if now is False else f"refutes {cond}" if now else "judged once recorded",
+                meets=r.text,
             )
-            wanted -= 1
+        )
     return out
 
 
@@ -276,15 +302,16 @@ def settle_answers(
     rivals: list[Condition],
     props: dict[str, dict],
     observed: dict[str, str],
-) -> list[NextCase]:
-    """Each surviving answer's probes and fate (settlement.settle_stated); the probes as next cases."""
+    predictors: list[Predictor],
+) -> list[Proposal]:
+    """Each surviving answer's probes and fate (settlement.settle_stated); the probes as proposals."""
 
-    out: list[NextCase] = []
+    out: list[Proposal] = []
     for answer, cond in zip(answers, conds, strict=True):
         if answer.fate == "refuted":
             continue
         reqs = needs(ctx, cond, rivals, props, observed)
-        probes = stated_probes(ctx, cond, reqs)
+        probes = stated_probes(ctx, cond, reqs, predictors)
         apart, alike = told_apart(cond, [r for r in rivals if str(r) != str(cond)], props, observed)
         untestable = [r.text for r in reqs if not r.met() and not r.builds]
         alike_open = [a for a in alike if f"apart:{a}" in {r.group for r in reqs}]
@@ -310,13 +337,16 @@ def stated_conditions(
     ctx: Context,
     findings: list[Finding],
     competing: list[Finding],
-) -> tuple[list[ConditionAnswer], list[NextCase]]:
+    probes: Sequence[Proposal] = (),
+) -> tuple[list[ConditionAnswer], list[Proposal]]:
     """The stated conditions answered (predict.py), each surviving one settled after the cases built to break
-    it; those cases as next cases, first."""
+    it; those cases and the tool's own ``probes``, most disagreement among every surviving condition first."""
 
     run = run_properties(cases, results, labels)  # once: the answers and the probes read the same properties
     answers = answer_conditions(texts, cases, results, labels, run=run)
     conds = parse_conditions(texts)
     survivors = [c for c, a in zip(conds, answers, strict=True) if a.fate != "refuted"]
     rivals = competitors(findings, competing, survivors)
-    return answers, settle_answers(ctx, answers, conds, rivals, run.props, run.observed)
+    predictors = condition_predictors(rivals)
+    stated = settle_answers(ctx, answers, conds, rivals, run.props, run.observed, predictors)
+    return answers, by_disagreement(stated + list(probes), predictors)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..schemas import Case, CaseFailure, FailureAxis, FailureGroup, Finding, IdenticalPair, RefutedLead
+from ..wording import boundary
 
 
 def run_verdict(failures: list[CaseFailure], missing: list[str], unsupported: list[CaseFailure]) -> str:
@@ -93,21 +94,14 @@ def _summary(
 
 def _boundary(f: Finding) -> str:
     if f.kind == "threshold" and f.fails_at is not None:
-        side = f"passes at {_num(f.passes_at)}, " if f.passes_at is not None else ""
-        return f"{side}fails at {_num(f.fails_at)}"
+        return boundary(f.passes_at, f.fails_at)
     if f.kind == "conjunction":
         return "; ".join(
-            f"{t.axis} passes at {_num(t.passes_at)}, fails at {_num(t.fails_at)}"
+            f"{t.axis} {boundary(t.passes_at, t.fails_at)}"
             for t in f.terms
             if t.kind == "threshold" and t.passes_at is not None
         )
     return ""
-
-
-def _num(v) -> str:
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
-    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def _findings_summary(findings: list[Finding], competing: Sequence[Finding] = ()) -> str:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..schemas import Case, CaseResult, ConditionAnswer, Counterexample
+from ..wording import num
 from .language import Condition, ConditionError, check_names, parse
 from .properties import case_properties
 
@@ -65,16 +66,12 @@ def _cases_text(n: int) -> str:
     return "the 1 recorded case" if n == 1 else f"all {n} recorded cases"
 
 
-def _value_text(v: Any) -> str:
-    return f"{v:.6g}" if isinstance(v, float) else str(v)
-
-
 def _counterexample(
     condition: Condition, case_id: str, observed: str, status: str, props: Mapping[str, Any]
 ) -> tuple[Counterexample, str]:
     predicted = "fail" if observed == "pass" else "pass"
     names = sorted(condition.names())
-    values = ", ".join(f"{n} = {_value_text(props[n])}" for n in names if n in props)
+    values = ", ".join(f"{n} = {num(props[n])}" for n in names if n in props)
     truth = "true" if predicted == "fail" else "false"
     did = "passed" if observed == "pass" else f"failed ({status})"
     sentence = f"{case_id} {did} where it is {truth}" + (f" ({values})" if values else "")

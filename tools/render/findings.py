@@ -14,12 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..schemas import Counterexample, Finding, MinimalPair
-
-
-def _num(v: Any) -> str:
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
-    return f"{v:g}" if isinstance(v, float) else str(v)
+from ..wording import boundary
 
 
 def pair_text(pair: MinimalPair | None) -> str:
@@ -34,13 +29,10 @@ def pair_text(pair: MinimalPair | None) -> str:
 def boundary_text(f: Finding) -> str:
     """passes at / fails at of a threshold (or of each threshold term), '' when there is none."""
     if f.kind == "threshold" and f.fails_at is not None:
-        passes = f"passes at {_num(f.passes_at)}, " if f.passes_at is not None else ""
-        return f"{passes}fails at {_num(f.fails_at)} (failures {f.direction})"
+        return f"{boundary(f.passes_at, f.fails_at)} (failures {f.direction})"
     if f.kind == "conjunction":
         return "; ".join(
-            f"{t.axis}: "
-            + (f"passes at {_num(t.passes_at)}, " if t.passes_at is not None else "")
-            + f"fails at {_num(t.fails_at)} (failures {t.direction})"
+            f"{t.axis}: {boundary(t.passes_at, t.fails_at)} (failures {t.direction})"
             for t in f.terms
             if t.kind == "threshold" and t.fails_at is not None
         )
