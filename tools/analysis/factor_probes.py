@@ -16,9 +16,8 @@ comparison and must keep the outcome (a ``rows > 64`` failure read as ``x.shape[
 
 The same principle for one size: a condition naming ``x.shape[0]`` claims the input's *other* dimensions do
 not matter, so each of them is moved far down and up from the minimal pair's failing case *and* from its
-passing case (probes.unnamed_requirements moves an input the condition does not name at all, from the failing
-case; :func:`unnamed_dim_needs` the rest): ``x.shape[0] > 2`` standing for ``x.shape[0] * x.shape[1] > 16``
-fails to predict ``x.shape[1]`` moved down to 1.
+passing case (probes.unnamed_requirements moves an input the condition does not name at all):
+``x.shape[0] > 2`` standing for ``x.shape[0] * x.shape[1] > 16`` fails to predict ``x.shape[1]`` moved down to 1.
 
 The rank is a property too: where the run has an input at several ranks and the condition names its
 dimensions, a dimension of 1 is inserted in front, and right before the last, from both cases of the minimal
@@ -206,8 +205,8 @@ def named_dims(hyp: Hypothesis, name: str, rank: int) -> set[int] | None:
 
 def unnamed_dim_needs(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[FactorNeed]:
     """Each dimension the condition does not name, of an input whose other dimensions it names, moved far down
-    and up from the minimal pair's failing case (it still fails) and passing case (it still passes); and, from
-    the passing case, those of an input it does not name at all (the failing case's are probes.py's)."""
+    and up from the minimal pair's failing case (it still fails) and passing case (it still passes); those of
+    an input it does not name at all are probes.unnamed_requirements'."""
     if lead.minimal_pair is None:
         return []
     named = {s for a in hyp.atoms for s in axis_sources(a.axis)}
@@ -219,7 +218,7 @@ def unnamed_dim_needs(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Factor
                 continue
             whole = f"{spec.name}.shape" in named
             own = named_dims(hyp, spec.name, len(spec.shape)) if whole else set()
-            if own is None or (not whole and side == "fail"):
+            if own is None or not whole:  # an input it does not name at all: probes.unnamed_requirements
                 continue
             for i in range(len(spec.shape)):
                 if i not in own:
