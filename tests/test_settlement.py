@@ -352,3 +352,13 @@ def test_a_size_standing_for_a_product_is_refuted_by_the_dimension_it_does_not_n
     assert ("x.shape[0] > 4", False) in seen
     assert not [p for p, e in seen if e and p != "x.shape[0] * x.shape[1] > 16"], seen
     assert new <= 40
+
+
+def test_a_rank_threshold_is_refuted_where_a_dimension_of_1_inserted_changes_the_outcome():
+    # the leading dimension reversed on inputs of rank above 2: no error where it is 1 - "x.rank > 2" is not the
+    # rule, and a dimension of 1 inserted in front of a failing rank-3 case shows it
+    shapes = ([4, 32], [2, 4, 32], [8, 32], [3, 4, 32])
+    cases = [_case(f"c{i}", s, seed=3) for i, s in enumerate(shapes)]
+    a, seen, new = _tool_alone(cases, lambda c: len(c.inputs[0].shape) > 2 and c.inputs[0].shape[0] > 1)
+    assert ("x.rank > 2", True) not in seen, seen
+    assert new <= 40

@@ -1,12 +1,13 @@
-"""Wrong for inputs of rank above 2: the kernel flattens the leading
-dimensions in the wrong order (reverses them) for a 3-d or higher input."""
+"""Wrong for inputs of rank above 2, whatever their sizes: the kernel's 3-d-and-higher path scales by the
+wrong constant.  (It used to reverse the leading dimension, which is no error where that dimension is 1: a
+rank-4 input [1, 2, 4, 32] passed, and "x.rank > 2" was a wrong exact finding the rank probes now refute.)"""
 import torch
 
 
 def cand(x):
     out = x * 0.5
     if x.dim() > 2:
-        out = out.flip(0).contiguous()
+        out = out * 1.25
     return out
 
 

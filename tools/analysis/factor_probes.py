@@ -16,14 +16,17 @@ comparison and must keep the outcome (a ``rows > 64`` failure read as ``x.shape[
 
 The same principle for one size: a condition naming ``x.shape[0]`` claims the input's *other* dimensions do
 not matter, so each of them is moved far down and up from the minimal pair's failing case *and* from its
-passing case (probes.unnamed_requirements moves an input the condition does not name at all, from the failing
-case; :func:`unnamed_dim_needs` the rest): ``x.shape[0] > 2`` standing for ``x.shape[0] * x.shape[1] > 16``
-fails to predict ``x.shape[1]`` moved down to 1.
+passing case (probes.unnamed_requirements moves an input the condition does not name at all):
+``x.shape[0] > 2`` standing for ``x.shape[0] * x.shape[1] > 16`` fails to predict ``x.shape[1]`` moved down to 1.
 
 The rank is a property too: where the run has an input at several ranks and the condition names its
 dimensions, a dimension of 1 is inserted in front, and right before the last, from both cases of the minimal
 pair (the elements unchanged); a condition read from the front (``x.shape[1] * x.shape[-1]``) standing for one
 read from the end (``x.shape[-2] * x.shape[-1]``) fails to predict one of them.
+
+An integer attribute the condition does not name is moved too, from both cases, to the smallest and the largest
+value the run has of it (or 4x where it has one): ``x.shape[1] > 4`` standing for ``x.shape[1] // attr.groups > 2``
+fails to predict more groups.
 
 A conjunction of thresholds is probed at its corner: every term at its failing boundary value at once, from the
 minimal pair's failing case; ``x.shape[0] > 4 and x.align[1] > 2`` standing for ``x.shape[0] * x.shape[1] > 32``
@@ -121,6 +124,7 @@ def factor_needs(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding], move
         + unnamed_dim_needs(ctx, hyp, lead, moves)
         + rank_needs(ctx, hyp, lead)
         + corner_needs(ctx, hyp, lead, moves)
+        + attribute_needs(ctx, hyp, lead, moves)
     )
 
 
@@ -201,8 +205,8 @@ def named_dims(hyp: Hypothesis, name: str, rank: int) -> set[int] | None:
 
 def unnamed_dim_needs(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[FactorNeed]:
     """Each dimension the condition does not name, of an input whose other dimensions it names, moved far down
-    and up from the minimal pair's failing case (it still fails) and passing case (it still passes); and, from
-    the passing case, those of an input it does not name at all (the failing case's are probes.py's)."""
+    and up from the minimal pair's failing case (it still fails) and passing case (it still passes); those of
+    an input it does not name at all are probes.unnamed_requirements'."""
     if lead.minimal_pair is None:
         return []
     named = {s for a in hyp.atoms for s in axis_sources(a.axis)}
@@ -214,7 +218,7 @@ def unnamed_dim_needs(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Factor
                 continue
             whole = f"{spec.name}.shape" in named
             own = named_dims(hyp, spec.name, len(spec.shape)) if whole else set()
-            if own is None or (not whole and side == "fail"):
+            if own is None or not whole:  # an input it does not name at all: probes.unnamed_requirements
                 continue
             for i in range(len(spec.shape)):
                 if i not in own:
@@ -240,7 +244,7 @@ def _far_dim(ctx, hyp: Hypothesis, base: Case, side: str, name: str, i: int, nam
         need.done = [
             c
             for c, st in sorted(ctx.status.items())
-            if st == side and ctx.hax[c].get(axis) in targets and hyp.holds(ctx.hax[c]) == (side == "fail")
+            if st == side and ctx.hax[c].get(axis) in targets and kept(ctx, hyp, base.id, c)
         ][:1]
         need.builds = [(base, v, x, side) for t in targets for v, x in moves(ctx, base, axis, t)]
         out.append(need)
@@ -367,3 +371,46 @@ def _compose(parts: list[tuple[dict, Any]]) -> tuple[dict, Any]:
         also.append(dict({k: w for k, w in v.items() if k != "also"}, values=[x]))
         also += list(v.get("also") or [])
     return (dict(v0, also=also) if also else v0), x0
+
+
+def attribute_needs(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[FactorNeed]:
+    """Each integer attribute the condition does not name, from the minimal pair's failing and passing case,
+    moved down to the smallest value the run has of it and up to the largest (4x where it has no larger one):
+    the prediction holds there."""
+    if lead.minimal_pair is None:
+        return []
+    named = {s for a in hyp.atoms for s in axis_sources(a.axis)} | {a.axis for a in hyp.atoms}
+    ran = sorted(c for c, st in ctx.status.items() if st in ("fail", "pass"))
+    out: list[FactorNeed] = []
+    for side, base_id in (("fail", lead.minimal_pair.failing), ("pass", lead.minimal_pair.passing)):
+        base = ctx.cases[base_id]
+        for key, value in sorted(base.attributes.items()):
+            axis = f"attr.{key}"
+            if not isinstance(value, int) or isinstance(value, bool) or any(n.startswith(axis) for n in named):
+                continue
+            seen = sorted({v for c in ran if isinstance(v := ctx.cases[c].attributes.get(key), int)})
+            low = min(seen, default=value)
+            high = max(seen, default=value) if max(seen, default=value) > value else value * FAR
+            for kind, target in (("down", low), ("up", high)):
+                if target == value:
+                    continue
+                need = FactorNeed(
+                    f"unnamed-{kind}",
+                    f"{axis} moved {kind} to {target} from a {side}ing case: {hyp.text} does not name it",
+                )
+                need.done = [
+                    c
+                    for c in ran
+                    if ctx.status[c] == side
+                    and ctx.cases[c].attributes.get(key) == target
+                    and kept(ctx, hyp, base_id, c)
+                ][:1]
+                need.builds = [(base, v, x, side) for v, x in moves(ctx, base, axis, target)]
+                out.append(need)
+    return out
+
+
+def kept(ctx, hyp: Hypothesis, base_id: str, c: str) -> bool:
+    """Does recorded case ``c`` keep every quantity the condition names at the base's value (so that it moved
+    only what the condition does not name, from the boundary, not from anywhere on that side)?"""
+    return all(ctx.hax[c].get(a.axis) == ctx.hax[base_id].get(a.axis) for a in hyp.atoms)
