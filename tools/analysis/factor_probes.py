@@ -32,13 +32,12 @@ A conjunction of thresholds is probed at its corner: every term at its failing b
 minimal pair's failing case; ``x.shape[0] > 4 and x.align[1] > 2`` standing for ``x.shape[0] * x.shape[1] > 32``
 passes at ``[5, 4, ...]``.
 
-The requirements are plain records (:class:`FactorNeed`); probes.py makes them its ``Req``.
+The requirements are ``Req``s (requirements.py), listed by probes.requirements.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..cases.derived import dim_axis, parse_dim_axis
@@ -46,17 +45,10 @@ from ..cases.relations import product_sides, relation_sides
 from ..schemas import Case, Finding
 from .flips import dim_moves
 from .hypotheses import Hypothesis, axis_sources
+from .moves import moves
+from .requirements import Req
 
 FAR = 4  # as probes.FAR: a far side is a factor 4 beyond
-
-
-@dataclass
-class FactorNeed:
-    kind: str
-    text: str
-    done: list[str] = field(default_factory=list)
-    builds: list[tuple[Case, dict, Any, str]] = field(default_factory=list)  # base, variation, value, predicted
-    untestable: str | None = None
 
 
 def factor_dims(axis: str, shape: list[int]) -> tuple[str, list[int]] | None:
@@ -116,24 +108,24 @@ def _bases(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding], i: int) ->
     return [] if pair is None else [("fail", pair.failing), ("pass", pair.passing)]
 
 
-def factor_needs(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding], moves) -> list[FactorNeed]:
+def factor_needs(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding]) -> list[Req]:
     """Every requirement of this module (see its docstring)."""
     return (
         composite_needs(ctx, hyp, lead, terms)
         + relation_needs(ctx, hyp, lead, terms)
-        + unnamed_dim_needs(ctx, hyp, lead, moves)
+        + unnamed_dim_needs(ctx, hyp, lead)
         + rank_needs(ctx, hyp, lead)
-        + corner_needs(ctx, hyp, lead, moves)
-        + attribute_needs(ctx, hyp, lead, moves)
+        + corner_needs(ctx, hyp, lead)
+        + attribute_needs(ctx, hyp, lead)
     )
 
 
-def composite_needs(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding]) -> list[FactorNeed]:
+def composite_needs(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding]) -> list[Req]:
     """For each composite quantity the condition names, from its minimal pair's failing and passing case: the
     quantity kept with all its factors in each of its dimensions in turn, predicted as the base.  Met by a
     recorded case on that side with the quantity at the base's value (or the boundary's) held in that
     dimension alone."""
-    out: list[FactorNeed] = []
+    out: list[Req] = []
     ran = sorted(c for c, s in ctx.status.items() if s in ("fail", "pass"))
     for i, atom in enumerate(hyp.atoms):
         for side, base_id in _bases(ctx, hyp, lead, terms, i):
@@ -147,7 +139,7 @@ def composite_needs(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding]) -
             at = {"fail": atom.fails_at, "pass": atom.passes_at}  # the boundary's values, where it has them
             for d in dims:
                 target = concentrated(shape, dims, d)
-                need = FactorNeed(
+                need = Req(
                     f"factors-{side}",
                     f"{atom.axis} = {atom_value(ctx, base_id, atom.axis)} kept with every factor in "
                     f"{name}.shape[{d}] ({side}ing side: {target})",
@@ -203,14 +195,14 @@ def named_dims(hyp: Hypothesis, name: str, rank: int) -> set[int] | None:
     return out
 
 
-def unnamed_dim_needs(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[FactorNeed]:
+def unnamed_dim_needs(ctx, hyp: Hypothesis, lead: Finding) -> list[Req]:
     """Each dimension the condition does not name, of an input whose other dimensions it names, moved far down
     and up from the minimal pair's failing case (it still fails) and passing case (it still passes); those of
     an input it does not name at all are probes.unnamed_requirements'."""
     if lead.minimal_pair is None:
         return []
     named = {s for a in hyp.atoms for s in axis_sources(a.axis)}
-    out: list[FactorNeed] = []
+    out: list[Req] = []
     for side, base_id in (("fail", lead.minimal_pair.failing), ("pass", lead.minimal_pair.passing)):
         base = ctx.cases[base_id]
         for spec in base.inputs:
@@ -222,11 +214,11 @@ def unnamed_dim_needs(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[Factor
                 continue
             for i in range(len(spec.shape)):
                 if i not in own:
-                    out += _far_dim(ctx, hyp, base, side, spec.name, i, named, moves)
+                    out += _far_dim(ctx, hyp, base, side, spec.name, i, named)
     return out
 
 
-def _far_dim(ctx, hyp: Hypothesis, base: Case, side: str, name: str, i: int, named: set, moves) -> list[FactorNeed]:
+def _far_dim(ctx, hyp: Hypothesis, base: Case, side: str, name: str, i: int, named: set) -> list[Req]:
     shape = next(s.shape for s in base.inputs if s.name == name) or []
     axis = dim_axis(name, i, len(shape))
     tied = {t.partition(".shape[")[0] + ".shape" for t in ctx.ties.get(axis, [])}
@@ -237,7 +229,7 @@ def _far_dim(ctx, hyp: Hypothesis, base: Case, side: str, name: str, i: int, nam
         targets = [t for t in dict.fromkeys(targets) if 0 < t != size]
         if not targets:
             continue
-        need = FactorNeed(
+        need = Req(
             f"unnamed-{kind}",
             f"{axis} moved far {kind} (to {targets[0]}) from a {side}ing case: {hyp.text} names it not",
         )
@@ -251,11 +243,11 @@ def _far_dim(ctx, hyp: Hypothesis, base: Case, side: str, name: str, i: int, nam
     return out
 
 
-def relation_needs(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding]) -> list[FactorNeed]:
+def relation_needs(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding]) -> list[Req]:
     """Each comparison of two dimensions of one input, from its minimal pair's failing and passing case: both
     sizes scaled far up (x FAR) and down (over their common divisor): the comparison kept, predicted as the
     base."""
-    out: list[FactorNeed] = []
+    out: list[Req] = []
     for i, atom in enumerate(hyp.atoms):
         sides = relation_sides(atom.axis)
         da, db = (parse_dim_axis(x) for x in sides) if sides else (None, None)
@@ -274,7 +266,7 @@ def relation_needs(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding]) ->
                 target[ia], target[ib] = na, nb
                 if target == shape:
                     continue
-                need = FactorNeed(
+                need = Req(
                     f"class-{side}",
                     f"{atom.axis} kept with both sizes scaled {kind} ({side}ing side: {target}): another member "
                     f"of its class",
@@ -289,13 +281,13 @@ def relation_needs(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding]) ->
     return out
 
 
-def rank_needs(ctx, hyp: Hypothesis, lead: Finding) -> list[FactorNeed]:
+def rank_needs(ctx, hyp: Hypothesis, lead: Finding) -> list[Req]:
     """A dimension of 1 inserted in front and before the last of each input whose dimensions (or a quantity of
     its whole shape: the rows) the condition names, where the run has that input at two ranks or more; predicted as the base (a move that changes what
     the condition reads is waived by probes.probe_cases: the rank is not separable from it)."""
     if lead.minimal_pair is None:
         return []
-    out: list[FactorNeed] = []
+    out: list[Req] = []
     for side, base_id in (("fail", lead.minimal_pair.failing), ("pass", lead.minimal_pair.passing)):
         base = ctx.cases[base_id]
         for spec in base.inputs:
@@ -306,7 +298,7 @@ def rank_needs(ctx, hyp: Hypothesis, lead: Finding) -> list[FactorNeed]:
                 continue
             shape = list(spec.shape)
             for where, target in (("in front", [1, *shape]), ("before the last", [*shape[:-1], 1, shape[-1]])):
-                need = FactorNeed(
+                need = Req(
                     "unnamed-rank",
                     f"{spec.name} at rank {len(target)}: a dimension of 1 {where} ({side}ing side: {target}); "
                     f"{hyp.text} names no rank",
@@ -319,7 +311,7 @@ def rank_needs(ctx, hyp: Hypothesis, lead: Finding) -> list[FactorNeed]:
     return out
 
 
-def corner_needs(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[FactorNeed]:
+def corner_needs(ctx, hyp: Hypothesis, lead: Finding) -> list[Req]:
     """A conjunction of two thresholds or more at its corner (see the module docstring): one case, predicted
     fail, built from the minimal pair's failing case with every term moved to its failing boundary value."""
     terms = [a for a in hyp.atoms if a.kind == "threshold" and a.fails_at is not None]
@@ -328,7 +320,7 @@ def corner_needs(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[FactorNeed]
     base_id = lead.minimal_pair.failing
     base = ctx.cases[base_id]
     at = ", ".join(f"{a.axis} = {atom_value_text(a.fails_at)}" for a in terms)
-    need = FactorNeed("corner", f"every term of {hyp.text} at its failing boundary at once ({at})")
+    need = Req("corner", f"every term of {hyp.text} at its failing boundary at once ({at})")
     corner = [_smallest(a.axis, a.fails_at) for a in terms]
     need.done = [
         c for c in sorted(ctx.status) if ctx.status[c] == "fail" and all(ctx.hax[c].get(k) == v for k, v in corner)
@@ -373,7 +365,7 @@ def _compose(parts: list[tuple[dict, Any]]) -> tuple[dict, Any]:
     return (dict(v0, also=also) if also else v0), x0
 
 
-def attribute_needs(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[FactorNeed]:
+def attribute_needs(ctx, hyp: Hypothesis, lead: Finding) -> list[Req]:
     """Each integer attribute the condition does not name, from the minimal pair's failing and passing case,
     moved down to the smallest value the run has of it and up to the largest (4x where it has no larger one):
     the prediction holds there."""
@@ -381,7 +373,7 @@ def attribute_needs(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[FactorNe
         return []
     named = {s for a in hyp.atoms for s in axis_sources(a.axis)} | {a.axis for a in hyp.atoms}
     ran = sorted(c for c, st in ctx.status.items() if st in ("fail", "pass"))
-    out: list[FactorNeed] = []
+    out: list[Req] = []
     for side, base_id in (("fail", lead.minimal_pair.failing), ("pass", lead.minimal_pair.passing)):
         base = ctx.cases[base_id]
         for key, value in sorted(base.attributes.items()):
@@ -394,7 +386,7 @@ def attribute_needs(ctx, hyp: Hypothesis, lead: Finding, moves) -> list[FactorNe
             for kind, target in (("down", low), ("up", high)):
                 if target == value:
                     continue
-                need = FactorNeed(
+                need = Req(
                     f"unnamed-{kind}",
                     f"{axis} moved {kind} to {target} from a {side}ing case: {hyp.text} does not name it",
                 )

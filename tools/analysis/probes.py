@@ -78,7 +78,7 @@ def requirements(
         + cross_requirements(ctx, hyp, terms)
         + mirror_requirements(ctx, hyp, lead)
         + source_requirements(ctx, hyp, terms)
-        + [Req(**vars(n)) for n in factor_needs(ctx, hyp, lead, terms, moves)]  # a composite's factors moved
+        + factor_needs(ctx, hyp, lead, terms)  # a composite's factors moved (factor_probes.py)
         + cause_requirements(ctx, hyp, lead, others or [])
         + measured_requirements(ctx, hyp, lead)
         + seed_requirements(ctx, lead)
