@@ -11,6 +11,7 @@ say) is one line in :func:`build_analysis`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,6 +93,10 @@ def diagnose(
     return d.findings, d.next_cases
 
 
+def _content(case: Case) -> str:
+    return case_content(case.model_dump(mode="json"))
+
+
 class _Planned:
     """The planned cases' contents, computed the first time a next case is checked against them."""
 
@@ -101,9 +106,7 @@ class _Planned:
 
     def __contains__(self, content: object) -> bool:
         if self.contents is None:
-            self.contents = {
-                once(c, "content", lambda c=c: case_content(c.model_dump(mode="json"))) for c in self.cases
-            }
+            self.contents = {once(c, "content", functools.partial(_content, c)) for c in self.cases}
         return content in self.contents
 
 

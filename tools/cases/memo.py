@@ -14,6 +14,7 @@ Objects are held by identity, weakly: a value goes when its object does.  Nothin
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -35,7 +36,7 @@ def seal(obj: object) -> None:
     hit = _SEALED.get(key)
     if hit is not None and hit[0]() is obj:
         return
-    ref = weakref.ref(obj, lambda r, key=key: _forget(key, r))
+    ref = weakref.ref(obj, functools.partial(_forget, key))
     _SEALED[key] = (ref, {})
 
 
