@@ -90,6 +90,10 @@ def diagnose(
     return d.findings, d.next_cases
 
 
+def _content(case: Case) -> str:
+    return case_content(case.model_dump(mode="json"))
+
+
 class _Planned:
     """The planned cases' contents, computed the first time a next case is checked against them."""
 
@@ -525,7 +529,3 @@ def build_analysis(
     for stage in EXTRA_STAGES:
         analysis = stage(analysis, config, cases, results) or analysis
     return analysis
-
-
-def _content(case: Case) -> str:
-    return case_content(case.model_dump(mode="json"))

@@ -264,8 +264,10 @@ def case_distance_axes(case: Case, labels: dict[str, str] | None = None) -> dict
     """The variation axes of a case (axes.distance_axes), from its
     labels when they are at hand and no value spec depends on the dtype (then
     the planned and effective values are the same): no second pass."""
-    if sealed(case) and (labels is None or labels == own_labels(case)):
-        return once(case, "case_distance_axes", lambda: _distance_axes(case, case_axes(case)))
+    if sealed(case) and labels is None:
+        return once(case, "distance_axes", lambda: _distance_axes(case, None))
+    if sealed(case) and labels == own_labels(case):
+        return once(case, "case_distance_axes", lambda: _distance_axes(case, own_labels(case)))
     return _distance_axes(case, labels)
 
 

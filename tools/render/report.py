@@ -236,6 +236,11 @@ def _every_case_section(
     return out
 
 
+def case_json(case: Case) -> str:
+    """A case as the reproduction shows it (indented JSON, None fields left out)."""
+    return json.dumps(case.model_dump(mode="json", exclude_none=True), indent=2)
+
+
 def render_reproduction(
     analysis: Analysis, config: OperatorConfig, cases: list[Case], results: dict[str, CaseResult], *, run_dir: str
 ) -> str:
@@ -270,7 +275,7 @@ def render_reproduction(
             f.reason or "",
             "",
             "```json",
-            once(case, "repro_json", functools.partial(_repro_json, case)),
+            once(case, "repro_json", functools.partial(case_json, case)),
             "```",
             "",
             "Run it again under a new id (a recorded case is never overwritten): save the JSON above as a "
@@ -339,7 +344,3 @@ def integration_diff_section(analysis: Analysis) -> list[str]:
         "",
     ]
     return out
-
-
-def _repro_json(case: Case) -> str:
-    return json.dumps(case.model_dump(mode="json", exclude_none=True), indent=2)
