@@ -41,6 +41,7 @@ bash scripts/setup.sh
 # missing: they were installed above.
 export OPDEBUG_REQUIRE_SSHD=1 OPDEBUG_REQUIRE_SLURM=1 OPDEBUG_REQUIRE_CHROMIUM=1
 # Two pytest-xdist workers, each test file on one of them (tests/conftest.py: the
-# Slurm files count as one, so two real clusters never run at once).
-echo "+ OPDEBUG_REQUIRE_SSHD=1 OPDEBUG_REQUIRE_SLURM=1 OPDEBUG_REQUIRE_CHROMIUM=1 .venv/bin/python -m pytest -q -n 2 --dist loadfile $*"
-exec .venv/bin/python -m pytest -q -n 2 --dist loadfile "$@"
+# Slurm files count as one, so two real clusters never run at once); the 30 slowest
+# tests are listed at the end (where the suite's time goes).
+echo "+ OPDEBUG_REQUIRE_SSHD=1 OPDEBUG_REQUIRE_SLURM=1 OPDEBUG_REQUIRE_CHROMIUM=1 .venv/bin/python -m pytest -q -n 2 --dist loadfile --durations=30 $*"
+exec .venv/bin/python -m pytest -q -n 2 --dist loadfile --durations=30 "$@"

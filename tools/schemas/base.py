@@ -37,8 +37,11 @@ DTYPE_FAMILIES = {
 ASCEND_ONLY_DTYPES = DTYPE_FAMILIES["ascend"]
 
 
+_FAMILY_OF = {d: f for f, members in DTYPE_FAMILIES.items() for d in members}
+
+
 def dtype_family(dtype: str) -> str:
-    return next(f for f, members in DTYPE_FAMILIES.items() if dtype in members)
+    return _FAMILY_OF[dtype]
 
 
 # Ascend storage formats (torch_npu.npu_format_cast ids live in the runner).
