@@ -46,9 +46,7 @@ from ..schemas import Case, Finding
 from .flips import dim_moves
 from .hypotheses import Hypothesis, axis_sources
 from .moves import moves
-from .requirements import Req
-
-FAR = 4  # as probes.FAR: a far side is a factor 4 beyond
+from .requirements import FAR, Req, far_sizes
 
 
 def factor_dims(axis: str, shape: list[int]) -> tuple[str, list[int]] | None:
@@ -225,10 +223,7 @@ def _far_dim(ctx, hyp: Hypothesis, base: Case, side: str, name: str, i: int, nam
     if tied & named:
         return []
     size, out = shape[i], []
-    for kind, targets in (("down", [1, size // 4, size // 2]), ("up", [size * FAR + 1])):
-        targets = [t for t in dict.fromkeys(targets) if 0 < t != size]
-        if not targets:
-            continue
+    for kind, targets in far_sizes(size):
         need = Req(
             f"unnamed-{kind}",
             f"{axis} moved far {kind} (to {targets[0]}) from a {side}ing case: {hyp.text} names it not",

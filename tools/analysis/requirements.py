@@ -132,6 +132,17 @@ def pin_requirements(ctx: Context, hyp: Hypothesis) -> list[Req]:
     return out
 
 
+def far_sizes(size: int) -> list[tuple[str, list[int]]]:
+    """("down", [1, a quarter, a half]) and ("up", [FAR times and one more]) of a size, each without the size
+    itself or a size below 1; a direction with nothing left is left out."""
+    out = []
+    for kind, targets in (("down", [1, size // 4, size // 2]), ("up", [size * FAR + 1])):
+        kept = [t for t in dict.fromkeys(targets) if 0 < t != size]
+        if kept:
+            out.append((kind, kept))
+    return out
+
+
 def unnamed_requirements(ctx: Context, hyp: Hypothesis, lead: Finding) -> list[Req]:
     """A condition that names no size of an input claims its sizes do not matter: from the minimal pair's
     failing case each dimension moved far down (to 1, the smallest call a shrink would reach, else a quarter)
@@ -150,10 +161,7 @@ def unnamed_requirements(ctx: Context, hyp: Hypothesis, lead: Finding) -> list[R
             tied = {t.partition(".shape[")[0] + ".shape" for t in ctx.ties.get(axis, [])}
             if tied & named:
                 continue
-            for kind, targets in (("down", [1, size // 4, size // 2]), ("up", [size * FAR + 1])):
-                targets = [t for t in dict.fromkeys(targets) if 0 < t != size]
-                if not targets:
-                    continue
+            for kind, targets in far_sizes(size):
                 req = Req(
                     f"unnamed-{kind}",
                     f"{axis} moved far {kind} (to {targets[0]}): {hyp.text} names no size of {spec.name}",
