@@ -166,8 +166,6 @@ def _result(cid: str, fails: bool) -> CaseResult:
 
 def test_a_stated_product_of_two_sizes_ends_exact_and_a_wrong_threshold_is_refuted():
     from tools.analysis.build import build_analysis
-    from tools.cases.ids import case_content
-    from tools.narrow import NARROWING
 
     base = {"id": "b", "inputs": [{"name": "x", "shape": [4, 32], "dtype": "float32"}], "seed": 1}
     vary = [
@@ -188,14 +186,7 @@ def test_a_stated_product_of_two_sizes_ends_exact_and_a_wrong_threshold_is_refut
         a = build_analysis("r", config, cases, results, conditions=stated)
         if all(x.fate != "surviving" for x in a.conditions) or new >= 40:
             break
-        planned = {c.id: case_content(c.model_dump(mode="json")) for c in cases}
-        added: list[Case] = []
-        for nxt in a.next_cases:
-            if nxt.kind in NARROWING and nxt.star and len(added) < min(8, 40 - new):
-                fresh = [c for c in expand_star(StarSpec.model_validate(nxt.star), planned) if c.id not in planned]
-                fresh = fresh[: min(8, 40 - new) - len(added)]
-                planned |= {c.id: case_content(c.model_dump(mode="json")) for c in fresh}
-                added += fresh
+        added = _proposed(cases, a.next_cases, min(8, 40 - new))
         assert added
         new += len(added)
         cases = cases + added
@@ -213,8 +204,6 @@ def test_a_stated_product_of_two_sizes_ends_exact_and_a_wrong_threshold_is_refut
 def _tool_alone(cases: list[Case], truth, rounds: int = 10):
     """narrow_failure's loop without conditions, offline: the analysis' narrowing cases run by ``truth``."""
     from tools.analysis.build import build_analysis
-    from tools.cases.ids import case_content
-    from tools.narrow import NARROWING
 
     results: dict[str, CaseResult] = {}
     new, seen = 0, []
@@ -223,14 +212,7 @@ def _tool_alone(cases: list[Case], truth, rounds: int = 10):
         results |= {c.id: _result(c.id, truth(c)) for c in cases if c.id not in results}
         a = build_analysis("r", config, cases, results)
         seen += [(f.predicate, f.exact) for f in a.findings]
-        planned = {c.id: case_content(c.model_dump(mode="json")) for c in cases}
-        added: list[Case] = []
-        for nxt in a.next_cases:
-            if nxt.kind in NARROWING and nxt.star and len(added) < min(8, 40 - new):
-                fresh = [c for c in expand_star(StarSpec.model_validate(nxt.star), planned) if c.id not in planned]
-                fresh = fresh[: min(8, 40 - new) - len(added)]
-                planned |= {c.id: case_content(c.model_dump(mode="json")) for c in fresh}
-                added += fresh
+        added = _proposed(cases, a.next_cases, min(8, 40 - new))
         if not added:
             break
         new += len(added)
@@ -333,10 +315,20 @@ def test_a_composite_requirement_no_buildable_case_meets_stays_open_and_blocks_e
     ctx = _ctx(cases, {"p": "pass", "f": "fail"})
     ctx.ties = {"x.shape[0]": ["x.shape[1]"], "x.shape[1]": ["x.shape[0]"]}  # a square: only both move together
     atom = Atom("x.numel", "threshold", direction="above", fails_at=1296, passes_at=1024)
-    lead = Finding(axis="x.numel", kind="threshold", predicate="x.numel > 1024", source="x.shape",
-                   failing_values=[1296], passing_values=[1024], exact=True, failing=1, passing=1,
-                   minimal_pair=MinimalPair(failing="f", passing="p", passing_value=1024,
-                                             failing_value=1296, differs_in=["x.shape"]))
+    lead = Finding(
+        axis="x.numel",
+        kind="threshold",
+        predicate="x.numel > 1024",
+        source="x.shape",
+        failing_values=[1296],
+        passing_values=[1024],
+        exact=True,
+        failing=1,
+        passing=1,
+        minimal_pair=MinimalPair(
+            failing="f", passing="p", passing_value=1024, failing_value=1296, differs_in=["x.shape"]
+        ),
+    )
     needs = composite_needs(ctx, Hypothesis((atom,)), lead, [lead])
     blocked = [n for n in needs if n.untestable]
     assert blocked and all(not n.builds and not n.done for n in blocked)
@@ -362,3 +354,19 @@ def test_a_rank_threshold_is_refuted_where_a_dimension_of_1_inserted_changes_the
     a, seen, new = _tool_alone(cases, lambda c: len(c.inputs[0].shape) > 2 and c.inputs[0].shape[0] > 1)
     assert ("x.rank > 2", True) not in seen, seen
     assert new <= 40
+
+
+def _proposed(cases: list[Case], next_cases, room: int) -> list[Case]:
+    """The new cases the narrowing next cases build, at most ``room`` of them (as one autopilot round)."""
+    from tools.cases.ids import case_content
+    from tools.narrow import NARROWING
+
+    planned = {c.id: case_content(c.model_dump(mode="json")) for c in cases}
+    added: list[Case] = []
+    for nxt in next_cases:
+        if nxt.kind in NARROWING and nxt.star and len(added) < room:
+            fresh = [c for c in expand_star(StarSpec.model_validate(nxt.star), planned) if c.id not in planned]
+            fresh = fresh[: room - len(added)]
+            planned |= {c.id: case_content(c.model_dump(mode="json")) for c in fresh}
+            added += fresh
+    return added
