@@ -32,6 +32,7 @@ from ..cases.derived import source_of, structured_axes
 from ..cases.memo import once, sealed
 from ..cases.relations import product_sides, relation_axes, relation_sides
 from ..wording import num
+from .grammar import expression, literal
 from .measured import is_measured, limit_sides
 
 MAX_SET_VALUES = 4
@@ -154,6 +155,9 @@ _NEGATED = ((" == ", " != "), (" != ", " == "))
 
 
 def atom_text(a: Atom) -> str:
+    """An atom as a condition of the language (grammar.expression names its axis, grammar.literal its
+    values): the language's evaluator gives it the truth :meth:`Atom.holds` gives it on every case."""
+    axis = expression(a.axis)
     if a.kind == "class":
         if a.failing == (True,):
             return a.axis
@@ -168,18 +172,15 @@ def atom_text(a: Atom) -> str:
             if a.direction == "above"
             else ("<" if a.passes_at is not None else "<=")
         )
-        return f"{a.axis} {op} {num(bound)}"
+        return f"{axis} {op} {num(bound)}"
     sides = relation_sides(a.axis)  # a relation atom's axis always names its two sides
     if a.kind == "relation" and sides is not None:
         rel = _REL_OPS.get(frozenset(a.failing))
         if rel is not None:
             return f"{sides[0]} {rel} {sides[1]}"
-        if len(a.failing) == 1:
-            return f"{a.axis} == {a.failing[0]}"
-        return f"{a.axis} in {{{', '.join(a.failing)}}}"
-    if a.kind == "value":
-        return f"{a.axis} == {num(a.failing[0])}"
-    return f"{a.axis} in {{{', '.join(num(v) for v in a.failing)}}}"
+    if len(a.failing) == 1:
+        return f"{axis} == {literal(a.axis, a.failing[0])}"
+    return f"{axis} in {{{', '.join(literal(a.axis, v) for v in a.failing)}}}"
 
 
 @dataclass

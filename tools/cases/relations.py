@@ -19,8 +19,8 @@ Relations (each a small set of values, so a predicate over it is a named class):
 - the same dimension (aligned from the right) of two inputs:
   ``x.shape[-1]~y.shape[-1]``;
 - two inputs' dtypes: ``x.dtype~y.dtype`` = ``=`` or ``!=``;
-- two inputs' shapes: ``x.shape~y.shape`` = ``equal``, ``broadcast`` (they
-  broadcast to a larger shape) or ``other``.
+- two inputs' shapes: ``x.shape~y.shape`` = ``=`` or ``!=`` (the language's ``x.shape == y.shape``: the
+  shapes as text).
 
 Relations are made for the first :data:`MAX_RELATION_INPUTS` tensor inputs and
 dimensions of inputs up to rank :data:`MAX_RELATION_RANK`, which bounds the
@@ -144,17 +144,6 @@ def tensor_quantities(spec: TensorSpec, n: str) -> dict[str, Any]:
     return out
 
 
-def _broadcast(a: list[int], b: list[int]) -> str:
-    if a == b:
-        return "equal"
-    for x, y in zip(
-        reversed(a), reversed(b), strict=False
-    ):  # the trailing dimensions; a longer shape's extra ones broadcast
-        if x != y and x != 1 and y != 1:
-            return "other"
-    return "broadcast"
-
-
 def relation_axes(case: Case) -> dict[str, Any]:
     """Every derived quantity and relation of a case (see the module docstring); once per sealed case (memo.py)."""
     return once(case, "relation_axes", lambda: _relation_axes(case))
@@ -183,7 +172,7 @@ def _relation_axes(case: Case) -> dict[str, Any]:
     for ia, (na, sa) in enumerate(plain):
         for nb, sb in plain[ia + 1 :]:
             out[f"{na}.dtype~{nb}.dtype"] = "=" if sa.dtype == sb.dtype else "!="
-            out[f"{na}.shape~{nb}.shape"] = _broadcast(sa.shape, sb.shape)
+            out[f"{na}.shape~{nb}.shape"] = "=" if sa.shape == sb.shape else "!="
             ra, rb = len(sa.shape), len(sb.shape)
             if max(ra, rb) > MAX_RELATION_RANK:
                 continue

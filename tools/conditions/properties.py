@@ -91,10 +91,11 @@ def _tensors(case: Case) -> dict[str, TensorSpec]:
 def attribute_properties(attributes: Mapping[str, Any]) -> dict[str, Any]:
     """``attr.NAME`` per attribute: a number, bool or string as it is, a dtype attribute as its
     dtype name, a list as its JSON text with its scalar members as ``attr.NAME[i]`` (both
-    indices); an attribute that is None is absent."""
+    indices); an attribute that is None is absent, and ``attr.NAME.none`` says whether it is."""
     out: dict[str, Any] = {}
     for name, value in attributes.items():
         key = f"attr.{name}"
+        out[f"{key}.none"] = value is None
         if value is None:
             continue
         if isinstance(value, DtypeArg):
@@ -194,6 +195,8 @@ def _own_properties(case: Case, labels: dict[str, str]) -> dict[str, Any]:
     out = {k: v for k, v in derived.items() if "~" not in k and " " not in k and not k.startswith("attr.")}
     for n, spec in _tensors(case).items():
         out.update(tensor_properties(spec, n))
+    for spec in case.inputs:  # an optional input passed as None
+        out[f"{spec.name}.none"] = bool(spec.none)
     out.update(attribute_properties(case.attributes))
     out["mode"] = case.mode
     out["seed"] = case_seed({"id": case.id, "seed": case.seed})
