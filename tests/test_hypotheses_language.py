@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from tools.analysis.grammar import expression, literal
+from tools.conditions.grammar import expression, literal
 from tools.analysis.hypotheses import Atom, atom_text, enumerate_hypotheses, hypothesis_axes
 from tools.analysis.measured import measured_quantities
 from tools.cases.axes import case_axes
-from tools.cases.relations import fill_products, open_quantities, product_quantities
+from tools.conditions.grammar import OPEN, PRODUCTS, space_axes
+from tools.cases.relations import fill_products
 from tools.conditions.language import parse
 from tools.conditions.properties import case_properties
 from tools.schemas import Case, CaseResult
@@ -148,12 +149,12 @@ def _space(cases: list[Case]) -> tuple[dict[str, dict[str, Any]], dict[str, dict
     every rank, the measured statistics - space.widen's union), and the language's properties."""
     by_id = {c.id: c for c in cases}
     results = {c.id: _result(c, k) for k, c in enumerate(cases)}
-    prods = {c.id: product_quantities(c) for c in cases}
+    prods = {c.id: space_axes(c, PRODUCTS) for c in cases}
     fill_products(by_id, prods)
     space = {
         c.id: {
             **hypothesis_axes(c, case_axes(c)),
-            **open_quantities(c),
+            **space_axes(c, OPEN),
             **prods[c.id],
             **measured_quantities(results[c.id]),
         }
@@ -251,3 +252,40 @@ def test_the_hypotheses_the_space_finds_read_the_same_in_the_language(truth: str
             assert cond.evaluate(props[cid]) in (h.holds(space[cid]), None), (h.text, cid)
             if all(a.axis in space[cid] for a in h.atoms):
                 assert cond.evaluate(props[cid]) is h.holds(space[cid]), (h.text, cid)
+
+
+# --------------------------------------------------------------------------
+# The grammar (tools/conditions/grammar.py)
+# --------------------------------------------------------------------------
+
+
+def test_the_productions_are_simplest_first_within_each_space_and_the_spaces_in_widen_order() -> None:
+    from tools.conditions.grammar import PRODUCTIONS, SPACES
+
+    order = [(SPACES.index(p.space), p.cost) for p in PRODUCTIONS]
+    assert order == sorted(order)
+    assert {p.space for p in PRODUCTIONS} == set(SPACES)
+
+
+def test_every_production_a_condition_names_by_itself_is_a_property_of_the_language() -> None:
+    """One place: what a production derives is in the space and in what the language reads, same value."""
+    from tools.conditions.grammar import named
+
+    for c in _cases():
+        props = case_properties(c)
+        derived = named(c)
+        assert derived and {k: props.get(k) for k in derived} == derived, c.id
+
+
+def test_the_grammar_says_what_its_bounds_leave_out() -> None:
+    from tools.conditions.grammar import cuts
+
+    small = _cases()[:5]
+    assert cuts(small) == []
+    wide = _case(200, [{"name": n, "shape": [2] * 7} for n in ("a", "b", "c", "d", "e")],
+                 {k: 2 for k in "pqrst"})
+    said = cuts([*small, wide])
+    assert said == sorted([
+        "relations of sizes only up to rank 6", "relations of the first 4 tensor inputs only",
+        "products and ratios of the first 2 inputs only", "products and ratios of the last 4 dimensions only",
+        "ratios over the first 4 integer attributes only"]), said

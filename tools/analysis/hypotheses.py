@@ -30,9 +30,9 @@ from typing import Any
 from ..cases.axes import own_labels
 from ..cases.derived import source_of, structured_axes
 from ..cases.memo import once, sealed
-from ..cases.relations import product_sides, relation_axes, relation_sides
+from ..cases.relations import product_sides, relation_sides
+from ..conditions.grammar import FIRST, expression, literal, space_axes
 from ..wording import num
-from .grammar import expression, literal
 from .measured import is_measured, limit_sides
 
 MAX_SET_VALUES = 4
@@ -62,7 +62,7 @@ def is_align(axis: str) -> bool:
 
 def hypothesis_axes(case, labels: dict[str, str], structured: dict[str, Any] | None = None) -> dict[str, Any]:
     """The axes a hypothesis may name: the structured axes (without composite
-    labels) plus the derived quantities and relations of relations.py.  With one
+    labels) plus the quantities of the grammar's first space (grammar.py).  With one
     tensor input, its ``x.dtype`` is the run's ``dtype`` and is left out.  Once per sealed case
     (tools/cases/memo.py) when ``labels`` and ``structured`` are its own."""
     if sealed(case) and labels == own_labels(case) and (structured is None or structured == structured_axes(case)):
@@ -79,7 +79,7 @@ def _hypothesis_axes(case, base: dict[str, Any]) -> dict[str, Any]:
     tensors = [i for i in case.inputs if not i.none]
     if len(tensors) == 1 and tensors[0].tensors is None:
         out.pop(f"{tensors[0].name}.dtype", None)
-    out.update(relation_axes(case))
+    out.update(space_axes(case, FIRST))
     return out
 
 

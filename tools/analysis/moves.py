@@ -12,10 +12,10 @@ from typing import Any
 from ..cases.derived import NONE_ATTR, UNSET, alignment, attr_from_axis, attr_json, contiguity, dim_axis, parse_dim_axis
 from ..cases.relations import element_bytes, product_sides
 from ..cases.stars import restride
+from ..conditions.grammar import expression, is_category
 from ..schemas import Case, contiguous_strides
 from .context import Context, tied_dim
 from .flips import dim_moves, exact_count_moves, flip_moves, product_moves
-from .grammar import expression, is_category
 
 
 def _int_text(v: Any) -> bool:

@@ -27,9 +27,9 @@ from typing import Any
 
 from ..cases.derived import parse_dim_axis
 from ..cases.relations import element_bytes, product_sides
+from ..conditions.grammar import expression, literal
 from ..schemas import Finding, Validation
 from ..wording import boundary, num
-from .grammar import expression, literal
 from .hypotheses import CAP_TEXT, Atom, Hypothesis, is_align
 
 UNTESTABLE = "untestable with these variations"

@@ -2,7 +2,8 @@
 
 :func:`case_properties` flattens a case into ``{name: value}``:
 
-- every axis the analysis already derives (tools/cases/derived.py, tools/cases/relations.py:
+- every axis the analysis already derives (tools/cases/derived.py, the productions of
+  tools/analysis/grammar.py:
   ``x.offset``, ``x.bytes``, ``x.last_align``, ``x.magnitude``, ``x.stride[-1]`` ...), so the
   tool's own hypotheses and the agent's conditions name the same things; relations written
   with ``~`` are left out (``x.shape[0] < x.shape[-1]`` says them in the language);
@@ -35,9 +36,10 @@ from ..artifacts.common import case_seed
 from ..cases.axes import case_axes, own_labels
 from ..cases.derived import contiguity, memory_format, structured_axes
 from ..cases.memo import once, sealed
-from ..cases.relations import element_bytes, open_quantities, relation_axes
+from ..cases.relations import element_bytes
 from ..schemas import Case, CaseResult, DtypeArg, TensorSpec, contiguous_strides
 from ..schemas.result import WrongWhere
+from .grammar import named
 
 NOTHING_WRONG = WrongWhere()  # a passing output: every count 0, no tail, no period
 
@@ -189,9 +191,9 @@ def case_properties(
 
 def _own_properties(case: Case, labels: dict[str, str]) -> dict[str, Any]:
     """The properties of the call alone (no recorded result)."""
-    derived = {**structured_axes(case, labels), **relation_axes(case), **open_quantities(case)}
-    # relations and patterns say themselves in the language (x.shape[0] < x.shape[-1], x.stride[-1] == 1);
-    # attributes are typed below
+    # every production of the hypothesis grammar a condition names by itself (relations and patterns say
+    # themselves in the language: x.shape[0] < x.shape[-1], x.stride[-1] == 1); attributes are typed below
+    derived = {**structured_axes(case, labels), **named(case)}
     out = {k: v for k, v in derived.items() if "~" not in k and " " not in k and not k.startswith("attr.")}
     for n, spec in _tensors(case).items():
         out.update(tensor_properties(spec, n))
