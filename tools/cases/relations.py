@@ -132,9 +132,9 @@ def value_classes(spec: TensorSpec, n: str) -> dict[str, Any]:
     return out
 
 
-def plain_tensors(case: Case) -> list[TensorSpec]:
-    """The tensor inputs that are one tensor (not None, not a list), in the case's order."""
-    return [s for s in case.inputs if not s.none and s.tensors is None]
+def plain_tensors(case: Case) -> list[tuple[str, TensorSpec]]:
+    """The tensor inputs that are one tensor (not None, not a list), by name, in the case's order."""
+    return [(s.name, s) for s in case.inputs if not s.none and s.tensors is None]
 
 
 def _every_tensor(case: Case) -> list[tuple[str, TensorSpec]]:
@@ -183,8 +183,8 @@ def values_classes(case: Case) -> dict[str, Any]:
 def dim_relations(case: Case) -> dict[str, Any]:
     """``x.shape[i]~x.shape[j]``: two dimensions of one input compared, up to rank :data:`MAX_RELATION_RANK`."""
     out: dict[str, Any] = {}
-    for tensor in plain_tensors(case):
-        name, rank = tensor.name, len(tensor.shape)
+    for name, tensor in plain_tensors(case):
+        rank = len(tensor.shape)
         if rank > MAX_RELATION_RANK:
             continue
         for i in range(rank):
@@ -198,10 +198,8 @@ def input_relations(case: Case) -> dict[str, Any]:
     :data:`MAX_RELATION_INPUTS` tensor inputs."""
     out: dict[str, Any] = {}
     plain = plain_tensors(case)[:MAX_RELATION_INPUTS]
-    for ia, sa in enumerate(plain):
-        na = sa.name
-        for sb in plain[ia + 1 :]:
-            nb = sb.name
+    for ia, (na, sa) in enumerate(plain):
+        for nb, sb in plain[ia + 1 :]:
             out[f"{na}.dtype~{nb}.dtype"] = "=" if sa.dtype == sb.dtype else "!="
             out[f"{na}.shape~{nb}.shape"] = "=" if sa.shape == sb.shape else "!="
             ra, rb = len(sa.shape), len(sb.shape)
@@ -226,10 +224,10 @@ def strides(case: Case) -> dict[str, Any]:
     from ..schemas import contiguous_strides
 
     out: dict[str, Any] = {}
-    for spec in plain_tensors(case):
+    for n, spec in plain_tensors(case):
         if not spec.shape:
             continue
-        n, rank = spec.name, len(spec.shape)
+        rank = len(spec.shape)
         given = spec.strides if spec.strides is not None else contiguous_strides(spec.shape)
         for i, st in enumerate(given):
             out[f"{n}.stride[{-1 if i == rank - 1 else i}]"] = st
@@ -241,17 +239,17 @@ def row_bytes_alignment(case: Case) -> dict[str, Any]:
     """``x.last_align_bytes``: the largest power of two dividing one row's bytes (an alignment that moves
     with the element size)."""
     out: dict[str, Any] = {}
-    for spec in plain_tensors(case):
+    for n, spec in plain_tensors(case):
         size = element_bytes(spec.dtype)
         if spec.shape and size and size >= 1 and spec.shape[-1] > 0:
-            out[f"{spec.name}.last_align_bytes"] = alignment(int(spec.shape[-1] * size))
+            out[f"{n}.last_align_bytes"] = alignment(int(spec.shape[-1] * size))
     return out
 
 
 def rows(case: Case) -> dict[str, Any]:
     """``x.rows``: elements over the last dimension (how many rows a row-wise kernel walks)."""
     return {
-        f"{s.name}.rows": math.prod(s.shape) // s.shape[-1] for s in plain_tensors(case) if s.shape and s.shape[-1] > 0
+        f"{n}.rows": math.prod(s.shape) // s.shape[-1] for n, s in plain_tensors(case) if s.shape and s.shape[-1] > 0
     }
 
 
@@ -259,8 +257,8 @@ def memory_formats(case: Case) -> dict[str, Any]:
     """``x.memory_format`` of an input of rank 4 or 5 (torch's name of its layout: ``channels_last`` is one
     member of the class its contiguity names)."""
     return {
-        f"{s.name}.memory_format": memory_format(s.shape, s.strides)
-        for s in plain_tensors(case)
+        f"{n}.memory_format": memory_format(s.shape, s.strides)
+        for n, s in plain_tensors(case)
         if s.shape and len(s.shape) in (4, 5)
     }
 
@@ -310,14 +308,14 @@ def dim_products(case: Case) -> dict[str, Any]:
     """``x.shape[i] * x.shape[j]`` for two of an input's last :data:`MAX_PRODUCT_DIMS` dimensions (not both of
     a rank-2 input's: that is its element count), for the first :data:`MAX_PRODUCT_INPUTS` plain inputs."""
     out: dict[str, Any] = {}
-    for spec in [s for s in plain_tensors(case) if s.shape][:MAX_PRODUCT_INPUTS]:
+    for n, spec in [t for t in plain_tensors(case) if t[1].shape][:MAX_PRODUCT_INPUTS]:
         shape, rank = spec.shape, len(spec.shape)
         if rank <= 2:
             continue
         dims = _product_dims(spec)
         for a, i in enumerate(dims):
             for j in dims[a + 1 :]:
-                out[f"{dim_axis(spec.name, i, rank)}{PRODUCT_OP}{dim_axis(spec.name, j, rank)}"] = shape[i] * shape[j]
+                out[f"{dim_axis(n, i, rank)}{PRODUCT_OP}{dim_axis(n, j, rank)}"] = shape[i] * shape[j]
     return out
 
 
@@ -328,11 +326,11 @@ def dim_ratios(case: Case) -> dict[str, Any]:
     attrs = _positive_int_attrs(case)
     if not attrs:
         return out
-    for spec in [s for s in plain_tensors(case) if s.shape][:MAX_PRODUCT_INPUTS]:
+    for n, spec in [t for t in plain_tensors(case) if t[1].shape][:MAX_PRODUCT_INPUTS]:
         shape, rank = spec.shape, len(spec.shape)
         for i in _product_dims(spec):
             for k, v in attrs:
-                out[f"{dim_axis(spec.name, i, rank)}{RATIO_OP}attr.{k}"] = shape[i] // v
+                out[f"{dim_axis(n, i, rank)}{RATIO_OP}attr.{k}"] = shape[i] // v
     return out
 
 

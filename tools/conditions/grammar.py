@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from ..cases import relations as rel
@@ -112,13 +113,13 @@ def cuts(cases: Iterable[Case]) -> list[str]:
     """What the productions' bounds left out of these cases, in words (empty: nothing)."""
     out: set[str] = set()
     for case in cases:
-        out.update(once(case, "grammar.cuts", lambda c=case: _cuts(c)))
+        out.update(once(case, "grammar.cuts", partial(_cuts, case), copy=False))
     return sorted(out)
 
 
 def _cuts(case: Case) -> set[str]:
     out: set[str] = set()
-    plain = [s for s in rel.plain_tensors(case) if s.shape]
+    plain = [s for _, s in rel.plain_tensors(case) if s.shape]
     if any(len(s.shape) > rel.MAX_RELATION_RANK for s in plain):
         out.add(f"relations of sizes only up to rank {rel.MAX_RELATION_RANK}")
     if len(rel.plain_tensors(case)) > rel.MAX_RELATION_INPUTS:
