@@ -289,3 +289,21 @@ def test_the_grammar_says_what_its_bounds_leave_out() -> None:
         "relations of sizes only up to rank 6", "relations of the first 4 tensor inputs only",
         "products and ratios of the first 2 inputs only", "products and ratios of the last 4 dimensions only",
         "ratios over the first 4 integer attributes only"]), said
+
+
+def test_the_analysis_says_when_the_grammar_left_something_out() -> None:
+    """A rank-7 input: its sizes' relations are out of the grammar's bounds, and the analysis' cap note says so."""
+    from tools.analysis.build import diagnose_run
+
+    cases = [_case(i, [{"name": "x", "shape": [2, 2, 2, 2, 2, 2, n]}]) for i, n in enumerate((4, 8, 16, 32))]
+    results = {c.id: CaseResult.model_validate(
+        {"case_id": c.id, "status": "numerical_mismatch" if c.inputs[0].shape[-1] > 8 else "passed",
+         "comparisons": [{"output": "out", "passed": c.inputs[0].shape[-1] <= 8, "max_abs": 1.0}]})
+        for c in cases}
+    space = diagnose_run(cases, results, []).space
+    assert space is not None and "the grammar left out: " in space.cap, space
+    assert "relations of sizes only up to rank 6" in space.cap
+    small = [_case(i, [{"name": "x", "shape": [2, n]}]) for i, n in enumerate((4, 8, 16, 32))]
+    results = {c.id: r.model_copy(update={"case_id": c.id}) for c, r in zip(small, results.values())}
+    space = diagnose_run(small, results, []).space
+    assert space is not None and "the grammar left out" not in space.cap

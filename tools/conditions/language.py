@@ -70,7 +70,7 @@ SYMBOLS: frozenset[str] = (
 FUNCTIONS = {"min": (2, 8), "max": (2, 8), "abs": (1, 1), "pow2": (1, 1)}
 ALLOWED = (
     "property names (x.shape[-1], attr.groups, mode), numbers, quoted strings, bare dtype names, modes, "
-    "memory formats and contiguity classes, + - * // %, min(a, b), max(a, b), abs(a), pow2(q), "
+    "memory formats, contiguity classes, dtype families and signs, + - * // %, min(a, b), max(a, b), abs(a), pow2(q), "
     "< <= > >= == != (chained), and, or, not, in {...}, not in {...}"
 )
 
