@@ -126,6 +126,15 @@ def _cases() -> list[Case]:
             {},
             mode="graph",
         ),
+        _case(110, [{"name": "x", "shape": []}, {"name": "w", "shape": [], "dtype": "int64"}], {"groups": 0}),  # 0-d
+        _case(111, [{"name": "x", "shape": [3, 8], "strides": [0, 1]}, {"name": "w", "shape": [8]}],
+              {"groups": -2}),  # broadcast rows, a negative attribute
+        _case(112, [{"name": "x", "shape": [4, 8], "strides": [1, 1], "dtype": "bfloat16"},
+                    {"name": "w", "shape": [2, 4, 8], "dtype": "bfloat16"}], {"groups": 8}),  # overlapping
+        _case(113, [{"name": "x", "shape": [1, 8, 1, 1, 6], "strides": [48, 1, 48, 48, 8], "dtype": "float16",
+                     "values": {"kind": "arange"}},
+                    {"name": "w", "shape": [6], "values": {"kind": "uniform", "low": -4, "high": 0}}],
+              {"groups": 2}, mode="compile"),  # channels_last_3d with unit dimensions
     ]
     return out
 
@@ -226,7 +235,7 @@ def test_every_quantity_of_the_space_has_the_languages_value() -> None:
     [
         "x.shape[0] * x.shape[-1] > 100",
         "x.dtype == bfloat16 and x.rank == 3",
-        "attr.groups != 2",
+        "attr.groups == 2",
         "x.memory_format == channels_last",
         "attr.bias.none",
         "x.shape != w.shape",
