@@ -19,7 +19,7 @@ FALSIFY_KINDS: dict[str, dict] = {
         star={"base": _base(attributes={"groups": 1}),
               "vary": [{"axis": "attribute", "name": "groups", "values": [2, 4, 8]}, DTYPE_DISTRACTOR,
                        {"axis": "shape", "input": "x", "values": [[8, 64]]}]},
-        exact=["attr.groups.value != 1"], reach=True),
+        exact=["attr.groups != 1"], reach=True),
     # a sign class that is really "every element above 0.4": another generator of the class passes
     "values_min": dict(
         module="planted_values_min.py",

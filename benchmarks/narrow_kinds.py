@@ -54,7 +54,7 @@ KINDS: dict[str, dict] = {
         star={"base": _base(attributes={"reduction": "mean"}),
               "vary": [{"axis": "attribute", "name": "reduction", "values": ["sum", "none"]},
                        DTYPE_DISTRACTOR, STRIDE_DISTRACTOR]},
-        axis="attr.reduction", predicate='attr.reduction == "sum"'),
+        axis="attr.reduction", predicate="attr.reduction == 'sum'"),
     "nan": dict(
         module="nan_wrong.py",
         star={"base": _base(), "vary": [{"axis": "values", "input": "x", "values": [

@@ -435,8 +435,8 @@ def test_opdebug_narrow_stops_at_once_when_the_finding_is_exact(tmp_path, subpro
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert (out["stopped"], out["exact"], out["steps"], out["cases_run"]) == ("exact", True, [], 0)
-    assert out["findings"][0]["predicate"] == 'attr.reduction == "sum"'
+    assert out["findings"][0]["predicate"] == "attr.reduction == 'sum'"  # the language's canonical form
     human = subprocess.run([sys.executable, "-m", "tools.cli", "narrow", "r", "--root", str(root)],
                            env=subprocess_env, capture_output=True, text=True, timeout=120)
-    assert 'finding: attr.reduction == "sum" (exact) - minimal pair: b passes, b.attr-reduction-sum fails' \
+    assert "finding: attr.reduction == 'sum' (exact) - minimal pair: b passes, b.attr-reduction-sum fails" \
         in human.stdout

@@ -232,10 +232,10 @@ def test_the_tool_alone_states_a_product_of_two_sizes_where_cases_trade_one_fact
 
 
 def test_a_ratio_of_a_size_and_an_attribute_is_in_the_space_and_a_wrong_exact_is_never_stated():
-    from tools.cases.relations import product_quantities
+    from tools.conditions.grammar import PRODUCTS, space_axes
 
     case = _case("g", [2, 36, 4], attributes={"groups": 3, "flag": True, "eps": 0.5})
-    assert product_quantities(case) == {
+    assert space_axes(case, PRODUCTS) == {
         "x.shape[0] * x.shape[1]": 72,
         "x.shape[0] * x.shape[-1]": 8,
         "x.shape[1] * x.shape[-1]": 144,
@@ -243,7 +243,7 @@ def test_a_ratio_of_a_size_and_an_attribute_is_in_the_space_and_a_wrong_exact_is
         "x.shape[1] // attr.groups": 12,
         "x.shape[-1] // attr.groups": 1,
     }
-    assert "x.shape[0] * x.shape[-1]" not in product_quantities(_case("m", [3, 5]))  # that is its element count
+    assert "x.shape[0] * x.shape[-1]" not in space_axes(_case("m", [3, 5]), PRODUCTS)  # that is its element count
 
     # wrong when the channels per group are above 8 and not a multiple of 8: no threshold says it
     def truth(c: Case) -> bool:

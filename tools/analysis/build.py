@@ -21,6 +21,7 @@ from ..cases.constraints import Constraints, learn_from_run
 from ..cases.derived import case_distance_axes, structured_axes
 from ..cases.ids import case_content
 from ..cases.memo import once
+from ..conditions.grammar import cuts
 from ..schemas import (
     MODES,
     Analysis,
@@ -379,8 +380,13 @@ def _diagnose_group(
     ]
     ctx.findings, ctx.hyps = findings, space.hypotheses
     ctx.terms = {h.text: term_findings(f) for h, f in zip(space.hypotheses, findings, strict=True)}
+    cut = cuts(run.by_id[c] for c in failing + passing)  # what the grammar's bounds left out, said with the caps
     summary = HypothesisSpace(
-        axes=space.axes, consistent=space.consistent, conjunctions=space.conjunctions, capped=space.capped, cap=CAP_TEXT
+        axes=space.axes,
+        consistent=space.consistent,
+        conjunctions=space.conjunctions,
+        capped=space.capped,
+        cap=CAP_TEXT + (f"; the grammar left out: {', '.join(cut)}" if cut else ""),
     )
     lead, lead_hyp = findings[0], space.hypotheses[0]
     terms = ctx.terms[lead_hyp.text]

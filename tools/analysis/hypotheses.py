@@ -30,7 +30,8 @@ from typing import Any
 from ..cases.axes import own_labels
 from ..cases.derived import source_of, structured_axes
 from ..cases.memo import once, sealed
-from ..cases.relations import product_sides, relation_axes, relation_sides
+from ..cases.relations import product_sides, relation_sides
+from ..conditions.grammar import FIRST, expression, literal, space_axes
 from ..wording import num
 from .measured import is_measured, limit_sides
 
@@ -61,7 +62,7 @@ def is_align(axis: str) -> bool:
 
 def hypothesis_axes(case, labels: dict[str, str], structured: dict[str, Any] | None = None) -> dict[str, Any]:
     """The axes a hypothesis may name: the structured axes (without composite
-    labels) plus the derived quantities and relations of relations.py.  With one
+    labels) plus the quantities of the grammar's first space (grammar.py).  With one
     tensor input, its ``x.dtype`` is the run's ``dtype`` and is left out.  Once per sealed case
     (tools/cases/memo.py) when ``labels`` and ``structured`` are its own."""
     if sealed(case) and labels == own_labels(case) and (structured is None or structured == structured_axes(case)):
@@ -78,7 +79,7 @@ def _hypothesis_axes(case, base: dict[str, Any]) -> dict[str, Any]:
     tensors = [i for i in case.inputs if not i.none]
     if len(tensors) == 1 and tensors[0].tensors is None:
         out.pop(f"{tensors[0].name}.dtype", None)
-    out.update(relation_axes(case))
+    out.update(space_axes(case, FIRST))
     return out
 
 
@@ -154,6 +155,9 @@ _NEGATED = ((" == ", " != "), (" != ", " == "))
 
 
 def atom_text(a: Atom) -> str:
+    """An atom as a condition of the language (grammar.expression names its axis, grammar.literal its
+    values): the language's evaluator gives it the truth :meth:`Atom.holds` gives it on every case."""
+    axis = expression(a.axis)
     if a.kind == "class":
         if a.failing == (True,):
             return a.axis
@@ -168,18 +172,15 @@ def atom_text(a: Atom) -> str:
             if a.direction == "above"
             else ("<" if a.passes_at is not None else "<=")
         )
-        return f"{a.axis} {op} {num(bound)}"
+        return f"{axis} {op} {num(bound)}"
     sides = relation_sides(a.axis)  # a relation atom's axis always names its two sides
     if a.kind == "relation" and sides is not None:
         rel = _REL_OPS.get(frozenset(a.failing))
         if rel is not None:
             return f"{sides[0]} {rel} {sides[1]}"
-        if len(a.failing) == 1:
-            return f"{a.axis} == {a.failing[0]}"
-        return f"{a.axis} in {{{', '.join(a.failing)}}}"
-    if a.kind == "value":
-        return f"{a.axis} == {num(a.failing[0])}"
-    return f"{a.axis} in {{{', '.join(num(v) for v in a.failing)}}}"
+    if len(a.failing) == 1:
+        return f"{axis} == {literal(a.axis, a.failing[0])}"
+    return f"{axis} in {{{', '.join(literal(a.axis, v) for v in a.failing)}}}"
 
 
 @dataclass

@@ -9,12 +9,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..cases.derived import UNSET, alignment, attr_from_axis, attr_json, contiguity, dim_axis, parse_dim_axis
+from ..cases.derived import NONE_ATTR, UNSET, alignment, attr_from_axis, attr_json, contiguity, dim_axis, parse_dim_axis
 from ..cases.relations import element_bytes, product_sides
 from ..cases.stars import restride
+from ..conditions.grammar import expression, is_category
 from ..schemas import Case, contiguous_strides
 from .context import Context, tied_dim
 from .flips import dim_moves, exact_count_moves, flip_moves, product_moves
+
+
+def _int_text(v: Any) -> bool:
+    return isinstance(v, str) and v.lstrip("-").isdigit()
 
 
 def _dim_moves(ctx: Context, base: Case, name: str, index: int) -> list[dict]:
@@ -37,6 +42,10 @@ def moves(ctx: Context, base: Case, axis: str, target: Any) -> list[tuple[dict, 
     if dim is not None:
         return [(v, int(target)) for v in _dim_moves(ctx, base, *dim)]
     if axis.startswith("attr."):  # every proposal's attribute: typed again from its axis text
+        if is_category(axis):  # attr.groups.value: the attribute's value as a category
+            return [({"axis": "attribute", "name": expression(axis)[5:]}, int(target))] if _int_text(target) else []
+        if axis.endswith(NONE_ATTR):  # attr.bias.none: passed as None (the other side has no one value)
+            return [({"axis": "attribute", "name": axis[5 : -len(NONE_ATTR)]}, None)] if target is True else []
         return [({"axis": "attribute", "name": axis[5:]}, attr_from_axis(target))]
     if axis == "mode":
         return [({"axis": "mode"}, target)]

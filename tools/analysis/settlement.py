@@ -27,6 +27,7 @@ from typing import Any
 
 from ..cases.derived import parse_dim_axis
 from ..cases.relations import element_bytes, product_sides
+from ..conditions.grammar import expression, literal
 from ..schemas import Finding, Validation
 from ..wording import boundary, num
 from .hypotheses import CAP_TEXT, Atom, Hypothesis, is_align
@@ -137,7 +138,7 @@ def settle(
     lead.exact = not why
     lead.why_not_exact = why
     if lead.exact and lead.kind == "set" and len(lead.passing_values) == 1:
-        lead.predicate = f"{lead.axis} != {lead.passing_values[0]}"  # every other value it can have fails
+        lead.predicate = f"{expression(lead.axis)} != {literal(lead.axis, lead.passing_values[0])}"  # every other value it can have fails
 
 
 def settle_probes(lead: Finding, opened: list[str], untestable: list[str], flips: list[str]) -> None:

@@ -1,5 +1,5 @@
 """The space as the recorded cases read it: the open space when the first one separates nothing
-(relations.open_quantities, then products and ratios), a new case's axes read as the recorded ones are, and
+(the grammar's open space, then its products and ratios: grammar.py), a new case's axes read as the recorded ones are, and
 the tightest condition a value-dependent failure needs.
 """
 
@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..cases.relations import fill_products, open_quantities, product_quantities, product_sides, product_value
+from ..cases.relations import fill_products, product_sides, product_value
+from ..conditions.grammar import OPEN, PRODUCTS, space_axes
 from ..schemas import Case
 from .hypotheses import (
     KIND_RANK,
@@ -43,9 +44,9 @@ def read_absent_dims(hax: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
 def read_case(hax: dict[str, Any], case: Case, axes: set[str]) -> dict[str, Any]:
     """One new case's axes as the recorded ones read: the open-space quantities
     and each ``x.shape[i]`` of ``axes`` that is its last dimension."""
-    out = {**hax, **open_quantities(case)}
+    out = {**hax, **space_axes(case, OPEN)}
     if any(product_sides(k) is not None for k in axes):
-        out.update(product_quantities(case))
+        out.update(space_axes(case, PRODUCTS))
         out.update({k: v for k in axes if k not in out and (v := product_value(case, k)) is not None})
     if any(is_measured(k) for k in axes):  # the statistics its value specs decide (the rest: once it ran)
         out.update(predicted_quantities(case))
@@ -67,21 +68,21 @@ def widen(
     measured: dict[str, dict] | None = None,
 ):
     """The open space: when no atom of the first space separates the cases,
-    its quantities (relations.open_quantities) too; their atoms compete with
+    its quantities (the grammar's open space) too; their atoms compete with
     the first space's conjunctions.  Then, when none of those separates either, the products and ratios
-    (relations.product_quantities) and the statistics of the values actually built (``measured``, by case:
+    (the grammar's products) and the statistics of the values actually built (``measured``, by case:
     measured.measured_quantities): tried before a conjunction.  ``x.rows`` that equals a product on every
     case is named as the product from the start.  Returns (space, the axes it was built on)."""
 
     if space.hypotheses and not space.conjunctions:
         return space, hax
-    prods = {c: product_quantities(cases[c]) for c in hax}
+    prods = {c: space_axes(cases[c], PRODUCTS) for c in hax}
     fill_products(cases, prods)  # a product named at one rank is read at every rank
     # the values actually built join only where the planned space says nothing (a random draw's statistic
     # separates few cases by chance: it never competes with a planned axis)
     drawn = (measured or {}) if not space.hypotheses else {}
     prods = {c: {**p, **drawn.get(c, {})} for c, p in prods.items()}
-    wide = {c: {**a, **open_quantities(cases[c])} for c, a in hax.items()}
+    wide = {c: {**a, **space_axes(cases[c], OPEN)} for c, a in hax.items()}
     renamed = restated_products({c: {**a, **prods[c]} for c, a in wide.items()})
     if renamed:  # only the products the rows restate join the open space
         wide = {c: {**a, **{p: prods[c][p] for p in renamed.values()}} for c, a in wide.items()}

@@ -10,7 +10,8 @@ broadcast / overlapping), ``x.offset`` (a number), ``x.offset_nonzero`` and ``x.
 alignment, uncapped; absent for offset 0, which every power of two divides),
 ``x.dtype_family`` / ``x.dtype_bits``, ``x.has_nan`` / ``x.has_inf`` /
 ``x.has_large`` / ``x.has_denormal``, ``x.magnitude`` (the scale of the
-generated values); for the case: ``mode``, ``dtype`` and ``attr.NAME``.
+generated values); for the case: ``mode``, ``dtype`` and ``attr.NAME`` (an attribute passed as None is
+absent, as the condition language reads it, and ``attr.NAME.none`` is true).
 Each derived axis has a *source*: the variation axis (axes.distance_axes) that moves
 it (``x.shape``, ``x.strides``, ``x.offset``, ``x.values``, ``dtype``,
 ``mode``, ``attr.NAME``); minimal pairs are looked for among cases that
@@ -28,6 +29,7 @@ from .axes import OPTION_AXES, case_axes, distance_axes, distance_from_labels, o
 from .memo import once, sealed
 
 UNSET = "unset"
+NONE_ATTR = ".none"  # attr.NAME.none: the attribute is passed as None
 CONTIGUITY = ("contiguous", "transposed", "sliced", "broadcast", "overlapping")
 DTYPE_BITS = {
     "float16": 16,
@@ -204,7 +206,11 @@ def _structured_axes(case: Case, labels: dict[str, str]) -> dict[str, Any]:
         else:
             out.update(input_axes(spec, spec.name))
     for name, value in case.attributes.items():
-        out[f"attr.{name}"] = _attr_value(value)
+        if value is None:  # absent, as the condition language reads it; the class attr.NAME.none says it
+            out.pop(f"attr.{name}", None)
+            out[f"attr.{name}{NONE_ATTR}"] = True
+        else:
+            out[f"attr.{name}"] = _attr_value(value)
     return out
 
 
@@ -230,8 +236,8 @@ def memory_format(shape: list[int], strides: list[int] | None) -> str:
 
 def source_of(axis: str) -> str:
     """The variation axis (a key of axes.distance_axes) that moves ``axis``."""
-    if axis.startswith("attr.") and axis.endswith(".value"):  # an integer attribute as a category
-        return axis[: -len(".value")]
+    if axis.startswith("attr.") and axis.endswith((".value", NONE_ATTR)):  # an integer attribute as a category,
+        return axis.rsplit(".", 1)[0]  # or an attribute passed as None
     if axis in ("mode",) or axis in OPTION_AXES or axis.startswith("attr."):
         return axis
     if "~" in axis:  # a relation: the source of its first side (relations.relation_sides gives both)

@@ -1,17 +1,20 @@
-"""Derived quantities, values classes and relations of a case: the axes a
-hypothesis may name beyond one labelled axis.
+"""The derived quantities of a case, one function per production of the hypothesis grammar
+(tools/analysis/grammar.py declares them, with their cost and the space that enumerates them; each is
+named as the condition language writes it, or maps to such an expression by grammar.expression).
 
-Per tensor input ``x`` (also a list member ``x[1]``):
+Per tensor input ``x`` (also a list member ``x[1]`` where said):
 
-- ``x.bytes``: element count x element size in bytes;
-- ``x.align[i]`` for each dimension but the last (the last is ``x.last_align``):
+- ``x.bytes`` (list members too): element count x element size in bytes;
+- ``x.align[i]`` (list members too) for each dimension but the last (the last is ``x.last_align``):
   the largest power of two dividing its size, uncapped (up to the size); a
   size of 0 has none (0 is divisible by every power of two);
-- values classes from the value spec that applies to the dtype: ``x.all_zero``,
+- values classes (list members too) from the value spec that applies to the dtype: ``x.all_zero``,
   ``x.has_zero`` (some element is exactly 0), ``x.zero_rows`` (some row - a
   slice along the last dimension - is all zero), ``x.constant`` (every element
   equal), ``x.sign`` (``nonnegative`` / ``nonpositive`` / ``mixed``; absent for an
-  all-zero tensor). A captured input has none of them (its values are data).
+  all-zero tensor). A captured input has none of them (its values are data);
+- strides and stride patterns, the row bytes' alignment, rows, the memory format; products of two
+  dimensions and a dimension over an integer attribute (each function's docstring).
 
 Relations (each a small set of values, so a predicate over it is a named class):
 
@@ -19,12 +22,13 @@ Relations (each a small set of values, so a predicate over it is a named class):
 - the same dimension (aligned from the right) of two inputs:
   ``x.shape[-1]~y.shape[-1]``;
 - two inputs' dtypes: ``x.dtype~y.dtype`` = ``=`` or ``!=``;
-- two inputs' shapes: ``x.shape~y.shape`` = ``equal``, ``broadcast`` (they
-  broadcast to a larger shape) or ``other``.
+- two inputs' shapes: ``x.shape~y.shape`` = ``=`` or ``!=`` (the language's ``x.shape == y.shape``: the
+  shapes as text).
 
-Relations are made for the first :data:`MAX_RELATION_INPUTS` tensor inputs and
-dimensions of inputs up to rank :data:`MAX_RELATION_RANK`, which bounds the
-hypothesis space (references/behavior.md).
+Bounds (grammar.cuts says when one cuts a run): relations for the first :data:`MAX_RELATION_INPUTS` tensor
+inputs and dimensions of inputs up to rank :data:`MAX_RELATION_RANK`; products and ratios for the first
+:data:`MAX_PRODUCT_INPUTS` inputs, their last :data:`MAX_PRODUCT_DIMS` dimensions and the first
+:data:`MAX_RATIO_ATTRS` positive integer attributes.
 """
 
 from __future__ import annotations
@@ -34,7 +38,6 @@ from typing import Any
 
 from ..schemas import Case, TensorSpec
 from .derived import DTYPE_BITS, alignment, dim_axis, memory_format
-from .memo import once
 
 MAX_RELATION_INPUTS = 4
 MAX_RELATION_RANK = 6
@@ -129,61 +132,76 @@ def value_classes(spec: TensorSpec, n: str) -> dict[str, Any]:
     return out
 
 
-def tensor_quantities(spec: TensorSpec, n: str) -> dict[str, Any]:
-    """Bytes, per-dimension alignments (all but the last) and values classes of one tensor."""
-    out: dict[str, Any] = {}
-    size = element_bytes(spec.dtype)
-    if size is not None:
-        b = math.prod(spec.shape) * size
-        out[f"{n}.bytes"] = int(b) if float(b).is_integer() else b
-    for i, dim in enumerate(spec.shape[:-1]):
-        a = alignment(dim)
-        if a is not None:
-            out[f"{n}.align[{i}]"] = a
-    out.update(value_classes(spec, n))
-    return out
+def plain_tensors(case: Case) -> list[tuple[str, TensorSpec]]:
+    """The tensor inputs that are one tensor (not None, not a list), by name, in the case's order."""
+    return [(s.name, s) for s in case.inputs if not s.none and s.tensors is None]
 
 
-def _broadcast(a: list[int], b: list[int]) -> str:
-    if a == b:
-        return "equal"
-    for x, y in zip(
-        reversed(a), reversed(b), strict=False
-    ):  # the trailing dimensions; a longer shape's extra ones broadcast
-        if x != y and x != 1 and y != 1:
-            return "other"
-    return "broadcast"
-
-
-def relation_axes(case: Case) -> dict[str, Any]:
-    """Every derived quantity and relation of a case (see the module docstring); once per sealed case (memo.py)."""
-    return once(case, "relation_axes", lambda: _relation_axes(case))
-
-
-def _relation_axes(case: Case) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    tensors: list[tuple[str, TensorSpec]] = []
+def _every_tensor(case: Case) -> list[tuple[str, TensorSpec]]:
+    """Each tensor the call passes by its name in conditions: ``x``, or ``x[1]`` for a list member."""
+    out: list[tuple[str, TensorSpec]] = []
     for spec in case.inputs:
         if spec.none:
             continue
         if spec.tensors is not None:
-            for j, member in enumerate(spec.tensors):
-                out.update(tensor_quantities(member, f"{spec.name}[{j}]"))
-            continue
-        out.update(tensor_quantities(spec, spec.name))
-        tensors.append((spec.name, spec))
-    for name, tensor in tensors:
+            out.extend((f"{spec.name}[{j}]", m) for j, m in enumerate(spec.tensors))
+        else:
+            out.append((spec.name, spec))
+    return out
+
+
+def tensor_bytes(case: Case) -> dict[str, Any]:
+    """``x.bytes``: element count x element size in bytes, per tensor (list members too)."""
+    out: dict[str, Any] = {}
+    for n, spec in _every_tensor(case):
+        size = element_bytes(spec.dtype)
+        if size is not None:
+            b = math.prod(spec.shape) * size
+            out[f"{n}.bytes"] = int(b) if float(b).is_integer() else b
+    return out
+
+
+def dim_alignments(case: Case) -> dict[str, Any]:
+    """``x.align[i]``: the largest power of two dividing each dimension but the last (``x.last_align``)."""
+    out: dict[str, Any] = {}
+    for n, spec in _every_tensor(case):
+        for i, dim in enumerate(spec.shape[:-1]):
+            a = alignment(dim)
+            if a is not None:
+                out[f"{n}.align[{i}]"] = a
+    return out
+
+
+def values_classes(case: Case) -> dict[str, Any]:
+    """:func:`value_classes` of every tensor (list members too)."""
+    out: dict[str, Any] = {}
+    for n, spec in _every_tensor(case):
+        out.update(value_classes(spec, n))
+    return out
+
+
+def dim_relations(case: Case) -> dict[str, Any]:
+    """``x.shape[i]~x.shape[j]``: two dimensions of one input compared, up to rank :data:`MAX_RELATION_RANK`."""
+    out: dict[str, Any] = {}
+    for name, tensor in plain_tensors(case):
         rank = len(tensor.shape)
         if rank > MAX_RELATION_RANK:
             continue
         for i in range(rank):
             for j in range(i + 1, rank):
                 out[f"{dim_axis(name, i, rank)}~{dim_axis(name, j, rank)}"] = _cmp(tensor.shape[i], tensor.shape[j])
-    plain = tensors[:MAX_RELATION_INPUTS]
+    return out
+
+
+def input_relations(case: Case) -> dict[str, Any]:
+    """Two inputs' dtypes and shapes compared, and their dimensions aligned from the right, for the first
+    :data:`MAX_RELATION_INPUTS` tensor inputs."""
+    out: dict[str, Any] = {}
+    plain = plain_tensors(case)[:MAX_RELATION_INPUTS]
     for ia, (na, sa) in enumerate(plain):
         for nb, sb in plain[ia + 1 :]:
             out[f"{na}.dtype~{nb}.dtype"] = "=" if sa.dtype == sb.dtype else "!="
-            out[f"{na}.shape~{nb}.shape"] = _broadcast(sa.shape, sb.shape)
+            out[f"{na}.shape~{nb}.shape"] = "=" if sa.shape == sb.shape else "!="
             ra, rb = len(sa.shape), len(sb.shape)
             if max(ra, rb) > MAX_RELATION_RANK:
                 continue
@@ -200,49 +218,59 @@ def relation_sides(axis: str) -> tuple[str, str] | None:
     return a, b
 
 
-# Open-space quantities (references/behavior.md, "An open space"): what an engineer reaches for when the
-# planned axes fail.  Enumerated only when no atom of the first space separates the cases alone (they
-# restate a planned axis in most runs, and would otherwise tie with it); the probes of a finding of the first
-# space (re-pin under each dtype, another shape) are what show a first-space finding they explain better.
-OPEN_SUFFIXES = (".last_align_bytes", ".rows", ".stride[", ".value", ".memory_format")
-
-
-def open_quantities(case: Case) -> dict[str, Any]:
-    """:func:`_open_quantities`, once per sealed case (memo.py)."""
-    return once(case, "open_quantities", lambda: _open_quantities(case))
-
-
-def _open_quantities(case: Case) -> dict[str, Any]:
-    """Per plain tensor input ``x``: ``x.stride[i]`` (each dimension's stride in
-    elements, the last ``[-1]``; contiguous strides when none are given),
-    ``x.last_align_bytes`` (the largest power of two dividing one row's bytes:
-    an alignment that moves with the element size) and ``x.rows`` (elements
-    over the last dimension: how many rows a row-wise kernel walks); per integer
-    attribute, ``attr.NAME.value`` (its value as a category, so a failure at
-    every value but one is a set, not a threshold); ``x.memory_format`` of an input of rank 4 or 5 (torch's
-    name of its layout: ``channels_last`` is one member of the class its contiguity names)."""
+def strides(case: Case) -> dict[str, Any]:
+    """``x.stride[i]`` (each dimension's stride in elements, the last ``[-1]``; contiguous strides when none
+    are given) and :func:`stride_patterns`, per plain tensor input."""
     from ..schemas import contiguous_strides
 
     out: dict[str, Any] = {}
-    for spec in case.inputs:
-        if spec.none or spec.tensors is not None or not spec.shape:
+    for n, spec in plain_tensors(case):
+        if not spec.shape:
             continue
-        n, rank = spec.name, len(spec.shape)
-        strides = spec.strides if spec.strides is not None else contiguous_strides(spec.shape)
-        for i, st in enumerate(strides):
+        rank = len(spec.shape)
+        given = spec.strides if spec.strides is not None else contiguous_strides(spec.shape)
+        for i, st in enumerate(given):
             out[f"{n}.stride[{-1 if i == rank - 1 else i}]"] = st
-        out.update(stride_patterns(n, spec.shape, strides))
-        size = element_bytes(spec.dtype)
-        if size and size >= 1 and spec.shape[-1] > 0:
-            out[f"{n}.last_align_bytes"] = alignment(int(spec.shape[-1] * size))
-        if spec.shape[-1] > 0:
-            out[f"{n}.rows"] = math.prod(spec.shape) // spec.shape[-1]
-        if rank in (4, 5):
-            out[f"{n}.memory_format"] = memory_format(spec.shape, spec.strides)
-    for name, value in case.attributes.items():  # a numeric attribute as a category: "any value but one"
-        if isinstance(value, int) and not isinstance(value, bool):
-            out[f"attr.{name}.value"] = str(value)
+        out.update(stride_patterns(n, spec.shape, given))
     return out
+
+
+def row_bytes_alignment(case: Case) -> dict[str, Any]:
+    """``x.last_align_bytes``: the largest power of two dividing one row's bytes (an alignment that moves
+    with the element size)."""
+    out: dict[str, Any] = {}
+    for n, spec in plain_tensors(case):
+        size = element_bytes(spec.dtype)
+        if spec.shape and size and size >= 1 and spec.shape[-1] > 0:
+            out[f"{n}.last_align_bytes"] = alignment(int(spec.shape[-1] * size))
+    return out
+
+
+def rows(case: Case) -> dict[str, Any]:
+    """``x.rows``: elements over the last dimension (how many rows a row-wise kernel walks)."""
+    return {
+        f"{n}.rows": math.prod(s.shape) // s.shape[-1] for n, s in plain_tensors(case) if s.shape and s.shape[-1] > 0
+    }
+
+
+def memory_formats(case: Case) -> dict[str, Any]:
+    """``x.memory_format`` of an input of rank 4 or 5 (torch's name of its layout: ``channels_last`` is one
+    member of the class its contiguity names)."""
+    return {
+        f"{n}.memory_format": memory_format(s.shape, s.strides)
+        for n, s in plain_tensors(case)
+        if s.shape and len(s.shape) in (4, 5)
+    }
+
+
+def attr_categories(case: Case) -> dict[str, Any]:
+    """``attr.NAME.value``: an integer attribute's value as a category, so a failure at every value but one
+    is a set, not a threshold (the language writes it ``attr.NAME``: grammar.expression)."""
+    return {
+        f"attr.{name}.value": str(value)
+        for name, value in case.attributes.items()
+        if isinstance(value, int) and not isinstance(value, bool)
+    }
 
 
 UNIT_STRIDE = ".stride[-1] == 1"
@@ -259,47 +287,56 @@ def stride_patterns(n: str, shape: list[int], strides: list[int]) -> dict[str, A
     return out
 
 
-# Products and ratios (references/behavior.md, "An open space"): the product of two dimensions of one input and
-# a dimension over a positive integer attribute, each named as the condition language writes it
-# (``x.shape[0] * x.shape[1]``, ``x.shape[1] // attr.groups``) so that a finding over one reads as a condition.
-# Bounded: the first MAX_PRODUCT_INPUTS plain inputs, their last MAX_PRODUCT_DIMS dimensions, at most
-# MAX_RATIO_ATTRS integer attributes.  Enumerated after the open space's quantities, before a conjunction.
 MAX_PRODUCT_INPUTS = 2
 MAX_PRODUCT_DIMS = 4
 MAX_RATIO_ATTRS = 4
 PRODUCT_OP, RATIO_OP = " * ", " // "
 
 
-def product_quantities(case: Case) -> dict[str, Any]:
-    """``x.shape[i] * x.shape[j]`` for two of an input's last dimensions (not both of a rank-2 input's: that
-    is its element count) and ``x.shape[i] // attr.k`` for each integer attribute positive in this case; once
-    per sealed case (memo.py)."""
-    return once(case, "product_quantities", lambda: _product_quantities(case))
-
-
-def _product_quantities(case: Case) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    attrs = sorted(
+def _positive_int_attrs(case: Case) -> list[tuple[str, int]]:
+    return sorted(
         (k, v) for k, v in case.attributes.items() if isinstance(v, int) and not isinstance(v, bool) and v > 0
     )[:MAX_RATIO_ATTRS]
-    plain = [s for s in case.inputs if not s.none and s.tensors is None and s.shape][:MAX_PRODUCT_INPUTS]
-    for spec in plain:
-        shape = spec.shape or []
-        rank = len(shape)
-        dims = list(range(max(0, rank - MAX_PRODUCT_DIMS), rank))
+
+
+def _product_dims(spec: TensorSpec) -> list[int]:
+    rank = len(spec.shape)
+    return list(range(max(0, rank - MAX_PRODUCT_DIMS), rank))
+
+
+def dim_products(case: Case) -> dict[str, Any]:
+    """``x.shape[i] * x.shape[j]`` for two of an input's last :data:`MAX_PRODUCT_DIMS` dimensions (not both of
+    a rank-2 input's: that is its element count), for the first :data:`MAX_PRODUCT_INPUTS` plain inputs."""
+    out: dict[str, Any] = {}
+    for n, spec in [t for t in plain_tensors(case) if t[1].shape][:MAX_PRODUCT_INPUTS]:
+        shape, rank = spec.shape, len(spec.shape)
+        if rank <= 2:
+            continue
+        dims = _product_dims(spec)
         for a, i in enumerate(dims):
             for j in dims[a + 1 :]:
-                if rank > 2:
-                    name = f"{dim_axis(spec.name, i, rank)}{PRODUCT_OP}{dim_axis(spec.name, j, rank)}"
-                    out[name] = shape[i] * shape[j]
+                out[f"{dim_axis(n, i, rank)}{PRODUCT_OP}{dim_axis(n, j, rank)}"] = shape[i] * shape[j]
+    return out
+
+
+def dim_ratios(case: Case) -> dict[str, Any]:
+    """``x.shape[i] // attr.k`` for each of the first :data:`MAX_RATIO_ATTRS` integer attributes positive in
+    this case, over the same dimensions as :func:`dim_products`."""
+    out: dict[str, Any] = {}
+    attrs = _positive_int_attrs(case)
+    if not attrs:
+        return out
+    for n, spec in [t for t in plain_tensors(case) if t[1].shape][:MAX_PRODUCT_INPUTS]:
+        shape, rank = spec.shape, len(spec.shape)
+        for i in _product_dims(spec):
             for k, v in attrs:
-                out[f"{dim_axis(spec.name, i, rank)}{RATIO_OP}attr.{k}"] = shape[i] // v
+                out[f"{dim_axis(n, i, rank)}{RATIO_OP}attr.{k}"] = shape[i] // v
     return out
 
 
 def product_value(case: Case, axis: str) -> int | None:
     """One product or ratio axis read on any case, whatever its rank (``x.shape[0] * x.shape[1]`` of a rank-5
-    input too, which :func:`product_quantities` leaves out): None where a dimension or the attribute is missing."""
+    input too, which :func:`dim_products` leaves out): None where a dimension or the attribute is missing."""
     sides = product_sides(axis)
     if sides is None:
         return None

@@ -48,7 +48,7 @@ from typing import Any
 
 from ..cases.derived import CONTIGUITY
 from ..errors import ToolError
-from ..schemas import DTYPES, LAYOUTS, MODES
+from ..schemas import DTYPE_FAMILIES, DTYPES, LAYOUTS, MODES
 from .limits import FIELDS as LIMIT_FIELDS
 from .limits import limit
 
@@ -57,11 +57,20 @@ MAX_DEPTH = 64
 MAX_INT = 2**256
 MEMORY_FORMATS = ("contiguous_format", "channels_last", "channels_last_3d", "none")
 # bare names that are constants, not properties
-SYMBOLS: frozenset[str] = frozenset(DTYPES) | set(MODES) | set(LAYOUTS) | set(CONTIGUITY) | set(MEMORY_FORMATS)
+SIGNS = ("nonnegative", "nonpositive", "mixed")  # x.sign: of the non-zero values built
+SYMBOLS: frozenset[str] = (
+    frozenset(DTYPES)
+    | set(MODES)
+    | set(LAYOUTS)
+    | set(CONTIGUITY)
+    | set(MEMORY_FORMATS)
+    | set(DTYPE_FAMILIES)
+    | set(SIGNS)
+)
 FUNCTIONS = {"min": (2, 8), "max": (2, 8), "abs": (1, 1), "pow2": (1, 1)}
 ALLOWED = (
     "property names (x.shape[-1], attr.groups, mode), numbers, quoted strings, bare dtype names, modes, "
-    "memory formats and contiguity classes, + - * // %, min(a, b), max(a, b), abs(a), pow2(q), "
+    "memory formats, contiguity classes, dtype families and signs, + - * // %, min(a, b), max(a, b), abs(a), pow2(q), "
     "< <= > >= == != (chained), and, or, not, in {...}, not in {...}"
 )
 

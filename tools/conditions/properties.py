@@ -2,7 +2,8 @@
 
 :func:`case_properties` flattens a case into ``{name: value}``:
 
-- every axis the analysis already derives (tools/cases/derived.py, tools/cases/relations.py:
+- every axis the analysis already derives (tools/cases/derived.py, the productions of
+  tools/analysis/grammar.py:
   ``x.offset``, ``x.bytes``, ``x.last_align``, ``x.magnitude``, ``x.stride[-1]`` ...), so the
   tool's own hypotheses and the agent's conditions name the same things; relations written
   with ``~`` are left out (``x.shape[0] < x.shape[-1]`` says them in the language);
@@ -35,9 +36,10 @@ from ..artifacts.common import case_seed
 from ..cases.axes import case_axes, own_labels
 from ..cases.derived import contiguity, memory_format, structured_axes
 from ..cases.memo import once, sealed
-from ..cases.relations import element_bytes, open_quantities, relation_axes
+from ..cases.relations import element_bytes
 from ..schemas import Case, CaseResult, DtypeArg, TensorSpec, contiguous_strides
 from ..schemas.result import WrongWhere
+from .grammar import named
 
 NOTHING_WRONG = WrongWhere()  # a passing output: every count 0, no tail, no period
 
@@ -91,10 +93,11 @@ def _tensors(case: Case) -> dict[str, TensorSpec]:
 def attribute_properties(attributes: Mapping[str, Any]) -> dict[str, Any]:
     """``attr.NAME`` per attribute: a number, bool or string as it is, a dtype attribute as its
     dtype name, a list as its JSON text with its scalar members as ``attr.NAME[i]`` (both
-    indices); an attribute that is None is absent."""
+    indices); an attribute that is None is absent, and ``attr.NAME.none`` says whether it is."""
     out: dict[str, Any] = {}
     for name, value in attributes.items():
         key = f"attr.{name}"
+        out[f"{key}.none"] = value is None
         if value is None:
             continue
         if isinstance(value, DtypeArg):
@@ -188,12 +191,14 @@ def case_properties(
 
 def _own_properties(case: Case, labels: dict[str, str]) -> dict[str, Any]:
     """The properties of the call alone (no recorded result)."""
-    derived = {**structured_axes(case, labels), **relation_axes(case), **open_quantities(case)}
-    # relations and patterns say themselves in the language (x.shape[0] < x.shape[-1], x.stride[-1] == 1);
-    # attributes are typed below
+    # every production of the hypothesis grammar a condition names by itself (relations and patterns say
+    # themselves in the language: x.shape[0] < x.shape[-1], x.stride[-1] == 1); attributes are typed below
+    derived = {**structured_axes(case, labels), **named(case)}
     out = {k: v for k, v in derived.items() if "~" not in k and " " not in k and not k.startswith("attr.")}
     for n, spec in _tensors(case).items():
         out.update(tensor_properties(spec, n))
+    for spec in case.inputs:  # an optional input passed as None
+        out[f"{spec.name}.none"] = bool(spec.none)
     out.update(attribute_properties(case.attributes))
     out["mode"] = case.mode
     out["seed"] = case_seed({"id": case.id, "seed": case.seed})
