@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 
@@ -110,6 +111,16 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
     server = build_server(evidence_root=args.evidence_root, inventory=inventory, log_level=args.log_level)
+    try:
+        return _serve(server, args, policy)
+    finally:
+        # The client waits for the process to end: the interpreter's last collections over the
+        # whole heap (the SDK's and pydantic's schemas, about a second) are skipped - nothing
+        # left in it holds anything to release (the runs and their files are closed by now).
+        gc.freeze()
+
+
+def _serve(server, args: argparse.Namespace, policy) -> int:
     if policy is None:
         import anyio
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from proc_util import alive, ask, start_supervisor
+from proc_util import alive, ask, live_children, start_supervisor
 
 from tools.remote.local import LocalSlot, stage_runner
 from tools.remote.supervisor_client import ConnectionLost, SupervisorClient
@@ -138,6 +138,34 @@ def test_a_killed_supervisor_takes_its_worker_along(tmp_path: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def _cmdline(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+
+
+@pytest.mark.parametrize("template", ["1", "0"])
+def test_a_cpu_worker_is_a_fork_of_the_template_and_a_child_of_the_supervisor(tmp_path: Path, template: str,
+                                                                               monkeypatch) -> None:
+    # the template (tools/runner/template.py) imported torch; the worker is a new process forked from it,
+    # re-parented to the supervisor (which waits for it), titled as a worker; OPDEBUG_WORKER_TEMPLATE=0
+    # starts a new interpreter per worker instead.  Shutdown leaves neither.
+    monkeypatch.setenv("OPDEBUG_WORKER_TEMPLATE", template)
+    proc = start_supervisor(tmp_path)
+    try:
+        ask(proc, {"op": "hello"})
+        worker = _hello(proc)["worker_pid"]
+        kids = live_children(proc.pid)
+        templates = [p for p in kids if b" template " in _cmdline(p)]
+        assert worker in kids and b" worker --device cpu" in _cmdline(worker), _cmdline(worker)
+        assert len(templates) == (1 if template == "1" else 0), [_cmdline(p) for p in kids]
+        assert worker not in templates
+        ask(proc, {"op": "shutdown"})
+        assert proc.wait(timeout=30) == 0
+        assert wait_dead(worker, *templates)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def test_client_raises_connection_lost_when_the_supervisor_dies_mid_case(tmp_path: Path) -> None:

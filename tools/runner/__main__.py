@@ -1,5 +1,5 @@
 """Entry point: ``python -m <pkg> supervise --device cpu`` (what transports
-start) or ``python -m <pkg> worker ...`` (what the supervisor starts)."""
+start) or ``python -m <pkg> worker ...`` / ``template ...`` (what the supervisor starts)."""
 
 from __future__ import annotations
 
@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     work.add_argument("--capture-file", required=True)
     work.add_argument("--parent-pid", type=int, required=True)
     work.add_argument("--board", default=None, help="the progress board file the supervisor made (board.py)")
+    tpl = sub.add_parser("template", help="internal: the process the supervisor's cpu workers are forks of")
+    tpl.add_argument("--socket-fd", type=int, required=True)
+    tpl.add_argument("--parent-pid", type=int, required=True)
     dog = sub.add_parser("watchdog", help="internal: sweeps a run's processes once the supervisor is gone")
     dog.add_argument("--token", required=True)
     args = parser.parse_args(argv)
@@ -54,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
         from .reaper import watchdog_main
 
         return watchdog_main(args.token)
+    if args.command == "template":
+        from .template import template_main
+
+        return template_main(args.socket_fd, args.parent_pid, main)
     if args.command == "supervise":
         from .supervisor import main as supervise
 

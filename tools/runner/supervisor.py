@@ -54,6 +54,7 @@ from .phases import (
     killed_from_outside,
     wants_gradients,
 )
+from .template import ForkedWorker, Template, usable
 
 # Consecutive worker start failures after which the supervisor stops starting
 # workers (like pytest-xdist's --max-worker-restart): every later case is
@@ -86,44 +87,56 @@ def _package_parent() -> str:
     return path
 
 
+def worker_env(token: str) -> dict[str, str]:
+    """A worker's environment (a template's too: its forks are workers)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_parent(), env.get("PYTHONPATH")) if p)
+    # compile in-process: no compile-worker pool to outlive a killed worker
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    if token:
+        env[reaper.SWEEP_ENV] = token
+    return env
+
+
 class Worker:
     """One worker process (its own process group), its progress board, its stdout read through Lines."""
 
-    def __init__(self, generation: int, device: str, workdir: str, lines: Lines, token: str = ""):
+    def __init__(
+        self,
+        generation: int,
+        device: str,
+        workdir: str,
+        lines: Lines,
+        token: str = "",
+        template: Template | None = None,
+    ):
         self.generation = generation
         self.stderr_path = os.path.join(workdir, f"worker-{generation}.stderr")
         self.capture_path = os.path.join(workdir, f"worker-{generation}.stdout")
         self.stderr_file = open(self.stderr_path, "ab")
         self.board_path = os.path.join(workdir, f"worker-{generation}.board")
         self.board = Board(self.board_path, create=True)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_parent(), env.get("PYTHONPATH")) if p)
-        # compile in-process: no compile-worker pool to outlive a killed worker
-        env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-        if token:
-            env[reaper.SWEEP_ENV] = token
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                _package_name(),
-                "worker",
-                "--device",
-                device,
-                "--stderr-file",
-                self.stderr_path,
-                "--capture-file",
-                self.capture_path,
-                "--parent-pid",
-                str(os.getpid()),
-                "--board",
-                self.board_path,
-            ],
+        args = [
+            "worker",
+            "--device",
+            device,
+            "--stderr-file",
+            self.stderr_path,
+            "--capture-file",
+            self.capture_path,
+            "--parent-pid",
+            str(os.getpid()),
+            "--board",
+            self.board_path,
+        ]
+        forked = template.fork(args, self.stderr_file.fileno()) if template is not None else None
+        self.proc: subprocess.Popen | ForkedWorker = forked or subprocess.Popen(
+            [sys.executable, "-m", _package_name(), *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr_file,
             start_new_session=True,
-            env=env,
+            env=worker_env(token),
         )
         # both are pipes: Popen opens them when asked for PIPE, as above
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -155,7 +168,8 @@ class Worker:
 
     def kill(self) -> None:
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            if self.proc.pid > 0:  # a fork the template never answered has none (never our own group)
+                os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         try:
@@ -201,6 +215,7 @@ class Supervisor:
         self.import_hung: dict[str, str] = {}  # modules whose import ran out of its budget -> why
         self.token = secrets.token_hex(16)  # in every worker's environment: how a sweep finds their descendants
         self.watchdog: subprocess.Popen | None = None
+        self.template: Template | None = None  # the cpu workers' template (template.py), once serving
         self.env: dict = {}
         self.lease_note = LeaseNote()  # the run and case in the device lease, for whoever waits for it
         self.history: list[str] = []  # run_id/case_id of each case the current worker ran, oldest first
@@ -250,7 +265,8 @@ class Supervisor:
     def _start_worker(self) -> Worker:
         self.history, self.history_total = [], 0  # a new process: nothing ran on it
         self.generation += 1
-        self.worker = Worker(self.generation, self.device, self.workdir, self.lines, self.token)
+        template = self.template if self.template is not None and self.template.alive else None
+        self.worker = Worker(self.generation, self.device, self.workdir, self.lines, self.token, template)
         return self.worker
 
     def _drop_worker(self) -> None:
@@ -262,7 +278,8 @@ class Supervisor:
     def _sweep(self) -> None:
         """End every process a worker left (its group, setsid'ed and double-forked ones alike)."""
         keep: set[int] = {self.watchdog.pid} if self.watchdog is not None else set()
-        reaper.sweep(self.token, reap_keep=keep)
+        template = {self.template.pid} if self.template is not None and self.template.alive else set()
+        reaper.sweep(self.token, keep=template, reap_keep=keep | template)
 
     def _ensure_ready(self) -> str | None:
         """Start the worker if needed and wait for it; None or why it cannot start."""
@@ -699,9 +716,15 @@ class Supervisor:
 
     def serve(self) -> int:
         self.lines.add(sys.stdin.fileno(), "server")
-        reaper.become_subreaper()
+        subreaper = reaper.become_subreaper()
         self.watchdog = reaper.start_watchdog(self.token, _package_name(), _package_parent())
         try:
+            if usable(self.device, subreaper):  # every worker a fork of one that imported torch
+                self.template = Template(
+                    [sys.executable, "-m", _package_name(), "template"],
+                    worker_env(self.token),
+                    os.path.join(self.workdir, "template.stderr"),
+                )
             self._start_worker()  # warm up while the server gets ready
             while True:
                 if self.backlog:
@@ -740,6 +763,8 @@ class Supervisor:
             return 0
         finally:
             self._drop_worker()
+            if self.template is not None:
+                self.template.close()
             shutil.rmtree(self.workdir, ignore_errors=True)
             # its stdin ends: it sweeps once more and exits
             if self.watchdog is not None and self.watchdog.stdin is not None:
