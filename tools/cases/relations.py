@@ -34,7 +34,7 @@ from typing import Any
 
 from ..schemas import Case, TensorSpec
 from .derived import DTYPE_BITS, alignment, dim_axis, memory_format
-from .memo import once
+from .memo import by_content, once
 
 MAX_RELATION_INPUTS = 4
 MAX_RELATION_RANK = 6
@@ -130,7 +130,12 @@ def value_classes(spec: TensorSpec, n: str) -> dict[str, Any]:
 
 
 def tensor_quantities(spec: TensorSpec, n: str) -> dict[str, Any]:
-    """Bytes, per-dimension alignments (all but the last) and values classes of one tensor."""
+    """Bytes, per-dimension alignments (all but the last) and values classes of one tensor; once per distinct
+    spec (memo.by_content)."""
+    return by_content("tensor_quantities", n, spec, lambda: _tensor_quantities(spec, n))
+
+
+def _tensor_quantities(spec: TensorSpec, n: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     size = element_bytes(spec.dtype)
     if size is not None:
