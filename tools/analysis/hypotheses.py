@@ -342,10 +342,39 @@ def _atoms(axis: str, fvals: list[Any], pvals: list[Any]) -> list[tuple[Atom, in
     return out
 
 
+MAX_KEPT_VALUES = 4_000_000  # values the kept columns of column_atoms hold in all (8 bytes each)
+_COLUMN_ATOMS: dict[tuple, list[tuple[Atom, int]]] = {}
+_kept_values = [0]
+
+
+def column_atoms(axis: str, fvals: list[Any], pvals: list[Any]) -> list[tuple[Atom, int]]:
+    """``_atoms`` of one axis' columns, kept by the columns' values: the widening of a space enumerates the
+    first space's columns again, and each analysis of a run the same ones.  Equal columns are equal values
+    of equal types, so the atoms are the same; a column with a float zero is computed every time (-0.0
+    equals 0.0 but may read otherwise)."""
+    ft, pt = tuple(fvals), tuple(pvals)
+    types = frozenset(map(type, ft)) | frozenset(map(type, pt))
+    if float in types and (0.0 in ft or 0.0 in pt):
+        return _atoms(axis, fvals, pvals)
+    key = (axis, ft, pt, tuple(map(type, ft)), tuple(map(type, pt)))
+    try:
+        hit = _COLUMN_ATOMS.get(key)
+    except TypeError:  # a value that is no hashable: computed every time
+        return _atoms(axis, fvals, pvals)
+    if hit is None:
+        hit = _COLUMN_ATOMS[key] = _atoms(axis, fvals, pvals)
+        _kept_values[0] += len(ft) + len(pt)
+        while _kept_values[0] > MAX_KEPT_VALUES and len(_COLUMN_ATOMS) > 1:  # the oldest go first
+            old = next(iter(_COLUMN_ATOMS))
+            _kept_values[0] -= len(old[1]) + len(old[2])
+            del _COLUMN_ATOMS[old]
+    return list(hit)
+
+
 def covering_atoms(axis: str, fvals: list[Any], pvals: list[Any]) -> list[tuple[Atom, int]]:
     """The atoms over one axis that hold on every failing value, each with the
     bit mask of the passing values it holds on (bit i: ``pvals[i]``)."""
-    return _atoms(axis, fvals, pvals)
+    return column_atoms(axis, fvals, pvals)
 
 
 def _mask(pvals: list[Any], atom: Atom) -> int:
@@ -420,7 +449,7 @@ def enumerate_hypotheses(
                 cols[k][i] = v
     for key in keys:
         fvals, pvals = fcols[key], pcols[key]
-        for atom, mask in _atoms(key, fvals, pvals):
+        for atom, mask in column_atoms(key, fvals, pvals):
             if mask == 0:
                 singles.append(Hypothesis((atom,)))
             elif mask != full and key not in aliases:
