@@ -37,8 +37,11 @@ def _forget(key: int, ref: weakref.ref) -> None:
         del _SEALED[key]
 
 
-def seal(obj: object) -> None:
-    """Promise that ``obj`` no longer changes: values derived from it may be kept while it lives."""
+def seal(obj: object, *parts: object) -> None:
+    """Promise that ``obj`` no longer changes: values derived from it may be kept while it lives; so are
+    ``parts`` (objects it holds: a case's inputs)."""
+    for part in parts:
+        seal(part)
     key = id(obj)
     hit = _SEALED.get(key)
     if hit is not None and hit[0]() is obj:
@@ -70,7 +73,7 @@ def by_content(kind: str, name: str, part: BaseModel, compute: Callable[[], dict
     """``compute()`` of a model ``part`` (a tensor's spec) named ``name``, kept by the part's whole content (its
     JSON text: every field, floats exact - the schemas refuse a non-finite number), so parts of equal content
     share one value whichever case holds them.  Each caller gets a copy."""
-    key = (kind, name, part.model_dump_json())
+    key = (kind, name, once(part, "content_json", part.model_dump_json))  # once per sealed part
     try:
         value = _BY_CONTENT[key]
     except KeyError:
