@@ -53,10 +53,9 @@ def _pure_atoms(
     for key in sorted((set(fcols) | set(pcols)) - set(aliases)):
         pvals = pcols.get(key) or [None] * len(passing)
         fvals = fcols.get(key) or [None] * len(failing)
-        seen = {_hashable(v) for v in pvals}
         # candidate subsets: the failing values no passing case has; those above / below every passing value
-        nums = [v for v in pvals if _num(v)]
-        subsets = [[v for v in fvals if _hashable(v) not in seen]]
+        subsets = [_unseen(fvals, pvals)]
+        nums = [v for v in pvals if isinstance(v, (int, float)) and not isinstance(v, bool)]  # _num, inline
         if nums:
             hi, lo = max(nums), min(nums)
             subsets.append([v for v in fvals if _num(v) and v > hi])
@@ -70,6 +69,18 @@ def _pure_atoms(
                     holds = frozenset(c for c, v in zip(failing, fvals, strict=True) if atom.holds(v))
                     out.append((atom, holds))
     return out
+
+
+def _unseen(fvals: list, pvals: list) -> list:
+    """The failing values no passing case has (compared as _hashable reads them)."""
+    if {list, dict}.isdisjoint(map(type, pvals)) and {list, dict}.isdisjoint(map(type, fvals)):
+        try:
+            seen = set(pvals)  # every value is its own _hashable
+            return [v for v in fvals if v not in seen]
+        except TypeError:  # a value of another unhashable type: as _hashable reads it
+            pass
+    seen = {_hashable(v) for v in pvals}
+    return [v for v in fvals if _hashable(v) not in seen]
 
 
 def columns(hax: dict[str, dict[str, Any]], ids: list[str]) -> dict[str, list]:
