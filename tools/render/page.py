@@ -227,7 +227,9 @@ def call_view(case: Case) -> dict[str, Any]:
         "mode": case.mode,
         "seed": case.seed,
         "description": case.description,
-        "attributes": json.dumps(case.model_dump(mode="json")["attributes"], sort_keys=True) if case.attributes else "",
+        "attributes": json.dumps(case.model_dump(mode="json", include={"attributes"})["attributes"], sort_keys=True)
+        if case.attributes
+        else "",
         "grad_inputs": case.grad_inputs,
         "inputs": [row for spec in case.inputs for row in input_rows(spec)],  # by content (cases/memo.py)
     }
