@@ -184,7 +184,10 @@ def axes_difference(da: dict[str, str], db: dict[str, str]) -> list[str]:
     shapes differ too (strides of different shapes are not comparable; a
     shape variation drops explicit strides); a list-length difference hides
     its members' axes, a None-or-not difference every other axis of that input."""
-    diff = [k for k in dict.fromkeys([*da, *db]) if da.get(k) != db.get(k)]
+    diff = [k for k, v in da.items() if v != db.get(k)]  # in the order of dict.fromkeys([*da, *db])
+    diff += [k for k, v in db.items() if v is not None and k not in da]
+    if not diff:
+        return diff
     lens = {owner(k) for k in diff if k.endswith(".len")}
     nones = {owner(k) for k in diff if k.endswith(".none")}
     return [
