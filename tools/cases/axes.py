@@ -190,12 +190,13 @@ def axes_difference(da: dict[str, str], db: dict[str, str]) -> list[str]:
         return diff
     lens = {owner(k) for k in diff if k.endswith(".len")}
     nones = {owner(k) for k in diff if k.endswith(".none")}
+    kept = [k for k in diff if not (k.endswith(".strides") and k[: -len(".strides")] + ".shape" in diff)]
+    if not lens and not nones:
+        return kept
     return [
         k
-        for k in diff
-        if not (k.endswith(".strides") and k[: -len(".strides")] + ".shape" in diff)
-        and not (owner(k) in lens and "[" in k)
-        and not (owner(k) in nones and not k.endswith(".none"))
+        for k in kept
+        if not (owner(k) in lens and "[" in k) and not (owner(k) in nones and not k.endswith(".none"))
     ]
 
 
