@@ -66,7 +66,7 @@ def _tensor_axes(axes: dict[str, str], prefix: str, spec: TensorSpec, effective_
 
 
 def _tensor_labels(prefix: str, spec: TensorSpec, effective_values: bool) -> dict[str, str]:
-    axes = {f"{prefix}.dtype": spec.dtype}
+    axes: dict[str, str] = {f"{prefix}.dtype": spec.dtype}
     axes[f"{prefix}.shape"] = shape_text(spec.shape)
     axes[f"{prefix}.strides"] = strides_text(spec)
     axes[f"{prefix}.offset"] = str(spec.storage_offset)
@@ -194,9 +194,7 @@ def axes_difference(da: dict[str, str], db: dict[str, str]) -> list[str]:
     if not lens and not nones:
         return kept
     return [
-        k
-        for k in kept
-        if not (owner(k) in lens and "[" in k) and not (owner(k) in nones and not k.endswith(".none"))
+        k for k in kept if not (owner(k) in lens and "[" in k) and not (owner(k) in nones and not k.endswith(".none"))
     ]
 
 
