@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .hypotheses import KIND_RANK, Atom, Space, covering_atoms, derivation_rank, enumerate_hypotheses
+from .hypotheses import columns as rows_columns
 
 MAX_CAUSES = 3
 MAX_SURVIVORS = 3
@@ -84,16 +85,8 @@ def _unseen(fvals: list, pvals: list) -> list:
 
 
 def columns(hax: dict[str, dict[str, Any]], ids: list[str]) -> dict[str, list]:
-    """Axis -> its value in each case of ``ids`` (None where a case lacks it): one pass over the cases."""
-    cols: dict[str, list] = {}
-    n = len(ids)
-    for i, c in enumerate(ids):
-        for k, v in hax[c].items():
-            col = cols.get(k)
-            if col is None:
-                col = cols[k] = [None] * n
-            col[i] = v
-    return cols
+    """Axis -> its value in each case of ``ids`` (None where a case lacks it): hypotheses.columns."""
+    return rows_columns([hax[c] for c in ids])
 
 
 def _hashable(v: Any) -> Any:

@@ -342,6 +342,25 @@ def _atoms(axis: str, fvals: list[Any], pvals: list[Any]) -> list[tuple[Atom, in
     return out
 
 
+def columns(rows: list[dict[str, Any]]) -> dict[str, list]:
+    """Axis -> its value in each of ``rows`` (None where one lacks it), the axes in the order they first
+    appear.  Rows with the same axes in the same order (the cases of one run mostly are) are transposed
+    at once."""
+    if rows:
+        first = list(rows[0])
+        if all(list(r) == first for r in rows):
+            return {k: list(col) for k, col in zip(first, zip(*(r.values() for r in rows), strict=True), strict=True)}
+    cols: dict[str, list] = {}
+    n = len(rows)
+    for i, row in enumerate(rows):  # one pass over the rows: a column per axis
+        for k, v in row.items():
+            col = cols.get(k)
+            if col is None:
+                col = cols[k] = [None] * n
+            col[i] = v
+    return cols
+
+
 MAX_KEPT_VALUES = 4_000_000  # values the kept columns of column_atoms hold in all (8 bytes each)
 _COLUMN_ATOMS: dict[tuple, list[tuple[Atom, int]]] = {}
 _kept_values = [0]
@@ -436,19 +455,14 @@ def enumerate_hypotheses(
     failing, passing = sorted(failing), sorted(passing)
     if not failing or not passing:
         return Space([], 0, 0, False, False)
-    keys = sorted({k for cid in failing + passing for k in axes[cid]})
+    fcols, pcols = columns([axes[c] for c in failing]), columns([axes[c] for c in passing])
+    keys = sorted(fcols.keys() | pcols.keys())
     aliases = {k: v for k, v in (aliases or {}).items() if v in keys and v != k}
     full = (1 << len(passing)) - 1
     singles: list[Hypothesis] = []
     covering: list[tuple[Atom, int, list[Any]]] = []
-    fcols: dict[str, list] = {k: [None] * len(failing) for k in keys}
-    pcols: dict[str, list] = {k: [None] * len(passing) for k in keys}
-    for cols, ids in ((fcols, failing), (pcols, passing)):  # one pass over the cases: a column per axis
-        for i, c in enumerate(ids):
-            for k, v in axes[c].items():
-                cols[k][i] = v
     for key in keys:
-        fvals, pvals = fcols[key], pcols[key]
+        fvals, pvals = fcols.get(key) or [None] * len(failing), pcols.get(key) or [None] * len(passing)
         for atom, mask in column_atoms(key, fvals, pvals):
             if mask == 0:
                 singles.append(Hypothesis((atom,)))
