@@ -375,19 +375,26 @@ def column_atoms(axis: str, fvals: list[Any], pvals: list[Any]) -> list[tuple[At
     types = frozenset(map(type, ft)) | frozenset(map(type, pt))
     if float in types and (0.0 in ft or 0.0 in pt):
         return _atoms(axis, fvals, pvals)
-    key = (axis, ft, pt, tuple(map(type, ft)), tuple(map(type, pt)))
+    # the values' types: the one type of every value, else each value's (1 == True == 1.0 must not share)
+    kinds = next(iter(types)) if len(types) == 1 else (tuple(map(type, ft)), tuple(map(type, pt)))
+    key = (axis, ft, pt, kinds)
     try:
         hit = _COLUMN_ATOMS.get(key)
     except TypeError:  # a value that is no hashable: computed every time
         return _atoms(axis, fvals, pvals)
     if hit is None:
         hit = _COLUMN_ATOMS[key] = _atoms(axis, fvals, pvals)
-        _kept_values[0] += len(ft) + len(pt)
+        _kept_values[0] += _held(key)
         while _kept_values[0] > MAX_KEPT_VALUES and len(_COLUMN_ATOMS) > 1:  # the oldest go first
             old = next(iter(_COLUMN_ATOMS))
-            _kept_values[0] -= len(old[1]) + len(old[2])
+            _kept_values[0] -= _held(old)
             del _COLUMN_ATOMS[old]
     return list(hit)
+
+
+def _held(key: tuple) -> int:
+    """The values one kept key holds (its two columns, and their types when they are of several)."""
+    return (len(key[1]) + len(key[2])) * (1 if isinstance(key[3], type) else 2)
 
 
 def covering_atoms(axis: str, fvals: list[Any], pvals: list[Any]) -> list[tuple[Atom, int]]:
