@@ -109,3 +109,55 @@ def test_an_analysis_read_from_what_was_kept_says_what_one_from_nothing_says(evi
     for case in store.read_cases():
         fresh = Case.model_validate(case.model_dump(mode="json"))  # not sealed: computed from nothing
         assert case_properties(case, results.get(case.id)) == case_properties(fresh, results.get(case.id))
+
+
+def test_a_tensor_of_equal_content_shares_its_axes_and_one_of_other_content_does_not() -> None:
+    a, b = Case.model_validate(_case(3)), Case.model_validate(_case(8))  # x: 4x8 in both (8 % 5 + 1 == 4)
+    c = Case.model_validate(_case(4))  # x: 5x8
+    calls = []
+
+    def compute(spec) -> dict:
+        calls.append(1)
+        return {"shape": list(spec.shape)}
+
+    got = [
+        memo.by_content("test", "x", case.inputs[0], lambda case=case: compute(case.inputs[0])) for case in (a, b, c)
+    ]
+    assert got == [{"shape": [4, 8]}, {"shape": [4, 8]}, {"shape": [5, 8]}] and len(calls) == 2
+    got[0]["shape"] = "changed"  # a caller's copy
+    assert memo.by_content("test", "x", b.inputs[0], lambda: compute(b.inputs[0])) == {"shape": [4, 8]}
+    assert memo.by_content("test", "y", a.inputs[0], lambda: compute(a.inputs[0])) and len(calls) == 3  # by name too
+    assert case_axes(a)["x.shape"] == case_axes(b)["x.shape"] == "4x8" and case_axes(c)["x.shape"] == "5x8"
+
+
+def test_the_collector_is_paused_during_an_analysis_and_as_it_was_after(evidence_root, plan_request_dict) -> None:
+    from tools.analyze_failures import collector_paused
+
+    run_id = _run(evidence_root, plan_request_dict)
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+        with collector_paused():  # two analyses at once: on again only when the last ends
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:  # a process that runs with the collector off keeps it off
+        analyze_failures(run_id, root=evidence_root)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_kept_column_atoms_are_the_atoms_and_a_signed_zero_is_not_served_from_another() -> None:
+    from tools.analysis import hypotheses as hyp
+
+    cols = [([1, 2, 3], [4, 5, 0]), ([True, True], [False, True]), (["a", "b"], ["c", "a"]), ([1.5], [2.5, -1.0])]
+    for fvals, pvals in cols:
+        assert hyp.column_atoms("x.shape[0]", fvals, pvals) == hyp._atoms("x.shape[0]", fvals, pvals)
+        assert hyp.column_atoms("x.shape[0]", fvals, pvals) == hyp._atoms("x.shape[0]", fvals, pvals)  # kept
+    assert hyp.column_atoms("m", [1, 1], [2]) != hyp.column_atoms("m", [True, True], [2])  # equal, of other types
+    pos = hyp.column_atoms("m", [0.0, 1.0], [2.0])
+    neg = hyp.column_atoms("m", [-0.0, 1.0], [2.0])
+    assert [a.text for a, _ in pos] == [a.text for a, _ in hyp._atoms("m", [0.0, 1.0], [2.0])]
+    assert [a.text for a, _ in neg] == [a.text for a, _ in hyp._atoms("m", [-0.0, 1.0], [2.0])]

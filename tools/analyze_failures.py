@@ -18,7 +18,11 @@ passed -> passed).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -34,6 +38,30 @@ from .render.report import render_report, render_reproduction
 from .schemas import Analysis, Case, CaseResult, OperatorConfig
 
 MANIFEST_STATUS = {"diagnosed": "diagnosed", "inconclusive": "inconclusive", "passed": "passed"}
+
+_PAUSE = threading.Lock()
+_pausing = [0, False]  # analyses running now; whether the collector was on when the first began
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while an analysis runs (on again when the last running one
+    ends, as it was before the first began).  An analysis builds a few hundred thousand short-lived
+    objects that reference counting frees; each full collection the allocations trigger walks every
+    object the process holds (about 0.2 s of an analysis of 1,000 cases, seconds at 10,000) and finds
+    next to nothing.  What cyclic garbage an analysis leaves is collected once the collector is back."""
+    with _PAUSE:
+        if _pausing[0] == 0:
+            _pausing[1] = gc.isenabled()
+            gc.disable()
+        _pausing[0] += 1
+    try:
+        yield
+    finally:
+        with _PAUSE:
+            _pausing[0] -= 1
+            if _pausing[0] == 0 and _pausing[1]:
+                gc.enable()
 
 
 def previous_analysis(store: RunStore) -> Analysis | None:
@@ -61,7 +89,7 @@ def analyze_failures(
     store.require()
     # Read, analyze and write under the run's lock: a result recorded meanwhile
     # must not be missing from an analysis that then sets the run's status.
-    with store.locked():
+    with store.locked(), collector_paused():
         try:
             config = store.read_config()
             cases = store.read_cases()

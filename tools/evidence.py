@@ -434,7 +434,8 @@ class RunStore:
                     cases.append(hit[1][i])  # type: ignore[index]
                 else:
                     cases.append(Case.model_validate(doc))
-                    seal(cases[-1])  # read-only from here on: what is derived from it is kept (cases/memo.py)
+                    # read-only from here on: what is derived from it is kept (cases/memo.py), its inputs' too
+                    seal(cases[-1], *(t for s in cases[-1].inputs for t in (s, *(s.tensors or ()))))
             hit = (key, cases, frozenset(c.id for c in cases), docs)
             _MATRIX_CACHE[str(path)] = hit
         return hit[1], hit[2]

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cases.axes import axes_difference, case_axes
+from ..cases.axes import axes_difference, case_axes, own_labels
 from ..cases.constraints import Constraints, learn_from_run
 from ..cases.derived import case_distance_axes, structured_axes
 from ..cases.ids import case_content
@@ -96,16 +96,26 @@ def _content(case: Case) -> str:
 
 
 class _Planned:
-    """The planned cases' contents, computed the first time a next case is checked against them."""
+    """The planned cases, found by their seed and labels (case_axes, already at hand); a next case's content is
+    compared only with those of the planned cases that read the same (equal contents have equal labels), each
+    planned case's content computed the first time it is compared."""
 
     def __init__(self, cases: list[Case]):
         self.cases = cases
-        self.contents: set[str] | None = None
+        self.by_labels: dict[tuple, list[Case]] | None = None
 
-    def __contains__(self, content: object) -> bool:
-        if self.contents is None:
-            self.contents = {once(c, "content", functools.partial(_content, c)) for c in self.cases}
-        return content in self.contents
+    def has(self, case: Case, content: str) -> bool:
+        """Is a case of ``content`` (``case``'s) planned?"""
+        if self.by_labels is None:
+            self.by_labels = {}
+            for c in self.cases:
+                self.by_labels.setdefault(_label_key(c, own_labels(c)), []).append(c)
+        same = self.by_labels.get(_label_key(case, case_axes(case)), ())
+        return any(once(c, "content", functools.partial(_content, c)) == content for c in same)
+
+
+def _label_key(case: Case, labels: dict[str, str]) -> tuple:
+    return (case.seed, *labels.items())
 
 
 def _statuses(cases: list[Case], results: dict[str, CaseResult]) -> dict[str, str]:

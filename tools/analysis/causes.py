@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .hypotheses import KIND_RANK, Atom, Space, covering_atoms, derivation_rank, enumerate_hypotheses
+from .hypotheses import columns as rows_columns
 
 MAX_CAUSES = 3
 MAX_SURVIVORS = 3
@@ -53,10 +54,9 @@ def _pure_atoms(
     for key in sorted((set(fcols) | set(pcols)) - set(aliases)):
         pvals = pcols.get(key) or [None] * len(passing)
         fvals = fcols.get(key) or [None] * len(failing)
-        seen = {_hashable(v) for v in pvals}
         # candidate subsets: the failing values no passing case has; those above / below every passing value
-        nums = [v for v in pvals if _num(v)]
-        subsets = [[v for v in fvals if _hashable(v) not in seen]]
+        subsets = [_unseen(fvals, pvals)]
+        nums = [v for v in pvals if isinstance(v, (int, float)) and not isinstance(v, bool)]  # _num, inline
         if nums:
             hi, lo = max(nums), min(nums)
             subsets.append([v for v in fvals if _num(v) and v > hi])
@@ -72,17 +72,21 @@ def _pure_atoms(
     return out
 
 
+def _unseen(fvals: list, pvals: list) -> list:
+    """The failing values no passing case has (compared as _hashable reads them)."""
+    if {list, dict}.isdisjoint(map(type, pvals)) and {list, dict}.isdisjoint(map(type, fvals)):
+        try:
+            seen = set(pvals)  # every value is its own _hashable
+            return [v for v in fvals if v not in seen]
+        except TypeError:  # a value of another unhashable type: as _hashable reads it
+            pass
+    seen = {_hashable(v) for v in pvals}
+    return [v for v in fvals if _hashable(v) not in seen]
+
+
 def columns(hax: dict[str, dict[str, Any]], ids: list[str]) -> dict[str, list]:
-    """Axis -> its value in each case of ``ids`` (None where a case lacks it): one pass over the cases."""
-    cols: dict[str, list] = {}
-    n = len(ids)
-    for i, c in enumerate(ids):
-        for k, v in hax[c].items():
-            col = cols.get(k)
-            if col is None:
-                col = cols[k] = [None] * n
-            col[i] = v
-    return cols
+    """Axis -> its value in each case of ``ids`` (None where a case lacks it): hypotheses.columns."""
+    return rows_columns([hax[c] for c in ids])
 
 
 def _hashable(v: Any) -> Any:

@@ -4,8 +4,8 @@ inputs, the modes no host can run, the values the reference only ever refused.
 
 from __future__ import annotations
 
-from collections.abc import Container
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ..cases.axes import distance_axes
 from ..cases.constraints import Constraints
@@ -14,13 +14,19 @@ from ..schemas import Case, Finding
 from .hypotheses import Hypothesis
 
 
+class Planned(Protocol):
+    def has(self, case: Case, content: str) -> bool:
+        """Is a case of ``content`` (``case``'s, validated) planned already?"""
+        ...
+
+
 @dataclass
 class Context:
     cases: dict[str, Case]
     axes: dict[str, dict]
     dist: dict[str, dict]
     status: dict[str, str]  # 'fail' | 'pass' | 'unsupported'
-    planned: Container[str]  # the planned cases' contents (build.py's _Planned computes them lazily)
+    planned: Planned  # the planned cases (build.py's _Planned computes their contents lazily)
     findings: list[Finding]  # the surviving hypotheses as findings, ranked
     ties: dict[str, list[str]]
     no_modes: set[str]

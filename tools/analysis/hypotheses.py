@@ -343,10 +343,65 @@ def _atoms(axis: str, fvals: list[Any], pvals: list[Any]) -> list[tuple[Atom, in
     return out
 
 
+def columns(rows: list[dict[str, Any]]) -> dict[str, list]:
+    """Axis -> its value in each of ``rows`` (None where one lacks it), the axes in the order they first
+    appear.  Rows with the same axes in the same order (the cases of one run mostly are) are transposed
+    at once."""
+    if rows:
+        first = list(rows[0])
+        if all(list(r) == first for r in rows):
+            return {k: list(col) for k, col in zip(first, zip(*(r.values() for r in rows), strict=True), strict=True)}
+    cols: dict[str, list] = {}
+    n = len(rows)
+    for i, row in enumerate(rows):  # one pass over the rows: a column per axis
+        for k, v in row.items():
+            col = cols.get(k)
+            if col is None:
+                col = cols[k] = [None] * n
+            col[i] = v
+    return cols
+
+
+MAX_KEPT_VALUES = 4_000_000  # values the kept columns of column_atoms hold in all (8 bytes each)
+_COLUMN_ATOMS: dict[tuple, list[tuple[Atom, int]]] = {}
+_kept_values = [0]
+
+
+def column_atoms(axis: str, fvals: list[Any], pvals: list[Any]) -> list[tuple[Atom, int]]:
+    """``_atoms`` of one axis' columns, kept by the columns' values: the widening of a space enumerates the
+    first space's columns again, and each analysis of a run the same ones.  Equal columns are equal values
+    of equal types, so the atoms are the same; a column with a float zero is computed every time (-0.0
+    equals 0.0 but may read otherwise)."""
+    ft, pt = tuple(fvals), tuple(pvals)
+    types = frozenset(map(type, ft)) | frozenset(map(type, pt))
+    if float in types and (0.0 in ft or 0.0 in pt):
+        return _atoms(axis, fvals, pvals)
+    # the values' types: the one type of every value, else each value's (1 == True == 1.0 must not share)
+    kinds = next(iter(types)) if len(types) == 1 else (tuple(map(type, ft)), tuple(map(type, pt)))
+    key = (axis, ft, pt, kinds)
+    try:
+        hit = _COLUMN_ATOMS.get(key)
+    except TypeError:  # a value that is no hashable: computed every time
+        return _atoms(axis, fvals, pvals)
+    if hit is None:
+        hit = _COLUMN_ATOMS[key] = _atoms(axis, fvals, pvals)
+        _kept_values[0] += _held(key)
+        while _kept_values[0] > MAX_KEPT_VALUES and len(_COLUMN_ATOMS) > 1:  # the oldest go first
+            old = next(iter(_COLUMN_ATOMS))
+            _kept_values[0] -= _held(old)
+            del _COLUMN_ATOMS[old]
+    return list(hit)
+
+
+def _held(key: tuple) -> int:
+    """The values one kept key holds (its two columns, and their types when they are of several)."""
+    return (len(key[1]) + len(key[2])) * (1 if isinstance(key[3], type) else 2)
+
+
 def covering_atoms(axis: str, fvals: list[Any], pvals: list[Any]) -> list[tuple[Atom, int]]:
     """The atoms over one axis that hold on every failing value, each with the
     bit mask of the passing values it holds on (bit i: ``pvals[i]``)."""
-    return _atoms(axis, fvals, pvals)
+    return column_atoms(axis, fvals, pvals)
 
 
 def _mask(pvals: list[Any], atom: Atom) -> int:
@@ -408,20 +463,15 @@ def enumerate_hypotheses(
     failing, passing = sorted(failing), sorted(passing)
     if not failing or not passing:
         return Space([], 0, 0, False, False)
-    keys = sorted({k for cid in failing + passing for k in axes[cid]})
+    fcols, pcols = columns([axes[c] for c in failing]), columns([axes[c] for c in passing])
+    keys = sorted(fcols.keys() | pcols.keys())
     aliases = {k: v for k, v in (aliases or {}).items() if v in keys and v != k}
     full = (1 << len(passing)) - 1
     singles: list[Hypothesis] = []
     covering: list[tuple[Atom, int, list[Any]]] = []
-    fcols: dict[str, list] = {k: [None] * len(failing) for k in keys}
-    pcols: dict[str, list] = {k: [None] * len(passing) for k in keys}
-    for cols, ids in ((fcols, failing), (pcols, passing)):  # one pass over the cases: a column per axis
-        for i, c in enumerate(ids):
-            for k, v in axes[c].items():
-                cols[k][i] = v
     for key in keys:
-        fvals, pvals = fcols[key], pcols[key]
-        for atom, mask in _atoms(key, fvals, pvals):
+        fvals, pvals = fcols.get(key) or [None] * len(failing), pcols.get(key) or [None] * len(passing)
+        for atom, mask in column_atoms(key, fvals, pvals):
             if mask == 0:
                 singles.append(Hypothesis((atom,)))
             elif mask != full and key not in aliases:

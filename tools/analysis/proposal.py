@@ -58,7 +58,7 @@ def build_case(ctx: Context, base: Case, var: dict, value: Any, finding: str) ->
     except (ValueError, ValidationError):
         return None
     content = case_content(case.model_dump(mode="json"))  # as planned cases are compared: validated, defaults in
-    if content in ctx.planned or content in ctx.seen_contents:
+    if content in ctx.seen_contents or ctx.planned.has(case, content):
         return None
     if case.mode in ctx.no_modes:
         return None

@@ -5,6 +5,7 @@ the tightest condition a value-dependent failure needs.
 
 from __future__ import annotations
 
+from collections import ChainMap
 from typing import Any
 
 from ..cases.relations import fill_products, product_sides, product_value
@@ -83,7 +84,7 @@ def widen(
     drawn = (measured or {}) if not space.hypotheses else {}
     prods = {c: {**p, **drawn.get(c, {})} for c, p in prods.items()}
     wide = {c: {**a, **space_axes(cases[c], OPEN)} for c, a in hax.items()}
-    renamed = restated_products({c: {**a, **prods[c]} for c, a in wide.items()})
+    renamed = restated_products(wide, prods)
     if renamed:  # only the products the rows restate join the open space
         wide = {c: {**a, **{p: prods[c][p] for p in renamed.values()}} for c, a in wide.items()}
     alt = enumerate_hypotheses(wide, failing, passing, {**aliases, **renamed})
@@ -113,13 +114,15 @@ def dim_like(k: str) -> bool:
     return ".shape[" in k and "~" not in k and product_sides(k) is None
 
 
-def restated_products(wide: dict[str, dict[str, Any]]) -> dict[str, str]:
+def restated_products(wide: dict[str, dict[str, Any]], prods: dict[str, dict[str, Any]]) -> dict[str, str]:
     """``x.rows`` -> the product it equals on every case (the leading two of a rank-3 input): named as
-    the product, the rows kept among its equivalents."""
+    the product, the rows kept among its equivalents.  Each case's axes are its ``wide`` ones with its
+    ``prods`` over them (read through, not merged)."""
     out: dict[str, str] = {}
-    cases = list(wide.values())
-    prods = sorted(k for k in set().union(*cases) if (product_sides(k) or ("", "", ""))[1] == "*")
-    for p in prods:
+    cases = [ChainMap(prods[c], a) for c, a in wide.items()]
+    keys = set().union(*wide.values(), *prods.values())
+    products = sorted(k for k in keys if (product_sides(k) or ("", "", ""))[1] == "*")
+    for p in products:
         rows = p.partition(".")[0] + ".rows"
         if rows not in out and all(a.get(p) is not None and a.get(p) == a.get(rows) for a in cases):
             out[rows] = p

@@ -19,7 +19,7 @@ import json
 from pydantic import BaseModel
 
 from ..schemas import Case, InputSpec, TensorSpec, ValueSpec
-from .memo import once
+from .memo import by_content, once
 
 
 def shape_text(shape: list[int]) -> str:
@@ -60,7 +60,13 @@ def values_text(values: ValueSpec) -> str:
 
 
 def _tensor_axes(axes: dict[str, str], prefix: str, spec: TensorSpec, effective_values: bool = True) -> None:
-    axes[f"{prefix}.dtype"] = spec.dtype
+    """The six axes of one tensor, once per distinct spec (memo.by_content)."""
+    kind = "tensor_axes" if effective_values else "tensor_axes:planned"
+    axes.update(by_content(kind, prefix, spec, lambda: _tensor_labels(prefix, spec, effective_values)))
+
+
+def _tensor_labels(prefix: str, spec: TensorSpec, effective_values: bool) -> dict[str, str]:
+    axes: dict[str, str] = {f"{prefix}.dtype": spec.dtype}
     axes[f"{prefix}.shape"] = shape_text(spec.shape)
     axes[f"{prefix}.strides"] = strides_text(spec)
     axes[f"{prefix}.offset"] = str(spec.storage_offset)
@@ -69,6 +75,7 @@ def _tensor_axes(axes: dict[str, str], prefix: str, spec: TensorSpec, effective_
     if effective_values:  # the spec that applies to this dtype, without the other dtypes' entries
         values = values.for_dtype(spec.dtype).model_copy(update={"by_dtype": {}})
     axes[f"{prefix}.values"] = values_text(values)
+    return axes
 
 
 def _attr_text(case: Case, name: str) -> str:
@@ -177,15 +184,17 @@ def axes_difference(da: dict[str, str], db: dict[str, str]) -> list[str]:
     shapes differ too (strides of different shapes are not comparable; a
     shape variation drops explicit strides); a list-length difference hides
     its members' axes, a None-or-not difference every other axis of that input."""
-    diff = [k for k in dict.fromkeys([*da, *db]) if da.get(k) != db.get(k)]
+    diff = [k for k, v in da.items() if v != db.get(k)]  # in the order of dict.fromkeys([*da, *db])
+    diff += [k for k, v in db.items() if v is not None and k not in da]
+    if not diff:
+        return diff
     lens = {owner(k) for k in diff if k.endswith(".len")}
     nones = {owner(k) for k in diff if k.endswith(".none")}
+    kept = [k for k in diff if not (k.endswith(".strides") and k[: -len(".strides")] + ".shape" in diff)]
+    if not lens and not nones:
+        return kept
     return [
-        k
-        for k in diff
-        if not (k.endswith(".strides") and k[: -len(".strides")] + ".shape" in diff)
-        and not (owner(k) in lens and "[" in k)
-        and not (owner(k) in nones and not k.endswith(".none"))
+        k for k in kept if not (owner(k) in lens and "[" in k) and not (owner(k) in nones and not k.endswith(".none"))
     ]
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..schemas import DTYPE_FAMILIES, Case, TensorSpec, contiguous_strides
 from .axes import OPTION_AXES, case_axes, distance_axes, distance_from_labels, own_labels
-from .memo import once, sealed
+from .memo import by_content, once, sealed
 
 UNSET = "unset"
 NONE_ATTR = ".none"  # attr.NAME.none: the attribute is passed as None
@@ -130,7 +130,12 @@ def _family(dtype: str) -> str:
 
 
 def input_axes(spec: TensorSpec, n: str) -> dict[str, Any]:
-    """The derived axes of one tensor, named ``n`` (an input, or ``x[1]`` for a list member)."""
+    """The derived axes of one tensor, named ``n`` (an input, or ``x[1]`` for a list member); once per
+    distinct spec (memo.by_content)."""
+    return by_content("input_axes", n, spec, lambda: _input_axes(spec, n))
+
+
+def _input_axes(spec: TensorSpec, n: str) -> dict[str, Any]:
     rank = len(spec.shape)
     out: dict[str, Any] = {f"{n}.rank": rank}
     for i, size in enumerate(spec.shape):

@@ -38,6 +38,7 @@ from typing import Any
 
 from ..schemas import Case, TensorSpec
 from .derived import DTYPE_BITS, alignment, dim_axis, memory_format
+from .memo import by_content
 
 MAX_RELATION_INPUTS = 4
 MAX_RELATION_RANK = 6
@@ -66,7 +67,12 @@ def _zero_row(spec: TensorSpec, positions: list[list[int]]) -> bool:
 
 
 def value_classes(spec: TensorSpec, n: str) -> dict[str, Any]:
-    """``all_zero``, ``has_zero``, ``zero_rows``, ``constant``, ``sign`` of one tensor's values."""
+    """``all_zero``, ``has_zero``, ``zero_rows``, ``constant``, ``sign`` of one tensor's values; once per
+    distinct spec (memo.by_content)."""
+    return by_content("value_classes", n, spec, lambda: _value_classes(spec, n))
+
+
+def _value_classes(spec: TensorSpec, n: str) -> dict[str, Any]:
     v = spec.values.for_dtype(spec.dtype)
     if v.kind == "captured":
         return {}

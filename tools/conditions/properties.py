@@ -35,7 +35,7 @@ from typing import Any
 from ..artifacts.common import case_seed
 from ..cases.axes import case_axes, own_labels
 from ..cases.derived import contiguity, memory_format, structured_axes
-from ..cases.memo import once, sealed
+from ..cases.memo import by_content, once, sealed
 from ..cases.relations import element_bytes
 from ..schemas import Case, CaseResult, DtypeArg, TensorSpec, contiguous_strides
 from ..schemas.result import WrongWhere
@@ -58,7 +58,12 @@ def _both_indices(prefix: str, values: list[Any] | Mapping[int, Any], rank: int)
 
 
 def tensor_properties(spec: TensorSpec, n: str) -> dict[str, Any]:
-    """The names of one tensor the derived axes do not already give (see the module docstring)."""
+    """The names of one tensor the derived axes do not already give (see the module docstring); once per
+    distinct spec (cases/memo.py's by_content)."""
+    return by_content("tensor_properties", n, spec, lambda: _tensor_properties(spec, n))
+
+
+def _tensor_properties(spec: TensorSpec, n: str) -> dict[str, Any]:
     shape, rank = spec.shape, len(spec.shape)
     strides = spec.strides if spec.strides is not None else contiguous_strides(shape)
     numel = math.prod(shape)

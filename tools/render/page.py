@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts.records import picture_paths
-from ..cases.memo import once
+from ..cases.memo import by_content, once
 from ..evidence import ANALYSIS, ARTIFACTS_DIR, REPORT, REPRODUCTION, RunStore
 from ..schemas import Analysis, Case, CaseResult, Comparison, Finding, OperatorConfig
 from .findings import accounting_lines, boundary_text, falsification_lines, group_label, pair_text
@@ -209,7 +209,7 @@ def case_detail(
         "repro_command": f"opdebug repro {store.run_id} {case.id} --out DIR",
     }
     if result is not None:
-        detail["outputs"] = [output_metrics(c) for c in result.comparisons]
+        detail["outputs"] = once(result, "page_outputs", lambda: [output_metrics(c) for c in result.comparisons])
         detail["source"] = {"host": result.source.host, "device": result.source.device, "raw": result.source.raw_path}
         detail["recorded_at"] = result.recorded_at.isoformat() if result.recorded_at else None
         if result.error is not None:
@@ -227,14 +227,21 @@ def call_view(case: Case) -> dict[str, Any]:
         "mode": case.mode,
         "seed": case.seed,
         "description": case.description,
-        "attributes": json.dumps(case.model_dump(mode="json")["attributes"], sort_keys=True) if case.attributes else "",
+        "attributes": json.dumps(case.model_dump(mode="json", include={"attributes"})["attributes"], sort_keys=True)
+        if case.attributes
+        else "",
         "grad_inputs": case.grad_inputs,
-        "inputs": [row for spec in case.inputs for row in input_rows(spec)],
+        "inputs": [row for spec in case.inputs for row in input_rows(spec)],  # by content (cases/memo.py)
     }
 
 
 def input_rows(spec: Any) -> list[dict[str, Any]]:
-    """An input as the call builds it: one row per tensor (a list's members as name[i]), or None."""
+    """An input as the call builds it: one row per tensor (a list's members as name[i]), or None; once per
+    distinct input (memo.by_content)."""
+    return by_content("page_input_rows", "", spec, lambda: {"rows": _input_rows(spec)})["rows"]
+
+
+def _input_rows(spec: Any) -> list[dict[str, Any]]:
     if spec.none:
         return [{"name": spec.name, "none": True}]
     members = spec.tensors if spec.tensors is not None else [spec]
