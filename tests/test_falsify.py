@@ -129,6 +129,22 @@ def test_a_dimension_index_is_read_at_every_rank_never_dropped():
     assert any("does not exist in 1 case(s)" in n and "predicted pass" in n for n in lead.validation.not_applicable)
 
 
+def test_a_threshold_is_probed_between_and_beyond_its_recorded_failing_values():
+    """The truth is a set, ``x.shape[-1] in {16, 48}``; read from failing 16 and 48 and passing 49.. 128 it is
+    also ``x.shape[-1] < 49``, whose far failing side the recorded 16 seemed to meet.  A threshold claims every
+    value on its failing side fails: a probe between 16 and 48, and one beyond 16 that no recorded case has,
+    refute it (the seed-11 draw of the property test below, as one narrow)."""
+    base = {"id": "b", "inputs": [{"name": "x", "shape": [4, 16], "dtype": "float16"}], "seed": 1}
+    star = {"base": base, "vary": [{"axis": "shape", "input": "x", "values": [[4, 128], [4, 48], [4, 72]]},
+                                   {"axis": "shape", "input": "x", "values": [[1, 16]]},
+                                   {"axis": "dtype", "values": ["float32"]}]}
+    d, cases, _ = _narrow(expand_star(StarSpec.model_validate(star)), lambda c: c.inputs[0].shape[-1] in (16, 48))
+    assert not any(f.exact and f.predicate == "x.shape[-1] < 49" for f in d.findings), d.findings[0]
+    assert any(c.refutes == "x.shape[-1] < 49" and c.observed == "pass" for c in d.counterexamples)
+    tried = {c.inputs[0].shape[-1] for c in cases if c.description and "x.shape[-1] < 49 predicts fail" in c.description}
+    assert any(16 < v < 48 for v in tried) and any(v < 16 for v in tried), sorted(tried)
+
+
 def test_a_verdict_that_flips_with_the_seed_makes_a_necessary_condition_never_exact():
     base = {"name": "x", "shape": [4, 32]}
     cases = [_case("short", base, seed=1), _case("long", dict(base, shape=[4, 256]), seed=1),
