@@ -114,6 +114,10 @@ def far_requirements(ctx: Context, hyp: Hypothesis, terms: list[Finding]) -> lis
             target, test = _far(atom, side)
             last = atom.passes_at if side == "pass" else atom.fails_at
             req = Req(f"far-{side}", f"far {side}ing side of {atom.axis} (beyond {num(last)})")
+            if side == "fail" and any(b is not atom and b.axis == atom.axis for b in hyp.atoms):
+                req.waived = "a band: its failing side ends at its other end (probed between its failing values)"
+                out.append(req)
+                continue
             recorded = side_values(ctx, hyp, atom, side)
             req.done = [
                 c
@@ -164,9 +168,13 @@ def inside_requirements(ctx: Context, hyp: Hypothesis, terms: list[Finding]) -> 
     cause is ``x.shape[-1] in {16, 48}``.  Met by any failing case inside the gap; built from a failing case at
     one of its ends, an odd middle first (off every power of two, as a far side is), then the middle."""
     out = []
+    seen: set[str] = set()  # a band's two ends share one failing side
     for atom, term in zip(hyp.atoms, terms, strict=True):
         if atom.kind != "threshold" or atom.passes_at is None or term.minimal_pair is None or "~" in atom.axis:
             continue
+        if atom.axis in seen:
+            continue
+        seen.add(atom.axis)
         values = sorted(side_values(ctx, hyp, atom, "fail") | {atom.fails_at})
         gaps = [(lo, hi) for lo, hi in zip(values, values[1:]) if _inside(atom.axis, lo, hi)]
         gaps.sort(key=lambda g: (-(g[1] / g[0] if g[0] > 0 else g[1] - g[0]), g))
