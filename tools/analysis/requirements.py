@@ -176,7 +176,7 @@ def inside_requirements(ctx: Context, hyp: Hypothesis, terms: list[Finding]) -> 
             continue
         seen.add(atom.axis)
         values = sorted(side_values(ctx, hyp, atom, "fail") | {atom.fails_at})
-        gaps = [(lo, hi) for lo, hi in zip(values, values[1:]) if _inside(atom.axis, lo, hi)]
+        gaps = [(lo, hi) for lo, hi in zip(values, values[1:], strict=False) if _inside(atom.axis, lo, hi)]
         gaps.sort(key=lambda g: (-(g[1] / g[0] if g[0] > 0 else g[1] - g[0]), g))
         for lo, hi in sorted(gaps[:MAX_INSIDE]):
             req = Req("inside-fail", f"{atom.axis} between its failing values {num(lo)} and {num(hi)}")
