@@ -475,7 +475,8 @@ def enumerate_hypotheses(
     covering.sort(key=lambda t: (KIND_RANK[t[0].kind], derivation_rank(t[0].axis), t[0].text))
     capped = len(covering) > MAX_COVERING_ATOMS
     covering = covering[:MAX_COVERING_ATOMS]
-    conj: list[Hypothesis] = [b for key in keys if key not in aliases and (b := band(key, fcols[key], pcols[key]))]
+    bands = [band(key, fcols[key], pcols[key]) for key in keys if key not in aliases]
+    conj: list[Hypothesis] = [x for x in bands if x is not None]
     for i, (a, ma, pa) in enumerate(covering):
         for b, mb, pb in covering[i + 1 :]:
             if a.axis == b.axis or ma & mb:

@@ -170,12 +170,13 @@ def inside_requirements(ctx: Context, hyp: Hypothesis, terms: list[Finding]) -> 
     out = []
     seen: set[str] = set()  # a band's two ends share one failing side
     for atom, term in zip(hyp.atoms, terms, strict=True):
-        if atom.kind != "threshold" or atom.passes_at is None or term.minimal_pair is None or "~" in atom.axis:
+        pair = term.minimal_pair
+        if atom.kind != "threshold" or atom.passes_at is None or atom.fails_at is None or pair is None:
             continue
-        if atom.axis in seen:
+        if "~" in atom.axis or atom.axis in seen:
             continue
         seen.add(atom.axis)
-        values = sorted(side_values(ctx, hyp, atom, "fail") | {atom.fails_at})
+        values: list[float] = sorted(side_values(ctx, hyp, atom, "fail") | {atom.fails_at})
         gaps = [(lo, hi) for lo, hi in zip(values, values[1:], strict=False) if _inside(atom.axis, lo, hi)]
         gaps.sort(key=lambda g: (-(g[1] / g[0] if g[0] > 0 else g[1] - g[0]), g))
         for lo, hi in sorted(gaps[:MAX_INSIDE]):
@@ -189,7 +190,7 @@ def inside_requirements(ctx: Context, hyp: Hypothesis, terms: list[Finding]) -> 
                 and others_hold(hyp, atom, ctx.hax[c])
             ][:1]
             ends = [c for c, s in sorted(ctx.status.items()) if s == "fail" and ctx.hax[c].get(atom.axis) in (lo, hi)]
-            ends.sort(key=lambda c: (c != term.minimal_pair.failing, is_probe(ctx.cases[c]), c))
+            ends.sort(key=lambda c: (c != pair.failing, is_probe(ctx.cases[c]), c))
             for base_id in ends[:2]:
                 base = ctx.cases[base_id]
                 for target in _inside(atom.axis, lo, hi):

@@ -121,7 +121,9 @@ def _class_moves(ctx: Context, base: Case, names: frozenset[str]) -> list[tuple[
         if spec.none or not spec.shape or spec.tensors is not None or len(spec.shape) < 2:
             continue
         name, shape, rank = spec.name, list(spec.shape), len(spec.shape)
-        dims = sorted({d[1] % rank for n in names if (d := parse_dim_axis(n)) and d[0] == name and -rank <= d[1] < rank})
+        dims = sorted(
+            {p[1] % rank for n in names if (p := parse_dim_axis(n)) and p[0] == name and -rank <= p[1] < rank}
+        )
         groups: list[list[int]] = []
         if names & {f"{name}.numel", f"{name}.bytes"}:
             groups.append(list(range(rank)))
@@ -159,7 +161,9 @@ def _bases(cond: Condition, props: dict[str, dict], observed: dict[str, str]) ->
     return fail[:MAX_BASES] + ok[:MAX_BASES]
 
 
-def _candidates(ctx: Context, base: Case, names: frozenset[str] = frozenset()) -> list[tuple[str, str, ProposedCase, dict]]:
+def _candidates(
+    ctx: Context, base: Case, names: frozenset[str] = frozenset()
+) -> list[tuple[str, str, ProposedCase, dict]]:
     out = []
     for group, words, var, value in _moves(ctx, base) + _class_moves(ctx, base, names):
         cand = build_case(ctx, base, var, value, TAG)
