@@ -28,11 +28,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..cases.derived import parse_dim_axis
+from ..cases.stars import apply_variation
 from ..conditions.language import Condition, ConditionError, parse
 from ..conditions.predict import answer_conditions, parse_conditions, run_properties
 from ..conditions.properties import case_properties
-from ..schemas import FLOAT_DTYPES, MODES, Case, ConditionAnswer, Finding
+from ..schemas import FLOAT_DTYPES, MODES, Case, ConditionAnswer, Finding, StarVariation
 from .context import Context
 from .disagreement import Predictor, by_disagreement, case_disagreement
 from .factor_probes import concentrate_moves, concentrated
@@ -258,9 +261,9 @@ def _pin(ctx: Context, cond: Condition, base: Case, far: ProposedCase, before: b
             break
         mid = (lo + hi) // 2
         cand = build_case(ctx, base, far.var, mid, TAG)
-        if cand is None:
-            return
-        now = cond.evaluate(case_properties(Case.model_validate(cand.doc)))
+        # a step already recorded (an earlier round's) is read as it is: the bisection goes on through it
+        moved = Case.model_validate(cand.doc) if cand is not None else _moved(base, far.var, mid)
+        now = cond.evaluate(case_properties(moved)) if moved is not None else None
         if now is None:
             return
         near[mid] = cand
@@ -275,6 +278,15 @@ def _pin(ctx: Context, cond: Condition, base: Case, far: ProposedCase, before: b
             continue  # the base itself is that side
         if cand is not None and all(c.content != cand.content for c, _ in need.builds):
             need.builds.append((cand, side))
+
+
+def _moved(base: Case, var: dict, value: Any) -> Case | None:
+    """``base`` with one variation set to ``value`` (planned or not), None when that is no valid case."""
+    try:
+        sv = StarVariation.model_validate(var | {"values": [value]})
+        return Case.model_validate(apply_variation(base, sv, value))
+    except (ValueError, ValidationError):
+        return None
 
 
 def condition_predictors(rivals: list[Condition]) -> list[Predictor]:
