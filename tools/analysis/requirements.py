@@ -128,12 +128,15 @@ def far_requirements(ctx: Context, hyp: Hypothesis, terms: list[Finding]) -> lis
                 and v not in recorded
                 and others_hold(hyp, atom, ctx.hax[c])
             ]
+            first = target
             target = _unrecorded(atom, target, recorded, (atom.direction == "above") == (side == "fail"))
-            if target is None:
+            base = ctx.cases[base_id]
+            req.builds = [(base, v, x, side) for v, x in moves(ctx, base, atom.axis, target)] if target is not None else []
+            if not req.builds and target != first and any(test(v) for v in recorded):
+                # every value beyond that a case can be built with was recorded on that side: nothing is left
+                req.waived = f"every value beyond {num(last)} a case can have was recorded {side}ing"
+            elif target is None:
                 req.waived = f"nothing lies beyond {num(last)} that the recorded cases do not have"
-            else:
-                base = ctx.cases[base_id]
-                req.builds = [(base, v, x, side) for v, x in moves(ctx, base, atom.axis, target)]
             out.append(req)
     return out
 
