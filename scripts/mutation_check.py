@@ -568,6 +568,33 @@ MUTATIONS: tuple[Mutation, ...] = (
              "            multi_axis_warnings(all_cases, star_bases=star_bases, only={c.id for c in new_cases})",
              "            multi_axis_warnings(all_cases, star_bases=star_bases)",
              (T_VALID + "test_a_size_moved_in_several_inputs_is_one_axis_and_a_warning_is_said_once",)),
+    Mutation("far-unrecorded", "a threshold's far side is met by a value no case it was read from has there",
+             "tools/analysis/requirements.py",
+             "                and v not in recorded",
+             "                and True",
+             ("tests/test_falsify.py::test_a_threshold_is_probed_between_and_beyond_its_recorded_failing_values",)),
+    Mutation("inside-fail", "a threshold's failing side is probed between its recorded failing values",
+             "tools/analysis/probes.py",
+             "        + inside_requirements(ctx, hyp, terms)",
+             "        + []",
+             ("tests/test_falsify.py::test_a_threshold_is_probed_between_and_beyond_its_recorded_failing_values",)),
+    Mutation("band-atom", "an interval with both ends is in the tool's own space",
+             "tools/analysis/hypotheses.py",
+             "    bands = [band(key, fcols[key], pcols[key]) for key in keys if key not in aliases]",
+             "    bands = []",
+             ("tests/test_falsify.py::"
+              "test_a_band_is_in_the_space_with_both_ends_pinned_and_probed_inside_and_on_both_sides",)),
+    Mutation("ratio-scaled", "a ratio of a size and an attribute is probed with both scaled together",
+             "tools/analysis/factor_probes.py",
+             "        + ratio_needs(ctx, hyp, lead, terms)",
+             "        + []",
+             ("tests/test_falsify.py::test_a_ratio_is_probed_with_the_size_and_the_attribute_scaled_together",)),
+    Mutation("stated-factors", "a stated composite gets the factor probes of the tool's own",
+             "tools/analysis/stated.py",
+             "    for group, words, var, value in _moves(ctx, base) + _class_moves(ctx, base, names):",
+             "    for group, words, var, value in _moves(ctx, base):",
+             ("tests/test_settlement.py::"
+              "test_a_stated_composite_is_probed_with_its_factors_moved_as_the_tools_own_are",)),
 )
 # fmt: on
 

@@ -129,6 +129,55 @@ def test_a_dimension_index_is_read_at_every_rank_never_dropped():
     assert any("does not exist in 1 case(s)" in n and "predicted pass" in n for n in lead.validation.not_applicable)
 
 
+def test_a_threshold_is_probed_between_and_beyond_its_recorded_failing_values():
+    """The truth is a set, ``x.shape[-1] in {16, 48}``; read from failing 16 and 48 and passing 49.. 128 it is
+    also ``x.shape[-1] < 49``, whose far failing side the recorded 16 seemed to meet.  A threshold claims every
+    value on its failing side fails: a probe between 16 and 48, and one beyond 16 that no recorded case has,
+    refute it (the seed-11 draw of the property test below, as one narrow)."""
+    base = {"id": "b", "inputs": [{"name": "x", "shape": [4, 16], "dtype": "float16"}], "seed": 1}
+    star = {"base": base, "vary": [{"axis": "shape", "input": "x", "values": [[4, 128], [4, 48], [4, 72]]},
+                                   {"axis": "shape", "input": "x", "values": [[1, 16]]},
+                                   {"axis": "dtype", "values": ["float32"]}]}
+    d, cases, _ = _narrow(expand_star(StarSpec.model_validate(star)), lambda c: c.inputs[0].shape[-1] in (16, 48))
+    assert not any(f.exact and f.predicate == "x.shape[-1] < 49" for f in d.findings), d.findings[0]
+    assert any(c.refutes == "x.shape[-1] < 49" and c.observed == "pass" for c in d.counterexamples)
+    tried = {c.inputs[0].shape[-1] for c in cases if c.description and "x.shape[-1] < 49 predicts fail" in c.description}
+    assert any(16 < v < 48 for v in tried) and any(v < 16 for v in tried), sorted(tried)
+
+
+def test_a_band_is_in_the_space_with_both_ends_pinned_and_probed_inside_and_on_both_sides():
+    """Failing 32 and 40 between passing 16 and 72: no one-sided threshold separates, a band does (before two
+    quantities together); both ends are pinned, the inside and both far passing sides probed."""
+    base = {"id": "b", "inputs": [{"name": "x", "shape": [4, 32], "dtype": "float32"}], "seed": 1}
+    star = {"base": base, "vary": [{"axis": "shape", "input": "x", "values": [[4, 16], [4, 40], [4, 72], [4, 96]]},
+                                   {"axis": "shape", "input": "x", "values": [[1, 32]]},
+                                   {"axis": "dtype", "values": ["float16"]}]}
+    d, cases, _ = _narrow(expand_star(StarSpec.model_validate(star)), lambda c: 24 < c.inputs[0].shape[-1] < 48)
+    lead = d.findings[0]
+    assert (lead.predicate, lead.exact) == ("x.shape[-1] > 24 and x.shape[-1] < 48", True), lead.why_not_exact
+    probed = {(c.inputs[0].shape[-1], c.description.rpartition(" predicts ")[2]) for c in cases
+              if c.description and c.description.endswith(("predicts fail", "predicts pass"))
+              and lead.predicate in c.description}
+    assert any(24 < v < 48 and v not in (25, 32, 40, 47) and p == "fail" for v, p in probed), probed  # inside
+    assert any(v < 16 and p == "pass" for v, p in probed) and any(v > 96 and p == "pass" for v, p in probed)
+
+
+def test_a_ratio_is_probed_with_the_size_and_the_attribute_scaled_together():
+    """``x.shape[1] // attr.groups > 4``: the size and the group count doubled (and halved where both are even)
+    keep the ratio and must keep the outcome, from both sides of the boundary."""
+    base = {"id": "b", "inputs": [{"name": "x", "shape": [2, 16, 8]}], "attributes": {"groups": 2}, "seed": 1}
+    star = {"base": base, "vary": [{"axis": "shape", "input": "x", "values": [[2, 8, 8], [2, 32, 8], [2, 4, 8]]},
+                                   {"axis": "attribute", "name": "groups", "values": [1, 4]}]}
+    d, cases, _ = _narrow(expand_star(StarSpec.model_validate(star)),
+                          lambda c: c.inputs[0].shape[1] // c.attributes["groups"] > 4)
+    lead = d.findings[0]
+    assert (lead.predicate, lead.exact) == ("x.shape[1] // attr.groups > 4", True), lead.why_not_exact
+    scaled = {(c.inputs[0].shape[1], c.attributes["groups"], c.description.rpartition(" predicts ")[2])
+              for c in cases if c.description and "class-" in c.description}
+    assert (8, 1, "fail") in scaled and (32, 8, "pass") in scaled, scaled  # 16/2 halved; 16/4 doubled
+    assert any("scaled up together" in h for h in lead.validation.held), lead.validation.held
+
+
 def test_a_verdict_that_flips_with_the_seed_makes_a_necessary_condition_never_exact():
     base = {"name": "x", "shape": [4, 32]}
     cases = [_case("short", base, seed=1), _case("long", dict(base, shape=[4, 256]), seed=1),

@@ -370,3 +370,32 @@ def _proposed(cases: list[Case], next_cases, room: int) -> list[Case]:
             planned |= {c.id: case_content(c.model_dump(mode="json")) for c in fresh}
             added += fresh
     return added
+
+
+def test_a_stated_composite_is_probed_with_its_factors_moved_as_the_tools_own_are():
+    """A stated ``x.shape[0] * x.shape[1] > 16`` gets the factor probes of the tool's own findings: the product
+    kept with both factors in one dimension, from a failing and a passing case (stated.py, class moves)."""
+    from tools.analysis.build import build_analysis
+
+    base = {"id": "b", "inputs": [{"name": "x", "shape": [4, 4, 8], "dtype": "float32"}], "seed": 1}
+    vary = [{"axis": "shape", "input": "x", "values": [[8, 8, 8], [2, 4, 8], [4, 16, 16]]}]
+    cases = expand_star(StarSpec.model_validate({"base": base, "vary": vary}))
+    stated = ["x.shape[0] * x.shape[1] > 16"]
+    results: dict[str, CaseResult] = {}
+    new = 0
+    for _ in range(12):
+        results |= {c.id: _result(c.id, c.inputs[0].shape[0] * c.inputs[0].shape[1] > 16) for c in cases
+                    if c.id not in results}
+        a = build_analysis("r", SimpleNamespace(source_model_failure=None), cases, results, conditions=stated)
+        if a.conditions[0].fate != "surviving" or new >= 40:
+            break
+        added = _proposed(cases, a.next_cases, min(8, 40 - new))
+        assert added
+        new += len(added)
+        cases = cases + added
+    right = a.conditions[0]
+    assert right.fate == "exact", right.why_not_exact
+    kept = [c for c in cases if (c.description or "").startswith("stated [class-x.factors:")]
+    assert {c.description.split(":")[1][:4] for c in kept} == {"fail", "pass"}, [c.description for c in kept]
+    assert all(sum(s > 1 for s in c.inputs[0].shape[:2]) == 1 for c in kept)  # both factors in one dimension
+    assert any("factors moved" in h for h in right.validation.held), right.validation.held

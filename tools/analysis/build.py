@@ -401,7 +401,9 @@ def _diagnose_group(
     lead, lead_hyp = findings[0], space.hypotheses[0]
     terms = ctx.terms[lead_hyp.text]
     splits = splitting(ctx)  # first: a case that splits hypotheses is a split, whatever else it narrows
-    narrow = {t.axis: narrowing(ctx, t, lead_hyp.text) for t in terms}
+    narrow: dict[str, list] = {}
+    for t in terms:  # a band's two ends narrow one quantity
+        narrow.setdefault(t.axis, []).extend(narrowing(ctx, t, lead_hyp.text))
     cross = crossing_cases(ctx, lead, lead_hyp.sources())
     settle(lead, terms, lead_hyp, space.hypotheses, space.capped, narrow, cross, dtypes, group.alternative)
     # falsify before exact (probes.py): a lead exact in the closed world gets the cases built to break it

@@ -111,6 +111,7 @@ def factor_needs(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding]) -> l
     return (
         composite_needs(ctx, hyp, lead, terms)
         + relation_needs(ctx, hyp, lead, terms)
+        + ratio_needs(ctx, hyp, lead, terms)
         + unnamed_dim_needs(ctx, hyp, lead)
         + rank_needs(ctx, hyp, lead)
         + corner_needs(ctx, hyp, lead)
@@ -276,6 +277,50 @@ def relation_needs(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding]) ->
     return out
 
 
+def ratio_needs(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding]) -> list[Req]:
+    """Each ratio of a dimension and an integer attribute (``x.shape[1] // attr.groups``), from its minimal
+    pair's failing and passing case: the size and the attribute scaled together by 2 and, where both are even,
+    by 1/2 - the ratio kept, predicted as the base (``x.shape[1] // attr.groups > 8`` standing for
+    ``x.shape[1] > 16`` under one group count fails to predict both doubled).  Met by a recorded case on that
+    side with both at those values, the rest of the shape as the base's."""
+    out: list[Req] = []
+    for i, atom in enumerate(hyp.atoms):
+        sides = product_sides(atom.axis)
+        dim = parse_dim_axis(sides[0]) if sides is not None and sides[1] == "//" else None
+        if sides is None or dim is None or not sides[2].startswith("attr."):
+            continue
+        key = sides[2][len("attr.") :]
+        for side, base_id in _bases(ctx, hyp, lead, terms, i):
+            base = ctx.cases[base_id]
+            shape, k = _shape(base, dim[0]), base.attributes.get(key)
+            if shape is None or not -len(shape) <= dim[1] < len(shape) or not isinstance(k, int) or k < 1:
+                continue
+            d, size = dim[1] % len(shape), shape[dim[1] % len(shape)]
+            scaled = [("up", size * 2, k * 2)] + ([("down", size // 2, k // 2)] if size % 2 == k % 2 == 0 else [])
+            for kind, to, k_to in scaled:
+                target = list(shape)
+                target[d] = to
+                need = Req(
+                    f"class-{side}",
+                    f"{atom.axis} kept with {sides[0]} and {sides[2]} scaled {kind} together ({side}ing side: "
+                    f"{sides[0]} = {to}, {sides[2]} = {k_to}): another member of its class",
+                )
+                need.done = [
+                    c
+                    for c in sorted(ctx.status)
+                    if ctx.status[c] == side
+                    and _shape(ctx.cases[c], dim[0]) == target
+                    and ctx.cases[c].attributes.get(key) == k_to
+                ][:1]
+                for var, value in moves(ctx, base, sides[0], to)[:1]:
+                    attr = {"axis": "attribute", "name": key, "values": [k_to]}
+                    need.builds.append((base, dict(var, also=[*(var.get("also") or []), attr]), value, side))
+                if not need.builds and not need.done:
+                    need.untestable = f"no case scales {sides[0]} and {sides[2]} together"
+                out.append(need)
+    return out
+
+
 def rank_needs(ctx, hyp: Hypothesis, lead: Finding) -> list[Req]:
     """A dimension of 1 inserted in front and before the last of each input whose dimensions (or a quantity of
     its whole shape: the rows) the condition names, where the run has that input at two ranks or more; predicted as the base (a move that changes what
@@ -310,7 +355,7 @@ def corner_needs(ctx, hyp: Hypothesis, lead: Finding) -> list[Req]:
     """A conjunction of two thresholds or more at its corner (see the module docstring): one case, predicted
     fail, built from the minimal pair's failing case with every term moved to its failing boundary value."""
     terms = [a for a in hyp.atoms if a.kind == "threshold" and a.fails_at is not None]
-    if len(hyp.atoms) < 2 or len(terms) < 2 or lead.minimal_pair is None:
+    if len(hyp.atoms) < 2 or len({a.axis for a in terms}) < 2 or lead.minimal_pair is None:  # a band: no corner
         return []
     base_id = lead.minimal_pair.failing
     base = ctx.cases[base_id]

@@ -259,8 +259,9 @@ def derivation_rank(axis: str) -> int:
 
 
 def rank_key(h: Hypothesis) -> tuple:
+    """Simplest first: one atom, then a band (two ends of one quantity), then two quantities together."""
     return (
-        len(h.atoms),
+        len(h.atoms) - (0.5 if is_band(h) else 0),
         sum(KIND_RANK[a.kind] for a in h.atoms),
         sum(derivation_rank(a.axis) for a in h.atoms),
         h.text,
@@ -310,7 +311,8 @@ def _atoms(axis: str, fvals: list[Any], pvals: list[Any]) -> list[tuple[Atom, in
             return out
         fstr = sorted(set(fvals))
         ps = sorted({v for v in pvals if v is not None})
-        if len(fstr) > MAX_SET_VALUES or not ps:
+        # many failing values against one passing value: "every value but one" (settlement names it so)
+        if (len(fstr) > MAX_SET_VALUES and len(ps) > 1) or not ps:
             return out
         k = "relation" if "~" in axis else ("value" if len(fstr) == 1 else "set")
         a = Atom(axis, k, tuple(fstr), passing=tuple(v for v in ps if v not in fstr))
@@ -396,6 +398,32 @@ def column_atoms(axis: str, fvals: list[Any], pvals: list[Any]) -> list[tuple[At
 def _held(key: tuple) -> int:
     """The values one kept key holds (its two columns, and their types when they are of several)."""
     return (len(key[1]) + len(key[2])) * (1 if isinstance(key[3], type) else 2)
+
+
+def band(axis: str, fvals: list[Any], pvals: list[Any]) -> Hypothesis | None:
+    """An interval with both ends (``x.shape[-1] > 24 and x.shape[-1] < 48``) over one ordered axis: two
+    failing values or more, every one inside, a passing value on each side and none inside; its two ends are
+    thresholds of their own (pinned, probed far on their passing sides), the failing side between them (probed
+    between its failing values, requirements.inside_requirements)."""
+    if _kind_of(fvals + pvals) != "ordered" or is_align(axis) or is_measured(axis) or any(v is None for v in fvals):
+        return None
+    lo, hi = min(fvals), max(fvals)
+    if lo == hi:  # one failing value is a list of failing values, never a finding: an interval has an inside
+        return None
+    nums = [v for v in pvals if _num(v)]
+    below, above = [v for v in nums if v < lo], [v for v in nums if v > hi]
+    if not below or not above or len(below) + len(above) != len(nums):
+        return None
+    return Hypothesis(
+        (
+            Atom(axis, "threshold", direction="above", fails_at=lo, passes_at=max(below)),
+            Atom(axis, "threshold", direction="below", fails_at=hi, passes_at=min(above)),
+        )
+    )
+
+
+def is_band(h: Hypothesis) -> bool:
+    return len(h.atoms) == 2 and h.atoms[0].axis == h.atoms[1].axis
 
 
 def covering_atoms(axis: str, fvals: list[Any], pvals: list[Any]) -> list[tuple[Atom, int]]:
@@ -498,7 +526,8 @@ def enumerate_hypotheses(
     covering.sort(key=lambda t: (KIND_RANK[t[0].kind], derivation_rank(t[0].axis), t[0].text))
     capped = len(covering) > MAX_COVERING_ATOMS
     covering = covering[:MAX_COVERING_ATOMS]
-    conj: list[Hypothesis] = []
+    bands = [band(key, fcols[key], pcols[key]) for key in keys if key not in aliases]
+    conj: list[Hypothesis] = [x for x in bands if x is not None]
     for i, (a, ma, pa) in enumerate(covering):
         for b, mb, pb in covering[i + 1 :]:
             if a.axis == b.axis or ma & mb:

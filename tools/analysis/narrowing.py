@@ -199,7 +199,11 @@ def narrowing_proposals(
     """The leading finding and each of its terms narrowed: a threshold bisected, a categorical axis probed
     (one proposal per base)."""
     out: list[Proposal] = []
+    done: set[str] = set()
     for f in [lead, *[t for t in ctx.terms.get(lead_hyp or "", []) if t is not lead]]:
+        if f.axis in done:  # a band's second end: its cases are in the first's (narrow is by quantity)
+            continue
+        done.add(f.axis)
         for group in by_base(narrow.get(f.axis) or []):
             shown = _values_text(group, f.axis)
             if f.kind == "threshold":

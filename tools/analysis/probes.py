@@ -51,6 +51,7 @@ from .requirements import (
     cross_requirements,
     far_requirements,
     fresh_requirement,
+    inside_requirements,
     is_open,
     mirror_requirements,
     needed,
@@ -74,6 +75,7 @@ def requirements(
         pin_requirements(ctx, hyp)
         + unnamed_requirements(ctx, hyp, lead)
         + far_requirements(ctx, hyp, terms)
+        + inside_requirements(ctx, hyp, terms)
         + repin_requirements(ctx, hyp, lead)
         + cross_requirements(ctx, hyp, terms)
         + mirror_requirements(ctx, hyp, lead)

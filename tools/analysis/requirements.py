@@ -79,7 +79,33 @@ def others_hold(hyp: Hypothesis, atom: Atom, hax: dict) -> bool:
     return all(b.holds(hax.get(b.axis)) for b in hyp.atoms if b is not atom)
 
 
+def is_probe(case: Case) -> bool:
+    """A case built to break a condition (the tool's ``falsify [..]`` or a stated condition's ``stated [..]``):
+    its outcome was predicted before it ran."""
+    return (case.description or "").startswith(PROBE_PREFIXES)
+
+
+PROBE_PREFIXES = ("falsify [", "stated [")
+
+
+def side_values(ctx: Context, hyp: Hypothesis, atom: Atom, side: str) -> set:
+    """The values of ``atom``'s quantity on one side among the cases the condition was read from (not built to
+    break it): the values a set of recorded values ("only these fail") would name as well."""
+    return {
+        v
+        for c, s in ctx.status.items()
+        if s == side
+        and is_number(v := ctx.hax[c].get(atom.axis))
+        and not is_probe(ctx.cases[c])
+        and others_hold(hyp, atom, ctx.hax[c])
+    }
+
+
 def far_requirements(ctx: Context, hyp: Hypothesis, terms: list[Finding]) -> list[Req]:
+    """Each threshold's two far sides, each met by a value of its own: a threshold claims every value on a side
+    behaves alike, which the side's recorded values alone do not show (``x.shape[-1] < 49`` read from failing
+    16 and 48 is also ``x.shape[-1] in {16, 48}``), so a far side is met by a case whose value no case the
+    condition was read from has there (a probe's, or one of another lead)."""
     out = []
     for atom, term in zip(hyp.atoms, terms, strict=True):  # terms: term_findings of this hypothesis, one per atom
         if atom.kind != "threshold" or atom.passes_at is None or term.minimal_pair is None:
@@ -88,21 +114,110 @@ def far_requirements(ctx: Context, hyp: Hypothesis, terms: list[Finding]) -> lis
             target, test = _far(atom, side)
             last = atom.passes_at if side == "pass" else atom.fails_at
             req = Req(f"far-{side}", f"far {side}ing side of {atom.axis} (beyond {num(last)})")
+            if side == "fail" and any(b is not atom and b.axis == atom.axis for b in hyp.atoms):
+                req.waived = "a band: its failing side ends at its other end (probed between its failing values)"
+                out.append(req)
+                continue
+            recorded = side_values(ctx, hyp, atom, side)
             req.done = [
                 c
                 for c, s in sorted(ctx.status.items())
                 if s == side
-                and is_number(ctx.hax[c].get(atom.axis))
-                and test(ctx.hax[c][atom.axis])
+                and is_number(v := ctx.hax[c].get(atom.axis))
+                and test(v)
+                and v not in recorded
                 and others_hold(hyp, atom, ctx.hax[c])
             ]
-            if target is None:
-                req.waived = f"nothing lies beyond {num(last)}"
-            else:
-                base = ctx.cases[base_id]
-                req.builds = [(base, v, x, side) for v, x in moves(ctx, base, atom.axis, target)]
+            first = target
+            target = _unrecorded(atom, target, recorded, (atom.direction == "above") == (side == "fail"))
+            base = ctx.cases[base_id]
+            req.builds = [(base, v, x, side) for v, x in moves(ctx, base, atom.axis, target)] if target is not None else []
+            if not req.builds and target != first and any(test(v) for v in recorded):
+                # every value beyond that a case can be built with was recorded on that side: nothing is left
+                req.waived = f"every value beyond {num(last)} a case can have was recorded {side}ing"
+            elif target is None:
+                req.waived = f"nothing lies beyond {num(last)} that the recorded cases do not have"
             out.append(req)
     return out
+
+
+MAX_STEPS = 64
+
+
+def _unrecorded(atom: Atom, target: float | None, recorded: set, up: bool) -> float | None:
+    """``target`` moved further out (an alignment by powers of two, an integer by one, a float by a quarter)
+    until no recorded value of that side has it; None when the axis ends first."""
+    floor = _floor_of(atom.axis)
+    for _ in range(MAX_STEPS):
+        if target is None or target not in recorded:
+            return target
+        if is_align(atom.axis):
+            target = target * 2 if up else target // 2
+        elif isinstance(target, int):
+            target = target + 1 if up else target - 1
+        else:
+            target = target * 1.25 if up and target > 0 else target / 1.25 if target > 0 else target - 1
+        target = None if target < floor else target
+    return None
+
+
+MAX_INSIDE = 1  # the widest gaps between a side's recorded values probed
+
+
+def inside_requirements(ctx: Context, hyp: Hypothesis, terms: list[Finding]) -> list[Req]:
+    """A threshold claims every value on its failing side fails, not only the values recorded failing: a value
+    strictly between two consecutive recorded failing values (the :data:`MAX_INSIDE` widest gaps, from the
+    boundary out) must fail too - ``x.shape[-1] < 49`` read from failing 16 and 48 is refuted at 32 where the
+    cause is ``x.shape[-1] in {16, 48}``.  Met by any failing case inside the gap; built from a failing case at
+    one of its ends, an odd middle first (off every power of two, as a far side is), then the middle."""
+    out = []
+    seen: set[str] = set()  # a band's two ends share one failing side
+    for atom, term in zip(hyp.atoms, terms, strict=True):
+        pair = term.minimal_pair
+        if atom.kind != "threshold" or atom.passes_at is None or atom.fails_at is None or pair is None:
+            continue
+        if "~" in atom.axis or atom.axis in seen:
+            continue
+        seen.add(atom.axis)
+        values: list[float] = sorted(side_values(ctx, hyp, atom, "fail") | {atom.fails_at})
+        gaps = [(lo, hi) for lo, hi in zip(values, values[1:], strict=False) if _inside(atom.axis, lo, hi)]
+        gaps.sort(key=lambda g: (-(g[1] / g[0] if g[0] > 0 else g[1] - g[0]), g))
+        for lo, hi in sorted(gaps[:MAX_INSIDE]):
+            req = Req("inside-fail", f"{atom.axis} between its failing values {num(lo)} and {num(hi)}")
+            req.done = [
+                c
+                for c, s in sorted(ctx.status.items())
+                if s == "fail"
+                and is_number(v := ctx.hax[c].get(atom.axis))
+                and lo < v < hi
+                and others_hold(hyp, atom, ctx.hax[c])
+            ][:1]
+            ends = [c for c, s in sorted(ctx.status.items()) if s == "fail" and ctx.hax[c].get(atom.axis) in (lo, hi)]
+            ends.sort(key=lambda c: (c != pair.failing, is_probe(ctx.cases[c]), c))
+            for base_id in ends[:2]:
+                base = ctx.cases[base_id]
+                for target in _inside(atom.axis, lo, hi):
+                    req.builds += [(base, v, x, "fail") for v, x in moves(ctx, base, atom.axis, target)]
+            if not req.builds and not req.done:
+                req.untestable = f"no failing case can be moved between {num(lo)} and {num(hi)}"
+            out.append(req)
+    return out
+
+
+def _inside(axis: str, lo: float, hi: float) -> list:
+    """Values strictly between two recorded values worth a probe ([] when nothing lies between): an alignment
+    the power of two in the middle; an integer an odd middle, then the middle; a float the geometric middle."""
+    if is_align(axis):
+        k = int(lo).bit_length() - 1 if lo >= 1 else 0
+        powers = [2**j for j in range(k + 1, max(k + 1, int(hi).bit_length())) if lo < 2**j < hi]
+        return powers[len(powers) // 2 : len(powers) // 2 + 1]
+    if float(lo).is_integer() and float(hi).is_integer():
+        a, b = int(lo), int(hi)
+        mid = (a + b) // 2
+        return [v for v in dict.fromkeys((mid | 1, mid)) if a < v < b]
+    if lo > 0:
+        return [(lo * hi) ** 0.5]
+    return [(lo + hi) / 2]
 
 
 def pin_requirements(ctx: Context, hyp: Hypothesis) -> list[Req]:

@@ -28,12 +28,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
+from ..cases.derived import parse_dim_axis
+from ..cases.stars import apply_variation
 from ..conditions.language import Condition, ConditionError, parse
 from ..conditions.predict import answer_conditions, parse_conditions, run_properties
 from ..conditions.properties import case_properties
-from ..schemas import FLOAT_DTYPES, MODES, Case, ConditionAnswer, Finding
+from ..schemas import FLOAT_DTYPES, MODES, Case, ConditionAnswer, Finding, StarVariation
 from .context import Context
 from .disagreement import Predictor, by_disagreement, case_disagreement
+from .factor_probes import concentrate_moves, concentrated
 from .flips import dim_moves
 from .moves import strides_for
 from .proposal import Proposal, ProposedCase, build_case
@@ -109,6 +114,44 @@ def _moves(ctx: Context, base: Case) -> list[tuple[str, str, dict, Any]]:
     return out
 
 
+def _class_moves(ctx: Context, base: Case, names: frozenset[str]) -> list[tuple[str, str, dict, Any]]:
+    """(group, words, variation, value) of the moves that keep a composite quantity the condition names while
+    moving its factors (factor_probes.py, for the tool's own): an element count or bytes with every size in
+    one dimension, the rows with every leading size in one, a product of two named sizes with both in one, a
+    named size and integer attribute scaled together by 2 (and 1/2 where both are even)."""
+    out: list[tuple[str, str, dict, Any]] = []
+    for spec in base.inputs:
+        if spec.none or not spec.shape or spec.tensors is not None or len(spec.shape) < 2:
+            continue
+        name, shape, rank = spec.name, list(spec.shape), len(spec.shape)
+        dims = sorted(
+            {p[1] % rank for n in names if (p := parse_dim_axis(n)) and p[0] == name and -rank <= p[1] < rank}
+        )
+        groups: list[list[int]] = []
+        if names & {f"{name}.numel", f"{name}.bytes"}:
+            groups.append(list(range(rank)))
+        if f"{name}.rows" in names:
+            groups.append(list(range(rank - 1)))
+        if len(dims) == 2:
+            groups.append(dims)
+        for factors in [g for g in groups if len(g) >= 2]:
+            for into in factors:
+                target = concentrated(shape, factors, into)
+                for var, value in concentrate_moves(ctx.ties, base, name, target)[:1] if target != shape else []:
+                    out.append((f"class-{name}.factors", f"{name} as {target}", var, value))
+        for key, k in sorted(base.attributes.items()):
+            if f"attr.{key}" not in names or not isinstance(k, int) or isinstance(k, bool) or k < 1:
+                continue
+            for d in dims:
+                scaled = [(shape[d] * 2, k * 2)] + ([(shape[d] // 2, k // 2)] if shape[d] % 2 == k % 2 == 0 else [])
+                for to, k_to in scaled:
+                    for var in dim_moves(ctx.ties, base, name, d)[:1]:
+                        also = [*(var.get("also") or []), {"axis": "attribute", "name": key, "values": [k_to]}]
+                        words = f"{name}.shape[{d}] = {to} with attr.{key} = {k_to}"
+                        out.append((f"class-{name}.shape[{d}]~attr.{key}", words, dict(var, also=also), to))
+    return out
+
+
 def _bases(cond: Condition, props: dict[str, dict], observed: dict[str, str]) -> list[str]:
     """The smallest failing cases where it holds and passing cases where it does not."""
     size = {c: sum(v for k, v in p.items() if k.endswith(".numel") and isinstance(v, int)) for c, p in props.items()}
@@ -121,9 +164,11 @@ def _bases(cond: Condition, props: dict[str, dict], observed: dict[str, str]) ->
     return fail[:MAX_BASES] + ok[:MAX_BASES]
 
 
-def _candidates(ctx: Context, base: Case) -> list[tuple[str, str, ProposedCase, dict]]:
+def _candidates(
+    ctx: Context, base: Case, names: frozenset[str] = frozenset()
+) -> list[tuple[str, str, ProposedCase, dict]]:
     out = []
-    for group, words, var, value in _moves(ctx, base):
+    for group, words, var, value in _moves(ctx, base) + _class_moves(ctx, base, names):
         cand = build_case(ctx, base, var, value, TAG)
         if cand is not None:
             out.append((group, words, cand, case_properties(Case.model_validate(cand.doc))))
@@ -163,11 +208,16 @@ def needs(
     names = cond.names()
     for base_id in _bases(cond, props, observed):
         before = cond.evaluate(props[base_id])
-        for group, _words, cand, cprops in _candidates(ctx, ctx.cases[base_id]):
+        for group, words, cand, cprops in _candidates(ctx, ctx.cases[base_id], names):
             now = cond.evaluate(cprops)
             # a measured name (the values built, the wrong elements) is known once the case ran: not moved here
             moved = {n for n in names if n in cprops and cprops[n] != props[base_id].get(n)}
-            if not moved and group != "seed":
+            if group.startswith("class-"):  # its factors moved, the quantity kept: another member of its class
+                if now is None or now != before:
+                    continue
+                key = f"{group}:{'fail' if before else 'pass'}"
+                need = out.setdefault(key, Need(key, f"{words}: a quantity {text} names kept, its factors moved"))
+            elif not moved and group != "seed":
                 key = f"unnamed:{group}"
                 need = out.setdefault(key, Need(key, f"{group} moved far (a property {text} does not name)"))
             elif now is not None and now != before:
@@ -211,9 +261,9 @@ def _pin(ctx: Context, cond: Condition, base: Case, far: ProposedCase, before: b
             break
         mid = (lo + hi) // 2
         cand = build_case(ctx, base, far.var, mid, TAG)
-        if cand is None:
-            return
-        now = cond.evaluate(case_properties(Case.model_validate(cand.doc)))
+        # a step already recorded (an earlier round's) is read as it is: the bisection goes on through it
+        moved = Case.model_validate(cand.doc) if cand is not None else _moved(base, far.var, mid)
+        now = cond.evaluate(case_properties(moved)) if moved is not None else None
         if now is None:
             return
         near[mid] = cand
@@ -228,6 +278,15 @@ def _pin(ctx: Context, cond: Condition, base: Case, far: ProposedCase, before: b
             continue  # the base itself is that side
         if cand is not None and all(c.content != cand.content for c, _ in need.builds):
             need.builds.append((cand, side))
+
+
+def _moved(base: Case, var: dict, value: Any) -> Case | None:
+    """``base`` with one variation set to ``value`` (planned or not), None when that is no valid case."""
+    try:
+        sv = StarVariation.model_validate(var | {"values": [value]})
+        return Case.model_validate(apply_variation(base, sv, value))
+    except (ValueError, ValidationError):
+        return None
 
 
 def condition_predictors(rivals: list[Condition]) -> list[Predictor]:
