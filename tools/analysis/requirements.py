@@ -131,7 +131,9 @@ def far_requirements(ctx: Context, hyp: Hypothesis, terms: list[Finding]) -> lis
             first = target
             target = _unrecorded(atom, target, recorded, (atom.direction == "above") == (side == "fail"))
             base = ctx.cases[base_id]
-            req.builds = [(base, v, x, side) for v, x in moves(ctx, base, atom.axis, target)] if target is not None else []
+            req.builds = (
+                [(base, v, x, side) for v, x in moves(ctx, base, atom.axis, target)] if target is not None else []
+            )
             if not req.builds and target != first and any(test(v) for v in recorded):
                 # every value beyond that a case can be built with was recorded on that side: nothing is left
                 req.waived = f"every value beyond {num(last)} a case can have was recorded {side}ing"
