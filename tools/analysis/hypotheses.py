@@ -497,8 +497,9 @@ def enumerate_hypotheses(
     full = (1 << len(passing)) - 1
     singles: list[Hypothesis] = []
     covering: list[tuple[Atom, int, list[Any]]] = []
-    for key in keys:
-        fvals, pvals = fcols.get(key) or [None] * len(failing), pcols.get(key) or [None] * len(passing)
+    for key in keys:  # an axis one side lacks is None there
+        fvals = fcols[key] = fcols.get(key) or [None] * len(failing)
+        pvals = pcols[key] = pcols.get(key) or [None] * len(passing)
         for atom, mask in column_atoms(key, fvals, pvals):
             if mask == 0:
                 singles.append(Hypothesis((atom,)))
