@@ -168,6 +168,44 @@ def test_a_cpu_worker_is_a_fork_of_the_template_and_a_child_of_the_supervisor(tm
             os.killpg(proc.pid, signal.SIGKILL)
 
 
+_FORK_RACE = """
+import ctypes, os, socket, sys, time
+out, repo = sys.argv[1], sys.argv[2]  # the worker's main sees its own argv
+sys.path.insert(0, repo)
+from tools.runner import template
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER, as the supervisor is
+real_fork = os.fork
+def slow_fork():  # each fork's child starts late: the worker's first parent has exited by then
+    pid = real_fork()
+    if pid == 0:
+        time.sleep(0.05)
+    return pid
+os.fork = slow_fork
+ours, theirs = socket.socketpair()
+def run(args):
+    open(os.path.join(out, args[1]), "w").write(str(os.getppid()))
+    return 0
+pids = []
+for i in range(3):
+    null = os.open(os.devnull, os.O_RDWR)
+    pids.append(template._fork_worker(theirs, ["worker", str(i), "--parent-pid", str(os.getpid())],
+                                      [null, os.dup(null), os.dup(null)], run))
+print(all(os.waitpid(p, 0)[1] == 0 for p in pids))
+"""
+
+
+def test_a_forked_worker_starts_when_its_first_parent_is_gone_before_it_runs(tmp_path: Path) -> None:
+    # the worker waits to be re-parented to the supervisor; it once read its first parent's pid after the fork,
+    # where that parent may already have exited: the supervisor's pid, and a wait that never ended (a worker
+    # start hung in CI).  Each fork's child here starts late, so the first parent is surely gone.
+    done = subprocess.run([sys.executable, "-c", _FORK_RACE, str(tmp_path), str(Path(__file__).parent.parent)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "True", done.stdout + done.stderr
+    ran = {p.name: p.read_text() for p in tmp_path.iterdir()}
+    assert sorted(ran) == ["0", "1", "2"], ran  # every worker ran, each re-parented to the subreaper
+    assert len(set(ran.values())) == 1, ran
+
+
 def test_client_raises_connection_lost_when_the_supervisor_dies_mid_case(tmp_path: Path) -> None:
     modules = _modules(tmp_path, "pid_then_spin.py")
     pid_file = tmp_path / "spinning.pid"

@@ -205,10 +205,13 @@ def _fork_worker(sock: socket.socket, args: list[str], fds: list[int], run: Call
     if first == 0:
         try:
             os.close(r)
+            # the first parent's pid read here, not in the fork: it may already have exited there, its
+            # getppid() the supervisor's, and the wait for re-parenting would never end
+            me = os.getpid()
             pid = os.fork()
             if pid == 0:
                 os.close(w)
-                _become_worker(sock, args, fds, run, first_parent=os.getppid())
+                _become_worker(sock, args, fds, run, first_parent=me)
             os.write(w, str(pid).encode())
         finally:
             os._exit(0)
