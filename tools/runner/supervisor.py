@@ -54,7 +54,7 @@ from .phases import (
     killed_from_outside,
     wants_gradients,
 )
-from .template import ForkedWorker, Template, usable
+from .template import ForkedWorker, Template, kill_group, usable
 
 # Consecutive worker start failures after which the supervisor stops starting
 # workers (like pytest-xdist's --max-worker-restart): every later case is
@@ -167,15 +167,7 @@ class Worker:
             return None
 
     def kill(self) -> None:
-        try:
-            if self.proc.pid > 0:  # a fork the template never answered has none (never our own group)
-                os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
+        kill_group(self.proc)
         if self.stdout_fd is not None:  # unregistered before it closes: a reused fd number is another pipe's
             self.lines.remove(self.stdout_fd)
             self.stdout_fd = None

@@ -119,14 +119,21 @@ class Template:
             self.sock.close()
             self.sock = None
         if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
+            kill_group(self.proc)
+
+
+def kill_group(proc: subprocess.Popen | ForkedWorker) -> None:
+    """SIGKILL a process's group (its own: started in a session of its own) and wait for it up to 10 s; a fork
+    the template never answered has no pid (never our own group)."""
+    try:
+        if proc.pid > 0:
+            os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 class ForkedWorker:
