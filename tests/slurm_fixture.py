@@ -201,7 +201,7 @@ class SlurmCluster:
             GresTypes={self.gres_name}
             ReturnToService=2
             KillWait={self.kill_wait_s}
-            MinJobAge=30
+            MinJobAge=300
             AccountingStorageType=accounting_storage/none
             JobAcctGatherType=jobacct_gather/none
             JobCompType=jobcomp/none

@@ -127,7 +127,8 @@ def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
 
 
 def job_state(cluster: SlurmCluster, job_id: str) -> tuple[str, str]:
-    """(state, reason) of a job, finished ones included (they stay MinJobAge seconds)."""
+    """(state, reason) of a job, finished ones included (they stay MinJobAge seconds: 300 in the fixture, so a
+    test that read it after a long run still finds it)."""
     out = cluster.run("squeue", "-h", "--states=all", "-j", job_id, "-o", "%T|%r").stdout.strip()
     state, reason = out.split("|")
     return state, reason
