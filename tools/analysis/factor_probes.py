@@ -277,6 +277,17 @@ def relation_needs(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding]) ->
     return out
 
 
+def scaled_together(size: int, k: int) -> list[tuple[str, int, int]]:
+    """(direction, size, attribute) of a size and an integer attribute scaled together: by 2, and by 1/2 where
+    both are even (their ratio kept)."""
+    return [("up", size * 2, k * 2)] + ([("down", size // 2, k // 2)] if size % 2 == k % 2 == 0 else [])
+
+
+def with_attribute(var: dict, key: str, value: int) -> dict:
+    """A variation that also sets attribute ``key`` to ``value``."""
+    return dict(var, also=[*(var.get("also") or []), {"axis": "attribute", "name": key, "values": [value]}])
+
+
 def ratio_needs(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding]) -> list[Req]:
     """Each ratio of a dimension and an integer attribute (``x.shape[1] // attr.groups``), from its minimal
     pair's failing and passing case: the size and the attribute scaled together by 2 and, where both are even,
@@ -296,8 +307,7 @@ def ratio_needs(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding]) -> li
             if shape is None or not -len(shape) <= dim[1] < len(shape) or not isinstance(k, int) or k < 1:
                 continue
             d, size = dim[1] % len(shape), shape[dim[1] % len(shape)]
-            scaled = [("up", size * 2, k * 2)] + ([("down", size // 2, k // 2)] if size % 2 == k % 2 == 0 else [])
-            for kind, to, k_to in scaled:
+            for kind, to, k_to in scaled_together(size, k):
                 target = list(shape)
                 target[d] = to
                 need = Req(
@@ -313,8 +323,7 @@ def ratio_needs(ctx, hyp: Hypothesis, lead: Finding, terms: list[Finding]) -> li
                     and ctx.cases[c].attributes.get(key) == k_to
                 ][:1]
                 for var, value in moves(ctx, base, sides[0], to)[:1]:
-                    attr = {"axis": "attribute", "name": key, "values": [k_to]}
-                    need.builds.append((base, dict(var, also=[*(var.get("also") or []), attr]), value, side))
+                    need.builds.append((base, with_attribute(var, key, k_to), value, side))
                 if not need.builds and not need.done:
                     need.untestable = f"no case scales {sides[0]} and {sides[2]} together"
                 out.append(need)

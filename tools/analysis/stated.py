@@ -38,7 +38,7 @@ from ..conditions.properties import case_properties
 from ..schemas import FLOAT_DTYPES, MODES, Case, ConditionAnswer, Finding, StarVariation
 from .context import Context
 from .disagreement import Predictor, by_disagreement, case_disagreement
-from .factor_probes import concentrate_moves, concentrated
+from .factor_probes import concentrate_moves, concentrated, scaled_together, with_attribute
 from .flips import dim_moves
 from .moves import strides_for
 from .proposal import Proposal, ProposedCase, build_case
@@ -143,12 +143,10 @@ def _class_moves(ctx: Context, base: Case, names: frozenset[str]) -> list[tuple[
             if f"attr.{key}" not in names or not isinstance(k, int) or isinstance(k, bool) or k < 1:
                 continue
             for d in dims:
-                scaled = [(shape[d] * 2, k * 2)] + ([(shape[d] // 2, k // 2)] if shape[d] % 2 == k % 2 == 0 else [])
-                for to, k_to in scaled:
+                for _, to, k_to in scaled_together(shape[d], k):
                     for var in dim_moves(ctx.ties, base, name, d)[:1]:
-                        also = [*(var.get("also") or []), {"axis": "attribute", "name": key, "values": [k_to]}]
                         words = f"{name}.shape[{d}] = {to} with attr.{key} = {k_to}"
-                        out.append((f"class-{name}.shape[{d}]~attr.{key}", words, dict(var, also=also), to))
+                        out.append((f"class-{name}.shape[{d}]~attr.{key}", words, with_attribute(var, key, k_to), to))
     return out
 
 
